@@ -1,0 +1,89 @@
+// `promptcache bench prefill`: prompt and decode throughput of a model.
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "cli/commands.h"
+#include "cli/units.h"
+#include "engine/engine.h"
+#include "kernels/cpu.h"
+#include "kv/kv_storage.h"
+#include "model/model.h"
+
+namespace pc::cli {
+
+namespace {
+
+struct PrefillArgs {
+  std::string model;
+  std::vector<int> lengths{512, 2048};
+  int decode = 32;
+  int threads = 2;
+  int repeat = 1;
+  std::string json_out;
+};
+
+int run_prefill(const PrefillArgs& a) {
+  auto model = Model::load(a.model);
+  const ModelConfig& c = model->config();
+  EngineOptions eo;
+  eo.threads = a.threads;
+  int max_len = 0;
+  for (int n : a.lengths) max_len = std::max(max_len, n);
+  KvShape shape{int(c.n_layer), int(c.n_kv_head), int(c.head_dim), eo.page_size};
+  eo.kv_memory_bytes = int64_t(shape.bytes_per_token()) * (max_len + a.decode + 64);
+  Engine engine(*model, eo);
+  std::mt19937 rng(42);
+  std::uniform_int_distribution<int32_t> pick(3, int32_t(c.n_vocab) - 1);
+
+  std::printf("model: %s\n%s\nthreads %d, kernels %s\n\n", a.model.c_str(), c.describe().c_str(),
+              a.threads, cpu_level_name(cpu_level()).c_str());
+  std::printf("%8s  %14s  %10s  %14s\n", "tokens", "prompt tok/s", "TTFT ms", "decode tok/s");
+  nlohmann::json rows = nlohmann::json::array();
+  for (int n : a.lengths) {
+    double best_pp = 0, best_tg = 0, best_ttft = 1e30;
+    for (int rep = 0; rep < a.repeat; ++rep) {
+      GenerateRequest req;
+      for (int i = 0; i < n; ++i) req.prompt.push_back(pick(rng));
+      req.max_tokens = a.decode;
+      req.stop_at_eog = false;
+      GenerateResult r = engine.generate(req);
+      const double pp = n / (r.prompt_ms / 1000);
+      const double tg = r.tokens.size() > 1 ? (r.tokens.size() - 1) / (r.decode_ms / 1000) : 0;
+      best_pp = std::max(best_pp, pp);
+      best_tg = std::max(best_tg, tg);
+      best_ttft = std::min(best_ttft, r.ttft_ms);
+    }
+    std::printf("%8d  %14.1f  %10.1f  %14.1f\n", n, best_pp, best_ttft, best_tg);
+    std::fflush(stdout);
+    rows.push_back({{"prompt_tokens", n}, {"prompt_tokens_per_s", best_pp},
+                    {"ttft_ms", best_ttft}, {"decode_tokens_per_s", best_tg}});
+  }
+  if (!a.json_out.empty()) {
+    nlohmann::json j = {{"model", a.model}, {"threads", a.threads},
+                        {"kernels", cpu_level_name(cpu_level())}, {"results", rows}};
+    std::ofstream(a.json_out) << j.dump(2) << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+Run add_bench(CLI::App& app) {
+  app.require_subcommand(1);
+  auto a = std::make_shared<PrefillArgs>();
+  CLI::App* p = app.add_subcommand("prefill", "Prompt (prefill) and decode tokens/s");
+  p->add_option("-m,--model", a->model, "GGUF model file")->required()->check(CLI::ExistingFile);
+  p->add_option("--tokens", a->lengths, "Prompt lengths")->capture_default_str()->delimiter(',');
+  p->add_option("--decode", a->decode, "Tokens to decode after each prompt")->capture_default_str();
+  p->add_option("-t,--threads", a->threads, "CPU threads")->capture_default_str();
+  p->add_option("--repeat", a->repeat, "Runs per length (best is reported)")->capture_default_str();
+  p->add_option("--json", a->json_out, "Also write the results as JSON to this file");
+  return [a] { return run_prefill(*a); };
+}
+
+}  // namespace pc::cli

@@ -1,0 +1,81 @@
+// `promptcache demo`: the quickstart's main job. Generates a small random
+// model (or uses the shared TinyStories model when present) and shows
+// generation with timings.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+
+#include "cli/commands.h"
+#include "engine/engine.h"
+#include "model/make_model.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace pc::cli {
+
+namespace {
+
+struct DemoArgs {
+  std::string dir;
+  int threads = 2;
+};
+
+void show(const std::string& path, const std::string& prompt, int n, int threads) {
+  auto model = Model::load(path);
+  std::printf("\n== %s\n   %s\n", path.c_str(), model->config().describe().c_str());
+  EngineOptions eo;
+  eo.threads = threads;
+  eo.kv_memory_bytes = 256 << 20;
+  Engine engine(*model, eo);
+  GenerateRequest req;
+  req.prompt = model->tokenizer().encode(prompt, true, false);
+  req.max_tokens = n;
+  StreamDecoder dec(model->tokenizer());
+  std::printf("prompt: %s\noutput: ", prompt.c_str());
+  GenerateResult r = engine.generate(req, [&](int32_t id) {
+    std::fputs(dec.push(id).c_str(), stdout);
+    std::fflush(stdout);
+    return true;
+  });
+  std::fputs(dec.flush().c_str(), stdout);
+  std::printf("\ntimings: %lld prompt tokens at %.0f tokens/s, TTFT %.1f ms, %zu tokens at %.1f tokens/s\n",
+              (long long)r.n_prompt, r.n_prompt / (r.prompt_ms / 1000), r.ttft_ms, r.tokens.size(),
+              r.tokens.size() > 1 ? (r.tokens.size() - 1) / (r.decode_ms / 1000) : 0.0);
+}
+
+int run_demo(const DemoArgs& a) {
+  namespace fs = std::filesystem;
+  fs::create_directories(a.dir);
+  const fs::path gen = fs::path(a.dir) / "smollm-135m-shape-q8_0.gguf";
+  if (!fs::exists(gen)) {
+    std::printf("generating a random-weight smollm-135m-shape Q8_0 model at %s ...\n", gen.c_str());
+    MakeModelOptions o;
+    o.shape = "smollm-135m";
+    o.type = GgmlType::Q8_0;
+    make_random_model(o, gen.string());
+  }
+  show(gen.string(), "The quick brown fox", 24, a.threads);
+  std::printf("(random weights: the text is gibberish; the speed is real)\n");
+  // A real trained model, when the shared model folder sits beside the checkout.
+  for (const char* p : {"../shared/models/stories260K.gguf", "shared/models/stories260K.gguf"})
+    if (fs::exists(p)) {
+      show(p, "Once upon a time", 60, a.threads);
+      break;
+    }
+  return 0;
+}
+
+}  // namespace
+
+Run add_demo(CLI::App& app) {
+  auto a = std::make_shared<DemoArgs>();
+  const char* home = std::getenv("HOME");
+  a->dir = std::string(home ? home : "/tmp") + "/.cache/promptcache";
+  app.add_option("--dir", a->dir, "Where the generated model is kept")->capture_default_str();
+  app.add_option("-t,--threads", a->threads, "CPU threads")->capture_default_str();
+  return [a] { return run_demo(*a); };
+}
+
+}  // namespace pc::cli

@@ -1,0 +1,62 @@
+// `promptcache make-model`: write a random-weight GGUF of a named shape.
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+
+#include "cli/commands.h"
+#include "cli/units.h"
+#include "gguf/error.h"
+#include "model/make_model.h"
+
+namespace pc::cli {
+
+GgmlType parse_weight_type(const std::string& s) {
+  std::string u;
+  for (char c : s) u += char(std::toupper(static_cast<unsigned char>(c)));
+  const GgmlType types[] = {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0,
+                            GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K};
+  for (GgmlType t : types)
+    if (ggml_type_name(t) == u) return t;
+  throw Error("unknown weight type '" + s + "' (use F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K)");
+}
+
+namespace {
+
+struct MakeModelArgs {
+  MakeModelOptions opt;
+  std::string type = "Q8_0";
+  std::string out;
+};
+
+int run_make_model(MakeModelArgs& a) {
+  a.opt.type = parse_weight_type(a.type);
+  const auto t0 = std::chrono::steady_clock::now();
+  std::fprintf(stderr, "writing %s: shape %s, arch %s, %s weights...\n", a.out.c_str(),
+               a.opt.shape.c_str(), a.opt.arch.c_str(), a.type.c_str());
+  make_random_model(a.opt, a.out);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::fprintf(stderr, "done in %.1f s\n", s);
+  return 0;
+}
+
+}  // namespace
+
+Run add_make_model(CLI::App& app) {
+  auto a = std::make_shared<MakeModelArgs>();
+  std::string shapes;
+  for (const std::string& s : make_model_shapes()) shapes += (shapes.empty() ? "" : ", ") + s;
+  app.add_option("-o,--output", a->out, "Output GGUF path")->required();
+  app.add_option("--shape", a->opt.shape, "Model shape: " + shapes)->capture_default_str();
+  app.add_option("--arch", a->opt.arch, "Architecture: llama, qwen2, qwen3")->capture_default_str();
+  app.add_option("--type", a->type, "Weight type: F16, Q8_0, Q4_0, Q4_K, Q6_K, BF16, F32")->capture_default_str();
+  app.add_option("--vocab", a->opt.vocab_path,
+                 "GGUF file whose tokenizer is copied (e.g. a model or ggml-vocab-*.gguf); "
+                 "default: a built-in byte-level vocabulary")
+      ->check(CLI::ExistingFile);
+  app.add_option("--seed", a->opt.seed, "Random seed")->capture_default_str();
+  app.add_flag("--tied", a->opt.tied_output, "Tie the output projection to the token embedding");
+  return [a] { return run_make_model(*a); };
+}
+
+}  // namespace pc::cli

@@ -1,0 +1,18 @@
+// Subcommands of the `promptcache` executable. Each registers its options on
+// the CLI11 app and returns the function that runs it.
+#pragma once
+#include <functional>
+
+namespace CLI { class App; }
+
+namespace pc::cli {
+
+using Run = std::function<int()>;
+
+Run add_generate(CLI::App& app);
+Run add_inspect(CLI::App& app);
+Run add_make_model(CLI::App& app);
+Run add_demo(CLI::App& app);
+Run add_bench(CLI::App& app);
+
+}  // namespace pc::cli

@@ -1,0 +1,40 @@
+// promptcache: an LLM inference server that reuses attention state.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <exception>
+
+#include "cli/commands.h"
+#include "gguf/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "promptcache — LLM inference that never computes the same attention state twice.\n"
+      "Loads Llama-family GGUF models (llama, qwen2, qwen3) and runs them on the CPU."};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "promptcache 0.1.0");
+  using namespace pc::cli;
+  Run runs[] = {
+      add_generate(*app.add_subcommand("generate", "Generate text from a prompt")),
+      add_inspect(*app.add_subcommand("inspect", "Print a GGUF file's metadata and tensors")),
+      add_make_model(*app.add_subcommand("make-model", "Write a random-weight GGUF model of a named shape")),
+      add_demo(*app.add_subcommand("demo", "Generate a small model and show generation")),
+      add_bench(*app.add_subcommand("bench", "Benchmarks (prefill)")),
+  };
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  const char* names[] = {"generate", "inspect", "make-model", "demo", "bench"};
+  try {
+    for (size_t i = 0; i < std::size(names); ++i)
+      if (app.got_subcommand(names[i])) return runs[i]();
+  } catch (const pc::Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "internal error: %s\n", e.what());
+    return 2;
+  }
+  return 0;
+}

@@ -1,0 +1,41 @@
+// Token sampling from logits: greedy, temperature, top-k, top-p, min-p,
+// repetition penalty; seeded and reproducible.
+#pragma once
+#include <cstdint>
+#include <random>
+#include <span>
+#include <vector>
+
+namespace pc {
+
+struct SamplingParams {
+  float temperature = 0.f;     // <= 0: greedy (argmax, lowest id on ties)
+  int32_t top_k = 0;           // 0 = off
+  float top_p = 1.f;           // 1 = off
+  float min_p = 0.f;           // 0 = off; keep tokens with p >= min_p * p_max
+  float repeat_penalty = 1.f;  // 1 = off; divides positive / multiplies negative logits
+  int32_t repeat_last_n = 64;  // how many recent tokens the penalty looks at
+  uint64_t seed = 0xC0FFEE;
+};
+
+class Sampler {
+ public:
+  explicit Sampler(const SamplingParams& p);
+  // `recent` = the sequence's tokens so far (for the repetition penalty).
+  int32_t sample(std::span<const float> logits, std::span<const int32_t> recent);
+  const SamplingParams& params() const { return p_; }
+
+ private:
+  struct Cand { int32_t id; float logit; float p; };
+  void apply_penalty(std::span<const int32_t> recent);
+  void truncate();  // top-k, softmax, top-p, min-p over cands_
+
+  SamplingParams p_;
+  std::mt19937_64 rng_;
+  std::vector<Cand> cands_;
+};
+
+// Index of the largest value (lowest index on ties).
+int32_t argmax(std::span<const float> v);
+
+}  // namespace pc

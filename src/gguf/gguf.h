@@ -1,0 +1,145 @@
+// GGUF reader (versions 2 and 3) and writer.
+//
+// File layout (little-endian):
+//   magic "GGUF" | u32 version | u64 n_tensors | u64 n_kv
+//   n_kv × { string key | u32 value_type | value }
+//   n_tensors × { string name | u32 n_dims | n_dims × u64 ne | u32 ggml_type | u64 offset }
+//   padding to general.alignment (default 32)
+//   tensor data; each tensor at data_start + offset (offset is a multiple of alignment)
+// string = u64 length + bytes (no terminator). array = u32 elem_type | u64 n | values.
+//
+// Every read is bounds-checked: a truncated or corrupt file throws pc::Error whose
+// message names what was being read and the byte offset, never reads out of bounds.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "gguf/error.h"
+#include "gguf/types.h"
+
+namespace pc {
+
+enum class GgufType : uint32_t {
+  UINT8 = 0, INT8 = 1, UINT16 = 2, INT16 = 3, UINT32 = 4, INT32 = 5, FLOAT32 = 6,
+  BOOL = 7, STRING = 8, ARRAY = 9, UINT64 = 10, INT64 = 11, FLOAT64 = 12,
+};
+
+// A metadata value. Scalars are held widened (integers in i/u, floats in f);
+// arrays hold their elements (possibly arrays themselves).
+struct GgufValue {
+  GgufType type = GgufType::UINT8;
+  GgufType elem_type = GgufType::UINT8;  // for ARRAY: the declared element type
+  int64_t i = 0;         // signed integer types and BOOL
+  uint64_t u = 0;        // unsigned integer types (also mirrored into i when it fits)
+  double f = 0;          // FLOAT32 / FLOAT64
+  std::string s;         // STRING
+  std::vector<GgufValue> arr;  // ARRAY
+
+  bool is_integer() const;
+  bool is_float() const { return type == GgufType::FLOAT32 || type == GgufType::FLOAT64; }
+  // Human-readable rendering (arrays abbreviated after `max_elems`).
+  std::string to_string(size_t max_elems = 8) const;
+
+  // Constructors for each kind of value. make_uint/make_int take the exact integer
+  // type (UINT8..INT64); values are stored widened as described above.
+  static GgufValue make_uint(GgufType t, uint64_t v);
+  static GgufValue make_int(GgufType t, int64_t v);
+  static GgufValue make_float(GgufType t, double v);  // FLOAT32 or FLOAT64
+  static GgufValue make_bool(bool v);
+  static GgufValue make_string(std::string v);
+  // Elements should have type `elem` (for elem == ARRAY: arrays, each with its own
+  // elem_type). The writer encodes each element as `elem`.
+  static GgufValue make_array(GgufType elem, std::vector<GgufValue> elems);
+};
+
+// Name of a metadata value type ("UINT32"); "type#N" for unknown ids.
+std::string gguf_type_name(GgufType t);
+
+struct GgufTensorInfo {
+  std::string name;
+  std::vector<int64_t> ne;  // ne[0] is the innermost (row) dimension, as in ggml
+  GgmlType type = GgmlType::F32;
+  uint64_t offset = 0;      // relative to the data section
+  const uint8_t* data = nullptr;  // points into the mapped file
+  uint64_t nbytes = 0;
+  int64_t n_elements() const;
+};
+
+class GgufFile {
+ public:
+  // Memory-maps and parses the file. Throws pc::Error naming the path, what was
+  // wrong and where (byte offset).
+  static std::unique_ptr<GgufFile> open(const std::string& path);
+  // Parses an in-memory copy (tests, fuzzing). The bytes are owned by the object.
+  static std::unique_ptr<GgufFile> from_bytes(std::vector<uint8_t> bytes,
+                                              const std::string& name = "<memory>");
+  ~GgufFile();
+  GgufFile(const GgufFile&) = delete;
+  GgufFile& operator=(const GgufFile&) = delete;
+
+  const std::string& path() const { return path_; }
+  uint32_t version() const { return version_; }
+  uint64_t alignment() const { return alignment_; }
+  uint64_t data_offset() const { return data_offset_; }
+  uint64_t file_size() const { return size_; }
+
+  const std::vector<std::pair<std::string, GgufValue>>& metadata() const { return kv_; }
+  const GgufValue* find(std::string_view key) const;
+
+  // Typed getters. Missing key → `def`. Present with the wrong type → pc::Error.
+  std::string get_string(std::string_view key, const std::string& def = "") const;
+  int64_t get_int(std::string_view key, int64_t def) const;   // any integer type
+  double get_float(std::string_view key, double def) const;   // float or integer
+  bool get_bool(std::string_view key, bool def) const;
+  std::vector<std::string> get_string_array(std::string_view key) const;  // missing → {}
+  std::vector<float> get_float_array(std::string_view key) const;          // missing → {}
+  std::vector<int64_t> get_int_array(std::string_view key) const;          // missing → {}
+
+  const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
+  const GgufTensorInfo* tensor(std::string_view name) const;  // nullptr if absent
+
+ private:
+  GgufFile() = default;
+  void parse();
+
+  std::string path_;
+  const uint8_t* base_ = nullptr;
+  uint64_t size_ = 0;
+  void* map_ = nullptr;            // mmap region (nullptr for from_bytes)
+  std::vector<uint8_t> owned_;     // from_bytes storage
+  uint32_t version_ = 0;
+  uint64_t alignment_ = 32;
+  uint64_t data_offset_ = 0;
+  std::vector<std::pair<std::string, GgufValue>> kv_;
+  std::vector<GgufTensorInfo> tensors_;
+};
+
+// Builds a GGUF v3 file in memory and writes it atomically (temp file + rename).
+class GgufWriter {
+ public:
+  void set(const std::string& key, GgufValue v);  // replaces an existing key
+  void set_string(const std::string& key, const std::string& v);
+  void set_u32(const std::string& key, uint32_t v);
+  void set_i32(const std::string& key, int32_t v);
+  void set_f32(const std::string& key, float v);
+  void set_bool(const std::string& key, bool v);
+  void set_u64(const std::string& key, uint64_t v);
+  void set_string_array(const std::string& key, const std::vector<std::string>& v);
+  const GgufValue* find(std::string_view key) const;  // nullptr if not set
+  // `data` holds ggml_row_bytes(type, ne[0]) * (product of the other ne) bytes.
+  void add_tensor(const std::string& name, GgmlType type, std::vector<int64_t> ne,
+                  std::vector<uint8_t> data);
+  std::vector<uint8_t> to_bytes() const;
+  void write(const std::string& path) const;  // throws pc::Error on I/O failure
+
+ private:
+  struct T { std::string name; GgmlType type; std::vector<int64_t> ne; std::vector<uint8_t> data; };
+  std::vector<std::pair<std::string, GgufValue>> kv_;
+  std::vector<T> tensors_;
+};
+
+}  // namespace pc

@@ -1,0 +1,16 @@
+// Which SIMD code path the kernels use. Detected once from what the processor
+// can actually execute (CPUID *and* the OS-enabled state in XCR0 — e.g. AMX is
+// listed on some machines but faults), and overridable for tests.
+#pragma once
+#include <string>
+
+namespace pc {
+
+enum class CpuLevel { Scalar = 0, Avx2 = 1, Avx512 = 2 };
+
+CpuLevel detect_cpu_level();        // best level this machine can run
+CpuLevel cpu_level();               // level in use (defaults to detect_cpu_level())
+void set_cpu_level(CpuLevel level); // clamps to detect_cpu_level()
+std::string cpu_level_name(CpuLevel level);
+
+}  // namespace pc

@@ -1,0 +1,55 @@
+#include "kernels/elementwise.h"
+
+#include <cmath>
+
+namespace pc {
+
+void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) {
+  // Sum in double: exact enough that the order does not matter much, and the
+  // loop is sequential so the order is fixed anyway.
+  double ss = 0;
+  for (int64_t i = 0; i < n; ++i) ss += double(x[i]) * x[i];
+  const float scale = float(1.0 / std::sqrt(ss / double(n) + eps));
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale * w[i];
+}
+
+Rope::Rope(const RopeParams& p) : freq_(p.n_rot / 2), neox_(p.neox) {
+  for (int64_t i = 0; i < int64_t(freq_.size()); ++i) {
+    double f = double(p.freq_scale) * std::pow(double(p.base), -2.0 * double(i) / double(p.n_rot));
+    if (p.factors) f /= p.factors[i];
+    freq_[i] = f;
+  }
+}
+
+void Rope::angles(int32_t pos, float* cs) const {
+  for (size_t i = 0; i < freq_.size(); ++i) {
+    const double theta = double(pos) * freq_[i];
+    cs[2 * i] = float(std::cos(theta));
+    cs[2 * i + 1] = float(std::sin(theta));
+  }
+}
+
+void Rope::apply(float* x, const float* cs) const {
+  const int64_t half = int64_t(freq_.size());
+  for (int64_t i = 0; i < half; ++i) {
+    const float c = cs[2 * i], s = cs[2 * i + 1];
+    const int64_t a = neox_ ? i : 2 * i;
+    const int64_t b = neox_ ? i + half : 2 * i + 1;
+    const float x0 = x[a], x1 = x[b];
+    x[a] = x0 * c - x1 * s;
+    x[b] = x0 * s + x1 * c;
+  }
+}
+
+void swiglu(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    out[i] = g / (1.f + std::exp(-g)) * up[i];
+  }
+}
+
+void add_inplace(float* y, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+}
+
+}  // namespace pc

@@ -1,0 +1,44 @@
+// Row-wise operations of the forward pass. Each works on one row at a time with
+// a fixed, sequential reduction order, so results never depend on batching.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+namespace pc {
+
+// y = x / sqrt(mean(x²) + eps) * w        (n elements; y may alias x)
+void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps);
+
+// Rotary position embedding. Rotates the first n_rot dims of a head vector:
+// normal mode pairs (2i, 2i+1), NeoX mode pairs (i, i + n_rot/2), by angle
+// theta_i = pos * freq_scale * base^(-2i/n_rot) / factors[i].
+struct RopeParams {
+  int64_t n_rot = 0;
+  float base = 10000.f;
+  float freq_scale = 1.f;
+  bool neox = false;
+  const float* factors = nullptr;  // [n_rot/2] or null
+};
+
+class Rope {
+ public:
+  explicit Rope(const RopeParams& p);
+  int64_t n_pairs() const { return int64_t(freq_.size()); }
+  // cos/sin of every pair's angle at `pos`: cs = [cos_0, sin_0, cos_1, sin_1, ...].
+  // Computed once per token and shared by all heads and layers.
+  void angles(int32_t pos, float* cs) const;
+  // Rotates one head vector in place with angles from angles().
+  void apply(float* x, const float* cs) const;
+
+ private:
+  std::vector<double> freq_;  // [n_rot/2] radians per position
+  bool neox_;
+};
+
+// out[i] = silu(gate[i]) * up[i]
+void swiglu(const float* gate, const float* up, float* out, int64_t n);
+
+// y += x
+void add_inplace(float* y, const float* x, int64_t n);
+
+}  // namespace pc

@@ -1,0 +1,37 @@
+// Matrix multiplication against weights in their stored (possibly quantized) type.
+//
+//   y[m][n] = sum_k x[m][k] * W[n][k]      x: M×K f32 row-major, W: N×K, y: M×N f32
+//
+// Batch-invariance contract: y[m][n] is a function of (x[m], W[n], cpu_level())
+// only — bitwise identical whatever M is, wherever row m sits in the batch, and
+// however many threads run. Work is split over rows and columns, never along K,
+// and each element's reduction order is fixed.
+#pragma once
+#include <cstdint>
+
+#include "gguf/types.h"
+
+namespace pc {
+
+class ThreadPool;
+
+// A weight matrix as stored in GGUF: ne[0] = k (row length), ne[1] = n (rows).
+struct WeightView {
+  GgmlType type = GgmlType::F32;
+  int64_t k = 0;
+  int64_t n = 0;
+  const uint8_t* data = nullptr;
+  int64_t row_bytes = 0;  // ggml_row_bytes(type, k)
+};
+
+// Throws pc::Error for weight types other than F32, F16, BF16, Q8_0, Q4_0, Q4_K,
+// Q6_K, or a k that is not a multiple of the type's block size.
+//
+// For quantized weights each row of x is first quantized to int8 (blocks of 32
+// for Q8_0/Q4_0, of 256 for Q4_K/Q6_K) into a grow-only scratch buffer owned by
+// the calling thread: no allocation in steady state. matmul may be called from
+// several threads at once only with different pools (a pool is not reentrant).
+// Code path: cpu_level() (cpu.h); Avx512 currently runs the Avx2 kernels.
+void matmul(const WeightView& w, const float* x, int64_t m, float* y, ThreadPool& pool);
+
+}  // namespace pc

@@ -1,0 +1,132 @@
+// Internal interface between the matmul dispatcher (matmul.cc) and the per-ISA
+// kernels (matmul_scalar.cc, matmul_avx2.cc). Not part of the public API.
+//
+// Quantized activations. For quantized weights each row of x (k floats) is
+// quantized once per matmul call into blocks of `qk` values:
+//   qk = 32  for Q8_0 / Q4_0 weights   (like Q8_0: one scale per 32 values)
+//   qk = 256 for Q4_K / Q6_K weights   (like Q8_K: one scale per 256 values, plus
+//                                        int16 sums of each 16 quants, "bsums")
+// with d = amax / 127 and q = round_to_nearest_even(x * (127 / amax)) in [-127, 127].
+// The scalar and AVX2 quantizers perform the same IEEE operations and produce
+// identical bytes. Quantization is per row, so it cannot depend on the batch.
+//
+// Row layout inside the scratch buffer (each part 64-byte aligned):
+//   [ int8 qs[k] | float d[k/qk] | int16 bsums[k/16] (qk == 256 only) ]
+#pragma once
+#include <cstdint>
+
+#include "gguf/types.h"
+
+namespace pc::kern {
+
+struct ActLayout {
+  int64_t qk = 0;        // values per scale: 32 or 256; 0 = float activations
+  int64_t d_off = 0;     // byte offset of the float scales in a row
+  int64_t bsum_off = 0;  // byte offset of the int16 sums of 16 (qk == 256)
+  int64_t stride = 0;    // bytes per row
+};
+
+inline int64_t round_up64(int64_t v) { return (v + 63) & ~int64_t(63); }
+
+inline ActLayout act_layout(int64_t k, int64_t qk) {
+  ActLayout l;
+  l.qk = qk;
+  l.d_off = round_up64(k);
+  l.bsum_off = l.d_off + round_up64(4 * (k / qk));
+  l.stride = l.bsum_off + (qk == 256 ? round_up64(2 * (k / 16)) : 0);
+  return l;
+}
+
+struct MatmulArgs {
+  const uint8_t* w = nullptr;  // weight rows, row_bytes apart
+  int64_t row_bytes = 0;
+  int64_t k = 0;
+  const float* x = nullptr;  // f32 activations (F32/F16/BF16 weights), k floats apart
+  const uint8_t* act = nullptr;  // quantized activations (quantized weights)
+  ActLayout al;
+  float* y = nullptr;  // output, ldy floats apart
+  int64_t ldy = 0;
+
+  const int8_t* xq(int64_t r) const { return reinterpret_cast<const int8_t*>(act + r * al.stride); }
+  const float* xd(int64_t r) const {
+    return reinterpret_cast<const float*>(act + r * al.stride + al.d_off);
+  }
+  const int16_t* xbs(int64_t r) const {
+    return reinterpret_cast<const int16_t*>(act + r * al.stride + al.bsum_off);
+  }
+};
+
+// Computes y[r][c] for r in [r0, r1), c in [c0, c1).
+using TaskKernel = void (*)(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1);
+// Quantizes one row of k floats into the layout above (out points at the row).
+using QuantizeRowFn = void (*)(const float* x, int64_t k, const ActLayout& l, uint8_t* out);
+
+// Portable C++ kernels (always available).
+TaskKernel scalar_kernel(GgmlType t);  // nullptr if unsupported
+void scalar_quantize_row(const float* x, int64_t k, const ActLayout& l, uint8_t* out);
+
+// AVX2 + FMA + F16C kernels; nullptr where not compiled (non-x86 builds).
+TaskKernel avx2_kernel(GgmlType t);
+QuantizeRowFn avx2_quantize_row_fn();
+
+// Activation block size for a weight type: 32, 256, or 0 for float weights.
+inline int64_t act_block(GgmlType t) {
+  switch (t) {
+    case GgmlType::Q8_0:
+    case GgmlType::Q4_0: return 32;
+    case GgmlType::Q4_K:
+    case GgmlType::Q6_K: return 256;
+    default: return 0;
+  }
+}
+
+// Portable half / bfloat16 -> float (exact), used by the scalar path.
+inline float half_to_float(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
+  uint32_t exp = (h >> 10) & 0x1F;
+  uint32_t mant = h & 0x3FF;
+  uint32_t bits;
+  if (exp == 0) {
+    if (mant == 0) {
+      bits = sign;
+    } else {  // subnormal: normalize
+      exp = 127 - 15 + 1;
+      while (!(mant & 0x400)) {
+        mant <<= 1;
+        --exp;
+      }
+      mant &= 0x3FF;
+      bits = sign | (exp << 23) | (mant << 13);
+    }
+  } else if (exp == 31) {
+    bits = sign | 0x7F800000u | (mant << 13);
+  } else {
+    bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
+  }
+  float f;
+  __builtin_memcpy(&f, &bits, 4);
+  return f;
+}
+
+inline float bf16_to_float(uint16_t h) {
+  const uint32_t bits = static_cast<uint32_t>(h) << 16;
+  float f;
+  __builtin_memcpy(&f, &bits, 4);
+  return f;
+}
+
+// Q4_K packs 8 (scale, min) pairs of 6 bits into 12 bytes:
+//   j < 4: sc = s[j] & 63,                          m = s[j+4] & 63
+//   j >= 4: sc = (s[j+4] & 15) | (s[j-4] >> 6) << 4, m = (s[j+4] >> 4) | (s[j] >> 6) << 4
+inline void q4k_scales(const uint8_t* s, uint8_t sc[8], uint8_t mn[8]) {
+  for (int j = 0; j < 4; ++j) {
+    sc[j] = s[j] & 63;
+    mn[j] = s[j + 4] & 63;
+  }
+  for (int j = 4; j < 8; ++j) {
+    sc[j] = static_cast<uint8_t>((s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4));
+    mn[j] = static_cast<uint8_t>((s[j + 4] >> 4) | ((s[j] >> 6) << 4));
+  }
+}
+
+}  // namespace pc::kern

@@ -1,0 +1,32 @@
+// Attention of query vectors over a sequence's paged KV (F16), flash-style:
+// keys are visited in sequence order with an online softmax, so a query's
+// result depends only on the query and the KV it sees — never on how many
+// other queries are batched with it. paged_attention.cc states the arithmetic.
+#pragma once
+#include <cstdint>
+
+namespace pc {
+
+struct PagedAttentionArgs {
+  // Per page of the sequence, in order: the layer's K and V blocks,
+  // each [n_kv_head][page_size][head_dim] F16 (see kv/kv_storage.h).
+  const uint16_t* const* k_pages = nullptr;
+  const uint16_t* const* v_pages = nullptr;
+  int page_size = 16;
+  int head_dim = 0;
+  int kv_head = 0;     // which KV head (selects the [page_size][head_dim] slab)
+  int n_kv_head = 0;
+  int n_ctx = 0;       // number of slots visible to the query, in sequence order
+  float scale = 1.f;   // usually 1/sqrt(head_dim)
+};
+
+// q: [group][head_dim] — the query heads that share kv_head (grouped-query
+// attention loads each key once for all of them). out: [group][head_dim].
+// scratch: at least paged_attention_scratch(page_size, head_dim, group) floats.
+inline int64_t paged_attention_scratch(int page_size, int head_dim, int group) {
+  return 2 * int64_t(head_dim) * group + 2 * group;
+}
+void paged_attention(const PagedAttentionArgs& a, const float* q, int group, float* out,
+                     float* scratch);
+
+}  // namespace pc

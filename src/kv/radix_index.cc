@@ -1,0 +1,383 @@
+#include "kv/radix_index.h"
+
+#include <algorithm>
+
+#include "kv/kv_check.h"
+
+namespace pc {
+
+namespace {
+// std heap functions build a max-heap; "greater" puts the oldest entry on top.
+struct LruLater {
+  template <class E>
+  bool operator()(const E& a, const E& b) const {
+    return a.last_use != b.last_use ? a.last_use > b.last_use : a.node > b.node;
+  }
+};
+}  // namespace
+
+RadixIndex::RadixIndex(PagePool& pool) : pool_(&pool), page_refs_(pool.n_pages(), 0) {}
+
+RadixIndex::~RadixIndex() {
+  for (const Node& n : nodes_) {
+    if (!n.alive) continue;
+    for (const PageSlice& s : n.slices) pool_->unref_cache(s.page);
+  }
+  if (pool_->reclaimer() == this) pool_->set_reclaimer(nullptr);
+}
+
+// ---- node arena -------------------------------------------------------------
+
+int32_t RadixIndex::new_node() {
+  int32_t id;
+  if (!free_nodes_.empty()) {
+    id = free_nodes_.back();
+    free_nodes_.pop_back();
+  } else {
+    id = int32_t(nodes_.size());
+    nodes_.emplace_back();
+  }
+  Node& n = nodes_[id];
+  n.alive = true;
+  n.parent = -1;
+  n.depth = n.lock_ref = n.pins = 0;
+  n.last_use = clock_;
+  return id;
+}
+
+void RadixIndex::free_node(int32_t id) {
+  Node& n = nodes_[id];
+  n.alive = false;
+  ++n.gen;
+  n.parent = -1;
+  n.tokens.clear();  // keep capacity: the next node reuses it
+  n.slices.clear();
+  n.children.clear();
+  free_nodes_.push_back(id);
+}
+
+void RadixIndex::ref_page(int32_t page) {
+  pool_->ref_cache(page);
+  if (page_refs_[page]++ == 0) ++n_pages_held_;
+}
+
+size_t RadixIndex::unref_page(int32_t page) {
+  if (--page_refs_[page] == 0) --n_pages_held_;
+  return pool_->unref_cache(page) ? pool_->page_bytes() : 0;
+}
+
+int32_t RadixIndex::find_root(const KvNamespace& ns) const {
+  auto it = roots_.find(ns);
+  return it == roots_.end() ? -1 : it->second;
+}
+
+int32_t RadixIndex::get_root(const KvNamespace& ns) {
+  const int32_t found = find_root(ns);
+  if (found >= 0) return found;
+  const int32_t id = new_node();
+  roots_.emplace(ns, id);
+  return id;
+}
+
+// ---- children: a small vector sorted by first token ---------------------------
+
+int32_t RadixIndex::find_child(int32_t node, int32_t token) const {
+  const std::vector<Child>& ch = nodes_[node].children;
+  auto it = std::lower_bound(ch.begin(), ch.end(), token,
+                             [](const Child& c, int32_t t) { return c.token < t; });
+  return it != ch.end() && it->token == token ? it->node : -1;
+}
+
+void RadixIndex::add_child(int32_t parent, int32_t child) {
+  std::vector<Child>& ch = nodes_[parent].children;
+  const int32_t token = nodes_[child].tokens.front();
+  auto it = std::lower_bound(ch.begin(), ch.end(), token,
+                             [](const Child& c, int32_t t) { return c.token < t; });
+  PC_KV_DCHECK(it == ch.end() || it->token != token, "duplicate child token");
+  ch.insert(it, Child{token, child});
+  nodes_[child].parent = parent;
+}
+
+void RadixIndex::remove_child(int32_t parent, int32_t child) {
+  std::vector<Child>& ch = nodes_[parent].children;
+  auto it = std::find_if(ch.begin(), ch.end(), [&](const Child& c) { return c.node == child; });
+  PC_KV_CHECK(it != ch.end(), "child missing from its parent");
+  ch.erase(it);
+}
+
+// ---- walking and splitting -------------------------------------------------------
+
+// Follows `tokens` from `root`. Returns the deepest node whose run is fully matched
+// and sets *len to the tokens matched up to its end. When the match ends inside a
+// run and `do_split`, that run is split there first, so the result covers the whole
+// match.
+int32_t RadixIndex::descend(int32_t root, std::span<const int32_t> tokens, bool do_split,
+                            int32_t* len) {
+  int32_t node = root;
+  size_t i = 0;
+  while (i < tokens.size()) {
+    const int32_t c = find_child(node, tokens[i]);
+    if (c < 0) break;
+    const std::vector<int32_t>& run = nodes_[c].tokens;
+    size_t k = 1;
+    while (k < run.size() && i + k < tokens.size() && run[k] == tokens[i + k]) ++k;
+    if (k < run.size()) {
+      if (do_split) {
+        node = split(c, int32_t(k));
+        i += k;
+      }
+      break;
+    }
+    node = c;
+    i += k;
+  }
+  *len = int32_t(i);
+  return node;
+}
+
+// Splits node `id` after its first k tokens (0 < k < run length):
+//
+//   parent ─ id [t0 .. tk-1 tk .. tn]   →   parent ─ mid [t0 .. tk-1] ─ id [tk .. tn]
+//
+// `id` keeps the tail, so lock handles and pins on it stay valid; `mid` inherits the
+// lock count (every lock through id passes through mid). A slice cut in two holds
+// one more cache reference on its page. Returns mid.
+int32_t RadixIndex::split(int32_t id, int32_t k) {
+  const int32_t mid = new_node();  // may reallocate nodes_: take references after
+  Node& n = nodes_[id];
+  Node& m = nodes_[mid];
+  PC_KV_CHECK(k > 0 && k < int32_t(n.tokens.size()), "split point outside the run");
+  m.depth = n.depth;
+  m.lock_ref = n.lock_ref;
+  m.last_use = n.last_use;
+  m.tokens.assign(n.tokens.begin(), n.tokens.begin() + k);
+  n.tokens.erase(n.tokens.begin(), n.tokens.begin() + k);
+  n.depth += k;
+  // Whole slices of the first k tokens move to mid; a straddling one is cut.
+  size_t j = 0;
+  int32_t acc = 0;
+  while (acc + n.slices[j].size() <= k) acc += n.slices[j++].size();
+  m.slices.assign(n.slices.begin(), n.slices.begin() + j);
+  n.slices.erase(n.slices.begin(), n.slices.begin() + j);
+  if (acc < k) {
+    PageSlice& s = n.slices.front();
+    const int32_t cut = s.begin + (k - acc);
+    m.slices.push_back({s.page, s.begin, cut});
+    s.begin = cut;
+    ref_page(s.page);
+  }
+  // Relink: mid takes id's place under the parent (same first token).
+  const int32_t parent = n.parent;
+  for (Child& c : nodes_[parent].children) {
+    if (c.node == id) c.node = mid;
+  }
+  m.parent = parent;
+  m.children.push_back(Child{n.tokens.front(), id});
+  n.parent = mid;
+  ++stats_.entries;
+  return mid;
+}
+
+// A new leaf under `parent` for tokens[start, end), referencing the table's slots.
+int32_t RadixIndex::add_leaf(int32_t parent, std::span<const int32_t> tokens, int32_t start,
+                             const PageTable& table) {
+  const int32_t id = new_node();
+  Node& leaf = nodes_[id];
+  leaf.depth = start;
+  leaf.tokens.assign(tokens.begin() + start, tokens.end());
+  const int32_t P = pool_->page_size();
+  const std::span<const PageEntry> entries = table.entries();
+  for (size_t e = size_t(start / P); e < entries.size(); ++e) {
+    const int32_t begin = e == size_t(start / P) ? start % P : 0;
+    leaf.slices.push_back({entries[e].page, begin, entries[e].filled});
+    ref_page(entries[e].page);
+  }
+  add_child(parent, id);
+  ++stats_.entries;
+  stats_.tokens += int64_t(leaf.tokens.size());
+  return id;
+}
+
+// ---- LRU of evictable leaves --------------------------------------------------
+
+bool RadixIndex::evictable(int32_t id) const {
+  const Node& n = nodes_[id];
+  return n.alive && n.parent >= 0 && n.children.empty() && n.lock_ref == 0 && n.pins == 0;
+}
+
+// Marks node → root used now; a leaf at the end becomes the most recent candidate.
+void RadixIndex::touch(int32_t node) {
+  ++clock_;
+  for (int32_t n = node; n >= 0; n = nodes_[n].parent) nodes_[n].last_use = clock_;
+  push_lru(node);
+}
+
+// Heap entries are never removed in place: an entry is valid only while its node is
+// alive with the same generation, evictable and not used since. Every event that
+// makes a node evictable or changes its time pushes a fresh entry.
+void RadixIndex::push_lru(int32_t id) {
+  if (!evictable(id)) return;
+  if (lru_.size() > 2 * nodes_.size() + 64) {  // too many stale entries: rebuild
+    lru_.clear();
+    for (int32_t i = 0; i < int32_t(nodes_.size()); ++i) {
+      if (evictable(i) && i != id) lru_.push_back({nodes_[i].last_use, i, nodes_[i].gen});
+    }
+    std::make_heap(lru_.begin(), lru_.end(), LruLater{});
+  }
+  lru_.push_back({nodes_[id].last_use, id, nodes_[id].gen});
+  std::push_heap(lru_.begin(), lru_.end(), LruLater{});
+}
+
+int32_t RadixIndex::pop_lru() {
+  while (!lru_.empty()) {
+    std::pop_heap(lru_.begin(), lru_.end(), LruLater{});
+    const LruEntry e = lru_.back();
+    lru_.pop_back();
+    const Node& n = nodes_[e.node];
+    if (n.gen == e.gen && n.last_use == e.last_use && evictable(e.node)) return e.node;
+  }
+  return -1;
+}
+
+size_t RadixIndex::remove_leaf(int32_t id) {
+  size_t freed = 0;
+  for (const PageSlice& s : nodes_[id].slices) freed += unref_page(s.page);
+  --stats_.entries;
+  stats_.tokens -= int64_t(nodes_[id].tokens.size());
+  ++stats_.evicted;
+  const int32_t parent = nodes_[id].parent;
+  remove_child(parent, id);
+  free_node(id);
+  push_lru(parent);
+  return freed;
+}
+
+size_t RadixIndex::evict(size_t bytes) {
+  size_t freed = 0;
+  while (freed < bytes) {
+    const int32_t leaf = pop_lru();
+    if (leaf < 0) break;
+    freed += remove_leaf(leaf);
+  }
+  return freed;
+}
+
+// ---- public operations ----------------------------------------------------------
+
+PrefixMatch RadixIndex::match_prefix(const KvNamespace& ns, std::span<const int32_t> tokens) {
+  PrefixMatch m;
+  const int32_t root = find_root(ns);
+  const size_t limit = tokens.empty() ? 0 : tokens.size() - 1;
+  if (root >= 0) m.node = descend(root, tokens.first(limit), /*do_split=*/true, &m.length);
+  if (m.length == 0) {
+    ++stats_.misses;
+    return m;
+  }
+  ++stats_.hits;
+  stats_.hit_tokens += m.length;
+  // Collect the path leaf → root, then its slices root → leaf.
+  path_.clear();
+  for (int32_t n = m.node; n != root; n = nodes_[n].parent) path_.push_back(n);
+  for (auto it = path_.rbegin(); it != path_.rend(); ++it) {
+    const std::vector<PageSlice>& s = nodes_[*it].slices;
+    m.slices.insert(m.slices.end(), s.begin(), s.end());
+  }
+  touch(m.node);
+  return m;
+}
+
+void RadixIndex::lock(int32_t node) {
+  if (node < 0) return;
+  PC_KV_CHECK(node < int32_t(nodes_.size()) && nodes_[node].alive, "lock of a dead node");
+  for (int32_t n = node; n >= 0; n = nodes_[n].parent) ++nodes_[n].lock_ref;
+}
+
+void RadixIndex::unlock(int32_t node) {
+  if (node < 0) return;
+  PC_KV_CHECK(node < int32_t(nodes_.size()) && nodes_[node].alive, "unlock of a dead node");
+  for (int32_t n = node; n >= 0; n = nodes_[n].parent) {
+    PC_KV_CHECK(nodes_[n].lock_ref > 0, "unlock without lock");
+    if (--nodes_[n].lock_ref == 0) push_lru(n);
+  }
+}
+
+int32_t RadixIndex::insert(const KvNamespace& ns, std::span<const int32_t> tokens,
+                           const PageTable& table) {
+  PC_KV_CHECK(&table.pool() == pool_, "table from another pool");
+  PC_KV_CHECK(int64_t(tokens.size()) == table.n_tokens(), "tokens do not match the table");
+  const std::span<const PageEntry> entries = table.entries();
+  for (size_t e = 0; e + 1 < entries.size(); ++e) {
+    PC_KV_CHECK(entries[e].filled == pool_->page_size(), "table is not aligned");
+  }
+  if (tokens.empty()) return 0;
+  const int32_t root = get_root(ns);
+  int32_t len = 0;
+  int32_t node = descend(root, tokens, /*do_split=*/true, &len);
+  const int32_t added = int32_t(tokens.size()) - len;
+  if (added > 0) node = add_leaf(node, tokens, len, table);
+  touch(node);
+  return added;
+}
+
+// The node ending exactly after `tokens` (splitting one if do_split), or -1.
+int32_t RadixIndex::find_exact(const KvNamespace& ns, std::span<const int32_t> tokens,
+                               bool do_split) {
+  const int32_t root = find_root(ns);
+  if (root < 0 || tokens.empty()) return -1;
+  int32_t len = 0;
+  const int32_t node = descend(root, tokens, /*do_split=*/false, &len);
+  if (len == int32_t(tokens.size())) return node;
+  // The rest may end inside the next run.
+  const int32_t c = find_child(node, tokens[len]);
+  if (c < 0 || !do_split) return -1;
+  const std::vector<int32_t>& run = nodes_[c].tokens;
+  const std::span<const int32_t> rest = tokens.subspan(len);
+  if (rest.size() >= run.size() || !std::equal(rest.begin(), rest.end(), run.begin())) return -1;
+  return split(c, int32_t(rest.size()));
+}
+
+bool RadixIndex::pin(const KvNamespace& ns, std::span<const int32_t> tokens) {
+  const int32_t node = find_exact(ns, tokens, /*do_split=*/true);
+  if (node < 0) return false;
+  ++nodes_[node].pins;
+  return true;
+}
+
+bool RadixIndex::unpin(const KvNamespace& ns, std::span<const int32_t> tokens) {
+  const int32_t node = find_exact(ns, tokens, /*do_split=*/false);
+  if (node < 0 || nodes_[node].pins == 0) return false;
+  --nodes_[node].pins;
+  push_lru(node);
+  return true;
+}
+
+// ---- introspection -------------------------------------------------------------
+
+RadixStats RadixIndex::stats() const {
+  RadixStats s = stats_;
+  s.bytes = int64_t(n_pages_held_) * int64_t(pool_->page_bytes());
+  return s;
+}
+
+size_t RadixIndex::metadata_bytes() const {
+  size_t b = nodes_.capacity() * sizeof(Node) + lru_.capacity() * sizeof(LruEntry) +
+             page_refs_.capacity() * sizeof(int32_t) + free_nodes_.capacity() * sizeof(int32_t);
+  for (const Node& n : nodes_) {
+    b += n.tokens.capacity() * sizeof(int32_t) + n.slices.capacity() * sizeof(PageSlice) +
+         n.children.capacity() * sizeof(Child);
+  }
+  return b;
+}
+
+RadixIndex::NodeView RadixIndex::node(int32_t id) const {
+  PC_KV_CHECK(id >= 0 && id < int32_t(nodes_.size()) && nodes_[id].alive, "no such node");
+  const Node& n = nodes_[id];
+  return {n.parent, n.tokens, n.slices, n.lock_ref, n.pins, n.children.empty()};
+}
+
+void RadixIndex::count_page_refs(std::vector<int32_t>& per_page) const {
+  per_page.resize(page_refs_.size(), 0);
+  for (size_t p = 0; p < page_refs_.size(); ++p) per_page[p] += page_refs_[p];
+}
+
+}  // namespace pc

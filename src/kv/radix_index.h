@@ -1,0 +1,181 @@
+// Radix prefix index: which token prefixes have their KV cached, and in which pages.
+//
+// One token-granular radix tree per namespace; all trees share one node arena and
+// one LRU, so eviction is global. A node covers a run of tokens and the page slices
+// holding their KV (the slices' sizes add up to the run length). Boundaries fall
+// anywhere, mid-page included, so two nodes may reference the same page (different
+// slots); each slice holds one cache reference on its page (PagePool::ref_cache).
+//
+//   ns {smollm, f16, ""} root
+//    └─ [1 2 3 4 5 6]         A[0,4) B[0,2)        page_size 4
+//        ├─ [7 8]             B[2,4)               ← B is referenced by two nodes
+//        └─ [9 9 9]           C[2,4) D[0,1)        ← C: copy-on-write of B, slots 0-1
+//                                                     are copies of tokens 5, 6
+// Invariants
+//  - aligned: the token at depth d (0-based from the root) is in slot d % page_size;
+//    matched slices therefore rebuild an aligned PageTable (PageTable::from_slices).
+//  - slice slots are below their page's fill, so they never change while referenced.
+//  - lock_ref(n) = direct locks of n + sum of lock_ref of its children: a lock taken
+//    on a node counts on its whole path to the root.
+//  - evictable = a non-root leaf with lock_ref == 0 and pins == 0. Eviction pops the
+//    least recently used evictable leaf; a parent left childless becomes a candidate.
+//
+// Engine protocol for one request:
+//   PrefixMatch m = index.match_prefix(ns, prompt);   // length < prompt.size()
+//   index.lock(m.node);
+//   PageTable t = PageTable::from_slices(pool, m.slices);
+//   t.prepare_append(prompt.size() - m.length); ... forward pass writes ...
+//   index.insert(ns, tokens_with_kv, t);               // prompt + generated tokens
+//   t.release();
+//   index.unlock(m.node);
+//
+// Not thread-safe: the engine thread owns the index.
+#pragma once
+#include <compare>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kv/page_pool.h"
+#include "kv/page_table.h"
+
+namespace pc {
+
+// Keeps trees apart: KV is only reusable for the same model, KV type and tenant.
+struct KvNamespace {
+  std::string model;    // model fingerprint
+  std::string kv_type;  // "f16", "bf16", "q8_0"
+  std::string tenant;   // tenant salt; "" = shared
+  auto operator<=>(const KvNamespace&) const = default;
+};
+
+struct PrefixMatch {
+  int32_t length = 0;             // tokens whose KV is cached; < query length
+  int32_t node = -1;              // handle for lock()/unlock(): the node where the
+                                  // match ends (a root when length == 0; -1 when
+                                  // the namespace has no tree)
+  std::vector<PageSlice> slices;  // KV of tokens [0, length), in token order
+};
+
+struct RadixStats {
+  int64_t entries = 0;     // nodes, roots excluded
+  int64_t tokens = 0;      // tokens over all nodes
+  int64_t bytes = 0;       // bytes of the pages the index references
+  int64_t hits = 0;        // matches with length > 0
+  int64_t misses = 0;      // matches with length 0
+  int64_t hit_tokens = 0;  // sum of matched lengths
+  int64_t evicted = 0;     // nodes evicted
+};
+
+class RadixIndex : public PageReclaimer {
+ public:
+  // `pool` must outlive the index. The caller wires it: pool.set_reclaimer(&index).
+  explicit RadixIndex(PagePool& pool);
+  ~RadixIndex() override;  // drops every cache reference
+  RadixIndex(const RadixIndex&) = delete;
+  RadixIndex& operator=(const RadixIndex&) = delete;
+
+  // Longest cached prefix of `tokens`, at most tokens.size() - 1 long (the last
+  // token must be computed to produce logits). Splits the node where the match ends
+  // mid-run so that m.node covers exactly the match. Marks the path recently used.
+  PrefixMatch match_prefix(const KvNamespace& ns, std::span<const int32_t> tokens);
+
+  // Lock references along node → root; locked nodes are not evicted. -1 is a no-op.
+  void lock(int32_t node);
+  void unlock(int32_t node);
+
+  // Caches the KV of a sequence: tokens[i] must be the token in the table's slot i
+  // (tokens.size() == table.n_tokens(), table aligned). The uncached suffix becomes a
+  // new leaf referencing the table's pages; the cached part keeps its pages.
+  // Returns the number of newly cached tokens.
+  int32_t insert(const KvNamespace& ns, std::span<const int32_t> tokens, const PageTable& table);
+
+  // Pins the entry ending exactly at `tokens` (splitting a node if needed) so that
+  // neither it nor its ancestors are evicted. False when the prefix is not cached.
+  bool pin(const KvNamespace& ns, std::span<const int32_t> tokens);
+  // Undoes one pin(); false when no pin ends exactly at `tokens`.
+  bool unpin(const KvNamespace& ns, std::span<const int32_t> tokens);
+
+  // Evicts least recently used evictable leaves until `bytes` bytes of pages became
+  // free or nothing is evictable. Returns the bytes freed.
+  size_t evict(size_t bytes);
+  size_t reclaim(size_t bytes) override { return evict(bytes); }
+
+  RadixStats stats() const;
+  // Approximate heap bytes of the index's own metadata (nodes, runs, slices).
+  size_t metadata_bytes() const;
+
+  // Introspection (tests, cache admin).
+  struct NodeView {
+    int32_t parent;
+    std::span<const int32_t> tokens;
+    std::span<const PageSlice> slices;
+    int32_t lock_ref;
+    int32_t pins;
+    bool leaf;
+  };
+  NodeView node(int32_t id) const;
+  // Cache references the index holds, per page: adds 1 to per_page[p] per slice.
+  void count_page_refs(std::vector<int32_t>& per_page) const;
+  // Checks the invariants above and the counters; throws std::logic_error.
+  void check_invariants() const;
+
+ private:
+  struct Child {
+    int32_t token;  // first token of the child's run
+    int32_t node;
+  };
+  struct Node {
+    int32_t parent = -1;             // -1: a namespace root (or a free node)
+    bool alive = false;
+    int32_t depth = 0;               // tokens from the root to the start of the run
+    int32_t lock_ref = 0;
+    int32_t pins = 0;
+    uint64_t last_use = 0;           // logical clock
+    uint32_t gen = 0;                // bumped on free: invalidates stale heap entries
+    std::vector<int32_t> tokens;     // the run
+    std::vector<PageSlice> slices;   // its KV, sizes summing to tokens.size()
+    std::vector<Child> children;     // sorted by token
+  };
+  struct LruEntry {
+    uint64_t last_use;
+    int32_t node;
+    uint32_t gen;
+  };
+
+  int32_t new_node();
+  void free_node(int32_t id);
+  int32_t find_root(const KvNamespace& ns) const;
+  int32_t get_root(const KvNamespace& ns);
+  int32_t find_child(int32_t node, int32_t token) const;
+  void add_child(int32_t parent, int32_t child);
+  void remove_child(int32_t parent, int32_t child);
+  int32_t descend(int32_t root, std::span<const int32_t> tokens, bool split, int32_t* len);
+  int32_t split(int32_t node, int32_t k);
+  int32_t add_leaf(int32_t parent, std::span<const int32_t> tokens, int32_t start,
+                   const PageTable& table);
+  void ref_page(int32_t page);
+  size_t unref_page(int32_t page);  // bytes freed in the pool (0 or one page)
+  void touch(int32_t node);
+  bool evictable(int32_t id) const;
+  void push_lru(int32_t id);
+  int32_t pop_lru();
+  size_t remove_leaf(int32_t id);
+  int32_t find_exact(const KvNamespace& ns, std::span<const int32_t> tokens, bool split);
+
+  PagePool* pool_;
+  std::map<KvNamespace, int32_t> roots_;
+  std::vector<Node> nodes_;          // arena; ids are indices
+  std::vector<int32_t> free_nodes_;  // dead ids, reused first
+  std::vector<LruEntry> lru_;        // min-heap on (last_use, node); stale entries skipped
+  std::vector<int32_t> page_refs_;   // [n_pages] cache references this index holds
+  int32_t n_pages_held_ = 0;         // pages with page_refs_ > 0
+  std::vector<int32_t> path_;        // scratch for match_prefix
+  uint64_t clock_ = 0;
+  RadixStats stats_;
+};
+
+}  // namespace pc

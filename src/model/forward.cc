@@ -1,0 +1,212 @@
+#include "model/forward.h"
+
+#include <cmath>
+
+#include "gguf/gguf.h"
+#include "gguf/quants.h"
+#include "kernels/matmul.h"
+#include "kernels/paged_attention.h"
+#include "kernels/thread_pool.h"
+#include "kv/kv_storage.h"
+#include "model/model.h"
+
+namespace pc {
+
+namespace {
+
+RopeParams rope_params(const Model& m) {
+  const ModelConfig& c = m.config();
+  RopeParams p;
+  p.n_rot = c.n_rot;
+  p.base = c.rope_base;
+  p.freq_scale = c.rope_freq_scale;
+  p.neox = c.rope_neox;
+  p.factors = m.rope_freq_factors().empty() ? nullptr : m.rope_freq_factors().data();
+  return p;
+}
+
+void add_bias(float* y, const std::vector<float>& b, int64_t m, int64_t n) {
+  if (b.empty()) return;
+  for (int64_t i = 0; i < m; ++i) add_inplace(y + i * n, b.data(), n);
+}
+
+}  // namespace
+
+Forward::Forward(const Model& model, KvStorage& kv, ThreadPool& pool)
+    : model_(model), kv_(kv), pool_(pool), rope_(rope_params(model)) {
+  const ModelConfig& c = model.config();
+  const KvShape& s = kv.shape();
+  if (s.n_layer != c.n_layer || s.n_kv_head != c.n_kv_head || s.head_dim != c.head_dim)
+    throw Error("KV storage shape does not match the model");
+  const int group = int(c.n_head / c.n_kv_head);
+  scratch_.resize(size_t(pool.size()) * paged_attention_scratch(s.page_size, int(c.head_dim), group));
+}
+
+Forward::~Forward() = default;
+
+int64_t Forward::n_vocab() const { return model_.config().n_vocab; }
+
+void Forward::reserve(int64_t m, int64_t n_logits) {
+  const ModelConfig& c = model_.config();
+  if (m > cap_m_) {
+    cap_m_ = m;
+    x_.resize(m * c.n_embd);
+    xn_.resize(m * c.n_embd);
+    q_.resize(m * c.n_head * c.head_dim);
+    k_.resize(m * c.n_kv_head * c.head_dim);
+    v_.resize(m * c.n_kv_head * c.head_dim);
+    att_.resize(m * c.n_head * c.head_dim);
+    o_.resize(m * c.n_embd);
+    gate_.resize(m * c.n_ff);
+    up_.resize(m * c.n_ff);
+    cs_.resize(m * c.n_rot);
+  }
+  if (n_logits > cap_logits_) {
+    cap_logits_ = n_logits;
+    logits_.resize(n_logits * c.n_vocab);
+  }
+}
+
+void Forward::validate(std::span<const BatchEntry> batch, std::span<const SeqKv> seqs) const {
+  const int P = kv_.shape().page_size;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const BatchEntry& e = batch[i];
+    if (e.token < 0 || e.token >= n_vocab())
+      throw Error("batch entry " + std::to_string(i) + ": token id " + std::to_string(e.token) +
+                  " outside the vocabulary (" + std::to_string(n_vocab()) + ")");
+    if (e.seq < 0 || size_t(e.seq) >= seqs.size())
+      throw Error("batch entry " + std::to_string(i) + ": unknown sequence " + std::to_string(e.seq));
+    if (e.slot < 0 || e.slot >= seqs[e.seq].n_pages * P)
+      throw Error("batch entry " + std::to_string(i) + ": slot " + std::to_string(e.slot) +
+                  " outside the sequence's page table");
+  }
+}
+
+const float* Forward::run(std::span<const BatchEntry> batch, std::span<const SeqKv> seqs) {
+  validate(batch, seqs);
+  const ModelConfig& c = model_.config();
+  const int64_t m = int64_t(batch.size()), E = c.n_embd;
+  int64_t n_logits = 0;
+  for (const BatchEntry& e : batch) n_logits += e.logits;
+  reserve(m, n_logits);
+  if (m == 0) return logits_.data();
+
+  const WeightView& embd = model_.token_embd();
+  for (int64_t i = 0; i < m; ++i) {
+    dequantize_row(embd.type, embd.data + batch[i].token * embd.row_bytes, x_.data() + i * E, E);
+    rope_.angles(batch[i].pos, cs_.data() + i * c.n_rot);
+  }
+  kptr_.resize(seqs.size());
+  vptr_.resize(seqs.size());
+  for (int l = 0; l < c.n_layer; ++l) {
+    attention_block(l, batch, seqs);
+    ffn_block(l, m);
+  }
+  // Final norm and output projection, only for rows that want logits.
+  int64_t r = 0;
+  for (int64_t i = 0; i < m; ++i) {
+    if (!batch[i].logits) continue;
+    rms_norm(x_.data() + i * E, model_.output_norm().data(), xn_.data() + r * E, E, c.rms_eps);
+    ++r;
+  }
+  matmul(model_.output(), xn_.data(), n_logits, logits_.data(), pool_);
+  return logits_.data();
+}
+
+void Forward::store_kv(int layer, std::span<const BatchEntry> batch, std::span<const SeqKv> seqs) {
+  const ModelConfig& c = model_.config();
+  const int P = kv_.shape().page_size;
+  const int64_t hd = c.head_dim, kvd = c.n_kv_head * hd;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const BatchEntry& e = batch[i];
+    const int32_t page = seqs[e.seq].pages[e.slot / P];
+    const int s = e.slot % P;
+    uint16_t* K = kv_.k(page, layer);
+    uint16_t* V = kv_.v(page, layer);
+    for (int64_t h = 0; h < c.n_kv_head; ++h) {
+      const float* kr = k_.data() + i * kvd + h * hd;
+      const float* vr = v_.data() + i * kvd + h * hd;
+      uint16_t* kd = K + (h * P + s) * hd;
+      uint16_t* vd = V + (h * P + s) * hd;
+      for (int64_t d = 0; d < hd; ++d) {
+        kd[d] = fp32_to_fp16(kr[d]);
+        vd[d] = fp32_to_fp16(vr[d]);
+      }
+    }
+    if (layer == 0) kv_.pos(page)[s] = e.pos;
+  }
+}
+
+void Forward::attention_block(int l, std::span<const BatchEntry> batch, std::span<const SeqKv> seqs) {
+  const ModelConfig& c = model_.config();
+  const LayerWeights& w = model_.layers()[l];
+  const int64_t m = int64_t(batch.size()), E = c.n_embd, hd = c.head_dim;
+  const int64_t qd = c.n_head * hd, kvd = c.n_kv_head * hd;
+  for (int64_t i = 0; i < m; ++i)
+    rms_norm(x_.data() + i * E, w.attn_norm.data(), xn_.data() + i * E, E, c.rms_eps);
+  matmul(w.wq, xn_.data(), m, q_.data(), pool_);
+  matmul(w.wk, xn_.data(), m, k_.data(), pool_);
+  matmul(w.wv, xn_.data(), m, v_.data(), pool_);
+  add_bias(q_.data(), w.bq, m, qd);
+  add_bias(k_.data(), w.bk, m, kvd);
+  add_bias(v_.data(), w.bv, m, kvd);
+  for (int64_t i = 0; i < m; ++i) {
+    const float* cs = cs_.data() + i * c.n_rot;
+    for (int64_t h = 0; h < c.n_head; ++h) {
+      float* qh = q_.data() + i * qd + h * hd;
+      if (!w.q_norm.empty()) rms_norm(qh, w.q_norm.data(), qh, hd, c.rms_eps);
+      rope_.apply(qh, cs);
+    }
+    for (int64_t h = 0; h < c.n_kv_head; ++h) {
+      float* kh = k_.data() + i * kvd + h * hd;
+      if (!w.k_norm.empty()) rms_norm(kh, w.k_norm.data(), kh, hd, c.rms_eps);
+      rope_.apply(kh, cs);
+    }
+  }
+  store_kv(l, batch, seqs);
+
+  for (size_t s = 0; s < seqs.size(); ++s) {
+    kptr_[s].resize(seqs[s].n_pages);
+    vptr_[s].resize(seqs[s].n_pages);
+    for (int32_t p = 0; p < seqs[s].n_pages; ++p) {
+      kptr_[s][p] = kv_.k(seqs[s].pages[p], l);
+      vptr_[s][p] = kv_.v(seqs[s].pages[p], l);
+    }
+  }
+  const int group = int(c.n_head / c.n_kv_head);
+  const int64_t scratch_per_thread = int64_t(scratch_.size()) / pool_.size();
+  pool_.parallel_for(m * c.n_kv_head, [&](int64_t task, int thread) {
+    const int64_t i = task / c.n_kv_head;
+    const int g = int(task % c.n_kv_head);
+    const BatchEntry& e = batch[i];
+    PagedAttentionArgs a;
+    a.k_pages = kptr_[e.seq].data();
+    a.v_pages = vptr_[e.seq].data();
+    a.page_size = kv_.shape().page_size;
+    a.head_dim = int(hd);
+    a.kv_head = g;
+    a.n_kv_head = int(c.n_kv_head);
+    a.n_ctx = e.slot + 1;
+    a.scale = float(1.0 / std::sqrt(double(hd)));
+    const int64_t off = i * qd + int64_t(g) * group * hd;
+    paged_attention(a, q_.data() + off, group, att_.data() + off,
+                    scratch_.data() + thread * scratch_per_thread);
+  });
+  matmul(w.wo, att_.data(), m, o_.data(), pool_);
+  for (int64_t i = 0; i < m; ++i) add_inplace(x_.data() + i * E, o_.data() + i * E, E);
+}
+
+void Forward::ffn_block(int l, int64_t m) {
+  const ModelConfig& c = model_.config();
+  const LayerWeights& w = model_.layers()[l];
+  const int64_t E = c.n_embd, F = c.n_ff;
+  for (int64_t i = 0; i < m; ++i)
+    rms_norm(x_.data() + i * E, w.ffn_norm.data(), xn_.data() + i * E, E, c.rms_eps);
+  matmul(w.w_gate, xn_.data(), m, gate_.data(), pool_);
+  matmul(w.w_up, xn_.data(), m, up_.data(), pool_);
+  for (int64_t i = 0; i < m; ++i) swiglu(gate_.data() + i * F, up_.data() + i * F, gate_.data() + i * F, F);
+  matmul(w.w_down, gate_.data(), m, o_.data(), pool_);
+  for (int64_t i = 0; i < m; ++i) add_inplace(x_.data() + i * E, o_.data() + i * E, E);
+}
+
+}  // namespace pc

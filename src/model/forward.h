@@ -1,0 +1,81 @@
+// The forward pass over a batch of tokens from any number of sequences.
+//
+// Each batch entry carries its own sequence, position id and KV slot:
+//
+//   entry  token  pos  seq  slot  logits
+//   0      1      0    0    0     no      ┐ sequence 0: prompt chunk
+//   1      450    1    0    1     yes     ┘
+//   2      29871  57   1    57    yes       sequence 1: one decode step
+//
+// An entry writes its K (after RoPE) and V into slot `slot` of its sequence's
+// page table and attends to slots [0, slot] of that table, in table order.
+// Position ids are independent of slots (modules keep schema positions).
+//
+// Batch invariance: an entry's logits depend only on its token, position and
+// the KV it attends to — bit for bit, whatever else is in the batch, however a
+// prompt is chunked, and whatever the thread count.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "kernels/elementwise.h"
+
+namespace pc {
+
+class Model;
+class KvStorage;
+class ThreadPool;
+
+struct SeqKv {
+  const int32_t* pages = nullptr;  // page ids, in sequence order
+  int32_t n_pages = 0;
+};
+
+struct BatchEntry {
+  int32_t token = 0;
+  int32_t pos = 0;
+  int32_t seq = 0;    // index into the SeqKv span
+  int32_t slot = 0;   // logical slot in the sequence
+  bool logits = false;
+};
+
+class Forward {
+ public:
+  Forward(const Model& model, KvStorage& kv, ThreadPool& pool);
+  ~Forward();
+
+  // Runs the batch. Returns logits for the entries with logits=true, in batch
+  // order: [n_logits][n_vocab], valid until the next call. Throws pc::Error on
+  // invalid entries (token out of range, slot outside the page table).
+  const float* run(std::span<const BatchEntry> batch, std::span<const SeqKv> seqs);
+
+  int64_t n_vocab() const;
+
+ private:
+  void validate(std::span<const BatchEntry> batch, std::span<const SeqKv> seqs) const;
+  void reserve(int64_t m, int64_t n_logits);
+  void attention_block(int layer, std::span<const BatchEntry> batch, std::span<const SeqKv> seqs);
+  void ffn_block(int layer, int64_t m);
+  void store_kv(int layer, std::span<const BatchEntry> batch, std::span<const SeqKv> seqs);
+
+  const Model& model_;
+  KvStorage& kv_;
+  ThreadPool& pool_;
+  Rope rope_;
+  // Activations, grown on demand and reused (no allocation in steady state).
+  int64_t cap_m_ = 0, cap_logits_ = 0;
+  std::vector<float> x_;      // [m][n_embd] residual stream
+  std::vector<float> xn_;     // [m][n_embd] normed input of a sub-block
+  std::vector<float> q_;      // [m][n_head*hd]
+  std::vector<float> k_, v_;  // [m][n_kv*hd]
+  std::vector<float> att_;    // [m][n_head*hd] attention output
+  std::vector<float> o_;      // [m][n_embd]
+  std::vector<float> gate_, up_;  // [m][n_ff]
+  std::vector<float> cs_;     // [m][n_rot] rope cos/sin
+  std::vector<float> logits_; // [n_logits][n_vocab]
+  std::vector<float> scratch_;  // per-thread attention scratch
+  std::vector<std::vector<const uint16_t*>> kptr_, vptr_;  // per sequence: page block pointers
+};
+
+}  // namespace pc

@@ -1,0 +1,296 @@
+// Random-weight model generator (see make_model.h).
+#include "model/make_model.h"
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <unordered_set>
+
+#include "gguf/error.h"
+#include "gguf/gguf.h"
+#include "gguf/quants.h"
+
+namespace pc {
+
+namespace {
+
+struct Shape {
+  const char* name;
+  int64_t n_embd, n_layer, n_head, n_kv_head, n_ff;
+};
+
+constexpr Shape kShapes[] = {
+    {"smollm-135m", 576, 30, 9, 3, 1536},
+    {"tinyllama-1.1b", 2048, 22, 32, 4, 5632},
+    {"tiny", 64, 2, 4, 2, 128},
+    {"micro", 32, 1, 2, 1, 64},
+    // Row lengths that are multiples of 256, so K-quant weights stay K-quants.
+    {"small", 256, 2, 4, 2, 512},
+};
+
+struct Arch {
+  const char* name;
+  float rms_eps;
+  float rope_base;
+  bool qkv_bias;  // qwen2: attn_{q,k,v}.bias
+  bool qk_norm;   // qwen3: per-head attn_{q,k}_norm.weight
+};
+
+constexpr Arch kArchs[] = {
+    {"llama", 1e-5f, 10000.0f, false, false},
+    {"qwen2", 1e-6f, 1000000.0f, true, false},
+    {"qwen3", 1e-6f, 1000000.0f, false, true},
+};
+
+// llama.cpp's general.file_type ("mostly X") for a weight type.
+uint32_t file_type_of(GgmlType t) {
+  switch (t) {
+    case GgmlType::F32: return 0;
+    case GgmlType::F16: return 1;
+    case GgmlType::Q4_0: return 2;
+    case GgmlType::Q8_0: return 7;
+    case GgmlType::Q4_K: return 14;  // Q4_K_S: every matrix Q4_K
+    case GgmlType::Q6_K: return 18;
+    case GgmlType::BF16: return 32;
+    default: throw Error("make-model: unsupported weight type " + ggml_type_name(t) +
+                         " (use F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K)");
+  }
+}
+
+// Seeded source of approximately standard-normal samples. Each sample is the sum of
+// four 16-bit uniforms from one mt19937_64 draw (Irwin–Hall, n = 4), rescaled to mean
+// 0, variance 1 (so |x| < 3.47): close enough to Gaussian for random weights, and
+// cheaper than std::normal_distribution (no log/sqrt), which matters for 1B shapes.
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : gen_(seed) {}
+  float normal() {
+    uint64_t r = gen_();
+    uint32_t s = static_cast<uint32_t>(r & 0xffff) + static_cast<uint32_t>((r >> 16) & 0xffff) +
+                 static_cast<uint32_t>((r >> 32) & 0xffff) + static_cast<uint32_t>(r >> 48);
+    // mean 4 * 65535/2; standard deviation sqrt(4 * (65536^2 - 1) / 12).
+    return (static_cast<float>(s) - 131070.0f) * (1.0f / 37837.23f);
+  }
+
+ private:
+  std::mt19937_64 gen_;
+};
+
+// A [ne0, ne1] matrix (ne1 rows of ne0 elements) of N(0, stddev^2) values in `type`.
+std::vector<uint8_t> random_matrix(Rng& rng, GgmlType type, int64_t ne0, int64_t ne1, float stddev) {
+  const int64_t row_bytes = ggml_row_bytes(type, ne0);
+  std::vector<uint8_t> out(static_cast<size_t>(row_bytes * ne1));
+  std::vector<float> row(ne0);
+  for (int64_t r = 0; r < ne1; ++r) {
+    for (float& v : row) v = rng.normal() * stddev;
+    quantize_row(type, row.data(), out.data() + r * row_bytes, ne0);
+  }
+  return out;
+}
+
+// n F32 values mean + stddev * N(0, 1), as raw bytes.
+std::vector<uint8_t> random_f32(Rng& rng, int64_t n, float mean, float stddev) {
+  std::vector<float> v(n);
+  for (float& x : v) x = mean + stddev * rng.normal();
+  std::vector<uint8_t> out(n * sizeof(float));
+  quantize_row(GgmlType::F32, v.data(), out.data(), n);
+  return out;
+}
+
+const Shape& find_shape(const std::string& name) {
+  for (const Shape& s : kShapes)
+    if (name == s.name) return s;
+  std::string known;
+  for (const Shape& s : kShapes) known += (known.empty() ? "" : ", ") + std::string(s.name);
+  throw Error("make-model: unknown shape '" + name + "' (known: " + known + ")");
+}
+
+const Arch& find_arch(const std::string& name) {
+  for (const Arch& a : kArchs)
+    if (name == a.name) return a;
+  throw Error("make-model: unknown architecture '" + name + "' (known: llama, qwen2, qwen3)");
+}
+
+// Keeps the first n entries of an array value (no-op if shorter or not an array).
+void truncate_array(GgufValue& v, size_t n) {
+  if (v.type == GgufType::ARRAY && v.arr.size() > n) v.arr.resize(n);
+}
+
+// Applies MakeModelOptions::n_vocab_limit to copied tokenizer keys: shortens the
+// per-token arrays, drops merges that make a token no longer present, and drops
+// special-token ids that fall outside the kept range.
+void limit_vocab(std::vector<std::pair<std::string, GgufValue>>& kv, size_t n) {
+  std::unordered_set<std::string> kept;
+  for (auto& [k, v] : kv)
+    if (k == "tokenizer.ggml.tokens") {
+      truncate_array(v, n);
+      for (const GgufValue& t : v.arr) kept.insert(t.s);
+    }
+  std::vector<std::pair<std::string, GgufValue>> out;
+  for (auto& [k, v] : kv) {
+    if (k == "tokenizer.ggml.scores" || k == "tokenizer.ggml.token_type") truncate_array(v, n);
+    if (k == "tokenizer.ggml.merges" && v.type == GgufType::ARRAY) {
+      std::vector<GgufValue> merges;
+      for (GgufValue& m : v.arr) {
+        size_t sp = m.s.find(' ');
+        if (sp == std::string::npos) continue;
+        std::string a = m.s.substr(0, sp), b = m.s.substr(sp + 1);
+        if (kept.count(a) && kept.count(b) && kept.count(a + b)) merges.push_back(std::move(m));
+      }
+      v.arr = std::move(merges);
+    }
+    if (k.ends_with("_token_id") && v.is_integer() && v.i >= static_cast<int64_t>(n)) continue;
+    out.emplace_back(k, std::move(v));
+  }
+  kv = std::move(out);
+}
+
+// A small SentencePiece-style vocabulary the project provides itself, for when
+// no vocabulary file is given: <unk>, <s>, </s>, the 256 byte tokens, "▁" and
+// every printable ASCII character with and without a leading "▁". Returns n_vocab.
+int64_t builtin_tokenizer(GgufWriter& w) {
+  std::vector<GgufValue> tokens, scores, types;
+  auto add = [&](const std::string& text, float score, int32_t type) {
+    tokens.push_back(GgufValue::make_string(text));
+    scores.push_back(GgufValue::make_float(GgufType::FLOAT32, score));
+    types.push_back(GgufValue::make_int(GgufType::INT32, type));
+  };
+  add("<unk>", 0, 2);
+  add("<s>", 0, 3);
+  add("</s>", 0, 3);
+  for (int b = 0; b < 256; ++b) {
+    char buf[8];
+    std::snprintf(buf, sizeof buf, "<0x%02X>", b);
+    add(buf, 0, 6);
+  }
+  float score = -1;
+  add("\xe2\x96\x81", score--, 1);
+  for (char c = 33; c < 127; ++c) add(std::string(1, c), score--, 1);
+  for (char c = 33; c < 127; ++c) add("\xe2\x96\x81" + std::string(1, c), score--, 1);
+  const int64_t n = int64_t(tokens.size());
+  w.set_string("tokenizer.ggml.model", "llama");
+  w.set("tokenizer.ggml.tokens", GgufValue::make_array(GgufType::STRING, std::move(tokens)));
+  w.set("tokenizer.ggml.scores", GgufValue::make_array(GgufType::FLOAT32, std::move(scores)));
+  w.set("tokenizer.ggml.token_type", GgufValue::make_array(GgufType::INT32, std::move(types)));
+  w.set_u32("tokenizer.ggml.unknown_token_id", 0);
+  w.set_u32("tokenizer.ggml.bos_token_id", 1);
+  w.set_u32("tokenizer.ggml.eos_token_id", 2);
+  w.set_bool("tokenizer.ggml.add_bos_token", true);
+  return n;
+}
+
+// Copies every tokenizer.* key of the vocabulary file into w; returns n_vocab.
+int64_t copy_tokenizer(const MakeModelOptions& opt, GgufWriter& w) {
+  if (opt.vocab_path.empty()) return builtin_tokenizer(w);
+  std::unique_ptr<GgufFile> vocab = GgufFile::open(opt.vocab_path);
+  std::vector<std::pair<std::string, GgufValue>> kv;
+  for (const auto& [k, v] : vocab->metadata())
+    if (k.starts_with("tokenizer.")) kv.emplace_back(k, v);
+  if (opt.n_vocab_limit > 0) limit_vocab(kv, static_cast<size_t>(opt.n_vocab_limit));
+  int64_t n_vocab = 0;
+  for (auto& [k, v] : kv) {
+    if (k == "tokenizer.ggml.tokens" && v.type == GgufType::ARRAY) n_vocab = static_cast<int64_t>(v.arr.size());
+    w.set(k, std::move(v));
+  }
+  if (n_vocab == 0)
+    throw Error(opt.vocab_path + ": no tokenizer.ggml.tokens array (not a vocabulary file?)");
+  return n_vocab;
+}
+
+void set_hparams(GgufWriter& w, const MakeModelOptions& opt, const Shape& s, const Arch& a) {
+  const std::string p = std::string(a.name) + ".";
+  const uint32_t head_dim = static_cast<uint32_t>(s.n_embd / s.n_head);
+  w.set_string("general.architecture", a.name);
+  w.set_string("general.name", "random " + opt.shape + " " + opt.arch + " " + ggml_type_name(opt.type));
+  w.set_u32("general.file_type", file_type_of(opt.type));
+  w.set_u32(p + "context_length", static_cast<uint32_t>(opt.context_length));
+  w.set_u32(p + "embedding_length", static_cast<uint32_t>(s.n_embd));
+  w.set_u32(p + "block_count", static_cast<uint32_t>(s.n_layer));
+  w.set_u32(p + "feed_forward_length", static_cast<uint32_t>(s.n_ff));
+  w.set_u32(p + "attention.head_count", static_cast<uint32_t>(s.n_head));
+  w.set_u32(p + "attention.head_count_kv", static_cast<uint32_t>(s.n_kv_head));
+  w.set_f32(p + "attention.layer_norm_rms_epsilon", a.rms_eps);
+  w.set_f32(p + "rope.freq_base", a.rope_base);
+  w.set_u32(p + "rope.dimension_count", head_dim);
+  if (a.qk_norm) {
+    w.set_u32(p + "attention.key_length", head_dim);
+    w.set_u32(p + "attention.value_length", head_dim);
+  }
+}
+
+// Adds a random [ne0, ne1] weight matrix with stddev 1/sqrt(ne0) (ne0 is the fan-in:
+// each output is a dot product over a row), so activations keep unit scale.
+void add_matrix(GgufWriter& w, Rng& rng, GgmlType want, const std::string& name, int64_t ne0,
+                int64_t ne1) {
+  const GgmlType t = make_model_matrix_type(want, ne0);
+  w.add_tensor(name, t, {ne0, ne1},
+               random_matrix(rng, t, ne0, ne1, 1.0f / std::sqrt(static_cast<float>(ne0))));
+}
+
+void add_f32(GgufWriter& w, Rng& rng, const std::string& name, int64_t n, float mean, float stddev) {
+  w.add_tensor(name, GgmlType::F32, {n}, random_f32(rng, n, mean, stddev));
+}
+
+void add_block(GgufWriter& w, Rng& rng, const MakeModelOptions& opt, const Shape& s,
+               const Arch& a, int64_t i) {
+  const std::string p = "blk." + std::to_string(i) + ".";
+  const int64_t hd = s.n_embd / s.n_head;
+  const int64_t q_dim = s.n_head * hd, kv_dim = s.n_kv_head * hd;
+  add_f32(w, rng, p + "attn_norm.weight", s.n_embd, 1.0f, 0.02f);
+  add_matrix(w, rng, opt.type, p + "attn_q.weight", s.n_embd, q_dim);
+  add_matrix(w, rng, opt.type, p + "attn_k.weight", s.n_embd, kv_dim);
+  add_matrix(w, rng, opt.type, p + "attn_v.weight", s.n_embd, kv_dim);
+  if (a.qkv_bias) {
+    add_f32(w, rng, p + "attn_q.bias", q_dim, 0.0f, 0.02f);
+    add_f32(w, rng, p + "attn_k.bias", kv_dim, 0.0f, 0.02f);
+    add_f32(w, rng, p + "attn_v.bias", kv_dim, 0.0f, 0.02f);
+  }
+  if (a.qk_norm) {
+    add_f32(w, rng, p + "attn_q_norm.weight", hd, 1.0f, 0.02f);
+    add_f32(w, rng, p + "attn_k_norm.weight", hd, 1.0f, 0.02f);
+  }
+  add_matrix(w, rng, opt.type, p + "attn_output.weight", q_dim, s.n_embd);
+  add_f32(w, rng, p + "ffn_norm.weight", s.n_embd, 1.0f, 0.02f);
+  add_matrix(w, rng, opt.type, p + "ffn_gate.weight", s.n_embd, s.n_ff);
+  add_matrix(w, rng, opt.type, p + "ffn_up.weight", s.n_embd, s.n_ff);
+  add_matrix(w, rng, opt.type, p + "ffn_down.weight", s.n_ff, s.n_embd);
+}
+
+}  // namespace
+
+std::vector<std::string> make_model_shapes() {
+  std::vector<std::string> r;
+  for (const Shape& s : kShapes) r.emplace_back(s.name);
+  return r;
+}
+
+GgmlType make_model_matrix_type(GgmlType want, int64_t row_len) {
+  const int64_t be = ggml_block_elems(want);
+  if (be == 0) throw Error("make-model: unknown weight type " + ggml_type_name(want));
+  if (row_len % be == 0) return want;
+  // K-quants need rows in 256-element super-blocks (n_embd 576, 64 and 32 are not);
+  // like llama.cpp's quantizer we fall back to a 32-block type, then to F16.
+  if (row_len % 32 == 0) return GgmlType::Q8_0;
+  return GgmlType::F16;
+}
+
+void make_random_model(const MakeModelOptions& opt, const std::string& out_path) {
+  const Shape& s = find_shape(opt.shape);
+  const Arch& a = find_arch(opt.arch);
+  file_type_of(opt.type);  // validates the type
+  if (opt.context_length <= 0 || opt.context_length > UINT32_MAX)
+    throw Error("make-model: context_length out of range");
+
+  GgufWriter w;
+  set_hparams(w, opt, s, a);
+  const int64_t n_vocab = copy_tokenizer(opt, w);
+
+  Rng rng(opt.seed);
+  add_matrix(w, rng, opt.type, "token_embd.weight", s.n_embd, n_vocab);
+  add_f32(w, rng, "output_norm.weight", s.n_embd, 1.0f, 0.02f);
+  if (!opt.tied_output) add_matrix(w, rng, opt.type, "output.weight", s.n_embd, n_vocab);
+  for (int64_t i = 0; i < s.n_layer; ++i) add_block(w, rng, opt, s, a, i);
+  w.write(out_path);
+}
+
+}  // namespace pc

@@ -1,0 +1,45 @@
+// Random-weight GGUF models of real shapes, for tests, benchmarks and demos.
+//
+// The file looks like a llama.cpp conversion of a Llama / Qwen2 / Qwen3 model: the
+// same metadata keys and tensor names, the tokenizer copied from a real vocabulary
+// file, and weights drawn from a seeded generator (deterministic for a seed).
+// Depends only on src/gguf.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gguf/types.h"
+
+namespace pc {
+
+struct MakeModelOptions {
+  // "smollm-135m" (n_embd 576, 30 blocks, 9 heads, 3 KV heads, ff 1536),
+  // "tinyllama-1.1b" (2048, 22, 32, 4, 5632), "tiny" (64, 2, 4, 2, 128), "small" (256, 2, 4, 2, 512),
+  // "micro" (32, 1, 2, 1, 64). See make_model_shapes().
+  std::string shape = "smollm-135m";
+  std::string arch = "llama";          // llama | qwen2 | qwen3
+  // Type of the 2-D weights: F16 | Q8_0 | Q4_0 | Q4_K | Q6_K | BF16 | F32. A matrix
+  // whose row length is not a multiple of the type's block size falls back (K-quants
+  // → Q8_0, then F16). Norms and biases are always F32.
+  GgmlType type = GgmlType::Q8_0;
+  std::string vocab_path;              // GGUF whose tokenizer.* keys are copied; empty = a
+                                       // built-in byte-level SentencePiece-style vocabulary
+  int64_t n_vocab_limit = 0;           // 0 = full vocab; else keep only the first N tokens
+  uint64_t seed = 1;
+  bool tied_output = false;            // omit output.weight (output tied to token_embd)
+  int64_t context_length = 8192;
+};
+
+// Writes a random-weight GGUF (atomically). Throws pc::Error (unknown shape/arch/type,
+// unreadable vocab, I/O failure). Prints nothing.
+void make_random_model(const MakeModelOptions& opt, const std::string& out_path);
+
+// Names accepted as MakeModelOptions::shape.
+std::vector<std::string> make_model_shapes();
+
+// The type make_random_model stores a matrix with rows of `row_len` elements in,
+// when `want` was asked for (the fallback rule above).
+GgmlType make_model_matrix_type(GgmlType want, int64_t row_len);
+
+}  // namespace pc

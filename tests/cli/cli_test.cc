@@ -1,0 +1,87 @@
+// The promptcache executable, run as a user would.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <sys/wait.h>
+
+#include "test_util.h"
+
+namespace pc {
+namespace {
+
+struct CmdResult {
+  int status;
+  std::string out;  // stdout and stderr together
+};
+
+CmdResult run(const std::string& args) {
+  const std::string cmd = test::cli_path() + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  CmdResult r{-1, ""};
+  if (!p) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int st = pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+const std::string kStories = test::shared_dir() + "/models/stories260K.gguf";
+
+TEST(Cli, GenerateStreamsTextAndTimings) {
+  CmdResult r = run("generate -m " + kStories + " -p 'Once upon a time' -n 20 --threads 1");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("timings: prompt 5 tokens"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("generated 20 tokens"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("decode"), std::string::npos);
+}
+
+TEST(Cli, GenerateIsDeterministicForASeed) {
+  const std::string args = "generate -m " + kStories + " -p 'Lily' -n 24 --temp 0.9 --top-k 40 --top-p 0.9 --seed 11";
+  CmdResult a = run(args), b = run(args);
+  ASSERT_EQ(a.status, 0) << a.out;
+  const std::string ta = a.out.substr(0, a.out.find("timings:"));
+  const std::string tb = b.out.substr(0, b.out.find("timings:"));
+  EXPECT_EQ(ta, tb);
+  CmdResult c = run("generate -m " + kStories + " -p 'Lily' -n 24 --temp 0.9 --top-k 40 --top-p 0.9 --seed 12");
+  EXPECT_NE(ta, c.out.substr(0, c.out.find("timings:")));
+}
+
+TEST(Cli, InspectPrintsMetadataAndTensors) {
+  CmdResult r = run("inspect " + kStories);
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("general.architecture"), std::string::npos);
+  EXPECT_NE(r.out.find("llama.block_count"), std::string::npos);
+  EXPECT_NE(r.out.find("blk.4.ffn_down.weight"), std::string::npos);
+}
+
+TEST(Cli, MakeModelThenGenerate) {
+  const std::string out = test::temp_dir() + "/m.gguf";
+  CmdResult r = run("make-model --shape tiny --arch qwen3 --type Q4_0 --vocab " + test::shared_dir() +
+              "/vocab/ggml-vocab-qwen2.gguf -o " + out);
+  ASSERT_EQ(r.status, 0) << r.out;
+  CmdResult g = run("generate -m " + out + " -p 'hello world' -n 5");
+  ASSERT_EQ(g.status, 0) << g.out;
+  EXPECT_NE(g.out.find("generated 5 tokens"), std::string::npos) << g.out;
+}
+
+TEST(Cli, ErrorsAreMessagesNotCrashes) {
+  CmdResult r = run("make-model --shape nope --vocab " + kStories + " -o /tmp/x.gguf");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.out.find("nope"), std::string::npos) << r.out;
+  const std::string bad = test::temp_dir() + "/bad.gguf";
+  FILE* f = fopen(bad.c_str(), "wb");
+  fputs("GGUF\x03", f);
+  fclose(f);
+  CmdResult g = run("generate -m " + bad + " -p hi");
+  EXPECT_EQ(g.status, 1) << g.out;
+  EXPECT_NE(g.out.find("error:"), std::string::npos) << g.out;
+  CmdResult h = run("generate --help");
+  EXPECT_EQ(h.status, 0);
+  EXPECT_NE(h.out.find("--kv-memory"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace pc

@@ -1,0 +1,38 @@
+#include "kernels/cpu.h"
+
+#include <gtest/gtest.h>
+
+namespace pc {
+namespace {
+
+TEST(Cpu, DetectAndClamp) {
+  const CpuLevel best = detect_cpu_level();
+  std::printf("detected cpu level: %s\n", cpu_level_name(best).c_str());
+#if defined(__x86_64__)
+  // CPUID agrees with the compiler's own probe (which ignores the OS state; a
+  // mismatch the other way, compiler says yes but we say no, is possible only
+  // when the OS disabled the state).
+  if (best >= CpuLevel::Avx2) {
+    EXPECT_TRUE(__builtin_cpu_supports("avx2"));
+    EXPECT_TRUE(__builtin_cpu_supports("fma"));
+  }
+  if (best == CpuLevel::Avx512) {
+    EXPECT_TRUE(__builtin_cpu_supports("avx512f"));
+  }
+  if (!__builtin_cpu_supports("avx512f")) {
+    EXPECT_LT(best, CpuLevel::Avx512);
+  }
+#endif
+  const CpuLevel saved = cpu_level();
+  set_cpu_level(CpuLevel::Scalar);
+  EXPECT_EQ(cpu_level(), CpuLevel::Scalar);
+  set_cpu_level(CpuLevel::Avx512);  // clamps to what the machine has
+  EXPECT_EQ(cpu_level(), best);
+  set_cpu_level(saved);
+  EXPECT_EQ(cpu_level_name(CpuLevel::Scalar), "scalar");
+  EXPECT_EQ(cpu_level_name(CpuLevel::Avx2), "avx2");
+  EXPECT_EQ(cpu_level_name(CpuLevel::Avx512), "avx512");
+}
+
+}  // namespace
+}  // namespace pc

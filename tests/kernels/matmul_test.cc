@@ -1,0 +1,304 @@
+// Tests of pc::matmul against the reference formats in gguf/quants.h.
+//
+// Tolerances:
+//  * Float weights (F32/F16/BF16): reference = sum_k W[n][k]*x[m][k] in double
+//    over the exactly dequantized weights. The kernels accumulate in float with
+//    a fixed blocked order, so |y - ref| <= 1e-5 * sum_k |W x| (plenty for
+//    K <= 5632: typical float rounding gives ~1e-6 here).
+//  * Quantized weights: the kernels quantize each row of x to int8 (one scale per
+//    32 or 256 values, d = amax/127 (F16-rounded for 32-blocks), q = round-to-even(x*127/amax)). The test
+//    replicates that quantization, so the reference is the exact dot product of
+//    dequantized weights and dequantized activations; then the only error left
+//    is float rounding of the scale products and the block accumulation:
+//    |y - ref| <= 1e-5 * sum_k |W x|.  Against the unquantized x the activation
+//    rounding adds relative error; we check ||y - ref_f32|| / ||ref_f32|| < 1e-2
+//    for 32-value activation blocks and < 3e-2 for 256-value blocks (K-quants:
+//    one scale per 256 values, and the test data has 8x outliers every 97
+//    values, so the int8 step is coarse; measured ~1.8-2.1%).
+//  * Batch invariance: bitwise (memcmp).
+#include "kernels/matmul.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gguf/error.h"
+#include "gguf/quants.h"
+#include "kernels/cpu.h"
+#include "kernels/thread_pool.h"
+
+namespace pc {
+namespace {
+
+const GgmlType kTypes[] = {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0,
+                           GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K};
+
+struct Weights {
+  GgmlType type;
+  int64_t n = 0, k = 0, row_bytes = 0;
+  std::vector<uint8_t> data;
+  std::vector<float> deq;  // n×k dequantized
+  WeightView view() const {
+    WeightView v;
+    v.type = type;
+    v.k = k;
+    v.n = n;
+    v.data = data.data();
+    v.row_bytes = row_bytes;
+    return v;
+  }
+};
+
+Weights make_weights(GgmlType t, int64_t n, int64_t k, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  Weights w;
+  w.type = t;
+  w.n = n;
+  w.k = k;
+  w.row_bytes = ggml_row_bytes(t, k);
+  w.data.resize(n * w.row_bytes);
+  w.deq.resize(n * k);
+  std::vector<float> row(k);
+  for (int64_t r = 0; r < n; ++r) {
+    const float scale = 0.02f * (1.f + float(r % 5));  // rows of different magnitude
+    for (auto& v : row) v = nd(rng) * scale;
+    quantize_row(t, row.data(), w.data.data() + r * w.row_bytes, k);
+    dequantize_row(t, w.data.data() + r * w.row_bytes, w.deq.data() + r * k, k);
+  }
+  return w;
+}
+
+std::vector<float> random_x(int64_t m, int64_t k, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::vector<float> x(m * k);
+  for (auto& v : x) v = nd(rng);
+  for (int64_t i = 0; i < m * k; i += 97) x[i] *= 8.f;  // some outliers
+  return x;
+}
+
+int64_t act_block(GgmlType t) {
+  switch (t) {
+    case GgmlType::Q8_0:
+    case GgmlType::Q4_0: return 32;
+    case GgmlType::Q4_K:
+    case GgmlType::Q6_K: return 256;
+    default: return 0;
+  }
+}
+
+// The activations as the kernels see them (see matmul_internal.h).
+std::vector<double> kernel_activations(GgmlType t, const float* x, int64_t k) {
+  std::vector<double> out(x, x + k);
+  const int64_t qk = act_block(t);
+  if (!qk) return out;
+  for (int64_t b = 0; b < k / qk; ++b) {
+    float amax = 0.f;
+    for (int64_t i = 0; i < qk; ++i) amax = std::fmax(amax, std::fabs(x[b * qk + i]));
+    const float id = amax > 0.f ? 127.f / amax : 0.f;
+    // 32-element (Q8_0) activation blocks keep an F16 scale, like the Q8_0 format.
+    const float d = qk == 32 ? fp16_to_fp32(fp32_to_fp16(amax / 127.f)) : amax / 127.f;
+    for (int64_t i = 0; i < qk; ++i) out[b * qk + i] = double(std::nearbyint(x[b * qk + i] * id)) * d;
+  }
+  return out;
+}
+
+struct LevelGuard {
+  CpuLevel saved = cpu_level();
+  ~LevelGuard() { set_cpu_level(saved); }
+};
+
+std::vector<CpuLevel> levels() {
+  std::vector<CpuLevel> l = {CpuLevel::Scalar};
+  if (detect_cpu_level() >= CpuLevel::Avx2) l.push_back(CpuLevel::Avx2);
+  if (detect_cpu_level() >= CpuLevel::Avx512) l.push_back(CpuLevel::Avx512);
+  return l;
+}
+
+std::string label(GgmlType t, CpuLevel l, int64_t k) {
+  return ggml_type_name(t) + " " + cpu_level_name(l) + " k=" + std::to_string(k);
+}
+
+TEST(Matmul, MatchesReference) {
+  LevelGuard guard;
+  ThreadPool pool(2);
+  const int64_t ks[] = {64, 576, 1536, 2048, 5632};
+  const int64_t m = 5, n = 37;
+  for (GgmlType t : kTypes) {
+    for (int64_t k : ks) {
+      if (k % ggml_block_elems(t)) continue;
+      const Weights w = make_weights(t, n, k, uint32_t(k * 31 + int(t)));
+      const std::vector<float> x = random_x(m, k, uint32_t(k + 7));
+      for (CpuLevel level : levels()) {
+        set_cpu_level(level);
+        std::vector<float> y(m * n, -1.f);
+        matmul(w.view(), x.data(), m, y.data(), pool);
+        double worst = 0, err2 = 0, ref2 = 0;
+        for (int64_t r = 0; r < m; ++r) {
+          const std::vector<double> xa = kernel_activations(t, x.data() + r * k, k);
+          for (int64_t c = 0; c < n; ++c) {
+            double ref = 0, scale = 0, exact = 0;
+            for (int64_t i = 0; i < k; ++i) {
+              const double wv = w.deq[c * k + i];
+              ref += wv * xa[i];
+              scale += std::fabs(wv * xa[i]);
+              exact += wv * double(x[r * k + i]);
+            }
+            const double e = std::fabs(double(y[r * n + c]) - ref) / scale;
+            worst = std::max(worst, e);
+            err2 += (y[r * n + c] - exact) * (y[r * n + c] - exact);
+            ref2 += exact * exact;
+          }
+        }
+        EXPECT_LT(worst, 1e-5) << label(t, level, k);
+        // One int8 scale per 256 values (K-quants) is coarser with the test's outliers.
+        const double loose = act_block(t) == 256 ? 3e-2 : 1e-2;
+        EXPECT_LT(std::sqrt(err2 / ref2), loose) << label(t, level, k);
+      }
+    }
+  }
+}
+
+TEST(Matmul, FloatTailK) {
+  // K not a multiple of the 8-wide vectors (F32/F16/BF16 allow any K).
+  LevelGuard guard;
+  ThreadPool pool(2);
+  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16}) {
+    for (int64_t k : {1, 7, 13, 45}) {
+      const int64_t m = 6, n = 9;
+      const Weights w = make_weights(t, n, k, 99);
+      const std::vector<float> x = random_x(m, k, 5);
+      for (CpuLevel level : levels()) {
+        set_cpu_level(level);
+        std::vector<float> y(m * n);
+        matmul(w.view(), x.data(), m, y.data(), pool);
+        for (int64_t r = 0; r < m; ++r)
+          for (int64_t c = 0; c < n; ++c) {
+            double ref = 0, scale = 0;
+            for (int64_t i = 0; i < k; ++i) {
+              ref += double(w.deq[c * k + i]) * x[r * k + i];
+              scale += std::fabs(double(w.deq[c * k + i]) * x[r * k + i]);
+            }
+            EXPECT_LE(std::fabs(y[r * n + c] - ref), 1e-5 * scale + 1e-30) << label(t, level, k);
+          }
+      }
+    }
+  }
+}
+
+// y row i must be bitwise identical whatever the batch size, the position of the
+// row in the batch, and the thread count.
+TEST(Matmul, BatchInvariance) {
+  LevelGuard guard;
+  ThreadPool pools[3] = {ThreadPool(1), ThreadPool(2), ThreadPool(3)};
+  const int64_t n = 37;  // not a multiple of any column tile
+  const int64_t total = 80;
+  for (GgmlType t : kTypes) {
+    const int64_t k = ggml_block_elems(t) == 256 ? 1536 : 576;
+    const Weights w = make_weights(t, n, k, 1234);
+    const std::vector<float> x = random_x(total, k, 4321);
+    for (CpuLevel level : levels()) {
+      set_cpu_level(level);
+      // Baseline: each row alone, one thread.
+      std::vector<float> base(total * n);
+      for (int64_t r = 0; r < total; ++r) matmul(w.view(), x.data() + r * k, 1, base.data() + r * n, pools[0]);
+      for (int64_t m : {1, 3, 4, 5, 7, 13, 64}) {
+        for (int64_t off : {int64_t(0), int64_t(1), int64_t(3), total - m}) {
+          for (auto& pool : pools) {
+            std::vector<float> y(m * n);
+            matmul(w.view(), x.data() + off * k, m, y.data(), pool);
+            for (int64_t r = 0; r < m; ++r)
+              ASSERT_EQ(std::memcmp(y.data() + r * n, base.data() + (off + r) * n, n * sizeof(float)), 0)
+                  << label(t, level, k) << " m=" << m << " offset=" << off << " row=" << r
+                  << " threads=" << pool.size();
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(Matmul, ScalarVsSimd) {
+  if (detect_cpu_level() < CpuLevel::Avx2) GTEST_SKIP() << "no SIMD level on this machine";
+  LevelGuard guard;
+  ThreadPool pool(2);
+  const int64_t m = 9, n = 21;
+  for (GgmlType t : kTypes) {
+    for (int64_t k : {256, 2048, 5632}) {
+      const Weights w = make_weights(t, n, k, 77);
+      const std::vector<float> x = random_x(m, k, 78);
+      std::vector<float> ys(m * n), yv(m * n);
+      set_cpu_level(CpuLevel::Scalar);
+      matmul(w.view(), x.data(), m, ys.data(), pool);
+      set_cpu_level(CpuLevel::Avx2);
+      matmul(w.view(), x.data(), m, yv.data(), pool);
+      for (int64_t r = 0; r < m; ++r) {
+        const std::vector<double> xa = kernel_activations(t, x.data() + r * k, k);
+        for (int64_t c = 0; c < n; ++c) {
+          double scale = 0;
+          for (int64_t i = 0; i < k; ++i) scale += std::fabs(double(w.deq[c * k + i]) * xa[i]);
+          EXPECT_LE(std::fabs(double(ys[r * n + c]) - yv[r * n + c]), 2e-5 * scale) << label(t, CpuLevel::Avx2, k);
+        }
+      }
+    }
+  }
+}
+
+TEST(Matmul, UnsupportedTypeThrows) {
+  ThreadPool pool(1);
+  std::vector<uint8_t> data(1024);
+  std::vector<float> x(32), y(1);
+  WeightView w;
+  w.type = GgmlType::Q5_0;
+  w.k = 32;
+  w.n = 1;
+  w.data = data.data();
+  w.row_bytes = ggml_row_bytes(GgmlType::Q5_0, 32);
+  try {
+    matmul(w, x.data(), 1, y.data(), pool);
+    FAIL() << "no exception";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("Q5_0"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Matmul, EmptyShapes) {
+  ThreadPool pool(2);
+  const Weights w = make_weights(GgmlType::Q8_0, 3, 64, 1);
+  std::vector<float> x(64), y(3, 7.f);
+  matmul(w.view(), x.data(), 0, y.data(), pool);
+  EXPECT_EQ(y[0], 7.f);
+}
+
+// Rough speed report (not a pass/fail criterion): the shapes of a 135M model's
+// FFN (k=576, n=1536) as a 512-token prompt batch and as one decode step.
+TEST(Matmul, Timing) {
+  ThreadPool pool(2);
+  const int64_t k = 576, n = 1536;
+  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::F16}) {
+    if (k % ggml_block_elems(t)) continue;
+    const Weights w = make_weights(t, n, k, 3);
+    for (int64_t m : {512, 1}) {
+      const std::vector<float> x = random_x(m, k, 4);
+      std::vector<float> y(m * n);
+      matmul(w.view(), x.data(), m, y.data(), pool);  // warm-up
+      const int reps = m == 1 ? 2000 : 10;
+      auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < reps; ++i) matmul(w.view(), x.data(), m, y.data(), pool);
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
+      std::printf("%s m=%lld k=%lld n=%lld, 2 threads, %s: %.3f ms, %.1f GFLOP/s, %.1f GB/s weights\n",
+                  ggml_type_name(t).c_str(), (long long)m, (long long)k, (long long)n,
+                  cpu_level_name(cpu_level()).c_str(), s * 1e3, 2.0 * m * k * n / s * 1e-9,
+                  double(w.data.size()) / s * 1e-9);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace pc

@@ -1,0 +1,91 @@
+#include "kernels/thread_pool.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+namespace pc {
+namespace {
+
+TEST(ThreadPool, SizeOneRunsInline) {
+  ThreadPool pool(1);
+  EXPECT_EQ(pool.size(), 1);
+  const auto me = std::this_thread::get_id();
+  int count = 0;
+  pool.parallel_for(100, [&](int64_t task, int thread) {
+    EXPECT_EQ(std::this_thread::get_id(), me);
+    EXPECT_EQ(thread, 0);
+    EXPECT_EQ(task, count);  // in order
+    ++count;
+  });
+  EXPECT_EQ(count, 100);
+}
+
+TEST(ThreadPool, ZeroTasksIsANoOp) {
+  ThreadPool pool(3);
+  int count = 0;
+  pool.parallel_for(0, [&](int64_t, int) { ++count; });
+  EXPECT_EQ(count, 0);
+}
+
+TEST(ThreadPool, EveryTaskRunsExactlyOnce) {
+  for (int size : {1, 2, 3, 4}) {
+    ThreadPool pool(size);
+    std::vector<std::atomic<int>> hits(1000);
+    std::atomic<int> bad_thread{0};
+    const int64_t counts[] = {1, 2, 3, 7, 64, 1000};
+    for (int rep = 0; rep < 3000; ++rep) {
+      const int64_t n = counts[rep % 6];
+      for (int64_t i = 0; i < n; ++i) hits[i].store(0, std::memory_order_relaxed);
+      pool.parallel_for(n, [&](int64_t task, int thread) {
+        hits[task].fetch_add(1, std::memory_order_relaxed);
+        if (thread < 0 || thread >= size) bad_thread.fetch_add(1);
+      });
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << "size " << size << " rep " << rep;
+    }
+    EXPECT_EQ(bad_thread.load(), 0);
+  }
+}
+
+TEST(ThreadPool, UsesSeveralThreadsAndSurvivesSleep) {
+  ThreadPool pool(3);
+  for (int rep = 0; rep < 5; ++rep) {
+    // Let the workers go to sleep, then check they wake up and take part.
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::vector<std::atomic<int>> by_thread(3);
+    std::atomic<int64_t> sum{0};
+    pool.parallel_for(300, [&](int64_t task, int thread) {
+      by_thread[thread].fetch_add(1);
+      sum.fetch_add(task);
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    });
+    EXPECT_EQ(sum.load(), 299 * 300 / 2);
+    int users = 0;
+    for (auto& b : by_thread) users += b.load() > 0;
+    EXPECT_GE(users, 2);
+  }
+}
+
+TEST(ThreadPool, DispatchOverhead) {
+  ThreadPool pool(2);
+  std::atomic<int64_t> sink{0};
+  const int calls = 20000;
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < calls; ++i) pool.parallel_for(8, [&](int64_t t, int) { sink.fetch_add(t, std::memory_order_relaxed); });
+  double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(sink.load(), int64_t(calls) * 28);
+  std::printf("parallel_for(8 tiny tasks), 2 threads: %.2f us/call\n", us / calls);
+}
+
+TEST(ThreadPool, CreateDestroy) {
+  for (int i = 0; i < 50; ++i) {
+    ThreadPool pool(1 + i % 4);
+    if (i % 2) pool.parallel_for(10, [](int64_t, int) {});
+  }
+}
+
+}  // namespace
+}  // namespace pc

@@ -1,0 +1,291 @@
+// Exact tests of the radix index on tiny pools (page_size 4, 16 bytes per page):
+// page ids, reference counts, split points, eviction order.
+#include "kv/radix_index.h"
+
+#include <gtest/gtest.h>
+
+#include "kv_fixture.h"
+
+namespace pc {
+namespace {
+
+using test::cat;
+using test::range;
+using test::seq;
+
+std::vector<PageSlice> slices_of(const PrefixMatch& m) { return m.slices; }
+std::vector<PageEntry> entries_of(const PageTable& t) {
+  return {t.entries().begin(), t.entries().end()};
+}
+std::vector<SlotRef> appended_of(const PageTable& t) {
+  return {t.appended().begin(), t.appended().end()};
+}
+std::vector<int32_t> tokens_of(const RadixIndex::NodeView& v) {
+  return {v.tokens.begin(), v.tokens.end()};
+}
+
+class RadixIndexTest : public ::testing::Test {
+ protected:
+  explicit RadixIndexTest(int32_t n_pages = 11) : pool_(test::tiny_shape(), n_pages), index_(pool_) {
+    pool_.set_reclaimer(&index_);
+  }
+  void TearDown() override {
+    index_.check_invariants();
+    test::expect_accounting_adds_up(pool_);
+  }
+  int32_t run(const std::vector<int32_t>& tokens) { return test::run(index_, pool_, ns_, tokens); }
+  test::Request start(const std::vector<int32_t>& prompt) {
+    return test::start(index_, pool_, ns_, prompt);
+  }
+  void finish(const std::vector<int32_t>& tokens, test::Request& r) {
+    test::finish(index_, ns_, tokens, r);
+  }
+  int32_t match_len(const std::vector<int32_t>& tokens) {
+    return index_.match_prefix(ns_, tokens).length;
+  }
+
+  PagePool pool_;
+  RadixIndex index_;
+  KvNamespace ns_{"smollm-135m", "f16", ""};
+};
+
+TEST_F(RadixIndexTest, InsertThenMatchSharesPages) {
+  const auto a = range(1, 10);
+  EXPECT_EQ(run(a), 0);
+  EXPECT_EQ(pool_.n_cached(), 3);  // pages 0 1 2, kept after the sequence ended
+  EXPECT_EQ(pool_.n_free(), 8);
+  EXPECT_EQ(index_.stats().entries, 1);
+  EXPECT_EQ(index_.stats().tokens, 10);
+  EXPECT_EQ(index_.stats().bytes, 48);
+
+  PrefixMatch m = index_.match_prefix(ns_, cat(a, {11}));
+  EXPECT_EQ(m.length, 10);
+  EXPECT_EQ(slices_of(m), (std::vector<PageSlice>{{0, 0, 4}, {1, 0, 4}, {2, 0, 2}}));
+  EXPECT_TRUE(index_.node(m.node).leaf);
+  EXPECT_EQ(tokens_of(index_.node(m.node)), a);
+
+  // The same query without a new token matches 9 and splits mid-page at 9.
+  m = index_.match_prefix(ns_, a);
+  EXPECT_EQ(m.length, 9);
+  EXPECT_EQ(slices_of(m), (std::vector<PageSlice>{{0, 0, 4}, {1, 0, 4}, {2, 0, 1}}));
+  EXPECT_EQ(tokens_of(index_.node(m.node)), range(1, 9));
+  EXPECT_FALSE(index_.node(m.node).leaf);
+  EXPECT_EQ(index_.stats().entries, 2);
+  EXPECT_EQ(pool_.cache_refs(2), 2);  // both halves reference page 2
+  EXPECT_EQ(pool_.n_cached(), 3);
+  const RadixStats s = index_.stats();
+  EXPECT_EQ(s.misses, 1);
+  EXPECT_EQ(s.hits, 2);
+  EXPECT_EQ(s.hit_tokens, 19);
+}
+
+TEST_F(RadixIndexTest, MatchNeverCoversTheWholeQuery) {
+  EXPECT_EQ(run(seq({1, 2, 3})), 0);
+  EXPECT_EQ(match_len(seq({1, 2, 3})), 2);
+  EXPECT_EQ(match_len(seq({1, 2, 3, 4})), 3);
+  EXPECT_EQ(match_len(seq({1})), 0);
+  EXPECT_EQ(match_len({}), 0);
+  EXPECT_EQ(match_len(seq({2, 2, 3, 4})), 0);
+}
+
+// A hit ending mid-page shares the page; the first append copies the matched slots
+// to a fresh page instead of overwriting slot 1, which still serves token 6.
+TEST_F(RadixIndexTest, HitEndingMidPageCopiesOnWrite) {
+  EXPECT_EQ(run(range(1, 6)), 0);  // pages 0 (4), 1 (2)
+  const auto b = seq({1, 2, 3, 4, 5, 9, 9});
+  test::Request r = start(b);
+  EXPECT_EQ(r.match.length, 5);
+  EXPECT_EQ(slices_of(r.match), (std::vector<PageSlice>{{0, 0, 4}, {1, 0, 1}}));
+  EXPECT_EQ(pool_.cache_refs(1), 2);  // split [1..5] | [6] inside page 1
+  EXPECT_EQ(entries_of(r.table), (std::vector<PageEntry>{{0, 4}, {1, 1}}));
+  EXPECT_EQ(pool_.seq_refs(1), 1);
+
+  ASSERT_TRUE(r.table.prepare_append(2));
+  EXPECT_EQ(entries_of(r.table), (std::vector<PageEntry>{{0, 4}, {2, 3}}));
+  EXPECT_EQ(appended_of(r.table), (std::vector<SlotRef>{{2, 1}, {2, 2}}));
+  EXPECT_EQ(pool_.seq_refs(1), 0);
+  EXPECT_EQ(pool_.fill(1), 2);  // untouched
+  finish(b, r);
+
+  // Tree: [1..5] -> { [6] in page 1 slot 1, [9 9] in page 2 slots 1-2 }.
+  const PrefixMatch m = index_.match_prefix(ns_, cat(b, {0}));
+  EXPECT_EQ(m.length, 7);
+  EXPECT_EQ(slices_of(m), (std::vector<PageSlice>{{0, 0, 4}, {1, 0, 1}, {2, 1, 3}}));
+  const PageTable t = PageTable::from_slices(pool_, m.slices);
+  EXPECT_EQ(entries_of(t), (std::vector<PageEntry>{{0, 4}, {2, 3}}));
+  EXPECT_EQ(match_len(seq({1, 2, 3, 4, 5, 6, 0})), 6);
+  EXPECT_EQ(pool_.n_cached(), 1);  // page 1; pages 0 and 2 are also held by t
+  EXPECT_EQ(pool_.n_in_use(), 2);
+}
+
+// A chat turn that extends the previous turn's exact tokens appends into the cached
+// partial page in place: the cache only covers slots below the fill.
+TEST_F(RadixIndexTest, ContinuationAppendsInPlace) {
+  EXPECT_EQ(run(range(1, 6)), 0);
+  const auto b = range(1, 9);
+  test::Request r = start(b);
+  EXPECT_EQ(r.match.length, 6);
+  ASSERT_TRUE(r.table.prepare_append(3));
+  EXPECT_EQ(appended_of(r.table), (std::vector<SlotRef>{{1, 2}, {1, 3}, {2, 0}}));
+  finish(b, r);
+  const PrefixMatch m = index_.match_prefix(ns_, range(1, 10));
+  EXPECT_EQ(m.length, 9);
+  EXPECT_EQ(slices_of(m), (std::vector<PageSlice>{{0, 0, 4}, {1, 0, 2}, {1, 2, 4}, {2, 0, 1}}));
+  EXPECT_EQ(pool_.cache_refs(1), 2);
+  EXPECT_EQ(pool_.n_cached(), 3);
+}
+
+// Two hits on one partial page: the first writer copies; the page is then the
+// second's alone, with nothing written past its slots, so it appends in place.
+TEST_F(RadixIndexTest, FirstWriterCopiesSecondAppendsInPlace) {
+  EXPECT_EQ(run(range(1, 6)), 0);
+  test::Request r1 = start(cat(range(1, 6), {7}));
+  test::Request r2 = start(cat(range(1, 6), {8}));
+  EXPECT_EQ(pool_.seq_refs(1), 2);
+  ASSERT_TRUE(r1.table.prepare_append(1));
+  ASSERT_TRUE(r2.table.prepare_append(1));
+  EXPECT_EQ(appended_of(r1.table), (std::vector<SlotRef>{{2, 2}}));
+  EXPECT_EQ(appended_of(r2.table), (std::vector<SlotRef>{{1, 2}}));
+  EXPECT_EQ(pool_.seq_refs(1), 1);
+  finish(cat(range(1, 6), {7}), r1);
+  finish(cat(range(1, 6), {8}), r2);
+  EXPECT_EQ(index_.stats().entries, 3);
+}
+
+// Tree after setup, oldest first:  [1..4] ─┬─ [5..8]  page 1   (A)
+//                                           └─ [9 9 9 9] page 2 (B)
+//                                  [20..24] pages 3, 4          (C)
+class RadixEvictionTest : public RadixIndexTest {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(run(a_), 0);
+    ASSERT_EQ(run(b_), 4);
+    ASSERT_EQ(run(c_), 0);
+    ASSERT_EQ(pool_.n_cached(), 5);
+  }
+  const std::vector<int32_t> a_ = range(1, 8);
+  const std::vector<int32_t> b_ = seq({1, 2, 3, 4, 9, 9, 9, 9});
+  const std::vector<int32_t> c_ = range(20, 24);
+};
+
+TEST_F(RadixEvictionTest, LeastRecentlyUsedLeavesFirst) {
+  EXPECT_EQ(index_.evict(16), 16u);  // A's tail
+  EXPECT_TRUE(pool_.is_free(1));
+  EXPECT_EQ(index_.evict(16), 16u);  // B's tail; [1..4] becomes a leaf, used at B
+  EXPECT_TRUE(pool_.is_free(2));
+  EXPECT_EQ(index_.evict(16), 16u);  // [1..4], older than C
+  EXPECT_TRUE(pool_.is_free(0));
+  EXPECT_EQ(index_.evict(16), 32u);  // C: both its pages
+  EXPECT_EQ(index_.evict(16), 0u);
+  EXPECT_EQ(index_.stats().entries, 0);
+  EXPECT_EQ(index_.stats().evicted, 4);
+  EXPECT_EQ(pool_.n_free(), 11);
+}
+
+TEST_F(RadixEvictionTest, AHitRefreshesTheWholePath) {
+  EXPECT_EQ(match_len(cat(a_, {0})), 8);  // A's path is now the most recent
+  EXPECT_EQ(index_.evict(16), 16u);       // B
+  EXPECT_TRUE(pool_.is_free(2));
+  EXPECT_EQ(index_.evict(16), 32u);  // C
+  EXPECT_EQ(index_.evict(16), 16u);  // A's tail
+  EXPECT_TRUE(pool_.is_free(1));
+  EXPECT_FALSE(pool_.is_free(0));
+}
+
+TEST_F(RadixEvictionTest, LockedAndPinnedAreSkipped) {
+  test::Request r = start(cat(a_, {99}));  // locks [1..4] and A's tail
+  ASSERT_EQ(r.match.length, 8);
+  EXPECT_EQ(index_.node(r.match.node).lock_ref, 1);
+  ASSERT_TRUE(index_.pin(ns_, c_));
+  EXPECT_EQ(index_.evict(1000), 16u);  // only B is evictable
+  EXPECT_TRUE(pool_.is_free(2));
+  EXPECT_EQ(index_.stats().entries, 3);
+
+  r.table.release();
+  index_.unlock(r.match.node);
+  EXPECT_TRUE(index_.unpin(ns_, c_));
+  EXPECT_FALSE(index_.unpin(ns_, c_));
+  EXPECT_EQ(index_.evict(16), 32u);  // C is older than the hit on A
+  EXPECT_EQ(index_.evict(16), 16u);  // A's tail
+  EXPECT_TRUE(pool_.is_free(1));
+  EXPECT_EQ(index_.evict(16), 16u);
+  EXPECT_EQ(pool_.n_free(), 11);
+}
+
+TEST_F(RadixIndexTest, PinMidRunSplitsAndSharesThePage) {
+  EXPECT_EQ(run(range(1, 8)), 0);  // pages 0 1
+  EXPECT_TRUE(index_.pin(ns_, range(1, 6)));
+  EXPECT_EQ(pool_.cache_refs(1), 2);
+  EXPECT_FALSE(index_.pin(ns_, seq({1, 2, 9})));
+  EXPECT_FALSE(index_.pin(ns_, {}));
+  EXPECT_FALSE(index_.pin(KvNamespace{"other", "f16", ""}, range(1, 6)));
+  EXPECT_EQ(index_.evict(1000), 0u);  // the tail [7 8] goes, page 1 stays
+  EXPECT_EQ(index_.stats().entries, 1);
+  EXPECT_EQ(pool_.cache_refs(1), 1);
+  EXPECT_EQ(match_len(range(1, 8)), 6);
+  EXPECT_TRUE(index_.unpin(ns_, range(1, 6)));
+  EXPECT_EQ(index_.evict(1000), 32u);
+  EXPECT_EQ(pool_.n_free(), 11);
+}
+
+TEST_F(RadixIndexTest, NamespacesAreIsolated) {
+  const KvNamespace tenant_b{"smollm-135m", "f16", "tenant-b"};
+  const KvNamespace q8{"smollm-135m", "q8_0", ""};
+  const auto a = range(1, 6);
+  EXPECT_EQ(run(a), 0);  // pages 0 1
+  PrefixMatch m = index_.match_prefix(tenant_b, cat(a, {7}));
+  EXPECT_EQ(m.length, 0);
+  EXPECT_EQ(m.node, -1);
+  EXPECT_EQ(index_.match_prefix(q8, cat(a, {7})).length, 0);
+  EXPECT_EQ(test::run(index_, pool_, tenant_b, a), 0);  // pages 2 3
+  EXPECT_EQ(slices_of(index_.match_prefix(ns_, cat(a, {7}))),
+            (std::vector<PageSlice>{{0, 0, 4}, {1, 0, 2}}));
+  EXPECT_EQ(slices_of(index_.match_prefix(tenant_b, cat(a, {7}))),
+            (std::vector<PageSlice>{{2, 0, 4}, {3, 0, 2}}));
+  EXPECT_EQ(index_.stats().misses, 4);
+}
+
+TEST_F(RadixIndexTest, LockMisuseIsRejected) {
+  EXPECT_EQ(run(range(1, 6)), 0);
+  const PrefixMatch m = index_.match_prefix(ns_, range(1, 7));
+  EXPECT_THROW(index_.unlock(m.node), std::logic_error);
+  index_.lock(-1);  // no namespace: no-op
+  index_.unlock(-1);
+  const auto t = range(1, 3);
+  PageTable wrong(pool_);
+  EXPECT_THROW(index_.insert(ns_, t, wrong), std::logic_error);  // 3 tokens, empty table
+}
+
+class SmallPoolTest : public RadixIndexTest {
+ protected:
+  SmallPoolTest() : RadixIndexTest(4) {}
+};
+
+// Lazy eviction: a released sequence's pages keep serving hits until the pool
+// needs them; then the least recently used leaf goes and its pages are reused.
+TEST_F(SmallPoolTest, CachedPagesServeHitsUntilReallocated) {
+  const auto a = range(1, 8);
+  EXPECT_EQ(run(a), 0);  // pages 0 1
+  PageTable x(pool_);
+  ASSERT_TRUE(x.prepare_append(8));  // pages 2 3, from the free list
+  EXPECT_EQ(pool_.n_free(), 0);
+  EXPECT_EQ(match_len(cat(a, {0})), 8);  // still a hit
+
+  ASSERT_TRUE(x.prepare_append(1));  // no free page: A is evicted, page 0 reused
+  EXPECT_EQ(entries_of(x), (std::vector<PageEntry>{{2, 4}, {3, 4}, {0, 1}}));
+  EXPECT_EQ(match_len(cat(a, {0})), 0);
+  EXPECT_EQ(index_.stats().evicted, 1);
+  EXPECT_EQ(pool_.n_in_use(), 3);
+  EXPECT_EQ(pool_.n_cached(), 0);
+  EXPECT_EQ(pool_.n_free(), 1);
+
+  PageTable y(pool_);
+  EXPECT_FALSE(y.prepare_append(8));  // one page free, nothing to evict
+  EXPECT_EQ(pool_.n_free(), 1);
+  EXPECT_EQ(pool_.alloc(), 1);
+  EXPECT_EQ(pool_.alloc(), -1);
+  pool_.unref(1);
+}
+
+}  // namespace
+}  // namespace pc

@@ -1,0 +1,79 @@
+// A token's logits are bitwise identical however its prompt is chunked and
+// however many threads run — the property every cache hit relies on.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+
+#include "engine/engine.h"
+#include "kernels/cpu.h"
+#include "model/model.h"
+#include "model_test_util.h"
+
+namespace pc {
+namespace {
+
+std::vector<int32_t> random_prompt(int64_t n_vocab, int n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> d(3, int32_t(n_vocab) - 1);
+  std::vector<int32_t> p{1};
+  while (int(p.size()) < n) p.push_back(d(rng));
+  return p;
+}
+
+// Compares all positions' logits for chunkings {whole, 1, 7, 64} and threads {1, 2}.
+void check_invariance(const std::string& path, int n_tokens) {
+  auto model = Model::load(path);
+  const auto prompt = random_prompt(model->config().n_vocab, n_tokens, 123);
+  std::vector<float> ref;
+  for (int threads : {1, 2}) {
+    EngineOptions eo;
+    eo.threads = threads;
+    eo.kv_memory_bytes = 64 << 20;
+    Engine engine(*model, eo);
+    for (int chunk : {n_tokens, 1, 7, 64}) {
+      std::vector<float> got = engine.prompt_logits(prompt, chunk);
+      if (ref.empty()) {
+        ref = std::move(got);
+        continue;
+      }
+      ASSERT_EQ(got.size(), ref.size());
+      const size_t V = size_t(model->config().n_vocab);
+      for (size_t i = 0; i < got.size(); i += V)
+        ASSERT_EQ(0, std::memcmp(&got[i], &ref[i], V * sizeof(float)))
+            << path << ": logits of position " << i / V << " differ with chunk " << chunk
+            << ", threads " << threads;
+    }
+  }
+}
+
+class BatchInvariance : public ::testing::TestWithParam<CpuLevel> {
+ protected:
+  void SetUp() override {
+    if (GetParam() > detect_cpu_level()) GTEST_SKIP() << "CPU cannot run this level";
+    set_cpu_level(GetParam());
+  }
+  void TearDown() override { set_cpu_level(detect_cpu_level()); }
+};
+
+TEST_P(BatchInvariance, Stories260K) { check_invariance(test::shared_model("stories260K.gguf"), 100); }
+TEST_P(BatchInvariance, TinyStories656K) {
+  check_invariance(test::shared_model("TinyStories-656K-Q8_0.gguf"), 100);
+}
+TEST_P(BatchInvariance, LlamaTinyRandom) {
+  check_invariance(test::shared_model("llama-2-tiny-random.gguf"), 80);
+}
+TEST_P(BatchInvariance, GeneratedLlama) { check_invariance(test::generated_model("llama", GgmlType::Q8_0), 90); }
+TEST_P(BatchInvariance, GeneratedQwen2) { check_invariance(test::generated_model("qwen2", GgmlType::Q4_0), 90); }
+TEST_P(BatchInvariance, GeneratedQwen3) { check_invariance(test::generated_model("qwen3", GgmlType::Q4_K), 90); }
+TEST_P(BatchInvariance, GeneratedF16) { check_invariance(test::generated_model("llama", GgmlType::F16), 90); }
+TEST_P(BatchInvariance, GeneratedQ6K) { check_invariance(test::generated_model("qwen3", GgmlType::Q6_K), 90); }
+
+// Scalar always runs; AVX2 only where the CPU has it (skip is explicit, and CI
+// machines are x86-64 with AVX2).
+INSTANTIATE_TEST_SUITE_P(Levels, BatchInvariance,
+                         ::testing::Values(CpuLevel::Scalar, CpuLevel::Avx2),
+                         [](const auto& info) { return cpu_level_name(info.param); });
+
+}  // namespace
+}  // namespace pc

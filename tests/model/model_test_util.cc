@@ -1,0 +1,31 @@
+#include "model_test_util.h"
+
+#include <map>
+
+#include "model/make_model.h"
+#include "test_util.h"
+
+namespace pc::test {
+
+std::string shared_model(const std::string& name) { return shared_dir() + "/models/" + name; }
+
+std::string generated_model(const std::string& arch, GgmlType type) {
+  static std::map<std::string, std::string> cache;
+  static const std::string dir = temp_dir();
+  const std::string key = arch + "-" + ggml_type_name(type);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  MakeModelOptions o;
+  // K-quant rows need multiples of 256 elements, which the "tiny" shape lacks.
+  o.shape = (type == GgmlType::Q4_K || type == GgmlType::Q6_K) ? "small" : "tiny";
+  o.arch = arch;
+  o.type = type;
+  o.vocab_path = shared_dir() + "/vocab/ggml-vocab-llama-spm.gguf";
+  o.seed = 7;
+  const std::string path = dir + "/" + key + ".gguf";
+  make_random_model(o, path);
+  cache[key] = path;
+  return path;
+}
+
+}  // namespace pc::test

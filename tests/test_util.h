@@ -1,0 +1,14 @@
+// Helpers shared by the test executables.
+#pragma once
+#include <string>
+
+namespace pc::test {
+
+// Folder with models/, vocab/, templates/ (../shared beside the repository).
+std::string shared_dir();
+// Path of the built `promptcache` executable.
+std::string cli_path();
+// A fresh empty directory under the system temp dir, removed at process exit.
+std::string temp_dir();
+
+}  // namespace pc::test
