@@ -1,10 +1,14 @@
 #include "engine/engine.h"
 
+#include <algorithm>
 #include <chrono>
+#include <utility>
 
 #include "gguf/error.h"
 #include "kernels/thread_pool.h"
 #include "kv/kv_storage.h"
+#include "kv/page_pool.h"
+#include "kv/page_table.h"
 #include "model/forward.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
@@ -13,8 +17,10 @@ namespace pc {
 
 namespace {
 
-double ms_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+using Clock = std::chrono::steady_clock;
+
+double ms_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
 KvShape kv_shape(const Model& m, int page_size) {
@@ -22,121 +28,245 @@ KvShape kv_shape(const Model& m, int page_size) {
   return KvShape{int(c.n_layer), int(c.n_kv_head), int(c.head_dim), page_size};
 }
 
+// Page ids of a table, in order (what the forward pass attends over).
+void page_ids(const PageTable& t, std::vector<int32_t>& out) {
+  out.clear();
+  for (const PageEntry& e : t.entries()) out.push_back(e.page);
+}
+
 }  // namespace
 
-// One sequence's KV: its pages in order and how many slots hold tokens.
+// One running request.
 struct Engine::Seq {
-  std::vector<int32_t> pages;
-  int64_t n_slots = 0;
+  Seq(PagePool& pool, const SamplingParams& sp) : table(pool), sampler(sp) {}
+  int64_t id = 0;
+  GenerateRequest req;
+  TokenCallback on_token;
+  KvNamespace ns;
+  std::vector<int32_t> tokens;  // prompt, then generated tokens
+  int32_t n_kv = 0;             // tokens[0, n_kv) have KV in `table`
+  int32_t lock_node = -1;       // radix node locked for the reused prefix
+  PageTable table;
+  Sampler sampler;
+  GenerateResult result;
+  Clock::time_point t_start;
+  Clock::time_point t_first;
+  bool prompt_done() const { return n_kv >= int32_t(req.prompt.size()); }
 };
 
 Engine::Engine(const Model& model, const EngineOptions& opt)
     : model_(model), opt_(opt), pool_(std::make_unique<ThreadPool>(opt.threads)) {
+  if (opt.max_batch_tokens < 1) throw Error("max_batch_tokens must be at least 1");
   const KvShape shape = kv_shape(model, opt.page_size);
-  const int64_t n_pages = opt.kv_memory_bytes / int64_t(shape.bytes_per_page());
+  const int32_t n_pages = PagePool::pages_for_bytes(shape, uint64_t(std::max<int64_t>(0, opt.kv_memory_bytes)));
   if (n_pages < 1)
     throw Error("--kv-memory " + std::to_string(opt.kv_memory_bytes) +
-                " bytes holds no KV page (one page needs " +
-                std::to_string(shape.bytes_per_page()) + " bytes)");
-  kv_ = std::make_unique<KvStorage>(shape, int32_t(n_pages));
+                " bytes holds no KV page (one page of " + std::to_string(opt.page_size) +
+                " tokens needs " + std::to_string(shape.bytes_per_page()) + " bytes)");
+  kv_ = std::make_unique<KvStorage>(shape, n_pages);
+  pages_ = std::make_unique<PagePool>(*kv_);
+  index_ = std::make_unique<RadixIndex>(*pages_);
+  pages_->set_reclaimer(index_.get());
   fwd_ = std::make_unique<Forward>(model, *kv_, *pool_);
-  for (int32_t p = int32_t(n_pages) - 1; p >= 0; --p) free_pages_.push_back(p);
 }
 
-Engine::~Engine() = default;
-
-void Engine::grow(Seq& s, int64_t n_slots) {
-  const int P = opt_.page_size;
-  while (int64_t(s.pages.size()) * P < n_slots) {
-    if (free_pages_.empty())
-      throw Error("out of KV memory: the sequence needs " + std::to_string(n_slots) +
-                  " token slots; raise --kv-memory");
-    s.pages.push_back(free_pages_.back());
-    free_pages_.pop_back();
-  }
+Engine::~Engine() {
+  // Sequences hold page references; drop them before the pool goes away.
+  active_.clear();
 }
 
-void Engine::release(Seq& s) {
-  for (int32_t p : s.pages) free_pages_.push_back(p);
-  s.pages.clear();
-  s.n_slots = 0;
+KvNamespace Engine::ns(const std::string& tenant) const {
+  return KvNamespace{model_.fingerprint(), "f16", tenant};
 }
 
-// Runs tokens[begin, end) of the sequence, appended after its current slots.
-const float* Engine::step(Seq& s, const std::vector<int32_t>& tokens, size_t begin, size_t end,
-                          bool all_logits) {
-  grow(s, s.n_slots + int64_t(end - begin));
-  std::vector<BatchEntry> batch;
-  batch.reserve(end - begin);
-  for (size_t i = begin; i < end; ++i) {
-    BatchEntry e;
-    e.token = tokens[i];
-    e.pos = int32_t(s.n_slots);
-    e.seq = 0;
-    e.slot = int32_t(s.n_slots);
-    e.logits = all_logits || i + 1 == end;
-    batch.push_back(e);
-    ++s.n_slots;
-  }
-  SeqKv kv{s.pages.data(), int32_t(s.pages.size())};
-  return fwd_->run(batch, std::span<const SeqKv>(&kv, 1));
-}
-
-std::vector<float> Engine::prompt_logits(const std::vector<int32_t>& prompt, int chunk) {
-  const int64_t V = model_.config().n_vocab;
-  std::vector<float> out(prompt.size() * V);
-  Seq s;
-  try {
-    for (size_t b = 0; b < prompt.size(); b += chunk) {
-      const size_t e = std::min(prompt.size(), b + size_t(chunk));
-      const float* l = step(s, prompt, b, e, true);
-      std::copy(l, l + (e - b) * V, out.begin() + b * V);
-    }
-  } catch (...) {
-    release(s);
-    throw;
-  }
-  release(s);
-  return out;
-}
-
-GenerateResult Engine::generate(const GenerateRequest& req,
-                                const std::function<bool(int32_t)>& on_token) {
+Engine::Seq& Engine::start(const GenerateRequest& req, TokenCallback on_token) {
   if (req.prompt.empty()) throw Error("the prompt is empty");
-  const auto t0 = std::chrono::steady_clock::now();
   const int64_t V = model_.config().n_vocab;
-  GenerateResult r;
-  r.n_prompt = int64_t(req.prompt.size());
-  r.n_computed = r.n_prompt;
-  Sampler sampler(req.sampling);
-  std::vector<int32_t> history = req.prompt;
-  Seq s;
-  try {
-    const float* logits = nullptr;
-    for (size_t b = 0; b < req.prompt.size(); b += opt_.prefill_chunk) {
-      const size_t e = std::min(req.prompt.size(), b + size_t(opt_.prefill_chunk));
-      logits = step(s, req.prompt, b, e, false);
+  for (size_t i = 0; i < req.prompt.size(); ++i)
+    if (req.prompt[i] < 0 || req.prompt[i] >= V)
+      throw Error("prompt token " + std::to_string(i) + " has id " + std::to_string(req.prompt[i]) +
+                  ", outside the vocabulary of " + std::to_string(V));
+  if (req.max_tokens < 0) throw Error("max_tokens must be >= 0");
+  auto s = std::make_unique<Seq>(*pages_, req.sampling);
+  s->id = next_id_++;
+  s->req = req;
+  s->on_token = std::move(on_token);
+  s->ns = ns(req.tenant);
+  s->tokens = req.prompt;
+  s->t_start = Clock::now();
+  if (opt_.prefix_cache) {
+    PrefixMatch m = index_->match_prefix(s->ns, req.prompt);
+    index_->lock(m.node);
+    s->lock_node = m.node;
+    s->table = PageTable::from_slices(*pages_, m.slices);
+    s->n_kv = m.length;
+  }
+  s->result.n_prompt = int64_t(req.prompt.size());
+  s->result.n_cached = s->n_kv;
+  s->result.n_computed = s->result.n_prompt - s->n_kv;
+  ++stats_.requests;
+  stats_.prompt_tokens += s->result.n_prompt;
+  stats_.cached_tokens += s->result.n_cached;
+  stats_.computed_tokens += s->result.n_computed;
+  Seq& ref = *s;
+  active_.emplace(s->id, std::move(s));
+  return ref;
+}
+
+int64_t Engine::add(const GenerateRequest& req, TokenCallback on_token) {
+  return start(req, std::move(on_token)).id;
+}
+
+void Engine::finish(Seq& s, const std::string& reason) {
+  s.result.finish_reason = reason;
+  const Clock::time_point now = Clock::now();
+  if (s.result.tokens.empty()) {
+    s.result.prompt_ms = ms_between(s.t_start, now);
+  } else {
+    s.result.decode_ms = ms_between(s.t_first, now);
+  }
+  if (opt_.prefix_cache && s.n_kv > 0 && reason != "error")
+    index_->insert(s.ns, std::span<const int32_t>(s.tokens.data(), s.n_kv), s.table);
+  s.table.release();
+  index_->unlock(s.lock_node);
+  s.lock_node = -1;
+  finished_.emplace_back(s.id, std::move(s.result));
+  active_.erase(s.id);
+}
+
+void Engine::cancel(int64_t id) {
+  auto it = active_.find(id);
+  if (it != active_.end()) finish(*it->second, "stop");
+}
+
+std::vector<std::pair<int64_t, GenerateResult>> Engine::take_finished() {
+  return std::exchange(finished_, {});
+}
+
+void Engine::sample(Seq& s, const float* logits) {
+  const int64_t V = model_.config().n_vocab;
+  if (s.result.tokens.empty()) s.result.prompt_ms = ms_between(s.t_start, Clock::now());
+  if (int32_t(s.result.tokens.size()) >= s.req.max_tokens) return finish(s, "length");
+  const int32_t tok = s.sampler.sample(std::span<const float>(logits, V), s.tokens);
+  if (s.result.tokens.empty()) {
+    s.t_first = Clock::now();
+    s.result.ttft_ms = ms_between(s.t_start, s.t_first);
+  }
+  s.result.tokens.push_back(tok);
+  s.tokens.push_back(tok);
+  ++stats_.generated_tokens;
+  const bool keep_going = !s.on_token || s.on_token(tok);
+  if (!keep_going || (s.req.stop_at_eog && model_.tokenizer().is_eog(tok))) return finish(s, "stop");
+  if (int32_t(s.result.tokens.size()) >= s.req.max_tokens) return finish(s, "length");
+}
+
+void Engine::step() {
+  if (active_.empty()) return;
+  // Plan the batch: decoding sequences first (one token each), then prompt
+  // chunks, within max_batch_tokens.
+  struct Part { Seq* seq; int32_t n; };
+  std::vector<Part> parts;
+  int64_t budget = opt_.max_batch_tokens;
+  std::vector<Seq*> out_of_memory;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (auto& [id, sp] : active_) {
+      Seq& s = *sp;
+      const bool decoding = s.prompt_done();
+      if ((pass == 0) != decoding || budget == 0) continue;
+      const int32_t n = int32_t(std::min<int64_t>(budget, int64_t(s.tokens.size()) - s.n_kv));
+      if (n <= 0) continue;
+      if (!s.table.prepare_append(n)) {
+        out_of_memory.push_back(&s);
+        continue;
+      }
+      parts.push_back({&s, n});
+      budget -= n;
     }
-    r.prompt_ms = ms_since(t0);
-    r.finish_reason = "length";
-    for (int32_t n = 0; n < req.max_tokens; ++n) {
-      const int32_t tok = sampler.sample(std::span<const float>(logits, V), history);
-      if (n == 0) r.ttft_ms = ms_since(t0);
-      r.tokens.push_back(tok);
-      history.push_back(tok);
-      const bool eog = req.stop_at_eog && model_.tokenizer().is_eog(tok);
-      if (on_token && !on_token(tok)) { r.finish_reason = "stop"; break; }
-      if (eog) { r.finish_reason = "stop"; break; }
-      if (n + 1 == req.max_tokens) break;
-      logits = step(s, history, history.size() - 1, history.size(), false);
+  }
+  for (Seq* s : out_of_memory) {
+    s->result.error = "out of KV memory: the sequence needs " +
+                      std::to_string(s->tokens.size()) + " token slots; raise --kv-memory";
+    finish(*s, "error");
+  }
+  if (parts.empty()) return;
+
+  std::vector<std::vector<int32_t>> pages(parts.size());
+  std::vector<SeqKv> seqs(parts.size());
+  std::vector<BatchEntry> batch;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    Seq& s = *parts[i].seq;
+    page_ids(s.table, pages[i]);
+    seqs[i] = SeqKv{pages[i].data(), int32_t(pages[i].size())};
+    for (int32_t j = 0; j < parts[i].n; ++j) {
+      const int32_t t = s.n_kv + j;
+      batch.push_back(BatchEntry{s.tokens[t], t, int32_t(i), t, t + 1 == int32_t(s.tokens.size())});
+    }
+  }
+  const float* logits = fwd_->run(batch, seqs);
+  const int64_t V = model_.config().n_vocab;
+  int64_t row = 0;
+  for (Part& p : parts) {
+    Seq& s = *p.seq;
+    s.n_kv += p.n;
+    if (s.n_kv == int32_t(s.tokens.size())) sample(s, logits + (row++) * V);
+  }
+}
+
+GenerateResult Engine::generate(const GenerateRequest& req, const TokenCallback& on_token) {
+  const int64_t id = start(req, on_token).id;
+  for (;;) {
+    for (auto& [fid, r] : finished_) {
+      if (fid != id) continue;
+      GenerateResult out = std::move(r);
+      finished_.erase(std::find_if(finished_.begin(), finished_.end(),
+                                   [&](const auto& f) { return f.first == id; }));
+      if (out.finish_reason == "error") throw Error(out.error);
+      return out;
+    }
+    step();
+  }
+}
+
+std::vector<float> Engine::prompt_logits(const std::vector<int32_t>& prompt, int chunk,
+                                         bool use_cache, int64_t* n_cached,
+                                         const std::string& tenant) {
+  if (prompt.empty()) throw Error("the prompt is empty");
+  const int64_t V = model_.config().n_vocab;
+  const KvNamespace space = ns(tenant);
+  PageTable table(*pages_);
+  int32_t node = -1, done = 0;
+  if (use_cache) {
+    PrefixMatch m = index_->match_prefix(space, prompt);
+    index_->lock(m.node);
+    node = m.node;
+    table = PageTable::from_slices(*pages_, m.slices);
+    done = m.length;
+  }
+  if (n_cached) *n_cached = done;
+  std::vector<float> out;
+  out.reserve((prompt.size() - done) * V);
+  std::vector<int32_t> ids;
+  try {
+    while (done < int32_t(prompt.size())) {
+      const int32_t n = std::min<int32_t>(chunk, int32_t(prompt.size()) - done);
+      if (!table.prepare_append(n)) throw Error("out of KV memory");
+      page_ids(table, ids);
+      SeqKv kv{ids.data(), int32_t(ids.size())};
+      std::vector<BatchEntry> batch;
+      for (int32_t t = done; t < done + n; ++t) batch.push_back(BatchEntry{prompt[t], t, 0, t, true});
+      const float* l = fwd_->run(batch, std::span<const SeqKv>(&kv, 1));
+      out.insert(out.end(), l, l + int64_t(n) * V);
+      done += n;
     }
   } catch (...) {
-    release(s);
+    table.release();
+    index_->unlock(node);
     throw;
   }
-  release(s);
-  r.decode_ms = ms_since(t0) - r.ttft_ms;
-  return r;
+  if (use_cache) index_->insert(space, prompt, table);
+  table.release();
+  index_->unlock(node);
+  return out;
 }
 
 }  // namespace pc

@@ -1,17 +1,34 @@
-// Runs generation requests on a model: prefill in chunks, then decode.
+// The engine: one thread's owner of the model, the KV pages, the prefix index
+// and every running sequence.
+//
+// A request becomes a Sequence. Its prompt is first matched against the radix
+// prefix index: the longest cached prefix (never the whole prompt — the last
+// token is computed to produce logits) is reused by reference, and only the
+// rest is computed. Each step() runs one forward batch over all active
+// sequences: a chunk of prompt for those still prefilling, one token for those
+// decoding (continuous batching). When a sequence finishes, its prompt and
+// generated tokens are inserted into the index, so the next turn of a
+// conversation pays only for its new tokens.
+//
+// Because the forward pass is batch-invariant, logits with a cached prefix are
+// bit-identical to a full recomputation.
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "engine/sampler.h"
+#include "kv/radix_index.h"
 
 namespace pc {
 
 class Model;
 class KvStorage;
+class PagePool;
+class PageTable;
 class ThreadPool;
 class Forward;
 
@@ -19,7 +36,8 @@ struct EngineOptions {
   int threads = 2;
   int64_t kv_memory_bytes = int64_t(1) << 30;  // KV page capacity
   int page_size = 16;
-  int prefill_chunk = 512;  // prompt tokens per forward call
+  int max_batch_tokens = 512;  // tokens per forward step (prompt chunks + decodes)
+  bool prefix_cache = true;    // reuse and insert prefixes
 };
 
 struct GenerateRequest {
@@ -27,6 +45,7 @@ struct GenerateRequest {
   int32_t max_tokens = 64;
   SamplingParams sampling;
   bool stop_at_eog = true;      // stop at end-of-generation tokens
+  std::string tenant;           // cache namespace salt ("" = shared)
 };
 
 struct GenerateResult {
@@ -34,10 +53,22 @@ struct GenerateResult {
   int64_t n_prompt = 0;
   int64_t n_cached = 0;         // prompt tokens whose KV was reused
   int64_t n_computed = 0;       // prompt tokens computed
-  double prompt_ms = 0;         // prefill wall time
+  double prompt_ms = 0;         // request start → prompt fully processed
   double ttft_ms = 0;           // request start → first token sampled
-  double decode_ms = 0;         // time for the remaining tokens
-  std::string finish_reason;    // "stop" (end of generation) or "length"
+  double decode_ms = 0;         // first token → last token
+  std::string finish_reason;    // "stop", "length" or "error"
+  std::string error;            // when finish_reason == "error"
+};
+
+// Called with each new token; return false to stop the sequence.
+using TokenCallback = std::function<bool(int32_t)>;
+
+struct EngineStats {
+  int64_t requests = 0;
+  int64_t prompt_tokens = 0;
+  int64_t cached_tokens = 0;
+  int64_t computed_tokens = 0;   // prompt tokens computed
+  int64_t generated_tokens = 0;
 };
 
 class Engine {
@@ -45,32 +76,52 @@ class Engine {
   Engine(const Model& model, const EngineOptions& opt);
   ~Engine();
 
-  // Generates; on_token is called with each new token id as soon as it is
-  // sampled and may return false to stop early. Throws pc::Error for bad
-  // requests (empty prompt, prompt + max_tokens beyond KV capacity).
-  GenerateResult generate(const GenerateRequest& req,
-                          const std::function<bool(int32_t)>& on_token = nullptr);
+  // Runs one request to completion (other active sequences advance too).
+  // Throws pc::Error for invalid requests or when KV memory runs out.
+  GenerateResult generate(const GenerateRequest& req, const TokenCallback& on_token = nullptr);
 
-  // Logits for every position of `prompt`, computed in chunks of `chunk`
-  // tokens: [prompt.size()][n_vocab]. For tests and tools.
-  std::vector<float> prompt_logits(const std::vector<int32_t>& prompt, int chunk);
+  // Continuous batching: add() registers a sequence and returns its id; step()
+  // advances every active sequence by one forward batch; finished sequences are
+  // collected with take_finished(). Throws pc::Error for an invalid request.
+  int64_t add(const GenerateRequest& req, TokenCallback on_token = nullptr);
+  void step();
+  bool idle() const { return active_.empty(); }
+  std::vector<std::pair<int64_t, GenerateResult>> take_finished();
+  void cancel(int64_t id);  // finishes the sequence now ("stop"); no-op if unknown
+
+  // Logits of every prompt position from `begin` on, [n - begin][n_vocab],
+  // computed in chunks of `chunk` tokens. With use_cache, the longest cached
+  // prefix is reused (returned in *n_cached, and `begin` must be <= it) and the
+  // prompt is inserted into the index afterwards. For tests and tools.
+  std::vector<float> prompt_logits(const std::vector<int32_t>& prompt, int chunk,
+                                   bool use_cache = false, int64_t* n_cached = nullptr,
+                                   const std::string& tenant = "");
 
   const Model& model() const { return model_; }
   ThreadPool& pool() { return *pool_; }
+  PagePool& page_pool() { return *pages_; }
+  RadixIndex& index() { return *index_; }
+  KvNamespace ns(const std::string& tenant) const;
+  const EngineStats& stats() const { return stats_; }
+  const EngineOptions& options() const { return opt_; }
 
  private:
   struct Seq;
-  void grow(Seq& s, int64_t n_slots);
-  void release(Seq& s);
-  const float* step(Seq& s, const std::vector<int32_t>& tokens, size_t begin, size_t end,
-                    bool all_logits);
+  Seq& start(const GenerateRequest& req, TokenCallback on_token);
+  void finish(Seq& s, const std::string& reason);
+  void sample(Seq& s, const float* logits);
 
   const Model& model_;
   EngineOptions opt_;
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<KvStorage> kv_;
+  std::unique_ptr<PagePool> pages_;
+  std::unique_ptr<RadixIndex> index_;
   std::unique_ptr<Forward> fwd_;
-  std::vector<int32_t> free_pages_;
+  std::map<int64_t, std::unique_ptr<Seq>> active_;  // by id (stable order)
+  std::vector<std::pair<int64_t, GenerateResult>> finished_;
+  int64_t next_id_ = 1;
+  EngineStats stats_;
 };
 
 }  // namespace pc
