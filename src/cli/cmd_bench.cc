@@ -83,7 +83,8 @@ Run add_bench(CLI::App& app) {
   p->add_option("-t,--threads", a->threads, "CPU threads")->capture_default_str();
   p->add_option("--repeat", a->repeat, "Runs per length (best is reported)")->capture_default_str();
   p->add_option("--json", a->json_out, "Also write the results as JSON to this file");
-  return [a] { return run_prefill(*a); };
+  Run conversation = add_bench_conversation(app);
+  return [a, p, conversation] { return p->parsed() ? run_prefill(*a) : conversation(); };
 }
 
 }  // namespace pc::cli

@@ -1,7 +1,9 @@
 // `promptcache generate`: run one prompt and stream the generated text.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "cli/units.h"
@@ -17,6 +19,7 @@ namespace {
 struct GenerateArgs {
   std::string model;
   std::string prompt;
+  std::string file;
   int32_t n_predict = 64;
   int threads = 2;
   std::string kv_memory = "1GiB";
@@ -25,20 +28,19 @@ struct GenerateArgs {
   SamplingParams sampling;
 };
 
-int run_generate(const GenerateArgs& a) {
-  auto model = Model::load(a.model);
-  const Tokenizer& tok = model->tokenizer();
-  EngineOptions eo;
-  eo.threads = a.threads;
-  eo.kv_memory_bytes = parse_bytes(a.kv_memory);
-  Engine engine(*model, eo);
+void print_timings(const GenerateResult& r) {
+  const double pp_tps = r.prompt_ms > 0 ? r.n_computed / (r.prompt_ms / 1000) : 0;
+  const double tg_tps =
+      r.tokens.size() > 1 && r.decode_ms > 0 ? (r.tokens.size() - 1) / (r.decode_ms / 1000) : 0;
+  std::fprintf(stderr,
+               "timings: prompt %lld tokens (%lld cached, %lld computed) %.1f tokens/s | "
+               "TTFT %.1f ms | generated %zu tokens, decode %.1f tokens/s | finish: %s\n",
+               (long long)r.n_prompt, (long long)r.n_cached, (long long)r.n_computed, pp_tps,
+               r.ttft_ms, r.tokens.size(), tg_tps, r.finish_reason.c_str());
+}
 
-  GenerateRequest req;
-  req.prompt = tok.encode(a.prompt, !a.no_bos, a.special);
-  if (req.prompt.empty()) throw Error("the prompt is empty (give -p TEXT, or drop --no-bos)");
-  req.max_tokens = a.n_predict;
-  req.sampling = a.sampling;
-
+// Runs one request and streams its text to stdout.
+void run_one(Engine& engine, const Tokenizer& tok, const GenerateRequest& req) {
   StreamDecoder dec(tok);
   GenerateResult r = engine.generate(req, [&](int32_t id) {
     const std::string s = dec.push(id);
@@ -49,14 +51,81 @@ int run_generate(const GenerateArgs& a) {
   const std::string rest = dec.flush();
   std::fwrite(rest.data(), 1, rest.size(), stdout);
   std::fputc('\n', stdout);
-  const double pp_tps = r.prompt_ms > 0 ? r.n_computed / (r.prompt_ms / 1000) : 0;
-  const double tg_tps =
-      r.tokens.size() > 1 && r.decode_ms > 0 ? (r.tokens.size() - 1) / (r.decode_ms / 1000) : 0;
-  std::fprintf(stderr,
-               "timings: prompt %lld tokens (%lld cached, %lld computed) %.1f tokens/s | "
-               "TTFT %.1f ms | generated %zu tokens, decode %.1f tokens/s | finish: %s\n",
-               (long long)r.n_prompt, (long long)r.n_cached, (long long)r.n_computed, pp_tps,
-               r.ttft_ms, r.tokens.size(), tg_tps, r.finish_reason.c_str());
+  std::fflush(stdout);
+  print_timings(r);
+}
+
+// One request per line: {"prompt": "...", "max_tokens": N, "temperature": T,
+// "seed": S, "top_k": K, "top_p": P, "min_p": M, "repeat_penalty": R,
+// "tenant": "..."}; missing fields take the command-line values. Blank lines
+// and lines starting with # are skipped.
+std::vector<std::pair<std::string, GenerateRequest>> read_requests(const GenerateArgs& a,
+                                                                    const GenerateRequest& defaults) {
+  std::ifstream in(a.file);
+  if (!in) throw Error("cannot open request file '" + a.file + "'");
+  std::vector<std::pair<std::string, GenerateRequest>> out;
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos || line[0] == '#') continue;
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+    } catch (const std::exception& e) {
+      throw Error(a.file + ":" + std::to_string(n) + ": invalid JSON: " + e.what());
+    }
+    if (!j.is_object() || !j.contains("prompt") || !j["prompt"].is_string())
+      throw Error(a.file + ":" + std::to_string(n) + ": expected an object with a string \"prompt\"");
+    GenerateRequest r = defaults;
+    SamplingParams& s = r.sampling;
+    try {
+      r.max_tokens = j.value("max_tokens", r.max_tokens);
+      s.temperature = j.value("temperature", s.temperature);
+      s.seed = j.value("seed", s.seed);
+      s.top_k = j.value("top_k", s.top_k);
+      s.top_p = j.value("top_p", s.top_p);
+      s.min_p = j.value("min_p", s.min_p);
+      s.repeat_penalty = j.value("repeat_penalty", s.repeat_penalty);
+      r.tenant = j.value("tenant", r.tenant);
+    } catch (const std::exception& e) {
+      throw Error(a.file + ":" + std::to_string(n) + ": " + e.what());
+    }
+    out.emplace_back(j["prompt"].get<std::string>(), r);
+  }
+  return out;
+}
+
+int run_generate(const GenerateArgs& a) {
+  if (a.prompt.empty() == a.file.empty()) throw Error("give either -p TEXT or -f FILE");
+  auto model = Model::load(a.model);
+  const Tokenizer& tok = model->tokenizer();
+  EngineOptions eo;
+  eo.threads = a.threads;
+  eo.kv_memory_bytes = parse_bytes(a.kv_memory);
+  Engine engine(*model, eo);
+
+  GenerateRequest defaults;
+  defaults.max_tokens = a.n_predict;
+  defaults.sampling = a.sampling;
+  if (a.file.empty()) {
+    GenerateRequest req = defaults;
+    req.prompt = tok.encode(a.prompt, !a.no_bos, a.special);
+    if (req.prompt.empty()) throw Error("the prompt is empty (give -p TEXT, or drop --no-bos)");
+    run_one(engine, tok, req);
+    return 0;
+  }
+  const auto reqs = read_requests(a, defaults);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    GenerateRequest req = reqs[i].second;
+    req.prompt = tok.encode(reqs[i].first, !a.no_bos, a.special);
+    if (req.prompt.empty()) throw Error("request " + std::to_string(i + 1) + ": the prompt is empty");
+    std::fprintf(stderr, "== request %zu\n", i + 1);
+    run_one(engine, tok, req);
+  }
+  const EngineStats& st = engine.stats();
+  std::fprintf(stderr, "total: %lld requests, %lld prompt tokens, %lld cached (%.1f%%), %lld computed\n",
+               (long long)st.requests, (long long)st.prompt_tokens, (long long)st.cached_tokens,
+               st.prompt_tokens ? 100.0 * st.cached_tokens / st.prompt_tokens : 0.0,
+               (long long)st.computed_tokens);
   return 0;
 }
 
@@ -66,6 +135,10 @@ Run add_generate(CLI::App& app) {
   auto a = std::make_shared<GenerateArgs>();
   app.add_option("-m,--model", a->model, "GGUF model file")->required()->check(CLI::ExistingFile);
   app.add_option("-p,--prompt", a->prompt, "Prompt text (BOS is added as the model says)");
+  app.add_option("-f,--file", a->file,
+                 "Requests, one JSON object per line ({\"prompt\": ..., \"max_tokens\": ...}), "
+                 "run in order through one cache")
+      ->check(CLI::ExistingFile);
   app.add_option("-n,--n-predict", a->n_predict, "Maximum tokens to generate")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   app.add_option("-t,--threads", a->threads, "CPU threads")->capture_default_str()->check(CLI::Range(1, 256));

@@ -14,5 +14,7 @@ Run add_inspect(CLI::App& app);
 Run add_make_model(CLI::App& app);
 Run add_demo(CLI::App& app);
 Run add_bench(CLI::App& app);
+// `bench conversation`, registered by add_bench.
+Run add_bench_conversation(CLI::App& bench);
 
 }  // namespace pc::cli

@@ -18,7 +18,7 @@ int main(int argc, char** argv) {
       add_inspect(*app.add_subcommand("inspect", "Print a GGUF file's metadata and tensors")),
       add_make_model(*app.add_subcommand("make-model", "Write a random-weight GGUF model of a named shape")),
       add_demo(*app.add_subcommand("demo", "Generate a small model and show generation")),
-      add_bench(*app.add_subcommand("bench", "Benchmarks (prefill)")),
+      add_bench(*app.add_subcommand("bench", "Benchmarks: prefill, conversation")),
   };
   try {
     app.parse(argc, argv);
