@@ -1,16 +1,24 @@
 #include "kv/kv_storage.h"
 
+#include <sys/mman.h>
+
+#include <algorithm>
 #include <cstring>
+#include <new>
 #include <stdexcept>
 
 namespace pc {
 
 KvStorage::KvStorage(KvShape shape, int32_t n_pages)
-    : shape_(shape), n_pages_(n_pages),
-      data_(size_t(n_pages) * shape.bytes_per_page() / sizeof(uint16_t)),
-      pos_(size_t(n_pages) * shape.page_size, -1) {
+    : shape_(shape), n_pages_(n_pages), bytes_(size_t(n_pages) * shape.bytes_per_page()),
+      pos_(size_t(std::max(n_pages, 0)) * shape.page_size, -1) {
   if (n_pages <= 0) throw std::invalid_argument("KvStorage: n_pages must be positive");
+  void* p = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) throw std::bad_alloc();
+  data_ = static_cast<uint16_t*>(p);
 }
+
+KvStorage::~KvStorage() { munmap(data_, bytes_); }
 
 void KvStorage::copy_slots(int32_t dst, int32_t src, int n_slots) {
   const size_t row = size_t(shape_.head_dim);

@@ -33,7 +33,12 @@ struct KvShape {
 
 class KvStorage {
  public:
+  // Reserves n_pages pages of address space; the OS provides (zeroed) memory
+  // only as pages are first written, so a large --kv-memory costs nothing up front.
   KvStorage(KvShape shape, int32_t n_pages);
+  ~KvStorage();
+  KvStorage(const KvStorage&) = delete;
+  KvStorage& operator=(const KvStorage&) = delete;
   const KvShape& shape() const { return shape_; }
   int32_t n_pages() const { return n_pages_; }
 
@@ -53,11 +58,12 @@ class KvStorage {
 
  private:
   uint16_t* base(int32_t page, int layer) {
-    return data_.data() + (size_t(page) * shape_.n_layer + layer) * 2 * shape_.block_elems();
+    return data_ + (size_t(page) * shape_.n_layer + layer) * 2 * shape_.block_elems();
   }
   KvShape shape_;
   int32_t n_pages_;
-  std::vector<uint16_t> data_;
+  size_t bytes_ = 0;
+  uint16_t* data_ = nullptr;  // anonymous mapping of n_pages * bytes_per_page()
   std::vector<int32_t> pos_;
 };
 

@@ -61,7 +61,7 @@ class Xml {
  public:
   Xml(std::string_view text, std::string_view source) : map_(text, std::string(source)) {
     const pugi::xml_parse_result r =
-        doc_.load_buffer(text.data(), text.size(), pugi::parse_default | pugi::parse_ws_pcdata,
+        doc_.load_buffer(text.data(), text.size(), pugi::parse_default | pugi::parse_ws_pcdata | pugi::parse_fragment,
                          pugi::encoding_utf8);
     if (!r) map_.fail_at(r.offset, std::string("malformed XML: ") + r.description());
   }
@@ -86,10 +86,15 @@ class Xml {
     return root;
   }
 
-  // Elements: the '<'. Text: its first character.
+  // Elements: the '<'. Text: its first non-space character.
   Loc loc(pugi::xml_node n) const {
-    const ptrdiff_t off = n.offset_debug();
-    return map_.at(n.type() == pugi::node_element && off > 0 ? off - 1 : off);
+    ptrdiff_t off = n.offset_debug();
+    if (n.type() == pugi::node_element && off > 0) return map_.at(off - 1);
+    if (n.type() == pugi::node_pcdata && off >= 0) {
+      const std::string_view t = map_.text();
+      while (static_cast<size_t>(off) < t.size() && is_space(t[off])) ++off;
+    }
+    return map_.at(off);
   }
 
   // Location of attribute `name` in element `n`'s start tag, found by scanning

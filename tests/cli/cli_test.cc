@@ -49,6 +49,29 @@ TEST(Cli, GenerateIsDeterministicForASeed) {
   EXPECT_NE(ta, c.out.substr(0, c.out.find("timings:")));
 }
 
+TEST(Cli, GenerateFileRunsRequestsThroughOneCache) {
+  const std::string f = test::temp_dir() + "/reqs.jsonl";
+  FILE* out = fopen(f.c_str(), "w");
+  fputs("{\"prompt\": \"Once upon a time\", \"max_tokens\": 8}\n"
+        "# a comment, then a blank line\n\n"
+        "{\"prompt\": \"Once upon a time there was\", \"max_tokens\": 4}\n",
+        out);
+  fclose(out);
+  CmdResult r = run("generate -m " + kStories + " -f " + f);
+  ASSERT_EQ(r.status, 0) << r.out;
+  // "Once upon a time" is BOS + 4 tokens; the second prompt shares them.
+  EXPECT_NE(r.out.find("prompt 5 tokens (0 cached, 5 computed)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(5 cached,"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("total: 2 requests"), std::string::npos) << r.out;
+  const std::string bad = test::temp_dir() + "/bad.jsonl";
+  out = fopen(bad.c_str(), "w");
+  fputs("{\"prompt\": \"ok\"}\n{not json\n", out);
+  fclose(out);
+  CmdResult e = run("generate -m " + kStories + " -f " + bad);
+  EXPECT_EQ(e.status, 1);
+  EXPECT_NE(e.out.find("bad.jsonl:2: invalid JSON"), std::string::npos) << e.out;
+}
+
 TEST(Cli, InspectPrintsMetadataAndTensors) {
   CmdResult r = run("inspect " + kStories);
   ASSERT_EQ(r.status, 0) << r.out;

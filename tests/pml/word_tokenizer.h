@@ -1,6 +1,9 @@
 // A tokenizer for exact layout tests: every whitespace-separated word is one
 // token, so positions can be counted by hand. BOS (id 1) is added.
 #pragma once
+#include <gtest/gtest.h>
+
+#include <cctype>
 #include <map>
 #include <stdexcept>
 #include <string>
