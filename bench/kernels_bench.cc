@@ -1,15 +1,18 @@
-// Google Benchmark for pc::matmul (not wired into CMake yet). Build by hand:
-//   g++ -O2 -std=c++20 -Isrc bench/kernels_bench.cc build/libpc_kernels.a \
-//       build/libpc_gguf.a -lbenchmark -pthread -o kernels_bench
-// Args: {threads, m, k, n}; counters report GFLOP/s and weight bytes/s.
+// Google Benchmark for the CPU kernels (target kernels_bench, bench/CMakeLists.txt).
+// Matmul args: {threads, m, k, n}; counters report GFLOP/s and weight bytes/s.
+// Attention args: {threads, tokens}: a prompt of `tokens` queries of one
+// sequence attending causally (smollm-135m head shape: 9 query / 3 KV heads of
+// 64), tasks split like the forward pass; counter: query-key pairs per second.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <random>
 #include <vector>
 
 #include "gguf/quants.h"
 #include "kernels/cpu.h"
 #include "kernels/matmul.h"
+#include "kernels/paged_attention.h"
 #include "kernels/thread_pool.h"
 
 namespace {
@@ -59,6 +62,59 @@ BENCHMARK(BM_F16)->Apply(shapes);
 // K-quants need k % 256 == 0.
 BENCHMARK(BM_Q4_K)->Args({1, 1, 1536, 576})->Args({2, 1, 1536, 576})->Args({2, 512, 1536, 576})->UseRealTime();
 BENCHMARK(BM_Q6_K)->Args({1, 1, 1536, 576})->Args({2, 1, 1536, 576})->Args({2, 512, 1536, 576})->UseRealTime();
+
+void BM_Attention(benchmark::State& st) {
+  const int threads = int(st.range(0));
+  const int n = int(st.range(1));
+  constexpr int P = 16, hd = 64, n_kv = 3, group = 3;
+  pc::ThreadPool pool(threads);
+  std::mt19937 rng(1);
+  std::normal_distribution<float> nd;
+  const int n_pages = (n + P - 1) / P;
+  std::vector<uint16_t> kv(size_t(n_pages) * 2 * n_kv * P * hd);
+  for (auto& h : kv) h = pc::fp32_to_fp16(nd(rng));
+  std::vector<const uint16_t*> kp(n_pages), vp(n_pages);
+  for (int p = 0; p < n_pages; ++p) {
+    kp[p] = kv.data() + size_t(p) * 2 * n_kv * P * hd;
+    vp[p] = kp[p] + size_t(n_kv) * P * hd;
+  }
+  const int64_t qd = int64_t(n_kv) * group * hd;
+  std::vector<float> q(size_t(n) * qd), out(size_t(n) * qd);
+  for (auto& v : q) v = nd(rng);
+  std::vector<int> n_ctx(n);
+  for (int i = 0; i < n; ++i) n_ctx[i] = i + 1;
+  const int64_t per = pc::paged_attention_tokens_scratch(P, hd, group, pc::kAttnMaxTokens);
+  std::vector<float> scratch(size_t(per) * threads);
+  const int n_blocks = (n + pc::kAttnMaxTokens - 1) / pc::kAttnMaxTokens;
+  for (auto _ : st) {
+    pool.parallel_for(int64_t(n_blocks) * n_kv, [&](int64_t task, int thread) {
+      const int b = n_blocks - 1 - int(task / n_kv), g = int(task % n_kv);
+      const int i0 = b * pc::kAttnMaxTokens;
+      const int i1 = std::min(n, i0 + pc::kAttnMaxTokens);
+      pc::PagedAttentionArgs a;
+      a.k_pages = kp.data();
+      a.v_pages = vp.data();
+      a.page_size = P;
+      a.head_dim = hd;
+      a.kv_head = g;
+      a.n_kv_head = n_kv;
+      a.scale = 0.125f;
+      pc::PagedAttentionTokens t;
+      t.n_tok = i1 - i0;
+      t.q = q.data() + i0 * qd + g * group * hd;
+      t.q_stride = qd;
+      t.n_ctx = n_ctx.data() + i0;
+      t.out = out.data() + i0 * qd + g * group * hd;
+      t.out_stride = qd;
+      pc::paged_attention_tokens(a, group, t, scratch.data() + thread * per);
+    });
+    benchmark::DoNotOptimize(out.data());
+  }
+  const double pairs = double(n) * (n + 1) / 2 * n_kv * group;
+  st.counters["qk_pairs/s"] = benchmark::Counter(pairs, benchmark::Counter::kIsIterationInvariantRate);
+  st.SetLabel(pc::cpu_level_name(pc::cpu_level()));
+}
+BENCHMARK(BM_Attention)->Args({1, 512})->Args({1, 2048})->Args({2, 2048})->UseRealTime();
 
 }  // namespace
 

@@ -10,6 +10,7 @@
 #include "engine/engine.h"
 #include "gguf/error.h"
 #include "model/model.h"
+#include "pml/pml.h"
 #include "tokenizer/tokenizer.h"
 
 namespace pc::cli {
@@ -20,6 +21,8 @@ struct GenerateArgs {
   std::string model;
   std::string prompt;
   std::string file;
+  std::string schema;  // PML schema file; `prompt` is then a PML prompt file
+  bool preload = false;
   int32_t n_predict = 64;
   int threads = 2;
   std::string kv_memory = "1GiB";
@@ -94,8 +97,35 @@ std::vector<std::pair<std::string, GenerateRequest>> read_requests(const Generat
   return out;
 }
 
+// A PML prompt: modules from the module store (encoded on first use), the
+// rest computed; the timings line says how many tokens came from cached modules.
+int run_pml(const GenerateArgs& a, const Model& model, Engine& engine, const GenerateRequest& defaults) {
+  const pml::Encoder enc = pml::Encoder::for_model(model.tokenizer(), model.file());
+  const pml::SchemaLayout layout = pml::compile_schema(read_text_file(a.schema), enc, a.schema);
+  const pml::PromptPlan plan = pml::plan_prompt(read_text_file(a.prompt), layout, enc, a.prompt);
+  if (a.preload) {
+    const int64_t n = engine.preload(layout);
+    std::fprintf(stderr, "preloaded schema '%s': %lld module tokens encoded\n", layout.name.c_str(), (long long)n);
+  }
+  StreamDecoder dec(model.tokenizer());
+  GenerateResult r = engine.generate_plan(layout, plan, defaults, [&](int32_t id) {
+    const std::string s = dec.push(id);
+    std::fwrite(s.data(), 1, s.size(), stdout);
+    std::fflush(stdout);
+    return true;
+  });
+  const std::string rest = dec.flush();
+  std::fwrite(rest.data(), 1, rest.size(), stdout);
+  std::fputc('\n', stdout);
+  std::fprintf(stderr, "modules: %lld cached, %lld encoded\n", (long long)r.n_module_hits,
+               (long long)r.n_module_misses);
+  print_timings(r);
+  return 0;
+}
+
 int run_generate(const GenerateArgs& a) {
-  if (a.prompt.empty() == a.file.empty()) throw Error("give either -p TEXT or -f FILE");
+  if (a.prompt.empty() == a.file.empty())
+    throw Error("give either -p TEXT (with --schema: -p PROMPT.pml) or -f FILE");
   auto model = Model::load(a.model);
   const Tokenizer& tok = model->tokenizer();
   EngineOptions eo;
@@ -106,6 +136,7 @@ int run_generate(const GenerateArgs& a) {
   GenerateRequest defaults;
   defaults.max_tokens = a.n_predict;
   defaults.sampling = a.sampling;
+  if (!a.schema.empty()) return run_pml(a, *model, engine, defaults);
   if (a.file.empty()) {
     GenerateRequest req = defaults;
     req.prompt = tok.encode(a.prompt, !a.no_bos, a.special);
@@ -139,6 +170,10 @@ Run add_generate(CLI::App& app) {
                  "Requests, one JSON object per line ({\"prompt\": ..., \"max_tokens\": ...}), "
                  "run in order through one cache")
       ->check(CLI::ExistingFile);
+  app.add_option("--schema", a->schema,
+                 "PML schema file; --prompt then names a PML prompt file importing its modules")
+      ->check(CLI::ExistingFile);
+  app.add_flag("--preload", a->preload, "Encode every module of --schema before the prompt");
   app.add_option("-n,--n-predict", a->n_predict, "Maximum tokens to generate")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   app.add_option("-t,--threads", a->threads, "CPU threads")->capture_default_str()->check(CLI::Range(1, 256));

@@ -2,6 +2,7 @@
 // the CLI11 app and returns the function that runs it.
 #pragma once
 #include <functional>
+#include <string>
 
 namespace CLI { class App; }
 
@@ -14,6 +15,9 @@ Run add_inspect(CLI::App& app);
 Run add_make_model(CLI::App& app);
 Run add_demo(CLI::App& app);
 Run add_bench(CLI::App& app);
+Run add_pml(CLI::App& app);
+// Whole file as a string; throws pc::Error naming the path.
+std::string read_text_file(const std::string& path);
 // `bench conversation`, registered by add_bench.
 Run add_bench_conversation(CLI::App& bench);
 

@@ -19,13 +19,14 @@ int main(int argc, char** argv) {
       add_make_model(*app.add_subcommand("make-model", "Write a random-weight GGUF model of a named shape")),
       add_demo(*app.add_subcommand("demo", "Generate a small model and show generation")),
       add_bench(*app.add_subcommand("bench", "Benchmarks: prefill, conversation")),
+      add_pml(*app.add_subcommand("pml", "PML schemas and prompts (modular prompt caching)")),
   };
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
-  const char* names[] = {"generate", "inspect", "make-model", "demo", "bench"};
+  const char* names[] = {"generate", "inspect", "make-model", "demo", "bench", "pml"};
   try {
     for (size_t i = 0; i < std::size(names); ++i)
       if (app.got_subcommand(names[i])) return runs[i]();

@@ -1,4 +1,5 @@
 #include "engine/engine.h"
+#include "engine/engine_internal.h"
 
 #include <algorithm>
 #include <chrono>
@@ -28,31 +29,38 @@ KvShape kv_shape(const Model& m, int page_size) {
   return KvShape{int(c.n_layer), int(c.n_kv_head), int(c.head_dim), page_size};
 }
 
-// Page ids of a table, in order (what the forward pass attends over).
-void page_ids(const PageTable& t, std::vector<int32_t>& out) {
-  out.clear();
-  for (const PageEntry& e : t.entries()) out.push_back(e.page);
+}  // namespace
+
+SeqKv seq_kv(const PageTable& t, std::vector<int32_t>& pages, std::vector<int32_t>& fills) {
+  pages.clear();
+  fills.clear();
+  bool aligned = true;
+  const auto entries = t.entries();
+  for (size_t i = 0; i < entries.size(); ++i) {
+    pages.push_back(entries[i].page);
+    fills.push_back(entries[i].filled);
+    if (i + 1 < entries.size() && entries[i].filled != t.pool().page_size()) aligned = false;
+  }
+  return SeqKv{pages.data(), int32_t(pages.size()), aligned ? nullptr : fills.data()};
 }
+
+namespace {
 
 }  // namespace
 
-// One running request.
-struct Engine::Seq {
-  Seq(PagePool& pool, const SamplingParams& sp) : table(pool), sampler(sp) {}
-  int64_t id = 0;
-  GenerateRequest req;
-  TokenCallback on_token;
-  KvNamespace ns;
-  std::vector<int32_t> tokens;  // prompt, then generated tokens
-  int32_t n_kv = 0;             // tokens[0, n_kv) have KV in `table`
-  int32_t lock_node = -1;       // radix node locked for the reused prefix
-  PageTable table;
-  Sampler sampler;
-  GenerateResult result;
-  Clock::time_point t_start;
-  Clock::time_point t_first;
-  bool prompt_done() const { return n_kv >= int32_t(req.prompt.size()); }
+// When the pool runs out of pages: least recently used prefix entries first,
+// then least recently used modules.
+struct Engine::Reclaimer : PageReclaimer {
+  Reclaimer(RadixIndex& i, ModuleStore& m) : index(i), modules(m) {}
+  size_t reclaim(size_t bytes) override {
+    size_t freed = index.evict(bytes);
+    if (freed < bytes) freed += modules.evict(bytes - freed);
+    return freed;
+  }
+  RadixIndex& index;
+  ModuleStore& modules;
 };
+
 
 Engine::Engine(const Model& model, const EngineOptions& opt)
     : model_(model), opt_(opt), pool_(std::make_unique<ThreadPool>(opt.threads)) {
@@ -66,7 +74,9 @@ Engine::Engine(const Model& model, const EngineOptions& opt)
   kv_ = std::make_unique<KvStorage>(shape, n_pages);
   pages_ = std::make_unique<PagePool>(*kv_);
   index_ = std::make_unique<RadixIndex>(*pages_);
-  pages_->set_reclaimer(index_.get());
+  modules_ = std::make_unique<ModuleStore>(*pages_);
+  reclaimer_ = std::make_unique<Reclaimer>(*index_, *modules_);
+  pages_->set_reclaimer(reclaimer_.get());
   fwd_ = std::make_unique<Forward>(model, *kv_, *pool_);
 }
 
@@ -86,14 +96,11 @@ Engine::Seq& Engine::start(const GenerateRequest& req, TokenCallback on_token) {
     if (req.prompt[i] < 0 || req.prompt[i] >= V)
       throw Error("prompt token " + std::to_string(i) + " has id " + std::to_string(req.prompt[i]) +
                   ", outside the vocabulary of " + std::to_string(V));
-  if (req.max_tokens < 0) throw Error("max_tokens must be >= 0");
-  auto s = std::make_unique<Seq>(*pages_, req.sampling);
-  s->id = next_id_++;
-  s->req = req;
-  s->on_token = std::move(on_token);
-  s->ns = ns(req.tenant);
+  Seq& sq = new_seq(req, std::move(on_token));
+  Seq* s = &sq;
   s->tokens = req.prompt;
-  s->t_start = Clock::now();
+  s->n_prompt = int32_t(req.prompt.size());
+  for (int32_t i = 0; i < s->n_prompt; ++i) s->positions.push_back(i);
   if (opt_.prefix_cache) {
     PrefixMatch m = index_->match_prefix(s->ns, req.prompt);
     index_->lock(m.node);
@@ -108,6 +115,17 @@ Engine::Seq& Engine::start(const GenerateRequest& req, TokenCallback on_token) {
   stats_.prompt_tokens += s->result.n_prompt;
   stats_.cached_tokens += s->result.n_cached;
   stats_.computed_tokens += s->result.n_computed;
+  return *s;
+}
+
+Engine::Seq& Engine::new_seq(const GenerateRequest& req, TokenCallback on_token) {
+  if (req.max_tokens < 0) throw Error("max_tokens must be >= 0");
+  auto s = std::make_unique<Seq>(*pages_, req.sampling);
+  s->id = next_id_++;
+  s->req = req;
+  s->on_token = std::move(on_token);
+  s->ns = ns(req.tenant);
+  s->t_start = Clock::now();
   Seq& ref = *s;
   active_.emplace(s->id, std::move(s));
   return ref;
@@ -125,7 +143,7 @@ void Engine::finish(Seq& s, const std::string& reason) {
   } else {
     s.result.decode_ms = ms_between(s.t_first, now);
   }
-  if (opt_.prefix_cache && s.n_kv > 0 && reason != "error")
+  if (opt_.prefix_cache && !s.plan && s.n_kv > 0 && reason != "error")
     index_->insert(s.ns, std::span<const int32_t>(s.tokens.data(), s.n_kv), s.table);
   s.table.release();
   index_->unlock(s.lock_node);
@@ -154,6 +172,7 @@ void Engine::sample(Seq& s, const float* logits) {
   }
   s.result.tokens.push_back(tok);
   s.tokens.push_back(tok);
+  s.positions.push_back(s.positions.back() + 1);
   ++stats_.generated_tokens;
   const bool keep_going = !s.on_token || s.on_token(tok);
   if (!keep_going || (s.req.stop_at_eog && model_.tokenizer().is_eog(tok))) return finish(s, "stop");
@@ -190,16 +209,15 @@ void Engine::step() {
   }
   if (parts.empty()) return;
 
-  std::vector<std::vector<int32_t>> pages(parts.size());
+  std::vector<std::vector<int32_t>> pages(parts.size()), fills(parts.size());
   std::vector<SeqKv> seqs(parts.size());
   std::vector<BatchEntry> batch;
   for (size_t i = 0; i < parts.size(); ++i) {
     Seq& s = *parts[i].seq;
-    page_ids(s.table, pages[i]);
-    seqs[i] = SeqKv{pages[i].data(), int32_t(pages[i].size())};
+    seqs[i] = seq_kv(s.table, pages[i], fills[i]);
     for (int32_t j = 0; j < parts[i].n; ++j) {
       const int32_t t = s.n_kv + j;
-      batch.push_back(BatchEntry{s.tokens[t], t, int32_t(i), t, t + 1 == int32_t(s.tokens.size())});
+      batch.push_back(BatchEntry{s.tokens[t], s.positions[t], int32_t(i), t, t + 1 == int32_t(s.tokens.size())});
     }
   }
   const float* logits = fwd_->run(batch, seqs);
@@ -213,7 +231,10 @@ void Engine::step() {
 }
 
 GenerateResult Engine::generate(const GenerateRequest& req, const TokenCallback& on_token) {
-  const int64_t id = start(req, on_token).id;
+  return wait(start(req, on_token).id);
+}
+
+GenerateResult Engine::wait(int64_t id) {
   for (;;) {
     for (auto& [fid, r] : finished_) {
       if (fid != id) continue;
@@ -245,13 +266,12 @@ std::vector<float> Engine::prompt_logits(const std::vector<int32_t>& prompt, int
   if (n_cached) *n_cached = done;
   std::vector<float> out;
   out.reserve((prompt.size() - done) * V);
-  std::vector<int32_t> ids;
+  std::vector<int32_t> ids, fills;
   try {
     while (done < int32_t(prompt.size())) {
       const int32_t n = std::min<int32_t>(chunk, int32_t(prompt.size()) - done);
       if (!table.prepare_append(n)) throw Error("out of KV memory");
-      page_ids(table, ids);
-      SeqKv kv{ids.data(), int32_t(ids.size())};
+      SeqKv kv = seq_kv(table, ids, fills);
       std::vector<BatchEntry> batch;
       for (int32_t t = done; t < done + n; ++t) batch.push_back(BatchEntry{prompt[t], t, 0, t, true});
       const float* l = fwd_->run(batch, std::span<const SeqKv>(&kv, 1));

@@ -21,9 +21,17 @@
 #include <vector>
 
 #include "engine/sampler.h"
+#include "kv/page_table.h"
+#include "kv/module_store.h"
 #include "kv/radix_index.h"
 
 namespace pc {
+
+namespace pml {
+struct SchemaLayout;
+struct PromptPlan;
+struct ModuleLayout;
+}  // namespace pml
 
 class Model;
 class KvStorage;
@@ -56,6 +64,8 @@ struct GenerateResult {
   double prompt_ms = 0;         // request start → prompt fully processed
   double ttft_ms = 0;           // request start → first token sampled
   double decode_ms = 0;         // first token → last token
+  int64_t n_module_hits = 0;    // PML: modules reused from the module store
+  int64_t n_module_misses = 0;  // PML: modules encoded by this request
   std::string finish_reason;    // "stop", "length" or "error"
   std::string error;            // when finish_reason == "error"
 };
@@ -89,6 +99,21 @@ class Engine {
   std::vector<std::pair<int64_t, GenerateResult>> take_finished();
   void cancel(int64_t id);  // finishes the sequence now ("stop"); no-op if unknown
 
+  // PML: runs a prompt's execution plan. Modules are taken from the module
+  // store or encoded now (at their schema positions, over their context only)
+  // and referenced, not copied; the plan's uncached text is computed in plan
+  // order, attending to everything before it. req.prompt is ignored; its
+  // max_tokens, sampling and tenant apply. Throws pc::Error.
+  int64_t add_plan(const pml::SchemaLayout& schema, const pml::PromptPlan& plan,
+                   const GenerateRequest& req, TokenCallback on_token = nullptr);
+  GenerateResult generate_plan(const pml::SchemaLayout& schema, const pml::PromptPlan& plan,
+                               const GenerateRequest& req, const TokenCallback& on_token = nullptr);
+  // Logits at the end of a plan (no generation), [n_vocab]. For tests.
+  std::vector<float> plan_logits(const pml::SchemaLayout& schema, const pml::PromptPlan& plan,
+                                 const std::string& tenant = "");
+  // Encodes a schema's cacheable modules now (--preload). Returns tokens encoded.
+  int64_t preload(const pml::SchemaLayout& schema, const std::string& tenant = "");
+
   // Logits of every prompt position from `begin` on, [n - begin][n_vocab],
   // computed in chunks of `chunk` tokens. With use_cache, the longest cached
   // prefix is reused (returned in *n_cached, and `begin` must be <= it) and the
@@ -101,13 +126,28 @@ class Engine {
   ThreadPool& pool() { return *pool_; }
   PagePool& page_pool() { return *pages_; }
   RadixIndex& index() { return *index_; }
+  ModuleStore& modules() { return *modules_; }
   KvNamespace ns(const std::string& tenant) const;
   const EngineStats& stats() const { return stats_; }
   const EngineOptions& options() const { return opt_; }
 
  private:
   struct Seq;
+  struct Reclaimer;
+  struct PlanBuild;
   Seq& start(const GenerateRequest& req, TokenCallback on_token);
+  Seq& new_seq(const GenerateRequest& req, TokenCallback on_token);
+  GenerateResult wait(int64_t id);
+  // Runs tokens (with positions) appended to `table` through the forward pass
+  // in chunks; returns the last token's logits when want_logits.
+  const float* compute(PageTable& table, std::span<const int32_t> tokens,
+                       std::span<const int32_t> positions, bool want_logits);
+  ModuleEntry ensure_module(const pml::SchemaLayout& schema, int m, const KvNamespace& ns,
+                            PlanBuild* stats, bool* hit = nullptr);
+  ModuleEntry encode_module(const pml::SchemaLayout& schema, int m, const KvNamespace& ns,
+                            PlanBuild* stats);
+  std::vector<PageEntry> relocate(const ModuleSegment& seg, int32_t shift);
+  void build_plan(Seq& s, const pml::SchemaLayout& schema, const pml::PromptPlan& plan);
   void finish(Seq& s, const std::string& reason);
   void sample(Seq& s, const float* logits);
 
@@ -117,8 +157,11 @@ class Engine {
   std::unique_ptr<KvStorage> kv_;
   std::unique_ptr<PagePool> pages_;
   std::unique_ptr<RadixIndex> index_;
+  std::unique_ptr<ModuleStore> modules_;
+  std::unique_ptr<Reclaimer> reclaimer_;
   std::unique_ptr<Forward> fwd_;
   std::map<int64_t, std::unique_ptr<Seq>> active_;  // by id (stable order)
+  std::vector<PageTable> held_;  // keeps freshly encoded pages alive while a plan is built
   std::vector<std::pair<int64_t, GenerateResult>> finished_;
   int64_t next_id_ = 1;
   EngineStats stats_;

@@ -75,4 +75,17 @@ void paged_attention(const PagedAttentionArgs& a, const float* q, int group, flo
   }
 }
 
+void paged_attention_tokens(const PagedAttentionArgs& a, int group, const PagedAttentionTokens& t,
+                            float* scratch) {
+  if (cpu_level() >= CpuLevel::Avx2 && a.head_dim % 8 == 0 &&
+      paged_attention_tokens_avx2(a, group, t, scratch))
+    return;
+  // One token at a time: the same per-query arithmetic by construction.
+  PagedAttentionArgs one = a;
+  for (int i = 0; i < t.n_tok; ++i) {
+    one.n_ctx = t.n_ctx[i];
+    paged_attention(one, t.q + i * t.q_stride, group, t.out + i * t.out_stride, scratch);
+  }
+}
+
 }  // namespace pc

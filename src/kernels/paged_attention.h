@@ -29,4 +29,29 @@ inline int64_t paged_attention_scratch(int page_size, int head_dim, int group) {
 void paged_attention(const PagedAttentionArgs& a, const float* q, int group, float* out,
                      float* scratch);
 
+// Several query tokens of one sequence and one KV head at once (a prompt
+// chunk): each page of K/V is loaded once for all n_tok × group queries.
+// Token i's query heads are at q + i*q_stride ([group][head_dim]), its output
+// at out + i*out_stride, and it sees slots [0, n_ctx[i]) (a.n_ctx is unused).
+// Every query gets bitwise the result paged_attention() would give it alone:
+// the per-key arithmetic (paged_attention.cc) is unchanged, only the loops are
+// reordered. n_tok <= kAttnMaxTokens.
+constexpr int kAttnMaxTokens = 16;
+struct PagedAttentionTokens {
+  int n_tok = 0;
+  const float* q = nullptr;
+  int64_t q_stride = 0;
+  const int* n_ctx = nullptr;  // [n_tok]
+  float* out = nullptr;
+  int64_t out_stride = 0;
+};
+// scratch floats for up to n_tok tokens of `group` query heads.
+inline int64_t paged_attention_tokens_scratch(int page_size, int head_dim, int group, int n_tok) {
+  const int64_t nq = int64_t(group) * n_tok, pr = (page_size + 7) & ~7;
+  return 2 * nq * head_dim + 2 * nq + 3 * pr + 2 * pr * head_dim + 64 +
+         paged_attention_scratch(page_size, head_dim, group);
+}
+void paged_attention_tokens(const PagedAttentionArgs& a, int group, const PagedAttentionTokens& t,
+                            float* scratch);
+
 }  // namespace pc

@@ -8,7 +8,7 @@ namespace pc {
 
 PageTable::PageTable(PageTable&& o) noexcept
     : pool_(o.pool_), entries_(std::move(o.entries_)), n_tokens_(o.n_tokens_),
-      appended_(std::move(o.appended_)), fresh_(std::move(o.fresh_)) {
+      appended_(std::move(o.appended_)), fresh_(std::move(o.fresh_)), sealed_(o.sealed_) {
   o.entries_.clear();
   o.n_tokens_ = 0;
 }
@@ -20,6 +20,7 @@ PageTable& PageTable::operator=(PageTable&& o) noexcept {
     entries_ = std::move(o.entries_);
     n_tokens_ = o.n_tokens_;
     appended_ = std::move(o.appended_);
+    sealed_ = o.sealed_;
     o.entries_.clear();
     o.n_tokens_ = 0;
   }
@@ -53,6 +54,7 @@ PageTable PageTable::share() const {
   PageTable t(*pool_);
   t.entries_ = entries_;
   t.n_tokens_ = n_tokens_;
+  t.sealed_ = sealed_;
   for (const PageEntry& e : entries_) pool_->ref(e.page);
   return t;
 }
@@ -62,11 +64,12 @@ void PageTable::release() {
   entries_.clear();
   n_tokens_ = 0;
   appended_.clear();
+  sealed_ = false;
 }
 
 // The last page is partial and someone else may read its slots beyond our fill.
 bool PageTable::last_needs_copy() const {
-  if (entries_.empty()) return false;
+  if (entries_.empty() || sealed_) return false;
   const PageEntry& e = entries_.back();
   if (e.filled == pool_->page_size()) return false;  // full: appends go to a new page
   return pool_->seq_refs(e.page) > 1 || pool_->fill(e.page) != e.filled;
@@ -80,12 +83,22 @@ void PageTable::copy_last_into(int32_t fresh) {
   e.page = fresh;
 }
 
+void PageTable::attach(std::span<const PageEntry> entries) {
+  for (const PageEntry& e : entries) {
+    PC_KV_CHECK(e.filled > 0 && e.filled <= pool_->page_size(), "attached entry with bad fill");
+    pool_->ref(e.page);
+    entries_.push_back(e);
+    n_tokens_ += e.filled;
+  }
+  sealed_ = !entries.empty();
+}
+
 bool PageTable::prepare_append(int32_t n) {
   PC_KV_CHECK(n >= 0, "negative append");
   appended_.clear();
   const int32_t P = pool_->page_size();
   const bool copy = last_needs_copy();
-  const int32_t room = entries_.empty() ? 0 : P - entries_.back().filled;
+  const int32_t room = entries_.empty() || sealed_ ? 0 : P - entries_.back().filled;
   const int32_t need = int32_t(copy) + (n > room ? (n - room + P - 1) / P : 0);
   // Allocate everything first so that failure leaves the table unchanged.
   fresh_.clear();
@@ -101,7 +114,10 @@ bool PageTable::prepare_append(int32_t n) {
   size_t next = 0;
   if (copy) copy_last_into(fresh_[next++]);
   while (n > 0) {
-    if (entries_.empty() || entries_.back().filled == P) entries_.push_back({fresh_[next++], 0});
+    if (entries_.empty() || sealed_ || entries_.back().filled == P) {
+      entries_.push_back({fresh_[next++], 0});
+      sealed_ = false;
+    }
     PageEntry& e = entries_.back();
     const int32_t k = n < P - e.filled ? n : P - e.filled;
     for (int32_t s = e.filled; s < e.filled + k; ++s) appended_.push_back({e.page, s});

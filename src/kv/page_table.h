@@ -68,6 +68,15 @@ class PageTable {
   bool prepare_append(int32_t n);
   std::span<const SlotRef> appended() const { return appended_; }
 
+  // Appends entries of pages held elsewhere (e.g. a cached module's KV), by
+  // reference. Entries may be partially filled: attention visits each entry's
+  // filled slots in order, so a table is no longer aligned after attach()
+  // (such tables are not inserted into the radix index). The next append
+  // starts a fresh page, so attached pages are never written or copied.
+  void attach(std::span<const PageEntry> entries);
+  // Makes the next append start a fresh page (e.g. where a module segment begins).
+  void seal() { sealed_ = !entries_.empty(); }
+
   // Drops this table's references; the table becomes empty.
   void release();
 
@@ -83,6 +92,7 @@ class PageTable {
   std::vector<PageEntry> entries_;
   int32_t n_tokens_ = 0;
   std::vector<SlotRef> appended_;  // reused across calls: no allocation once warm
+  bool sealed_ = false;            // the next append starts a new page (after attach)
   std::vector<int32_t> fresh_;     // pages allocated by the current prepare_append
 };
 

@@ -25,9 +25,24 @@ RopeParams rope_params(const Model& m) {
   return p;
 }
 
-void add_bias(float* y, const std::vector<float>& b, int64_t m, int64_t n) {
-  if (b.empty()) return;
-  for (int64_t i = 0; i < m; ++i) add_inplace(y + i * n, b.data(), n);
+void add_bias(float* y, const std::vector<float>& b, int64_t i, int64_t n) {
+  if (!b.empty()) add_inplace(y + i * n, b.data(), n);
+}
+
+// Runs fn(i) for rows i in [0, m) on the pool, in chunks of rows. Each row is
+// computed by the same sequential code whichever thread runs it, so results do
+// not depend on the split. Small batches (decode) stay on the calling thread.
+template <class F>
+void for_rows(ThreadPool& pool, int64_t m, F&& fn) {
+  constexpr int64_t kRows = 8;
+  if (m < 2 * kRows || pool.size() == 1) {
+    for (int64_t i = 0; i < m; ++i) fn(i);
+    return;
+  }
+  pool.parallel_for((m + kRows - 1) / kRows, [&](int64_t t, int) {
+    const int64_t r1 = (t + 1) * kRows < m ? (t + 1) * kRows : m;
+    for (int64_t i = t * kRows; i < r1; ++i) fn(i);
+  });
 }
 
 }  // namespace
@@ -39,7 +54,8 @@ Forward::Forward(const Model& model, KvStorage& kv, ThreadPool& pool)
   if (s.n_layer != c.n_layer || s.n_kv_head != c.n_kv_head || s.head_dim != c.head_dim)
     throw Error("KV storage shape does not match the model");
   const int group = int(c.n_head / c.n_kv_head);
-  scratch_.resize(size_t(pool.size()) * paged_attention_scratch(s.page_size, int(c.head_dim), group));
+  scratch_.resize(size_t(pool.size()) *
+                  paged_attention_tokens_scratch(s.page_size, int(c.head_dim), group, kAttnMaxTokens));
 }
 
 Forward::~Forward() = default;
@@ -76,7 +92,13 @@ void Forward::validate(std::span<const BatchEntry> batch, std::span<const SeqKv>
                   " outside the vocabulary (" + std::to_string(n_vocab()) + ")");
     if (e.seq < 0 || size_t(e.seq) >= seqs.size())
       throw Error("batch entry " + std::to_string(i) + ": unknown sequence " + std::to_string(e.seq));
-    if (e.slot < 0 || e.slot >= seqs[e.seq].n_pages * P)
+    const SeqKv& q = seqs[e.seq];
+    int64_t n_slots = int64_t(q.n_pages) * P;
+    if (q.fills) {
+      n_slots = 0;
+      for (int32_t p = 0; p < q.n_pages; ++p) n_slots += q.fills[p];
+    }
+    if (e.slot < 0 || e.slot >= n_slots)
       throw Error("batch entry " + std::to_string(i) + ": slot " + std::to_string(e.slot) +
                   " outside the sequence's page table");
   }
@@ -98,6 +120,7 @@ const float* Forward::run(std::span<const BatchEntry> batch, std::span<const Seq
   }
   kptr_.resize(seqs.size());
   vptr_.resize(seqs.size());
+  map_slots(seqs);
   for (int l = 0; l < c.n_layer; ++l) {
     attention_block(l, batch, seqs);
     ffn_block(l, m);
@@ -113,28 +136,43 @@ const float* Forward::run(std::span<const BatchEntry> batch, std::span<const Seq
   return logits_.data();
 }
 
-void Forward::store_kv(int layer, std::span<const BatchEntry> batch, std::span<const SeqKv> seqs) {
+// For sequences whose pages are not all full (SeqKv::fills), where each
+// logical slot lives: slot_page_[s][t], slot_off_[s][t].
+void Forward::map_slots(std::span<const SeqKv> seqs) {
+  slot_page_.resize(seqs.size());
+  slot_off_.resize(seqs.size());
+  for (size_t s = 0; s < seqs.size(); ++s) {
+    slot_page_[s].clear();
+    slot_off_[s].clear();
+    if (!seqs[s].fills) continue;
+    for (int32_t p = 0; p < seqs[s].n_pages; ++p)
+      for (int32_t k = 0; k < seqs[s].fills[p]; ++k) {
+        slot_page_[s].push_back(seqs[s].pages[p]);
+        slot_off_[s].push_back(k);
+      }
+  }
+}
+
+void Forward::store_kv(int layer, const BatchEntry& e, int64_t i, std::span<const SeqKv> seqs) {
   const ModelConfig& c = model_.config();
   const int P = kv_.shape().page_size;
   const int64_t hd = c.head_dim, kvd = c.n_kv_head * hd;
-  for (size_t i = 0; i < batch.size(); ++i) {
-    const BatchEntry& e = batch[i];
-    const int32_t page = seqs[e.seq].pages[e.slot / P];
-    const int s = e.slot % P;
-    uint16_t* K = kv_.k(page, layer);
-    uint16_t* V = kv_.v(page, layer);
-    for (int64_t h = 0; h < c.n_kv_head; ++h) {
-      const float* kr = k_.data() + i * kvd + h * hd;
-      const float* vr = v_.data() + i * kvd + h * hd;
-      uint16_t* kd = K + (h * P + s) * hd;
-      uint16_t* vd = V + (h * P + s) * hd;
-      for (int64_t d = 0; d < hd; ++d) {
-        kd[d] = fp32_to_fp16(kr[d]);
-        vd[d] = fp32_to_fp16(vr[d]);
-      }
+  const bool mapped = seqs[e.seq].fills != nullptr;
+  const int32_t page = mapped ? slot_page_[e.seq][e.slot] : seqs[e.seq].pages[e.slot / P];
+  const int s = mapped ? slot_off_[e.seq][e.slot] : e.slot % P;
+  uint16_t* K = kv_.k(page, layer);
+  uint16_t* V = kv_.v(page, layer);
+  for (int64_t h = 0; h < c.n_kv_head; ++h) {
+    const float* kr = k_.data() + i * kvd + h * hd;
+    const float* vr = v_.data() + i * kvd + h * hd;
+    uint16_t* kd = K + (h * P + s) * hd;
+    uint16_t* vd = V + (h * P + s) * hd;
+    for (int64_t d = 0; d < hd; ++d) {
+      kd[d] = fp32_to_fp16(kr[d]);
+      vd[d] = fp32_to_fp16(vr[d]);
     }
-    if (layer == 0) kv_.pos(page)[s] = e.pos;
   }
+  if (layer == 0) kv_.pos(page)[s] = e.pos;
 }
 
 void Forward::attention_block(int l, std::span<const BatchEntry> batch, std::span<const SeqKv> seqs) {
@@ -142,15 +180,17 @@ void Forward::attention_block(int l, std::span<const BatchEntry> batch, std::spa
   const LayerWeights& w = model_.layers()[l];
   const int64_t m = int64_t(batch.size()), E = c.n_embd, hd = c.head_dim;
   const int64_t qd = c.n_head * hd, kvd = c.n_kv_head * hd;
-  for (int64_t i = 0; i < m; ++i)
+  for_rows(pool_, m, [&](int64_t i) {
     rms_norm(x_.data() + i * E, w.attn_norm.data(), xn_.data() + i * E, E, c.rms_eps);
+  });
   matmul(w.wq, xn_.data(), m, q_.data(), pool_);
   matmul(w.wk, xn_.data(), m, k_.data(), pool_);
   matmul(w.wv, xn_.data(), m, v_.data(), pool_);
-  add_bias(q_.data(), w.bq, m, qd);
-  add_bias(k_.data(), w.bk, m, kvd);
-  add_bias(v_.data(), w.bv, m, kvd);
-  for (int64_t i = 0; i < m; ++i) {
+  // Biases, Q/K norms and RoPE, row by row on any thread.
+  for_rows(pool_, m, [&](int64_t i) {
+    add_bias(q_.data(), w.bq, i, qd);
+    add_bias(k_.data(), w.bk, i, kvd);
+    add_bias(v_.data(), w.bv, i, kvd);
     const float* cs = cs_.data() + i * c.n_rot;
     for (int64_t h = 0; h < c.n_head; ++h) {
       float* qh = q_.data() + i * qd + h * hd;
@@ -162,10 +202,26 @@ void Forward::attention_block(int l, std::span<const BatchEntry> batch, std::spa
       if (!w.k_norm.empty()) rms_norm(kh, w.k_norm.data(), kh, hd, c.rms_eps);
       rope_.apply(kh, cs);
     }
-  }
-  store_kv(l, batch, seqs);
+  });
+  // In batch order, so that should two entries name one slot the last wins.
+  for (int64_t i = 0; i < m; ++i) store_kv(l, batch[i], i, seqs);
 
+  const int P = kv_.shape().page_size;
   for (size_t s = 0; s < seqs.size(); ++s) {
+    if (seqs[s].fills) {
+      // Pages with holes: the kernel walks one-slot "pages" through pointers
+      // to each slot of each KV head: kptr_[s][g * n + t] (page size 1, head 0).
+      const size_t n = slot_page_[s].size();
+      kptr_[s].resize(n * c.n_kv_head);
+      vptr_[s].resize(n * c.n_kv_head);
+      for (int64_t g = 0; g < c.n_kv_head; ++g)
+        for (size_t t = 0; t < n; ++t) {
+          const size_t off = (size_t(g) * P + slot_off_[s][t]) * hd;
+          kptr_[s][g * n + t] = kv_.k(slot_page_[s][t], l) + off;
+          vptr_[s][g * n + t] = kv_.v(slot_page_[s][t], l) + off;
+        }
+      continue;
+    }
     kptr_[s].resize(seqs[s].n_pages);
     vptr_[s].resize(seqs[s].n_pages);
     for (int32_t p = 0; p < seqs[s].n_pages; ++p) {
@@ -173,40 +229,71 @@ void Forward::attention_block(int l, std::span<const BatchEntry> batch, std::spa
       vptr_[s][p] = kv_.v(seqs[s].pages[p], l);
     }
   }
+  // Attention tasks: runs of up to kAttnMaxTokens consecutive entries of one
+  // sequence × KV heads; each task loads a page of K/V once for all its
+  // queries. The per-query arithmetic does not depend on the grouping.
+  blocks_.clear();
+  for (int64_t i = 0; i < m;) {
+    int64_t j = i + 1;
+    while (j < m && j - i < kAttnMaxTokens && batch[j].seq == batch[i].seq) ++j;
+    blocks_.push_back(int32_t(i));
+    i = j;
+  }
+  const int64_t n_blocks = int64_t(blocks_.size());
+  blocks_.push_back(int32_t(m));
+  n_ctx_.resize(m);
+  for (int64_t i = 0; i < m; ++i) n_ctx_[i] = batch[i].slot + 1;
   const int group = int(c.n_head / c.n_kv_head);
   const int64_t scratch_per_thread = int64_t(scratch_.size()) / pool_.size();
-  pool_.parallel_for(m * c.n_kv_head, [&](int64_t task, int thread) {
-    const int64_t i = task / c.n_kv_head;
+  pool_.parallel_for(n_blocks * c.n_kv_head, [&](int64_t task, int thread) {
+    // Later blocks of a prompt see more keys: hand them out first.
+    const int64_t b = n_blocks - 1 - task / c.n_kv_head;
     const int g = int(task % c.n_kv_head);
-    const BatchEntry& e = batch[i];
+    const int64_t i0 = blocks_[b], i1 = blocks_[b + 1];
+    const BatchEntry& e = batch[i0];
     PagedAttentionArgs a;
     a.k_pages = kptr_[e.seq].data();
     a.v_pages = vptr_[e.seq].data();
     a.page_size = kv_.shape().page_size;
     a.head_dim = int(hd);
     a.kv_head = g;
+    if (seqs[e.seq].fills) {
+      const size_t n = slot_page_[e.seq].size();
+      a.k_pages += g * n;
+      a.v_pages += g * n;
+      a.page_size = 1;
+      a.kv_head = 0;
+    }
     a.n_kv_head = int(c.n_kv_head);
-    a.n_ctx = e.slot + 1;
     a.scale = float(1.0 / std::sqrt(double(hd)));
-    const int64_t off = i * qd + int64_t(g) * group * hd;
-    paged_attention(a, q_.data() + off, group, att_.data() + off,
-                    scratch_.data() + thread * scratch_per_thread);
+    const int64_t off = i0 * qd + int64_t(g) * group * hd;
+    PagedAttentionTokens t;
+    t.n_tok = int(i1 - i0);
+    t.q = q_.data() + off;
+    t.q_stride = qd;
+    t.n_ctx = n_ctx_.data() + i0;
+    t.out = att_.data() + off;
+    t.out_stride = qd;
+    paged_attention_tokens(a, group, t, scratch_.data() + thread * scratch_per_thread);
   });
   matmul(w.wo, att_.data(), m, o_.data(), pool_);
-  for (int64_t i = 0; i < m; ++i) add_inplace(x_.data() + i * E, o_.data() + i * E, E);
+  for_rows(pool_, m, [&](int64_t i) { add_inplace(x_.data() + i * E, o_.data() + i * E, E); });
 }
 
 void Forward::ffn_block(int l, int64_t m) {
   const ModelConfig& c = model_.config();
   const LayerWeights& w = model_.layers()[l];
   const int64_t E = c.n_embd, F = c.n_ff;
-  for (int64_t i = 0; i < m; ++i)
+  for_rows(pool_, m, [&](int64_t i) {
     rms_norm(x_.data() + i * E, w.ffn_norm.data(), xn_.data() + i * E, E, c.rms_eps);
+  });
   matmul(w.w_gate, xn_.data(), m, gate_.data(), pool_);
   matmul(w.w_up, xn_.data(), m, up_.data(), pool_);
-  for (int64_t i = 0; i < m; ++i) swiglu(gate_.data() + i * F, up_.data() + i * F, gate_.data() + i * F, F);
+  for_rows(pool_, m, [&](int64_t i) {
+    swiglu(gate_.data() + i * F, up_.data() + i * F, gate_.data() + i * F, F);
+  });
   matmul(w.w_down, gate_.data(), m, o_.data(), pool_);
-  for (int64_t i = 0; i < m; ++i) add_inplace(x_.data() + i * E, o_.data() + i * E, E);
+  for_rows(pool_, m, [&](int64_t i) { add_inplace(x_.data() + i * E, o_.data() + i * E, E); });
 }
 
 }  // namespace pc

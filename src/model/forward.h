@@ -30,6 +30,10 @@ class ThreadPool;
 struct SeqKv {
   const int32_t* pages = nullptr;  // page ids, in sequence order
   int32_t n_pages = 0;
+  // Filled slots of each page, or null when every page but the last is full.
+  // With fills, logical slot t is the t-th filled slot counting page by page
+  // (PML plans reference cached module pages that end mid-page).
+  const int32_t* fills = nullptr;
 };
 
 struct BatchEntry {
@@ -57,7 +61,8 @@ class Forward {
   void reserve(int64_t m, int64_t n_logits);
   void attention_block(int layer, std::span<const BatchEntry> batch, std::span<const SeqKv> seqs);
   void ffn_block(int layer, int64_t m);
-  void store_kv(int layer, std::span<const BatchEntry> batch, std::span<const SeqKv> seqs);
+  void store_kv(int layer, const BatchEntry& e, int64_t row, std::span<const SeqKv> seqs);
+  void map_slots(std::span<const SeqKv> seqs);
 
   const Model& model_;
   KvStorage& kv_;
@@ -75,7 +80,10 @@ class Forward {
   std::vector<float> cs_;     // [m][n_rot] rope cos/sin
   std::vector<float> logits_; // [n_logits][n_vocab]
   std::vector<float> scratch_;  // per-thread attention scratch
+  std::vector<int32_t> blocks_;  // attention: first entry of each run of tokens, then m
+  std::vector<int> n_ctx_;       // attention: visible slots per entry
   std::vector<std::vector<const uint16_t*>> kptr_, vptr_;  // per sequence: page block pointers
+  std::vector<std::vector<int32_t>> slot_page_, slot_off_;  // per sequence with fills: slot → page, offset
 };
 
 }  // namespace pc

@@ -1,0 +1,77 @@
+// `promptcache serve`: the OpenAI-compatible HTTP server (src/server).
+#include <CLI/CLI.hpp>
+#include <csignal>
+#include <cstdio>
+#include <memory>
+#include <thread>
+
+#include "cli/commands.h"
+#include "cli/units.h"
+#include "server/server.h"
+
+namespace pc::cli {
+
+namespace {
+
+struct ServeArgs {
+  server::ServerOptions opt;
+  std::string kv_memory = "1GiB";
+};
+
+server::Server* g_server = nullptr;
+
+void on_signal(int) {
+  if (g_server) g_server->stop();
+}
+
+int run_serve(ServeArgs& a) {
+  a.opt.kv_memory_bytes = parse_bytes(a.kv_memory);
+  server::Server srv(a.opt);
+  const int port = srv.bind();
+  std::signal(SIGPIPE, SIG_IGN);
+  g_server = &srv;
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  std::fprintf(stderr, "promptcache: listening on http://%s:%d\n", a.opt.host.c_str(), port);
+  std::fflush(stderr);
+  const bool ok = srv.listen();
+  g_server = nullptr;
+  return ok ? 0 : 1;
+}
+
+}  // namespace
+
+Run add_serve(CLI::App& app) {
+  auto a = std::make_shared<ServeArgs>();
+  server::ServerOptions& o = a->opt;
+  app.description(
+      "Serve the OpenAI-compatible API (/v1/completions, /v1/chat/completions, /v1/models),\n"
+      "the cache API (/v1/cache/...), /health and /metrics, reusing cached KV across requests.");
+  app.add_option("-m,--model", o.model_path, "GGUF model file")->required()->check(CLI::ExistingFile);
+  app.add_option("--alias", o.model_alias, "Model id in the API (default: the file name without .gguf)");
+  app.add_option("--host", o.host, "Address to listen on")->capture_default_str();
+  app.add_option("--port", o.port, "Port to listen on (0 = any free port)")
+      ->capture_default_str()->check(CLI::Range(0, 65535));
+  app.add_option("--parallel", o.parallel, "Sequences generating at once (continuous batching)")
+      ->capture_default_str()->check(CLI::Range(1, 4096));
+  app.add_option("--queue", o.queue, "Requests that may wait for a free sequence; more get 503")
+      ->capture_default_str()->check(CLI::Range(0, 1 << 20));
+  app.add_option("-t,--threads", o.threads, "CPU threads for compute")
+      ->capture_default_str()->check(CLI::Range(1, 256));
+  app.add_option("--kv-memory", a->kv_memory, "KV cache memory (e.g. 512MiB, 4GiB)")->capture_default_str();
+  app.add_option("--batch-tokens", o.max_batch_tokens, "Tokens per forward step (prompt chunks + decodes)")
+      ->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  app.add_flag("!--no-prefix-cache", o.prefix_cache, "Do not reuse or keep prompt KV (for comparisons)");
+  app.add_option("--chat-template-file", o.chat_template_file,
+                 "Jinja chat template (default: tokenizer.chat_template in the GGUF)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--api-keys", o.api_keys_file,
+                 "File of 'KEY TENANT' lines: requests need 'Authorization: Bearer KEY'; the "
+                 "tenant selects the cache namespace")
+      ->check(CLI::ExistingFile);
+  app.add_option("--http-threads", o.http_threads, "HTTP worker threads (0 = parallel + queue + 8)")
+      ->capture_default_str()->check(CLI::Range(0, 65536));
+  return [a] { return run_serve(*a); };
+}
+
+}  // namespace pc::cli

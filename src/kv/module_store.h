@@ -1,0 +1,93 @@
+// Module store: the KV of encoded PML modules, keyed by content.
+//
+// A module's KV is its own tokens computed at their schema positions over its
+// context (enclosing modules' preceding text). It is kept as segments — runs
+// of its tokens, each starting on a fresh page — so that a prompt can leave
+// out a parameter's placeholder (its own segment) and reference everything
+// else without copying:
+//
+//   module "reply": "Reply in" [lang placeholder] ", briefly."
+//   segment 0  tokens [0, 3)   pages (p7, 3)
+//   segment 1  tokens [3, 5)   pages (p8, 2)        ← skipped when lang is given
+//   segment 2  tokens [5, 9)   pages (p9, 4)
+//
+// Entries hold one cache reference per page (PagePool::ref_cache); running
+// sequences hold their own sequence references, so evicting an entry never
+// pulls pages from under a sequence. Eviction is least recently used first,
+// skipping pinned entries.
+//
+// Not thread-safe: the engine thread owns it.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "kv/page_pool.h"
+#include "kv/page_table.h"
+#include "kv/radix_index.h"
+
+namespace pc {
+
+struct ModuleKey {
+  KvNamespace ns;
+  uint64_t digest = 0;   // pml::ModuleLayout::digest: content, context, positions
+  int32_t shift = 0;     // RoPE relocation applied to K (0 = schema positions)
+  auto operator<=>(const ModuleKey&) const = default;
+};
+
+struct ModuleSegment {
+  int32_t tok_begin = 0, tok_end = 0;  // indices into the module's own tokens
+  std::vector<PageEntry> entries;      // their KV, slot 0 onward
+};
+
+struct ModuleEntry {
+  std::string path;                    // for listings
+  std::vector<ModuleSegment> segments;
+  uint64_t last_use = 0;
+  int32_t pins = 0;
+  int64_t hits = 0;
+  int64_t n_tokens() const;
+};
+
+struct ModuleStats {
+  int64_t entries = 0;
+  int64_t tokens = 0;
+  int64_t bytes = 0;
+  int64_t hits = 0;
+  int64_t misses = 0;
+  int64_t evicted = 0;
+};
+
+class ModuleStore {
+ public:
+  explicit ModuleStore(PagePool& pool) : pool_(&pool) {}
+  ~ModuleStore();
+  ModuleStore(const ModuleStore&) = delete;
+  ModuleStore& operator=(const ModuleStore&) = delete;
+
+  // The entry for `key`, marked recently used, or nullptr (counted as a miss).
+  const ModuleEntry* find(const ModuleKey& key);
+  // Stores an entry (taking cache references on its pages); replaces an
+  // existing one with the same key.
+  void insert(const ModuleKey& key, ModuleEntry entry);
+  bool pin(const ModuleKey& key);
+  bool unpin(const ModuleKey& key);
+  bool erase(const ModuleKey& key);
+  // Drops least recently used unpinned entries until `bytes` bytes of pages
+  // became free or nothing is left to drop. Returns the bytes freed.
+  size_t evict(size_t bytes);
+
+  ModuleStats stats() const;
+  const std::map<ModuleKey, ModuleEntry>& entries() const { return entries_; }
+
+ private:
+  size_t drop(std::map<ModuleKey, ModuleEntry>::iterator it);  // bytes freed
+
+  PagePool* pool_;
+  std::map<ModuleKey, ModuleEntry> entries_;
+  uint64_t clock_ = 0;
+  int64_t hits_ = 0, misses_ = 0, evicted_ = 0;
+};
+
+}  // namespace pc

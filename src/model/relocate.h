@@ -1,0 +1,18 @@
+// Moving cached keys to other positions. K is stored after RoPE, and RoPE
+// rotates each pair of dimensions by an angle proportional to the position, so
+// K computed at position p and rotated by `shift` equals K computed at
+// p + shift — exactly in real arithmetic; here up to F16 rounding of the
+// stored values. V does not depend on the position.
+#pragma once
+#include <cstdint>
+
+namespace pc {
+
+class KvStorage;
+class Model;
+
+// Rotates the K of slots [0, n_slots) of `page` (every layer and KV head) by
+// `shift` positions and adds `shift` to their position ids.
+void shift_positions(const Model& model, KvStorage& kv, int32_t page, int32_t n_slots, int32_t shift);
+
+}  // namespace pc

@@ -1,0 +1,165 @@
+// PML prompts through the engine: the same logits whether the modules were
+// already cached, encoded in this request, evicted and re-encoded, or cached
+// by prompts importing other combinations; compact layout's relocated keys
+// against keys computed directly at the new positions.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "engine/engine.h"
+#include "gguf/quants.h"
+#include "kernels/thread_pool.h"
+#include "kv/kv_storage.h"
+#include "model/forward.h"
+#include "model/model.h"
+#include "model/relocate.h"
+#include "model_test_util.h"
+#include "pml/pml.h"
+#include "tokenizer/tokenizer.h"
+
+namespace pc {
+namespace {
+
+const char* kSchema = R"(<schema name="story">
+  Once upon a time there was a
+  <module name="dog">little dog named Max. He liked to run in the park with his ball.</module>
+  <module name="cat">big cat named Tom. He liked to sleep in the sun all day long.</module>
+  <module name="reply">The story is told in <parameter name="lang" length="10">English</parameter>, slowly.</module>
+  <module name="fresh" cache="false">It was a new day.</module>
+  <union>
+    <module name="happy">Everyone was happy.</module>
+    <module name="sad">Everyone was sad and cried.</module>
+  </union>
+</schema>)";
+
+struct Fixture {
+  std::unique_ptr<Model> model = Model::load(test::shared_model("stories260K.gguf"));
+  pml::Encoder enc = pml::Encoder::for_model(model->tokenizer(), model->file());
+  pml::SchemaLayout schema = pml::compile_schema(kSchema, enc, "story.pml");
+  pml::PromptPlan plan(const std::string& body, const std::string& attrs = "") {
+    return pml::plan_prompt("<prompt schema=\"story\"" + attrs + ">" + body + "</prompt>", schema, enc,
+                            "prompt.pml");
+  }
+  std::unique_ptr<Engine> engine(int64_t kv = 64 << 20) {
+    EngineOptions o;
+    o.kv_memory_bytes = kv;
+    return std::make_unique<Engine>(*model, o);
+  }
+};
+
+void expect_same(const std::vector<float>& a, const std::vector<float>& b, const char* what) {
+  ASSERT_EQ(a.size(), b.size());
+  EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << what;
+}
+
+TEST(PmlEngine, SameLogitsHitOrMiss) {
+  Fixture f;
+  const auto p = f.plan("<dog/><happy/> One day Max saw a bird.");
+  auto e = f.engine();
+  const auto miss = e->plan_logits(f.schema, p);              // modules encoded in this request
+  EXPECT_GT(e->modules().stats().entries, 0);
+  const auto hit = e->plan_logits(f.schema, p);               // all modules cached
+  expect_same(miss, hit, "cached vs encoded in the request");
+  EXPECT_GT(e->modules().stats().hits, 0);
+  e->modules().evict(size_t(1) << 40);                        // everything evicted
+  EXPECT_EQ(e->modules().stats().entries, 0);
+  const auto again = e->plan_logits(f.schema, p);
+  expect_same(miss, again, "evicted and re-encoded");
+  auto e2 = f.engine();                                       // other combinations first
+  e2->plan_logits(f.schema, f.plan("<cat/><sad/> The end."));
+  e2->plan_logits(f.schema, f.plan("<happy/><dog/><cat/> Then"));
+  const auto other = e2->plan_logits(f.schema, p);
+  expect_same(miss, other, "after other combinations");
+}
+
+TEST(PmlEngine, ArgumentsAndUncachedModules) {
+  Fixture f;
+  const auto p = f.plan("<reply lang=\"French\"/><fresh/><dog/> The end.");
+  auto e = f.engine();
+  const auto a = e->plan_logits(f.schema, p);
+  const auto b = e->plan_logits(f.schema, p);
+  expect_same(a, b, "argument and cache=false module, second run");
+  auto e2 = f.engine();
+  e2->plan_logits(f.schema, f.plan("<reply/> x"));  // placeholder version cached first
+  expect_same(a, e2->plan_logits(f.schema, p), "after the placeholder version was cached");
+  // The uncached module is never stored.
+  for (const auto& [key, entry] : e->modules().entries()) EXPECT_NE(entry.path, "fresh");
+}
+
+TEST(PmlEngine, GenerateReportsCachedModules) {
+  Fixture f;
+  const auto p = f.plan("<dog/><sad/> Then Max");
+  auto e = f.engine();
+  GenerateRequest req;
+  req.max_tokens = 8;
+  req.stop_at_eog = false;
+  const GenerateResult first = e->generate_plan(f.schema, p, req);
+  EXPECT_EQ(first.n_cached, 0);
+  EXPECT_GT(first.n_module_misses, 0);
+  const GenerateResult second = e->generate_plan(f.schema, p, req);
+  EXPECT_EQ(second.tokens, first.tokens);
+  EXPECT_EQ(second.n_module_misses, 0);
+  EXPECT_GT(second.n_cached, 20);
+  EXPECT_EQ(second.n_computed, p.n_computed_tokens);  // only the text after the imports
+  EXPECT_EQ(second.n_cached + second.n_computed, second.n_prompt);
+  e->page_pool().check_invariants();
+}
+
+TEST(PmlEngine, CompactLayoutRuns) {
+  Fixture f;
+  const auto p = f.plan("<cat/><happy/> Then Tom", " layout=\"compact\"");
+  auto e = f.engine();
+  const auto a = e->plan_logits(f.schema, p);
+  const auto b = e->plan_logits(f.schema, p);
+  expect_same(a, b, "compact layout, second run");
+  for (float v : a) ASSERT_TRUE(std::isfinite(v));
+}
+
+// Keys relocated by RoPE rotation vs keys computed directly at the new
+// positions: the whole sequence shifted by the same amount, so every layer's
+// K differs only by the rotation. Tolerance: F16 storage (2^-11 relative)
+// through two roundings, plus float rotation error: 4e-3 of the row's scale.
+TEST(PmlEngine, RelocatedKeysMatchDirectComputation) {
+  Fixture f;
+  const Model& m = *f.model;
+  const ModelConfig& c = m.config();
+  KvStorage kv(KvShape{int(c.n_layer), int(c.n_kv_head), int(c.head_dim), 16}, 8);
+  ThreadPool pool(1);
+  Forward fwd(m, kv, pool);
+  const std::vector<int32_t> toks = m.tokenizer().encode("Once upon a time there was a dog", true, false);
+  ASSERT_LE(toks.size(), 16u);
+  const int32_t shift = 37;
+  auto run_at = [&](int32_t page, int32_t pos0) {
+    std::vector<BatchEntry> batch;
+    for (size_t i = 0; i < toks.size(); ++i)
+      batch.push_back(BatchEntry{toks[i], pos0 + int32_t(i), 0, int32_t(i), i + 1 == toks.size()});
+    SeqKv s{&page, 1};
+    fwd.run(batch, std::span<const SeqKv>(&s, 1));
+  };
+  run_at(0, 0);
+  run_at(1, shift);
+  shift_positions(m, kv, 0, int32_t(toks.size()), shift);
+  double worst = 0;
+  for (int l = 0; l < c.n_layer; ++l)
+    for (int h = 0; h < c.n_kv_head; ++h)
+      for (size_t s = 0; s < toks.size(); ++s) {
+        const uint16_t* a = kv.k(0, l) + (h * 16 + s) * c.head_dim;
+        const uint16_t* b = kv.k(1, l) + (h * 16 + s) * c.head_dim;
+        double scale = 1e-6;
+        for (int d = 0; d < c.head_dim; ++d) scale = std::max(scale, double(std::fabs(fp16_to_fp32(b[d]))));
+        for (int d = 0; d < c.head_dim; ++d)
+          worst = std::max(worst, std::fabs(double(fp16_to_fp32(a[d])) - fp16_to_fp32(b[d])) / scale);
+      }
+  EXPECT_LT(worst, 4e-3);
+  for (size_t s = 0; s < toks.size(); ++s) EXPECT_EQ(kv.pos(0)[s], shift + int32_t(s));
+}
+
+TEST(PmlEngine, PromptMustEndWithText) {
+  Fixture f;
+  auto e = f.engine();
+  EXPECT_THROW(e->plan_logits(f.schema, f.plan("<dog/>")), Error);
+}
+
+}  // namespace
+}  // namespace pc
