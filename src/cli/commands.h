@@ -16,6 +16,7 @@ Run add_make_model(CLI::App& app);
 Run add_demo(CLI::App& app);
 Run add_bench(CLI::App& app);
 Run add_pml(CLI::App& app);
+Run add_serve(CLI::App& app);
 // Whole file as a string; throws pc::Error naming the path.
 std::string read_text_file(const std::string& path);
 // `bench conversation`, registered by add_bench.

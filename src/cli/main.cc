@@ -20,13 +20,14 @@ int main(int argc, char** argv) {
       add_demo(*app.add_subcommand("demo", "Generate a small model and show generation")),
       add_bench(*app.add_subcommand("bench", "Benchmarks: prefill, conversation")),
       add_pml(*app.add_subcommand("pml", "PML schemas and prompts (modular prompt caching)")),
+      add_serve(*app.add_subcommand("serve", "Serve the OpenAI-compatible HTTP API")),
   };
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
-  const char* names[] = {"generate", "inspect", "make-model", "demo", "bench", "pml"};
+  const char* names[] = {"generate", "inspect", "make-model", "demo", "bench", "pml", "serve"};
   try {
     for (size_t i = 0; i < std::size(names); ++i)
       if (app.got_subcommand(names[i])) return runs[i]();

@@ -1,0 +1,85 @@
+// Conversation-exact caching.
+//
+// The KV the engine caches for a finished chat turn is that of the exact token ids
+// the model saw and generated. Re-tokenizing the reply's text next turn may give
+// other ids (tokenization is not unique), and then the next turn would miss from
+// the reply on. So the server remembers, per namespace, reply text → the ids it
+// generated, and renders the next request as
+//
+//   rendered:  [ text₀ ][ reply₁ ][ text₁ ][ reply₂ ][ text₂ ]
+//   tokens:    enc(text₀) ids₁  enc(text₁)   ids₂  enc(text₂)
+//
+// where enc() tokenizes each text piece on its own (special tokens parsed, BOS
+// only at the start). Piece boundaries of one turn are a refinement of the next
+// turn's, so turn k's prompt starts with turn k-1's prompt + reply.
+//
+// When the template re-renders history differently from what the model saw
+// (Qwen3 drops earlier <think> blocks), the token sequences differ; the first
+// differing token is reported as the divergence point.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace pc {
+class Tokenizer;
+class ChatTemplate;
+}  // namespace pc
+
+namespace pc::server {
+
+// What the model saw around one reply it generated.
+struct RememberedReply {
+  std::vector<int32_t> ids;      // generated ids whose text is the reply (minus tail)
+  std::string tail;              // reply text after those ids (a stop string cut a token)
+  std::vector<int32_t> context;  // prompt ids the reply followed
+  int64_t kv_tokens = 0;         // tokens of context + ids whose KV the engine cached
+  uint64_t last_use = 0;
+};
+
+// Bounded (by total remembered tokens, least recently used out), thread-safe.
+class ConversationMemory {
+ public:
+  explicit ConversationMemory(int64_t max_tokens = int64_t(16) << 20) : max_tokens_(max_tokens) {}
+  void remember(const std::string& ns, const std::string& text, RememberedReply r);
+  std::optional<RememberedReply> find(const std::string& ns, const std::string& text);
+  size_t size() const;
+  int64_t tokens() const;
+
+ private:
+  void evict_locked();
+  mutable std::mutex mu_;
+  std::map<std::pair<std::string, std::string>, RememberedReply> replies_;
+  int64_t tokens_ = 0;
+  int64_t max_tokens_;
+  uint64_t clock_ = 0;
+};
+
+// A chat request turned into prompt ids.
+struct ChatPrompt {
+  std::vector<int32_t> ids;
+  int32_t assistant_messages = 0;  // with string content
+  int32_t spliced = 0;             // replies whose generated ids were reused
+  // Divergence from what the model saw before the latest spliced reply:
+  int64_t expected_hit = 0;        // tokens that should hit if nothing diverged/was evicted
+  int64_t diverged_at = -1;        // first prompt token differing from it; -1 = none
+  std::string reason;              // "" or why history cannot fully hit
+};
+
+// Renders `messages` with the template and tokenizes with replies spliced in.
+// Throws ChatTemplateError (template) or pc::Error.
+ChatPrompt build_chat_prompt(const ChatTemplate& tmpl, const Tokenizer& tok,
+                             ConversationMemory& memory, const std::string& ns,
+                             const nlohmann::json& messages, const nlohmann::json& extra);
+
+// Ids of `text` as a continuation piece (no BOS; special tokens parsed), or as the
+// start of a prompt (BOS when the model wants one and the text does not begin
+// with the BOS text already).
+std::vector<int32_t> encode_piece(const Tokenizer& tok, const std::string& text, bool first);
+
+}  // namespace pc::server

@@ -1,0 +1,279 @@
+// POST /v1/completions and POST /v1/chat/completions, whole or streamed (SSE).
+#include <chrono>
+
+#include "gguf/error.h"
+#include "server/api_error.h"
+#include "server/openai.h"
+#include "server/state.h"
+#include "tokenizer/tokenizer.h"
+
+namespace pc::server {
+
+namespace {
+
+using namespace std::chrono_literals;
+
+// One request on its way: what was asked, its prompt and the cache bookkeeping.
+struct Generation {
+  CommonParams params;
+  std::string ns;
+  ResponseMeta meta;
+  std::optional<ChatPrompt> chat;  // chat requests
+  std::shared_ptr<Job> job;
+};
+
+std::vector<int32_t> completion_prompt(const Server::State& st, const json& body) {
+  auto it = body.find("prompt");
+  if (it == body.end() || it->is_null())
+    throw bad_field("prompt", "'prompt' is required", "missing_required_parameter");
+  const json* p = &*it;
+  // A one-element array holding a string or a token array is the same prompt.
+  if (p->is_array() && p->size() == 1 && ((*p)[0].is_string() || (*p)[0].is_array())) p = &(*p)[0];
+  if (p->is_string()) return encode_piece(st.model->tokenizer(), p->get<std::string>(), true);
+  if (p->is_array() && !p->empty()) {
+    std::vector<int32_t> ids;
+    const int64_t V = st.model->config().n_vocab;
+    for (const json& t : *p) {
+      if (t.is_array() || t.is_string())
+        throw bad_field("prompt", "only one prompt per request is supported");
+      if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= V)
+        throw bad_field("prompt", "token ids must be integers in [0, " + std::to_string(V) + ")");
+      ids.push_back(t.get<int32_t>());
+    }
+    return ids;
+  }
+  throw bad_field("prompt", "'prompt' must be a string, an array of token ids, or a one-element array");
+}
+
+json chat_extra(const json& body) {
+  json extra = json::object();
+  if (auto it = body.find("chat_template_kwargs"); it != body.end() && !it->is_null()) {
+    if (!it->is_object())
+      throw bad_field("chat_template_kwargs", "'chat_template_kwargs' must be an object", "invalid_type");
+    extra = *it;
+  }
+  for (const char* k : {"tools", "documents"})
+    if (auto it = body.find(k); it != body.end() && !it->is_null()) extra[k] = *it;
+  return extra;
+}
+
+void check_messages(const json& body) {
+  auto it = body.find("messages");
+  if (it == body.end() || it->is_null())
+    throw bad_field("messages", "'messages' is required", "missing_required_parameter");
+  if (!it->is_array() || it->empty())
+    throw bad_field("messages", "'messages' must be a non-empty array");
+  for (size_t i = 0; i < it->size(); ++i) {
+    const json& m = (*it)[i];
+    const std::string where = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
+      throw bad_field(where + ".role", where + " must be an object with a string 'role'");
+    const std::string role = m["role"];
+    if (role != "system" && role != "user" && role != "assistant" && role != "tool" &&
+        role != "developer" && role != "function")
+      throw bad_field(where + ".role", "unknown role '" + role + "'");
+    if (m.contains("content") && !m["content"].is_null() && !m["content"].is_string() &&
+        !m["content"].is_array())
+      throw bad_field(where + ".content", where + ".content must be a string or an array of parts");
+  }
+}
+
+// Content parts ([{"type":"text","text":...}]) → one string, as templates expect.
+json flatten_content(json messages) {
+  for (json& m : messages) {
+    if (!m.contains("content") || !m["content"].is_array()) continue;
+    std::string text;
+    for (const json& part : m["content"]) {
+      if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
+          !part["text"].is_string())
+        throw bad_field("messages", "only text content parts are supported");
+      text += part["text"].get<std::string>();
+    }
+    m["content"] = text;
+  }
+  return messages;
+}
+
+// Prompt length and max_tokens against the context and the KV capacity.
+void fit_context(const Server::State& st, Generation& g, bool chat) {
+  const int64_t n = int64_t(g.params.gen.prompt.size());
+  const char* what = chat ? "messages" : "prompt";
+  if (n == 0) throw bad_field(what, "the prompt is empty");
+  const int64_t limit = std::min(st.n_ctx, st.kv_tokens);
+  if (n >= limit)
+    throw ApiError(400, "invalid_request_error",
+                   "This model's maximum context length is " + std::to_string(limit) +
+                       " tokens; the prompt has " + std::to_string(n) + " tokens",
+                   what, "context_length_exceeded");
+  int32_t& max = g.params.gen.max_tokens;
+  if (!g.params.max_tokens_given) {
+    max = int32_t(std::min<int64_t>(max, limit - n));
+  } else if (n + max > limit) {
+    throw ApiError(400, "invalid_request_error",
+                   "This model's maximum context length is " + std::to_string(limit) +
+                       " tokens; you requested " + std::to_string(n + max) + " tokens (" +
+                       std::to_string(n) + " in the prompt, " + std::to_string(max) +
+                       " for the completion)",
+                   g.params.max_tokens_given ? "max_tokens" : what, "context_length_exceeded");
+  }
+}
+
+Generation prepare(Server::State& st, const httplib::Request& req, bool chat) {
+  Generation g;
+  const json body = parse_body(req.body);
+  const std::string tenant = st.tenant_of(req);  // 401 before anything else
+  (void)tenant;
+  g.params = parse_common(body, chat);
+  if (!g.params.model.empty() && g.params.model != st.model_id)
+    throw ApiError(404, "invalid_request_error",
+                   "The model '" + g.params.model + "' does not exist (this server has '" +
+                       st.model_id + "')",
+                   "model", "model_not_found");
+  g.ns = st.namespace_of(req, g.params.cache_salt);
+  if (chat) {
+    check_messages(body);
+    if (!st.chat_template)
+      throw ApiError(400, "invalid_request_error",
+                     "the model has no chat template; start the server with --chat-template-file",
+                     "messages", "no_chat_template");
+    g.chat = build_chat_prompt(*st.chat_template, st.model->tokenizer(), st.memory, g.ns,
+                               flatten_content(body["messages"]), chat_extra(body));
+    g.params.gen.prompt = g.chat->ids;
+  } else {
+    g.params.gen.prompt = completion_prompt(st, body);
+  }
+  fit_context(st, g, chat);
+  g.params.gen.tenant = g.ns;
+  g.meta = new_meta(st.model_id, chat);
+  g.job = std::make_shared<Job>(g.params.gen, g.params.stops, st.model->tokenizer());
+  if (!st.scheduler->submit(g.job))
+    throw ApiError(503, "server_error", "the server is busy (request queue full); retry later", "",
+                   "server_overloaded");
+  return g;
+}
+
+// After the job ended: cache report, metrics, and the reply remembered for the next turn.
+CacheReport finish(Server::State& st, const Generation& g) {
+  const JobOutcome& o = g.job->outcome();
+  CacheReport c;
+  c.prompt_tokens = int64_t(g.params.gen.prompt.size());
+  c.cached_tokens = o.result.n_cached;
+  c.computed_tokens = c.prompt_tokens - c.cached_tokens;
+  if (o.finish_reason == "error" || o.finish_reason == "cancelled") return c;
+  const int64_t generated = int64_t(o.result.tokens.size());
+  st.metrics.count_tokens(c.prompt_tokens, c.cached_tokens, c.computed_tokens, generated);
+  if (!g.chat) return c;
+  const ChatPrompt& p = *g.chat;
+  c.spliced_replies = p.spliced;
+  c.diverged_at = p.diverged_at;
+  c.reason = p.reason;
+  if (c.reason.empty() && p.expected_hit > c.cached_tokens) c.reason = "evicted";
+  if (!c.reason.empty()) st.metrics.count_miss(c.reason);
+  RememberedReply r;
+  r.ids = o.reply_ids;
+  r.tail = o.reply_tail;
+  r.context = g.params.gen.prompt;
+  // KV exists for the prompt and every generated token but the last sampled one.
+  r.kv_tokens = std::min<int64_t>(c.prompt_tokens + int64_t(r.ids.size()),
+                                  c.prompt_tokens + generated - 1);
+  st.memory.remember(g.ns, o.text, std::move(r));
+  return c;
+}
+
+void throw_outcome_error(const JobOutcome& o) {
+  throw ApiError(500, "server_error", o.error.empty() ? "generation failed" : o.error, "",
+                 "generation_failed");
+}
+
+void respond_whole(Server::State& st, Generation& g, httplib::Response& res) {
+  std::string text;
+  for (bool done = false; !done;) text += g.job->wait_delta(1000ms, &done);
+  const JobOutcome& o = g.job->outcome();
+  if (o.finish_reason == "error") throw_outcome_error(o);
+  if (o.finish_reason == "cancelled")
+    throw ApiError(503, "server_error", "the request was cancelled (server shutting down)", "", "cancelled");
+  const CacheReport c = finish(st, g);
+  send_json(res, 200, full_response(g.meta, text, o.finish_reason, c, int64_t(o.result.tokens.size())));
+}
+
+bool write_event(httplib::DataSink& sink, const std::string& data) {
+  const std::string ev = "data: " + data + "\n\n";
+  return sink.write(ev.data(), ev.size());
+}
+
+void respond_stream(Server::State& st, std::shared_ptr<Generation> g, httplib::Response& res) {
+  auto first = std::make_shared<bool>(true);
+  auto last_write = std::make_shared<Clock::time_point>(Clock::now());
+  res.set_header("Cache-Control", "no-cache");
+  res.set_header("X-Accel-Buffering", "no");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [&st, g, first, last_write](size_t, httplib::DataSink& sink) {
+        bool done = false;
+        const std::string text = g->job->wait_delta(100ms, &done);
+        auto gone = [&] {
+          st.scheduler->cancel(*g->job);
+          st.metrics.count_disconnect();
+          return false;
+        };
+        if (!text.empty() || (*first && g->meta.chat)) {
+          if (!write_event(sink, dump(chunk(g->meta, text, "", *first)))) return gone();
+          *first = false;
+          *last_write = Clock::now();
+        } else if (!done && Clock::now() - *last_write > 5s) {
+          // An SSE comment: keeps proxies patient and notices a client that left.
+          if (!sink.write(": keep-alive\n\n", 14)) return gone();
+          *last_write = Clock::now();
+        }
+        if (!done) return true;
+        const JobOutcome& o = g->job->outcome();
+        if (o.finish_reason == "error" || o.finish_reason == "cancelled") {
+          const std::string msg = o.finish_reason == "error" ? o.error : "the request was cancelled";
+          write_event(sink, dump(error_json(msg, "server_error", "", "generation_failed")));
+        } else {
+          const CacheReport c = finish(st, *g);
+          const int64_t n = int64_t(o.result.tokens.size());
+          if (!write_event(sink, dump(chunk(g->meta, "", o.finish_reason, *first)))) return false;
+          if (g->params.include_usage && !write_event(sink, dump(usage_chunk(g->meta, c, n))))
+            return false;
+        }
+        write_event(sink, "[DONE]");
+        sink.done();
+        return true;
+      },
+      [&st, g](bool) {
+        // The connection ended; a generation still running has no reader any more.
+        bool done = false;
+        g->job->wait_delta(0ms, &done);
+        if (!done) st.scheduler->cancel(*g->job);
+      });
+}
+
+void handle(Server::State& st, const httplib::Request& req, httplib::Response& res, bool chat) {
+  guard(res, [&] {
+    auto g = std::make_shared<Generation>(prepare(st, req, chat));
+    if (g->params.stream) {
+      respond_stream(st, g, res);
+      return;
+    }
+    try {
+      respond_whole(st, *g, res);
+    } catch (...) {
+      st.scheduler->cancel(*g->job);
+      throw;
+    }
+  });
+}
+
+}  // namespace
+
+void add_generation_routes(Server::State& st) {
+  st.http.Post("/v1/completions", [&st](const httplib::Request& req, httplib::Response& res) {
+    handle(st, req, res, false);
+  });
+  st.http.Post("/v1/chat/completions", [&st](const httplib::Request& req, httplib::Response& res) {
+    handle(st, req, res, true);
+  });
+}
+
+}  // namespace pc::server

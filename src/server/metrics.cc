@@ -1,0 +1,104 @@
+#include "server/metrics.h"
+
+#include <prometheus/counter.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+
+#include <sstream>
+
+#include "kv/page_pool.h"
+#include "kv/radix_index.h"
+
+namespace pc::server {
+
+namespace {
+using namespace prometheus;
+
+// Latency buckets in seconds, 1 ms .. 30 s.
+Histogram::BucketBoundaries latency_buckets() {
+  return {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
+}
+}  // namespace
+
+Metrics::Metrics() : reg_(std::make_shared<Registry>()) {
+  requests_ = &BuildCounter().Name("promptcache_requests_total")
+                   .Help("HTTP requests by route and status").Register(*reg_);
+  tokens_ = &BuildCounter().Name("promptcache_tokens_total")
+                 .Help("Tokens by kind: prompt, cached (prompt tokens whose KV was reused), "
+                       "computed (prompt tokens computed), generated").Register(*reg_);
+  prompt_tokens_ = &tokens_->Add({{"kind", "prompt"}});
+  cached_tokens_ = &tokens_->Add({{"kind", "cached"}});
+  misses_ = &BuildCounter().Name("promptcache_cache_miss_total")
+                 .Help("Chat requests whose history did not fully hit, by reason").Register(*reg_);
+  disconnects_ = &BuildCounter().Name("promptcache_client_disconnects_total")
+                      .Help("Streams cancelled because the client went away").Register(*reg_).Add({});
+  ttft_ = &BuildHistogram().Name("promptcache_time_to_first_token_seconds")
+               .Help("Request arrival to first generated token").Register(*reg_)
+               .Add({}, latency_buckets());
+  itl_ = &BuildHistogram().Name("promptcache_inter_token_latency_seconds")
+              .Help("Time between consecutive generated tokens of a sequence").Register(*reg_)
+              .Add({}, latency_buckets());
+  queue_wait_ = &BuildHistogram().Name("promptcache_queue_wait_seconds")
+                     .Help("Request arrival to its sequence starting").Register(*reg_)
+                     .Add({}, latency_buckets());
+  auto& gauges = BuildGauge().Name("promptcache_sequences").Help("Sequences by state").Register(*reg_);
+  queued_ = &gauges.Add({{"state", "queued"}});
+  running_ = &gauges.Add({{"state", "running"}});
+  hit_rate_ = &BuildGauge().Name("promptcache_prefix_hit_rate")
+                   .Help("Cached prompt tokens / prompt tokens since start").Register(*reg_).Add({});
+  cache_bytes_ = &BuildGauge().Name("promptcache_kv_bytes")
+                      .Help("KV page bytes by state (tier memory)").Register(*reg_);
+  auto& idx = BuildGauge().Name("promptcache_prefix_index")
+                  .Help("Radix prefix index: entries (nodes), tokens, evicted nodes").Register(*reg_);
+  cache_entries_ = &idx.Add({{"what", "entries"}});
+  cache_tokens_ = &idx.Add({{"what", "tokens"}});
+  cache_evicted_ = &idx.Add({{"what", "evicted"}});
+}
+
+Metrics::~Metrics() = default;
+
+std::string Metrics::render() const {
+  std::ostringstream os;
+  TextSerializer().Serialize(os, reg_->Collect());
+  return os.str();
+}
+
+void Metrics::count_request(const std::string& route, int status) {
+  requests_->Add({{"route", route}, {"status", std::to_string(status)}}).Increment();
+}
+
+void Metrics::count_tokens(int64_t prompt, int64_t cached, int64_t computed, int64_t generated) {
+  prompt_tokens_->Increment(double(prompt));
+  cached_tokens_->Increment(double(cached));
+  tokens_->Add({{"kind", "computed"}}).Increment(double(computed));
+  tokens_->Add({{"kind", "generated"}}).Increment(double(generated));
+  const double p = prompt_tokens_->Value();
+  hit_rate_->Set(p > 0 ? cached_tokens_->Value() / p : 0.0);
+}
+
+void Metrics::count_miss(const std::string& reason) {
+  misses_->Add({{"reason", reason}}).Increment();
+}
+
+void Metrics::count_disconnect() { disconnects_->Increment(); }
+void Metrics::observe_ttft(double s) { ttft_->Observe(s); }
+void Metrics::observe_itl(double s) { itl_->Observe(s); }
+void Metrics::observe_queue_wait(double s) { queue_wait_->Observe(s); }
+
+void Metrics::set_queue(size_t queued, size_t running) {
+  queued_->Set(double(queued));
+  running_->Set(double(running));
+}
+
+void Metrics::set_cache(const PagePool& pool, const RadixStats& index) {
+  cache_bytes_->Add({{"tier", "memory"}, {"state", "in_use"}}).Set(double(pool.bytes_in_use()));
+  cache_bytes_->Add({{"tier", "memory"}, {"state", "cached"}}).Set(double(pool.bytes_cached()));
+  cache_bytes_->Add({{"tier", "memory"}, {"state", "free"}}).Set(double(pool.bytes_free()));
+  cache_entries_->Set(double(index.entries));
+  cache_tokens_->Set(double(index.tokens));
+  cache_evicted_->Set(double(index.evicted));
+}
+
+}  // namespace pc::server

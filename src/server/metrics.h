@@ -1,0 +1,60 @@
+// Prometheus metrics of the server (prometheus-cpp registry, text exposition).
+// Counters and histograms are thread-safe; gauges of the KV cache are set by the
+// engine thread after each step.
+#pragma once
+#include <memory>
+#include <string>
+
+namespace prometheus {
+class Registry;
+class Counter;
+class Gauge;
+class Histogram;
+template <typename T> class Family;
+}  // namespace prometheus
+
+namespace pc {
+class PagePool;
+struct RadixStats;
+}  // namespace pc
+
+namespace pc::server {
+
+class Metrics {
+ public:
+  Metrics();
+  ~Metrics();
+
+  std::string render() const;  // Prometheus text format
+
+  void count_request(const std::string& route, int status);
+  void count_tokens(int64_t prompt, int64_t cached, int64_t computed, int64_t generated);
+  void count_miss(const std::string& reason);  // why a chat request did not hit all history
+  void count_disconnect();
+  void observe_ttft(double seconds);
+  void observe_itl(double seconds);
+  void observe_queue_wait(double seconds);
+  void set_queue(size_t queued, size_t running);
+  void set_cache(const PagePool& pool, const RadixStats& index);
+
+ private:
+  std::shared_ptr<prometheus::Registry> reg_;
+  prometheus::Family<prometheus::Counter>* requests_;
+  prometheus::Family<prometheus::Counter>* tokens_;
+  prometheus::Family<prometheus::Counter>* misses_;
+  prometheus::Counter* disconnects_;
+  prometheus::Histogram* ttft_;
+  prometheus::Histogram* itl_;
+  prometheus::Histogram* queue_wait_;
+  prometheus::Gauge* queued_;
+  prometheus::Gauge* running_;
+  prometheus::Gauge* hit_rate_;
+  prometheus::Family<prometheus::Gauge>* cache_bytes_;
+  prometheus::Gauge* cache_entries_;
+  prometheus::Gauge* cache_tokens_;
+  prometheus::Gauge* cache_evicted_;
+  prometheus::Counter* prompt_tokens_;
+  prometheus::Counter* cached_tokens_;
+};
+
+}  // namespace pc::server

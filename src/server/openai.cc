@@ -1,0 +1,222 @@
+#include "server/openai.h"
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <random>
+
+#include "server/api_error.h"
+
+namespace pc::server {
+
+namespace {
+
+const json* field(const json& body, const char* name) {
+  auto it = body.find(name);
+  return it == body.end() || it->is_null() ? nullptr : &*it;
+}
+
+double number(const json& body, const char* name, double lo, double hi, double def) {
+  const json* v = field(body, name);
+  if (!v) return def;
+  if (!v->is_number()) throw bad_field(name, std::string("'") + name + "' must be a number", "invalid_type");
+  const double x = v->get<double>();
+  if (!std::isfinite(x) || x < lo || x > hi)
+    throw bad_field(name, std::string("'") + name + "' must be between " + json(lo).dump() +
+                              " and " + json(hi).dump() + ", got " + v->dump());
+  return x;
+}
+
+int64_t integer(const json& body, const char* name, int64_t lo, int64_t hi, int64_t def) {
+  const json* v = field(body, name);
+  if (!v) return def;
+  if (!v->is_number_integer() && !v->is_number_unsigned())
+    throw bad_field(name, std::string("'") + name + "' must be an integer", "invalid_type");
+  const int64_t x = v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(INT64_MAX)
+                        ? INT64_MAX : v->get<int64_t>();
+  if (x < lo || x > hi)
+    throw bad_field(name, std::string("'") + name + "' must be between " + std::to_string(lo) +
+                              " and " + std::to_string(hi) + ", got " + v->dump());
+  return x;
+}
+
+bool boolean(const json& body, const char* name, bool def) {
+  const json* v = field(body, name);
+  if (!v) return def;
+  if (!v->is_boolean()) throw bad_field(name, std::string("'") + name + "' must be a boolean", "invalid_type");
+  return v->get<bool>();
+}
+
+std::string next_id(const char* prefix) {
+  static std::atomic<uint64_t> counter{0};
+  static const uint64_t boot = std::random_device{}();
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%s-%08llx%06llx", prefix, (unsigned long long)(boot & 0xffffffff),
+                (unsigned long long)++counter);
+  return buf;
+}
+
+}  // namespace
+
+json parse_body(const std::string& body) {
+  json j;
+  try {
+    j = json::parse(body);
+  } catch (const json::parse_error& e) {
+    throw ApiError(400, "invalid_request_error", std::string("invalid JSON body: ") + e.what(), "",
+                   "invalid_json");
+  }
+  if (!j.is_object())
+    throw ApiError(400, "invalid_request_error", "the request body must be a JSON object", "",
+                   "invalid_json");
+  return j;
+}
+
+CommonParams parse_common(const json& body, bool chat) {
+  CommonParams p;
+  if (const json* m = field(body, "model")) {
+    if (!m->is_string()) throw bad_field("model", "'model' must be a string", "invalid_type");
+    p.model = m->get<std::string>();
+  }
+  SamplingParams& s = p.gen.sampling;
+  s.temperature = float(number(body, "temperature", 0, 2, 1.0));
+  s.top_p = float(number(body, "top_p", 0, 1, 1.0));
+  s.top_k = int32_t(integer(body, "top_k", 0, INT32_MAX, 0));
+  s.min_p = float(number(body, "min_p", 0, 1, 0.0));
+  s.repeat_penalty = float(number(body, "repetition_penalty", 0.01, 10, 1.0));
+  s.repeat_penalty = float(number(body, "repeat_penalty", 0.01, 10, s.repeat_penalty));
+  s.repeat_last_n = int32_t(integer(body, "repeat_last_n", 0, 1 << 20, s.repeat_last_n));
+  if (const json* seed = field(body, "seed")) {
+    if (!seed->is_number_integer()) throw bad_field("seed", "'seed' must be an integer", "invalid_type");
+    s.seed = seed->is_number_unsigned() ? seed->get<uint64_t>() : uint64_t(seed->get<int64_t>());
+  } else {
+    s.seed = std::random_device{}() | (uint64_t(std::random_device{}()) << 32);
+  }
+  for (const char* name : {"frequency_penalty", "presence_penalty"})
+    if (number(body, name, -2, 2, 0) != 0)
+      throw bad_field(name, std::string("'") + name + "' is not supported; use repetition_penalty",
+                      "unsupported_parameter");
+  if (integer(body, "n", 1, 1, 1) != 1) throw bad_field("n", "only n = 1 is supported");
+  // TODO(logprobs): needs an engine hook exposing each sampled token's logits.
+  const bool logprobs = chat ? boolean(body, "logprobs", false) : integer(body, "logprobs", 0, 20, 0) > 0;
+  if (logprobs || (chat && field(body, "top_logprobs") && integer(body, "top_logprobs", 0, 20, 0) > 0))
+    throw bad_field(logprobs ? "logprobs" : "top_logprobs", "logprobs are not supported yet",
+                    "unsupported_parameter");
+  if (boolean(body, "echo", false)) throw bad_field("echo", "'echo' is not supported", "unsupported_parameter");
+  if (const json* t = field(body, "max_completion_tokens")) {
+    p.gen.max_tokens = int32_t(integer(body, "max_completion_tokens", 0, INT32_MAX, 0));
+    p.max_tokens_given = t != nullptr;
+  } else if (field(body, "max_tokens")) {
+    p.gen.max_tokens = int32_t(integer(body, "max_tokens", 0, INT32_MAX, 0));
+    p.max_tokens_given = true;
+  } else {
+    p.gen.max_tokens = chat ? INT32_MAX : 16;  // chat: clamped to the context later
+  }
+  if (const json* st = field(body, "stop")) {
+    if (st->is_string()) {
+      p.stops.push_back(st->get<std::string>());
+    } else if (st->is_array()) {
+      for (const json& x : *st) {
+        if (!x.is_string()) throw bad_field("stop", "'stop' must be a string or an array of strings", "invalid_type");
+        p.stops.push_back(x.get<std::string>());
+      }
+    } else {
+      throw bad_field("stop", "'stop' must be a string or an array of strings", "invalid_type");
+    }
+    if (p.stops.size() > 16) throw bad_field("stop", "at most 16 stop strings");
+  }
+  p.gen.stop_at_eog = !boolean(body, "ignore_eos", false);
+  p.stream = boolean(body, "stream", false);
+  if (const json* so = field(body, "stream_options")) {
+    if (!so->is_object()) throw bad_field("stream_options", "'stream_options' must be an object", "invalid_type");
+    p.include_usage = boolean(*so, "include_usage", false);
+  }
+  if (const json* salt = field(body, "cache_salt")) {
+    if (!salt->is_string()) throw bad_field("cache_salt", "'cache_salt' must be a string", "invalid_type");
+    p.cache_salt = salt->get<std::string>();
+  }
+  return p;
+}
+
+json usage_json(const CacheReport& c, int64_t completion_tokens) {
+  return {{"prompt_tokens", c.prompt_tokens},
+          {"completion_tokens", completion_tokens},
+          {"total_tokens", c.prompt_tokens + completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", c.cached_tokens}}}};
+}
+
+json cache_json(const CacheReport& c) {
+  json j = {{"cached_tokens", c.cached_tokens}, {"computed_tokens", c.computed_tokens}};
+  if (c.spliced_replies >= 0) j["spliced_replies"] = c.spliced_replies;
+  j["diverged_at"] = c.diverged_at >= 0 ? json(c.diverged_at) : json(nullptr);
+  j["reason"] = c.reason.empty() ? json(nullptr) : json(c.reason);
+  return j;
+}
+
+ResponseMeta new_meta(const std::string& model, bool chat) {
+  ResponseMeta m;
+  m.id = next_id(chat ? "chatcmpl" : "cmpl");
+  m.created = std::chrono::duration_cast<std::chrono::seconds>(
+                  std::chrono::system_clock::now().time_since_epoch()).count();
+  m.model = model;
+  m.chat = chat;
+  return m;
+}
+
+namespace {
+json base(const ResponseMeta& m, const char* object) {
+  return {{"id", m.id}, {"object", object}, {"created", m.created}, {"model", m.model},
+          {"system_fingerprint", nullptr}};
+}
+json finish_json(const std::string& f) { return f.empty() ? json(nullptr) : json(f); }
+}  // namespace
+
+json full_response(const ResponseMeta& m, const std::string& text, const std::string& finish,
+                   const CacheReport& c, int64_t completion_tokens) {
+  json r = base(m, m.chat ? "chat.completion" : "text_completion");
+  json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish_json(finish)}};
+  if (m.chat)
+    choice["message"] = {{"role", "assistant"}, {"content", text}, {"refusal", nullptr}};
+  else
+    choice["text"] = text;
+  r["choices"] = json::array({choice});
+  r["usage"] = usage_json(c, completion_tokens);
+  r["promptcache"] = cache_json(c);
+  return r;
+}
+
+json chunk(const ResponseMeta& m, const std::string& text, const std::string& finish, bool first) {
+  json r = base(m, m.chat ? "chat.completion.chunk" : "text_completion");
+  json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish_json(finish)}};
+  if (m.chat) {
+    json delta = json::object();
+    if (first) delta["role"] = "assistant";
+    if (!text.empty() || (first && finish.empty())) delta["content"] = text;
+    choice["delta"] = delta;
+  } else {
+    choice["text"] = text;
+  }
+  r["choices"] = json::array({choice});
+  return r;
+}
+
+json usage_chunk(const ResponseMeta& m, const CacheReport& c, int64_t completion_tokens) {
+  json r = base(m, m.chat ? "chat.completion.chunk" : "text_completion");
+  r["choices"] = json::array();
+  r["usage"] = usage_json(c, completion_tokens);
+  r["promptcache"] = cache_json(c);
+  return r;
+}
+
+json error_json(const std::string& message, const std::string& type, const std::string& param,
+                const std::string& code) {
+  return {{"error",
+           {{"message", message},
+            {"type", type},
+            {"param", param.empty() ? json(nullptr) : json(param)},
+            {"code", code.empty() ? json(nullptr) : json(code)}}}};
+}
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+}  // namespace pc::server

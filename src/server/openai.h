@@ -1,0 +1,73 @@
+// OpenAI request fields → engine parameters, and engine results → OpenAI
+// response objects (completions and chat completions, whole and streamed).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/engine.h"
+#include "server/job.h"
+
+namespace pc::server {
+
+using json = nlohmann::json;
+
+// Fields shared by /v1/completions and /v1/chat/completions.
+struct CommonParams {
+  std::string model;                 // as requested ("" = not given)
+  GenerateRequest gen;               // sampling, max_tokens, stop_at_eog (prompt/tenant later)
+  bool max_tokens_given = false;
+  std::vector<std::string> stops;
+  bool stream = false;
+  bool include_usage = false;        // stream_options.include_usage
+  std::string cache_salt;
+};
+
+// Validates and maps the fields; throws ApiError (400, naming the field).
+// `chat` selects the defaults (chat: max_tokens up to the context; completions: 16).
+CommonParams parse_common(const json& body, bool chat);
+
+// The request body as a JSON object; ApiError 400 when it is not one.
+json parse_body(const std::string& body);
+
+// Cache report of one request (the "promptcache" response field).
+struct CacheReport {
+  int64_t prompt_tokens = 0;
+  int64_t cached_tokens = 0;
+  int64_t computed_tokens = 0;
+  int32_t spliced_replies = -1;  // chat only
+  int64_t diverged_at = -1;
+  std::string reason;            // "" = none
+};
+
+json usage_json(const CacheReport& c, int64_t completion_tokens);
+json cache_json(const CacheReport& c);
+
+// Response ids and object shapes.
+struct ResponseMeta {
+  std::string id;      // "cmpl-..." / "chatcmpl-..."
+  int64_t created = 0; // unix seconds
+  std::string model;
+  bool chat = false;
+};
+ResponseMeta new_meta(const std::string& model, bool chat);
+
+// Non-streamed response.
+json full_response(const ResponseMeta& m, const std::string& text, const std::string& finish,
+                   const CacheReport& c, int64_t completion_tokens);
+// One streamed chunk: text delta (finish "" = null); role only in the first chat chunk.
+json chunk(const ResponseMeta& m, const std::string& text, const std::string& finish,
+           bool first);
+// The usage chunk of stream_options.include_usage (choices: []).
+json usage_chunk(const ResponseMeta& m, const CacheReport& c, int64_t completion_tokens);
+
+// OpenAI error object.
+json error_json(const std::string& message, const std::string& type, const std::string& param,
+                const std::string& code);
+
+// Serializes JSON, replacing invalid UTF-8 (a stream cut inside a character).
+std::string dump(const json& j);
+
+}  // namespace pc::server

@@ -1,0 +1,217 @@
+#include "server/server.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "gguf/error.h"
+#include "gguf/gguf.h"
+#include "kv/page_pool.h"
+#include "server/api_error.h"
+#include "server/openai.h"
+#include "server/state.h"
+#include "tokenizer/tokenizer.h"
+
+namespace pc::server {
+
+namespace {
+
+std::string read_file(const std::string& path, const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(std::string("cannot open ") + what + " '" + path + "'");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// "KEY TENANT" per line; blank lines and # comments skipped.
+std::map<std::string, std::string> load_api_keys(const std::string& path) {
+  std::map<std::string, std::string> keys;
+  std::istringstream in(read_file(path, "API key file"));
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    std::istringstream ls(line);
+    std::string key, tenant, extra;
+    if (!(ls >> key) || key[0] == '#') continue;
+    if (!(ls >> tenant) || (ls >> extra))
+      throw Error(path + ":" + std::to_string(n) + ": expected 'KEY TENANT'");
+    keys[key] = tenant;
+  }
+  if (keys.empty()) throw Error(path + ": no API keys");
+  return keys;
+}
+
+// Route label for metrics (bounded set).
+std::string route_label(const httplib::Request& req, int status) {
+  static const char* known[] = {"/v1/completions", "/v1/chat/completions", "/v1/models", "/health",
+                                "/metrics", "/v1/cache/stats", "/v1/cache/entries",
+                                "/v1/cache/pin", "/v1/cache/unpin", "/v1/cache/evict"};
+  for (const char* k : known)
+    if (req.path == k) return k;
+  if (req.path.rfind("/v1/schemas/", 0) == 0) return "/v1/schemas/{name}";
+  if (req.path == "/v1/pml/completions") return req.path;
+  return "other";
+}
+
+void add_misc_routes(Server::State& st) {
+  st.http.Get("/health", [&st](const httplib::Request&, httplib::Response& res) {
+    send_json(res, 200, {{"status", "ok"},
+                         {"model", st.model_id},
+                         {"running", st.scheduler->running()},
+                         {"queued", st.scheduler->queued()}});
+  });
+  st.http.Get("/metrics", [&st](const httplib::Request&, httplib::Response& res) {
+    res.set_content(st.metrics.render(), "text/plain; version=0.0.4");
+  });
+  st.http.Get("/v1/models", [&st](const httplib::Request& req, httplib::Response& res) {
+    guard(res, [&] {
+      st.tenant_of(req);
+      const json model = {{"id", st.model_id}, {"object", "model"}, {"created", 0},
+                          {"owned_by", "promptcache"}, {"context_length", st.n_ctx}};
+      send_json(res, 200, {{"object", "list"}, {"data", json::array({model})}});
+    });
+  });
+  st.http.Get(R"(/v1/models/(.+))", [&st](const httplib::Request& req, httplib::Response& res) {
+    guard(res, [&] {
+      st.tenant_of(req);
+      const std::string id = req.matches[1];
+      if (id != st.model_id)
+        throw ApiError(404, "invalid_request_error", "The model '" + id + "' does not exist",
+                       "model", "model_not_found");
+      send_json(res, 200, {{"id", st.model_id}, {"object", "model"}, {"created", 0},
+                           {"owned_by", "promptcache"}});
+    });
+  });
+  // TODO(pml): PUT/GET/DELETE /v1/schemas/{name} and POST /v1/pml/completions,
+  // once src/pml exposes schema registration and plan execution through the engine.
+  auto not_yet = [](const httplib::Request&, httplib::Response& res) {
+    send_json(res, 501, error_json("the PML API is not implemented yet", "server_error", "",
+                                   "not_implemented"));
+  };
+  st.http.Put(R"(/v1/schemas/([^/]+))", not_yet);
+  st.http.Get(R"(/v1/schemas/([^/]+))", not_yet);
+  st.http.Delete(R"(/v1/schemas/([^/]+))", not_yet);
+  st.http.Post("/v1/pml/completions", not_yet);
+}
+
+}  // namespace
+
+void send_json(httplib::Response& res, int status, const json& j) {
+  res.status = status;
+  res.set_content(dump(j), "application/json");
+}
+
+void guard(httplib::Response& res, const std::function<void()>& handler) {
+  try {
+    handler();
+  } catch (const ApiError& e) {
+    send_json(res, e.status, error_json(e.what(), e.type, e.param, e.code));
+  } catch (const ChatTemplateError& e) {
+    send_json(res, 400, error_json(std::string("chat template: ") + e.what(),
+                                   "invalid_request_error", "messages", "template_error"));
+  } catch (const Error& e) {
+    send_json(res, 400, error_json(e.what(), "invalid_request_error", "", ""));
+  } catch (const std::exception& e) {
+    send_json(res, 500, error_json(std::string("internal error: ") + e.what(), "server_error", "", ""));
+  }
+}
+
+std::string Server::State::tenant_of(const httplib::Request& req) const {
+  if (api_keys.empty()) return "";
+  std::string key = req.get_header_value("Authorization");
+  if (key.rfind("Bearer ", 0) == 0) key = key.substr(7);
+  if (key.empty()) key = req.get_header_value("x-api-key");
+  auto it = api_keys.find(key);
+  if (key.empty() || it == api_keys.end())
+    throw ApiError(401, "invalid_request_error",
+                   key.empty() ? "You didn't provide an API key (Authorization: Bearer KEY)"
+                               : "Incorrect API key provided",
+                   "", "invalid_api_key");
+  return it->second;
+}
+
+std::string Server::State::namespace_of(const httplib::Request& req, const std::string& cache_salt) {
+  std::string ns = tenant_of(req);
+  if (!cache_salt.empty()) ns += (ns.empty() ? "salt:" : "/salt:") + cache_salt;
+  std::lock_guard lk(ns_mu);
+  namespaces.insert(ns);
+  return ns;
+}
+
+Server::Server(const ServerOptions& opt) : st_(std::make_unique<State>()) {
+  State& st = *st_;
+  st.opt = opt;
+  st.model = Model::load(opt.model_path);
+  st.model_id = opt.model_alias.empty() ? std::filesystem::path(opt.model_path).stem().string()
+                                        : opt.model_alias;
+  const Tokenizer& tok = st.model->tokenizer();
+  std::string source = opt.chat_template_file.empty()
+                           ? st.model->file().get_string("tokenizer.chat_template", "")
+                           : read_file(opt.chat_template_file, "chat template file");
+  if (!source.empty()) {
+    const std::string bos = tok.bos() >= 0 ? tok.token_text(tok.bos()) : "";
+    const std::string eos = tok.eos() >= 0 ? tok.token_text(tok.eos()) : "";
+    try {
+      st.chat_template.emplace(source, bos, eos);
+    } catch (const ChatTemplateError& e) {
+      throw Error(std::string("chat template: ") + e.what());
+    }
+  }
+  if (!opt.api_keys_file.empty()) st.api_keys = load_api_keys(opt.api_keys_file);
+  st.n_ctx = st.model->config().n_ctx_train > 0 ? st.model->config().n_ctx_train : 4096;
+
+  EngineOptions eo;
+  eo.threads = opt.threads;
+  eo.kv_memory_bytes = opt.kv_memory_bytes;
+  eo.max_batch_tokens = opt.max_batch_tokens;
+  eo.prefix_cache = opt.prefix_cache;
+  st.engine = std::make_unique<Engine>(*st.model, eo);
+  st.kv_tokens = int64_t(st.engine->page_pool().n_pages()) * st.engine->page_pool().page_size();
+  st.scheduler = std::make_unique<Scheduler>(*st.engine, SchedulerOptions{opt.parallel, opt.queue},
+                                             st.metrics);
+
+  const int n_http = opt.http_threads > 0 ? opt.http_threads : opt.parallel + opt.queue + 8;
+  st.http.new_task_queue = [n_http] { return new httplib::ThreadPool(size_t(n_http)); };
+  st.http.set_read_timeout(60);
+  st.http.set_write_timeout(60);
+  st.http.set_payload_max_length(size_t(64) << 20);
+  st.http.set_logger([&st](const httplib::Request& req, const httplib::Response& res) {
+    st.metrics.count_request(route_label(req, res.status), res.status);
+  });
+  st.http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;  // a handler already answered
+    if (res.status == 404)
+      send_json(res, 404, error_json("no route " + req.method + " " + req.path,
+                                     "invalid_request_error", "", "unknown_route"));
+    else
+      send_json(res, res.status, error_json("HTTP " + std::to_string(res.status),
+                                            "invalid_request_error", "", ""));
+  });
+  add_misc_routes(st);
+  add_generation_routes(st);
+  add_cache_routes(st);
+}
+
+Server::~Server() {
+  stop();
+  st_->scheduler.reset();  // joins the engine thread before the engine goes
+}
+
+int Server::bind() {
+  const State& st = *st_;
+  int port = st.opt.port;
+  if (port == 0) {
+    port = st_->http.bind_to_any_port(st.opt.host);
+  } else if (!st_->http.bind_to_port(st.opt.host, port)) {
+    port = -1;
+  }
+  if (port < 0)
+    throw Error("cannot listen on " + st.opt.host + ":" + std::to_string(st.opt.port) +
+                " (in use, or not a local address)");
+  return port;
+}
+
+bool Server::listen() { return st_->http.listen_after_bind(); }
+void Server::stop() { st_->http.stop(); }
+
+}  // namespace pc::server

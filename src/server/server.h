@@ -1,0 +1,53 @@
+// `promptcache serve`: the OpenAI-compatible HTTP server.
+//
+//   HTTP threads (cpp-httplib)            engine thread (Scheduler)
+//   ──────────────────────────            ─────────────────────────
+//   auth → namespace, parse, template,    queue (bounded) → Engine::add
+//   tokenize (conversation splicing)      Engine::step over all running sequences
+//   submit Job, stream its text ◄──────── token callbacks, take_finished
+//   cache admin → Scheduler::call ──────► runs between steps (no locks in kv/)
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace pc::server {
+
+struct ServerOptions {
+  std::string model_path;
+  std::string model_alias;          // id in /v1/models ("" = file name without .gguf)
+  std::string host = "127.0.0.1";
+  int port = 8080;                  // 0 = any free port
+  int parallel = 4;                 // sequences generating at once
+  int queue = 64;                   // requests waiting for a sequence slot
+  int threads = 2;                  // compute threads
+  int64_t kv_memory_bytes = int64_t(1) << 30;
+  int max_batch_tokens = 512;
+  bool prefix_cache = true;
+  std::string chat_template_file;   // "" = tokenizer.chat_template from the GGUF
+  std::string api_keys_file;        // lines "KEY TENANT"; "" = no authentication
+  int http_threads = 0;             // 0 = parallel + queue + 8
+};
+
+class Server {
+ public:
+  // Loads the model, chat template and keys; starts the engine thread.
+  // Throws pc::Error with a message for the user.
+  explicit Server(const ServerOptions& opt);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Binds the listening socket; returns the port (the chosen one for port 0).
+  int bind();
+  // Serves until stop(). Returns false if the server could not run.
+  bool listen();
+  void stop();
+
+  struct State;
+
+ private:
+  std::unique_ptr<State> st_;
+};
+
+}  // namespace pc::server

@@ -1,0 +1,54 @@
+// Everything the route handlers share (internal to src/server).
+#pragma once
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+
+#include <httplib.h>
+
+#include "engine/engine.h"
+#include "model/model.h"
+#include "server/conversation.h"
+#include "server/metrics.h"
+#include "server/scheduler.h"
+#include "server/server.h"
+#include "template/chat_template.h"
+
+namespace pc::server {
+
+struct Server::State {
+  ServerOptions opt;
+  std::unique_ptr<Model> model;
+  std::string model_id;
+  std::optional<ChatTemplate> chat_template;   // none: chat routes answer 400
+  std::map<std::string, std::string> api_keys; // key → tenant
+  int64_t n_ctx = 0;                           // context length (tokens)
+  int64_t kv_tokens = 0;                       // KV capacity (tokens)
+  Metrics metrics;
+  ConversationMemory memory;
+  std::unique_ptr<Engine> engine;
+  std::unique_ptr<Scheduler> scheduler;
+  httplib::Server http;
+
+  std::mutex ns_mu;
+  std::set<std::string> namespaces;  // tenant strings seen (for the cache API)
+
+  // The request's namespace: API-key tenant and/or cache_salt. Throws ApiError 401
+  // when keys are configured and the request has no valid one.
+  std::string tenant_of(const httplib::Request& req) const;
+  std::string namespace_of(const httplib::Request& req, const std::string& cache_salt);
+};
+
+// Route registration (one file per group).
+void add_generation_routes(Server::State& st);
+void add_cache_routes(Server::State& st);
+
+// Runs a handler, turning ApiError / pc::Error / ChatTemplateError / anything else
+// into an OpenAI error response. The one place exceptions become HTTP statuses.
+void guard(httplib::Response& res, const std::function<void()>& handler);
+void send_json(httplib::Response& res, int status, const nlohmann::json& j);
+
+}  // namespace pc::server

@@ -1,0 +1,48 @@
+// Generated token ids → text, with stop strings.
+//
+// Text is released only when it can no longer be part of a stop string: a tail
+// that is a prefix of some stop string is held back until the next token shows
+// whether the stop string completes (matching works across token boundaries).
+// A matched stop string and everything after it are never emitted.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tokenizer/tokenizer.h"
+
+namespace pc::server {
+
+class TextStream {
+ public:
+  TextStream(const Tokenizer& tok, std::vector<std::string> stops);
+
+  // Feeds one generated token; returns the text that may be emitted now.
+  // After a stop string matched, stopped() is true and further pushes return "".
+  std::string push(int32_t id);
+  // End of generation without a stop match: releases whatever is held.
+  std::string finish();
+
+  bool stopped() const { return stopped_; }
+  const std::string& text() const { return emitted_; }  // everything released so far
+  const std::vector<int32_t>& ids() const { return ids_; }
+
+  // The longest prefix of the generated ids whose text is a prefix of text(),
+  // without trailing end-of-generation tokens; *tail gets the rest of text()
+  // (non-empty only when a stop string cut a token in the middle).
+  std::vector<int32_t> ids_for_text(std::string* tail) const;
+
+ private:
+  std::string release(std::string s);
+
+  const Tokenizer& tok_;
+  StreamDecoder dec_;
+  std::vector<std::string> stops_;
+  std::string held_;                // decoded, not yet released
+  std::string emitted_;
+  std::vector<int32_t> ids_;        // every generated id
+  std::vector<size_t> piece_end_;   // [i]: bytes of text of ids_[0..i]
+  bool stopped_ = false;
+};
+
+}  // namespace pc::server

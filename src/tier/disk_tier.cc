@@ -1,0 +1,340 @@
+#include "tier/disk_tier.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <utility>
+
+#include "gguf/error.h"
+
+namespace pc {
+
+namespace {
+
+constexpr const char* kSuffix = ".kv";
+constexpr const char* kTempSuffix = ".part";
+
+bool ends_with(const std::string& s, const char* suffix) {
+  const size_t n = std::strlen(suffix);
+  return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
+}
+
+// Reads exactly n bytes at offset; false on a short read or an error.
+bool read_at(int fd, uint8_t* dst, size_t n, off_t off) {
+  while (n > 0) {
+    const ssize_t r = ::pread(fd, dst, n, off);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    dst += r;
+    n -= size_t(r);
+    off += r;
+  }
+  return true;
+}
+
+// 0 or errno.
+int write_all(int fd, const uint8_t* src, size_t n) {
+  while (n > 0) {
+    const ssize_t w = ::write(fd, src, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0) return errno;
+    if (w == 0) return EIO;
+    src += w;
+    n -= size_t(w);
+  }
+  return 0;
+}
+
+int fsync_dir(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return errno;
+  const int rc = ::fsync(fd) == 0 ? 0 : errno;
+  ::close(fd);
+  return rc;
+}
+
+bool is_no_space(int err) { return err == ENOSPC || err == EDQUOT; }
+
+}  // namespace
+
+DiskTier::DiskTier(std::string dir, uint64_t capacity_bytes)
+    : DiskTier(std::move(dir), DiskTierOptions{capacity_bytes, true, nullptr}) {}
+
+DiskTier::DiskTier(std::string dir, DiskTierOptions opt) : dir_(std::move(dir)), opt_(std::move(opt)) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir_, ec);
+  if (ec || !std::filesystem::is_directory(dir_))
+    throw Error("disk cache: cannot create directory " + dir_ + (ec ? ": " + ec.message() : ""));
+  const std::string lock = dir_ + "/.lock";
+  lock_fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock_fd_ < 0) throw Error("disk cache: cannot open " + lock + ": " + std::strerror(errno));
+  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    ::close(lock_fd_);
+    throw Error("disk cache: " + dir_ + " is in use by another process");
+  }
+  stats_.capacity = int64_t(opt_.capacity_bytes);
+  scan();
+}
+
+DiskTier::~DiskTier() {
+  if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the flock
+}
+
+std::string DiskTier::path_of(uint64_t key) const { return dir_ + "/" + key_hex(key) + kSuffix; }
+
+// Startup: drop temporary files, validate headers, order by mtime, trim to capacity.
+void DiskTier::scan() {
+  DIR* d = ::opendir(dir_.c_str());
+  if (!d) throw Error("disk cache: cannot read directory " + dir_ + ": " + std::strerror(errno));
+  struct Found {
+    int64_t mtime_ns;
+    Item item;
+  };
+  std::vector<Found> found;
+  std::vector<std::string> names;
+  while (dirent* e = ::readdir(d)) names.emplace_back(e->d_name);
+  ::closedir(d);
+  for (const std::string& name : names) {
+    const std::string path = dir_ + "/" + name;
+    if (ends_with(name, kTempSuffix)) {
+      if (::unlink(path.c_str()) == 0) ++stats_.temp_removed;
+      continue;
+    }
+    uint64_t key = 0;
+    if (!ends_with(name, kSuffix) || !parse_key_hex(name.substr(0, name.size() - 3), &key)) continue;
+    Item item;
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    if (!load_header(path, key, &item)) {
+      ::unlink(path.c_str());
+      ++stats_.corrupt_deleted;
+      continue;
+    }
+    found.push_back({int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec, std::move(item)});
+  }
+  std::sort(found.begin(), found.end(), [](const Found& a, const Found& b) { return a.mtime_ns < b.mtime_ns; });
+  for (Found& f : found) {  // oldest first, each pushed to the front
+    const uint64_t key = f.item.key;
+    lru_.push_front(key);
+    bytes_ += f.item.bytes;
+    items_.emplace(key, Slot{std::move(f.item), lru_.begin()});
+  }
+  evict_to(opt_.capacity_bytes);
+}
+
+// Reads and validates a file's header; fills `item`. False when the file is invalid.
+bool DiskTier::load_header(const std::string& path, uint64_t key_from_name, Item* item) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  struct stat st;
+  bool ok = false;
+  std::vector<uint8_t> head(kEntryFixedHeader);
+  if (::fstat(fd, &st) == 0 && read_at(fd, head.data(), head.size(), 0)) {
+    const uint32_t hb = entry_header_bytes(head);
+    if (hb >= kEntryFixedHeader && hb <= uint64_t(st.st_size) && hb <= (uint32_t(1) << 30)) {
+      head.resize(hb);
+      if (read_at(fd, head.data() + kEntryFixedHeader, hb - kEntryFixedHeader, kEntryFixedHeader)) {
+        Decoded<EntryInfo> h = parse_entry_header(head, uint64_t(st.st_size));
+        if (h.ok() && entry_key(h.value.ns, h.value.shape, h.value.tokens) == key_from_name) {
+          item->key = key_from_name;
+          item->bytes = uint64_t(st.st_size);
+          item->n_tokens = h.value.n_tokens();
+          item->ns = std::move(h.value.ns);
+          ok = true;
+        }
+      }
+    }
+  }
+  ::close(fd);
+  return ok;
+}
+
+void DiskTier::touch(uint64_t key, bool touch_file) {
+  auto it = items_.find(key);
+  if (it == items_.end()) return;
+  lru_.splice(lru_.begin(), lru_, it->second.lru);
+  if (touch_file) ::utimensat(AT_FDCWD, path_of(key).c_str(), nullptr, 0);  // mtime = now
+}
+
+void DiskTier::remove(uint64_t key, bool count_corrupt) {
+  auto it = items_.find(key);
+  if (it == items_.end()) return;
+  ::unlink(path_of(key).c_str());
+  bytes_ -= it->second.item.bytes;
+  lru_.erase(it->second.lru);
+  items_.erase(it);
+  if (count_corrupt) ++stats_.corrupt_deleted;
+}
+
+bool DiskTier::evict_one() {
+  if (lru_.empty()) return false;
+  remove(lru_.back(), false);
+  ++stats_.evicted;
+  return true;
+}
+
+void DiskTier::evict_to(uint64_t target_bytes) {
+  while (bytes_ > target_bytes && evict_one()) {
+  }
+}
+
+int DiskTier::write_file(uint64_t key, std::span<const uint8_t> bytes) {
+  if (opt_.inject_write_error) {
+    if (const int err = opt_.inject_write_error(bytes.size())) return err;
+  }
+  const std::string tmp = dir_ + "/." + key_hex(key) + "." + std::to_string(++temp_seq_) + kTempSuffix;
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return errno;
+  int err = write_all(fd, bytes.data(), bytes.size());
+  if (!err && opt_.fsync && ::fsync(fd) != 0) err = errno;
+  if (::close(fd) != 0 && !err) err = errno;
+  if (!err && ::rename(tmp.c_str(), path_of(key).c_str()) != 0) err = errno;
+  if (err) {
+    ::unlink(tmp.c_str());
+    return err;
+  }
+  if (opt_.fsync) fsync_dir(dir_);  // the rename is durable; failure here loses nothing visible
+  return 0;
+}
+
+TierStatus DiskTier::put(std::span<const uint8_t> entry_bytes) {
+  Decoded<EntryInfo> h = parse_entry_header(entry_bytes, entry_bytes.size());
+  if (!h.ok()) return TierStatus::kInvalid;
+  const uint64_t key = entry_key(h.value.ns, h.value.shape, h.value.tokens);
+  const uint64_t size = entry_bytes.size();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (items_.count(key)) {
+    touch(key, true);
+    return TierStatus::kOk;
+  }
+  if (size > opt_.capacity_bytes) {
+    ++stats_.put_failures;
+    return TierStatus::kTooLarge;
+  }
+  evict_to(opt_.capacity_bytes - size);
+  int err = write_file(key, entry_bytes);
+  if (is_no_space(err)) {
+    // The file system is fuller than our capacity says: free the entry's size once more.
+    ++stats_.enospc_retries;
+    const uint64_t target = bytes_ > size ? bytes_ - size : 0;
+    evict_to(target);
+    err = write_file(key, entry_bytes);
+  }
+  if (err) {
+    ++stats_.put_failures;
+    if (!is_no_space(err)) ++stats_.io_errors;
+    return is_no_space(err) ? TierStatus::kNoSpace : TierStatus::kIoError;
+  }
+  lru_.push_front(key);
+  Item item{key, size, h.value.n_tokens(), std::move(h.value.ns)};
+  items_.emplace(key, Slot{std::move(item), lru_.begin()});
+  bytes_ += size;
+  ++stats_.puts;
+  return TierStatus::kOk;
+}
+
+// Reads and fully validates the file of `key`; deletes it when invalid.
+TierLookup DiskTier::read_entry(uint64_t key, const KvNamespace& ns, const KvShape& shape,
+                                std::span<const int32_t> tokens) {
+  TierLookup r;
+  const std::string path = path_of(key);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  struct stat st;
+  if (fd < 0 || ::fstat(fd, &st) != 0) {
+    if (fd >= 0) ::close(fd);
+    remove(key, false);  // gone behind our back
+    r.status = TierStatus::kMiss;
+    return r;
+  }
+  std::vector<uint8_t> bytes(size_t(st.st_size));
+  const bool read_ok = read_at(fd, bytes.data(), bytes.size(), 0);
+  ::close(fd);
+  if (!read_ok) {
+    ++stats_.io_errors;
+    r.status = TierStatus::kIoError;
+    r.message = "disk cache: cannot read " + path;
+    return r;
+  }
+  Decoded<Entry> d = deserialize_entry(std::move(bytes), EntryExpect{ns.model, ns.kv_type, shape});
+  if (d.ok() && (d.value.info.ns != ns || !std::ranges::equal(d.value.info.tokens, tokens))) {
+    d.error = EntryError::kWrongTokens;
+    d.message = to_string(EntryError::kWrongTokens);
+  }
+  if (!d.ok()) {
+    remove(key, true);
+    r.status = TierStatus::kMiss;
+    r.message = "disk cache: deleted " + path + ": " + d.message;
+    return r;
+  }
+  touch(key, true);
+  r.status = TierStatus::kOk;
+  r.length = int32_t(tokens.size());
+  r.entry = std::move(d.value);
+  return r;
+}
+
+TierLookup DiskTier::get(const KvNamespace& ns, const KvShape& shape, std::span<const int32_t> tokens) {
+  const uint64_t key = entry_key(ns, shape, tokens);
+  std::lock_guard<std::mutex> lock(mu_);
+  TierLookup r;
+  if (items_.count(key)) r = read_entry(key, ns, shape, tokens);
+  ++(r.hit() ? stats_.hits : stats_.misses);
+  return r;
+}
+
+TierLookup DiskTier::longest_prefix(const KvNamespace& ns, const KvShape& shape, std::span<const int32_t> tokens,
+                                    int32_t min_length) {
+  const std::vector<PrefixKey> keys = prefix_keys(ns, shape, tokens, min_length);
+  std::lock_guard<std::mutex> lock(mu_);
+  TierLookup r;
+  for (const PrefixKey& k : keys) {
+    if (!items_.count(k.key)) continue;
+    TierLookup c = read_entry(k.key, ns, shape, tokens.first(size_t(k.length)));
+    if (c.hit()) {
+      r = std::move(c);
+      break;
+    }
+    if (!c.message.empty()) r.message = c.message;  // keep the last reason; try shorter
+  }
+  ++(r.hit() ? stats_.hits : stats_.misses);
+  return r;
+}
+
+bool DiskTier::contains(const KvNamespace& ns, const KvShape& shape, std::span<const int32_t> tokens) const {
+  const uint64_t key = entry_key(ns, shape, tokens);
+  std::lock_guard<std::mutex> lock(mu_);
+  return items_.count(key) > 0;
+}
+
+bool DiskTier::erase(const KvNamespace& ns, const KvShape& shape, std::span<const int32_t> tokens) {
+  const uint64_t key = entry_key(ns, shape, tokens);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!items_.count(key)) return false;
+  remove(key, false);
+  return true;
+}
+
+std::vector<DiskTier::Item> DiskTier::list() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<Item> out;
+  out.reserve(lru_.size());
+  for (uint64_t key : lru_) out.push_back(items_.at(key).item);
+  return out;
+}
+
+DiskTierStats DiskTier::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  DiskTierStats s = stats_;
+  s.entries = int64_t(items_.size());
+  s.bytes = int64_t(bytes_);
+  return s;
+}
+
+}  // namespace pc

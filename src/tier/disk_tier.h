@@ -1,0 +1,126 @@
+// Disk tier: one file per entry under a cache directory; survives restarts.
+//
+//   DIR/.lock                  flock()ed while a DiskTier has the directory open
+//   DIR/<key hex>.kv           one entry (tier/entry.h format), key = entry_key(ns, shape, tokens)
+//   DIR/.<key hex>.<n>.part    a write in progress (removed at startup: a crash mid-write)
+//
+// Writes are atomic: the entry goes to a temporary file in the same directory, is
+// fsync()ed, then renamed over its final name (and the directory fsync()ed), so a
+// reader or a restart sees either the whole entry or none.
+//
+// Index. An in-memory map key → (bytes, tokens, namespace) and an LRU list, rebuilt at
+// startup by reading each file's header only: a file whose header fails its checksum,
+// whose size differs from what the header says (truncated) or whose name is not the
+// key of its contents is deleted and counted. The payload checksum is verified on
+// get(); an entry failing it is deleted and reported as a miss. LRU order survives a
+// restart through file mtimes: a hit touches its file.
+//
+// Capacity is the sum of entry file sizes. put() evicts least recently used files to
+// make room. A write that fails with ENOSPC/EDQUOT (the disk is full before the
+// capacity is) evicts at least the entry's size more and retries once, then gives up
+// with kNoSpace; nothing is left behind and nothing throws.
+//
+// Prefix lookup: see tier/entry_key.h (candidate lengths, longest first).
+//
+// Thread-safe: every call holds one mutex (the tier is meant to be driven from a
+// TierWorker thread, off the engine thread). One process per directory (the lock).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <mutex>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "tier/entry.h"
+#include "tier/entry_key.h"
+#include "tier/tier_result.h"
+
+namespace pc {
+
+struct DiskTierOptions {
+  uint64_t capacity_bytes = uint64_t(50) << 30;
+  bool fsync = true;  // fsync file and directory on every put (off: faster, not crash-safe)
+  // Fault injection for tests: called before each temporary file is written with the
+  // entry size; a nonzero return fails that write with that errno (e.g. ENOSPC).
+  std::function<int(uint64_t bytes)> inject_write_error;
+};
+
+struct DiskTierStats {
+  int64_t entries = 0;
+  int64_t bytes = 0;            // sum of entry file sizes
+  int64_t capacity = 0;
+  int64_t hits = 0;
+  int64_t misses = 0;
+  int64_t puts = 0;             // entries written
+  int64_t put_failures = 0;     // puts that stored nothing (no space, I/O error)
+  int64_t enospc_retries = 0;   // writes retried after a full disk
+  int64_t evicted = 0;          // entries evicted for capacity
+  int64_t corrupt_deleted = 0;  // invalid files deleted (startup scan or get)
+  int64_t temp_removed = 0;     // leftover temporary files removed at startup
+  int64_t io_errors = 0;
+};
+
+class DiskTier {
+ public:
+  // Opens `dir` (created if missing) and rebuilds the index. Throws pc::Error when the
+  // directory cannot be created or opened, or another process holds it.
+  DiskTier(std::string dir, uint64_t capacity_bytes);
+  DiskTier(std::string dir, DiskTierOptions opt);
+  ~DiskTier();
+  DiskTier(const DiskTier&) = delete;
+  DiskTier& operator=(const DiskTier&) = delete;
+
+  // Stores a serialized entry (serialize_entry output) under the key of its namespace,
+  // shape and tokens. An entry already present is only marked recently used.
+  TierStatus put(std::span<const uint8_t> entry_bytes);
+
+  // The entry of exactly `tokens`.
+  TierLookup get(const KvNamespace& ns, const KvShape& shape, std::span<const int32_t> tokens);
+  // The entry covering the longest prefix of `tokens` (of at least min_length tokens).
+  TierLookup longest_prefix(const KvNamespace& ns, const KvShape& shape, std::span<const int32_t> tokens,
+                            int32_t min_length = 1);
+  bool contains(const KvNamespace& ns, const KvShape& shape, std::span<const int32_t> tokens) const;
+  bool erase(const KvNamespace& ns, const KvShape& shape, std::span<const int32_t> tokens);
+
+  struct Item {
+    uint64_t key = 0;
+    uint64_t bytes = 0;
+    int32_t n_tokens = 0;
+    KvNamespace ns;
+  };
+  // Every entry, most recently used first.
+  std::vector<Item> list() const;
+  DiskTierStats stats() const;
+  const std::string& dir() const { return dir_; }
+  std::string path_of(uint64_t key) const;
+
+ private:
+  struct Slot {
+    Item item;
+    std::list<uint64_t>::iterator lru;  // position in lru_
+  };
+  void scan();
+  bool load_header(const std::string& path, uint64_t key_from_name, Item* item);
+  TierLookup read_entry(uint64_t key, const KvNamespace& ns, const KvShape& shape,
+                        std::span<const int32_t> tokens);
+  int write_file(uint64_t key, std::span<const uint8_t> bytes);  // 0 or errno
+  bool evict_one();
+  void evict_to(uint64_t target_bytes);
+  void remove(uint64_t key, bool count_corrupt);
+  void touch(uint64_t key, bool touch_file);
+
+  std::string dir_;
+  DiskTierOptions opt_;
+  int lock_fd_ = -1;
+  mutable std::mutex mu_;
+  std::unordered_map<uint64_t, Slot> items_;
+  std::list<uint64_t> lru_;  // front = most recently used
+  uint64_t bytes_ = 0;
+  uint64_t temp_seq_ = 0;
+  DiskTierStats stats_;
+};
+
+}  // namespace pc

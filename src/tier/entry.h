@@ -1,0 +1,128 @@
+// Tier entry: a run of KV pages serialized with a self-describing header. The one
+// byte format of every tier below memory (disk files, Redis values, host copies).
+//
+// Layout (little-endian; offsets in bytes):
+//
+//   0   magic "PCKVENT1"                8
+//   8   format version (kEntryVersion)  u32
+//   12  flags (bit 0: payload is zstd)  u32
+//   16  checksum                        u64  XXH3_64 of [0,16) + [32, end): header and payload
+//   24  header checksum                 u64  XXH3_64 of [0,16) + [32, header_bytes)
+//   32  header_bytes                    u32  offset of the payload
+//   36  n_layer, n_kv_head, head_dim, page_size            4 × i32 (KvShape)
+//   52  n_tokens, n_pages                                  2 × i32
+//   60  reserved (0)                    u32
+//   64  payload_bytes (as stored)       u64
+//   72  raw_bytes (uncompressed)        u64  == n_pages × bytes_per_page
+//   80  model, kv_type, tenant lengths  3 × u16, then u16 reserved
+//   88  model, kv_type, tenant bytes, zero-padded to 4
+//       token ids    i32[n_tokens]
+//       position ids i32[n_tokens]      (the slot positions, as KvStorage::pos)
+//       zero padding to 8 → header_bytes
+//   header_bytes: payload = n_pages pages, each exactly KvStorage's page bytes
+//       (K,V of every layer, head-major, F16). Slots of the last page beyond n_tokens
+//       are zero, so equal KV gives equal bytes.
+//
+// The header checksum lets a tier validate a header without reading the payload (the
+// disk tier's startup scan); the full checksum is verified by deserialize_entry.
+// Every field is validated; bad bytes give an EntryError, never a crash.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kv/kv_storage.h"
+#include "kv/radix_index.h"
+
+namespace pc {
+
+inline constexpr uint32_t kEntryVersion = 1;
+inline constexpr size_t kEntryFixedHeader = 88;  // bytes before the strings
+
+enum class EntryError {
+  kOk = 0,
+  kTruncated,    // fewer bytes than the header says
+  kBadMagic,     // not an entry
+  kBadVersion,   // written by another format version
+  kCorrupt,      // inconsistent fields or trailing bytes
+  kChecksum,     // checksum mismatch
+  kDecompress,   // zstd payload does not decompress to raw_bytes
+  kWrongModel,   // model fingerprint differs from the expected one
+  kWrongKvType,  // KV type differs
+  kWrongShape,   // KvShape differs
+  kWrongTokens,  // not the token sequence that was asked for (key collision)
+};
+const char* to_string(EntryError e);
+
+// What a reader requires of an entry. Empty strings / zero shape fields: anything.
+struct EntryExpect {
+  std::string model;
+  std::string kv_type;
+  KvShape shape{0, 0, 0, 0};
+};
+
+// The header fields, without the payload.
+struct EntryInfo {
+  KvNamespace ns;
+  KvShape shape;
+  std::vector<int32_t> tokens;     // [n_tokens]
+  std::vector<int32_t> positions;  // [n_tokens] position id of each token's slot
+  bool compressed = false;
+  uint32_t header_bytes = 0;
+  uint64_t payload_bytes = 0;      // as stored
+  uint64_t raw_bytes = 0;          // uncompressed
+  uint64_t checksum = 0;
+  int32_t n_tokens() const { return int32_t(tokens.size()); }
+  int32_t n_pages() const;
+  uint64_t total_bytes() const { return header_bytes + payload_bytes; }
+};
+
+// A decoded entry: its header and the uncompressed page bytes, [n_pages][page bytes].
+struct Entry {
+  EntryInfo info;
+  std::vector<uint8_t> data;  // owns the payload (at data[offset..offset+raw_bytes))
+  size_t offset = 0;
+  std::span<const uint8_t> payload() const { return {data.data() + offset, info.raw_bytes}; }
+};
+
+template <class T>
+struct Decoded {
+  EntryError error = EntryError::kOk;
+  std::string message;  // says what failed and why, for logs
+  T value{};
+  bool ok() const { return error == EntryError::kOk; }
+};
+
+struct SerializeOptions {
+  bool compress = false;  // zstd the payload
+  int zstd_level = 1;
+};
+
+// Serializes tokens [0, tokens.size()) whose KV lives in `pages` (aligned: token t in
+// pages[t / page_size], slot t % page_size; pages.size() == ceil(n / page_size)).
+// Throws std::invalid_argument on a precondition violation.
+std::vector<uint8_t> serialize_entry(const KvStorage& kv, std::span<const int32_t> pages,
+                                     std::span<const int32_t> tokens, const KvNamespace& ns,
+                                     const SerializeOptions& opt = {});
+
+// Parses and validates the header only (magic, version, sizes, header checksum,
+// expectations). `bytes` must hold at least the header; `total_size` is the size of
+// the whole entry (a file's size) and must equal header_bytes + payload_bytes.
+Decoded<EntryInfo> parse_entry_header(std::span<const uint8_t> bytes, uint64_t total_size,
+                                      const EntryExpect& expect = {});
+// Bytes needed to parse the header when the first kEntryFixedHeader bytes are known
+// (0 when they are not a plausible header).
+uint32_t entry_header_bytes(std::span<const uint8_t> first);
+
+// Validates everything (header, checksum, expectations) and decompresses. Takes
+// ownership of the bytes so that an uncompressed entry is not copied.
+Decoded<Entry> deserialize_entry(std::vector<uint8_t> bytes, const EntryExpect& expect = {});
+
+// Writes the entry's KV and positions into `pages` (entry.info.n_pages() of them) of
+// `kv`. Slots of the last page beyond n_tokens get position -1. Returns kWrongShape
+// when kv's shape differs, kCorrupt when the page count differs.
+EntryError restore_entry(const Entry& entry, KvStorage& kv, std::span<const int32_t> pages);
+
+}  // namespace pc

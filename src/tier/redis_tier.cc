@@ -1,0 +1,316 @@
+#include "tier/redis_tier.h"
+
+#include <hiredis/hiredis.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "gguf/error.h"
+
+namespace pc {
+
+namespace {
+
+struct ReplyFree {
+  void operator()(redisReply* r) const {
+    if (r) freeReplyObject(r);
+  }
+};
+using Reply = std::unique_ptr<redisReply, ReplyFree>;
+
+timeval to_timeval(int ms) {
+  timeval tv;
+  tv.tv_sec = ms / 1000;
+  tv.tv_usec = (ms % 1000) * 1000;
+  return tv;
+}
+
+int parse_int(const std::string& s, const char* what, const std::string& url) {
+  if (s.empty() || s.size() > 9 || !std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    throw Error("redis URL " + url + ": bad " + what + " '" + s + "'");
+  return std::stoi(s);
+}
+
+void ignore_sigpipe_once() {
+  struct sigaction old;
+  if (::sigaction(SIGPIPE, nullptr, &old) == 0 && old.sa_handler == SIG_DFL && !(old.sa_flags & SA_SIGINFO))
+    ::signal(SIGPIPE, SIG_IGN);
+}
+
+// Sends argv and reads one reply (null on a transport failure).
+Reply command(redisContext* c, std::initializer_list<std::pair<const char*, size_t>> args) {
+  std::vector<const char*> argv;
+  std::vector<size_t> lens;
+  for (const auto& a : args) {
+    argv.push_back(a.first);
+    lens.push_back(a.second);
+  }
+  return Reply(static_cast<redisReply*>(redisCommandArgv(c, int(argv.size()), argv.data(), lens.data())));
+}
+
+std::pair<const char*, size_t> arg(const std::string& s) { return {s.data(), s.size()}; }
+std::pair<const char*, size_t> arg(const char* s) { return {s, std::strlen(s)}; }
+
+}  // namespace
+
+RedisUrl parse_redis_url(const std::string& url) {
+  RedisUrl u;
+  std::string rest = url;
+  const std::string scheme = "redis://";
+  if (rest.compare(0, scheme.size(), scheme) == 0) rest = rest.substr(scheme.size());
+  else if (rest.find("://") != std::string::npos) throw Error("redis URL " + url + ": only redis:// is supported");
+  if (const size_t at = rest.rfind('@'); at != std::string::npos) {
+    std::string auth = rest.substr(0, at);
+    rest = rest.substr(at + 1);
+    const size_t colon = auth.find(':');
+    u.password = colon == std::string::npos ? auth : auth.substr(colon + 1);  // user is ignored
+  }
+  if (const size_t slash = rest.find('/'); slash != std::string::npos) {
+    const std::string db = rest.substr(slash + 1);
+    rest = rest.substr(0, slash);
+    if (!db.empty()) u.db = parse_int(db, "database number", url);
+  }
+  if (const size_t colon = rest.rfind(':'); colon != std::string::npos) {
+    u.port = parse_int(rest.substr(colon + 1), "port", url);
+    rest = rest.substr(0, colon);
+  }
+  if (!rest.empty()) u.host = rest;
+  if (u.port <= 0 || u.port > 65535) throw Error("redis URL " + url + ": port out of range");
+  return u;
+}
+
+std::string RedisTier::key_name(uint64_t key) { return "pc:kv:" + key_hex(key); }
+
+RedisTier::RedisTier(const std::string& url, int ttl_seconds)
+    : RedisTier(RedisTierOptions{url, ttl_seconds}) {}
+
+RedisTier::RedisTier(RedisTierOptions opt) : opt_(std::move(opt)), url_(parse_redis_url(opt_.url)) {
+  if (opt_.ttl_seconds <= 0) throw Error("redis tier: the TTL must be positive");
+  ignore_sigpipe_once();
+  std::lock_guard<std::mutex> lock(mu_);
+  ensure_connected();
+}
+
+RedisTier::~RedisTier() { disconnect(); }
+
+void RedisTier::disconnect() {
+  if (ctx_) redisFree(ctx_);
+  ctx_ = nullptr;
+  stats_.connected = false;
+}
+
+// Drops the connection, counts the error and schedules the next attempt.
+void RedisTier::fail(const char* what) {
+  last_error_ = std::string(what) + (ctx_ && ctx_->err ? std::string(": ") + ctx_->errstr : "");
+  ++stats_.errors;
+  disconnect();
+  backoff_ms_ = backoff_ms_ == 0 ? opt_.backoff_min_ms : std::min(2 * backoff_ms_, opt_.backoff_max_ms);
+  next_attempt_ = Clock::now() + std::chrono::milliseconds(backoff_ms_);
+}
+
+bool RedisTier::ensure_connected() {
+  if (ctx_) return true;
+  if (Clock::now() < next_attempt_) return false;
+  ctx_ = redisConnectWithTimeout(url_.host.c_str(), url_.port, to_timeval(opt_.connect_timeout_ms));
+  if (!ctx_ || ctx_->err) {
+    fail("connect");
+    return false;
+  }
+  if (redisSetTimeout(ctx_, to_timeval(opt_.command_timeout_ms)) != REDIS_OK) {
+    fail("set timeout");
+    return false;
+  }
+  if (!url_.password.empty()) {
+    Reply r = command(ctx_, {arg("AUTH"), arg(url_.password)});
+    if (!r || r->type == REDIS_REPLY_ERROR) {
+      fail("AUTH");
+      return false;
+    }
+  }
+  if (url_.db != 0) {
+    const std::string db = std::to_string(url_.db);
+    Reply r = command(ctx_, {arg("SELECT"), arg(db)});
+    if (!r || r->type == REDIS_REPLY_ERROR) {
+      fail("SELECT");
+      return false;
+    }
+  }
+  backoff_ms_ = 0;
+  ++stats_.connects;
+  stats_.connected = true;
+  return true;
+}
+
+TierStatus RedisTier::put(std::span<const uint8_t> entry_bytes) {
+  Decoded<EntryInfo> h = parse_entry_header(entry_bytes, entry_bytes.size());
+  if (!h.ok()) return TierStatus::kInvalid;
+  const std::string name = key_name(entry_key(h.value.ns, h.value.shape, h.value.tokens));
+  const std::string ttl = std::to_string(opt_.ttl_seconds);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!ensure_connected()) {
+    ++stats_.unavailable;
+    ++stats_.put_failures;
+    return TierStatus::kUnavailable;
+  }
+  Reply r = command(ctx_, {arg("SET"), arg(name),
+                           {reinterpret_cast<const char*>(entry_bytes.data()), entry_bytes.size()},
+                           arg("EX"), arg(ttl)});
+  if (!r) {
+    fail("SET");
+    ++stats_.put_failures;
+    return TierStatus::kUnavailable;
+  }
+  if (r->type == REDIS_REPLY_ERROR) {  // e.g. OOM: the connection is fine
+    ++stats_.errors;
+    ++stats_.put_failures;
+    last_error_ = std::string("SET: ") + r->str;
+    return TierStatus::kIoError;
+  }
+  ++stats_.puts;
+  return TierStatus::kOk;
+}
+
+// GET (+ EXPIRE to re-arm the TTL) and validate; DELs an invalid entry.
+TierLookup RedisTier::fetch(const std::string& name, const KvNamespace& ns, const KvShape& shape,
+                            std::span<const int32_t> tokens, bool* transport_error) {
+  TierLookup out;
+  const std::string ttl = std::to_string(opt_.ttl_seconds);
+  const char* get_argv[] = {"GET", name.c_str()};
+  const size_t get_lens[] = {3, name.size()};
+  const char* exp_argv[] = {"EXPIRE", name.c_str(), ttl.c_str()};
+  const size_t exp_lens[] = {6, name.size(), ttl.size()};
+  redisAppendCommandArgv(ctx_, 2, get_argv, get_lens);
+  redisAppendCommandArgv(ctx_, 3, exp_argv, exp_lens);
+  void* raw = nullptr;
+  Reply value(redisGetReply(ctx_, &raw) == REDIS_OK ? static_cast<redisReply*>(raw) : nullptr);
+  raw = nullptr;
+  Reply expire(value && redisGetReply(ctx_, &raw) == REDIS_OK ? static_cast<redisReply*>(raw) : nullptr);
+  if (!value || !expire) {
+    *transport_error = true;
+    out.status = TierStatus::kUnavailable;
+    return out;
+  }
+  if (value->type != REDIS_REPLY_STRING) {  // expired between EXISTS and GET, or an error
+    out.status = TierStatus::kMiss;
+    return out;
+  }
+  std::vector<uint8_t> bytes(value->str, value->str + value->len);
+  value.reset();
+  Decoded<Entry> d = deserialize_entry(std::move(bytes), EntryExpect{ns.model, ns.kv_type, shape});
+  if (d.ok() && (d.value.info.ns != ns || !std::ranges::equal(d.value.info.tokens, tokens))) {
+    d.error = EntryError::kWrongTokens;
+    d.message = to_string(EntryError::kWrongTokens);
+  }
+  if (!d.ok()) {
+    Reply del = command(ctx_, {arg("DEL"), arg(name)});
+    if (!del) *transport_error = true;
+    ++stats_.corrupt_deleted;
+    out.status = TierStatus::kMiss;
+    out.message = "redis: deleted " + name + ": " + d.message;
+    return out;
+  }
+  out.status = TierStatus::kOk;
+  out.length = int32_t(tokens.size());
+  out.entry = std::move(d.value);
+  return out;
+}
+
+TierLookup RedisTier::get(const KvNamespace& ns, const KvShape& shape, std::span<const int32_t> tokens) {
+  const std::string name = key_name(entry_key(ns, shape, tokens));
+  std::lock_guard<std::mutex> lock(mu_);
+  TierLookup r;
+  if (!ensure_connected()) {
+    ++stats_.unavailable;
+    r.status = TierStatus::kUnavailable;
+    return r;
+  }
+  bool transport_error = false;
+  r = fetch(name, ns, shape, tokens, &transport_error);
+  if (transport_error) {
+    fail("GET");
+    r.status = TierStatus::kUnavailable;
+    r.message = last_error_;
+    return r;
+  }
+  ++(r.hit() ? stats_.hits : stats_.misses);
+  return r;
+}
+
+TierLookup RedisTier::longest_prefix(const KvNamespace& ns, const KvShape& shape, std::span<const int32_t> tokens,
+                                     int32_t min_length) {
+  const std::vector<PrefixKey> keys = prefix_keys(ns, shape, tokens, min_length);
+  std::vector<std::string> names;
+  names.reserve(keys.size());
+  for (const PrefixKey& k : keys) names.push_back(key_name(k.key));
+  std::lock_guard<std::mutex> lock(mu_);
+  TierLookup r;
+  if (!ensure_connected()) {
+    ++stats_.unavailable;
+    r.status = TierStatus::kUnavailable;
+    return r;
+  }
+  if (keys.empty()) {
+    ++stats_.misses;
+    return r;
+  }
+  for (const std::string& n : names) {
+    const char* argv[] = {"EXISTS", n.c_str()};
+    const size_t lens[] = {6, n.size()};
+    redisAppendCommandArgv(ctx_, 2, argv, lens);
+  }
+  std::vector<char> present(names.size(), 0);
+  for (size_t i = 0; i < names.size(); ++i) {
+    void* raw = nullptr;
+    if (redisGetReply(ctx_, &raw) != REDIS_OK) {
+      fail("EXISTS");
+      r.status = TierStatus::kUnavailable;
+      r.message = last_error_;
+      return r;
+    }
+    Reply rep(static_cast<redisReply*>(raw));
+    present[i] = rep->type == REDIS_REPLY_INTEGER && rep->integer > 0;
+  }
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (!present[i]) continue;
+    bool transport_error = false;
+    TierLookup c = fetch(names[i], ns, shape, tokens.first(size_t(keys[i].length)), &transport_error);
+    if (transport_error) {
+      fail("GET");
+      r.status = TierStatus::kUnavailable;
+      r.message = last_error_;
+      return r;
+    }
+    if (c.hit()) {
+      r = std::move(c);
+      break;
+    }
+    if (!c.message.empty()) r.message = c.message;
+  }
+  ++(r.hit() ? stats_.hits : stats_.misses);
+  return r;
+}
+
+TierStatus RedisTier::erase(const KvNamespace& ns, const KvShape& shape, std::span<const int32_t> tokens) {
+  const std::string name = key_name(entry_key(ns, shape, tokens));
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!ensure_connected()) {
+    ++stats_.unavailable;
+    return TierStatus::kUnavailable;
+  }
+  Reply r = command(ctx_, {arg("DEL"), arg(name)});
+  if (!r) {
+    fail("DEL");
+    return TierStatus::kUnavailable;
+  }
+  return r->type == REDIS_REPLY_INTEGER && r->integer > 0 ? TierStatus::kOk : TierStatus::kMiss;
+}
+
+RedisTierStats RedisTier::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+}  // namespace pc

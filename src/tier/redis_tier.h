@@ -1,0 +1,109 @@
+// Remote tier: entries in a Redis-compatible server shared by several promptcache
+// servers (hiredis, synchronous, one connection).
+//
+//   key   "pc:kv:" + key_hex(entry_key(ns, shape, tokens))     (tier/entry_key.h)
+//   value the entry bytes (tier/entry.h), SET with EX ttl_seconds
+//
+// A hit re-arms the TTL (EXPIRE, pipelined with the GET), so entries in use stay and
+// idle ones expire; capacity and LRU beyond that are the Redis server's (maxmemory and
+// maxmemory-policy allkeys-lru are the recommended setting). Longest-prefix lookup
+// pipelines one EXISTS per candidate length, then GETs the longest present entry; an
+// entry that fails validation is DELeted and the next shorter one is tried.
+//
+// Faults. Every network operation has a timeout (connect and per socket read/write),
+// so no call blocks for long. A failed connection or command frees the connection,
+// counts an error and starts a back-off (doubling from backoff_min_ms to
+// backoff_max_ms): calls during the back-off return kUnavailable at once without
+// touching the network; the first call after it reconnects. Nothing throws after
+// construction.
+//
+// Writing to a socket the server closed raises SIGPIPE; the constructor ignores SIGPIPE
+// process-wide when it still has its default action (as servers do).
+//
+// Thread-safe: calls serialize on one mutex (meant to be driven from a TierWorker).
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <span>
+#include <string>
+
+#include "tier/entry.h"
+#include "tier/entry_key.h"
+#include "tier/tier_result.h"
+
+struct redisContext;
+
+namespace pc {
+
+struct RedisUrl {
+  std::string host = "127.0.0.1";
+  int port = 6379;
+  int db = 0;
+  std::string password;  // "" = no AUTH
+};
+// Parses "redis://[:password@]host[:port][/db]" (the scheme is optional). Throws
+// pc::Error with a message naming the problem.
+RedisUrl parse_redis_url(const std::string& url);
+
+struct RedisTierOptions {
+  std::string url = "redis://127.0.0.1:6379/0";
+  int ttl_seconds = 3600;
+  int connect_timeout_ms = 200;
+  int command_timeout_ms = 200;  // per socket read/write, not per command
+  int backoff_min_ms = 100;
+  int backoff_max_ms = 2000;
+};
+
+struct RedisTierStats {
+  int64_t hits = 0;
+  int64_t misses = 0;
+  int64_t puts = 0;
+  int64_t put_failures = 0;
+  int64_t errors = 0;           // failed connects and commands
+  int64_t unavailable = 0;      // calls answered kUnavailable (no connection to be had)
+  int64_t connects = 0;         // successful connections (the first one included)
+  int64_t corrupt_deleted = 0;  // invalid entries DELeted
+  bool connected = false;
+};
+
+class RedisTier {
+ public:
+  // Parses the URL (throws pc::Error when invalid) and tries to connect; an
+  // unreachable server is not an error here (calls report kUnavailable).
+  RedisTier(const std::string& url, int ttl_seconds);
+  explicit RedisTier(RedisTierOptions opt);
+  ~RedisTier();
+  RedisTier(const RedisTier&) = delete;
+  RedisTier& operator=(const RedisTier&) = delete;
+
+  // SET key value EX ttl. kInvalid when the bytes are not an entry.
+  TierStatus put(std::span<const uint8_t> entry_bytes);
+  TierLookup get(const KvNamespace& ns, const KvShape& shape, std::span<const int32_t> tokens);
+  TierLookup longest_prefix(const KvNamespace& ns, const KvShape& shape, std::span<const int32_t> tokens,
+                            int32_t min_length = 1);
+  TierStatus erase(const KvNamespace& ns, const KvShape& shape, std::span<const int32_t> tokens);
+
+  RedisTierStats stats() const;
+  const RedisTierOptions& options() const { return opt_; }
+  static std::string key_name(uint64_t key);  // "pc:kv:<hex>"
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  bool ensure_connected();
+  void fail(const char* what);
+  void disconnect();
+  TierLookup fetch(const std::string& name, const KvNamespace& ns, const KvShape& shape,
+                   std::span<const int32_t> tokens, bool* transport_error);
+
+  RedisTierOptions opt_;
+  RedisUrl url_;
+  mutable std::mutex mu_;
+  redisContext* ctx_ = nullptr;
+  Clock::time_point next_attempt_{};
+  int backoff_ms_ = 0;
+  std::string last_error_;
+  RedisTierStats stats_;
+};
+
+}  // namespace pc

@@ -1,0 +1,228 @@
+// Routes, streaming, sampling parameters and errors of `promptcache serve`
+// against a real server process (stories260K, ChatML template).
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <thread>
+
+#include "server_fixture.h"
+
+namespace pc::test {
+namespace {
+
+class Api : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    srv_ = new ServeProcess({"-m", shared_path("models/stories260K.gguf"), "--chat-template-file",
+                             shared_path("templates/Qwen-Qwen2.5-7B-Instruct.jinja"),
+                             "--parallel", "4", "--kv-memory", "64MiB"});
+  }
+  static void TearDownTestSuite() {
+    delete srv_;
+    srv_ = nullptr;
+  }
+  static ServeProcess* srv_;
+  httplib::Client c = srv_->client();
+};
+ServeProcess* Api::srv_ = nullptr;
+
+json completion(const std::string& prompt, int max_tokens) {
+  return {{"model", "stories260K"}, {"prompt", prompt}, {"max_tokens", max_tokens}, {"temperature", 0}};
+}
+
+TEST_F(Api, HealthModelsMetrics) {
+  Reply h = get(c, "/health");
+  EXPECT_EQ(h.status, 200);
+  EXPECT_EQ(h.body["status"], "ok");
+  Reply m = get(c, "/v1/models");
+  ASSERT_EQ(m.status, 200);
+  EXPECT_EQ(m.body["object"], "list");
+  EXPECT_EQ(m.body["data"][0]["id"], "stories260K");
+  EXPECT_EQ(get(c, "/v1/models/stories260K").status, 200);
+  EXPECT_EQ(get(c, "/v1/models/gpt-4").status, 404);
+  post(c, "/v1/completions", completion("Once", 4));
+  auto r = c.Get("/metrics");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_NE(r->body.find("promptcache_requests_total"), std::string::npos);
+  EXPECT_NE(r->body.find("promptcache_tokens_total{kind=\"prompt\"}"), std::string::npos);
+  EXPECT_NE(r->body.find("promptcache_time_to_first_token_seconds_bucket"), std::string::npos);
+  EXPECT_NE(r->body.find("promptcache_inter_token_latency_seconds_bucket"), std::string::npos);
+  EXPECT_NE(r->body.find("promptcache_sequences{state=\"queued\"}"), std::string::npos);
+  EXPECT_NE(r->body.find("promptcache_kv_bytes"), std::string::npos);
+}
+
+TEST_F(Api, CompletionGreedyKnownTextSameColdAndWarm) {
+  json req = completion("Once upon a time", 24);
+  Reply cold = post(c, "/v1/completions", req);
+  ASSERT_EQ(cold.status, 200) << cold.raw;
+  EXPECT_EQ(cold.body["object"], "text_completion");
+  const std::string text = cold.body["choices"][0]["text"];
+  EXPECT_EQ(text.rfind(", there was a little girl named Lily", 0), 0u) << text;
+  EXPECT_EQ(cold.body["choices"][0]["finish_reason"], "length");
+  const json& u = cold.body["usage"];
+  EXPECT_EQ(u["completion_tokens"], 24);
+  EXPECT_EQ(u["total_tokens"], u["prompt_tokens"].get<int>() + 24);
+  ASSERT_TRUE(u["prompt_tokens_details"]["cached_tokens"].is_number());
+
+  Reply warm = post(c, "/v1/completions", req);
+  ASSERT_EQ(warm.status, 200);
+  EXPECT_EQ(warm.body["choices"][0]["text"], text);  // a hit never changes the answer
+  EXPECT_EQ(warm.body["usage"]["prompt_tokens_details"]["cached_tokens"],
+            u["prompt_tokens"].get<int>() - 1);
+}
+
+TEST_F(Api, CompletionStreamMatchesWhole) {
+  json req = completion("The little dog", 20);
+  Reply whole = post(c, "/v1/completions", req);
+  ASSERT_EQ(whole.status, 200);
+  req["stream"] = true;
+  req["stream_options"] = {{"include_usage", true}};
+  auto r = c.Post("/v1/completions", req.dump(), "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200);
+  EXPECT_NE(r->get_header_value("Content-Type").find("text/event-stream"), std::string::npos);
+  auto ev = sse_events(r->body);
+  ASSERT_GE(ev.size(), 3u);
+  EXPECT_EQ(ev.back(), "[DONE]");
+  std::string text, finish;
+  json usage;
+  for (size_t i = 0; i + 1 < ev.size(); ++i) {
+    json j = json::parse(ev[i]);
+    EXPECT_EQ(j["object"], "text_completion");
+    if (j.contains("usage")) {
+      usage = j["usage"];
+      EXPECT_TRUE(j["choices"].empty());
+      continue;
+    }
+    text += j["choices"][0]["text"].get<std::string>();
+    if (!j["choices"][0]["finish_reason"].is_null()) finish = j["choices"][0]["finish_reason"];
+  }
+  EXPECT_EQ(text, whole.body["choices"][0]["text"]);
+  EXPECT_EQ(finish, "length");
+  ASSERT_TRUE(usage.is_object());
+  EXPECT_EQ(usage["completion_tokens"], 20);
+  EXPECT_GT(usage["prompt_tokens_details"]["cached_tokens"].get<int>(), 0);
+}
+
+TEST_F(Api, ChatWholeAndStreamed) {
+  json req = {{"model", "stories260K"},
+              {"messages", {{{"role", "user"}, {"content", "Tell me a story."}}}},
+              {"max_tokens", 16},
+              {"temperature", 0}};
+  Reply whole = post(c, "/v1/chat/completions", req);
+  ASSERT_EQ(whole.status, 200) << whole.raw;
+  EXPECT_EQ(whole.body["object"], "chat.completion");
+  EXPECT_EQ(whole.body["choices"][0]["message"]["role"], "assistant");
+  const std::string content = whole.body["choices"][0]["message"]["content"];
+  EXPECT_FALSE(content.empty());
+  EXPECT_TRUE(whole.body["usage"]["prompt_tokens_details"]["cached_tokens"].is_number());
+  EXPECT_TRUE(whole.body["promptcache"].is_object());
+
+  req["stream"] = true;
+  auto r = c.Post("/v1/chat/completions", req.dump(), "application/json");
+  ASSERT_TRUE(r);
+  auto ev = sse_events(r->body);
+  ASSERT_GE(ev.size(), 3u);
+  EXPECT_EQ(ev.back(), "[DONE]");
+  json first = json::parse(ev[0]);
+  EXPECT_EQ(first["object"], "chat.completion.chunk");
+  EXPECT_EQ(first["choices"][0]["delta"]["role"], "assistant");
+  std::string text;
+  int finishes = 0;
+  for (size_t i = 0; i + 1 < ev.size(); ++i) {
+    json j = json::parse(ev[i]);
+    EXPECT_FALSE(j.contains("usage"));  // include_usage not asked
+    const json& d = j["choices"][0]["delta"];
+    if (d.contains("content")) text += d["content"].get<std::string>();
+    if (!j["choices"][0]["finish_reason"].is_null()) ++finishes;
+  }
+  EXPECT_EQ(text, content);
+  EXPECT_EQ(finishes, 1);
+}
+
+TEST_F(Api, StopStringsAcrossTokensAreNotEmitted) {
+  json req = completion("Once upon a time", 40);
+  const std::string full = post(c, "/v1/completions", req).body["choices"][0]["text"];
+  const size_t at = full.find("Lily");
+  ASSERT_NE(at, std::string::npos) << full;
+  req["stop"] = json::array({"nothing-like-this", "ily"});
+  Reply r = post(c, "/v1/completions", req);
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(r.body["choices"][0]["text"], full.substr(0, at + 1));
+  EXPECT_EQ(r.body["choices"][0]["finish_reason"], "stop");
+  req["stream"] = true;
+  auto s = c.Post("/v1/completions", req.dump(), "application/json");
+  std::string text;
+  for (auto& e : sse_events(s->body))
+    if (e != "[DONE]") text += json::parse(e)["choices"][0]["text"].get<std::string>();
+  EXPECT_EQ(text, full.substr(0, at + 1));
+}
+
+TEST_F(Api, SamplingIsSeeded) {
+  json req = completion("Once upon a time", 24);
+  req["temperature"] = 1.0;
+  req["top_p"] = 0.9;
+  req["top_k"] = 40;
+  req["min_p"] = 0.01;
+  req["repetition_penalty"] = 1.1;
+  req["seed"] = 42;
+  Reply a = post(c, "/v1/completions", req);
+  Reply b = post(c, "/v1/completions", req);
+  ASSERT_EQ(a.status, 200) << a.raw;
+  EXPECT_EQ(a.body["choices"][0]["text"], b.body["choices"][0]["text"]);
+  req["max_completion_tokens"] = 3;
+  EXPECT_EQ(post(c, "/v1/completions", req).body["usage"]["completion_tokens"], 3);
+}
+
+void expect_error(const Reply& r, int status, const std::string& param) {
+  EXPECT_EQ(r.status, status) << r.raw;
+  ASSERT_TRUE(r.body.is_object()) << r.raw;
+  ASSERT_TRUE(r.body.contains("error")) << r.raw;
+  const json& e = r.body["error"];
+  EXPECT_TRUE(e["message"].is_string());
+  EXPECT_TRUE(e["type"].is_string());
+  EXPECT_TRUE(e.contains("code"));
+  if (param.empty()) EXPECT_TRUE(e["param"].is_null()) << r.raw;
+  else EXPECT_EQ(e["param"], param) << r.raw;
+}
+
+TEST_F(Api, Errors) {
+  auto raw = c.Post("/v1/completions", "{not json", "application/json");
+  ASSERT_TRUE(raw);
+  EXPECT_EQ(raw->status, 400);
+  EXPECT_EQ(json::parse(raw->body)["error"]["code"], "invalid_json");
+
+  json req = completion("Hi", 4);
+  req["temperature"] = "hot";
+  expect_error(post(c, "/v1/completions", req), 400, "temperature");
+  req["temperature"] = 7;
+  expect_error(post(c, "/v1/completions", req), 400, "temperature");
+  expect_error(post(c, "/v1/completions", {{"max_tokens", 3}}), 400, "prompt");
+  expect_error(post(c, "/v1/chat/completions", {{"model", "stories260K"}}), 400, "messages");
+  expect_error(post(c, "/v1/chat/completions", {{"messages", {{{"role", "wizard"}, {"content", "x"}}}}}),
+               400, "messages[0].role");
+  expect_error(post(c, "/v1/completions", {{"prompt", "Hi"}, {"n", 2}}), 400, "n");
+  expect_error(post(c, "/v1/completions", {{"prompt", "Hi"}, {"stop", 5}}), 400, "stop");
+
+  Reply m = post(c, "/v1/completions", {{"model", "gpt-4"}, {"prompt", "Hi"}});
+  expect_error(m, 404, "model");
+  EXPECT_EQ(m.body["error"]["code"], "model_not_found");
+
+  std::string long_prompt;
+  for (int i = 0; i < 1200; ++i) long_prompt += "Lily and Tom ";
+  Reply l = post(c, "/v1/completions", completion(long_prompt, 4));
+  expect_error(l, 400, "prompt");
+  EXPECT_EQ(l.body["error"]["code"], "context_length_exceeded");
+  Reply mt = post(c, "/v1/completions", completion("Hi", 5000));
+  expect_error(mt, 400, "max_tokens");
+
+  Reply nf = get(c, "/v1/nothing");
+  expect_error(nf, 404, "");
+  EXPECT_EQ(nf.body["error"]["code"], "unknown_route");
+  auto pml = c.Post("/v1/pml/completions", "{}", "application/json");
+  EXPECT_EQ(pml->status, 501);
+}
+
+}  // namespace
+}  // namespace pc::test

@@ -1,0 +1,265 @@
+// Conversation-exact caching, template divergence, tenant isolation, the cache
+// API and client disconnects, against a real `promptcache serve` process.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <fstream>
+#include <thread>
+
+#include "server_fixture.h"
+#include "test_util.h"
+
+namespace pc::test {
+namespace {
+
+const std::string kModel = "models/stories260K.gguf";
+
+std::vector<std::string> chatml_args() {
+  return {"-m", shared_path(kModel), "--chat-template-file",
+          shared_path("templates/Qwen-Qwen2.5-7B-Instruct.jinja"), "--kv-memory", "64MiB"};
+}
+
+json chat_request(const json& messages, int max_tokens) {
+  return {{"messages", messages}, {"max_tokens", max_tokens}, {"temperature", 0}};
+}
+
+int cached(const Reply& r) { return r.body["usage"]["prompt_tokens_details"]["cached_tokens"]; }
+
+double metric(httplib::Client& c, const std::string& name_and_labels) {
+  auto r = c.Get("/metrics");
+  const size_t at = r->body.find("\n" + name_and_labels + " ");
+  if (at == std::string::npos) return 0;
+  return std::stod(r->body.substr(at + name_and_labels.size() + 2));
+}
+
+// Turn k's cached tokens cover turns 1..k-1 whole, generated replies included.
+TEST(ServerCache, TenTurnChatHitsAllHistory) {
+  ServeProcess srv(chatml_args());
+  auto c = srv.client();
+  json messages = json::array({{{"role", "system"}, {"content", "You tell short stories."}}});
+  int prev_prompt = 0, prev_completion = 0;
+  for (int k = 1; k <= 10; ++k) {
+    messages.push_back({{"role", "user"}, {"content", "Tell me about day " + std::to_string(k) + "."}});
+    // Alternate streamed and whole turns, and max_tokens (some turns end at EOS).
+    json req = chat_request(messages, k % 3 == 0 ? 40 : 12);
+    std::string content;
+    Reply r;
+    if (k % 2 == 0) {
+      req["stream"] = true;
+      req["stream_options"] = {{"include_usage", true}};
+      auto s = c.Post("/v1/chat/completions", req.dump(), "application/json");
+      ASSERT_TRUE(s);
+      for (auto& e : sse_events(s->body)) {
+        if (e == "[DONE]") continue;
+        json j = json::parse(e);
+        if (j.contains("usage")) {
+          r.body = j;
+          continue;
+        }
+        if (j["choices"][0]["delta"].contains("content"))
+          content += j["choices"][0]["delta"]["content"].get<std::string>();
+      }
+      r.status = s->status;
+    } else {
+      r = post(c, "/v1/chat/completions", req);
+      content = r.body["choices"][0]["message"]["content"];
+    }
+    ASSERT_EQ(r.status, 200) << r.raw;
+    const int prompt = r.body["usage"]["prompt_tokens"];
+    const int completion = r.body["usage"]["completion_tokens"];
+    if (k > 1) {
+      // Every token of earlier turns is cached; only the last sampled token of the
+      // previous reply may lack KV (it was never fed back to the model).
+      EXPECT_GE(cached(r), prev_prompt + prev_completion - 1) << "turn " << k;
+      EXPECT_LT(cached(r), prompt);
+      EXPECT_EQ(r.body["promptcache"]["spliced_replies"], k - 1);
+      EXPECT_TRUE(r.body["promptcache"]["reason"].is_null()) << r.body.dump();
+    }
+    prev_prompt = prompt;
+    prev_completion = completion;
+    messages.push_back({{"role", "assistant"}, {"content", content}});
+  }
+}
+
+// Qwen3 renders an earlier assistant turn without the empty <think> block its
+// generation prompt had: the cached conversation diverges there, is reported,
+// and everything before still hits.
+TEST(ServerCache, Qwen3DivergenceReportedAndPrefixStillHits) {
+  ServeProcess srv({"-m", shared_path(kModel), "--chat-template-file",
+                    shared_path("templates/Qwen-Qwen3-0.6B.jinja")});
+  auto c = srv.client();
+  json messages = json::array({{{"role", "user"}, {"content", "Tell me a story about a cat."}}});
+  json req = chat_request(messages, 16);
+  req["chat_template_kwargs"] = {{"enable_thinking", false}};
+  Reply t1 = post(c, "/v1/chat/completions", req);
+  ASSERT_EQ(t1.status, 200) << t1.raw;
+  messages.push_back({{"role", "assistant"}, {"content", t1.body["choices"][0]["message"]["content"]}});
+  messages.push_back({{"role", "user"}, {"content", "And then?"}});
+  req["messages"] = messages;
+  Reply t2 = post(c, "/v1/chat/completions", req);
+  ASSERT_EQ(t2.status, 200) << t2.raw;
+  const json& pc = t2.body["promptcache"];
+  EXPECT_EQ(pc["reason"], "template_rerender") << pc.dump();
+  ASSERT_TRUE(pc["diverged_at"].is_number()) << pc.dump();
+  const int at = pc["diverged_at"];
+  EXPECT_GT(at, 10);
+  EXPECT_LT(at, t1.body["usage"]["prompt_tokens"].get<int>());
+  EXPECT_EQ(cached(t2), at);  // everything before the divergence hits
+  EXPECT_EQ(pc["spliced_replies"], 1);
+  EXPECT_GE(metric(c, "promptcache_cache_miss_total{reason=\"template_rerender\"}"), 1);
+}
+
+std::string long_prompt() {
+  std::string p;
+  for (int i = 0; i < 40; ++i) p += "Lily had a red ball and a big dog named Max. ";
+  return p;
+}
+
+TEST(ServerCache, SaltsIsolateNamespaces) {
+  ServeProcess srv(chatml_args());
+  auto c = srv.client();
+  json req = {{"prompt", long_prompt()}, {"max_tokens", 2}, {"temperature", 0}, {"cache_salt", "A"}};
+  EXPECT_EQ(cached(post(c, "/v1/completions", req)), 0);
+  EXPECT_GT(cached(post(c, "/v1/completions", req)), 400);
+  req["cache_salt"] = "B";
+  EXPECT_EQ(cached(post(c, "/v1/completions", req)), 0);
+  req.erase("cache_salt");
+  EXPECT_EQ(cached(post(c, "/v1/completions", req)), 0);
+}
+
+TEST(ServerCache, ApiKeysSelectTenants) {
+  const std::string keys = temp_dir() + "/keys.txt";
+  std::ofstream(keys) << "# key tenant\nkey-a alice\nkey-b bob\n";
+  std::vector<std::string> args = chatml_args();
+  args.insert(args.end(), {"--api-keys", keys});
+  ServeProcess srv(args);
+  auto anon = srv.client();
+  json req = {{"prompt", long_prompt()}, {"max_tokens", 2}, {"temperature", 0}};
+  Reply denied = post(anon, "/v1/completions", req);
+  EXPECT_EQ(denied.status, 401);
+  EXPECT_EQ(denied.body["error"]["code"], "invalid_api_key");
+  auto wrong = srv.client("key-x");
+  EXPECT_EQ(post(wrong, "/v1/completions", req).status, 401);
+  EXPECT_EQ(get(anon, "/health").status, 200);
+
+  auto a = srv.client("key-a"), b = srv.client("key-b");
+  EXPECT_EQ(cached(post(a, "/v1/completions", req)), 0);
+  EXPECT_EQ(cached(post(b, "/v1/completions", req)), 0);  // no cross-tenant hit
+  EXPECT_GT(cached(post(a, "/v1/completions", req)), 400);
+  // Each tenant lists only its own namespaces.
+  Reply ea = get(a, "/v1/cache/entries");
+  ASSERT_EQ(ea.status, 200) << ea.raw;
+  ASSERT_EQ(ea.body["namespaces"].size(), 1u) << ea.raw;
+  EXPECT_EQ(ea.body["namespaces"][0]["namespace"], "alice");
+  EXPECT_FALSE(ea.body["namespaces"][0]["entries"].empty());
+}
+
+TEST(ServerCache, StatsEntriesPinUnpinEvict) {
+  ServeProcess srv(chatml_args());
+  auto c = srv.client();
+  json req = {{"prompt", long_prompt()}, {"max_tokens", 4}, {"temperature", 0}};
+  const int n = post(c, "/v1/completions", req).body["usage"]["prompt_tokens"];
+  Reply st = get(c, "/v1/cache/stats");
+  ASSERT_EQ(st.status, 200);
+  EXPECT_GT(st.body["index"]["tokens"].get<int>(), n);
+  EXPECT_EQ(st.body["memory"]["pages"]["in_use"], 0);
+  EXPECT_GT(st.body["memory"]["bytes"]["cached"].get<int64_t>(), 0);
+  Reply e = get(c, "/v1/cache/entries");
+  ASSERT_EQ(e.status, 200) << e.raw;
+  ASSERT_EQ(e.body["namespaces"].size(), 1u);
+  ASSERT_EQ(e.body["namespaces"][0]["entries"].size(), 1u) << e.raw;
+  EXPECT_EQ(e.body["namespaces"][0]["entries"][0]["tokens"], n + 3);
+
+  Reply p = post(c, "/v1/cache/pin", {{"prompt", long_prompt()}});
+  ASSERT_EQ(p.status, 200) << p.raw;
+  Reply ev = post(c, "/v1/cache/evict", json::object());
+  ASSERT_EQ(ev.status, 200) << ev.raw;
+  // The unpinned generated tail is gone (its page may still back the prompt).
+  EXPECT_EQ(get(c, "/v1/cache/stats").body["index"]["tokens"], n);
+  EXPECT_EQ(cached(post(c, "/v1/completions", req)), n - 1);  // the pinned prompt survived
+
+  EXPECT_EQ(post(c, "/v1/cache/unpin", {{"prompt", long_prompt()}}).status, 200);
+  EXPECT_EQ(post(c, "/v1/cache/unpin", {{"prompt", long_prompt()}}).status, 404);
+  post(c, "/v1/cache/evict", json::object());
+  EXPECT_EQ(get(c, "/v1/cache/stats").body["index"]["entries"], 0);
+  EXPECT_EQ(cached(post(c, "/v1/completions", req)), 0);
+  EXPECT_EQ(post(c, "/v1/cache/pin", {{"prompt", "never seen"}}).status, 404);
+}
+
+// Opens a raw connection, sends a streaming request, reads until the first event
+// arrives and closes the socket.
+void stream_and_hang_up(int port, const json& body) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(uint16_t(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  const std::string b = body.dump();
+  const std::string req = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                          "Content-Length: " + std::to_string(b.size()) + "\r\n\r\n" + b;
+  ASSERT_EQ(write(fd, req.data(), req.size()), ssize_t(req.size()));
+  std::string got;
+  char buf[4096];
+  while (got.find("data: ") == std::string::npos) {
+    const ssize_t n = read(fd, buf, sizeof buf);
+    ASSERT_GT(n, 0);
+    got.append(buf, size_t(n));
+  }
+  close(fd);
+}
+
+TEST(ServerCache, ClientDisconnectCancelsAndFreesPages) {
+  ServeProcess srv({"-m", shared_path(kModel), "--threads", "1", "--kv-memory", "64MiB"});
+  auto c = srv.client();
+  // Long enough that it is still generating when the client leaves.
+  const json req = {{"prompt", "Once upon a time"}, {"max_tokens", 2000}, {"ignore_eos", true},
+                    {"stream", true}, {"temperature", 0}};
+  stream_and_hang_up(srv.port(), req);
+  json st;
+  for (int i = 0; i < 200; ++i) {
+    st = get(c, "/v1/cache/stats").body;
+    if (st["sequences"]["running"] == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(st["sequences"]["running"], 0);
+  EXPECT_EQ(st["memory"]["pages"]["in_use"], 0) << st.dump();
+  EXPECT_EQ(metric(c, "promptcache_client_disconnects_total"), 1);
+  // Fewer tokens than asked were generated: the sequence was cut short.
+  EXPECT_LT(st["engine"]["generated_tokens"].get<int>(), 2000);
+}
+
+TEST(ServerCache, FullQueueAnswers503) {
+  ServeProcess srv({"-m", shared_path(kModel), "--threads", "1", "--parallel", "1", "--queue", "0"});
+  std::atomic<int> ok{0}, busy{0}, other{0};
+  std::vector<std::thread> ts;
+  for (int i = 0; i < 6; ++i) {
+    ts.emplace_back([&] {
+      auto c = srv.client();
+      Reply r = post(c, "/v1/completions", {{"prompt", "Once"}, {"max_tokens", 1500}, {"ignore_eos", true}});
+      if (r.status == 200) ++ok;
+      else if (r.status == 503 && r.body["error"]["code"] == "server_overloaded") ++busy;
+      else ++other;
+    });
+  }
+  for (auto& t : ts) t.join();
+  EXPECT_GE(ok, 1);
+  EXPECT_GE(busy, 1);
+  EXPECT_EQ(other, 0);
+}
+
+TEST(ServerCache, ChatWithoutTemplateIs400) {
+  ServeProcess srv({"-m", shared_path(kModel)});
+  auto c = srv.client();
+  Reply r = post(c, "/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "hi"}}}}});
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(r.body["error"]["code"], "no_chat_template");
+}
+
+}  // namespace
+}  // namespace pc::test

@@ -1,0 +1,28 @@
+// The official `openai` npm package against a real server (tests/server/js).
+// Needs node and `npm install` run in tests/server/js (scripts/test.sh does it);
+// skipped when either is missing.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "server_fixture.h"
+
+namespace pc::test {
+namespace {
+
+TEST(ServerJs, OpenAiNpmClient) {
+  const std::filesystem::path js = std::filesystem::path(__FILE__).parent_path() / "js";
+  // scripts/test.sh installs node and the client (npm ci); missing is a failure.
+  ASSERT_EQ(std::system("node --version > /dev/null 2>&1"), 0) << "node is not installed (scripts/setup.sh)";
+  ASSERT_TRUE(std::filesystem::exists(js / "node_modules" / "openai"))
+      << "run `npm ci` in " << js.string() << " (scripts/test.sh does)";
+  ServeProcess srv({"-m", shared_path("models/stories260K.gguf"), "--chat-template-file",
+                    shared_path("templates/Qwen-Qwen2.5-7B-Instruct.jinja")});
+  const std::string cmd = "cd '" + js.string() + "' && PC_SERVER_URL=" + srv.url() +
+                          "/v1 node openai_client_test.mjs 2>&1";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+}
+
+}  // namespace
+}  // namespace pc::test

@@ -1,0 +1,107 @@
+#include "server_fixture.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#include "test_util.h"
+
+namespace pc::test {
+
+std::string promptcache_path() {
+  if (!cli_path().empty()) return cli_path();
+  return (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "promptcache").string();
+}
+
+std::string shared_path(const std::string& rel) { return shared_dir() + "/" + rel; }
+
+ServeProcess::ServeProcess(std::vector<std::string> args) {
+  log_ = temp_dir() + "/serve.log";
+  std::vector<std::string> argv = {promptcache_path(), "serve", "--port", "0"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  pid_ = fork();
+  if (pid_ < 0) throw std::runtime_error("fork failed");
+  if (pid_ == 0) {
+    FILE* f = std::freopen(log_.c_str(), "w", stderr);
+    (void)f;
+    std::vector<char*> cargv;
+    for (auto& a : argv) cargv.push_back(a.data());
+    cargv.push_back(nullptr);
+    execv(cargv[0], cargv.data());
+    _exit(127);
+  }
+  const std::regex re(R"(listening on http://[^:]+:(\d+))");
+  for (int i = 0; i < 600; ++i) {
+    std::ifstream in(log_);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    std::smatch m;
+    const std::string text = ss.str();
+    if (std::regex_search(text, m, re)) {
+      port_ = std::stoi(m[1]);
+      return;
+    }
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      throw std::runtime_error("promptcache serve exited: " + text);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  throw std::runtime_error("promptcache serve did not start listening within 30 s");
+}
+
+ServeProcess::~ServeProcess() {
+  if (pid_ <= 0) return;
+  kill(pid_, SIGTERM);
+  for (int i = 0; i < 100; ++i) {
+    if (waitpid(pid_, nullptr, WNOHANG) == pid_) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  kill(pid_, SIGKILL);
+  waitpid(pid_, nullptr, 0);
+}
+
+httplib::Client ServeProcess::client(const std::string& api_key) const {
+  httplib::Client c("127.0.0.1", port_);
+  c.set_read_timeout(120);
+  if (!api_key.empty()) c.set_bearer_token_auth(api_key);
+  return c;
+}
+
+namespace {
+Reply to_reply(const httplib::Result& r) {
+  Reply out;
+  if (!r) throw std::runtime_error("HTTP request failed: " + httplib::to_string(r.error()));
+  out.status = r->status;
+  out.raw = r->body;
+  out.body = json::parse(r->body, nullptr, /*allow_exceptions=*/false);
+  if (out.body.is_discarded()) out.body = nullptr;
+  return out;
+}
+}  // namespace
+
+Reply post(httplib::Client& c, const std::string& path, const json& body) {
+  return to_reply(c.Post(path.c_str(), body.dump(), "application/json"));
+}
+
+Reply get(httplib::Client& c, const std::string& path) { return to_reply(c.Get(path.c_str())); }
+
+std::vector<std::string> sse_events(const std::string& body) {
+  std::vector<std::string> out;
+  std::istringstream in(body);
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("data: ", 0) == 0) out.push_back(line.substr(6));
+  return out;
+}
+
+}  // namespace pc::test

@@ -1,0 +1,235 @@
+#include "tier/disk_tier.h"
+
+#include <gtest/gtest.h>
+#include <sys/mount.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <filesystem>
+#include <fstream>
+
+#include "gguf/error.h"
+#include "test_util.h"
+#include "tier/tier_fixture.h"
+
+namespace pc {
+namespace {
+
+namespace fs = std::filesystem;
+using test::kv_image;
+using test::small_ns;
+using test::small_shape;
+
+struct DiskTierTest : ::testing::Test {
+  KvStorage kv{small_shape(), 32};
+  std::string dir = test::temp_dir() + "/cache";
+  DiskTierTest() {
+    std::vector<int32_t> all;
+    for (int32_t p = 0; p < 32; ++p) all.push_back(p);
+    test::fill_pattern(kv, all, 5);
+  }
+  // An entry of tokens token_run(n, seed) over pages first_page, first_page + 1, ...
+  std::vector<uint8_t> entry(int32_t n, int32_t seed = 100, int32_t first_page = 0) {
+    std::vector<int32_t> pages;
+    for (int32_t i = 0; i < (n + 15) / 16; ++i) pages.push_back(first_page + i);
+    return serialize_entry(kv, pages, test::token_run(n, seed), small_ns());
+  }
+  std::vector<std::string> files() const {
+    std::vector<std::string> out;
+    for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path().filename().string());
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+  static void write_file(const std::string& path, const std::vector<uint8_t>& bytes) {
+    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  }
+  static std::vector<uint8_t> read_file(const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), {});
+  }
+  std::string path_for(int32_t n, int32_t seed = 100) const {
+    return dir + "/" + key_hex(entry_key(small_ns(), small_shape(), test::token_run(n, seed))) + ".kv";
+  }
+};
+
+TEST_F(DiskTierTest, RoundTripAndLongestPrefix) {
+  DiskTier disk(dir, 1 << 20);
+  for (int32_t n : {16, 32, 48}) ASSERT_EQ(disk.put(entry(n)), TierStatus::kOk);
+  EXPECT_EQ(disk.put(entry(32)), TierStatus::kOk);  // already there
+  EXPECT_EQ(disk.stats().entries, 3);
+  EXPECT_EQ(disk.stats().puts, 3);
+
+  const auto query = test::token_run(50);
+  TierLookup r = disk.longest_prefix(small_ns(), small_shape(), query);
+  ASSERT_TRUE(r.hit()) << r.message;
+  EXPECT_EQ(r.length, 48);
+  std::vector<int32_t> out{20, 21, 22};
+  ASSERT_EQ(restore_entry(r.entry, kv, out), EntryError::kOk);
+  EXPECT_EQ(kv_image(kv, out, 48), kv_image(kv, {0, 1, 2}, 48));
+
+  EXPECT_EQ(disk.longest_prefix(small_ns(), small_shape(), std::span(query).first(47)).length, 32);
+  EXPECT_EQ(disk.longest_prefix(small_ns(), small_shape(), std::span(query).first(15)).status, TierStatus::kMiss);
+  EXPECT_EQ(disk.longest_prefix(small_ns("other"), small_shape(), query).status, TierStatus::kMiss);
+  EXPECT_EQ(disk.longest_prefix(small_ns(), small_shape(), query, 40).length, 48);
+  EXPECT_EQ(disk.longest_prefix(small_ns(), small_shape(), std::span(query).first(47), 40).status,
+            TierStatus::kMiss);
+
+  EXPECT_TRUE(disk.get(small_ns(), small_shape(), test::token_run(16)).hit());
+  EXPECT_FALSE(disk.get(small_ns(), small_shape(), test::token_run(17)).hit());
+  EXPECT_TRUE(disk.erase(small_ns(), small_shape(), test::token_run(16)));
+  EXPECT_FALSE(disk.contains(small_ns(), small_shape(), test::token_run(16)));
+  EXPECT_FALSE(fs::exists(path_for(16)));
+  EXPECT_EQ(disk.put(std::vector<uint8_t>{1, 2, 3}), TierStatus::kInvalid);
+}
+
+TEST_F(DiskTierTest, RestartFindsEntriesInLruOrder) {
+  {
+    DiskTier disk(dir, 1 << 20);
+    for (int32_t n : {16, 32, 48}) ASSERT_EQ(disk.put(entry(n)), TierStatus::kOk);
+    usleep(20000);
+    ASSERT_TRUE(disk.get(small_ns(), small_shape(), test::token_run(16)).hit());  // touched last
+    EXPECT_THROW(DiskTier(dir, 1 << 20), Error);  // the directory is locked
+  }
+  DiskTier disk(dir, 1 << 20);
+  const auto items = disk.list();
+  ASSERT_EQ(items.size(), 3u);
+  EXPECT_EQ(items[0].n_tokens, 16);
+  EXPECT_EQ(items[1].n_tokens, 48);
+  EXPECT_EQ(items[2].n_tokens, 32);
+  EXPECT_EQ(items[0].ns, small_ns());
+  TierLookup r = disk.longest_prefix(small_ns(), small_shape(), test::token_run(40));
+  ASSERT_TRUE(r.hit());
+  EXPECT_EQ(r.length, 32);
+  std::vector<int32_t> out{20, 21};
+  ASSERT_EQ(restore_entry(r.entry, kv, out), EntryError::kOk);
+  EXPECT_EQ(kv_image(kv, out, 32), kv_image(kv, {0, 1}, 32));
+}
+
+TEST_F(DiskTierTest, CorruptTruncatedAndForeignFilesAreDeleted) {
+  {
+    DiskTier disk(dir, 1 << 20);
+    for (int32_t n : {16, 32, 48, 64}) ASSERT_EQ(disk.put(entry(n)), TierStatus::kOk);
+  }
+  // 16: payload byte flipped (found at get). 32: truncated. 48: header byte flipped.
+  auto e16 = read_file(path_for(16));
+  e16[e16.size() - 10] ^= 1;
+  write_file(path_for(16), e16);
+  auto e32 = read_file(path_for(32));
+  e32.resize(e32.size() - 100);
+  write_file(path_for(32), e32);
+  auto e48 = read_file(path_for(48));
+  e48[100] ^= 1;
+  write_file(path_for(48), e48);
+  // A valid entry under the wrong name, junk named like an entry, a crash's temp file,
+  // and an unrelated file (left alone).
+  write_file(path_for(80), read_file(path_for(64)));
+  write_file(dir + "/0123456789abcdef.kv", {1, 2, 3});
+  write_file(dir + "/." + key_hex(7) + ".1.part", std::vector<uint8_t>(500, 7));
+  write_file(dir + "/notes.txt", {'h', 'i'});
+
+  DiskTier disk(dir, 1 << 20);
+  DiskTierStats s = disk.stats();
+  EXPECT_EQ(s.corrupt_deleted, 4);  // 32, 48, the misnamed one, the junk
+  EXPECT_EQ(s.temp_removed, 1);
+  EXPECT_EQ(s.entries, 2);
+  EXPECT_EQ(files(), (std::vector<std::string>{".lock", fs::path(path_for(16)).filename().string(),
+                                               fs::path(path_for(64)).filename().string(), "notes.txt"}));
+
+  TierLookup r = disk.get(small_ns(), small_shape(), test::token_run(16));
+  EXPECT_EQ(r.status, TierStatus::kMiss);
+  EXPECT_NE(r.message.find("checksum"), std::string::npos) << r.message;
+  EXPECT_FALSE(fs::exists(path_for(16)));
+  EXPECT_EQ(disk.stats().corrupt_deleted, 5);
+  // The prefix lookup skips to the valid entry below a corrupt one.
+  EXPECT_EQ(disk.longest_prefix(small_ns(), small_shape(), test::token_run(70)).length, 64);
+}
+
+TEST_F(DiskTierTest, CorruptLongerEntryFallsBackToShorter) {
+  DiskTier disk(dir, 1 << 20);
+  ASSERT_EQ(disk.put(entry(16)), TierStatus::kOk);
+  ASSERT_EQ(disk.put(entry(32)), TierStatus::kOk);
+  auto e32 = read_file(path_for(32));
+  e32[e32.size() - 1] ^= 0x80;
+  write_file(path_for(32), e32);
+  TierLookup r = disk.longest_prefix(small_ns(), small_shape(), test::token_run(40));
+  ASSERT_TRUE(r.hit());
+  EXPECT_EQ(r.length, 16);
+  EXPECT_EQ(disk.stats().corrupt_deleted, 1);
+  EXPECT_EQ(disk.stats().entries, 1);
+}
+
+TEST_F(DiskTierTest, CapacityEvictsLeastRecentlyUsed) {
+  const uint64_t one = entry(16, 1).size();
+  DiskTier disk(dir, 3 * one);
+  ASSERT_EQ(disk.put(entry(16, 1)), TierStatus::kOk);
+  ASSERT_EQ(disk.put(entry(16, 2)), TierStatus::kOk);
+  ASSERT_EQ(disk.put(entry(16, 3)), TierStatus::kOk);
+  ASSERT_TRUE(disk.get(small_ns(), small_shape(), test::token_run(16, 1)).hit());
+  ASSERT_EQ(disk.put(entry(16, 4)), TierStatus::kOk);  // evicts seed 2
+  const auto items = disk.list();
+  ASSERT_EQ(items.size(), 3u);
+  EXPECT_FALSE(disk.contains(small_ns(), small_shape(), test::token_run(16, 2)));
+  EXPECT_FALSE(fs::exists(path_for(16, 2)));
+  EXPECT_TRUE(disk.contains(small_ns(), small_shape(), test::token_run(16, 1)));
+  EXPECT_EQ(disk.stats().evicted, 1);
+  EXPECT_EQ(disk.stats().bytes, int64_t(3 * one));
+  // A two-page entry evicts the two least recently used (3 then 1).
+  ASSERT_EQ(disk.put(entry(32, 5)), TierStatus::kOk);
+  EXPECT_FALSE(disk.contains(small_ns(), small_shape(), test::token_run(16, 3)));
+  EXPECT_FALSE(disk.contains(small_ns(), small_shape(), test::token_run(16, 1)));
+  EXPECT_TRUE(disk.contains(small_ns(), small_shape(), test::token_run(16, 4)));
+  EXPECT_EQ(disk.put(entry(64, 6)), TierStatus::kTooLarge);
+  EXPECT_LE(disk.stats().bytes, int64_t(3 * one));
+}
+
+TEST_F(DiskTierTest, RestartWithSmallerCapacityTrims) {
+  const uint64_t one = entry(16, 1).size();
+  {
+    DiskTier disk(dir, 10 * one);
+    for (int32_t seed = 1; seed <= 4; ++seed) {
+      ASSERT_EQ(disk.put(entry(16, seed)), TierStatus::kOk);
+      usleep(10000);  // distinct mtimes
+    }
+  }
+  DiskTier disk(dir, 2 * one);
+  EXPECT_EQ(disk.stats().entries, 2);
+  EXPECT_TRUE(disk.contains(small_ns(), small_shape(), test::token_run(16, 4)));
+  EXPECT_TRUE(disk.contains(small_ns(), small_shape(), test::token_run(16, 3)));
+}
+
+TEST_F(DiskTierTest, FullDiskEvictsAndRetriesOnce) {
+  int fail_next = 0;
+  DiskTierOptions opt;
+  opt.capacity_bytes = 1 << 20;
+  opt.inject_write_error = [&](uint64_t) { return fail_next-- > 0 ? ENOSPC : 0; };
+  DiskTier disk(dir, opt);
+  ASSERT_EQ(disk.put(entry(16, 1)), TierStatus::kOk);
+  ASSERT_EQ(disk.put(entry(16, 2)), TierStatus::kOk);
+  fail_next = 1;  // the first write fails, the retry after eviction succeeds
+  ASSERT_EQ(disk.put(entry(16, 3)), TierStatus::kOk);
+  EXPECT_EQ(disk.stats().enospc_retries, 1);
+  EXPECT_EQ(disk.stats().evicted, 1);
+  EXPECT_FALSE(disk.contains(small_ns(), small_shape(), test::token_run(16, 1)));
+  fail_next = 2;  // both fail: nothing stored, nothing thrown, no temp file left
+  EXPECT_EQ(disk.put(entry(16, 4)), TierStatus::kNoSpace);
+  EXPECT_EQ(disk.stats().put_failures, 1);
+  EXPECT_FALSE(disk.contains(small_ns(), small_shape(), test::token_run(16, 4)));
+  for (const auto& f : files()) EXPECT_EQ(f.find(".part"), std::string::npos) << f;
+  fail_next = 0;
+  EXPECT_EQ(disk.put(entry(16, 4)), TierStatus::kOk);
+}
+
+TEST_F(DiskTierTest, UnusablePathsAreErrorsNotCrashes) {
+  const std::string file = test::temp_dir() + "/plain";
+  write_file(file, {1});
+  EXPECT_THROW(DiskTier(file + "/cache", 1 << 20), Error);
+  DiskTier disk(dir, 1 << 20);
+  ASSERT_EQ(disk.put(entry(16, 1)), TierStatus::kOk);
+  fs::remove_all(dir);  // the directory vanishes under us
+  EXPECT_EQ(disk.put(entry(16, 2)), TierStatus::kIoError);
+  EXPECT_EQ(disk.get(small_ns(), small_shape(), test::token_run(16, 1)).status, TierStatus::kMiss);
+  EXPECT_GE(disk.stats().io_errors, 1);
+}
+
+}  // namespace
+}  // namespace pc

@@ -1,0 +1,165 @@
+#include "tier/entry.h"
+
+#include <gtest/gtest.h>
+
+#include "tier/entry_key.h"
+#include "tier/tier_fixture.h"
+
+namespace pc {
+namespace {
+
+using test::kv_image;
+using test::small_ns;
+using test::small_shape;
+
+struct EntryTest : ::testing::Test {
+  KvStorage kv{small_shape(), 16};
+  std::vector<int32_t> src{3, 7, 1};  // deliberately not in order
+  std::vector<int32_t> dst{10, 4, 12};
+  void SetUp() override { test::fill_pattern(kv, src, 42, 1000); }
+  EntryExpect expect() const { return EntryExpect{"model-abc", "f16", small_shape()}; }
+};
+
+TEST_F(EntryTest, RoundTripIsBitwise) {
+  for (bool compress : {false, true}) {
+    for (int32_t n : {48, 37, 1, 16}) {
+      const auto tokens = test::token_run(n);
+      std::vector<int32_t> pages(src.begin(), src.begin() + (n + 15) / 16);
+      auto bytes = serialize_entry(kv, pages, tokens, small_ns("t1"), {compress, 1});
+      Decoded<Entry> d = deserialize_entry(bytes, expect());
+      ASSERT_TRUE(d.ok()) << d.message;
+      EXPECT_EQ(d.value.info.tokens, tokens);
+      EXPECT_EQ(d.value.info.ns, small_ns("t1"));
+      if (!compress) {
+        EXPECT_FALSE(d.value.info.compressed);  // (random data may stay raw even when asked)
+      }
+      std::vector<int32_t> out(dst.begin(), dst.begin() + pages.size());
+      ASSERT_EQ(restore_entry(d.value, kv, out), EntryError::kOk);
+      EXPECT_EQ(kv_image(kv, out, n), kv_image(kv, pages, n)) << "n=" << n << " compress=" << compress;
+      EXPECT_EQ(kv.pos(out.back())[(n - 1) % 16], 1000 + n - 1);
+      if (n % 16) {
+        EXPECT_EQ(kv.pos(out.back())[n % 16], -1);
+      }
+    }
+  }
+}
+
+TEST_F(EntryTest, SlotsBeyondTheTokensDoNotMatter) {
+  const auto tokens = test::token_run(20);  // page 7 holds tokens 16-19 in slots 0-3
+  const auto a = serialize_entry(kv, std::vector<int32_t>{3, 7}, tokens, small_ns());
+  test::fill_pattern(kv, {9}, 7, 0);
+  kv.copy_slots(9, 7, 4);  // page 9: slots 0-3 as page 7, slots 4-15 different
+  const auto b = serialize_entry(kv, std::vector<int32_t>{3, 9}, tokens, small_ns());
+  EXPECT_EQ(a, b);
+}
+
+TEST_F(EntryTest, CompressionShrinksRedundantPayload) {
+  KvStorage z(small_shape(), 4);  // all zeros
+  const auto tokens = test::token_run(64);
+  auto raw = serialize_entry(z, std::vector<int32_t>{0, 1, 2, 3}, tokens, small_ns());
+  auto comp = serialize_entry(z, std::vector<int32_t>{0, 1, 2, 3}, tokens, small_ns(), {true, 3});
+  EXPECT_LT(comp.size(), raw.size() / 4);
+  Decoded<Entry> d = deserialize_entry(comp, {});
+  ASSERT_TRUE(d.ok()) << d.message;
+  EXPECT_TRUE(d.value.info.compressed);
+  EXPECT_EQ(d.value.payload().size(), 4 * small_shape().bytes_per_page());
+  ASSERT_EQ(restore_entry(d.value, kv, std::vector<int32_t>{8, 9, 10, 11}), EntryError::kOk);
+  EXPECT_EQ(kv_image(kv, {8, 9, 10, 11}, 64), kv_image(z, {0, 1, 2, 3}, 64));
+}
+
+TEST_F(EntryTest, EveryCorruptedByteIsRejected) {
+  const auto tokens = test::token_run(20);
+  for (bool compress : {false, true}) {
+    const auto good = serialize_entry(kv, {src.data(), 2}, tokens, small_ns(), {compress, 1});
+    for (size_t i = 0; i < good.size(); ++i) {
+      auto bad = good;
+      bad[i] ^= 0x20;
+      Decoded<Entry> d = deserialize_entry(bad, expect());
+      EXPECT_FALSE(d.ok()) << "flipped byte " << i << " of " << good.size();
+      EXPECT_FALSE(d.message.empty());
+    }
+  }
+}
+
+TEST_F(EntryTest, EveryTruncationIsRejected) {
+  const auto tokens = test::token_run(33);
+  const auto good = serialize_entry(kv, src, tokens, small_ns());
+  for (size_t n = 0; n < good.size(); n += (n < 200 ? 1 : 97)) {
+    std::vector<uint8_t> cut(good.begin(), good.begin() + n);
+    Decoded<Entry> d = deserialize_entry(cut, expect());
+    EXPECT_FALSE(d.ok()) << n;
+    if (n >= 8 && n < good.size()) {
+      EXPECT_EQ(d.error, EntryError::kTruncated) << n << ": " << d.message;
+    }
+  }
+  auto longer = good;
+  longer.push_back(0);
+  EXPECT_EQ(deserialize_entry(longer, expect()).error, EntryError::kCorrupt);
+}
+
+TEST_F(EntryTest, WrongModelTypeShapeMagicVersion) {
+  const auto tokens = test::token_run(16);
+  const auto good = serialize_entry(kv, {src.data(), 1}, tokens, small_ns());
+  EXPECT_EQ(deserialize_entry(good, {"other-model", "f16", small_shape()}).error, EntryError::kWrongModel);
+  EXPECT_EQ(deserialize_entry(good, {"model-abc", "q8_0", small_shape()}).error, EntryError::kWrongKvType);
+  EXPECT_EQ(deserialize_entry(good, {"model-abc", "f16", KvShape{2, 2, 16, 16}}).error, EntryError::kWrongShape);
+  EXPECT_EQ(deserialize_entry(good, {"model-abc", "f16", KvShape{2, 2, 8, 32}}).error, EntryError::kWrongShape);
+  auto magic = good;
+  magic[0] = 'X';
+  EXPECT_EQ(deserialize_entry(magic, {}).error, EntryError::kBadMagic);
+  auto version = good;
+  version[8] = 2;
+  EXPECT_EQ(deserialize_entry(version, {}).error, EntryError::kBadVersion);
+  EXPECT_EQ(deserialize_entry({}, {}).error, EntryError::kTruncated);
+  // Restoring into storage of another shape is refused.
+  Decoded<Entry> d = deserialize_entry(good, {});
+  ASSERT_TRUE(d.ok());
+  KvStorage other(KvShape{2, 2, 16, 16}, 2);
+  EXPECT_EQ(restore_entry(d.value, other, std::vector<int32_t>{0}), EntryError::kWrongShape);
+  EXPECT_EQ(restore_entry(d.value, kv, std::vector<int32_t>{0, 1}), EntryError::kCorrupt);
+}
+
+TEST_F(EntryTest, HeaderParsesWithoutPayload) {
+  const auto tokens = test::token_run(40);
+  const auto good = serialize_entry(kv, src, tokens, small_ns("x"));
+  const uint32_t hb = entry_header_bytes(std::span(good).first(kEntryFixedHeader));
+  ASSERT_GT(hb, kEntryFixedHeader);
+  Decoded<EntryInfo> h = parse_entry_header(std::span(good).first(hb), good.size());
+  ASSERT_TRUE(h.ok()) << h.message;
+  EXPECT_EQ(h.value.tokens, tokens);
+  EXPECT_EQ(h.value.n_pages(), 3);
+  EXPECT_EQ(h.value.total_bytes(), good.size());
+  EXPECT_EQ(parse_entry_header(std::span(good).first(hb), good.size() - 1).error, EntryError::kTruncated);
+}
+
+TEST_F(EntryTest, PreconditionsThrow) {
+  const auto tokens = test::token_run(20);
+  EXPECT_THROW(serialize_entry(kv, {src.data(), 1}, tokens, small_ns()), std::invalid_argument);
+  EXPECT_THROW(serialize_entry(kv, std::vector<int32_t>{0, 99}, tokens, small_ns()), std::invalid_argument);
+  EXPECT_THROW(serialize_entry(kv, {}, {}, small_ns()), std::invalid_argument);
+}
+
+TEST(EntryKey, PrefixKeysAreThePageAlignedPrefixes) {
+  const auto tokens = test::token_run(37);
+  const auto keys = prefix_keys(small_ns(), small_shape(), tokens);
+  ASSERT_EQ(keys.size(), 3u);
+  EXPECT_EQ(keys[0].length, 37);
+  EXPECT_EQ(keys[1].length, 32);
+  EXPECT_EQ(keys[2].length, 16);
+  for (const PrefixKey& k : keys)
+    EXPECT_EQ(k.key, entry_key(small_ns(), small_shape(), std::span(tokens).first(k.length)));
+  EXPECT_EQ(prefix_keys(small_ns(), small_shape(), std::span(tokens).first(32)).size(), 2u);
+  EXPECT_EQ(prefix_keys(small_ns(), small_shape(), tokens, 20).size(), 2u);
+  // Namespace, tenant and shape all separate keys.
+  const uint64_t k = entry_key(small_ns(), small_shape(), tokens);
+  EXPECT_NE(k, entry_key(small_ns("t"), small_shape(), tokens));
+  EXPECT_NE(k, entry_key(KvNamespace{"model-abd", "f16", ""}, small_shape(), tokens));
+  EXPECT_NE(k, entry_key(small_ns(), KvShape{2, 2, 8, 32}, tokens));
+  uint64_t back = 0;
+  ASSERT_TRUE(parse_key_hex(key_hex(k), &back));
+  EXPECT_EQ(back, k);
+  EXPECT_FALSE(parse_key_hex("xyz", &back));
+}
+
+}  // namespace
+}  // namespace pc

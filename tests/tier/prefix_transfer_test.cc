@@ -1,0 +1,132 @@
+// Promotion and demotion with a real engine: KV saved from one engine and restored into
+// a fresh one (a restart from disk, or a second server through Redis) gives logits
+// bitwise equal to computing everything.
+#include "tier/prefix_transfer.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+
+#include "engine/engine.h"
+#include "model/model.h"
+#include "test_util.h"
+#include "tier/disk_tier.h"
+#include "tier/redis_tier.h"
+#include "tier/tier_fixture.h"
+
+namespace pc {
+namespace {
+
+EngineOptions options() {
+  EngineOptions o;
+  o.threads = 2;
+  o.kv_memory_bytes = 32 << 20;
+  return o;
+}
+
+struct PrefixTransferTest : ::testing::Test {
+  std::unique_ptr<Model> model = Model::load(test::shared_dir() + "/models/stories260K.gguf");
+  std::vector<int32_t> prompt;
+  std::vector<float> want;  // logits of every prompt position, no cache
+  int64_t V = 0;
+  void SetUp() override {
+    V = model->config().n_vocab;
+    std::mt19937 rng(7);
+    std::uniform_int_distribution<int32_t> d(3, int32_t(V) - 1);
+    prompt.push_back(1);
+    for (int i = 0; i < 69; ++i) prompt.push_back(d(rng));
+    Engine plain(*model, options());
+    want = plain.prompt_logits(prompt, 64);
+  }
+  // Logits of positions [from, n) must equal `want`'s rows bitwise.
+  void expect_rows_equal(const std::vector<float>& got, int64_t from) {
+    ASSERT_EQ(int64_t(got.size()), (int64_t(prompt.size()) - from) * V);
+    EXPECT_EQ(std::memcmp(got.data(), want.data() + from * V, got.size() * sizeof(float)), 0);
+  }
+  std::span<const int32_t> query() const { return std::span(prompt).first(prompt.size() - 1); }
+};
+
+TEST_F(PrefixTransferTest, RestartFromDiskIsBitwiseEqual) {
+  const std::string dir = test::temp_dir() + "/disk";
+  {
+    Engine a(*model, options());
+    a.prompt_logits(prompt, 16, true);  // computed and cached in memory
+    DiskTier disk(dir, 64 << 20);
+    for (size_t len : {16, 64}) {  // demote two page-aligned prefixes
+      auto bytes = save_prefix(a.page_pool(), a.index(), a.ns(""), std::span(prompt).first(len), {true, 1});
+      ASSERT_FALSE(bytes.empty());
+      ASSERT_EQ(disk.put(bytes), TierStatus::kOk);
+    }
+  }
+  Engine b(*model, options());  // "restarted": empty memory cache
+  DiskTier disk(dir, 64 << 20);
+  EXPECT_EQ(disk.stats().entries, 2);
+  const KvShape shape = b.page_pool().shape();
+  TierLookup r = disk.longest_prefix(b.ns(""), shape, query());
+  ASSERT_TRUE(r.hit()) << r.message;
+  EXPECT_EQ(r.length, 64);
+  EXPECT_EQ(restore_prefix(b.page_pool(), b.index(), b.ns(""), r.entry), 64);
+  b.page_pool().check_invariants();
+  b.index().check_invariants();
+  int64_t n_cached = -1;
+  std::vector<float> got = b.prompt_logits(prompt, 16, true, &n_cached);
+  EXPECT_EQ(n_cached, 64);
+  expect_rows_equal(got, 64);
+  // Restoring again adds nothing new to the index.
+  EXPECT_EQ(restore_prefix(b.page_pool(), b.index(), b.ns(""), r.entry), 0);
+  // Another tenant's namespace does not see it.
+  EXPECT_EQ(disk.longest_prefix(b.ns("other"), shape, query()).status, TierStatus::kMiss);
+}
+
+TEST_F(PrefixTransferTest, SecondServerThroughRedisIsBitwiseEqual) {
+  test::RedisServer server;
+  ASSERT_TRUE(server.available()) << "redis-server not installed (scripts/setup.sh installs it)";
+  ASSERT_TRUE(server.running()) << "redis-server did not start";
+  Engine a(*model, options());
+  Engine b(*model, options());
+  RedisTier ra(server.url(), 600);
+  RedisTier rb(server.url(), 600);
+  a.prompt_logits(prompt, 7, true);
+  ASSERT_EQ(ra.put(save_prefix(a.page_pool(), a.index(), a.ns(""), std::span(prompt).first(48))), TierStatus::kOk);
+  TierLookup r = rb.longest_prefix(b.ns(""), b.page_pool().shape(), query());
+  ASSERT_TRUE(r.hit()) << r.message;
+  EXPECT_EQ(r.length, 48);
+  ASSERT_EQ(restore_prefix(b.page_pool(), b.index(), b.ns(""), r.entry), 48);
+  int64_t n_cached = -1;
+  expect_rows_equal(b.prompt_logits(prompt, 5, true, &n_cached), 48);
+  EXPECT_EQ(n_cached, 48);
+}
+
+TEST_F(PrefixTransferTest, SnapshotHoldsPagesAndAligns) {
+  Engine a(*model, options());
+  PagePool& pool = a.page_pool();
+  EXPECT_TRUE(snapshot_prefix(pool, a.index(), a.ns(""), prompt).empty());
+  EXPECT_TRUE(save_prefix(pool, a.index(), a.ns(""), prompt).empty());
+  a.prompt_logits(std::vector<int32_t>(prompt.begin(), prompt.begin() + 40), 16, true);
+  // Cached: 40 tokens. Asking for 70 gives the page-aligned 32; asking for 40, all 40.
+  PrefixSnapshot s = snapshot_prefix(pool, a.index(), a.ns(""), prompt);
+  EXPECT_EQ(s.tokens.size(), 32u);
+  EXPECT_EQ(s.pages.size(), 2u);
+  for (int32_t p : s.pages) EXPECT_GT(pool.seq_refs(p), 0);
+  PrefixSnapshot all = snapshot_prefix(pool, a.index(), a.ns(""), std::span(prompt).first(40));
+  EXPECT_EQ(all.tokens.size(), 40u);
+  EXPECT_EQ(all.pages.size(), 3u);
+  // While snapshots hold the pages, eviction cannot free them.
+  a.index().evict(size_t(1) << 40);
+  for (int32_t p : all.pages) EXPECT_FALSE(pool.is_free(p));
+  auto bytes = serialize_entry(*pool.storage(), all.pages, all.tokens, a.ns(""));
+  s.table.release();
+  all.table.release();
+  pool.check_invariants();
+  Decoded<Entry> d = deserialize_entry(bytes, EntryExpect{a.ns("").model, "f16", pool.shape()});
+  ASSERT_TRUE(d.ok()) << d.message;
+  // Restored into the now empty engine, the 40-token prefix (cut to 39) hits again.
+  ASSERT_EQ(restore_prefix(pool, a.index(), a.ns(""), d.value), 40);
+  int64_t n_cached = -1;
+  expect_rows_equal(a.prompt_logits(prompt, 16, true, &n_cached), 40);
+  EXPECT_EQ(n_cached, 40);
+}
+
+}  // namespace
+}  // namespace pc
