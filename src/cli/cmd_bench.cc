@@ -84,7 +84,11 @@ Run add_bench(CLI::App& app) {
   p->add_option("--repeat", a->repeat, "Runs per length (best is reported)")->capture_default_str();
   p->add_option("--json", a->json_out, "Also write the results as JSON to this file");
   Run conversation = add_bench_conversation(app);
-  return [a, p, conversation] { return p->parsed() ? run_prefill(*a) : conversation(); };
+  Run modules = add_bench_modules(app);
+  CLI::App* conv = app.get_subcommand("conversation");
+  return [a, p, conv, conversation, modules] {
+    return p->parsed() ? run_prefill(*a) : conv->parsed() ? conversation() : modules();
+  };
 }
 
 }  // namespace pc::cli

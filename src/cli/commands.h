@@ -21,5 +21,7 @@ Run add_serve(CLI::App& app);
 std::string read_text_file(const std::string& path);
 // `bench conversation`, registered by add_bench.
 Run add_bench_conversation(CLI::App& bench);
+// `bench modules`, registered by add_bench.
+Run add_bench_modules(CLI::App& bench);
 
 }  // namespace pc::cli

@@ -18,7 +18,7 @@ int main(int argc, char** argv) {
       add_inspect(*app.add_subcommand("inspect", "Print a GGUF file's metadata and tensors")),
       add_make_model(*app.add_subcommand("make-model", "Write a random-weight GGUF model of a named shape")),
       add_demo(*app.add_subcommand("demo", "Generate a small model and show generation")),
-      add_bench(*app.add_subcommand("bench", "Benchmarks: prefill, conversation")),
+      add_bench(*app.add_subcommand("bench", "Benchmarks: prefill, conversation, modules")),
       add_pml(*app.add_subcommand("pml", "PML schemas and prompts (modular prompt caching)")),
       add_serve(*app.add_subcommand("serve", "Serve the OpenAI-compatible HTTP API")),
   };
