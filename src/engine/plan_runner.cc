@@ -22,7 +22,8 @@
 namespace pc {
 
 struct Engine::PlanBuild {
-  int64_t hits = 0, misses = 0;  // modules found / encoded
+  int64_t hits = 0;              // plan modules found in the store
+  int64_t misses = 0;            // modules encoded (plan modules and their context)
   int64_t cached = 0;            // plan tokens whose KV came from the store
   int64_t computed = 0;          // tokens computed (module encodings + uncached runs)
 };
@@ -129,8 +130,10 @@ ModuleEntry Engine::ensure_module(const pml::SchemaLayout& schema, int m, const 
   if (hit) *hit = false;
   if (M.cache) {
     if (const ModuleEntry* e = modules_->find(key)) {
-      ++st->hits;
-      if (hit) *hit = true;
+      if (hit) {  // a module of the plan itself (context lookups are not counted)
+        ++st->hits;
+        *hit = true;
+      }
       return *e;
     }
   }

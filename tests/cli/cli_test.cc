@@ -72,6 +72,31 @@ TEST(Cli, GenerateFileRunsRequestsThroughOneCache) {
   EXPECT_NE(e.out.find("bad.jsonl:2: invalid JSON"), std::string::npos) << e.out;
 }
 
+TEST(Cli, PmlCheckAndGenerate) {
+  const std::string dir = test::temp_dir();
+  FILE* f = fopen((dir + "/s.pml").c_str(), "w");
+  fputs("<schema name=\"s\">Once upon a time <module name=\"dog\">there was a dog.</module>"
+        "<module name=\"cat\">there was a cat.</module></schema>", f);
+  fclose(f);
+  f = fopen((dir + "/p.pml").c_str(), "w");
+  fputs("<prompt schema=\"s\"><cat/> The cat</prompt>", f);
+  fclose(f);
+  f = fopen((dir + "/bad.pml").c_str(), "w");
+  fputs("<prompt schema=\"s\">\n  <cow/> x</prompt>", f);
+  fclose(f);
+  CmdResult c = run("pml check -m " + kStories + " " + dir + "/s.pml " + dir + "/p.pml");
+  ASSERT_EQ(c.status, 0) << c.out;
+  EXPECT_NE(c.out.find("dog"), std::string::npos) << c.out;
+  EXPECT_NE(c.out.find("cat"), std::string::npos) << c.out;
+  CmdResult g = run("generate -m " + kStories + " --schema " + dir + "/s.pml -p " + dir + "/p.pml -n 6");
+  ASSERT_EQ(g.status, 0) << g.out;
+  EXPECT_NE(g.out.find("modules: 0 cached, 2 encoded"), std::string::npos) << g.out;  // root + cat
+  EXPECT_NE(g.out.find("generated 6 tokens"), std::string::npos) << g.out;
+  CmdResult e = run("pml check -m " + kStories + " " + dir + "/s.pml " + dir + "/bad.pml");
+  EXPECT_EQ(e.status, 1);
+  EXPECT_NE(e.out.find("line 2, column 3"), std::string::npos) << e.out;
+}
+
 TEST(Cli, InspectPrintsMetadataAndTensors) {
   CmdResult r = run("inspect " + kStories);
   ASSERT_EQ(r.status, 0) << r.out;
