@@ -42,9 +42,10 @@ void attention_scalar(const PagedAttentionArgs& a, const float* q, int group, fl
       acc[d] = 0.f;
     }
     float M = -std::numeric_limits<float>::infinity(), S = 0.f;
-    for (int t = 0; t < a.n_ctx; ++t) {
-      const uint16_t* K = a.k_pages[t / P] + slab + size_t(t % P) * hd;
-      const uint16_t* V = a.v_pages[t / P] + slab + size_t(t % P) * hd;
+    for (int t = 0, p = 0, o = 0; t < a.n_ctx; ++t, ++o) {
+      if (o == (a.fills ? a.fills[p] : P)) ++p, o = 0;  // next page
+      const uint16_t* K = a.k_pages[p] + slab + size_t(o) * hd;
+      const uint16_t* V = a.v_pages[p] + slab + size_t(o) * hd;
       float dot = 0.f;
       for (int d = 0; d < hd; ++d) dot += q16[d] * fp16_to_fp32(K[d]);
       const float s = dot * a.scale;

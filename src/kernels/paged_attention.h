@@ -17,6 +17,10 @@ struct PagedAttentionArgs {
   int kv_head = 0;     // which KV head (selects the [page_size][head_dim] slab)
   int n_kv_head = 0;
   int n_ctx = 0;       // number of slots visible to the query, in sequence order
+  // Filled slots of each page (null: every page but the last is full). With
+  // fills, the sequence's slots are page 0's first fills[0] slots, then page
+  // 1's first fills[1], ... (PML plans reference module pages ending mid-page).
+  const int32_t* fills = nullptr;
   float scale = 1.f;   // usually 1/sqrt(head_dim)
 };
 

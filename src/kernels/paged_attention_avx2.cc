@@ -65,9 +65,10 @@ void paged_attention_avx2(const PagedAttentionArgs& a, const float* q, int group
     S[j] = 0.f;
   }
   // Keys and values are loaded once per slot for all heads of the group.
-  for (int t = 0; t < a.n_ctx; ++t) {
-    const uint16_t* K = a.k_pages[t / P] + slab + size_t(t % P) * hd;
-    const uint16_t* V = a.v_pages[t / P] + slab + size_t(t % P) * hd;
+  for (int t = 0, p = 0, o = 0; t < a.n_ctx; ++t, ++o) {
+    if (o == (a.fills ? a.fills[p] : P)) ++p, o = 0;  // next page
+    const uint16_t* K = a.k_pages[p] + slab + size_t(o) * hd;
+    const uint16_t* V = a.v_pages[p] + slab + size_t(o) * hd;
     for (int j = 0; j < group; ++j) {
       __m256 dot = _mm256_setzero_ps();
       for (int d = 0; d < hd; d += 8) dot = _mm256_fmadd_ps(load_f16(q16 + j * hd + d), load_f16(K + d), dot);
@@ -217,8 +218,9 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
     S[qi] = 0.f;
   }
   const __m256 scale = _mm256_set1_ps(a.scale);
-  for (int t0 = 0, p = 0; t0 < n_max; t0 += P, ++p) {
-    const int nk = n_max - t0 < P ? n_max - t0 : P;
+  for (int t0 = 0, p = 0, pg = P; t0 < n_max; t0 += pg, ++p) {
+    pg = a.fills ? a.fills[p] : P;  // slots of this page
+    const int nk = n_max - t0 < pg ? n_max - t0 : pg;
     const uint16_t* K = a.k_pages[p] + slab;
     const uint16_t* V = a.v_pages[p] + slab;
     for (int t = 0; t < nk; ++t)

@@ -206,22 +206,7 @@ void Forward::attention_block(int l, std::span<const BatchEntry> batch, std::spa
   // In batch order, so that should two entries name one slot the last wins.
   for (int64_t i = 0; i < m; ++i) store_kv(l, batch[i], i, seqs);
 
-  const int P = kv_.shape().page_size;
   for (size_t s = 0; s < seqs.size(); ++s) {
-    if (seqs[s].fills) {
-      // Pages with holes: the kernel walks one-slot "pages" through pointers
-      // to each slot of each KV head: kptr_[s][g * n + t] (page size 1, head 0).
-      const size_t n = slot_page_[s].size();
-      kptr_[s].resize(n * c.n_kv_head);
-      vptr_[s].resize(n * c.n_kv_head);
-      for (int64_t g = 0; g < c.n_kv_head; ++g)
-        for (size_t t = 0; t < n; ++t) {
-          const size_t off = (size_t(g) * P + slot_off_[s][t]) * hd;
-          kptr_[s][g * n + t] = kv_.k(slot_page_[s][t], l) + off;
-          vptr_[s][g * n + t] = kv_.v(slot_page_[s][t], l) + off;
-        }
-      continue;
-    }
     kptr_[s].resize(seqs[s].n_pages);
     vptr_[s].resize(seqs[s].n_pages);
     for (int32_t p = 0; p < seqs[s].n_pages; ++p) {
@@ -257,13 +242,7 @@ void Forward::attention_block(int l, std::span<const BatchEntry> batch, std::spa
     a.page_size = kv_.shape().page_size;
     a.head_dim = int(hd);
     a.kv_head = g;
-    if (seqs[e.seq].fills) {
-      const size_t n = slot_page_[e.seq].size();
-      a.k_pages += g * n;
-      a.v_pages += g * n;
-      a.page_size = 1;
-      a.kv_head = 0;
-    }
+    a.fills = seqs[e.seq].fills;
     a.n_kv_head = int(c.n_kv_head);
     a.scale = float(1.0 / std::sqrt(double(hd)));
     const int64_t off = i0 * qd + int64_t(g) * group * hd;
