@@ -42,10 +42,11 @@ void print_timings(const GenerateResult& r) {
                r.ttft_ms, r.tokens.size(), tg_tps, r.finish_reason.c_str());
 }
 
-// Runs one request and streams its text to stdout.
-void run_one(Engine& engine, const Tokenizer& tok, const GenerateRequest& req) {
+// Runs `gen` with a callback that streams the text to stdout as it comes.
+template <class Gen>
+GenerateResult stream_to_stdout(const Tokenizer& tok, Gen&& gen) {
   StreamDecoder dec(tok);
-  GenerateResult r = engine.generate(req, [&](int32_t id) {
+  GenerateResult r = gen([&](int32_t id) {
     const std::string s = dec.push(id);
     std::fwrite(s.data(), 1, s.size(), stdout);
     std::fflush(stdout);
@@ -55,7 +56,12 @@ void run_one(Engine& engine, const Tokenizer& tok, const GenerateRequest& req) {
   std::fwrite(rest.data(), 1, rest.size(), stdout);
   std::fputc('\n', stdout);
   std::fflush(stdout);
-  print_timings(r);
+  return r;
+}
+
+// Runs one request and streams its text to stdout.
+void run_one(Engine& engine, const Tokenizer& tok, const GenerateRequest& req) {
+  print_timings(stream_to_stdout(tok, [&](const TokenCallback& cb) { return engine.generate(req, cb); }));
 }
 
 // One request per line: {"prompt": "...", "max_tokens": N, "temperature": T,
@@ -107,16 +113,9 @@ int run_pml(const GenerateArgs& a, const Model& model, Engine& engine, const Gen
     const int64_t n = engine.preload(layout);
     std::fprintf(stderr, "preloaded schema '%s': %lld module tokens encoded\n", layout.name.c_str(), (long long)n);
   }
-  StreamDecoder dec(model.tokenizer());
-  GenerateResult r = engine.generate_plan(layout, plan, defaults, [&](int32_t id) {
-    const std::string s = dec.push(id);
-    std::fwrite(s.data(), 1, s.size(), stdout);
-    std::fflush(stdout);
-    return true;
+  const GenerateResult r = stream_to_stdout(model.tokenizer(), [&](const TokenCallback& cb) {
+    return engine.generate_plan(layout, plan, defaults, cb);
   });
-  const std::string rest = dec.flush();
-  std::fwrite(rest.data(), 1, rest.size(), stdout);
-  std::fputc('\n', stdout);
   std::fprintf(stderr, "modules: %lld cached, %lld encoded\n", (long long)r.n_module_hits,
                (long long)r.n_module_misses);
   print_timings(r);

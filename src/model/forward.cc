@@ -14,17 +14,6 @@ namespace pc {
 
 namespace {
 
-RopeParams rope_params(const Model& m) {
-  const ModelConfig& c = m.config();
-  RopeParams p;
-  p.n_rot = c.n_rot;
-  p.base = c.rope_base;
-  p.freq_scale = c.rope_freq_scale;
-  p.neox = c.rope_neox;
-  p.factors = m.rope_freq_factors().empty() ? nullptr : m.rope_freq_factors().data();
-  return p;
-}
-
 void add_bias(float* y, const std::vector<float>& b, int64_t i, int64_t n) {
   if (!b.empty()) add_inplace(y + i * n, b.data(), n);
 }
@@ -48,7 +37,7 @@ void for_rows(ThreadPool& pool, int64_t m, F&& fn) {
 }  // namespace
 
 Forward::Forward(const Model& model, KvStorage& kv, ThreadPool& pool)
-    : model_(model), kv_(kv), pool_(pool), rope_(rope_params(model)) {
+    : model_(model), kv_(kv), pool_(pool), rope_(model.rope_params()) {
   const ModelConfig& c = model.config();
   const KvShape& s = kv.shape();
   if (s.n_layer != c.n_layer || s.n_kv_head != c.n_kv_head || s.head_dim != c.head_dim)

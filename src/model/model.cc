@@ -112,6 +112,16 @@ void Model::load_weights() {
   }
 }
 
+RopeParams Model::rope_params() const {
+  RopeParams p;
+  p.n_rot = config_.n_rot;
+  p.base = config_.rope_base;
+  p.freq_scale = config_.rope_freq_scale;
+  p.neox = config_.rope_neox;
+  p.factors = rope_freqs_.empty() ? nullptr : rope_freqs_.data();
+  return p;
+}
+
 void Model::compute_fingerprint() {
   // FNV-1a over the config and a sample of every tensor's bytes: cheap even for
   // multi-GB files, and any two files that differ in shape or in sampled weights

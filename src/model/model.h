@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/elementwise.h"
 #include "kernels/matmul.h"
 #include "model/config.h"
 
@@ -43,6 +44,8 @@ class Model {
   const std::vector<LayerWeights>& layers() const { return layers_; }
   // Per rotary pair frequency divisors (Llama 3 rope_freqs); empty = all 1.
   const std::vector<float>& rope_freq_factors() const { return rope_freqs_; }
+  // The model's RoPE settings (config plus frequency factors).
+  RopeParams rope_params() const;
 
  private:
   Model() = default;

@@ -11,13 +11,7 @@ namespace pc {
 
 void shift_positions(const Model& model, KvStorage& kv, int32_t page, int32_t n_slots, int32_t shift) {
   const ModelConfig& c = model.config();
-  RopeParams rp;
-  rp.n_rot = c.n_rot;
-  rp.base = c.rope_base;
-  rp.freq_scale = c.rope_freq_scale;
-  rp.neox = c.rope_neox;
-  rp.factors = model.rope_freq_factors().empty() ? nullptr : model.rope_freq_factors().data();
-  const Rope rope(rp);
+  const Rope rope(model.rope_params());
   std::vector<float> cs(c.n_rot), k(c.head_dim);
   rope.angles(shift, cs.data());
   const KvShape& sh = kv.shape();
