@@ -97,6 +97,14 @@ TEST(Cli, PmlCheckAndGenerate) {
   EXPECT_NE(e.out.find("line 2, column 3"), std::string::npos) << e.out;
 }
 
+TEST(Cli, DemoShowsPrefixReuse) {
+  CmdResult r = run("demo --dir " + test::temp_dir());
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find(" 0 cached,"), std::string::npos) << r.out;   // the cold request
+  EXPECT_NE(r.out.find("627 cached,"), std::string::npos) << r.out;  // the follow-up
+  EXPECT_NE(r.out.find("Once upon a time"), std::string::npos) << r.out;
+}
+
 TEST(Cli, InspectPrintsMetadataAndTensors) {
   CmdResult r = run("inspect " + kStories);
   ASSERT_EQ(r.status, 0) << r.out;
