@@ -16,6 +16,7 @@
 //    one scale per 256 values, and the test data has 8x outliers every 97
 //    values, so the int8 step is coarse; measured ~1.8-2.1%).
 //  * Batch invariance: bitwise (memcmp).
+#include "cpu_levels.h"
 #include "kernels/matmul.h"
 
 #include <gtest/gtest.h>
@@ -109,17 +110,8 @@ std::vector<double> kernel_activations(GgmlType t, const float* x, int64_t k) {
   return out;
 }
 
-struct LevelGuard {
-  CpuLevel saved = cpu_level();
-  ~LevelGuard() { set_cpu_level(saved); }
-};
-
-std::vector<CpuLevel> levels() {
-  std::vector<CpuLevel> l = {CpuLevel::Scalar};
-  if (detect_cpu_level() >= CpuLevel::Avx2) l.push_back(CpuLevel::Avx2);
-  if (detect_cpu_level() >= CpuLevel::Avx512) l.push_back(CpuLevel::Avx512);
-  return l;
-}
+using test::LevelGuard;
+using test::levels;
 
 std::string label(GgmlType t, CpuLevel l, int64_t k) {
   return ggml_type_name(t) + " " + cpu_level_name(l) + " k=" + std::to_string(k);

@@ -10,6 +10,7 @@
 //  * Batch invariance, for every CpuLevel the machine runs: each query's output
 //    is bitwise the same whether it is computed alone (paged_attention), or in
 //    blocks of 1..kAttnMaxTokens tokens (paged_attention_tokens).
+#include "cpu_levels.h"
 #include "kernels/paged_attention.h"
 
 #include <gtest/gtest.h>
@@ -30,17 +31,8 @@
 namespace pc {
 namespace {
 
-struct LevelGuard {
-  CpuLevel saved = cpu_level();
-  ~LevelGuard() { set_cpu_level(saved); }
-};
-
-std::vector<CpuLevel> levels() {
-  std::vector<CpuLevel> l = {CpuLevel::Scalar};
-  if (detect_cpu_level() >= CpuLevel::Avx2) l.push_back(CpuLevel::Avx2);
-  if (detect_cpu_level() >= CpuLevel::Avx512) l.push_back(CpuLevel::Avx512);
-  return l;
-}
+using test::LevelGuard;
+using test::levels;
 
 float round_f16(float v) { return fp16_to_fp32(fp32_to_fp16(v)); }
 
