@@ -1,7 +1,9 @@
 // `promptcache bench modules`: TTFT of PML prompts whose documents come from
 // the module store, next to full recomputation of the same assembled text.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -27,6 +29,7 @@ struct ModArgs {
   int threads = 2;
   uint32_t seed = 1;
   std::string json_out;
+  int accuracy = 0;  // > 0: measure modular vs full next-token distributions instead
 };
 
 // Text of about n tokens: seeded random words, grown until the tokenizer says so.
@@ -45,11 +48,75 @@ double ms_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
 }
 
+// Next-token distributions of module-cached prompts vs full recomputation of
+// the same tokens: top-1 agreement and KL(full || modular), over `a.accuracy`
+// prompts whose questions are cut at different lengths.
+int run_accuracy(const ModArgs& a, const Model& model, const pml::Encoder& enc) {
+  const Tokenizer& tok = model.tokenizer();
+  std::mt19937 rng(a.seed);
+  const int L = a.lengths.front();
+  std::string schema = "<schema name=\"docs\">";
+  for (int d = 0; d < a.docs; ++d)
+    schema += "<module name=\"doc" + std::to_string(d) + "\">" + document(tok, L, rng) + "</module>";
+  schema += "</schema>";
+  const pml::SchemaLayout layout = pml::compile_schema(schema, enc, "bench.pml");
+  EngineOptions eo;
+  eo.threads = a.threads;
+  Engine cached(model, eo);
+  eo.prefix_cache = false;
+  Engine cold(model, eo);
+  const int64_t V = model.config().n_vocab;
+  int agree = 0;
+  double kl_sum = 0, kl_max = 0;
+  for (int i = 0; i < a.accuracy; ++i) {
+    const int d1 = int(rng() % a.docs);
+    const int d2 = (d1 + 1 + int(rng() % (a.docs - 1))) % a.docs;
+    const std::string q = document(tok, 4 + int(rng() % 40), rng);
+    const std::string prompt = "<prompt schema=\"docs\"><doc" + std::to_string(d1) + "/><doc" +
+                               std::to_string(d2) + "/> " + q + "</prompt>";
+    const pml::PromptPlan plan = pml::plan_prompt(prompt, layout, enc, "prompt.pml");
+    const std::vector<float> mod = cached.plan_logits(layout, plan);
+    std::vector<int32_t> full;
+    for (const pml::PlanItem& it : plan.items) {
+      if (it.kind == pml::PlanItem::Kind::kTokens) {
+        full.insert(full.end(), it.tokens.begin(), it.tokens.end());
+      } else {
+        for (const pml::PlanSpan& sp : it.spans)
+          full.insert(full.end(), layout.modules[it.module].tokens.begin() + sp.begin,
+                      layout.modules[it.module].tokens.begin() + sp.end);
+      }
+    }
+    const std::vector<float> all = cold.prompt_logits(full, 512);
+    const float* ref = all.data() + (full.size() - 1) * V;
+    auto softmax = [&](const float* l) {
+      std::vector<double> p(V);
+      double mx = l[0], sum = 0;
+      for (int64_t v = 1; v < V; ++v) mx = std::max(mx, double(l[v]));
+      for (int64_t v = 0; v < V; ++v) sum += p[v] = std::exp(double(l[v]) - mx);
+      for (double& x : p) x /= sum;
+      return p;
+    };
+    const auto pf = softmax(ref), pm = softmax(mod.data());
+    double kl = 0;
+    for (int64_t v = 0; v < V; ++v)
+      if (pf[v] > 0) kl += pf[v] * std::log(pf[v] / std::max(pm[v], 1e-300));
+    kl_sum += kl;
+    kl_max = std::max(kl_max, kl);
+    agree += std::max_element(pf.begin(), pf.end()) - pf.begin() ==
+             std::max_element(pm.begin(), pm.end()) - pm.begin();
+  }
+  std::printf("modular vs full recomputation over %d prompts (documents of %d tokens):\n"
+              "  top-1 agreement %.1f%%, KL(full || modular) mean %.4f, max %.4f nats\n",
+              a.accuracy, L, 100.0 * agree / a.accuracy, kl_sum / a.accuracy, kl_max);
+  return 0;
+}
+
 int run_modules(const ModArgs& a) {
   if (a.docs < 2 || a.prompts < 1) throw Error("need at least 2 documents and 1 prompt");
   auto model = Model::load(a.model);
   const Tokenizer& tok = model->tokenizer();
   const pml::Encoder enc = pml::Encoder::for_model(tok, model->file());
+  if (a.accuracy > 0) return run_accuracy(a, *model, enc);
   std::printf("model: %s\n%s\n%d documents per schema, prompts import 2 of them in varying order "
               "plus a question; TTFT in ms (best of 2)\n\n",
               a.model.c_str(), model->config().describe().c_str(), a.docs);
@@ -131,6 +198,9 @@ Run add_bench_modules(CLI::App& bench) {
   p->add_option("-t,--threads", a->threads, "CPU threads")->capture_default_str();
   p->add_option("--seed", a->seed, "Seed")->capture_default_str();
   p->add_option("--json", a->json_out, "Also write the results as JSON to this file");
+  p->add_option("--accuracy", a->accuracy,
+                "Instead of timing: compare next-token distributions of N module-cached prompts "
+                "with full recomputation (top-1 agreement, KL); uses the first --lengths value");
   return [a] { return run_modules(*a); };
 }
 
