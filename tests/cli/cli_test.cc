@@ -98,7 +98,7 @@ TEST(Cli, PmlCheckAndGenerate) {
 }
 
 TEST(Cli, DemoShowsPrefixReuse) {
-  CmdResult r = run("demo --dir " + test::temp_dir());
+  CmdResult r = run("demo --dir " + test::temp_dir() + " --shared " + test::shared_dir());
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find(" 0 cached,"), std::string::npos) << r.out;   // the cold request
   EXPECT_NE(r.out.find("627 cached,"), std::string::npos) << r.out;  // the follow-up
