@@ -44,21 +44,6 @@ std::string document(const Tokenizer& tok, int n, std::mt19937& rng) {
   }
 }
 
-// The tokens of a plan in plan order: what full recomputation computes.
-std::vector<int32_t> assembled_tokens(const pml::PromptPlan& plan, const pml::SchemaLayout& layout) {
-  std::vector<int32_t> out;
-  for (const pml::PlanItem& it : plan.items) {
-    if (it.kind == pml::PlanItem::Kind::kTokens) {
-      out.insert(out.end(), it.tokens.begin(), it.tokens.end());
-      continue;
-    }
-    const auto& m = layout.modules[it.module];
-    for (const pml::PlanSpan& sp : it.spans)
-      out.insert(out.end(), m.tokens.begin() + sp.begin, m.tokens.begin() + sp.end);
-  }
-  return out;
-}
-
 double ms_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
 }
@@ -91,7 +76,7 @@ int run_accuracy(const ModArgs& a, const Model& model, const pml::Encoder& enc) 
                                std::to_string(d2) + "/> " + q + "</prompt>";
     const pml::PromptPlan plan = pml::plan_prompt(prompt, layout, enc, "prompt.pml");
     const std::vector<float> mod = cached.plan_logits(layout, plan);
-    const std::vector<int32_t> full = assembled_tokens(plan, layout);
+    const std::vector<int32_t> full = pml::plan_tokens(plan, layout);
     const std::vector<float> all = cold.prompt_logits(full, 512);
     const float* ref = all.data() + (full.size() - 1) * V;
     auto softmax = [&](const float* l) {
@@ -164,7 +149,7 @@ int run_modules(const ModArgs& a) {
         n_prompt = r.n_prompt;
         // The same assembled tokens, computed from scratch (positions 0..n-1).
         GenerateRequest full = req;
-        full.prompt = assembled_tokens(plan, layout);
+        full.prompt = pml::plan_tokens(plan, layout);
         t0 = std::chrono::steady_clock::now();
         cold.generate(full);
         best_full = std::min(best_full, ms_since(t0));

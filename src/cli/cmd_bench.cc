@@ -85,9 +85,17 @@ Run add_bench(CLI::App& app) {
   p->add_option("--json", a->json_out, "Also write the results as JSON to this file");
   Run conversation = add_bench_conversation(app);
   Run modules = add_bench_modules(app);
+  Run serve = add_bench_serve(app);
+  Run tiers = add_bench_tiers(app);
   CLI::App* conv = app.get_subcommand("conversation");
-  return [a, p, conv, conversation, modules] {
-    return p->parsed() ? run_prefill(*a) : conv->parsed() ? conversation() : modules();
+  CLI::App* srv = app.get_subcommand("serve");
+  CLI::App* tie = app.get_subcommand("tiers");
+  return [a, p, conv, srv, tie, conversation, modules, serve, tiers] {
+    return p->parsed()    ? run_prefill(*a)
+           : conv->parsed() ? conversation()
+           : srv->parsed()  ? serve()
+           : tie->parsed()  ? tiers()
+                            : modules();
   };
 }
 

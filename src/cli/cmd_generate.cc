@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/tier_options.h"
 #include "cli/units.h"
 #include "engine/engine.h"
 #include "gguf/error.h"
@@ -18,6 +19,7 @@ namespace pc::cli {
 namespace {
 
 struct GenerateArgs {
+  TierArgs tiers;
   std::string model;
   std::string prompt;
   std::string file;
@@ -40,6 +42,9 @@ void print_timings(const GenerateResult& r) {
                "TTFT %.1f ms | generated %zu tokens, decode %.1f tokens/s | finish: %s\n",
                (long long)r.n_prompt, (long long)r.n_cached, (long long)r.n_computed, pp_tps,
                r.ttft_ms, r.tokens.size(), tg_tps, r.finish_reason.c_str());
+  if (r.n_promoted > 0)
+    std::fprintf(stderr, "tiers: %lld of the cached tokens were restored from disk or Redis\n",
+                 (long long)r.n_promoted);
 }
 
 // Runs `gen` with a callback that streams the text to stdout as it comes.
@@ -130,6 +135,7 @@ int run_generate(const GenerateArgs& a) {
   EngineOptions eo;
   eo.threads = a.threads;
   eo.kv_memory_bytes = parse_bytes(a.kv_memory);
+  eo.tiers = tier_options(a.tiers);
   Engine engine(*model, eo);
 
   GenerateRequest defaults;
@@ -177,6 +183,7 @@ Run add_generate(CLI::App& app) {
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   app.add_option("-t,--threads", a->threads, "CPU threads")->capture_default_str()->check(CLI::Range(1, 256));
   app.add_option("--kv-memory", a->kv_memory, "KV cache memory (e.g. 512MiB, 4GiB)")->capture_default_str();
+  add_tier_options(app, a->tiers);
   app.add_flag("--no-bos", a->no_bos, "Do not add BOS even if the model asks for it");
   app.add_flag("--special", a->special, "Parse special-token text (e.g. <|im_start|>) in the prompt");
   SamplingParams& s = a->sampling;

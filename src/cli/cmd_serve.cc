@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "cli/tier_options.h"
 #include "cli/units.h"
 #include "server/server.h"
 
@@ -16,6 +17,7 @@ namespace {
 struct ServeArgs {
   server::ServerOptions opt;
   std::string kv_memory = "1GiB";
+  TierArgs tiers;
 };
 
 server::Server* g_server = nullptr;
@@ -26,6 +28,7 @@ void on_signal(int) {
 
 int run_serve(ServeArgs& a) {
   a.opt.kv_memory_bytes = parse_bytes(a.kv_memory);
+  a.opt.tiers = tier_options(a.tiers);
   server::Server srv(a.opt);
   const int port = srv.bind();
   std::signal(SIGPIPE, SIG_IGN);
@@ -45,8 +48,10 @@ Run add_serve(CLI::App& app) {
   auto a = std::make_shared<ServeArgs>();
   server::ServerOptions& o = a->opt;
   app.description(
-      "Serve the OpenAI-compatible API (/v1/completions, /v1/chat/completions, /v1/models),\n"
-      "the cache API (/v1/cache/...), /health and /metrics, reusing cached KV across requests.");
+      "Serve the OpenAI-compatible API (/v1/completions, /v1/chat/completions, /v1/models;\n"
+      "streaming, logprobs), the PML API (PUT/GET/DELETE /v1/schemas/{name}, GET /v1/schemas,\n"
+      "POST /v1/pml/completions), the cache API (/v1/cache/stats, entries, pin, unpin, ttl,\n"
+      "evict), /health and /metrics, reusing cached KV across requests. See docs/api.md.");
   app.add_option("-m,--model", o.model_path, "GGUF model file")->required()->check(CLI::ExistingFile);
   app.add_option("--alias", o.model_alias, "Model id in the API (default: the file name without .gguf)");
   app.add_option("--host", o.host, "Address to listen on")->capture_default_str();
@@ -61,6 +66,7 @@ Run add_serve(CLI::App& app) {
   app.add_option("--kv-memory", a->kv_memory, "KV cache memory (e.g. 512MiB, 4GiB)")->capture_default_str();
   app.add_option("--batch-tokens", o.max_batch_tokens, "Tokens per forward step (prompt chunks + decodes)")
       ->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  add_tier_options(app, a->tiers);
   app.add_flag("!--no-prefix-cache", o.prefix_cache, "Do not reuse or keep prompt KV (for comparisons)");
   app.add_option("--chat-template-file", o.chat_template_file,
                  "Jinja chat template (default: tokenizer.chat_template in the GGUF)")

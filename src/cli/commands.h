@@ -23,5 +23,9 @@ std::string read_text_file(const std::string& path);
 Run add_bench_conversation(CLI::App& bench);
 // `bench modules`, registered by add_bench.
 Run add_bench_modules(CLI::App& bench);
+// `bench serve`, registered by add_bench.
+Run add_bench_serve(CLI::App& bench);
+// `bench tiers`, registered by add_bench.
+Run add_bench_tiers(CLI::App& bench);
 
 }  // namespace pc::cli

@@ -1,5 +1,6 @@
 #include "engine/engine.h"
 #include "engine/engine_internal.h"
+#include "engine/kv_tiers.h"
 
 #include <algorithm>
 #include <chrono>
@@ -78,6 +79,11 @@ Engine::Engine(const Model& model, const EngineOptions& opt)
   reclaimer_ = std::make_unique<Reclaimer>(*index_, *modules_);
   pages_->set_reclaimer(reclaimer_.get());
   fwd_ = std::make_unique<Forward>(model, *kv_, *pool_);
+  if (opt.tiers.enabled() && opt.prefix_cache) tiers_ = std::make_unique<KvTiers>(opt.tiers, *pages_, *index_);
+}
+
+void Engine::flush_tiers() {
+  if (tiers_) tiers_->flush();
 }
 
 Engine::~Engine() {
@@ -101,21 +107,45 @@ Engine::Seq& Engine::start(const GenerateRequest& req, TokenCallback on_token) {
   s->tokens = req.prompt;
   s->n_prompt = int32_t(req.prompt.size());
   for (int32_t i = 0; i < s->n_prompt; ++i) s->positions.push_back(i);
-  if (opt_.prefix_cache) {
-    PrefixMatch m = index_->match_prefix(s->ns, req.prompt);
-    index_->lock(m.node);
-    s->lock_node = m.node;
-    s->table = PageTable::from_slices(*pages_, m.slices);
-    s->n_kv = m.length;
-  }
   s->result.n_prompt = int64_t(req.prompt.size());
-  s->result.n_cached = s->n_kv;
-  s->result.n_computed = s->result.n_prompt - s->n_kv;
   ++stats_.requests;
   stats_.prompt_tokens += s->result.n_prompt;
-  stats_.cached_tokens += s->result.n_cached;
-  stats_.computed_tokens += s->result.n_computed;
+  if (tiers_) {
+    // A lower tier may hold more of the prompt than memory does: ask it (off this
+    // thread) and start once it answered. Only whole pages can come from a tier.
+    const int32_t have = index_->match_prefix(s->ns, req.prompt).length;
+    const int32_t P = opt_.page_size;
+    if ((s->n_prompt - 1) / P * P > have) {
+      s->promoting = true;
+      const int64_t id = s->id;
+      tiers_->promote_prefix(s->ns, std::span<const int32_t>(req.prompt).first(s->n_prompt - 1), have,
+                             [this, id](int32_t restored) {
+                               auto it = active_.find(id);
+                               if (it == active_.end()) return;  // cancelled meanwhile
+                               Seq& q = *it->second;
+                               q.promoting = false;
+                               attach_prefix(q);
+                               q.result.n_promoted = std::min<int64_t>(restored, q.result.n_cached);
+                             });
+      return *s;
+    }
+  }
+  attach_prefix(*s);
   return *s;
+}
+
+void Engine::attach_prefix(Seq& s) {
+  if (opt_.prefix_cache) {
+    PrefixMatch m = index_->match_prefix(s.ns, s.tokens);
+    index_->lock(m.node);
+    s.lock_node = m.node;
+    s.table = PageTable::from_slices(*pages_, m.slices);
+    s.n_kv = m.length;
+  }
+  s.result.n_cached = s.n_kv;
+  s.result.n_computed = s.result.n_prompt - s.n_kv;
+  stats_.cached_tokens += s.result.n_cached;
+  stats_.computed_tokens += s.result.n_computed;
 }
 
 Engine::Seq& Engine::new_seq(const GenerateRequest& req, TokenCallback on_token) {
@@ -143,8 +173,17 @@ void Engine::finish(Seq& s, const std::string& reason) {
   } else {
     s.result.decode_ms = ms_between(s.t_first, now);
   }
-  if (opt_.prefix_cache && !s.plan && s.n_kv > 0 && reason != "error")
-    index_->insert(s.ns, std::span<const int32_t>(s.tokens.data(), s.n_kv), s.table);
+  if (opt_.prefix_cache && !s.plan && s.n_kv > 0 && reason != "error") {
+    const std::span<const int32_t> kv_tokens(s.tokens.data(), s.n_kv);
+    index_->insert(s.ns, kv_tokens, s.table);
+    if (tiers_) {
+      // Tiers find entries by exact page-aligned length (tier/entry_key.h): write what
+      // the next turn probes (everything with KV) and what a repeat of this prompt
+      // probes (its tokens before the last); the second is skipped when it is the same.
+      tiers_->save_prefix(s.ns, kv_tokens);
+      tiers_->save_prefix(s.ns, kv_tokens.first(std::min(s.n_kv, s.n_prompt - 1)));
+    }
+  }
   s.table.release();
   index_->unlock(s.lock_node);
   s.lock_node = -1;
@@ -161,11 +200,19 @@ std::vector<std::pair<int64_t, GenerateResult>> Engine::take_finished() {
   return std::exchange(finished_, {});
 }
 
+std::span<const TokenLogprobs> Engine::logprobs(int64_t id) const {
+  auto it = active_.find(id);
+  if (it == active_.end()) return {};
+  return it->second->result.logprobs;
+}
+
 void Engine::sample(Seq& s, const float* logits) {
   const int64_t V = model_.config().n_vocab;
   if (s.result.tokens.empty()) s.result.prompt_ms = ms_between(s.t_start, Clock::now());
   if (int32_t(s.result.tokens.size()) >= s.req.max_tokens) return finish(s, "length");
   const int32_t tok = s.sampler.sample(std::span<const float>(logits, V), s.tokens);
+  if (s.req.logprobs >= 0)
+    s.result.logprobs.push_back(token_logprobs(std::span<const float>(logits, V), tok, s.req.logprobs));
   if (s.result.tokens.empty()) {
     s.t_first = Clock::now();
     s.result.ttft_ms = ms_between(s.t_start, s.t_first);
@@ -180,6 +227,7 @@ void Engine::sample(Seq& s, const float* logits) {
 }
 
 void Engine::step() {
+  if (tiers_) tiers_->poll();
   if (active_.empty()) return;
   // Plan the batch: decoding sequences first (one token each), then prompt
   // chunks, within max_batch_tokens.
@@ -190,6 +238,7 @@ void Engine::step() {
   for (int pass = 0; pass < 2; ++pass) {
     for (auto& [id, sp] : active_) {
       Seq& s = *sp;
+      if (s.promoting) continue;
       const bool decoding = s.prompt_done();
       if ((pass == 0) != decoding || budget == 0) continue;
       const int32_t n = int32_t(std::min<int64_t>(budget, int64_t(s.tokens.size()) - s.n_kv));
@@ -207,7 +256,11 @@ void Engine::step() {
                       std::to_string(s->tokens.size()) + " token slots; raise --kv-memory";
     finish(*s, "error");
   }
-  if (parts.empty()) return;
+  if (parts.empty()) {
+    // Everything left waits for a tier lookup: sleep until one answers.
+    if (tiers_ && !active_.empty() && tiers_->wait(50)) tiers_->poll();
+    return;
+  }
 
   std::vector<std::vector<int32_t>> pages(parts.size()), fills(parts.size());
   std::vector<SeqKv> seqs(parts.size());
@@ -257,6 +310,14 @@ std::vector<float> Engine::prompt_logits(const std::vector<int32_t>& prompt, int
   PageTable table(*pages_);
   int32_t node = -1, done = 0;
   if (use_cache) {
+    if (tiers_) {  // promote synchronously: this call runs to completion anyway
+      const int32_t have = index_->match_prefix(space, prompt).length;
+      const int32_t P = opt_.page_size;
+      if ((int32_t(prompt.size()) - 1) / P * P > have) {
+        tiers_->promote_prefix(space, std::span<const int32_t>(prompt).first(prompt.size() - 1), have, nullptr);
+        tiers_->flush();
+      }
+    }
     PrefixMatch m = index_->match_prefix(space, prompt);
     index_->lock(m.node);
     node = m.node;
@@ -283,7 +344,10 @@ std::vector<float> Engine::prompt_logits(const std::vector<int32_t>& prompt, int
     index_->unlock(node);
     throw;
   }
-  if (use_cache) index_->insert(space, prompt, table);
+  if (use_cache) {
+    index_->insert(space, prompt, table);
+    if (tiers_) tiers_->save_prefix(space, prompt);
+  }
   table.release();
   index_->unlock(node);
   return out;

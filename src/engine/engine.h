@@ -17,6 +17,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,18 @@ class PagePool;
 class PageTable;
 class ThreadPool;
 class Forward;
+class KvTiers;
+
+// KV tiers below memory (engine/kv_tiers.h, docs/tiers.md). Both empty: memory only.
+struct TierOptions {
+  std::string disk_dir;                         // --disk-cache DIR
+  uint64_t disk_bytes = uint64_t(50) << 30;     // --disk-cache-size
+  bool disk_fsync = true;                       // crash-safe writes (tests turn it off)
+  std::string redis_url;                        // --redis redis://host:port/db
+  int redis_ttl_seconds = 3600;                 // --redis-ttl
+  int max_pending_writes = 8;                   // write-through beyond this is skipped
+  bool enabled() const { return !disk_dir.empty() || !redis_url.empty(); }
+};
 
 struct EngineOptions {
   int threads = 2;
@@ -46,6 +59,7 @@ struct EngineOptions {
   int page_size = 16;
   int max_batch_tokens = 512;  // tokens per forward step (prompt chunks + decodes)
   bool prefix_cache = true;    // reuse and insert prefixes
+  TierOptions tiers;           // disk / Redis tiers (with prefix_cache)
 };
 
 struct GenerateRequest {
@@ -54,6 +68,9 @@ struct GenerateRequest {
   SamplingParams sampling;
   bool stop_at_eog = true;      // stop at end-of-generation tokens
   std::string tenant;           // cache namespace salt ("" = shared)
+  // Log-probabilities of the sampled tokens (TokenLogprobs, engine/sampler.h):
+  // -1 = off (nothing computed); N >= 0 = each token's own and the N most likely.
+  int32_t logprobs = -1;
 };
 
 struct GenerateResult {
@@ -66,8 +83,10 @@ struct GenerateResult {
   double decode_ms = 0;         // first token → last token
   int64_t n_module_hits = 0;    // PML: modules reused from the module store
   int64_t n_module_misses = 0;  // PML: modules encoded by this request
+  int64_t n_promoted = 0;       // cached tokens restored from the disk or Redis tier
   std::string finish_reason;    // "stop", "length" or "error"
   std::string error;            // when finish_reason == "error"
+  std::vector<TokenLogprobs> logprobs;  // [i] for tokens[i] when req.logprobs >= 0
 };
 
 // Called with each new token; return false to stop the sequence.
@@ -129,6 +148,13 @@ class Engine {
   ModuleStore& modules() { return *modules_; }
   KvNamespace ns(const std::string& tenant) const;
   const EngineStats& stats() const { return stats_; }
+  // The log-probabilities of a running sequence's tokens so far (req.logprobs >= 0),
+  // for a token callback that streams them; empty for an unknown id.
+  std::span<const TokenLogprobs> logprobs(int64_t id) const;
+  // The disk / Redis tiers, or null when none is configured.
+  KvTiers* tiers() { return tiers_.get(); }
+  // Waits until every queued tier write has finished (tests, shutdown, benchmarks).
+  void flush_tiers();
   const EngineOptions& options() const { return opt_; }
 
  private:
@@ -137,6 +163,7 @@ class Engine {
   struct PlanBuild;
   Seq& start(const GenerateRequest& req, TokenCallback on_token);
   Seq& new_seq(const GenerateRequest& req, TokenCallback on_token);
+  void attach_prefix(Seq& s);  // reuses the longest cached prefix of s's prompt
   GenerateResult wait(int64_t id);
   // Runs tokens (with positions) appended to `table` through the forward pass
   // in chunks; returns the last token's logits when want_logits.
@@ -147,6 +174,8 @@ class Engine {
   ModuleEntry encode_module(const pml::SchemaLayout& schema, int m, const KvNamespace& ns,
                             PlanBuild* stats);
   std::vector<PageEntry> relocate(const ModuleSegment& seg, int32_t shift);
+  std::vector<PageEntry> relocated(const pml::ModuleLayout& M, const ModuleSegment& seg, int32_t shift,
+                                   const KvNamespace& ns);
   void build_plan(Seq& s, const pml::SchemaLayout& schema, const pml::PromptPlan& plan);
   void finish(Seq& s, const std::string& reason);
   void sample(Seq& s, const float* logits);
@@ -160,6 +189,7 @@ class Engine {
   std::unique_ptr<ModuleStore> modules_;
   std::unique_ptr<Reclaimer> reclaimer_;
   std::unique_ptr<Forward> fwd_;
+  std::unique_ptr<KvTiers> tiers_;  // after the pool and index: destroyed before them
   std::map<int64_t, std::unique_ptr<Seq>> active_;  // by id (stable order)
   std::vector<PageTable> held_;  // keeps freshly encoded pages alive while a plan is built
   std::vector<std::pair<int64_t, GenerateResult>> finished_;

@@ -28,6 +28,7 @@ struct Engine::Seq {
   int32_t n_prompt = 0;            // tokens[0, n_prompt) are the prompt
   bool plan = false;               // a PML plan: not a token prefix, never inserted in the index
   int32_t lock_node = -1;          // radix node locked for the reused prefix
+  bool promoting = false;          // waiting for a lower tier's lookup (kv_tiers.h)
   PageTable table;
   Sampler sampler;
   GenerateResult result;

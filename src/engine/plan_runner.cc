@@ -12,6 +12,7 @@
 
 #include "engine/engine.h"
 #include "engine/engine_internal.h"
+#include "engine/kv_tiers.h"
 #include "gguf/error.h"
 #include "kv/kv_storage.h"
 #include "model/model.h"
@@ -26,6 +27,7 @@ struct Engine::PlanBuild {
   int64_t misses = 0;            // modules encoded (plan modules and their context)
   int64_t cached = 0;            // plan tokens whose KV came from the store
   int64_t computed = 0;          // tokens computed (module encodings + uncached runs)
+  int64_t promoted = 0;          // module tokens restored from a lower tier
 };
 
 namespace {
@@ -137,8 +139,31 @@ ModuleEntry Engine::ensure_module(const pml::SchemaLayout& schema, int m, const 
       return *e;
     }
   }
+  if (M.cache && tiers_) {
+    // A lower tier may have it (encoded before a restart, or by another server).
+    KvTiers::Segments segs;
+    const std::vector<int32_t> cuts = segment_cuts(M);
+    for (size_t i = 0; i + 1 < cuts.size(); ++i)
+      if (cuts[i] < cuts[i + 1]) segs.emplace_back(cuts[i], cuts[i + 1]);
+    ModuleEntry e;
+    if (tiers_->load_module(ns, M.digest, M.tokens, segs, &e, &held_)) {
+      e.path = M.path;
+      if (hit) {
+        ++st->hits;
+        *hit = true;
+        st->promoted += e.n_tokens();
+      }
+      modules_->insert(key, e);
+      if (M.pin) modules_->pin(key);
+      return e;
+    }
+  }
   ModuleEntry e = encode_module(schema, m, ns, st);
-  if (M.cache) modules_->insert(key, e);
+  if (M.cache) {
+    modules_->insert(key, e);
+    if (M.pin) modules_->pin(key);
+    if (tiers_) tiers_->save_module(ns, M.digest, M.tokens, e);
+  }
   return e;
 }
 
@@ -155,6 +180,28 @@ std::vector<PageEntry> Engine::relocate(const ModuleSegment& seg, int32_t shift)
   }
   std::vector<PageEntry> out(table.entries().begin(), table.entries().end());
   held_.push_back(std::move(table));
+  return out;
+}
+
+// A segment's pages moved by `shift`: cached in the module store under
+// {digest, shift} (one entry per shift, holding the segments relocated so far),
+// so a compact prompt repeated pays for the rotation once. Relocation is
+// deterministic, so a cached copy equals a fresh one bit for bit.
+std::vector<PageEntry> Engine::relocated(const pml::ModuleLayout& M, const ModuleSegment& seg,
+                                         int32_t shift, const KvNamespace& ns) {
+  const ModuleKey key{ns, M.digest, shift};
+  ModuleEntry entry;
+  if (M.cache && modules_->entries().count(key)) {  // peek first: no miss counted
+    entry = *modules_->find(key);
+    for (const ModuleSegment& r : entry.segments)
+      if (r.tok_begin == seg.tok_begin) return r.entries;
+  }
+  std::vector<PageEntry> out = relocate(seg, shift);
+  if (M.cache) {
+    entry.path = M.path + " (shifted " + std::to_string(shift) + ")";
+    entry.segments.push_back(ModuleSegment{seg.tok_begin, seg.tok_end, out});
+    modules_->insert(key, std::move(entry));
+  }
   return out;
 }
 
@@ -197,7 +244,7 @@ void Engine::build_plan(Seq& s, const pml::SchemaLayout& schema, const pml::Prom
           if (sp.begin <= seg.tok_begin && seg.tok_end <= sp.end) span = &sp;
         if (!span) continue;
         const int32_t shift = compact ? span->pos - span->schema_pos : 0;
-        const std::vector<PageEntry> es = shift ? relocate(seg, shift) : seg.entries;
+        const std::vector<PageEntry> es = shift ? relocated(M, seg, shift, s.ns) : seg.entries;
         s.table.attach(es);
         const int32_t pos0 = (compact ? span->pos : span->schema_pos) + (seg.tok_begin - span->begin);
         add_tokens(std::span<const int32_t>(M.tokens).subspan(seg.tok_begin, seg.tok_end - seg.tok_begin), pos0);
@@ -223,6 +270,7 @@ void Engine::build_plan(Seq& s, const pml::SchemaLayout& schema, const pml::Prom
   s.result.n_computed = st.computed;
   s.result.n_module_hits = st.hits;
   s.result.n_module_misses = st.misses;
+  s.result.n_promoted = st.promoted;
   ++stats_.requests;
   stats_.prompt_tokens += s.n_prompt;
   stats_.cached_tokens += st.cached;

@@ -15,6 +15,36 @@ int32_t argmax(std::span<const float> v) {
   return best;
 }
 
+TokenLogprobs token_logprobs(std::span<const float> logits, int32_t token, int32_t top_n) {
+  const int32_t V = int32_t(logits.size());
+  float mx = logits[0];
+  for (float l : logits) mx = std::max(mx, l);
+  double sum = 0;
+  for (float l : logits) sum += std::exp(double(l) - mx);
+  const double lse = mx + std::log(sum);
+  TokenLogprobs out;
+  out.logprob = float(logits[token] - lse);
+  const int32_t n = std::clamp(top_n, 0, V);
+  if (n == 0) return out;
+  // The n best seen so far, as a heap ordered by `better`: its top is the worst
+  // kept, the one a better token replaces.
+  auto better = [&](int32_t a, int32_t b) { return logits[a] != logits[b] ? logits[a] > logits[b] : a < b; };
+  std::vector<int32_t> best;
+  best.reserve(size_t(n) + 1);
+  for (int32_t i = 0; i < V; ++i) {
+    if (int32_t(best.size()) == n && !better(i, best.front())) continue;
+    best.push_back(i);
+    std::push_heap(best.begin(), best.end(), better);
+    if (int32_t(best.size()) > n) {
+      std::pop_heap(best.begin(), best.end(), better);
+      best.pop_back();
+    }
+  }
+  std::sort_heap(best.begin(), best.end(), better);
+  for (int32_t id : best) out.top.emplace_back(id, float(logits[id] - lse));
+  return out;
+}
+
 Sampler::Sampler(const SamplingParams& p) : p_(p), rng_(p.seed) {
   if (p.top_p <= 0.f || p.top_p > 1.f) throw Error("top_p must be in (0, 1]");
   if (p.min_p < 0.f || p.min_p > 1.f) throw Error("min_p must be in [0, 1]");

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <random>
 #include <span>
+#include <utility>
 #include <vector>
 
 namespace pc {
@@ -37,5 +38,20 @@ class Sampler {
 
 // Index of the largest value (lowest index on ties).
 int32_t argmax(std::span<const float> v);
+
+// Log-probabilities at one generated position (the API's logprobs). They are
+// the log-softmax of the model's raw logits — before temperature, repetition
+// penalty and top-k/p truncation, as OpenAI and vLLM report them by default —
+// so they describe the model, not the sampling settings, and a greedy token's
+// logprob is the largest of the step.
+struct TokenLogprobs {
+  float logprob = 0.f;                         // of the sampled token
+  std::vector<std::pair<int32_t, float>> top;  // the N most likely (id, logprob):
+                                               // descending, lower id first on ties
+};
+
+// `token`'s log-probability under softmax(logits), and the `top_n` most likely
+// tokens. O(n_vocab + n_vocab·log top_n); computed in double for the sum.
+TokenLogprobs token_logprobs(std::span<const float> logits, int32_t token, int32_t top_n);
 
 }  // namespace pc

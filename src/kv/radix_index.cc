@@ -42,11 +42,15 @@ int32_t RadixIndex::new_node() {
   n.parent = -1;
   n.depth = n.lock_ref = n.pins = 0;
   n.last_use = clock_;
+  n.hits = 0;
+  n.created = n.used = Clock::now();
+  n.expires = Clock::time_point::max();
   return id;
 }
 
 void RadixIndex::free_node(int32_t id) {
   Node& n = nodes_[id];
+  set_node_expiry(id, Clock::time_point::max());
   n.alive = false;
   ++n.gen;
   n.parent = -1;
@@ -150,6 +154,10 @@ int32_t RadixIndex::split(int32_t id, int32_t k) {
   m.depth = n.depth;
   m.lock_ref = n.lock_ref;
   m.last_use = n.last_use;
+  m.hits = n.hits;  // every match into n's run went through mid's part of it
+  m.created = n.created;
+  m.used = n.used;
+  set_node_expiry(mid, n.expires);
   m.tokens.assign(n.tokens.begin(), n.tokens.begin() + k);
   n.tokens.erase(n.tokens.begin(), n.tokens.begin() + k);
   n.depth += k;
@@ -208,7 +216,11 @@ bool RadixIndex::evictable(int32_t id) const {
 // Marks node → root used now; a leaf at the end becomes the most recent candidate.
 void RadixIndex::touch(int32_t node) {
   ++clock_;
-  for (int32_t n = node; n >= 0; n = nodes_[n].parent) nodes_[n].last_use = clock_;
+  const Clock::time_point now = Clock::now();
+  for (int32_t n = node; n >= 0; n = nodes_[n].parent) {
+    nodes_[n].last_use = clock_;
+    nodes_[n].used = now;
+  }
   push_lru(node);
 }
 
@@ -253,7 +265,7 @@ size_t RadixIndex::remove_leaf(int32_t id) {
 }
 
 size_t RadixIndex::evict(size_t bytes) {
-  size_t freed = 0;
+  size_t freed = evict_expired(Clock::now());  // expired entries go first, whatever their age
   while (freed < bytes) {
     const int32_t leaf = pop_lru();
     if (leaf < 0) break;
@@ -277,7 +289,10 @@ PrefixMatch RadixIndex::match_prefix(const KvNamespace& ns, std::span<const int3
   stats_.hit_tokens += m.length;
   // Collect the path leaf → root, then its slices root → leaf.
   path_.clear();
-  for (int32_t n = m.node; n != root; n = nodes_[n].parent) path_.push_back(n);
+  for (int32_t n = m.node; n != root; n = nodes_[n].parent) {
+    path_.push_back(n);
+    ++nodes_[n].hits;
+  }
   for (auto it = path_.rbegin(); it != path_.rend(); ++it) {
     const std::vector<PageSlice>& s = nodes_[*it].slices;
     m.slices.insert(m.slices.end(), s.begin(), s.end());
@@ -351,6 +366,40 @@ bool RadixIndex::unpin(const KvNamespace& ns, std::span<const int32_t> tokens) {
   return true;
 }
 
+// ---- expiry -------------------------------------------------------------------
+
+void RadixIndex::set_node_expiry(int32_t id, Clock::time_point at) {
+  Node& n = nodes_[id];
+  n_expiring_ += int64_t(at != Clock::time_point::max()) - int64_t(n.expires != Clock::time_point::max());
+  n.expires = at;
+}
+
+bool RadixIndex::set_expiry(const KvNamespace& ns, std::span<const int32_t> tokens,
+                            Clock::time_point at) {
+  const int32_t node = find_exact(ns, tokens, /*do_split=*/true);
+  if (node < 0) return false;
+  set_node_expiry(node, at);
+  return true;
+}
+
+size_t RadixIndex::remove_subtree(int32_t id) {
+  size_t freed = 0;
+  while (!nodes_[id].children.empty()) freed += remove_subtree(nodes_[id].children.back().node);
+  return freed + remove_leaf(id);
+}
+
+size_t RadixIndex::evict_expired(Clock::time_point now) {
+  if (n_expiring_ == 0) return 0;
+  size_t freed = 0;
+  // Removal frees ids but never moves the arena, so the scan may go on.
+  for (int32_t id = 0; id < int32_t(nodes_.size()); ++id) {
+    const Node& n = nodes_[id];
+    // lock_ref counts the subtree's locks too: 0 means no sequence uses any of it.
+    if (n.alive && n.parent >= 0 && n.expires <= now && n.lock_ref == 0) freed += remove_subtree(id);
+  }
+  return freed;
+}
+
 // ---- introspection -------------------------------------------------------------
 
 RadixStats RadixIndex::stats() const {
@@ -372,7 +421,27 @@ size_t RadixIndex::metadata_bytes() const {
 RadixIndex::NodeView RadixIndex::node(int32_t id) const {
   PC_KV_CHECK(id >= 0 && id < int32_t(nodes_.size()) && nodes_[id].alive, "no such node");
   const Node& n = nodes_[id];
-  return {n.parent, n.tokens, n.slices, n.lock_ref, n.pins, n.children.empty()};
+  return {n.parent, n.tokens,  n.slices, n.lock_ref, n.pins,    n.children.empty(),
+          n.depth,  n.hits,    n.created, n.used,    n.expires};
+}
+
+std::vector<KvNamespace> RadixIndex::namespaces() const {
+  std::vector<KvNamespace> out;
+  for (const auto& [ns, root] : roots_) out.push_back(ns);
+  return out;
+}
+
+void RadixIndex::for_each_leaf(const KvNamespace& ns, const std::function<void(int32_t)>& fn) const {
+  const int32_t root = find_root(ns);
+  if (root < 0) return;
+  std::vector<int32_t> stack{root};
+  while (!stack.empty()) {
+    const int32_t id = stack.back();
+    stack.pop_back();
+    const Node& n = nodes_[id];
+    if (n.children.empty() && id != root) fn(id);
+    for (auto it = n.children.rbegin(); it != n.children.rend(); ++it) stack.push_back(it->node);
+  }
 }
 
 void RadixIndex::count_page_refs(std::vector<int32_t>& per_page) const {

@@ -19,6 +19,9 @@
 //    on a node counts on its whole path to the root.
 //  - evictable = a non-root leaf with lock_ref == 0 and pins == 0. Eviction pops the
 //    least recently used evictable leaf; a parent left childless becomes a candidate.
+//  - expiry (TTL): a node past its expiry goes with its whole subtree (pinned or
+//    not) once no sequence locks it, before any LRU eviction; a split node's upper
+//    half inherits the expiry, so the run up to the entry's branch point expires.
 //
 // Engine protocol for one request:
 //   PrefixMatch m = index.match_prefix(ns, prompt);   // length < prompt.size()
@@ -31,9 +34,11 @@
 //
 // Not thread-safe: the engine thread owns the index.
 #pragma once
+#include <chrono>
 #include <compare>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <span>
 #include <string>
@@ -72,6 +77,8 @@ struct RadixStats {
 
 class RadixIndex : public PageReclaimer {
  public:
+  using Clock = std::chrono::steady_clock;
+
   // `pool` must outlive the index. The caller wires it: pool.set_reclaimer(&index).
   explicit RadixIndex(PagePool& pool);
   ~RadixIndex() override;  // drops every cache reference
@@ -99,9 +106,18 @@ class RadixIndex : public PageReclaimer {
   // Undoes one pin(); false when no pin ends exactly at `tokens`.
   bool unpin(const KvNamespace& ns, std::span<const int32_t> tokens);
 
-  // Evicts least recently used evictable leaves until `bytes` bytes of pages became
-  // free or nothing is evictable. Returns the bytes freed.
+  // Evicts expired entries (evict_expired), then least recently used evictable
+  // leaves until `bytes` bytes of pages became free or nothing is evictable.
+  // Returns the bytes freed.
   size_t evict(size_t bytes);
+
+  // Sets the expiry of the entry ending exactly at `tokens` (splitting a node if
+  // needed); it and every entry extending it are dropped once `at` has passed.
+  // Clock::time_point::max() clears it. False when the prefix is not cached.
+  bool set_expiry(const KvNamespace& ns, std::span<const int32_t> tokens, Clock::time_point at);
+  // Drops every expired node that no sequence locks, with its subtree. O(nodes)
+  // when some node has an expiry, O(1) otherwise. Returns the bytes freed.
+  size_t evict_expired(Clock::time_point now);
   size_t reclaim(size_t bytes) override { return evict(bytes); }
 
   RadixStats stats() const;
@@ -116,8 +132,18 @@ class RadixIndex : public PageReclaimer {
     int32_t lock_ref;
     int32_t pins;
     bool leaf;
+    int32_t depth;               // tokens from the root to the start of the run
+    int64_t hits;                // matches that reused at least one token of the run
+    Clock::time_point created;   // when its tokens were inserted
+    Clock::time_point used;      // last match or insert through it
+    Clock::time_point expires;   // Clock::time_point::max(): never
   };
   NodeView node(int32_t id) const;
+  // Namespaces that have a tree, and the leaves of one namespace's tree (the
+  // entries a listing shows: each is the prefix root → leaf), depth first. fn
+  // must not change the index.
+  std::vector<KvNamespace> namespaces() const;
+  void for_each_leaf(const KvNamespace& ns, const std::function<void(int32_t leaf)>& fn) const;
   // Cache references the index holds, per page: adds 1 to per_page[p] per slice.
   void count_page_refs(std::vector<int32_t>& per_page) const;
   // Checks the invariants above and the counters; throws std::logic_error.
@@ -136,6 +162,9 @@ class RadixIndex : public PageReclaimer {
     int32_t pins = 0;
     uint64_t last_use = 0;           // logical clock
     uint32_t gen = 0;                // bumped on free: invalidates stale heap entries
+    int64_t hits = 0;                // matches through it (listings)
+    Clock::time_point created, used; // wall time of insertion and last use (listings)
+    Clock::time_point expires = Clock::time_point::max();
     std::vector<int32_t> tokens;     // the run
     std::vector<PageSlice> slices;   // its KV, sizes summing to tokens.size()
     std::vector<Child> children;     // sorted by token
@@ -164,6 +193,8 @@ class RadixIndex : public PageReclaimer {
   void push_lru(int32_t id);
   int32_t pop_lru();
   size_t remove_leaf(int32_t id);
+  size_t remove_subtree(int32_t id);  // bytes freed
+  void set_node_expiry(int32_t id, Clock::time_point at);
   int32_t find_exact(const KvNamespace& ns, std::span<const int32_t> tokens, bool split);
 
   PagePool* pool_;
@@ -175,6 +206,7 @@ class RadixIndex : public PageReclaimer {
   int32_t n_pages_held_ = 0;         // pages with page_refs_ > 0
   std::vector<int32_t> path_;        // scratch for match_prefix
   uint64_t clock_ = 0;
+  int64_t n_expiring_ = 0;           // alive nodes with an expiry
   RadixStats stats_;
 };
 

@@ -282,7 +282,7 @@ class SchemaParser {
   }
 
   Node module(pugi::xml_node e, const Ctx& ctx) {
-    xml_.check_attributes(e, {"name", "cache"});
+    xml_.check_attributes(e, {"name", "cache", "pin"});
     Node n;
     n.kind = Node::Kind::kModule;
     n.loc = xml_.loc(e);
@@ -298,6 +298,13 @@ class SchemaParser {
       if (v == "false") n.cache = false;
       else if (v != "true")
         xml_.fail(e, "cache", "cache must be \"true\" or \"false\", not \"" + std::string(v) + "\"");
+    }
+    if (pugi::xml_attribute p = e.attribute("pin")) {
+      const std::string_view v = p.value();
+      if (v == "true") n.pin = true;
+      else if (v != "false")
+        xml_.fail(e, "pin", "pin must be \"true\" or \"false\", not \"" + std::string(v) + "\"");
+      if (n.pin && !n.cache) xml_.fail(e, "pin", "a module with cache=\"false\" is never stored, so it cannot be pinned");
     }
     std::map<std::string, Loc> scope, params;
     Ctx inner{true, ctx.in_role, &scope, &params};

@@ -36,6 +36,7 @@ struct Node {
   Role role = Role::kUser;    // kRole
   std::string name;           // kModule, kParam, kImport
   bool cache = true;          // kModule: cache="false" → computed in every request
+  bool pin = false;           // kModule: pin="true" → its KV is never evicted from memory
   int length = 0;             // kParam: reserved positions (> 0)
   std::string placeholder;    // kParam: text encoded in the slot when no argument is given
   struct Arg {

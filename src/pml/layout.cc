@@ -109,6 +109,7 @@ class Layouter {
     mod.parent = parent;
     mod.union_index = union_index;
     mod.cache = n.cache;
+    mod.pin = n.pin;
     mod.start = pos_;
     mod.loc = n.loc;
     L_.modules.push_back(std::move(mod));

@@ -48,6 +48,7 @@ struct ModuleLayout {
   std::vector<int> children;  // direct child modules (union members included), document order
   int union_index = -1;       // index into SchemaLayout::unions when a union member, else -1
   bool cache = true;          // false: cache="false", computed in every request
+  bool pin = false;           // pin="true": the module store never evicts its KV
   int32_t start = 0;          // occupies positions [start, start + length)
   int32_t length = 0;
   // Own tokens (not the children's), in position order; positions strictly

@@ -223,4 +223,17 @@ PromptPlan plan_prompt(std::string_view text, const SchemaLookup& find, const En
   return plan_prompt(doc, *s, enc);
 }
 
+std::vector<int32_t> plan_tokens(const PromptPlan& plan, const SchemaLayout& schema) {
+  std::vector<int32_t> out;
+  for (const PlanItem& it : plan.items) {
+    if (it.kind == PlanItem::Kind::kTokens) {
+      out.insert(out.end(), it.tokens.begin(), it.tokens.end());
+      continue;
+    }
+    const std::vector<int32_t>& t = schema.modules[it.module].tokens;
+    for (const PlanSpan& sp : it.spans) out.insert(out.end(), t.begin() + sp.begin, t.begin() + sp.end);
+  }
+  return out;
+}
+
 }  // namespace pc::pml

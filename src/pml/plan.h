@@ -84,4 +84,8 @@ using SchemaLookup = std::function<const SchemaLayout*(std::string_view name)>;
 PromptPlan plan_prompt(std::string_view text, const SchemaLookup& find, const Encoder& enc,
                        std::string_view source = "");
 
+// A plan's tokens in plan order (module spans and uncached text): the prompt that full
+// recomputation of the same text computes, at positions 0..n-1.
+std::vector<int32_t> plan_tokens(const PromptPlan& plan, const SchemaLayout& schema);
+
 }  // namespace pc::pml

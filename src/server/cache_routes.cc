@@ -1,12 +1,18 @@
 // Cache admin: GET /v1/cache/stats, GET /v1/cache/entries, POST /v1/cache/pin,
-// /v1/cache/unpin, /v1/cache/evict. Everything touching the index runs on the
-// engine thread (Scheduler::call). With API keys, a caller sees and pins only its
-// own tenant's namespaces.
+// /v1/cache/unpin, /v1/cache/ttl, /v1/cache/evict. Everything touching the index
+// runs on the engine thread (Scheduler::call). With API keys, a caller sees and
+// pins only its own tenant's namespaces.
 #include <algorithm>
-#include <stdexcept>
+#include <chrono>
+#include <cmath>
+#include <set>
 
 #include "kv/page_pool.h"
 #include "kv/radix_index.h"
+#include "engine/kv_tiers.h"
+#include "tier/disk_tier.h"
+#include "tier/entry_key.h"
+#include "tier/redis_tier.h"
 #include "server/api_error.h"
 #include "server/openai.h"
 #include "server/state.h"
@@ -28,6 +34,39 @@ json pool_json(const PagePool& p) {
                      {"cached", p.bytes_cached()}, {"free", p.bytes_free()}}}};
 }
 
+// The tenant a tier entry belongs to, and whether it is a module segment
+// (engine/kv_tiers.h: module entries' tenant is "<tenant>\x1fmodule:...").
+std::pair<std::string, bool> entry_tenant(const KvNamespace& ns) {
+  const size_t cut = ns.tenant.find('\x1f');
+  if (cut == std::string::npos) return {ns.tenant, false};
+  return {ns.tenant.substr(0, cut), true};
+}
+
+json tiers_json(const KvTiers& t) {
+  const KvTierStats s = t.stats();
+  json out = {{"lookups", s.lookups}, {"misses", s.misses}, {"promoted_tokens", s.promoted_tokens},
+              {"module_loads", s.module_loads}, {"writes", s.writes}, {"write_failures", s.write_failures},
+              {"writes_skipped", s.writes_skipped}, {"written_bytes", s.written_bytes}, {"errors", s.errors},
+              {"in_flight", t.in_flight()}};
+  if (const DiskTier* d = t.disk()) {
+    const DiskTierStats ds = d->stats();
+    out["disk"] = {{"dir", d->dir()}, {"entries", ds.entries}, {"bytes", ds.bytes}, {"capacity", ds.capacity},
+                   {"hits", s.disk_hits}, {"misses", ds.misses}, {"puts", ds.puts},
+                   {"put_failures", ds.put_failures}, {"evicted", ds.evicted},
+                   {"corrupt_deleted", ds.corrupt_deleted}, {"temp_removed", ds.temp_removed},
+                   {"io_errors", ds.io_errors}};
+  }
+  if (const RedisTier* r = t.redis()) {
+    const RedisTierStats rs = r->stats();
+    out["redis"] = {{"connected", rs.connected}, {"ttl_seconds", r->options().ttl_seconds},
+                    {"hits", s.redis_hits}, {"misses", rs.misses}, {"puts", rs.puts},
+                    {"put_failures", rs.put_failures}, {"errors", rs.errors},
+                    {"unavailable", rs.unavailable}, {"connects", rs.connects},
+                    {"corrupt_deleted", rs.corrupt_deleted}};
+  }
+  return out;
+}
+
 void stats(Server::State& st, const httplib::Request& req, httplib::Response& res) {
   st.tenant_of(req);
   json out;
@@ -43,70 +82,90 @@ void stats(Server::State& st, const httplib::Request& req, httplib::Response& re
                      {"generated_tokens", s.generated_tokens},
                      {"hit_rate", s.prompt_tokens ? double(s.cached_tokens) / s.prompt_tokens : 0.0}};
   });
+  st.scheduler->call([&](Engine& e) {
+    if (const KvTiers* t = e.tiers()) out["tiers"] = tiers_json(*t);
+  });
   out["sequences"] = {{"running", st.scheduler->running()}, {"queued", st.scheduler->queued()}};
   out["conversation_memory"] = {{"replies", st.memory.size()}, {"tokens", st.memory.tokens()}};
   send_json(res, 200, out);
 }
 
-// Lists each visible namespace's tree. The index has no iteration API yet, so nodes
-// are found by id (node() throws for a dead id) and a namespace's root by a
-// one-token match (which never matches, so it only reports the root).
-// TODO(kv): replace with RadixIndex::roots() / children() when the index has them.
+// What a listing shows of one leaf: the prefix root → leaf.
+struct EntryView {
+  int64_t tokens = 0;
+  std::set<int32_t> pages;       // distinct pages holding its KV
+  int32_t pins = 0;              // on the path (a pin keeps every ancestor)
+  int64_t hits = 0;              // matches that reused any of it (its first run's count)
+  RadixIndex::Clock::time_point expires = RadixIndex::Clock::time_point::max();  // earliest on the path
+};
+
+EntryView entry_view(const RadixIndex& idx, int32_t leaf) {
+  EntryView e;
+  const RadixIndex::NodeView v = idx.node(leaf);
+  e.tokens = v.depth + int64_t(v.tokens.size());
+  for (int32_t n = leaf; n >= 0;) {
+    const RadixIndex::NodeView x = idx.node(n);
+    if (x.parent < 0) break;  // the namespace root holds nothing
+    for (const PageSlice& s : x.slices) e.pages.insert(s.page);
+    e.pins += x.pins;
+    e.hits = x.hits;
+    e.expires = std::min(e.expires, x.expires);
+    n = x.parent;
+  }
+  return e;
+}
+
+double seconds_between(RadixIndex::Clock::time_point a, RadixIndex::Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+// Lists each visible namespace's entries (leaves of its prefix tree).
 void entries(Server::State& st, const httplib::Request& req, httplib::Response& res) {
   const std::string tenant = st.tenant_of(req);
   const bool keys = !st.api_keys.empty();
-  std::vector<std::string> all, names;
+  std::set<std::string> all = {""};
   {
     std::lock_guard lk(st.ns_mu);
-    all.assign(st.namespaces.begin(), st.namespaces.end());
+    all.insert(st.namespaces.begin(), st.namespaces.end());
   }
-  if (std::find(all.begin(), all.end(), "") == all.end()) all.insert(all.begin(), "");
-  for (const std::string& ns : all)
-    if (visible(ns, tenant, keys)) names.push_back(ns);
   json out = {{"object", "list"}, {"namespaces", json::array()}};
   st.scheduler->call([&](Engine& e) {
-    RadixIndex& idx = e.index();
+    const RadixIndex& idx = e.index();
+    for (const KvNamespace& ns : idx.namespaces()) all.insert(ns.tenant);
     const size_t page_bytes = e.page_pool().page_bytes();
-    std::map<int32_t, std::string> root_ns;  // root id → namespace
-    for (const std::string& ns : all) {  // every root, to know when all nodes were seen
-      const int32_t probe[1] = {0};
-      const PrefixMatch m = idx.match_prefix(e.ns(ns), probe);
-      if (m.node >= 0) root_ns[m.node] = ns;
-    }
-    const RadixStats rs = idx.stats();
-    // Every live node: entries + the roots of all namespaces (ours are all known).
-    std::map<int32_t, RadixIndex::NodeView> nodes;
-    int64_t want = rs.entries + int64_t(root_ns.size()), misses = 0;
-    for (int32_t id = 0; int64_t(nodes.size()) < want && misses < 1000000; ++id) {
-      try {
-        nodes.emplace(id, idx.node(id));
-      } catch (const std::logic_error&) {
-        ++misses;
-      }
-    }
-    std::map<std::string, json> per_ns;
-    for (const auto& [id, v] : nodes) {
-      if (v.parent < 0 || !v.leaf) continue;
-      int64_t depth = 0, pins = v.pins;
-      int32_t top = id;
-      for (int32_t n = id; n >= 0; n = nodes.count(n) ? nodes.at(n).parent : -1) {
-        top = n;
-        if (nodes.count(n)) {
-          depth += int64_t(nodes.at(n).tokens.size());
-          pins += nodes.at(n).pins;
+    const auto now = RadixIndex::Clock::now();
+    for (const std::string& ns : all) {
+      if (!visible(ns, tenant, keys)) continue;
+      json list = json::array();
+      idx.for_each_leaf(e.ns(ns), [&](int32_t id) {
+        const RadixIndex::NodeView v = idx.node(id);
+        const EntryView ev = entry_view(idx, id);
+        const bool ttl = ev.expires != RadixIndex::Clock::time_point::max();
+        list.push_back({{"id", id},
+                        {"tokens", ev.tokens},
+                        {"leaf_tokens", v.tokens.size()},
+                        {"bytes", ev.pages.size() * page_bytes},
+                        {"tier", "memory"},
+                        {"age_seconds", seconds_between(v.created, now)},
+                        {"idle_seconds", seconds_between(v.used, now)},
+                        {"hits", ev.hits},
+                        {"leaf_hits", v.hits},
+                        {"pinned", ev.pins > 0},
+                        {"in_use", v.lock_ref > 0},
+                        {"ttl_seconds", ttl ? json(std::max(0.0, seconds_between(now, ev.expires)))
+                                            : json(nullptr)}});
+      });
+      if (const KvTiers* t = e.tiers(); t && t->disk()) {
+        // Disk entries of this namespace, most recently used first (Redis cannot be
+        // listed cheaply: its counters are in /v1/cache/stats).
+        for (const DiskTier::Item& it : t->disk()->list()) {
+          if (it.ns.model != e.ns(ns).model) continue;
+          const auto [tenant, module] = entry_tenant(it.ns);
+          if (tenant != ns) continue;
+          list.push_back({{"id", key_hex(it.key)}, {"tokens", it.n_tokens}, {"bytes", it.bytes},
+                          {"tier", "disk"}, {"kind", module ? "module_segment" : "prefix"}});
         }
       }
-      auto r = root_ns.find(top);
-      if (r == root_ns.end()) continue;  // another tenant's tree
-      std::set<int32_t> pages;
-      for (int32_t n = id; n >= 0 && nodes.count(n); n = nodes.at(n).parent)
-        for (const PageSlice& s : nodes.at(n).slices) pages.insert(s.page);
-      per_ns[r->second].push_back({{"id", id}, {"tokens", depth}, {"leaf_tokens", v.tokens.size()},
-                                   {"bytes", pages.size() * page_bytes}, {"pinned", pins > 0},
-                                   {"in_use", v.lock_ref > 0}, {"tier", "memory"}});
-    }
-    for (const std::string& ns : names) {
-      json list = per_ns.count(ns) ? per_ns[ns] : json::array();
       out["namespaces"].push_back({{"namespace", ns}, {"entries", list}});
     }
   });
@@ -155,6 +214,36 @@ void pin(Server::State& st, const httplib::Request& req, httplib::Response& res,
   send_json(res, 200, {{"pinned", on}, {"tokens", ids.size()}, {"namespace", ns}});
 }
 
+// POST /v1/cache/ttl: the entry ending exactly at the prompt expires after
+// ttl_seconds (0 clears it); the engine thread drops expired entries within a
+// quarter second, or at once when it needs pages.
+void ttl(Server::State& st, const httplib::Request& req, httplib::Response& res) {
+  const json body = parse_body(req.body);
+  std::string salt;
+  if (auto s = body.find("cache_salt"); s != body.end() && s->is_string()) salt = *s;
+  const std::string ns = st.namespace_of(req, salt);
+  auto t = body.find("ttl_seconds");
+  if (t == body.end() || t->is_null())
+    throw bad_field("ttl_seconds", "'ttl_seconds' is required", "missing_required_parameter");
+  if (!t->is_number() || !std::isfinite(t->get<double>()) || t->get<double>() < 0 ||
+      t->get<double>() > 1e9)
+    throw bad_field("ttl_seconds", "'ttl_seconds' must be a number of seconds in [0, 1e9] (0 clears the TTL)");
+  const double seconds = t->get<double>();
+  const std::vector<int32_t> ids = body_tokens(st, body, ns);
+  if (ids.empty()) throw bad_field("prompt", "the prompt is empty");
+  const auto at = seconds == 0 ? RadixIndex::Clock::time_point::max()
+                               : RadixIndex::Clock::now() +
+                                     std::chrono::duration_cast<RadixIndex::Clock::duration>(
+                                         std::chrono::duration<double>(seconds));
+  bool ok = false;
+  st.scheduler->call([&](Engine& e) { ok = e.index().set_expiry(e.ns(ns), ids, at); });
+  if (!ok)
+    throw ApiError(404, "invalid_request_error", "that prompt is not cached (run it first)", "prompt",
+                   "not_cached");
+  send_json(res, 200, {{"ttl_seconds", seconds == 0 ? json(nullptr) : json(seconds)},
+                       {"tokens", ids.size()}, {"namespace", ns}});
+}
+
 void evict(Server::State& st, const httplib::Request& req, httplib::Response& res) {
   st.tenant_of(req);
   const json body = req.body.empty() ? json::object() : parse_body(req.body);
@@ -188,6 +277,39 @@ void add_cache_routes(Server::State& st) {
   st.http.Post("/v1/cache/unpin", route([](Server::State& s, const httplib::Request& q,
                                            httplib::Response& r) { pin(s, q, r, false); }));
   st.http.Post("/v1/cache/evict", route(evict));
+  st.http.Post("/v1/cache/ttl", route(ttl));
+}
+
+std::map<std::string, NamespaceUsage> disk_usage(Engine& e) {
+  std::map<std::string, NamespaceUsage> out;
+  const KvTiers* t = e.tiers();
+  if (!t || !t->disk()) return out;
+  for (const DiskTier::Item& it : t->disk()->list()) {
+    NamespaceUsage& u = out[entry_tenant(it.ns).first];
+    ++u.entries;
+    u.bytes += int64_t(it.bytes);
+  }
+  return out;
+}
+
+std::map<std::string, NamespaceUsage> namespace_usage(Engine& e) {
+  std::map<std::string, NamespaceUsage> out;
+  const RadixIndex& idx = e.index();
+  for (const KvNamespace& ns : idx.namespaces()) {
+    NamespaceUsage& u = out[ns.tenant];
+    std::set<int32_t> seen, pages;  // nodes already walked; pages they hold
+    idx.for_each_leaf(ns, [&](int32_t leaf) {
+      ++u.entries;
+      for (int32_t n = leaf; n >= 0 && seen.insert(n).second;) {
+        const RadixIndex::NodeView v = idx.node(n);
+        for (const PageSlice& s : v.slices) pages.insert(s.page);
+        n = v.parent;
+      }
+    });
+    u.bytes = int64_t(pages.size() * e.page_pool().page_bytes());
+    if (u.entries == 0) out.erase(ns.tenant);  // an emptied tree: nothing to report
+  }
+  return out;
 }
 
 }  // namespace pc::server

@@ -3,6 +3,8 @@
 
 #include "gguf/error.h"
 #include "server/api_error.h"
+#include "server/connection.h"
+#include "server/generation.h"
 #include "server/openai.h"
 #include "server/state.h"
 #include "tokenizer/tokenizer.h"
@@ -12,15 +14,6 @@ namespace pc::server {
 namespace {
 
 using namespace std::chrono_literals;
-
-// One request on its way: what was asked, its prompt and the cache bookkeeping.
-struct Generation {
-  CommonParams params;
-  std::string ns;
-  ResponseMeta meta;
-  std::optional<ChatPrompt> chat;  // chat requests
-  std::shared_ptr<Job> job;
-};
 
 std::vector<int32_t> completion_prompt(const Server::State& st, const json& body) {
   auto it = body.find("prompt");
@@ -144,11 +137,10 @@ Generation prepare(Server::State& st, const httplib::Request& req, bool chat) {
   }
   fit_context(st, g, chat);
   g.params.gen.tenant = g.ns;
+  g.prompt_tokens = int64_t(g.params.gen.prompt.size());
   g.meta = new_meta(st.model_id, chat);
   g.job = std::make_shared<Job>(g.params.gen, g.params.stops, st.model->tokenizer());
-  if (!st.scheduler->submit(g.job))
-    throw ApiError(503, "server_error", "the server is busy (request queue full); retry later", "",
-                   "server_overloaded");
+  submit(st, g);
   return g;
 }
 
@@ -156,9 +148,14 @@ Generation prepare(Server::State& st, const httplib::Request& req, bool chat) {
 CacheReport finish(Server::State& st, const Generation& g) {
   const JobOutcome& o = g.job->outcome();
   CacheReport c;
-  c.prompt_tokens = int64_t(g.params.gen.prompt.size());
+  c.prompt_tokens = g.prompt_tokens;
   c.cached_tokens = o.result.n_cached;
-  c.computed_tokens = c.prompt_tokens - c.cached_tokens;
+  // A plan also computes the modules it encodes, so its count comes from the engine.
+  c.computed_tokens = g.pml ? o.result.n_computed : c.prompt_tokens - c.cached_tokens;
+  if (g.pml) {
+    c.module_hits = o.result.n_module_hits;
+    c.module_misses = o.result.n_module_misses;
+  }
   if (o.finish_reason == "error" || o.finish_reason == "cancelled") return c;
   const int64_t generated = int64_t(o.result.tokens.size());
   st.metrics.count_tokens(c.prompt_tokens, c.cached_tokens, c.computed_tokens, generated);
@@ -185,15 +182,37 @@ void throw_outcome_error(const JobOutcome& o) {
                  "generation_failed");
 }
 
-void respond_whole(Server::State& st, Generation& g, httplib::Response& res) {
-  std::string text;
-  for (bool done = false; !done;) text += g.job->wait_delta(1000ms, &done);
+bool wants_logprobs(const Generation& g) { return g.params.gen.logprobs >= 0; }
+
+json delta_logprobs(const Server::State& st, const Generation& g, const Delta& d) {
+  if (!wants_logprobs(g)) return nullptr;
+  return logprobs_json(st.model->tokenizer(), g.meta.chat, d.logprobs);
+}
+
+void respond_whole(Server::State& st, Generation& g, const httplib::Request& req,
+                   httplib::Response& res) {
+  // Nothing is written until the end, so a client that left is noticed by
+  // watching its socket; it cancels the sequence as a closed stream does.
+  const ConnectionWatch conn(req);
+  Delta all;
+  for (bool done = false; !done;) {
+    Delta d = g.job->wait_delta(100ms, &done);
+    all.text += d.text;
+    for (TokenLogprobInfo& t : d.logprobs) all.logprobs.push_back(std::move(t));
+    if (!done && conn.closed()) {
+      st.scheduler->cancel(*g.job);
+      st.metrics.count_disconnect();
+      res.status = 499;  // nginx's "client closed request"; nobody reads it
+      return;
+    }
+  }
   const JobOutcome& o = g.job->outcome();
   if (o.finish_reason == "error") throw_outcome_error(o);
   if (o.finish_reason == "cancelled")
     throw ApiError(503, "server_error", "the request was cancelled (server shutting down)", "", "cancelled");
   const CacheReport c = finish(st, g);
-  send_json(res, 200, full_response(g.meta, text, o.finish_reason, c, int64_t(o.result.tokens.size())));
+  send_json(res, 200, full_response(g.meta, all.text, o.finish_reason, c,
+                                    int64_t(o.result.tokens.size()), delta_logprobs(st, g, all)));
 }
 
 bool write_event(httplib::DataSink& sink, const std::string& data) {
@@ -210,14 +229,15 @@ void respond_stream(Server::State& st, std::shared_ptr<Generation> g, httplib::R
       "text/event-stream",
       [&st, g, first, last_write](size_t, httplib::DataSink& sink) {
         bool done = false;
-        const std::string text = g->job->wait_delta(100ms, &done);
+        const Delta d = g->job->wait_delta(100ms, &done);
         auto gone = [&] {
           st.scheduler->cancel(*g->job);
           st.metrics.count_disconnect();
           return false;
         };
-        if (!text.empty() || (*first && g->meta.chat)) {
-          if (!write_event(sink, dump(chunk(g->meta, text, "", *first)))) return gone();
+        if (!d.text.empty() || (*first && g->meta.chat)) {
+          const json ev = chunk(g->meta, d.text, "", *first, delta_logprobs(st, *g, d));
+          if (!write_event(sink, dump(ev))) return gone();
           *first = false;
           *last_write = Clock::now();
         } else if (!done && Clock::now() - *last_write > 5s) {
@@ -250,22 +270,27 @@ void respond_stream(Server::State& st, std::shared_ptr<Generation> g, httplib::R
 }
 
 void handle(Server::State& st, const httplib::Request& req, httplib::Response& res, bool chat) {
-  guard(res, [&] {
-    auto g = std::make_shared<Generation>(prepare(st, req, chat));
-    if (g->params.stream) {
-      respond_stream(st, g, res);
-      return;
-    }
-    try {
-      respond_whole(st, *g, res);
-    } catch (...) {
-      st.scheduler->cancel(*g->job);
-      throw;
-    }
-  });
+  guard(res, [&] { respond(st, std::make_shared<Generation>(prepare(st, req, chat)), req, res); });
 }
 
 }  // namespace
+
+void submit(Server::State& st, Generation& g) {
+  if (!st.scheduler->submit(g.job))
+    throw ApiError(503, "server_error", "the server is busy (request queue full); retry later", "",
+                   "server_overloaded");
+}
+
+void respond(Server::State& st, std::shared_ptr<Generation> g, const httplib::Request& req,
+             httplib::Response& res) {
+  if (g->params.stream) return respond_stream(st, std::move(g), res);
+  try {
+    respond_whole(st, *g, req, res);
+  } catch (...) {
+    st.scheduler->cancel(*g->job);
+    throw;
+  }
+}
 
 void add_generation_routes(Server::State& st) {
   st.http.Post("/v1/completions", [&st](const httplib::Request& req, httplib::Response& res) {

@@ -21,9 +21,28 @@
 #include "engine/engine.h"
 #include "server/text_stream.h"
 
+namespace pc::pml {
+struct SchemaLayout;
+struct PromptPlan;
+}  // namespace pc::pml
+
 namespace pc::server {
 
 using Clock = std::chrono::steady_clock;
+
+// One generated token's log-probabilities, as a response reports them.
+struct TokenLogprobInfo {
+  int32_t id = 0;
+  size_t text_offset = 0;  // byte offset of its text in the reply
+  TokenLogprobs lp;
+};
+
+// What a handler receives at a time: new text and the log-probabilities of the
+// tokens it covers (when the request asked for them).
+struct Delta {
+  std::string text;
+  std::vector<TokenLogprobInfo> logprobs;
+};
 
 struct JobOutcome {
   GenerateResult result;        // engine numbers (n_prompt, n_cached, timings, tokens)
@@ -42,9 +61,13 @@ class Job {
   const GenerateRequest req;
   const Clock::time_point created = Clock::now();
 
+  // PML requests run this plan instead of req.prompt (set before submitting).
+  std::shared_ptr<const pml::SchemaLayout> schema;
+  std::shared_ptr<const pml::PromptPlan> plan;
+
   // Handler side. Blocks up to `timeout` for new text or the end; returns the new
   // text (maybe "") and sets *done once the job ended (then outcome() is final).
-  std::string wait_delta(std::chrono::milliseconds timeout, bool* done);
+  Delta wait_delta(std::chrono::milliseconds timeout, bool* done);
   void cancel() { cancelled_.store(true); }
   bool cancelled() const { return cancelled_.load(); }
   const JobOutcome& outcome() const { return outcome_; }  // after done
@@ -53,13 +76,16 @@ class Job {
   TextStream stream;
   int64_t engine_id = -1;
   Clock::time_point last_token;  // for inter-token latency
+  std::vector<TokenLogprobs> logprobs;  // per generated token (req.logprobs >= 0)
+  // Posts text the stream released, with the logprobs of the tokens it covers.
   void post_text(const std::string& s);
   void post_done(JobOutcome o);
 
  private:
   std::mutex mu_;
   std::condition_variable cv_;
-  std::string pending_;
+  Delta pending_;
+  size_t logprobs_posted_ = 0;  // tokens whose logprobs were posted (engine thread)
   bool done_ = false;
   JobOutcome outcome_;
   std::atomic<bool> cancelled_{false};

@@ -10,6 +10,9 @@
 
 #include "kv/page_pool.h"
 #include "kv/radix_index.h"
+#include "engine/kv_tiers.h"
+#include "tier/disk_tier.h"
+#include "tier/redis_tier.h"
 
 namespace pc::server {
 
@@ -33,7 +36,7 @@ Metrics::Metrics() : reg_(std::make_shared<Registry>()) {
   misses_ = &BuildCounter().Name("promptcache_cache_miss_total")
                  .Help("Chat requests whose history did not fully hit, by reason").Register(*reg_);
   disconnects_ = &BuildCounter().Name("promptcache_client_disconnects_total")
-                      .Help("Streams cancelled because the client went away").Register(*reg_).Add({});
+                      .Help("Requests (streamed or whole) cancelled because the client went away").Register(*reg_).Add({});
   ttft_ = &BuildHistogram().Name("promptcache_time_to_first_token_seconds")
                .Help("Request arrival to first generated token").Register(*reg_)
                .Add({}, latency_buckets());
@@ -55,6 +58,17 @@ Metrics::Metrics() : reg_(std::make_shared<Registry>()) {
   cache_entries_ = &idx.Add({{"what", "entries"}});
   cache_tokens_ = &idx.Add({{"what", "tokens"}});
   cache_evicted_ = &idx.Add({{"what", "evicted"}});
+  ns_bytes_ = &BuildGauge().Name("promptcache_cache_bytes")
+                   .Help("KV bytes cached per namespace (tenant/cache_salt; \"\" = shared) and tier")
+                   .Register(*reg_);
+  ns_entries_ = &BuildGauge().Name("promptcache_cache_entries")
+                     .Help("Cached entries per namespace and tier (memory: prefix-tree leaves; disk: "
+                           "entry files, prefixes and module segments)").Register(*reg_);
+  tier_ops_ = &BuildGauge().Name("promptcache_tier_ops")
+                   .Help("Disk / Redis tier counters since start (op: hits, misses, puts, put_failures, "
+                         "errors, evicted, corrupt_deleted, ...; tier \"all\": the engine's lookups, "
+                         "promotions and write-through)")
+                   .Register(*reg_);
 }
 
 Metrics::~Metrics() = default;
@@ -99,6 +113,64 @@ void Metrics::set_cache(const PagePool& pool, const RadixStats& index) {
   cache_entries_->Set(double(index.entries));
   cache_tokens_->Set(double(index.tokens));
   cache_evicted_->Set(double(index.evicted));
+}
+
+void Metrics::set_namespaces(const std::map<std::string, NamespaceUsage>& usage, const std::string& tier) {
+  std::lock_guard lk(ns_mu_);
+  std::set<std::string>& seen = ns_seen_[tier];
+  for (const std::string& ns : seen) {
+    if (usage.count(ns)) continue;
+    ns_bytes_->Remove(&ns_bytes_->Add({{"namespace", ns}, {"tier", tier}}));
+    ns_entries_->Remove(&ns_entries_->Add({{"namespace", ns}, {"tier", tier}}));
+  }
+  seen.clear();
+  for (const auto& [ns, u] : usage) {
+    ns_bytes_->Add({{"namespace", ns}, {"tier", tier}}).Set(double(u.bytes));
+    ns_entries_->Add({{"namespace", ns}, {"tier", tier}}).Set(double(u.entries));
+    seen.insert(ns);
+  }
+}
+
+void Metrics::set_tiers(const KvTiers* tiers) {
+  if (!tiers) return;
+  auto set = [&](const char* tier, const char* op, int64_t v) {
+    tier_ops_->Add({{"tier", tier}, {"op", op}}).Set(double(v));
+  };
+  const KvTierStats t = tiers->stats();
+  set("all", "lookups", t.lookups);
+  set("all", "misses", t.misses);
+  set("all", "promoted_tokens", t.promoted_tokens);
+  set("all", "module_loads", t.module_loads);
+  set("all", "writes", t.writes);
+  set("all", "write_failures", t.write_failures);
+  set("all", "writes_skipped", t.writes_skipped);
+  set("all", "written_bytes", t.written_bytes);
+  set("all", "errors", t.errors);
+  if (const DiskTier* d = tiers->disk()) {
+    const DiskTierStats s = d->stats();
+    cache_bytes_->Add({{"tier", "disk"}, {"state", "cached"}}).Set(double(s.bytes));
+    cache_bytes_->Add({{"tier", "disk"}, {"state", "capacity"}}).Set(double(s.capacity));
+    set("disk", "hits", t.disk_hits);
+    set("disk", "misses", s.misses);
+    set("disk", "entries", s.entries);
+    set("disk", "puts", s.puts);
+    set("disk", "put_failures", s.put_failures);
+    set("disk", "evicted", s.evicted);
+    set("disk", "corrupt_deleted", s.corrupt_deleted);
+    set("disk", "io_errors", s.io_errors);
+  }
+  if (const RedisTier* r = tiers->redis()) {
+    const RedisTierStats s = r->stats();
+    set("redis", "hits", t.redis_hits);
+    set("redis", "misses", s.misses);
+    set("redis", "puts", s.puts);
+    set("redis", "put_failures", s.put_failures);
+    set("redis", "errors", s.errors);
+    set("redis", "unavailable", s.unavailable);
+    set("redis", "connects", s.connects);
+    set("redis", "connected", s.connected ? 1 : 0);
+    set("redis", "corrupt_deleted", s.corrupt_deleted);
+  }
 }
 
 }  // namespace pc::server

@@ -2,7 +2,11 @@
 // Counters and histograms are thread-safe; gauges of the KV cache are set by the
 // engine thread after each step.
 #pragma once
+#include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <string>
 
 namespace prometheus {
@@ -16,9 +20,16 @@ template <typename T> class Family;
 namespace pc {
 class PagePool;
 struct RadixStats;
+class KvTiers;
 }  // namespace pc
 
 namespace pc::server {
+
+// One namespace's share of the prefix cache (tier "memory").
+struct NamespaceUsage {
+  int64_t entries = 0;  // leaves of its prefix tree (as /v1/cache/entries lists them)
+  int64_t bytes = 0;    // bytes of the distinct pages its tree references
+};
 
 class Metrics {
  public:
@@ -36,6 +47,11 @@ class Metrics {
   void observe_queue_wait(double seconds);
   void set_queue(size_t queued, size_t running);
   void set_cache(const PagePool& pool, const RadixStats& index);
+  // promptcache_cache_{bytes,entries}{namespace,tier}; namespaces that are gone
+  // lose their series.
+  void set_namespaces(const std::map<std::string, NamespaceUsage>& usage, const std::string& tier = "memory");
+  // The disk / Redis tiers' counters (null: none configured).
+  void set_tiers(const KvTiers* tiers);
 
  private:
   std::shared_ptr<prometheus::Registry> reg_;
@@ -55,6 +71,11 @@ class Metrics {
   prometheus::Gauge* cache_evicted_;
   prometheus::Counter* prompt_tokens_;
   prometheus::Counter* cached_tokens_;
+  prometheus::Family<prometheus::Gauge>* ns_bytes_;
+  prometheus::Family<prometheus::Gauge>* ns_entries_;
+  std::mutex ns_mu_;
+  std::map<std::string, std::set<std::string>> ns_seen_;  // tier → namespaces with series
+  prometheus::Family<prometheus::Gauge>* tier_ops_;
 };
 
 }  // namespace pc::server

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "server/api_error.h"
+#include "tokenizer/tokenizer.h"
 
 namespace pc::server {
 
@@ -97,11 +98,18 @@ CommonParams parse_common(const json& body, bool chat) {
       throw bad_field(name, std::string("'") + name + "' is not supported; use repetition_penalty",
                       "unsupported_parameter");
   if (integer(body, "n", 1, 1, 1) != 1) throw bad_field("n", "only n = 1 is supported");
-  // TODO(logprobs): needs an engine hook exposing each sampled token's logits.
-  const bool logprobs = chat ? boolean(body, "logprobs", false) : integer(body, "logprobs", 0, 20, 0) > 0;
-  if (logprobs || (chat && field(body, "top_logprobs") && integer(body, "top_logprobs", 0, 20, 0) > 0))
-    throw bad_field(logprobs ? "logprobs" : "top_logprobs", "logprobs are not supported yet",
-                    "unsupported_parameter");
+  // Log-probabilities (TokenLogprobs: of the raw logits, before sampling settings).
+  // Completions: "logprobs": N; chat: "logprobs": true with "top_logprobs": N.
+  if (chat) {
+    const int64_t top = integer(body, "top_logprobs", 0, 20, 0);
+    if (boolean(body, "logprobs", false)) {
+      p.gen.logprobs = int32_t(top);
+    } else if (field(body, "top_logprobs")) {
+      throw bad_field("top_logprobs", "'top_logprobs' needs 'logprobs': true");
+    }
+  } else if (field(body, "logprobs")) {
+    p.gen.logprobs = int32_t(integer(body, "logprobs", 0, 20, 0));
+  }
   if (boolean(body, "echo", false)) throw bad_field("echo", "'echo' is not supported", "unsupported_parameter");
   if (const json* t = field(body, "max_completion_tokens")) {
     p.gen.max_tokens = int32_t(integer(body, "max_completion_tokens", 0, INT32_MAX, 0));
@@ -147,6 +155,10 @@ json usage_json(const CacheReport& c, int64_t completion_tokens) {
 
 json cache_json(const CacheReport& c) {
   json j = {{"cached_tokens", c.cached_tokens}, {"computed_tokens", c.computed_tokens}};
+  if (c.module_hits >= 0) {
+    j["module_hits"] = c.module_hits;
+    j["module_misses"] = c.module_misses;
+  }
   if (c.spliced_replies >= 0) j["spliced_replies"] = c.spliced_replies;
   j["diverged_at"] = c.diverged_at >= 0 ? json(c.diverged_at) : json(nullptr);
   j["reason"] = c.reason.empty() ? json(nullptr) : json(c.reason);
@@ -172,9 +184,9 @@ json finish_json(const std::string& f) { return f.empty() ? json(nullptr) : json
 }  // namespace
 
 json full_response(const ResponseMeta& m, const std::string& text, const std::string& finish,
-                   const CacheReport& c, int64_t completion_tokens) {
+                   const CacheReport& c, int64_t completion_tokens, const json& logprobs) {
   json r = base(m, m.chat ? "chat.completion" : "text_completion");
-  json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish_json(finish)}};
+  json choice = {{"index", 0}, {"logprobs", logprobs}, {"finish_reason", finish_json(finish)}};
   if (m.chat)
     choice["message"] = {{"role", "assistant"}, {"content", text}, {"refusal", nullptr}};
   else
@@ -185,9 +197,10 @@ json full_response(const ResponseMeta& m, const std::string& text, const std::st
   return r;
 }
 
-json chunk(const ResponseMeta& m, const std::string& text, const std::string& finish, bool first) {
+json chunk(const ResponseMeta& m, const std::string& text, const std::string& finish, bool first,
+           const json& logprobs) {
   json r = base(m, m.chat ? "chat.completion.chunk" : "text_completion");
-  json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish_json(finish)}};
+  json choice = {{"index", 0}, {"logprobs", logprobs}, {"finish_reason", finish_json(finish)}};
   if (m.chat) {
     json delta = json::object();
     if (first) delta["role"] = "assistant";
@@ -198,6 +211,48 @@ json chunk(const ResponseMeta& m, const std::string& text, const std::string& fi
   }
   r["choices"] = json::array({choice});
   return r;
+}
+
+namespace {
+json bytes_json(const std::string& s) {
+  json b = json::array();
+  for (unsigned char ch : s) b.push_back(int(ch));
+  return b;
+}
+}  // namespace
+
+json logprobs_json(const Tokenizer& tok, bool chat, std::span<const TokenLogprobInfo> lps) {
+  if (chat) {
+    json content = json::array();
+    for (const TokenLogprobInfo& t : lps) {
+      const std::string piece = tok.token_to_piece(t.id);
+      json top = json::array();
+      for (const auto& [id, lp] : t.lp.top) {
+        const std::string p = tok.token_to_piece(id);
+        top.push_back({{"token", p}, {"logprob", lp}, {"bytes", bytes_json(p)}});
+      }
+      content.push_back({{"token", piece}, {"logprob", t.lp.logprob}, {"bytes", bytes_json(piece)},
+                         {"top_logprobs", top}});
+    }
+    return {{"content", content}, {"refusal", nullptr}};
+  }
+  // The legacy completions shape: parallel arrays; text_offset counts bytes from
+  // the start of the completion text.
+  json tokens = json::array(), token_lps = json::array(), tops = json::array(),
+       offsets = json::array();
+  for (const TokenLogprobInfo& t : lps) {
+    tokens.push_back(tok.token_to_piece(t.id));
+    token_lps.push_back(t.lp.logprob);
+    json top = json::object();
+    for (const auto& [id, lp] : t.lp.top) {
+      const std::string p = tok.token_to_piece(id);
+      if (!top.contains(p)) top[p] = lp;  // pieces may repeat; keep the likelier
+    }
+    tops.push_back(top);
+    offsets.push_back(t.text_offset);
+  }
+  return {{"tokens", tokens}, {"token_logprobs", token_lps}, {"top_logprobs", tops},
+          {"text_offset", offsets}};
 }
 
 json usage_chunk(const ResponseMeta& m, const CacheReport& c, int64_t completion_tokens) {

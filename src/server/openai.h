@@ -2,6 +2,7 @@
 // response objects (completions and chat completions, whole and streamed).
 #pragma once
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,8 @@ struct CacheReport {
   int32_t spliced_replies = -1;  // chat only
   int64_t diverged_at = -1;
   std::string reason;            // "" = none
+  int64_t module_hits = -1;      // PML only: modules reused from the module store
+  int64_t module_misses = -1;    // PML only: modules encoded by this request
 };
 
 json usage_json(const CacheReport& c, int64_t completion_tokens);
@@ -55,11 +58,16 @@ struct ResponseMeta {
 ResponseMeta new_meta(const std::string& model, bool chat);
 
 // Non-streamed response.
+// `logprobs`: the choice's logprobs (logprobs_json), null when not asked for.
 json full_response(const ResponseMeta& m, const std::string& text, const std::string& finish,
-                   const CacheReport& c, int64_t completion_tokens);
+                   const CacheReport& c, int64_t completion_tokens, const json& logprobs = nullptr);
 // One streamed chunk: text delta (finish "" = null); role only in the first chat chunk.
 json chunk(const ResponseMeta& m, const std::string& text, const std::string& finish,
-           bool first);
+           bool first, const json& logprobs = nullptr);
+// A choice's "logprobs" for these tokens: chat {"content": [{token, logprob, bytes,
+// top_logprobs}]}, completions the legacy {tokens, token_logprobs, top_logprobs,
+// text_offset}.
+json logprobs_json(const Tokenizer& tok, bool chat, std::span<const TokenLogprobInfo> lps);
 // The usage chunk of stream_options.include_usage (choices: []).
 json usage_chunk(const ResponseMeta& m, const CacheReport& c, int64_t completion_tokens);
 

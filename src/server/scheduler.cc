@@ -2,6 +2,9 @@
 
 #include "gguf/error.h"
 #include "kv/page_pool.h"
+#include "kv/radix_index.h"
+#include "pml/layout.h"
+#include "pml/plan.h"
 #include "server/metrics.h"
 
 namespace pc::server {
@@ -10,6 +13,10 @@ namespace {
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
+
+// How often the engine thread looks for expired cache entries (POST /v1/cache/ttl);
+// an idle server wakes up this often too.
+constexpr std::chrono::milliseconds kSweep{250};
 }  // namespace
 
 Scheduler::Scheduler(Engine& engine, const SchedulerOptions& opt, Metrics& metrics)
@@ -117,6 +124,10 @@ bool Scheduler::on_token(Job& job, int32_t id) {
     metrics_.observe_itl(std::chrono::duration<double>(now - job.last_token).count());
   }
   job.last_token = now;
+  if (job.req.logprobs >= 0) {
+    const std::span<const TokenLogprobs> lps = engine_.logprobs(job.engine_id);
+    if (!lps.empty()) job.logprobs.push_back(lps.back());
+  }
   job.post_text(job.stream.push(id));
   return !job.stream.stopped() && !job.cancelled();
 }
@@ -128,7 +139,10 @@ void Scheduler::admit(std::unique_lock<std::mutex>& lk) {
     lk.unlock();
     try {
       Job* j = job.get();
-      job->engine_id = engine_.add(job->req, [this, j](int32_t id) { return on_token(*j, id); });
+      TokenCallback cb = [this, j](int32_t id) { return on_token(*j, id); };
+      // A PML plan encodes its missing modules here, before the next step.
+      job->engine_id = job->plan ? engine_.add_plan(*job->schema, *job->plan, job->req, std::move(cb))
+                                 : engine_.add(job->req, std::move(cb));
       metrics_.observe_queue_wait(seconds_since(job->created));
       running_.emplace(job->engine_id, std::move(job));
     } catch (const std::exception& e) {
@@ -168,6 +182,13 @@ void Scheduler::collect_finished() {
   }
 }
 
+void Scheduler::sweep_expired() {
+  const Clock::time_point now = Clock::now();
+  if (now - last_sweep_ < kSweep) return;
+  last_sweep_ = now;
+  engine_.index().evict_expired(now);
+}
+
 void Scheduler::loop() {
   std::unique_lock lk(mu_);
   for (;;) {
@@ -175,10 +196,11 @@ void Scheduler::loop() {
     drop_cancelled(lk);
     collect_finished();
     if (stop_) break;
+    sweep_expired();
     admit(lk);
     metrics_.set_queue(queue_.size(), running_.size());
     if (running_.empty()) {
-      cv_.wait(lk, [&] { return stop_ || !queue_.empty() || !tasks_.empty() || cancel_pending_; });
+      cv_.wait_for(lk, kSweep, [&] { return stop_ || !queue_.empty() || !tasks_.empty() || cancel_pending_; });
       cancel_pending_ = false;
       continue;
     }

@@ -45,6 +45,7 @@ class Scheduler {
   void admit(std::unique_lock<std::mutex>& lk);
   void drop_cancelled(std::unique_lock<std::mutex>& lk);
   void collect_finished();
+  void sweep_expired();  // drops cache entries whose TTL passed, every kSweep at most
   bool on_token(Job& job, int32_t id);
   void end_job(Job& job, const GenerateResult& r);
 
@@ -59,6 +60,7 @@ class Scheduler {
   size_t n_running_ = 0;                              // mirror of running_.size() under mu_
   bool stop_ = false;
   bool cancel_pending_ = false;  // a queued job may have been cancelled
+  Clock::time_point last_sweep_;
   std::thread thread_;
 };
 

@@ -1,5 +1,7 @@
 #include "server/server.h"
 
+#include <sys/socket.h>
+
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -7,6 +9,7 @@
 #include "gguf/error.h"
 #include "gguf/gguf.h"
 #include "kv/page_pool.h"
+#include "pml/encoder.h"
 #include "server/api_error.h"
 #include "server/openai.h"
 #include "server/state.h"
@@ -15,6 +18,9 @@
 namespace pc::server {
 
 namespace {
+
+// Pending connections the kernel queues before accept (capped by net.core.somaxconn).
+constexpr int kListenBacklog = 1024;
 
 std::string read_file(const std::string& path, const char* what) {
   std::ifstream in(path, std::ios::binary);
@@ -45,11 +51,11 @@ std::map<std::string, std::string> load_api_keys(const std::string& path) {
 std::string route_label(const httplib::Request& req, int status) {
   static const char* known[] = {"/v1/completions", "/v1/chat/completions", "/v1/models", "/health",
                                 "/metrics", "/v1/cache/stats", "/v1/cache/entries",
-                                "/v1/cache/pin", "/v1/cache/unpin", "/v1/cache/evict"};
+                                "/v1/cache/pin", "/v1/cache/unpin", "/v1/cache/evict",
+                                "/v1/cache/ttl", "/v1/schemas", "/v1/pml/completions"};
   for (const char* k : known)
     if (req.path == k) return k;
   if (req.path.rfind("/v1/schemas/", 0) == 0) return "/v1/schemas/{name}";
-  if (req.path == "/v1/pml/completions") return req.path;
   return "other";
 }
 
@@ -61,6 +67,18 @@ void add_misc_routes(Server::State& st) {
                          {"queued", st.scheduler->queued()}});
   });
   st.http.Get("/metrics", [&st](const httplib::Request&, httplib::Response& res) {
+    // Per-namespace usage walks the prefix trees: done per scrape, not per step.
+    try {
+      st.scheduler->call([&](Engine& e) {
+        st.metrics.set_namespaces(namespace_usage(e));
+        if (e.tiers()) {
+          st.metrics.set_namespaces(disk_usage(e), "disk");
+          st.metrics.set_tiers(e.tiers());
+        }
+      });
+    } catch (const std::exception&) {
+      // Shutting down: the rest is still worth serving.
+    }
     res.set_content(st.metrics.render(), "text/plain; version=0.0.4");
   });
   st.http.Get("/v1/models", [&st](const httplib::Request& req, httplib::Response& res) {
@@ -82,16 +100,6 @@ void add_misc_routes(Server::State& st) {
                            {"owned_by", "promptcache"}});
     });
   });
-  // TODO(pml): PUT/GET/DELETE /v1/schemas/{name} and POST /v1/pml/completions,
-  // once src/pml exposes schema registration and plan execution through the engine.
-  auto not_yet = [](const httplib::Request&, httplib::Response& res) {
-    send_json(res, 501, error_json("the PML API is not implemented yet", "server_error", "",
-                                   "not_implemented"));
-  };
-  st.http.Put(R"(/v1/schemas/([^/]+))", not_yet);
-  st.http.Get(R"(/v1/schemas/([^/]+))", not_yet);
-  st.http.Delete(R"(/v1/schemas/([^/]+))", not_yet);
-  st.http.Post("/v1/pml/completions", not_yet);
 }
 
 }  // namespace
@@ -148,6 +156,7 @@ Server::Server(const ServerOptions& opt) : st_(std::make_unique<State>()) {
   std::string source = opt.chat_template_file.empty()
                            ? st.model->file().get_string("tokenizer.chat_template", "")
                            : read_file(opt.chat_template_file, "chat template file");
+  if (source.empty()) source = opt.fallback_chat_template;
   if (!source.empty()) {
     const std::string bos = tok.bos() >= 0 ? tok.token_text(tok.bos()) : "";
     const std::string eos = tok.eos() >= 0 ? tok.token_text(tok.eos()) : "";
@@ -157,6 +166,8 @@ Server::Server(const ServerOptions& opt) : st_(std::make_unique<State>()) {
       throw Error(std::string("chat template: ") + e.what());
     }
   }
+  // PML role tags use the same template as chat requests.
+  st.pml_encoder = std::make_unique<pml::Encoder>(tok, pml::RoleMarkers::from_template_source(source, tok));
   if (!opt.api_keys_file.empty()) st.api_keys = load_api_keys(opt.api_keys_file);
   st.n_ctx = st.model->config().n_ctx_train > 0 ? st.model->config().n_ctx_train : 4096;
 
@@ -165,6 +176,7 @@ Server::Server(const ServerOptions& opt) : st_(std::make_unique<State>()) {
   eo.kv_memory_bytes = opt.kv_memory_bytes;
   eo.max_batch_tokens = opt.max_batch_tokens;
   eo.prefix_cache = opt.prefix_cache;
+  eo.tiers = opt.tiers;
   st.engine = std::make_unique<Engine>(*st.model, eo);
   st.kv_tokens = int64_t(st.engine->page_pool().n_pages()) * st.engine->page_pool().page_size();
   st.scheduler = std::make_unique<Scheduler>(*st.engine, SchedulerOptions{opt.parallel, opt.queue},
@@ -172,6 +184,13 @@ Server::Server(const ServerOptions& opt) : st_(std::make_unique<State>()) {
 
   const int n_http = opt.http_threads > 0 ? opt.http_threads : opt.parallel + opt.queue + 8;
   st.http.new_task_queue = [n_http] { return new httplib::ThreadPool(size_t(n_http)); };
+  // httplib listens with a backlog of 5: a burst of clients connecting at once (the
+  // benchmark's 32) overflows it and some see their connection reset. The socket is
+  // remembered here and its backlog raised after bind (listen() again only resizes).
+  st.http.set_socket_options([&st](socket_t sock) {
+    httplib::default_socket_options(sock);
+    st.listen_socket = sock;
+  });
   st.http.set_read_timeout(60);
   st.http.set_write_timeout(60);
   st.http.set_payload_max_length(size_t(64) << 20);
@@ -190,6 +209,7 @@ Server::Server(const ServerOptions& opt) : st_(std::make_unique<State>()) {
   add_misc_routes(st);
   add_generation_routes(st);
   add_cache_routes(st);
+  add_pml_routes(st);
 }
 
 Server::~Server() {
@@ -208,6 +228,7 @@ int Server::bind() {
   if (port < 0)
     throw Error("cannot listen on " + st.opt.host + ":" + std::to_string(st.opt.port) +
                 " (in use, or not a local address)");
+  if (st.listen_socket >= 0) ::listen(st.listen_socket, kListenBacklog);
   return port;
 }
 

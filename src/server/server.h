@@ -11,6 +11,8 @@
 #include <memory>
 #include <string>
 
+#include "engine/engine.h"
+
 namespace pc::server {
 
 struct ServerOptions {
@@ -24,7 +26,9 @@ struct ServerOptions {
   int64_t kv_memory_bytes = int64_t(1) << 30;
   int max_batch_tokens = 512;
   bool prefix_cache = true;
+  TierOptions tiers;                // --disk-cache, --redis (engine/engine.h)
   std::string chat_template_file;   // "" = tokenizer.chat_template from the GGUF
+  std::string fallback_chat_template;  // template source for a model without one ("" = none)
   std::string api_keys_file;        // lines "KEY TENANT"; "" = no authentication
   int http_threads = 0;             // 0 = parallel + queue + 8
 };

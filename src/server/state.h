@@ -17,7 +17,19 @@
 #include "server/server.h"
 #include "template/chat_template.h"
 
+namespace pc::pml {
+class Encoder;
+struct SchemaLayout;
+}  // namespace pc::pml
+
 namespace pc::server {
+
+// A PML schema registered with PUT /v1/schemas/{name}.
+struct SchemaEntry {
+  std::string source;                               // the PML text as given
+  std::shared_ptr<const pml::SchemaLayout> layout;  // shared with running jobs
+  int64_t created = 0;                              // unix seconds
+};
 
 struct Server::State {
   ServerOptions opt;
@@ -32,9 +44,14 @@ struct Server::State {
   std::unique_ptr<Engine> engine;
   std::unique_ptr<Scheduler> scheduler;
   httplib::Server http;
+  int listen_socket = -1;  // the listening socket, once bound (Server::bind)
 
   std::mutex ns_mu;
   std::set<std::string> namespaces;  // tenant strings seen (for the cache API)
+
+  std::unique_ptr<pml::Encoder> pml_encoder;  // the tokenizer and the chat template's role markers
+  std::mutex schemas_mu;
+  std::map<std::string, std::map<std::string, SchemaEntry>> schemas;  // namespace → name → schema
 
   // The request's namespace: API-key tenant and/or cache_salt. Throws ApiError 401
   // when keys are configured and the request has no valid one.
@@ -45,6 +62,12 @@ struct Server::State {
 // Route registration (one file per group).
 void add_generation_routes(Server::State& st);
 void add_cache_routes(Server::State& st);
+void add_pml_routes(Server::State& st);
+
+// Entries and bytes of each namespace's prefix tree (engine thread: Scheduler::call).
+std::map<std::string, NamespaceUsage> namespace_usage(Engine& e);
+// The same for the disk tier's entries (prefixes and module segments); empty without one.
+std::map<std::string, NamespaceUsage> disk_usage(Engine& e);
 
 // Runs a handler, turning ApiError / pc::Error / ChatTemplateError / anything else
 // into an OpenAI error response. The one place exceptions become HTTP statuses.

@@ -62,4 +62,10 @@ std::vector<int32_t> TextStream::ids_for_text(std::string* tail) const {
   return std::vector<int32_t>(ids_.begin(), ids_.begin() + k);
 }
 
+size_t TextStream::released_tokens(size_t known) const {
+  size_t k = known;
+  while (k < ids_.size() && token_offset(k) < emitted_.size()) ++k;
+  return k;
+}
+
 }  // namespace pc::server

@@ -32,6 +32,14 @@ class TextStream {
   // (non-empty only when a stop string cut a token in the middle).
   std::vector<int32_t> ids_for_text(std::string* tail) const;
 
+  // Generated tokens whose text was (at least partly) released so far: the ones
+  // a response reports logprobs for. A stop string drops the tokens after it, and
+  // an end-of-generation token (no text) at the end is never released. The count
+  // only grows; `known` (an earlier answer) lets the scan start there.
+  size_t released_tokens(size_t known = 0) const;
+  // Byte offset of token i's text in text().
+  size_t token_offset(size_t i) const { return i ? piece_end_[i - 1] : 0; }
+
  private:
   std::string release(std::string s);
 

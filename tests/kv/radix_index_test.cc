@@ -212,6 +212,61 @@ TEST_F(RadixEvictionTest, LockedAndPinnedAreSkipped) {
   EXPECT_EQ(pool_.n_free(), 11);
 }
 
+TEST_F(RadixEvictionTest, ExpiredSubtreesGoFirst) {
+  const auto now = RadixIndex::Clock::now();
+  using std::chrono::seconds;
+  EXPECT_FALSE(index_.set_expiry(ns_, seq({1, 2, 9}), now));  // not cached
+  ASSERT_TRUE(index_.set_expiry(ns_, range(1, 4), now + seconds(10)));  // [1..4]: A's and B's prefix
+  ASSERT_TRUE(index_.pin(ns_, b_));                                      // expiry beats a pin
+  EXPECT_EQ(index_.evict_expired(now), 0u);
+  EXPECT_EQ(index_.evict_expired(now + seconds(11)), 48u);  // pages 0 1 2
+  EXPECT_EQ(index_.stats().entries, 1);                     // C
+  EXPECT_EQ(index_.stats().evicted, 3);
+  EXPECT_EQ(match_len(cat(a_, {0})), 0);
+  EXPECT_EQ(match_len(cat(c_, {0})), 5);
+  // No expiry left: evict() goes straight to LRU.
+  EXPECT_EQ(index_.evict(16), 32u);
+  EXPECT_EQ(pool_.n_free(), 11);
+}
+
+TEST_F(RadixEvictionTest, ExpiryWaitsForLocksAndSurvivesSplits) {
+  const auto later = RadixIndex::Clock::now() + std::chrono::hours(1);
+  ASSERT_TRUE(index_.set_expiry(ns_, a_, RadixIndex::Clock::now()));  // A's tail [5..8]
+  test::Request r = start(cat(a_, {99}));  // locks A's path
+  EXPECT_EQ(index_.evict_expired(later), 0u);
+  r.table.release();
+  index_.unlock(r.match.node);
+  // A match ending inside the tail splits it; both halves keep the expiry.
+  EXPECT_EQ(match_len(range(1, 6)), 5);
+  EXPECT_EQ(index_.stats().entries, 5);
+  EXPECT_EQ(index_.evict_expired(later), 16u);  // page 1 ([5..8])
+  EXPECT_EQ(match_len(cat(a_, {0})), 4);         // [1..4] stays: B shares it
+  EXPECT_EQ(index_.stats().entries, 3);
+  // Clearing an expiry.
+  ASSERT_TRUE(index_.set_expiry(ns_, c_, later));
+  ASSERT_TRUE(index_.set_expiry(ns_, c_, RadixIndex::Clock::time_point::max()));
+  EXPECT_EQ(index_.evict_expired(later + std::chrono::hours(1)), 0u);
+}
+
+TEST_F(RadixEvictionTest, ListingVisitsEveryLeaf) {
+  EXPECT_EQ(index_.namespaces(), std::vector<KvNamespace>{ns_});
+  EXPECT_EQ(match_len(cat(a_, {0})), 8);
+  std::vector<std::vector<int32_t>> seen;
+  std::vector<int64_t> lengths, hits;
+  index_.for_each_leaf(ns_, [&](int32_t id) {
+    const RadixIndex::NodeView v = index_.node(id);
+    EXPECT_TRUE(v.leaf);
+    seen.push_back(tokens_of(v));
+    lengths.push_back(v.depth + int64_t(v.tokens.size()));
+    hits.push_back(v.hits);
+  });
+  // Depth first, children in token order: [1..4] → A's tail, B's tail; then C.
+  EXPECT_EQ(seen, (std::vector<std::vector<int32_t>>{range(5, 8), seq({9, 9, 9, 9}), c_}));
+  EXPECT_EQ(lengths, (std::vector<int64_t>{8, 8, 5}));
+  EXPECT_EQ(hits, (std::vector<int64_t>{1, 0, 0}));  // the match above; B's only reached [1..4]
+  index_.for_each_leaf(KvNamespace{"other", "f16", ""}, [&](int32_t) { ADD_FAILURE(); });
+}
+
 TEST_F(RadixIndexTest, PinMidRunSplitsAndSharesThePage) {
   EXPECT_EQ(run(range(1, 8)), 0);  // pages 0 1
   EXPECT_TRUE(index_.pin(ns_, range(1, 6)));

@@ -2,6 +2,9 @@
 // texts in ../shared/models/README.md.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "engine/engine.h"
 #include "model/model.h"
 #include "model_test_util.h"
@@ -58,6 +61,42 @@ TEST(Generation, TinyStories656KOnceUponATime) {
             "day, she saw a small bird on the ground. The bird was sad because it could not eat "
             "it.\nLily wanted to help the bird. She tried to eat the food and ");
   EXPECT_EQ(ids, (std::vector<int32_t>{1, 80, 147, 201, 282, 57}));
+}
+
+// Logprobs are the log-softmax of the raw logits at each step, whatever the
+// sampling settings, and cost nothing unless asked for.
+TEST(Generation, LogprobsAreLogSoftmaxOfRawLogits) {
+  auto model = Model::load(test::shared_model("stories260K.gguf"));
+  EngineOptions eo;
+  eo.kv_memory_bytes = 64 << 20;
+  eo.prefix_cache = false;
+  Engine engine(*model, eo);
+  GenerateRequest req;
+  req.prompt = model->tokenizer().encode("Once upon a time", true, false);
+  req.max_tokens = 3;
+  req.sampling.temperature = 0.7f;
+  req.sampling.top_k = 2;
+  req.sampling.repeat_penalty = 1.3f;
+  req.logprobs = 4;
+  const GenerateResult r = engine.generate(req);
+  ASSERT_EQ(r.logprobs.size(), r.tokens.size());
+  std::vector<int32_t> ids = req.prompt;
+  for (size_t i = 0; i < r.tokens.size(); ++i) {
+    const int64_t V = model->config().n_vocab;
+    const std::vector<float> all = engine.prompt_logits(ids, 64);
+    const float* l = all.data() + (ids.size() - 1) * V;
+    double mx = l[0], sum = 0;
+    for (int64_t v = 0; v < V; ++v) mx = std::max(mx, double(l[v]));
+    for (int64_t v = 0; v < V; ++v) sum += std::exp(double(l[v]) - mx);
+    const double lse = mx + std::log(sum);
+    EXPECT_NEAR(r.logprobs[i].logprob, l[r.tokens[i]] - lse, 1e-5);
+    ASSERT_EQ(r.logprobs[i].top.size(), 4u);
+    EXPECT_EQ(r.logprobs[i].top[0].first, argmax(std::span<const float>(l, V)));
+    for (const auto& [id, lp] : r.logprobs[i].top) EXPECT_NEAR(lp, l[id] - lse, 1e-5);
+    ids.push_back(r.tokens[i]);
+  }
+  req.logprobs = -1;
+  EXPECT_TRUE(engine.generate(req).logprobs.empty());
 }
 
 }  // namespace

@@ -73,6 +73,22 @@ TEST(PmlEngine, SameLogitsHitOrMiss) {
   expect_same(miss, other, "after other combinations");
 }
 
+TEST(PmlEngine, PinnedModulesAreNotEvicted) {
+  Fixture f;
+  const char* schema = R"(<schema name="p"><module name="kept" pin="true">little dog named Max.</module>
+    <module name="loose">big cat named Tom.</module></schema>)";
+  const pml::SchemaLayout layout = pml::compile_schema(schema, f.enc, "p.pml");
+  const auto p = pml::plan_prompt("<prompt schema=\"p\"><kept/><loose/> The end.</prompt>", layout, f.enc);
+  auto e = f.engine();
+  const auto want = e->plan_logits(layout, p);
+  e->modules().evict(size_t(1) << 40);
+  int pinned = 0;
+  for (const auto& [key, entry] : e->modules().entries()) pinned += entry.pins > 0 && entry.path == "kept";
+  EXPECT_EQ(pinned, 1);
+  EXPECT_EQ(e->modules().entries().size(), 1u);  // only the pinned one stayed
+  expect_same(want, e->plan_logits(layout, p), "pinned module kept, the other re-encoded");
+}
+
 TEST(PmlEngine, ArgumentsAndUncachedModules) {
   Fixture f;
   const auto p = f.plan("<reply lang=\"French\"/><fresh/><dog/> The end.");
@@ -111,9 +127,16 @@ TEST(PmlEngine, CompactLayoutRuns) {
   const auto p = f.plan("<cat/><happy/> Then Tom", " layout=\"compact\"");
   auto e = f.engine();
   const auto a = e->plan_logits(f.schema, p);
+  int shifted = 0;
+  for (const auto& [key, entry] : e->modules().entries()) shifted += key.shift != 0;
+  EXPECT_GE(shifted, 1);  // the relocated copies are cached
+  const int32_t pages = e->page_pool().n_in_use() + e->page_pool().n_cached();
   const auto b = e->plan_logits(f.schema, p);
-  expect_same(a, b, "compact layout, second run");
+  expect_same(a, b, "compact layout, second run (relocated copies from the store)");
+  EXPECT_EQ(e->page_pool().n_in_use() + e->page_pool().n_cached(), pages);  // nothing relocated again
   for (float v : a) ASSERT_TRUE(std::isfinite(v));
+  e->modules().evict(size_t(1) << 40);  // relocated again from re-encoded modules: same logits
+  expect_same(a, e->plan_logits(f.schema, p), "compact layout after eviction");
 }
 
 // Keys relocated by RoPE rotation vs keys computed directly at the new

@@ -2,6 +2,8 @@
 // against a real server process (stories260K, ChatML template).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <memory>
 #include <thread>
 
@@ -220,8 +222,158 @@ TEST_F(Api, Errors) {
   Reply nf = get(c, "/v1/nothing");
   expect_error(nf, 404, "");
   EXPECT_EQ(nf.body["error"]["code"], "unknown_route");
-  auto pml = c.Post("/v1/pml/completions", "{}", "application/json");
-  EXPECT_EQ(pml->status, 501);
+  expect_error(post(c, "/v1/pml/completions", json::object()), 400, "prompt");
+  expect_error(post(c, "/v1/completions", {{"prompt", "Hi"}, {"logprobs", 21}}), 400, "logprobs");
+  expect_error(post(c, "/v1/chat/completions",
+                    {{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"top_logprobs", 2}}),
+               400, "top_logprobs");
+}
+
+// ---- logprobs ------------------------------------------------------------------
+
+// Checks one position's numbers: the token's logprob is a log-probability, the
+// top list is sorted, a proper part of a distribution, and (greedy) starts with
+// the sampled token.
+void expect_position(double lp, const std::vector<double>& top, bool greedy, size_t n) {
+  EXPECT_LE(lp, 0.0);
+  ASSERT_EQ(top.size(), n);
+  double mass = 0;
+  for (size_t k = 0; k < top.size(); ++k) {
+    EXPECT_LE(top[k], 0.0);
+    if (k > 0) {
+      EXPECT_LE(top[k], top[k - 1]);
+    }
+    mass += std::exp(top[k]);
+  }
+  EXPECT_LE(mass, 1.0 + 1e-5);
+  if (greedy) {
+    EXPECT_DOUBLE_EQ(lp, top[0]);
+  } else {
+    EXPECT_LE(lp, top[0]);
+  }
+}
+
+struct ChatLogprobs {
+  std::vector<std::string> tokens;
+  std::vector<double> lps;
+  std::vector<std::vector<double>> tops;
+};
+
+ChatLogprobs chat_content(const json& content, bool greedy, size_t n) {
+  ChatLogprobs out;
+  for (const json& e : content) {
+    out.tokens.push_back(e["token"]);
+    out.lps.push_back(e["logprob"]);
+    std::vector<double> top;
+    for (const json& t : e["top_logprobs"]) top.push_back(t["logprob"]);
+    expect_position(out.lps.back(), top, greedy, n);
+    // bytes spell the token
+    std::string bytes;
+    for (const json& b : e["bytes"]) bytes += char(b.get<int>());
+    EXPECT_EQ(bytes, out.tokens.back());
+    out.tops.push_back(top);
+  }
+  return out;
+}
+
+TEST_F(Api, ChatLogprobsWholeAndStreamedAgree) {
+  json req = {{"messages", {{{"role", "user"}, {"content", "Tell me a story."}}}},
+              {"max_tokens", 12}, {"temperature", 0}, {"logprobs", true}, {"top_logprobs", 3}};
+  Reply whole = post(c, "/v1/chat/completions", req);
+  ASSERT_EQ(whole.status, 200) << whole.raw;
+  const json& choice = whole.body["choices"][0];
+  const ChatLogprobs a = chat_content(choice["logprobs"]["content"], true, 3);
+  ASSERT_FALSE(a.tokens.empty());
+  std::string joined;
+  for (const std::string& t : a.tokens) joined += t;
+  EXPECT_EQ(joined, choice["message"]["content"].get<std::string>());
+  EXPECT_LE(a.tokens.size(), size_t(whole.body["usage"]["completion_tokens"].get<int>()));
+
+  req["stream"] = true;
+  auto r = c.Post("/v1/chat/completions", req.dump(), "application/json");
+  ASSERT_TRUE(r);
+  json content = json::array();
+  for (const std::string& e : sse_events(r->body)) {
+    if (e == "[DONE]") continue;
+    const json j = json::parse(e);
+    const json& lp = j["choices"][0]["logprobs"];
+    if (lp.is_object())
+      for (const json& x : lp["content"]) content.push_back(x);
+  }
+  const ChatLogprobs b = chat_content(content, true, 3);
+  EXPECT_EQ(b.tokens, a.tokens);
+  EXPECT_EQ(b.lps, a.lps);  // the same logits, bit for bit
+  EXPECT_EQ(b.tops, a.tops);
+
+  // logprobs without alternatives; and none at all unless asked.
+  req.erase("stream");
+  req["top_logprobs"] = 0;
+  Reply bare = post(c, "/v1/chat/completions", req);
+  ASSERT_EQ(bare.status, 200);
+  EXPECT_TRUE(bare.body["choices"][0]["logprobs"]["content"][0]["top_logprobs"].empty());
+  req.erase("logprobs");
+  req.erase("top_logprobs");
+  EXPECT_TRUE(post(c, "/v1/chat/completions", req).body["choices"][0]["logprobs"].is_null());
+}
+
+TEST_F(Api, CompletionLogprobsLegacyFormat) {
+  json req = completion("Once upon a time", 10);
+  req["logprobs"] = 5;
+  Reply whole = post(c, "/v1/completions", req);
+  ASSERT_EQ(whole.status, 200) << whole.raw;
+  const std::string text = whole.body["choices"][0]["text"];
+  const json& lp = whole.body["choices"][0]["logprobs"];
+  ASSERT_EQ(lp["tokens"].size(), 10u) << lp.dump();
+  std::string joined;
+  for (size_t i = 0; i < 10; ++i) {
+    const std::string tok = lp["tokens"][i];
+    EXPECT_EQ(lp["text_offset"][i].get<size_t>(), joined.size());
+    joined += tok;
+    std::vector<double> top;
+    for (auto& [piece, v] : lp["top_logprobs"][i].items()) top.push_back(v);
+    std::sort(top.rbegin(), top.rend());
+    ASSERT_FALSE(top.empty());
+    // Distinct tokens may share a piece (one key), so up to 5.
+    EXPECT_LE(top.size(), 5u);
+    const double l = lp["token_logprobs"][i];
+    EXPECT_LE(l, 0.0);
+    EXPECT_DOUBLE_EQ(l, top[0]);
+    EXPECT_DOUBLE_EQ(lp["top_logprobs"][i][tok].get<double>(), l);
+  }
+  EXPECT_EQ(joined, text);
+
+  // Sampled: the token's logprob is that of the model, not of the sampling settings.
+  req["temperature"] = 1.5;
+  req["top_k"] = 3;
+  req["seed"] = 7;
+  Reply sampled = post(c, "/v1/completions", req);
+  ASSERT_EQ(sampled.status, 200);
+  const json& sl = sampled.body["choices"][0]["logprobs"];
+  for (size_t i = 0; i < sl["tokens"].size(); ++i) {
+    double best = -1e30;
+    for (auto& [piece, v] : sl["top_logprobs"][i].items()) best = std::max(best, v.get<double>());
+    EXPECT_LE(sl["token_logprobs"][i].get<double>(), best);
+  }
+
+  // Streamed: the chunks' arrays add up to the whole response's.
+  req = completion("Once upon a time", 10);
+  req["logprobs"] = 5;
+  req["stream"] = true;
+  auto r = c.Post("/v1/completions", req.dump(), "application/json");
+  ASSERT_TRUE(r);
+  json tokens = json::array(), lps = json::array(), offsets = json::array();
+  for (const std::string& e : sse_events(r->body)) {
+    if (e == "[DONE]") continue;
+    const json j = json::parse(e);
+    const json& x = j["choices"][0]["logprobs"];
+    if (!x.is_object()) continue;
+    for (const json& t : x["tokens"]) tokens.push_back(t);
+    for (const json& t : x["token_logprobs"]) lps.push_back(t);
+    for (const json& t : x["text_offset"]) offsets.push_back(t);
+  }
+  EXPECT_EQ(tokens, lp["tokens"]);
+  EXPECT_EQ(lps, lp["token_logprobs"]);
+  EXPECT_EQ(offsets, lp["text_offset"]);
 }
 
 }  // namespace

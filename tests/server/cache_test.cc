@@ -173,10 +173,21 @@ TEST(ServerCache, StatsEntriesPinUnpinEvict) {
   ASSERT_EQ(e.status, 200) << e.raw;
   ASSERT_EQ(e.body["namespaces"].size(), 1u);
   ASSERT_EQ(e.body["namespaces"][0]["entries"].size(), 1u) << e.raw;
-  EXPECT_EQ(e.body["namespaces"][0]["entries"][0]["tokens"], n + 3);
+  const json& entry = e.body["namespaces"][0]["entries"][0];
+  EXPECT_EQ(entry["tokens"], n + 3);
+  EXPECT_EQ(entry["tier"], "memory");
+  EXPECT_EQ(entry["hits"], 0);
+  EXPECT_GE(entry["age_seconds"].get<double>(), 0.0);
+  EXPECT_TRUE(entry["ttl_seconds"].is_null());
+  EXPECT_FALSE(entry["pinned"].get<bool>());
+  EXPECT_GT(entry["bytes"].get<int64_t>(), 0);
 
   Reply p = post(c, "/v1/cache/pin", {{"prompt", long_prompt()}});
   ASSERT_EQ(p.status, 200) << p.raw;
+  // The pin split the entry at the prompt: the prompt's node and the generated tail.
+  const json pinned = get(c, "/v1/cache/entries").body["namespaces"][0]["entries"][0];
+  EXPECT_TRUE(pinned["pinned"].get<bool>()) << pinned.dump();
+  EXPECT_EQ(pinned["tokens"], n + 3);
   Reply ev = post(c, "/v1/cache/evict", json::object());
   ASSERT_EQ(ev.status, 200) << ev.raw;
   // The unpinned generated tail is gone (its page may still back the prompt).
@@ -189,6 +200,72 @@ TEST(ServerCache, StatsEntriesPinUnpinEvict) {
   EXPECT_EQ(get(c, "/v1/cache/stats").body["index"]["entries"], 0);
   EXPECT_EQ(cached(post(c, "/v1/completions", req)), 0);
   EXPECT_EQ(post(c, "/v1/cache/pin", {{"prompt", "never seen"}}).status, 404);
+}
+
+// A TTL drops the entry (and what extends it) once it passes, at the engine
+// thread's next sweep, with no request needed.
+TEST(ServerCache, TtlExpiresEntries) {
+  ServeProcess srv(chatml_args());
+  auto c = srv.client();
+  json req = {{"prompt", long_prompt()}, {"max_tokens", 4}, {"temperature", 0}, {"cache_salt", "ttl"}};
+  EXPECT_EQ(cached(post(c, "/v1/completions", req)), 0);
+  // Another namespace's entry without a TTL stays.
+  json other = req;
+  other["cache_salt"] = "keep";
+  post(c, "/v1/completions", other);
+  EXPECT_EQ(post(c, "/v1/cache/ttl", {{"prompt", "never seen"}, {"ttl_seconds", 1}, {"cache_salt", "ttl"}}).status,
+            404);
+  EXPECT_EQ(post(c, "/v1/cache/ttl", {{"prompt", long_prompt()}, {"ttl_seconds", -1}}).status, 400);
+  const auto set_at = std::chrono::steady_clock::now();
+  Reply t = post(c, "/v1/cache/ttl", {{"prompt", long_prompt()}, {"ttl_seconds", 1.0}, {"cache_salt", "ttl"}});
+  ASSERT_EQ(t.status, 200) << t.raw;
+
+  auto entries_of = [&](const std::string& ns) {
+    const Reply r = get(c, "/v1/cache/entries");
+    for (const json& n : r.body["namespaces"])
+      if (n["namespace"] == ns) return n["entries"];
+    return json::array();
+  };
+  const json before = entries_of("salt:ttl");
+  ASSERT_EQ(before.size(), 1u) << get(c, "/v1/cache/entries").raw;
+  EXPECT_LE(before[0]["ttl_seconds"].get<double>(), 1.0);
+  EXPECT_GT(before[0]["ttl_seconds"].get<double>(), 0.0);
+  json after = before;
+  for (int i = 0; i < 100 && !after.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    after = entries_of("salt:ttl");
+  }
+  EXPECT_TRUE(after.empty()) << after.dump();
+  EXPECT_GE(std::chrono::steady_clock::now() - set_at, std::chrono::milliseconds(900));
+  EXPECT_EQ(entries_of("salt:keep").size(), 1u);
+  EXPECT_EQ(cached(post(c, "/v1/completions", req)), 0);  // recomputed from scratch
+  EXPECT_GT(cached(post(c, "/v1/completions", other)), 400);
+}
+
+TEST(ServerCache, NamespaceMetrics) {
+  ServeProcess srv(chatml_args());
+  auto c = srv.client();
+  json req = {{"prompt", long_prompt()}, {"max_tokens", 2}, {"temperature", 0}, {"cache_salt", "A"}};
+  post(c, "/v1/completions", req);
+  req["prompt"] = "A different story about a cat.";
+  post(c, "/v1/completions", req);
+  req["cache_salt"] = "B";
+  post(c, "/v1/completions", req);
+  const std::string a = "{namespace=\"salt:A\",tier=\"memory\"}";
+  const std::string b = "{namespace=\"salt:B\",tier=\"memory\"}";
+  EXPECT_EQ(metric(c, "promptcache_cache_entries" + a), 2);
+  EXPECT_EQ(metric(c, "promptcache_cache_entries" + b), 1);
+  const double bytes_a = metric(c, "promptcache_cache_bytes" + a);
+  const double bytes_b = metric(c, "promptcache_cache_bytes" + b);
+  EXPECT_GT(bytes_b, 0);
+  EXPECT_GT(bytes_a, bytes_b);  // the long prompt
+  // The per-namespace bytes add up to what the index holds.
+  EXPECT_EQ(bytes_a + bytes_b, get(c, "/v1/cache/stats").body["index"]["bytes"].get<double>());
+  // Existing series are still there.
+  EXPECT_GT(metric(c, "promptcache_kv_bytes{state=\"cached\",tier=\"memory\"}"), 0);
+  post(c, "/v1/cache/evict", json::object());
+  auto r = c.Get("/metrics");
+  EXPECT_EQ(r->body.find("promptcache_cache_entries" + a), std::string::npos) << r->body;
 }
 
 // Opens a raw connection, sends a streaming request, reads until the first event
@@ -233,6 +310,50 @@ TEST(ServerCache, ClientDisconnectCancelsAndFreesPages) {
   EXPECT_EQ(metric(c, "promptcache_client_disconnects_total"), 1);
   // Fewer tokens than asked were generated: the sequence was cut short.
   EXPECT_LT(st["engine"]["generated_tokens"].get<int>(), 2000);
+}
+
+// Sends a whole (non-streamed) request on a raw connection and returns the socket.
+int send_raw(int port, const json& body) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(uint16_t(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) return -1;
+  const std::string b = body.dump();
+  const std::string req = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                          "Content-Length: " + std::to_string(b.size()) + "\r\n\r\n" + b;
+  if (write(fd, req.data(), req.size()) != ssize_t(req.size())) return -1;
+  return fd;
+}
+
+TEST(ServerCache, WholeRequestClientDisconnectCancels) {
+  ServeProcess srv({"-m", shared_path(kModel), "--threads", "1", "--kv-memory", "64MiB"});
+  auto c = srv.client();
+  const json req = {{"prompt", "Once upon a time"}, {"max_tokens", 2000}, {"ignore_eos", true},
+                    {"temperature", 0}};
+  const int fd = send_raw(srv.port(), req);
+  ASSERT_GE(fd, 0);
+  // Wait until it generates, then leave without reading anything.
+  json st;
+  for (int i = 0; i < 500; ++i) {
+    st = get(c, "/v1/cache/stats").body;
+    if (st["engine"]["generated_tokens"].get<int>() > 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(st["sequences"]["running"], 1) << st.dump();
+  close(fd);
+  for (int i = 0; i < 1500; ++i) {
+    st = get(c, "/v1/cache/stats").body;
+    if (st["sequences"]["running"] == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(st["sequences"]["running"], 0);
+  EXPECT_EQ(st["memory"]["pages"]["in_use"], 0) << st.dump();
+  EXPECT_EQ(metric(c, "promptcache_client_disconnects_total"), 1);
+  EXPECT_LT(st["engine"]["generated_tokens"].get<int>(), 2000);
+  // What it generated before the client left is cached like any finished sequence.
+  EXPECT_GT(st["index"]["tokens"].get<int>(), 0);
 }
 
 TEST(ServerCache, FullQueueAnswers503) {

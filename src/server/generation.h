@@ -1,0 +1,36 @@
+// A generation request on its way through the server, shared by the OpenAI
+// routes (generation_routes.cc) and the PML route (pml_routes.cc): submit the
+// job, then answer whole or as server-sent events.
+#pragma once
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <httplib.h>
+
+#include "server/conversation.h"
+#include "server/job.h"
+#include "server/openai.h"
+#include "server/state.h"
+
+namespace pc::server {
+
+struct Generation {
+  CommonParams params;
+  std::string ns;
+  ResponseMeta meta;
+  int64_t prompt_tokens = 0;       // what usage.prompt_tokens reports
+  std::optional<ChatPrompt> chat;  // chat requests
+  bool pml = false;                // a PML plan (module hits in the report)
+  std::shared_ptr<Job> job;
+};
+
+// Queues g.job (built by the caller); ApiError 503 when the queue is full.
+void submit(Server::State& st, Generation& g);
+
+// Waits for the job and answers: one JSON response, or (params.stream) events as
+// the text comes. A client that disconnects cancels the job either way.
+void respond(Server::State& st, std::shared_ptr<Generation> g, const httplib::Request& req,
+             httplib::Response& res);
+
+}  // namespace pc::server

@@ -1,0 +1,119 @@
+// The KV tiers through real `promptcache serve` processes: a prompt cached before a
+// restart hits from --disk-cache afterwards, and a prompt computed by one server is a
+// hit on a second server sharing --redis; both give the same greedy text as a cold run.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "server_fixture.h"
+#include "test_util.h"
+#include "tier/tier_fixture.h"
+
+namespace pc::test {
+namespace {
+
+const char* kModel = "models/stories260K.gguf";
+
+json completion() {
+  return {{"prompt",
+           "Once upon a time, there was a little girl named Lily. She loved to play outside in the sun "
+           "with her friends. One day, she saw a big red ball in the park and she wanted to play with it."},
+          {"max_tokens", 12},
+          {"temperature", 0}};
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+int64_t cached_tokens(const Reply& r) { return r.body["usage"]["prompt_tokens_details"]["cached_tokens"]; }
+
+std::vector<std::string> args(std::vector<std::string> extra) {
+  std::vector<std::string> a{"-m", shared_path(kModel), "--kv-memory", "64MiB"};
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
+}
+
+TEST(ServerTiers, DiskCacheSurvivesRestart) {
+  const std::string dir = temp_dir() + "/disk-cache";
+  std::string cold_text;
+  {
+    ServeProcess srv(args({"--disk-cache", dir, "--disk-cache-size", "1GiB"}));
+    auto c = srv.client();
+    const Reply r = post(c, "/v1/completions", completion());
+    ASSERT_EQ(r.status, 200) << r.raw;
+    EXPECT_EQ(cached_tokens(r), 0);
+    cold_text = r.body["choices"][0]["text"];
+  }  // SIGTERM: the engine finishes its tier writes before exiting
+  ServeProcess srv(args({"--disk-cache", dir}));
+  auto c = srv.client();
+  const Reply r = post(c, "/v1/completions", completion());
+  ASSERT_EQ(r.status, 200) << r.raw;
+  EXPECT_GE(cached_tokens(r), 16);
+  EXPECT_EQ(r.body["choices"][0]["text"], cold_text);
+
+  // Visible in the cache API and the metrics.
+  const Reply stats = get(c, "/v1/cache/stats");
+  ASSERT_EQ(stats.status, 200);
+  const json& t = stats.body["tiers"];
+  EXPECT_GE(int64_t(t["disk"]["entries"]), 1) << t.dump();
+  EXPECT_EQ(int64_t(t["disk"]["hits"]), 1) << t.dump();
+  EXPECT_GE(int64_t(t["promoted_tokens"]), 16) << t.dump();
+  EXPECT_EQ(t["disk"]["dir"], dir);
+  const Reply entries = get(c, "/v1/cache/entries");
+  int disk_entries = 0;
+  for (const json& ns : entries.body["namespaces"])
+    for (const json& e : ns["entries"]) disk_entries += e["tier"] == "disk";
+  EXPECT_GE(disk_entries, 1) << entries.raw;
+  const Reply metrics = get(c, "/metrics");
+  EXPECT_NE(metrics.raw.find("promptcache_tier_ops{op=\"hits\",tier=\"disk\"} 1"), std::string::npos);
+  EXPECT_NE(metrics.raw.find("promptcache_cache_entries{namespace=\"\",tier=\"disk\"}"), std::string::npos);
+  EXPECT_NE(metrics.raw.find("promptcache_kv_bytes{state=\"cached\",tier=\"disk\"}"), std::string::npos);
+}
+
+TEST(ServerTiers, TwoServersShareRedis) {
+  RedisServer redis;
+  ASSERT_TRUE(redis.available()) << "redis-server is not installed (scripts/setup.sh installs it)";
+  ASSERT_TRUE(redis.running());
+  ServeProcess a(args({"--redis", redis.url()}));
+  ServeProcess b(args({"--redis", redis.url()}));
+  auto ca = a.client();
+  auto cb = b.client();
+  const Reply ra = post(ca, "/v1/completions", completion());
+  ASSERT_EQ(ra.status, 200) << ra.raw;
+  EXPECT_EQ(cached_tokens(ra), 0);
+  // A writes in the background: poll B until the entry is there (or give up).
+  Reply rb;
+  for (int i = 0; i < 50; ++i) {
+    json other = completion();
+    other["max_tokens"] = 1;
+    other["prompt"] = std::string(other["prompt"]) + " Probe " + std::to_string(i);
+    rb = post(cb, "/v1/completions", other);
+    ASSERT_EQ(rb.status, 200) << rb.raw;
+    if (cached_tokens(rb) > 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_GE(cached_tokens(rb), 16) << "server B never found server A's prompt in Redis";
+  const Reply same = post(cb, "/v1/completions", completion());
+  ASSERT_EQ(same.status, 200);
+  EXPECT_GE(cached_tokens(same), 16);
+  EXPECT_EQ(same.body["choices"][0]["text"], ra.body["choices"][0]["text"]);
+}
+
+TEST(ServerTiers, BadTierOptionsFailAtStartup) {
+  const std::string out = temp_dir() + "/out.txt";
+  const std::string cmd = promptcache_path() + " serve -m " + shared_path(kModel) +
+                          " --port 0 --redis redis://127.0.0.1:notaport > " + out + " 2>&1";
+  EXPECT_NE(std::system(cmd.c_str()), 0);
+  EXPECT_NE(read_file(out).find("port"), std::string::npos) << read_file(out);
+}
+
+}  // namespace
+}  // namespace pc::test

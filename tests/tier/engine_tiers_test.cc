@@ -1,0 +1,245 @@
+// The engine with its disk and Redis tiers (engine/kv_tiers.h): prefixes and PML modules
+// written through to the tiers are reused after a restart and by a second engine sharing
+// Redis, with logits and greedy text bitwise equal to computing everything; corrupt
+// entries are recomputed; a Redis that dies and comes back neither stops the engine nor
+// stays unused.
+#include "engine/kv_tiers.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "engine/engine.h"
+#include "gguf/error.h"
+#include "model/model.h"
+#include "pml/pml.h"
+#include "test_util.h"
+#include "tier/disk_tier.h"
+#include "tier/redis_tier.h"
+#include "tier/tier_fixture.h"
+
+namespace pc {
+namespace {
+
+namespace fs = std::filesystem;
+
+const char* kSchema = R"(<schema name="story">
+  Once upon a time there was a
+  <module name="dog">little dog named Max. He liked to run in the park with his ball every day.</module>
+  <module name="reply">The story is told in <parameter name="lang" length="10">English</parameter>, slowly.</module>
+  <module name="cat">big cat named Tom. He liked to sleep in the sun all day long and eat fish.</module>
+</schema>)";
+
+struct EngineTiersTest : ::testing::Test {
+  std::unique_ptr<Model> model = Model::load(test::shared_dir() + "/models/stories260K.gguf");
+  pml::Encoder enc = pml::Encoder::for_model(model->tokenizer(), model->file());
+  pml::SchemaLayout schema = pml::compile_schema(kSchema, enc, "story.pml");
+  std::string dir = test::temp_dir() + "/disk";
+  std::vector<int32_t> prompt;  // 70 tokens: 4 whole pages + 6
+
+  void SetUp() override {
+    std::mt19937 rng(11);
+    std::uniform_int_distribution<int32_t> d(3, int32_t(model->config().n_vocab) - 1);
+    prompt.push_back(1);
+    for (int i = 0; i < 69; ++i) prompt.push_back(d(rng));
+  }
+  pml::PromptPlan plan(const std::string& body) {
+    return pml::plan_prompt("<prompt schema=\"story\">" + body + "</prompt>", schema, enc, "p.pml");
+  }
+  std::unique_ptr<Engine> engine(const std::string& disk, const std::string& redis = "",
+                                 int64_t kv = 16 << 20) {
+    EngineOptions o;
+    o.kv_memory_bytes = kv;
+    o.tiers.disk_dir = disk;
+    o.tiers.disk_fsync = false;
+    o.tiers.redis_url = redis;
+    return std::make_unique<Engine>(*model, o);
+  }
+  GenerateRequest greedy(std::vector<int32_t> p, int n = 8) {
+    GenerateRequest r;
+    r.prompt = std::move(p);
+    r.max_tokens = n;
+    r.sampling.temperature = 0;
+    r.stop_at_eog = false;
+    return r;
+  }
+};
+
+void expect_bitwise(const std::vector<float>& a, const std::vector<float>& b, const char* what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << what;
+}
+
+TEST_F(EngineTiersTest, PrefixSurvivesRestart) {
+  auto none = engine("");
+  EXPECT_EQ(none->tiers(), nullptr);
+  const std::vector<float> want = none->prompt_logits(prompt, 64);
+  const GenerateResult cold = none->generate(greedy(prompt));
+  {
+    auto a = engine(dir);
+    const GenerateResult r = a->generate(greedy(prompt));
+    EXPECT_EQ(r.tokens, cold.tokens);
+    EXPECT_EQ(r.n_promoted, 0);
+    a->flush_tiers();
+    EXPECT_GE(a->tiers()->stats().writes, 1);
+    EXPECT_GE(a->tiers()->disk()->stats().entries, 1);
+  }
+  {  // restart: memory is empty, the disk has prompt + generated tokens (page-aligned)
+    auto b = engine(dir);
+    const GenerateResult r = b->generate(greedy(prompt));
+    EXPECT_EQ(r.tokens, cold.tokens);
+    EXPECT_EQ(r.n_cached, 64);  // 4 whole pages of the 69 before the last prompt token
+    EXPECT_EQ(r.n_promoted, 64);
+    EXPECT_EQ(b->tiers()->stats().disk_hits, 1);
+  }
+  {  // logits of the uncached positions after a restart, bitwise
+    auto c = engine(dir);
+    int64_t n_cached = 0;
+    const std::vector<float> got = c->prompt_logits(prompt, 16, true, &n_cached);
+    ASSERT_EQ(n_cached, 64);
+    const int64_t V = model->config().n_vocab;
+    ASSERT_EQ(got.size(), size_t(6 * V));
+    EXPECT_EQ(0, std::memcmp(got.data(), want.data() + 64 * V, got.size() * sizeof(float)));
+  }
+}
+
+TEST_F(EngineTiersTest, EvictedFromMemoryComesBackFromDisk) {
+  // Memory for ~2 prompts: others push the first one out, the disk brings it back.
+  const int64_t page = int64_t(model->config().n_layer) * model->config().n_kv_head *
+                       model->config().head_dim * 2 * 2 * 16;
+  auto e = engine(dir, "", 12 * page);
+  const GenerateResult first = e->generate(greedy(prompt, 4));
+  e->flush_tiers();
+  for (int k = 0; k < 4; ++k) {
+    std::vector<int32_t> other = prompt;
+    other[1] = 5 + k;  // diverges at token 1: nothing shared beyond BOS
+    e->generate(greedy(other, 4));
+    e->flush_tiers();
+  }
+  EXPECT_GT(e->index().stats().evicted, 0);
+  const GenerateResult again = e->generate(greedy(prompt, 4));
+  EXPECT_EQ(again.tokens, first.tokens);
+  EXPECT_EQ(again.n_cached, 64);
+  EXPECT_EQ(again.n_promoted, 63);  // BOS was still in memory (shared by the others)
+}
+
+TEST_F(EngineTiersTest, CorruptEntryIsRecomputed) {
+  GenerateResult cold;
+  {
+    auto a = engine(dir);
+    cold = a->generate(greedy(prompt));
+    a->flush_tiers();
+  }
+  int corrupted = 0;
+  for (const auto& f : fs::directory_iterator(dir)) {
+    if (f.path().extension() != ".kv") continue;
+    std::fstream io(f.path(), std::ios::in | std::ios::out | std::ios::binary);
+    io.seekp(-100, std::ios::end);  // a byte of the KV payload
+    io.put('\x5a');
+    ++corrupted;
+  }
+  ASSERT_GE(corrupted, 1);
+  auto b = engine(dir);
+  const GenerateResult r = b->generate(greedy(prompt));
+  EXPECT_EQ(r.tokens, cold.tokens);
+  EXPECT_EQ(r.n_cached, 0);
+  EXPECT_GE(b->tiers()->disk()->stats().corrupt_deleted, 1);
+  EXPECT_EQ(b->tiers()->stats().misses, 1);
+}
+
+TEST_F(EngineTiersTest, ModulesSurviveRestart) {
+  const auto p = plan("<dog/><reply lang=\"French\"/><cat/> One day Max saw a bird.");
+  std::vector<float> want;
+  {
+    auto a = engine(dir);
+    want = a->plan_logits(schema, p);
+    a->flush_tiers();
+  }
+  auto b = engine(dir);
+  expect_bitwise(want, b->plan_logits(schema, p), "modules restored from disk");
+  EXPECT_GE(b->tiers()->stats().module_loads, 3);  // dog, reply, cat (and context text)
+  GenerateRequest req = greedy({});
+  const GenerateResult r = b->generate_plan(schema, p, req);
+  EXPECT_EQ(r.n_module_misses, 0);
+  auto fresh = engine("");
+  const GenerateResult cold = fresh->generate_plan(schema, p, req);
+  EXPECT_EQ(r.tokens, cold.tokens);
+  EXPECT_GT(cold.n_module_misses, 0);
+}
+
+TEST_F(EngineTiersTest, TwoEnginesShareRedis) {
+  test::RedisServer redis;
+  ASSERT_TRUE(redis.available()) << "redis-server is not installed (scripts/setup.sh installs it)";
+  ASSERT_TRUE(redis.running());
+  const auto p = plan("<cat/><dog/> The end.");
+  auto a = engine("", redis.url());
+  const GenerateResult ra = a->generate_plan(schema, p, greedy({}));
+  EXPECT_GT(ra.n_module_misses, 0);
+  a->generate(greedy(prompt));
+  a->flush_tiers();
+  const std::vector<float> want = a->plan_logits(schema, p);
+
+  auto b = engine("", redis.url());  // a second server: nothing in its memory
+  const GenerateResult rb = b->generate_plan(schema, p, greedy({}));
+  EXPECT_EQ(rb.n_module_misses, 0);
+  EXPECT_GT(rb.n_promoted, 0);
+  EXPECT_EQ(rb.tokens, ra.tokens);
+  expect_bitwise(want, b->plan_logits(schema, p), "modules from Redis");
+  const GenerateResult pb = b->generate(greedy(prompt));
+  EXPECT_EQ(pb.n_promoted, 64);
+  EXPECT_GE(b->tiers()->stats().redis_hits, 2);
+}
+
+TEST_F(EngineTiersTest, RedisDownKeepsServingAndReconnects) {
+  test::RedisServer redis;
+  ASSERT_TRUE(redis.available());
+  auto e = engine("", redis.url());
+  const GenerateResult first = e->generate(greedy(prompt));
+  e->flush_tiers();
+  EXPECT_EQ(e->tiers()->stats().writes, 1);
+  redis.kill();
+  std::vector<int32_t> other = prompt;
+  other[1] = 7;
+  const GenerateResult r = e->generate(greedy(other));  // lookup and write fail fast
+  e->flush_tiers();
+  EXPECT_EQ(r.n_cached, 1);  // BOS from memory
+  EXPECT_EQ(e->tiers()->stats().write_failures, 1);
+  EXPECT_EQ(e->generate(greedy(prompt)).tokens, first.tokens);  // memory still serves
+  ASSERT_TRUE(redis.start());
+  // The back-off is at most 2 s: a write after it reaches the restarted server.
+  std::this_thread::sleep_for(std::chrono::milliseconds(2200));
+  other[1] = 8;
+  e->generate(greedy(other));
+  e->flush_tiers();
+  EXPECT_EQ(e->tiers()->stats().writes, 2);
+}
+
+TEST_F(EngineTiersTest, CancelWhilePromoting) {
+  {
+    auto a = engine(dir);
+    a->generate(greedy(prompt));
+    a->flush_tiers();
+  }
+  auto b = engine(dir);
+  const int64_t id = b->add(greedy(prompt));
+  b->cancel(id);  // before the lookup answered
+  for (int i = 0; i < 20 && b->tiers()->in_flight() > 0; ++i) b->step();
+  b->flush_tiers();
+  EXPECT_TRUE(b->idle());
+  EXPECT_EQ(b->page_pool().n_in_use(), 0);
+  EXPECT_EQ(b->generate(greedy(prompt)).n_cached, 64);  // restored anyway, now in memory
+}
+
+TEST_F(EngineTiersTest, BadOptionsAreErrors) {
+  EXPECT_THROW(engine("", "redis://host:notaport"), Error);
+  const std::string file = test::temp_dir() + "/plain-file";
+  std::ofstream(file) << "x";
+  EXPECT_THROW(engine(file), Error);
+}
+
+}  // namespace
+}  // namespace pc
