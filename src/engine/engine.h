@@ -173,6 +173,7 @@ class Engine {
                             PlanBuild* stats, bool* hit = nullptr);
   ModuleEntry encode_module(const pml::SchemaLayout& schema, int m, const KvNamespace& ns,
                             PlanBuild* stats);
+  void store_module(const ModuleKey& key, const pml::ModuleLayout& M, ModuleEntry e);
   std::vector<PageEntry> relocate(const ModuleSegment& seg, int32_t shift);
   std::vector<PageEntry> relocated(const pml::ModuleLayout& M, const ModuleSegment& seg, int32_t shift,
                                    const KvNamespace& ns);

@@ -125,6 +125,15 @@ ModuleEntry Engine::encode_module(const pml::SchemaLayout& schema, int m, const 
   return out;
 }
 
+// Inserts an encoded (or restored) module with its PML policy: pin, ttl.
+void Engine::store_module(const ModuleKey& key, const pml::ModuleLayout& M, ModuleEntry e) {
+  if (M.ttl_seconds > 0)
+    e.expires = ModuleEntry::Clock::now() +
+                std::chrono::duration_cast<ModuleEntry::Clock::duration>(std::chrono::duration<double>(M.ttl_seconds));
+  modules_->insert(key, std::move(e));
+  if (M.pin) modules_->pin(key);
+}
+
 ModuleEntry Engine::ensure_module(const pml::SchemaLayout& schema, int m, const KvNamespace& ns,
                                   PlanBuild* st, bool* hit) {
   const pml::ModuleLayout& M = schema.modules[m];
@@ -153,15 +162,13 @@ ModuleEntry Engine::ensure_module(const pml::SchemaLayout& schema, int m, const 
         *hit = true;
         st->promoted += e.n_tokens();
       }
-      modules_->insert(key, e);
-      if (M.pin) modules_->pin(key);
+      store_module(key, M, e);
       return e;
     }
   }
   ModuleEntry e = encode_module(schema, m, ns, st);
   if (M.cache) {
-    modules_->insert(key, e);
-    if (M.pin) modules_->pin(key);
+    store_module(key, M, e);
     if (tiers_) tiers_->save_module(ns, M.digest, M.tokens, e);
   }
   return e;
@@ -198,9 +205,14 @@ std::vector<PageEntry> Engine::relocated(const pml::ModuleLayout& M, const Modul
   }
   std::vector<PageEntry> out = relocate(seg, shift);
   if (M.cache) {
+    const bool fresh = entry.segments.empty();
     entry.path = M.path + " (shifted " + std::to_string(shift) + ")";
     entry.segments.push_back(ModuleSegment{seg.tok_begin, seg.tok_end, out});
-    modules_->insert(key, std::move(entry));
+    if (fresh) {
+      store_module(key, M, std::move(entry));  // the module's pin and ttl apply to its copies
+    } else {
+      modules_->insert(key, std::move(entry));  // keeps its pins and expiry
+    }
   }
   return out;
 }

@@ -16,6 +16,11 @@ ModuleStore::~ModuleStore() {
 
 const ModuleEntry* ModuleStore::find(const ModuleKey& key) {
   auto it = entries_.find(key);
+  if (it != entries_.end() && it->second.expires <= ModuleEntry::Clock::now()) {
+    drop(it);
+    ++evicted_;
+    it = entries_.end();
+  }
   if (it == entries_.end()) {
     ++misses_;
     return nullptr;
@@ -64,8 +69,21 @@ size_t ModuleStore::drop(std::map<ModuleKey, ModuleEntry>::iterator it) {
   return freed;
 }
 
-size_t ModuleStore::evict(size_t bytes) {
+size_t ModuleStore::evict_expired(ModuleEntry::Clock::time_point now) {
   size_t freed = 0;
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    auto next = std::next(it);
+    if (it->second.expires <= now) {
+      freed += drop(it);
+      ++evicted_;
+    }
+    it = next;
+  }
+  return freed;
+}
+
+size_t ModuleStore::evict(size_t bytes) {
+  size_t freed = evict_expired(ModuleEntry::Clock::now());
   while (freed < bytes) {
     auto victim = entries_.end();
     for (auto it = entries_.begin(); it != entries_.end(); ++it)

@@ -18,6 +18,7 @@
 //
 // Not thread-safe: the engine thread owns it.
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -42,11 +43,13 @@ struct ModuleSegment {
 };
 
 struct ModuleEntry {
+  using Clock = std::chrono::steady_clock;
   std::string path;                    // for listings
   std::vector<ModuleSegment> segments;
   uint64_t last_use = 0;
   int32_t pins = 0;
   int64_t hits = 0;
+  Clock::time_point expires = Clock::time_point::max();  // PML ttl="S": dropped after, pinned or not
   int64_t n_tokens() const;
 };
 
@@ -66,7 +69,8 @@ class ModuleStore {
   ModuleStore(const ModuleStore&) = delete;
   ModuleStore& operator=(const ModuleStore&) = delete;
 
-  // The entry for `key`, marked recently used, or nullptr (counted as a miss).
+  // The entry for `key`, marked recently used, or nullptr (counted as a miss). An
+  // expired entry is dropped here and is a miss.
   const ModuleEntry* find(const ModuleKey& key);
   // Stores an entry (taking cache references on its pages); replaces an
   // existing one with the same key.
@@ -74,9 +78,12 @@ class ModuleStore {
   bool pin(const ModuleKey& key);
   bool unpin(const ModuleKey& key);
   bool erase(const ModuleKey& key);
-  // Drops least recently used unpinned entries until `bytes` bytes of pages
-  // became free or nothing is left to drop. Returns the bytes freed.
+  // Drops expired entries, then least recently used unpinned entries until
+  // `bytes` bytes of pages became free or nothing is left to drop. Returns the
+  // bytes freed.
   size_t evict(size_t bytes);
+  // Drops every entry whose expiry has passed. Returns the bytes freed.
+  size_t evict_expired(ModuleEntry::Clock::time_point now);
 
   ModuleStats stats() const;
   const std::map<ModuleKey, ModuleEntry>& entries() const { return entries_; }

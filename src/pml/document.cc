@@ -2,6 +2,7 @@
 #include "pml/document.h"
 
 #include <charconv>
+#include <cstdlib>
 #include <map>
 #include <pugixml.hpp>
 
@@ -282,7 +283,7 @@ class SchemaParser {
   }
 
   Node module(pugi::xml_node e, const Ctx& ctx) {
-    xml_.check_attributes(e, {"name", "cache", "pin"});
+    xml_.check_attributes(e, {"name", "cache", "pin", "ttl"});
     Node n;
     n.kind = Node::Kind::kModule;
     n.loc = xml_.loc(e);
@@ -305,6 +306,15 @@ class SchemaParser {
       else if (v != "false")
         xml_.fail(e, "pin", "pin must be \"true\" or \"false\", not \"" + std::string(v) + "\"");
       if (n.pin && !n.cache) xml_.fail(e, "pin", "a module with cache=\"false\" is never stored, so it cannot be pinned");
+    }
+    if (pugi::xml_attribute t = e.attribute("ttl")) {
+      const std::string v = t.value();
+      char* end = nullptr;
+      const double s = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end != '\0' || !(s > 0) || s > 1e9)
+        xml_.fail(e, "ttl", "ttl must be a positive number of seconds, not \"" + v + "\"");
+      if (!n.cache) xml_.fail(e, "ttl", "a module with cache=\"false\" is never stored, so it cannot have a ttl");
+      n.ttl_seconds = s;
     }
     std::map<std::string, Loc> scope, params;
     Ctx inner{true, ctx.in_role, &scope, &params};

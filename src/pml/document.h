@@ -37,6 +37,7 @@ struct Node {
   std::string name;           // kModule, kParam, kImport
   bool cache = true;          // kModule: cache="false" → computed in every request
   bool pin = false;           // kModule: pin="true" → its KV is never evicted from memory
+  double ttl_seconds = 0;     // kModule: ttl="S" → its KV is dropped S seconds after encoding (0: none)
   int length = 0;             // kParam: reserved positions (> 0)
   std::string placeholder;    // kParam: text encoded in the slot when no argument is given
   struct Arg {

@@ -110,6 +110,7 @@ class Layouter {
     mod.union_index = union_index;
     mod.cache = n.cache;
     mod.pin = n.pin;
+    mod.ttl_seconds = n.ttl_seconds;
     mod.start = pos_;
     mod.loc = n.loc;
     L_.modules.push_back(std::move(mod));

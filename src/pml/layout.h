@@ -49,6 +49,7 @@ struct ModuleLayout {
   int union_index = -1;       // index into SchemaLayout::unions when a union member, else -1
   bool cache = true;          // false: cache="false", computed in every request
   bool pin = false;           // pin="true": the module store never evicts its KV
+  double ttl_seconds = 0;     // ttl="S": dropped from the module store S s after encoding
   int32_t start = 0;          // occupies positions [start, start + length)
   int32_t length = 0;
   // Own tokens (not the children's), in position order; positions strictly

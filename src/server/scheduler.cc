@@ -187,6 +187,7 @@ void Scheduler::sweep_expired() {
   if (now - last_sweep_ < kSweep) return;
   last_sweep_ = now;
   engine_.index().evict_expired(now);
+  engine_.modules().evict_expired(now);
 }
 
 void Scheduler::loop() {

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <thread>
 
 #include "engine/engine.h"
 #include "gguf/quants.h"
@@ -87,6 +88,25 @@ TEST(PmlEngine, PinnedModulesAreNotEvicted) {
   EXPECT_EQ(pinned, 1);
   EXPECT_EQ(e->modules().entries().size(), 1u);  // only the pinned one stayed
   expect_same(want, e->plan_logits(layout, p), "pinned module kept, the other re-encoded");
+}
+
+TEST(PmlEngine, ModuleTtlExpires) {
+  Fixture f;
+  const char* schema = R"(<schema name="t"><module name="brief" ttl="0.2">little dog named Max.</module>
+    <module name="lasting">big cat named Tom.</module></schema>)";
+  const pml::SchemaLayout layout = pml::compile_schema(schema, f.enc, "t.pml");
+  const auto p = pml::plan_prompt("<prompt schema=\"t\"><brief/><lasting/> The end.</prompt>", layout, f.enc);
+  auto e = f.engine();
+  GenerateRequest req;
+  req.max_tokens = 1;
+  const GenerateResult first = e->generate_plan(layout, p, req);
+  EXPECT_EQ(e->generate_plan(layout, p, req).n_module_misses, 0);  // both cached
+  std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  const GenerateResult late = e->generate_plan(layout, p, req);
+  EXPECT_EQ(late.n_module_misses, 1);  // "brief" expired and was encoded again
+  EXPECT_EQ(late.tokens, first.tokens);
+  std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  EXPECT_GT(e->modules().evict_expired(ModuleEntry::Clock::now()), 0u);  // the sweep drops it too
 }
 
 TEST(PmlEngine, ArgumentsAndUncachedModules) {

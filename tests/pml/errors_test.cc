@@ -82,11 +82,15 @@ TEST_F(SchemaErrors, Structure) {
   EXPECT_TRUE(at("<schema name=\"s\"><union/></schema>", 1, 18, "empty <union>"));
   EXPECT_TRUE(at("<schema name=\"s\"><doc/></schema>", 1, 18, "unknown element <doc> in a schema"));
   EXPECT_TRUE(at("<schema name=\"s\"><module name=\"m\" cahce=\"false\"/></schema>", 1, 35,
-                 "unknown attribute 'cahce' on <module> (it takes: name, cache, pin)"));
+                 "unknown attribute 'cahce' on <module> (it takes: name, cache, pin, ttl)"));
   EXPECT_TRUE(at("<schema name=\"s\"><module name=\"m\" pin=\"yes\"/></schema>", 1, 35,
                  "pin must be \"true\" or \"false\", not \"yes\""));
   EXPECT_TRUE(at("<schema name=\"s\"><module name=\"m\" cache=\"false\" pin=\"true\"/></schema>", 1, 49,
                  "a module with cache=\"false\" is never stored, so it cannot be pinned"));
+  EXPECT_TRUE(at("<schema name=\"s\"><module name=\"m\" ttl=\"soon\"/></schema>", 1, 35,
+                 "ttl must be a positive number of seconds, not \"soon\""));
+  EXPECT_TRUE(at("<schema name=\"s\"><module name=\"m\" ttl=\"-5\"/></schema>", 1, 35,
+                 "ttl must be a positive number of seconds"));
   EXPECT_TRUE(at("<schema name=\"s\"><module name=\"m\" cache=\"no\"/></schema>", 1, 35,
                  "cache must be \"true\" or \"false\", not \"no\""));
   EXPECT_TRUE(at("<schema name=\"s\"><user><system>x</system></user></schema>", 1, 24,
