@@ -1,5 +1,8 @@
 // Google Benchmark for the CPU kernels (target kernels_bench, bench/CMakeLists.txt).
 // Matmul args: {threads, m, k, n}; counters report GFLOP/s and weight bytes/s.
+// On a shared machine compare the "CPU" column of 1-thread runs, or use
+// test_kernels --gtest_filter='Matmul.Speed*:Matmul.DecodeStream*', which
+// interleaves the current kernels with the frozen pre-#7 ones.
 // Attention args: {threads, tokens}: a prompt of `tokens` queries of one
 // sequence attending causally (smollm-135m head shape: 9 query / 3 KV heads of
 // 64), tasks split like the forward pass; counter: query-key pairs per second.
@@ -41,12 +44,15 @@ void run(benchmark::State& st, pc::GgmlType type) {
   st.SetLabel(pc::cpu_level_name(pc::cpu_level()));
 }
 
+// m = 1: decode (AVX2: 1×4 tiles straight from the file); m = 8: a small
+// batch (Q8_0: the int16 panel kernel from 4 rows on); m = 512: a prompt chunk.
 void shapes(benchmark::internal::Benchmark* b) {
   for (int t : {1, 2})
-    for (int64_t m : {1, 512}) {
+    for (int64_t m : {1, 8, 512}) {
       b->Args({t, m, 576, 1536});   // FFN up/gate of a 135M model
       b->Args({t, m, 1536, 576});   // FFN down
     }
+  b->Args({2, 1, 576, 32000});      // output projection, one decode step
   b->UseRealTime();
 }
 
@@ -60,8 +66,13 @@ BENCHMARK(BM_Q8_0)->Apply(shapes);
 BENCHMARK(BM_Q4_0)->Apply(shapes);
 BENCHMARK(BM_F16)->Apply(shapes);
 // K-quants need k % 256 == 0.
-BENCHMARK(BM_Q4_K)->Args({1, 1, 1536, 576})->Args({2, 1, 1536, 576})->Args({2, 512, 1536, 576})->UseRealTime();
-BENCHMARK(BM_Q6_K)->Args({1, 1, 1536, 576})->Args({2, 1, 1536, 576})->Args({2, 512, 1536, 576})->UseRealTime();
+void k_shapes(benchmark::internal::Benchmark* b) {
+  for (int t : {1, 2})
+    for (int64_t m : {1, 8, 512}) b->Args({t, m, 1536, 576});
+  b->UseRealTime();
+}
+BENCHMARK(BM_Q4_K)->Apply(k_shapes);
+BENCHMARK(BM_Q6_K)->Apply(k_shapes);
 
 void BM_Attention(benchmark::State& st) {
   const int threads = int(st.range(0));

@@ -9,11 +9,14 @@
 // of the result.
 //
 // Scratch: quantized activations live in a grow-only buffer owned by the
-// calling thread (thread_local), so steady-state calls allocate nothing and
-// matmul calls from different threads do not interfere. A ThreadPool itself is
+// calling thread (thread_local), and kernels that repack weights per task
+// (AVX2 Q8_0 prompt batches) get a grow-only buffer of the thread running the
+// task, so steady-state calls allocate nothing and matmul calls from
+// different threads do not interfere. A ThreadPool itself is
 // not reentrant, so one pool must not run two matmuls at once.
 #include "kernels/matmul.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -35,19 +38,30 @@ struct Scratch {
   size_t cap = 0;
 
   uint8_t* get(size_t bytes) {
-    if (bytes > cap) {
-      size_t want = bytes + bytes / 4;
-      want = (want + 63) & ~size_t(63);
-      void* p = std::aligned_alloc(64, want);
-      if (!p) throw Error("matmul: out of memory for activation scratch");
-      buf.reset(static_cast<uint8_t*>(p));
-      cap = want;
+    if (bytes > cap && !grow(bytes)) throw Error("matmul: out of memory for scratch");
+    return buf.get();
+  }
+  // For pool workers, where an exception cannot propagate.
+  uint8_t* get_or_abort(size_t bytes) {
+    if (bytes > cap && !grow(bytes)) {
+      std::fputs("matmul: out of memory for kernel scratch\n", stderr);
+      std::abort();
     }
     return buf.get();
   }
+  bool grow(size_t bytes) {
+    size_t want = bytes + bytes / 4;
+    want = (want + 63) & ~size_t(63);
+    void* p = std::aligned_alloc(64, want);
+    if (!p) return false;
+    buf.reset(static_cast<uint8_t*>(p));
+    cap = want;
+    return true;
+  }
 };
 
-thread_local Scratch t_scratch;
+thread_local Scratch t_scratch;       // quantized activations (calling thread)
+thread_local Scratch t_task_scratch;  // kernel scratch of whichever thread runs a task
 
 // The level whose code actually exists: no AVX-512 path yet, so Avx512 runs
 // the Avx2 kernels.
@@ -86,7 +100,7 @@ void matmul(const WeightView& w, const float* x, int64_t m, float* y, ThreadPool
 
   // Quantize activations once per call (rows are independent).
   if (const int64_t qk = kern::act_block(w.type)) {
-    a.al = kern::act_layout(w.k, qk);
+    a.al = kern::act_layout(w.k, qk, level == CpuLevel::Avx2 && kern::avx2_wants_x16(w.type, m));
     uint8_t* buf = t_scratch.get(static_cast<size_t>(a.al.stride * m));
     a.act = buf;
     kern::QuantizeRowFn q = kern::scalar_quantize_row;
@@ -104,14 +118,16 @@ void matmul(const WeightView& w, const float* x, int64_t m, float* y, ThreadPool
     }
   }
 
-  // Task grid. Row blocks of up to 64 rows (multiple of the 4-row micro-tile);
-  // column blocks sized so one block of weights stays cache resident (~96 KiB)
+  // Task grid. Row blocks of up to 64 rows;
+  // column blocks sized so one block of weights (as the kernel holds them: a
+  // repacked panel for Q8_0 prompt batches) stays cache resident (~96 KiB)
   // while the row blocks reuse it, and small enough for >= ~8 tasks per thread
   // in decode so the dynamic scheduling can balance.
   const int64_t n = w.n;
   const int64_t rb = m <= 64 ? m : 64;
   const int64_t n_rb = ceil_div(m, rb);
-  int64_t cb = (96 * 1024) / (w.row_bytes > 0 ? w.row_bytes : 1);
+  const int64_t col_bytes = level == CpuLevel::Avx2 ? kern::avx2_task_col_bytes(w.type, w.k, m) : 0;
+  int64_t cb = (96 * 1024) / (col_bytes > 0 ? col_bytes : w.row_bytes > 0 ? w.row_bytes : 1);
   const int64_t want_tasks = int64_t(threads) * 8;
   if (threads > 1 && n_rb * ceil_div(n, cb) < want_tasks) cb = ceil_div(n, ceil_div(want_tasks, n_rb));
   cb = (cb + 3) & ~int64_t(3);
@@ -119,12 +135,15 @@ void matmul(const WeightView& w, const float* x, int64_t m, float* y, ThreadPool
   if (cb > n) cb = n;
   const int64_t n_cb = ceil_div(n, cb);
 
+  const int64_t task_bytes = level == CpuLevel::Avx2 ? kern::avx2_task_scratch_bytes(w.type, w.k, cb) : 0;
+  if (task_bytes) t_task_scratch.get(size_t(task_bytes));  // the caller's, outside the pool
   pool.parallel_for(n_rb * n_cb, [&](int64_t t, int) {
     // Consecutive tasks share a column block (its weights stay in cache).
     const int64_t ci = t / n_rb, ri = t % n_rb;
     const int64_t r0 = ri * rb, r1 = r0 + rb < m ? r0 + rb : m;
     const int64_t c0 = ci * cb, c1 = c0 + cb < n ? c0 + cb : n;
-    kernel(a, r0, r1, c0, c1);
+    uint8_t* scratch = task_bytes ? t_task_scratch.get_or_abort(size_t(task_bytes)) : nullptr;
+    kernel(a, r0, r1, c0, c1, scratch);
   });
 }
 

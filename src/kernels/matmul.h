@@ -29,7 +29,9 @@ struct WeightView {
 //
 // For quantized weights each row of x is first quantized to int8 (blocks of 32
 // for Q8_0/Q4_0, of 256 for Q4_K/Q6_K) into a grow-only scratch buffer owned by
-// the calling thread: no allocation in steady state. matmul may be called from
+// the calling thread (AVX2 Q8_0 prompt batches also repack each task's weight
+// rows into a grow-only buffer of the thread running it): no allocation in
+// steady state. matmul may be called from
 // several threads at once only with different pools (a pool is not reentrant).
 // Code path: cpu_level() (cpu.h); Avx512 currently runs the Avx2 kernels.
 void matmul(const WeightView& w, const float* x, int64_t m, float* y, ThreadPool& pool);

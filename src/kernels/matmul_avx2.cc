@@ -11,7 +11,15 @@
 // Tiling. A task (rows [r0,r1) × columns [c0,c1) of y) is covered by R×C
 // micro-tiles: R rows of x (R <= 4) times C weight rows (C <= 4); tails use
 // smaller R or C. Each weight block loaded is reused for R activation rows and
-// each activation block for C weight rows.
+// each activation block for C weight rows. Full-height tiles, chosen so that
+// accumulators and operands fit the 16 ymm registers without spilling:
+//   F32/F16/BF16  4×3   (12 accumulators, 3 weight vectors, 1 activation)
+//   Q8_0, Q4_0    4×2   (tile_q32; Q8_0 prompt batches use the int16 panel
+//                        kernel instead, 3×2, see below)
+//   Q4_K, Q6_K    4×1   (plus R int32 block sums; 3×2, 2×3 for row tails)
+// Decode (one row) uses 1×4 tiles, reading the weights straight from the file
+// (memory-bound: on the development machine the Q8_0 path streams at the
+// DRAM bandwidth).
 //
 // Batch invariance. Every output element y[r][c] owns one 8-lane float
 // accumulator. A micro-tile of any shape R×C executes, for each of its
@@ -36,6 +44,8 @@
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
 #endif
+
+
 
 namespace pc::kern {
 
@@ -108,7 +118,10 @@ void tile_float(const MatmulArgs& a, int64_t r, int64_t c) {
     __m256 wv[C];
     PC_UNROLL for (int j = 0; j < C; ++j) wv[j] = L::load8(w[j], kk);
     PC_UNROLL for (int i = 0; i < R; ++i) {
-      const __m256 xv = _mm256_loadu_ps(x[i] + kk);
+      __m256 xv = _mm256_loadu_ps(x[i] + kk);
+      // Load x once into a register for the C FMAs (GCC would otherwise fold
+      // the load into each FMA: C loads instead of one).
+      if constexpr (C > 1) __asm__("" : "+x"(xv));
       PC_UNROLL for (int j = 0; j < C; ++j) acc[i][j] = _mm256_fmadd_ps(xv, wv[j], acc[i][j]);
     }
   }
@@ -201,27 +214,36 @@ void tile_q4_k(const MatmulArgs& a, int64_t r, int64_t c) {
   for (int64_t b = 0; b < nb; ++b) {
     PC_UNROLL for (int j = 0; j < C; ++j) {
       const BlockQ4_K& blk = w[j][b];
-      // 6-bit scales/mins of the 8 sub-blocks, decoded 4 at a time in 32-bit words
-      // (same mapping as q4k_scales()): bytes sc[0..7] then mn[0..7].
-      uint32_t u[3];
-      std::memcpy(u, blk.scales, 12);
-      const uint32_t sc_lo = u[0] & 0x3f3f3f3fu;
-      const uint32_t sc_hi = (u[2] & 0x0f0f0f0fu) | ((u[0] >> 2) & 0x30303030u);
-      const uint32_t mn_lo = u[1] & 0x3f3f3f3fu;
-      const uint32_t mn_hi = ((u[2] >> 4) & 0x0f0f0f0fu) | ((u[1] >> 2) & 0x30303030u);
-      const __m128i scmn = _mm_setr_epi32(int(sc_lo), int(sc_hi), int(mn_lo), int(mn_hi));
-      alignas(16) int16_t sc[8];
-      _mm_store_si128(reinterpret_cast<__m128i*>(sc), _mm_cvtepu8_epi16(scmn));
+      // 6-bit scales/mins of the 8 sub-blocks (the mapping of q4k_scales()),
+      // decoded in one vector: 32-bit words u0..u2 of the 12 scale bytes give
+      //   sc[0..3] = u0 & 0x3f..               mn[0..3] = u1 & 0x3f..
+      //   sc[4..7] = u2 & 0x0f.. | (u0 >> 2) & 0x30..
+      //   mn[4..7] = (u2 >> 4) & 0x0f.. | (u1 >> 2) & 0x30..
+      // -> bytes [sc0..sc7 | mn0..mn7], in both 128-bit lanes.
+      const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales));  // + 4 bytes of qs
+      const __m128i lo6 = _mm_and_si128(_mm_srlv_epi32(_mm_shuffle_epi32(raw, _MM_SHUFFLE(2, 1, 2, 0)), _mm_setr_epi32(0, 0, 0, 4)),
+                                        _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f));
+      const __m128i hi2 = _mm_and_si128(_mm_srli_epi32(_mm_shuffle_epi32(raw, _MM_SHUFFLE(1, 1, 0, 0)), 2),
+                                        _mm_setr_epi32(0, 0x30303030, 0, 0x30303030));
+      const __m128i scmn128 = _mm_or_si128(lo6, hi2);  // [sc0..3 | sc4..7 | mn0..3 | mn4..7]
+      const __m256i scmn = _mm256_broadcastsi128_si256(scmn128);
       // mins as int16, each repeated for the two 16-value halves of its sub-block
-      const __m256i mins = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(scmn, scmn));
+      const __m256i mins = _mm256_shuffle_epi8(
+          scmn, _mm256_setr_epi8(8, -1, 8, -1, 9, -1, 9, -1, 10, -1, 10, -1, 11, -1, 11, -1,
+                                 12, -1, 12, -1, 13, -1, 13, -1, 14, -1, 14, -1, 15, -1, 15, -1));
       __m256i isum[R];
       PC_UNROLL for (int i = 0; i < R; ++i) isum[i] = _mm256_setzero_si256();
       PC_UNROLL for (int ch = 0; ch < 4; ++ch) {
         const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs + 32 * ch));
-        const __m256i lo = _mm256_and_si256(q, m4);
-        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-        const __m256i slo = _mm256_set1_epi16(sc[2 * ch]);
-        const __m256i shi = _mm256_set1_epi16(sc[2 * ch + 1]);
+        __m256i lo = _mm256_and_si256(q, m4);
+        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+        // sc[2ch], sc[2ch+1] zero-extended into every int16 lane
+        __m256i slo = _mm256_shuffle_epi8(scmn, _mm256_set1_epi16(int16_t(0xFF00 | (2 * ch))));
+        __m256i shi = _mm256_shuffle_epi8(scmn, _mm256_set1_epi16(int16_t(0xFF00 | (2 * ch + 1))));
+        // Keep the chunks in program order: GCC would otherwise hoist all four
+        // chunks' operands and spill them (register budget: R isums, R×C
+        // accumulators, these four, the nibble mask, one temporary).
+        __asm__ volatile("" : "+x"(lo), "+x"(hi), "+x"(slo), "+x"(shi));
         PC_UNROLL for (int i = 0; i < R; ++i) {
           const int8_t* x = xq[i] + 256 * b + 64 * ch;
           const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
@@ -279,24 +301,25 @@ void tile_q6_k(const MatmulArgs& a, int64_t r, int64_t c) {
       const int8_t* s = blk.scales;
       __m256i isum[R];
       PC_UNROLL for (int i = 0; i < R; ++i) isum[i] = _mm256_setzero_si256();
-      PC_UNROLL for (int h = 0; h < 2; ++h) {
-        const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.ql + 64 * h));
-        const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.ql + 64 * h + 32));
+      PC_UNROLL for (int v = 0; v < 8; ++v) {  // 32-value vector v = 4h + kk
+        const int h = v / 4, kk = v % 4;
+        const __m256i ql = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.ql + 64 * h + 32 * (kk & 1)));
         const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh + 32 * h));
-        __m256i q[4];
-        q[0] = _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m3), 4));
-        q[1] = _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
-        q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m30));
-        q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
-                               _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
-        PC_UNROLL for (int kk = 0; kk < 4; ++kk) {
-          const int v = 4 * h + kk;
-          const __m256i scv = _mm256_set_m128i(_mm_set1_epi16(s[2 * v + 1]), _mm_set1_epi16(s[2 * v]));
-          PC_UNROLL for (int i = 0; i < R; ++i) {
-            const __m256i x =
-                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[i] + 256 * b + 32 * v));
-            isum[i] = _mm256_add_epi32(isum[i], _mm256_madd_epi16(_mm256_maddubs_epi16(q[kk], x), scv));
-          }
+        const __m256i lo4 = kk < 2 ? _mm256_and_si256(ql, m4) : _mm256_and_si256(_mm256_srli_epi16(ql, 4), m4);
+        __m256i hi2;
+        switch (kk) {
+          case 0: hi2 = _mm256_slli_epi16(_mm256_and_si256(qh, m3), 4); break;
+          case 1: hi2 = _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30); break;
+          case 2: hi2 = _mm256_and_si256(qh, m30); break;
+          default: hi2 = _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30); break;
+        }
+        __m256i q = _mm256_or_si256(lo4, hi2);
+        __m256i scv = _mm256_set_m128i(_mm_set1_epi16(s[2 * v + 1]), _mm_set1_epi16(s[2 * v]));
+        // Vectors in program order (else GCC hoists all eight and spills).
+        __asm__ volatile("" : "+x"(q), "+x"(scv));
+        PC_UNROLL for (int i = 0; i < R; ++i) {
+          const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[i] + 256 * b + 32 * v));
+          isum[i] = _mm256_add_epi32(isum[i], _mm256_madd_epi16(_mm256_maddubs_epi16(q, x), scv));
         }
       }
       const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s)));
@@ -336,15 +359,15 @@ template <int R, int C> struct KQ4_0 { static void run(const MatmulArgs& a, int6
 template <int R, int C> struct KQ4_K { static void run(const MatmulArgs& a, int64_t r, int64_t c) { tile_q4_k<R, C>(a, r, c); } };
 template <int R, int C> struct KQ6_K { static void run(const MatmulArgs& a, int64_t r, int64_t c) { tile_q6_k<R, C>(a, r, c); } };
 
-// Columns per micro-tile for a given number of rows in it: wide tiles for
-// decode (more independent accumulators, more loads in flight), 4×2 for
-// prompt batches (register budget: 16 ymm).
+// Columns per micro-tile for a given number of rows in it (C2, C3, C4 for
+// 2, 3, 4 rows): wide tiles for decode (more independent accumulators, more
+// loads in flight), narrower ones for prompt batches (register budget: 16 ymm).
 // Loop order: row tiles outer, column tiles inner, so the R activation rows
 // stay in L1 while the task's weight rows (sized to stay in L2 by matmul.cc)
 // stream past them.
-template <template <int, int> class K, int C4>
-void run_task(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
-  static constexpr int kCols[kMaxR] = {4, 4, 3, C4};
+template <template <int, int> class K, int C4, int C3 = 3, int C2 = 4>
+void run_task(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t*) {
+  static constexpr int kCols[kMaxR] = {4, C2, C3, C4};
   for (int64_t r = r0; r < r1;) {
     const int nr = static_cast<int>(r1 - r < kMaxR ? r1 - r : kMaxR);
     const int want = kCols[nr - 1];
@@ -354,6 +377,154 @@ void run_task(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c
       c += nc;
     }
     r += nr;
+  }
+}
+
+// ---- Q8_0 prompt batches: int16 weight panel per task -------------------
+// For y[r][c] the old kernel (tile_q32, still used for tasks of < kPanelRows
+// rows) computes per block b the 8 int32 lanes
+//   isum[l] = sum_{e=0..3} w[4l+e] * x[4l+e]                (exact integers)
+// with sign/maddubs/madd, then acc = fma(d_x*d_w, float(isum), acc), then
+// hsum8(acc). Prompt batches get the same integers another way, with fewer
+// instructions per element and block (no sign, no maddubs):
+//   both operands sign-extended to int16 and split into halves
+//     A = values (4l, 4l+1)_l,  B = values (4l+2, 4l+3)_l      (l = 0..7)
+//   isum = madd(wA, xA) + madd(wB, xB)                       (same integers)
+// and the float part is unchanged: acc = fma(s, float(isum), acc) with the
+// scale product s = d_x*d_w precomputed for 8 blocks per vmulps (same IEEE
+// product), then hsum8. So y is bitwise the old y.
+//
+// A task of >= kPanelRows rows first repacks its weight rows into the
+// thread's scratch (read once, reused by every row of the task):
+//   q  int16 [cols][nb][A 16 | B 16]   the weight values
+//   d  float [cols][nbp]               F16 block scales as float (exact),
+//                                      nbp = nb rounded up to 8, padded with 0
+//   s  float [kPR*kPC][nbp]            scale products of the current micro-tile
+// The activations carry the same int16 A|B form (ActLayout::x16_off).
+
+constexpr int64_t kPanelRows = 4;  // tasks with fewer rows use tile_q32 directly
+constexpr int kPR = 4, kPC = 3;    // largest panel micro-tile
+
+struct Q32Panel {
+  int64_t nb = 0, nbp = 0;
+  int16_t* q = nullptr;  // [cols][nb][32]
+  float* d = nullptr;    // [cols][nbp]
+  float* s = nullptr;    // [kPR*kPC][nbp]
+};
+
+Q32Panel q32_panel(int64_t k, int64_t cols, uint8_t* scratch) {
+  Q32Panel p;
+  p.nb = k / 32;
+  p.nbp = (p.nb + 7) & ~int64_t(7);
+  p.q = reinterpret_cast<int16_t*>(scratch);
+  p.d = reinterpret_cast<float*>(scratch + round_up64(cols * p.nb * 64));
+  p.s = p.d + round_up64(cols * p.nbp * 4) / 4;
+  return p;
+}
+
+// 32 int8 values -> int16 halves A (values 4l, 4l+1) and B (4l+2, 4l+3), l = 0..7.
+inline void split_ab(__m256i v, int16_t* out) {
+  // Within each 128-bit lane: even 16-bit words first, then odd words.
+  const __m256i shuf = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15,
+                                        0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
+  const __m256i t = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(v, shuf), _MM_SHUFFLE(3, 1, 2, 0));
+  _mm256_store_si256(reinterpret_cast<__m256i*>(out), _mm256_cvtepi8_epi16(_mm256_castsi256_si128(t)));
+  _mm256_store_si256(reinterpret_cast<__m256i*>(out + 16), _mm256_cvtepi8_epi16(_mm256_extracti128_si256(t, 1)));
+}
+
+void q8_pack(const MatmulArgs& a, int64_t c0, int64_t c1, const Q32Panel& p) {
+  for (int64_t c = c0; c < c1; ++c) {
+    const auto* row = reinterpret_cast<const BlockQ8_0*>(a.w + c * a.row_bytes);
+    int16_t* q = p.q + (c - c0) * p.nb * 32;
+    float* d = p.d + (c - c0) * p.nbp;
+    for (int64_t b = 0; b < p.nb; ++b) {
+      split_ab(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row[b].qs)), q + 32 * b);
+      d[b] = h2f(row[b].d);
+    }
+    for (int64_t b = p.nb; b < p.nbp; ++b) d[b] = 0.f;
+  }
+}
+
+// y[r..r+R) × [c..c+C) from the panel; cl = c - (the task's first column).
+template <int R, int C>
+void q32_panel_tile(const MatmulArgs& a, const Q32Panel& p, int64_t r, int64_t cl, int64_t c) {
+  const int64_t nb = p.nb, nbp = p.nbp;
+  // Scale products. d_x rows are padded to a multiple of 16 floats (act_layout),
+  // so reading nbp of them stays inside the row; lanes >= nb are never used.
+  const float* dx[R];
+  PC_UNROLL for (int i = 0; i < R; ++i) dx[i] = a.xd(r + i);
+  const float* dw = p.d + cl * nbp;
+  float* const sp = p.s;
+  for (int64_t b = 0; b < nbp; b += 8) {
+    __m256 vx[R];
+    PC_UNROLL for (int i = 0; i < R; ++i) vx[i] = _mm256_loadu_ps(dx[i] + b);
+    PC_UNROLL for (int j = 0; j < C; ++j) {
+      const __m256 vw = _mm256_load_ps(dw + j * nbp + b);
+      PC_UNROLL for (int i = 0; i < R; ++i) _mm256_store_ps(sp + (i * C + j) * nbp + b, _mm256_mul_ps(vx[i], vw));
+    }
+  }
+  const int16_t* wq[C];
+  const int16_t* xq[R];
+  PC_UNROLL for (int j = 0; j < C; ++j) wq[j] = p.q + (cl + j) * nb * 32;
+  PC_UNROLL for (int i = 0; i < R; ++i) xq[i] = a.x16(r + i);
+  __m256 acc[R][C];
+  PC_UNROLL for (int i = 0; i < R; ++i)
+    PC_UNROLL for (int j = 0; j < C; ++j) acc[i][j] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    __m256i wa[C], wb[C];
+    PC_UNROLL for (int j = 0; j < C; ++j) {
+      wa[j] = _mm256_load_si256(reinterpret_cast<const __m256i*>(wq[j] + 32 * b));
+      wb[j] = _mm256_load_si256(reinterpret_cast<const __m256i*>(wq[j] + 32 * b + 16));
+    }
+    PC_UNROLL for (int i = 0; i < R; ++i) {
+      const __m256i xa = _mm256_load_si256(reinterpret_cast<const __m256i*>(xq[i] + 32 * b));
+      const __m256i xb = _mm256_load_si256(reinterpret_cast<const __m256i*>(xq[i] + 32 * b + 16));
+      PC_UNROLL for (int j = 0; j < C; ++j) {
+        const __m256i isum = _mm256_add_epi32(_mm256_madd_epi16(xa, wa[j]), _mm256_madd_epi16(xb, wb[j]));
+        acc[i][j] = _mm256_fmadd_ps(_mm256_broadcast_ss(sp + (i * C + j) * nbp + b), _mm256_cvtepi32_ps(isum),
+                                    acc[i][j]);
+      }
+    }
+  }
+  PC_UNROLL for (int i = 0; i < R; ++i)
+    PC_UNROLL for (int j = 0; j < C; ++j) a.y[(r + i) * a.ldy + c + j] = hsum8(acc[i][j]);
+}
+
+using PanelTileFn = void (*)(const MatmulArgs&, const Q32Panel&, int64_t, int64_t, int64_t);
+template <int R, int C> struct KPanel { static void run(const MatmulArgs& a, const Q32Panel& p, int64_t r, int64_t cl, int64_t c) { q32_panel_tile<R, C>(a, p, r, cl, c); } };
+constexpr PanelTileFn kPanelFns[kPR][kPC] = {
+    {KPanel<1, 1>::run, KPanel<1, 2>::run, KPanel<1, 3>::run},
+    {KPanel<2, 1>::run, KPanel<2, 2>::run, KPanel<2, 3>::run},
+    {KPanel<3, 1>::run, KPanel<3, 2>::run, KPanel<3, 3>::run},
+    {KPanel<4, 1>::run, KPanel<4, 2>::run, KPanel<4, 3>::run},
+};
+
+void run_task_q8_0(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* scratch) {
+  if (r1 - r0 < kPanelRows || !a.al.x16_off) {
+    run_task<KQ8_0, 2>(a, r0, r1, c0, c1, scratch);
+    return;
+  }
+  const Q32Panel p = q32_panel(a.k, c1 - c0, scratch);
+  q8_pack(a, c0, c1, p);
+  // Register budget (16 ymm): R×C accumulators, 2C weight halves, 2 activation
+  // halves, 2 temporaries.
+  static constexpr int kCols[kPR] = {3, 3, 2, 2};
+  // L1 blocking: the micro-tiles of a row tile sweep a slice of the panel
+  // small enough (~16 KiB) to stay in L1 across the task's row tiles.
+  int64_t slice = (16 * 1024) / (p.nb * 64);
+  slice = slice < 6 ? 6 : slice - slice % 6;
+  for (int64_t cs = c0; cs < c1; cs += slice) {
+    const int64_t ce = cs + slice < c1 ? cs + slice : c1;
+    for (int64_t r = r0; r < r1;) {
+      const int nr = static_cast<int>(r1 - r < kPR ? r1 - r : kPR);
+      const int want = kCols[nr - 1];
+      for (int64_t c = cs; c < ce;) {
+        const int nc = static_cast<int>(ce - c < want ? ce - c : want);
+        kPanelFns[nr - 1][nc - 1](a, p, r, c - c0, c);
+        c += nc;
+      }
+      r += nr;
+    }
   }
 }
 
@@ -387,6 +558,11 @@ void quantize_row_avx2(const float* x, int64_t k, const ActLayout& l, uint8_t* o
       const __m256i p16 = _mm256_packs_epi16(_mm256_packs_epi32(v[0], v[1]), _mm256_packs_epi32(v[2], v[3]));
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(qs + b * qk + i), _mm256_permutevar8x32_epi32(p16, perm));
     }
+    if (l.x16_off) {  // int16 A|B form of each 32-value block (q32 panel kernel)
+      auto* x16 = reinterpret_cast<int16_t*>(out + l.x16_off);
+      for (int64_t i = 0; i < qk; i += 32)
+        split_ab(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + b * qk + i)), x16 + b * qk + i);
+    }
     if (qk == 256) {
       for (int g = 0; g < 16; ++g) {
         // Sum of 16 int8 values: widen to int16 and reduce (exact).
@@ -416,18 +592,36 @@ namespace pc::kern {
 
 TaskKernel avx2_kernel(GgmlType t) {
   switch (t) {
-    case GgmlType::F32: return run_task<KF32, 2>;
-    case GgmlType::F16: return run_task<KF16, 2>;
-    case GgmlType::BF16: return run_task<KBF16, 2>;
-    case GgmlType::Q8_0: return run_task<KQ8_0, 2>;
+    case GgmlType::F32: return run_task<KF32, 3>;
+    case GgmlType::F16: return run_task<KF16, 3>;
+    case GgmlType::BF16: return run_task<KBF16, 3>;
+    case GgmlType::Q8_0: return run_task_q8_0;
     case GgmlType::Q4_0: return run_task<KQ4_0, 2>;
-    case GgmlType::Q4_K: return run_task<KQ4_K, 2>;
-    case GgmlType::Q6_K: return run_task<KQ6_K, 2>;
+    case GgmlType::Q4_K: return run_task<KQ4_K, 1, 2, 3>;
+    case GgmlType::Q6_K: return run_task<KQ6_K, 1, 2, 3>;
     default: return nullptr;
   }
 }
 
 QuantizeRowFn avx2_quantize_row_fn() { return quantize_row_avx2; }
+
+// Plain code below (no AVX2 instructions before the dispatcher chose this
+// path), so the panel sizes are written out rather than calling q32_panel().
+bool avx2_wants_x16(GgmlType t, int64_t m) { return t == GgmlType::Q8_0 && m >= 4; }  // kPanelRows
+
+int64_t avx2_task_col_bytes(GgmlType t, int64_t k, int64_t m) {
+  return avx2_wants_x16(t, m) ? (k / 32) * 64 + 4 * (((k / 32) + 7) & ~int64_t(7)) : 0;
+}
+
+int64_t avx2_task_scratch_bytes(GgmlType t, int64_t k, int64_t cols) {
+  switch (t) {
+    case GgmlType::Q8_0: {
+      const int64_t nb = k / 32, nbp = (nb + 7) & ~int64_t(7);
+      return round_up64(cols * nb * 64) + round_up64(cols * nbp * 4) + round_up64(12 * nbp * 4);
+    }
+    default: return 0;
+  }
+}
 
 }  // namespace pc::kern
 
@@ -436,6 +630,9 @@ QuantizeRowFn avx2_quantize_row_fn() { return quantize_row_avx2; }
 namespace pc::kern {
 TaskKernel avx2_kernel(GgmlType) { return nullptr; }
 QuantizeRowFn avx2_quantize_row_fn() { return nullptr; }
+int64_t avx2_task_scratch_bytes(GgmlType, int64_t, int64_t) { return 0; }
+int64_t avx2_task_col_bytes(GgmlType, int64_t, int64_t) { return 0; }
+bool avx2_wants_x16(GgmlType, int64_t) { return false; }
 }  // namespace pc::kern
 
 #endif

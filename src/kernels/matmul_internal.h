@@ -23,17 +23,25 @@ struct ActLayout {
   int64_t qk = 0;        // values per scale: 32 or 256; 0 = float activations
   int64_t d_off = 0;     // byte offset of the float scales in a row
   int64_t bsum_off = 0;  // byte offset of the int16 sums of 16 (qk == 256)
+  int64_t x16_off = 0;   // byte offset of the int16 A|B copy of qs (AVX2 q32 panel kernel); 0 = none
   int64_t stride = 0;    // bytes per row
 };
 
 inline int64_t round_up64(int64_t v) { return (v + 63) & ~int64_t(63); }
 
-inline ActLayout act_layout(int64_t k, int64_t qk) {
+// with_x16: also an int16 copy of the quants, per 32-value block its values
+// (4l, 4l+1) for l = 0..7, then (4l+2, 4l+3) (what the AVX2 q32 panel kernel
+// multiplies with vpmaddwd). Only the AVX2 quantizer writes it.
+inline ActLayout act_layout(int64_t k, int64_t qk, bool with_x16 = false) {
   ActLayout l;
   l.qk = qk;
   l.d_off = round_up64(k);
   l.bsum_off = l.d_off + round_up64(4 * (k / qk));
   l.stride = l.bsum_off + (qk == 256 ? round_up64(2 * (k / 16)) : 0);
+  if (with_x16) {
+    l.x16_off = l.stride;
+    l.stride += round_up64(2 * k);
+  }
   return l;
 }
 
@@ -54,10 +62,16 @@ struct MatmulArgs {
   const int16_t* xbs(int64_t r) const {
     return reinterpret_cast<const int16_t*>(act + r * al.stride + al.bsum_off);
   }
+  const int16_t* x16(int64_t r) const {
+    return reinterpret_cast<const int16_t*>(act + r * al.stride + al.x16_off);
+  }
 };
 
-// Computes y[r][c] for r in [r0, r1), c in [c0, c1).
-using TaskKernel = void (*)(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1);
+// Computes y[r][c] for r in [r0, r1), c in [c0, c1). `scratch` is private to
+// the executing thread, 64-byte aligned, at least task_scratch_bytes() long for
+// the task's column count (kernels that need none ignore it).
+using TaskKernel = void (*)(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                            uint8_t* scratch);
 // Quantizes one row of k floats into the layout above (out points at the row).
 using QuantizeRowFn = void (*)(const float* x, int64_t k, const ActLayout& l, uint8_t* out);
 
@@ -67,7 +81,16 @@ void scalar_quantize_row(const float* x, int64_t k, const ActLayout& l, uint8_t*
 
 // AVX2 + FMA + F16C kernels; nullptr where not compiled (non-x86 builds).
 TaskKernel avx2_kernel(GgmlType t);
+// Whether the AVX2 kernel for t wants the int16 activation copy (x16) for a
+// batch of m rows.
+bool avx2_wants_x16(GgmlType t, int64_t m);
 QuantizeRowFn avx2_quantize_row_fn();
+// Per-thread scratch bytes an AVX2 task of up to `cols` weight rows needs
+// (weight panels repacked per task, scale products); 0 if none.
+int64_t avx2_task_scratch_bytes(GgmlType t, int64_t k, int64_t cols);
+// Bytes of weights per column a task of an m-row batch works on (repacked
+// panel, or 0 = the stored row), for sizing column blocks to the cache.
+int64_t avx2_task_col_bytes(GgmlType t, int64_t k, int64_t m);
 
 // Activation block size for a weight type: 32, 256, or 0 for float weights.
 inline int64_t act_block(GgmlType t) {

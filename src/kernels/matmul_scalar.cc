@@ -136,31 +136,31 @@ void task_float(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t
       a.y[r * a.ldy + c] = dot_float(a.w + c * a.row_bytes, a.x + r * a.k, a.k, load);
 }
 
-void task_f32(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+void task_f32(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t*) {
   task_float(a, r0, r1, c0, c1, load_f32);
 }
-void task_f16(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+void task_f16(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t*) {
   task_float(a, r0, r1, c0, c1, load_f16);
 }
-void task_bf16(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+void task_bf16(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t*) {
   task_float(a, r0, r1, c0, c1, load_bf16);
 }
-void task_q8_0(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+void task_q8_0(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t*) {
   for (int64_t c = c0; c < c1; ++c)
     for (int64_t r = r0; r < r1; ++r)
       a.y[r * a.ldy + c] = dot_q8_0(a.w + c * a.row_bytes, a.xq(r), a.xd(r), a.k);
 }
-void task_q4_0(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+void task_q4_0(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t*) {
   for (int64_t c = c0; c < c1; ++c)
     for (int64_t r = r0; r < r1; ++r)
       a.y[r * a.ldy + c] = dot_q4_0(a.w + c * a.row_bytes, a.xq(r), a.xd(r), a.k);
 }
-void task_q4_k(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+void task_q4_k(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t*) {
   for (int64_t c = c0; c < c1; ++c)
     for (int64_t r = r0; r < r1; ++r)
       a.y[r * a.ldy + c] = dot_q4_k(a.w + c * a.row_bytes, a.xq(r), a.xd(r), a.xbs(r), a.k);
 }
-void task_q6_k(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+void task_q6_k(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t*) {
   for (int64_t c = c0; c < c1; ++c)
     for (int64_t r = r0; r < r1; ++r)
       a.y[r * a.ldy + c] = dot_q6_k(a.w + c * a.row_bytes, a.xq(r), a.xd(r), a.k);

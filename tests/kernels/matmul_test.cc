@@ -16,12 +16,19 @@
 //    one scale per 256 values, and the test data has 8x outliers every 97
 //    values, so the int8 step is coarse; measured ~1.8-2.1%).
 //  * Batch invariance: bitwise (memcmp).
+//  * AVX2 path against the frozen pre-#7 AVX2 kernels (matmul_avx2_ref.cc):
+//    bitwise (memcmp), over many shapes and thread counts. (Scalar and AVX2
+//    differ legitimately: different float reduction orders; ScalarVsSimd uses
+//    a tolerance.)
 #include "cpu_levels.h"
 #include "kernels/matmul.h"
+#include "matmul_avx2_ref.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -242,6 +249,47 @@ TEST(Matmul, ScalarVsSimd) {
   }
 }
 
+// The AVX2 kernels must give bitwise the results of the frozen pre-#7 AVX2
+// kernels: the reference texts of the shipped models depend on every bit.
+// Shapes cover every tile shape and tail (m, n not multiples of the tiles),
+// decode (m = 1) and prompt batches, several thread counts (task grids).
+TEST(Matmul, Avx2MatchesFrozenReferenceBitwise) {
+  if (detect_cpu_level() < CpuLevel::Avx2) GTEST_SKIP() << "no AVX2 on this machine";
+  LevelGuard guard;
+  set_cpu_level(CpuLevel::Avx2);
+  ThreadPool pools[4] = {ThreadPool(1), ThreadPool(2), ThreadPool(3), ThreadPool(4)};
+  const int64_t ms[] = {1, 2, 3, 5, 8, 17, 64, 100};
+  const int64_t ns[] = {1, 3, 8, 13, 37, 64, 129, 300};
+  uint32_t seed = 1;
+  for (GgmlType t : kTypes) {
+    const int64_t be = ggml_block_elems(t);
+    std::vector<int64_t> ks;
+    if (be == 256) ks = {256, 512, 1536};
+    else if (be == 32) ks = {32, 64, 96, 576, 1536};
+    else ks = {1, 7, 8, 13, 64, 200, 576};
+    for (int64_t k : ks) {
+      for (int64_t n : ns) {
+        const Weights w = make_weights(t, n, k, ++seed);
+        for (int64_t m : ms) {
+          const std::vector<float> x = random_x(m, k, ++seed);
+          std::vector<float> ref(m * n, -1.f);
+          ASSERT_TRUE(test::ref::matmul_avx2_ref(w.view(), x.data(), m, ref.data()));
+          for (auto& pool : pools) {
+            if (pool.size() > 2 && (m * n) % 3) continue;  // keep the test quick
+            std::vector<float> y(m * n, -2.f);
+            matmul(w.view(), x.data(), m, y.data(), pool);
+            for (int64_t r = 0; r < m; ++r)
+              for (int64_t c = 0; c < n; ++c)
+                ASSERT_EQ(std::memcmp(&y[r * n + c], &ref[r * n + c], sizeof(float)), 0)
+                    << label(t, CpuLevel::Avx2, k) << " m=" << m << " n=" << n << " threads=" << pool.size()
+                    << " y[" << r << "][" << c << "] = " << y[r * n + c] << " ref " << ref[r * n + c];
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(Matmul, UnsupportedTypeThrows) {
   ThreadPool pool(1);
   std::vector<uint8_t> data(1024);
@@ -289,6 +337,83 @@ TEST(Matmul, Timing) {
                   cpu_level_name(cpu_level()).c_str(), s * 1e3, 2.0 * m * k * n / s * 1e-9,
                   double(w.data.size()) / s * 1e-9);
     }
+  }
+}
+
+// Decode speed report (not pass/fail): one activation row against weights
+// streamed from DRAM (5 matrices of 12000×1536, 98 MB in Q8_0, cycled so that
+// the caches cannot hold them), current AVX2 path vs the frozen pre-#7 one,
+// interleaved, one thread each. Reports the weight bytes read per second.
+TEST(Matmul, DecodeStreamVsFrozenReference) {
+  if (detect_cpu_level() < CpuLevel::Avx2) GTEST_SKIP() << "no AVX2 on this machine";
+  LevelGuard guard;
+  set_cpu_level(CpuLevel::Avx2);
+  ThreadPool pool1(1);
+  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_K}) {
+    const int64_t k = 1536, n = 12000;
+    std::vector<Weights> ws;
+    for (int i = 0; i < 5; ++i) ws.push_back(make_weights(t, n, k, 100 + i));
+    const std::vector<float> x = random_x(1, k, 5);
+    std::vector<float> y(n), yr(n);
+    double tn = 1e30, to = 1e30;
+    for (int rep = 0; rep < 5; ++rep) {
+      auto t0 = std::chrono::steady_clock::now();
+      for (const Weights& w : ws) matmul(w.view(), x.data(), 1, y.data(), pool1);
+      auto t1 = std::chrono::steady_clock::now();
+      for (const Weights& w : ws) test::ref::matmul_avx2_ref(w.view(), x.data(), 1, yr.data());
+      auto t2 = std::chrono::steady_clock::now();
+      tn = std::min(tn, std::chrono::duration<double>(t1 - t0).count());
+      to = std::min(to, std::chrono::duration<double>(t2 - t1).count());
+    }
+    const double bytes = double(ws.size()) * ws[0].data.size();
+    std::printf("%s decode stream (1 thread, %.0f MB): new %.1f ms (%.1f GB/s)  old %.1f ms (%.1f GB/s)\n",
+                ggml_type_name(t).c_str(), bytes * 1e-6, tn * 1e3, bytes / tn * 1e-9, to * 1e3, bytes / to * 1e-9);
+  }
+}
+
+// Speed report (not a pass/fail criterion): the current AVX2 matmul against
+// the frozen pre-#7 kernels (matmul_avx2_ref.cc), one thread, calls
+// interleaved so that both see the same machine load; per-call thread CPU
+// time, the minimum and the median over the calls. smollm-135m shapes.
+TEST(Matmul, SpeedVsFrozenReference) {
+  if (detect_cpu_level() < CpuLevel::Avx2) GTEST_SKIP() << "no AVX2 on this machine";
+  LevelGuard guard;
+  set_cpu_level(CpuLevel::Avx2);
+  ThreadPool pool(1);
+  auto cpu_now = [] {
+    timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+  };
+  struct Shape { GgmlType t; int64_t m, k, n; int calls; };
+  const Shape shapes[] = {
+      {GgmlType::Q8_0, 512, 576, 1536, 12}, {GgmlType::Q8_0, 512, 1536, 576, 12}, {GgmlType::Q8_0, 1, 576, 1536, 400},
+      {GgmlType::Q4_0, 512, 576, 1536, 12}, {GgmlType::Q4_0, 1, 576, 1536, 400},
+      {GgmlType::F16, 512, 576, 1536, 12}, {GgmlType::F16, 1, 576, 1536, 400},
+      {GgmlType::Q4_K, 512, 1536, 576, 12}, {GgmlType::Q4_K, 1, 1536, 576, 400},
+      {GgmlType::Q6_K, 512, 1536, 576, 8},
+  };
+  for (const Shape& sh : shapes) {
+    const Weights w = make_weights(sh.t, sh.n, sh.k, 11);
+    const std::vector<float> x = random_x(sh.m, sh.k, 12);
+    std::vector<float> y(sh.m * sh.n), yr(sh.m * sh.n);
+    std::vector<double> tn, to;
+    for (int i = 0; i < sh.calls; ++i) {
+      double t0 = cpu_now();
+      matmul(w.view(), x.data(), sh.m, y.data(), pool);
+      double t1 = cpu_now();
+      test::ref::matmul_avx2_ref(w.view(), x.data(), sh.m, yr.data());
+      double t2 = cpu_now();
+      tn.push_back(t1 - t0);
+      to.push_back(t2 - t1);
+    }
+    std::sort(tn.begin(), tn.end());
+    std::sort(to.begin(), to.end());
+    EXPECT_EQ(std::memcmp(y.data(), yr.data(), y.size() * sizeof(float)), 0) << ggml_type_name(sh.t);
+    std::printf("%-5s m=%-4lld k=%-5lld n=%-5lld  new %9.1f us (median %9.1f)  old %9.1f us (median %9.1f)  speed-up %.2fx (median %.2fx)\n",
+                ggml_type_name(sh.t).c_str(), (long long)sh.m, (long long)sh.k, (long long)sh.n, tn[0] * 1e6,
+                tn[tn.size() / 2] * 1e6, to[0] * 1e6, to[to.size() / 2] * 1e6, to[0] / tn[0],
+                to[to.size() / 2] / tn[tn.size() / 2]);
   }
 }
 
