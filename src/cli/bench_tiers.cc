@@ -165,6 +165,7 @@ int run_tiers(const TiersArgs& a) {
   }
   if (a.redis_url.empty()) std::printf("(no --redis URL: Redis rows skipped)\n");
   fs::remove_all(disk_dir);
+  if (a.dir.empty()) fs::remove_all(scratch);  // ours: the generated model goes too
   if (!a.json_out.empty()) std::ofstream(a.json_out) << out.dump(2) << "\n";
   return 0;
 }

@@ -3,6 +3,8 @@
 
 #include <array>
 #include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <sys/wait.h>
 
 #include "test_util.h"
@@ -137,6 +139,23 @@ TEST(Cli, ErrorsAreMessagesNotCrashes) {
   CmdResult h = run("generate --help");
   EXPECT_EQ(h.status, 0);
   EXPECT_NE(h.out.find("--kv-memory"), std::string::npos);
+}
+
+// `bench tiers` end to end on a tiny generated model: every TTFT row is there and the
+// disk row reused the module (restored from the tier, not encoded).
+TEST(Cli, BenchTiersRunsEveryRow) {
+  const std::string dir = test::temp_dir();
+  CmdResult r = run("bench tiers --shape tiny --length 64 --no-throughput --dir " + dir + " --json " + dir +
+                    "/t.json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("full recomputation"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("module in memory"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(no --redis URL: Redis rows skipped)"), std::string::npos) << r.out;
+  std::ifstream in(dir + "/t.json");
+  const nlohmann::json j = nlohmann::json::parse(in);
+  ASSERT_EQ(j["ttft"].size(), 3u);
+  EXPECT_EQ(j["ttft"][2]["where"], "module on disk");
+  EXPECT_GE(j["ttft"][2]["tokens_reused"].get<int>(), 64);
 }
 
 }  // namespace
