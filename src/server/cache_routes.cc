@@ -84,8 +84,11 @@ void stats(Server::State& st, const httplib::Request& req, httplib::Response& re
   });
   st.scheduler->call([&](Engine& e) {
     if (const KvTiers* t = e.tiers()) out["tiers"] = tiers_json(*t);
+    // Read between the same two steps as the memory figures above, so that a
+    // finished sequence is never counted running while its pages show freed, or
+    // the other way round.
+    out["sequences"] = {{"running", st.scheduler->running()}, {"queued", st.scheduler->queued()}};
   });
-  out["sequences"] = {{"running", st.scheduler->running()}, {"queued", st.scheduler->queued()}};
   out["conversation_memory"] = {{"replies", st.memory.size()}, {"tokens", st.memory.tokens()}};
   send_json(res, 200, out);
 }

@@ -199,6 +199,7 @@ void Scheduler::loop() {
     if (stop_) break;
     sweep_expired();
     admit(lk);
+    n_running_ = running_.size();  // collect_finished may have ended some
     metrics_.set_queue(queue_.size(), running_.size());
     if (running_.empty()) {
       cv_.wait_for(lk, kSweep, [&] { return stop_ || !queue_.empty() || !tasks_.empty() || cancel_pending_; });
