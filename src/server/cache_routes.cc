@@ -81,8 +81,6 @@ void stats(Server::State& st, const httplib::Request& req, httplib::Response& re
                      {"cached_tokens", s.cached_tokens}, {"computed_tokens", s.computed_tokens},
                      {"generated_tokens", s.generated_tokens},
                      {"hit_rate", s.prompt_tokens ? double(s.cached_tokens) / s.prompt_tokens : 0.0}};
-  });
-  st.scheduler->call([&](Engine& e) {
     if (const KvTiers* t = e.tiers()) out["tiers"] = tiers_json(*t);
     // Read between the same two steps as the memory figures above, so that a
     // finished sequence is never counted running while its pages show freed, or
