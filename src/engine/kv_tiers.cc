@@ -232,10 +232,7 @@ bool KvTiers::load_module(const KvNamespace& ns, uint64_t digest, std::span<cons
   std::vector<PageTable> tables;
   for (size_t i = 0; i < found.size(); ++i) {
     PageTable t(pool_);
-    if (!t.prepare_append(found[i].info.n_tokens())) return false;  // out of KV memory
-    std::vector<int32_t> pages;
-    for (const PageEntry& p : t.entries()) pages.push_back(p.page);
-    if (restore_entry(found[i], *pool_.storage(), pages) != EntryError::kOk) return false;
+    if (!restore_pages(pool_, found[i], t)) return false;  // out of KV memory
     ModuleSegment seg{segments[i].first, segments[i].second, {}};
     seg.entries.assign(t.entries().begin(), t.entries().end());
     e.segments.push_back(std::move(seg));

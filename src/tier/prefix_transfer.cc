@@ -4,19 +4,27 @@
 
 namespace pc {
 
-int32_t restore_prefix(PagePool& pool, RadixIndex& index, const KvNamespace& ns, const Entry& entry) {
+bool restore_pages(PagePool& pool, const Entry& entry, PageTable& table) {
   KvStorage* kv = pool.storage();
   const KvShape& s = pool.shape();
   const KvShape& e = entry.info.shape;
   if (!kv || s.n_layer != e.n_layer || s.n_kv_head != e.n_kv_head || s.head_dim != e.head_dim ||
       s.page_size != e.page_size)
-    return -1;
-  PageTable table(pool);
-  if (!table.prepare_append(entry.info.n_tokens())) return -1;
+    return false;
+  if (!table.prepare_append(entry.info.n_tokens())) return false;
   std::vector<int32_t> pages;
   pages.reserve(table.entries().size());
   for (const PageEntry& p : table.entries()) pages.push_back(p.page);
-  if (restore_entry(entry, *kv, pages) != EntryError::kOk) return -1;
+  if (restore_entry(entry, *kv, pages) != EntryError::kOk) {
+    table.release();
+    return false;
+  }
+  return true;
+}
+
+int32_t restore_prefix(PagePool& pool, RadixIndex& index, const KvNamespace& ns, const Entry& entry) {
+  PageTable table(pool);
+  if (!restore_pages(pool, entry, table)) return -1;
   const int32_t added = index.insert(ns, entry.info.tokens, table);
   table.release();  // the index keeps its cache references
   return added;

@@ -32,6 +32,11 @@ namespace pc {
 // cannot be allocated (nothing changes then).
 int32_t restore_prefix(PagePool& pool, RadixIndex& index, const KvNamespace& ns, const Entry& entry);
 
+// Copies the entry's KV into fresh pages of an empty `table` (token t in slot t).
+// False when the pool has no storage, the shape differs or pages cannot be allocated;
+// the table is then left empty.
+bool restore_pages(PagePool& pool, const Entry& entry, PageTable& table);
+
 struct PrefixSnapshot {
   std::vector<int32_t> tokens;  // the prefix covered: tokens [0, n)
   std::vector<int32_t> pages;   // aligned pages of those tokens
