@@ -130,8 +130,8 @@ void matmul(const WeightView& w, const float* x, int64_t m, float* y, ThreadPool
   int64_t cb = (96 * 1024) / (col_bytes > 0 ? col_bytes : w.row_bytes > 0 ? w.row_bytes : 1);
   const int64_t want_tasks = int64_t(threads) * 8;
   if (threads > 1 && n_rb * ceil_div(n, cb) < want_tasks) cb = ceil_div(n, ceil_div(want_tasks, n_rb));
-  cb = (cb + 3) & ~int64_t(3);
-  if (cb < 4) cb = 4;
+  cb = (cb + 7) & ~int64_t(7);  // whole 4-column decode tiles and 8-column groups
+  if (cb < 8) cb = 8;
   if (cb > n) cb = n;
   const int64_t n_cb = ceil_div(n, cb);
 

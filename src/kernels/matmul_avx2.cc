@@ -14,8 +14,7 @@
 // each activation block for C weight rows. Full-height tiles, chosen so that
 // accumulators and operands fit the 16 ymm registers without spilling:
 //   F32/F16/BF16  4×3   (12 accumulators, 3 weight vectors, 1 activation)
-//   Q8_0, Q4_0    4×2   (tile_q32; Q8_0 prompt batches use the int16 panel
-//                        kernel instead, 3×2, see below)
+//   Q8_0, Q4_0    own kernels (block sums, 8 columns a vector), see below
 //   Q4_K, Q6_K    4×1   (plus R int32 block sums; 3×2, 2×3 for row tails)
 // Decode (one row) uses 1×4 tiles, reading the weights straight from the file
 // (memory-bound: on the development machine the Q8_0 path streams at the
@@ -28,7 +27,8 @@
 // scaled and FMA'd into that element's accumulator; finally the fixed
 // horizontal sum hsum8(). The loops over R and C only replicate that sequence
 // for more elements, they never mix elements. So y[r][c] is bitwise the same
-// whether it is computed in a 4×4 tile, a 1×1 tail, on any thread.
+// whether it is computed in a 4×4 tile, a 1×1 tail, on any thread. (Q8_0 and
+// Q4_0 instead follow the scalar kernel's order exactly, see their section.)
 #include <cstdint>
 #include <cstring>
 
@@ -131,62 +131,6 @@ void tile_float(const MatmulArgs& a, int64_t r, int64_t c) {
       for (int64_t kk = k8; kk < k; ++kk) s = s + x[i][kk] * L::load1(w[j], kk);
       a.y[(r + i) * a.ldy + c + j] = s;
     }
-}
-
-// ---- Q8_0 / Q4_0 weights, Q8 activations (32 per block) -----------------
-// Per block: signed×signed int8 products via the sign trick
-//   maddubs(|w|, sign(x, w)) = pairwise sums of w*x as int16 (|.| <= 2*127*127),
-//   madd(·, 1) -> 8 int32 lanes, cvt -> float,
-//   acc = fma(d_x * d_w, that, acc).
-
-inline __m256i unpack_q4_0(const BlockQ4_0& b) {
-  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
-  const __m256i v = _mm256_set_m128i(_mm_srli_epi16(q, 4), q);  // high nibbles -> 16..31
-  return _mm256_sub_epi8(_mm256_and_si256(v, _mm256_set1_epi8(0x0F)), _mm256_set1_epi8(8));
-}
-
-template <bool kQ4, int R, int C>
-void tile_q32(const MatmulArgs& a, int64_t r, int64_t c) {
-  const int64_t nb = a.k / 32;
-  const uint8_t* w[C];
-  const int8_t* xq[R];
-  const float* xd[R];
-  PC_UNROLL for (int j = 0; j < C; ++j) w[j] = a.w + (c + j) * a.row_bytes;
-  PC_UNROLL for (int i = 0; i < R; ++i) {
-    xq[i] = a.xq(r + i);
-    xd[i] = a.xd(r + i);
-  }
-  const __m256i ones = _mm256_set1_epi16(1);
-  __m256 acc[R][C];
-  PC_UNROLL for (int i = 0; i < R; ++i)
-    PC_UNROLL for (int j = 0; j < C; ++j) acc[i][j] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    __m256i wv[C], wa[C];
-    __m256 dw[C];
-    PC_UNROLL for (int j = 0; j < C; ++j) {
-      if constexpr (kQ4) {
-        const BlockQ4_0& blk = reinterpret_cast<const BlockQ4_0*>(w[j])[b];
-        wv[j] = unpack_q4_0(blk);
-        dw[j] = _mm256_set1_ps(h2f(blk.d));
-      } else {
-        const BlockQ8_0& blk = reinterpret_cast<const BlockQ8_0*>(w[j])[b];
-        wv[j] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs));
-        dw[j] = _mm256_set1_ps(h2f(blk.d));
-      }
-      wa[j] = _mm256_abs_epi8(wv[j]);
-    }
-    PC_UNROLL for (int i = 0; i < R; ++i) {
-      const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[i] + 32 * b));
-      const __m256 dx = _mm256_broadcast_ss(xd[i] + b);
-      PC_UNROLL for (int j = 0; j < C; ++j) {
-        const __m256i p = _mm256_maddubs_epi16(wa[j], _mm256_sign_epi8(xv, wv[j]));
-        const __m256 f = _mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones));
-        acc[i][j] = _mm256_fmadd_ps(_mm256_mul_ps(dx, dw[j]), f, acc[i][j]);
-      }
-    }
-  }
-  PC_UNROLL for (int i = 0; i < R; ++i)
-    PC_UNROLL for (int j = 0; j < C; ++j) a.y[(r + i) * a.ldy + c + j] = hsum8(acc[i][j]);
 }
 
 // ---- Q4_K weights, Q8 activations (256 per block) ------------------------
@@ -354,8 +298,6 @@ struct Table {
 template <int R, int C> struct KF32 { static void run(const MatmulArgs& a, int64_t r, int64_t c) { tile_float<LoadF32, R, C>(a, r, c); } };
 template <int R, int C> struct KF16 { static void run(const MatmulArgs& a, int64_t r, int64_t c) { tile_float<LoadF16, R, C>(a, r, c); } };
 template <int R, int C> struct KBF16 { static void run(const MatmulArgs& a, int64_t r, int64_t c) { tile_float<LoadBF16, R, C>(a, r, c); } };
-template <int R, int C> struct KQ8_0 { static void run(const MatmulArgs& a, int64_t r, int64_t c) { tile_q32<false, R, C>(a, r, c); } };
-template <int R, int C> struct KQ4_0 { static void run(const MatmulArgs& a, int64_t r, int64_t c) { tile_q32<true, R, C>(a, r, c); } };
 template <int R, int C> struct KQ4_K { static void run(const MatmulArgs& a, int64_t r, int64_t c) { tile_q4_k<R, C>(a, r, c); } };
 template <int R, int C> struct KQ6_K { static void run(const MatmulArgs& a, int64_t r, int64_t c) { tile_q6_k<R, C>(a, r, c); } };
 
@@ -380,149 +322,247 @@ void run_task(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c
   }
 }
 
-// ---- Q8_0 prompt batches: int16 weight panel per task -------------------
-// For y[r][c] the old kernel (tile_q32, still used for tasks of < kPanelRows
-// rows) computes per block b the 8 int32 lanes
-//   isum[l] = sum_{e=0..3} w[4l+e] * x[4l+e]                (exact integers)
-// with sign/maddubs/madd, then acc = fma(d_x*d_w, float(isum), acc), then
-// hsum8(acc). Prompt batches get the same integers another way, with fewer
-// instructions per element and block (no sign, no maddubs):
-//   both operands sign-extended to int16 and split into halves
-//     A = values (4l, 4l+1)_l,  B = values (4l+2, 4l+3)_l      (l = 0..7)
-//   isum = madd(wA, xA) + madd(wB, xB)                       (same integers)
-// and the float part is unchanged: acc = fma(s, float(isum), acc) with the
-// scale product s = d_x*d_w precomputed for 8 blocks per vmulps (same IEEE
-// product), then hsum8. So y is bitwise the old y.
+// ---- Q8_0 / Q4_0 weights, Q8 activations (32 per block) -----------------
+// Every element is computed as the scalar kernel computes it (bitwise equal):
+//   isum_b = exact int32 dot product of block b (any order: integers),
+//   sum = sum + (d_w[b] * d_x[b]) * float(isum_b)   for b = 0, 1, ... in order,
+// with separately rounded multiplies and add (no FMA), starting from +0.
+// The two kernels below only differ in how they get the integers, and both
+// evaluate the float part in 8 output columns at once (a vector lane per
+// column, so lanes never mix).
 //
-// A task of >= kPanelRows rows first repacks its weight rows into the
-// thread's scratch (read once, reused by every row of the task):
-//   q  int16 [cols][nb][A 16 | B 16]   the weight values
-//   d  float [cols][nbp]               F16 block scales as float (exact),
-//                                      nbp = nb rounded up to 8, padded with 0
-//   s  float [kPR*kPC][nbp]            scale products of the current micro-tile
-// The activations carry the same int16 A|B form (ActLayout::x16_off).
+// Rows of x one at a time (decode, tasks of < kPanelRows rows): weights read
+// straight from the file, 8 columns at a time; per column and block the sign
+// trick gives 8 int32 partial sums
+//   madd(maddubs(|w|, sign(x, w)), 1)
+// and reduce8() folds the 8 columns' vectors into one vector of 8 block sums.
+//
+// Prompt batches (kPanelRows rows or more): the task first repacks its weight
+// columns into the thread's scratch, 8 columns per group, as int16 pairs:
+//   q  int16 [group][block][pair p = 0..15][column 0..7][2]   w[32b+2p], w[32b+2p+1]
+//   d  float [group][block][column 0..7]                      F16 scale as float
+// (columns past the end of the task are zero). The activations carry an int16
+// copy of their quants (ActLayout::x16_off), so one vpbroadcastd of the pair
+// (x[32b+2p], x[32b+2p+1]) times one panel vector with vpmaddwd gives the
+// pair's products for 8 columns: per row, group and block 16 madd + 16 add
+// give the 8 block sums directly, and the float part (cvt, 2 mul, add) runs
+// once per 256 multiply-adds instead of per 32.
 
-constexpr int64_t kPanelRows = 4;  // tasks with fewer rows use tile_q32 directly
-constexpr int kPR = 4, kPC = 3;    // largest panel micro-tile
+inline __m256i unpack_q4_0(const BlockQ4_0& b) {
+  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
+  const __m256i v = _mm256_set_m128i(_mm_srli_epi16(q, 4), q);  // high nibbles -> 16..31
+  return _mm256_sub_epi8(_mm256_and_si256(v, _mm256_set1_epi8(0x0F)), _mm256_set1_epi8(8));
+}
+
+// The 32 int8 weights and the F16 scale of block b of a row.
+template <bool kQ4>
+inline __m256i q32_block(const uint8_t* row, int64_t b, uint16_t* d) {
+  if constexpr (kQ4) {
+    const BlockQ4_0& blk = reinterpret_cast<const BlockQ4_0*>(row)[b];
+    *d = blk.d;
+    return unpack_q4_0(blk);
+  } else {
+    const BlockQ8_0& blk = reinterpret_cast<const BlockQ8_0*>(row)[b];
+    *d = blk.d;
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs));
+  }
+}
+
+// Lane j of the result = the sum of the 8 lanes of v[j] (exact int32).
+inline __m256i reduce8(const __m256i v[8]) {
+  const __m256i a = _mm256_hadd_epi32(v[0], v[1]);
+  const __m256i b = _mm256_hadd_epi32(v[2], v[3]);
+  const __m256i c = _mm256_hadd_epi32(v[4], v[5]);
+  const __m256i d = _mm256_hadd_epi32(v[6], v[7]);
+  const __m256i ab = _mm256_hadd_epi32(a, b);  // [v0..v3: sums of lanes 0-3 | of lanes 4-7]
+  const __m256i cd = _mm256_hadd_epi32(c, d);  // same for v4..v7
+  return _mm256_add_epi32(_mm256_permute2x128_si256(ab, cd, 0x20), _mm256_permute2x128_si256(ab, cd, 0x31));
+}
+
+// Stores the first n (1..8) lanes of v at y.
+inline void store_cols(float* y, __m256 v, int64_t n) {
+  if (n >= 8) {
+    _mm256_storeu_ps(y, v);
+    return;
+  }
+  alignas(32) float t[8];
+  _mm256_store_ps(t, v);
+  for (int64_t j = 0; j < n; ++j) y[j] = t[j];
+}
+
+template <bool kQ4>
+void q32_rows(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+  const int64_t nb = a.k / 32;
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (int64_t r = r0; r < r1; ++r) {
+    const int8_t* xq = a.xq(r);
+    const float* xd = a.xd(r);
+    for (int64_t c = c0; c < c1; c += 8) {
+      const uint8_t* w[8];
+      PC_UNROLL for (int j = 0; j < 8; ++j) w[j] = a.w + (c + j < c1 ? c + j : c1 - 1) * a.row_bytes;
+      __m256 acc = _mm256_setzero_ps();
+      for (int64_t b = 0; b < nb; ++b) {
+        const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 32 * b));
+        __m256i v[8];
+        alignas(16) uint16_t dh[8];
+        PC_UNROLL for (int j = 0; j < 8; ++j) {
+          const __m256i wv = q32_block<kQ4>(w[j], b, &dh[j]);
+          v[j] = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(wv), _mm256_sign_epi8(xv, wv)), ones);
+        }
+        const __m256 f = _mm256_cvtepi32_ps(reduce8(v));
+        const __m256 dw = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(dh)));
+        const __m256 s = _mm256_mul_ps(dw, _mm256_broadcast_ss(xd + b));
+        acc = _mm256_add_ps(acc, _mm256_mul_ps(s, f));
+      }
+      store_cols(a.y + r * a.ldy + c, acc, c1 - c);
+    }
+  }
+}
+
+constexpr int64_t kPanelRows = 4;  // tasks with fewer rows use q32_rows
+constexpr int kPR = 3, kPC = 2;    // largest panel micro-tile: 3 rows × 2 groups of 8 columns
 
 struct Q32Panel {
-  int64_t nb = 0, nbp = 0;
-  int16_t* q = nullptr;  // [cols][nb][32]
-  float* d = nullptr;    // [cols][nbp]
-  float* s = nullptr;    // [kPR*kPC][nbp]
+  int64_t nb = 0;
+  const int16_t* q = nullptr;  // [groups][nb][16][8][2]
+  const float* d = nullptr;    // [groups][nb][8]
 };
 
-Q32Panel q32_panel(int64_t k, int64_t cols, uint8_t* scratch) {
+int64_t q32_groups(int64_t cols) { return (cols + 7) / 8; }
+
+// 8×8 transpose of 32-bit elements: out[p] lane j = in[j] lane p.
+inline void transpose8(const __m256i in[8], __m256i out[8]) {
+  __m256i t[8], u[8];
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm256_unpacklo_epi32(in[2 * i], in[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_epi32(in[2 * i], in[2 * i + 1]);
+  }
+  for (int h = 0; h < 2; ++h) {  // rows 0-3, rows 4-7
+    const __m256i* th = t + 4 * h;
+    u[4 * h + 0] = _mm256_unpacklo_epi64(th[0], th[2]);
+    u[4 * h + 1] = _mm256_unpackhi_epi64(th[0], th[2]);
+    u[4 * h + 2] = _mm256_unpacklo_epi64(th[1], th[3]);
+    u[4 * h + 3] = _mm256_unpackhi_epi64(th[1], th[3]);
+  }
+  for (int p = 0; p < 4; ++p) {
+    out[p] = _mm256_permute2x128_si256(u[p], u[4 + p], 0x20);
+    out[p + 4] = _mm256_permute2x128_si256(u[p], u[4 + p], 0x31);
+  }
+}
+
+template <bool kQ4>
+Q32Panel q32_pack(const MatmulArgs& a, int64_t c0, int64_t c1, uint8_t* scratch) {
   Q32Panel p;
-  p.nb = k / 32;
-  p.nbp = (p.nb + 7) & ~int64_t(7);
-  p.q = reinterpret_cast<int16_t*>(scratch);
-  p.d = reinterpret_cast<float*>(scratch + round_up64(cols * p.nb * 64));
-  p.s = p.d + round_up64(cols * p.nbp * 4) / 4;
+  p.nb = a.k / 32;
+  const int64_t groups = q32_groups(c1 - c0);
+  auto* q = reinterpret_cast<int16_t*>(scratch);
+  auto* d = reinterpret_cast<float*>(scratch + round_up64(groups * p.nb * 512));
+  p.q = q;
+  p.d = d;
+  for (int64_t g = 0; g < groups; ++g) {
+    const uint8_t* w[8];
+    bool live[8];
+    for (int j = 0; j < 8; ++j) {
+      const int64_t c = c0 + 8 * g + j;
+      live[j] = c < c1;
+      w[j] = a.w + (live[j] ? c : c1 - 1) * a.row_bytes;
+    }
+    for (int64_t b = 0; b < p.nb; ++b) {
+      __m256i lo[8], hi[8], out[8];
+      for (int j = 0; j < 8; ++j) {
+        uint16_t dh;
+        __m256i wv = q32_block<kQ4>(w[j], b, &dh);
+        if (!live[j]) wv = _mm256_setzero_si256();
+        lo[j] = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(wv));       // pairs 0..7 as dwords
+        hi[j] = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(wv, 1));  // pairs 8..15
+        d[(g * p.nb + b) * 8 + j] = live[j] ? h2f(dh) : 0.f;
+      }
+      __m256i* dst = reinterpret_cast<__m256i*>(q + (g * p.nb + b) * 256);
+      transpose8(lo, out);
+      for (int k = 0; k < 8; ++k) _mm256_store_si256(dst + k, out[k]);
+      transpose8(hi, out);
+      for (int k = 0; k < 8; ++k) _mm256_store_si256(dst + 8 + k, out[k]);
+    }
+  }
   return p;
 }
 
-// 32 int8 values -> int16 halves A (values 4l, 4l+1) and B (4l+2, 4l+3), l = 0..7.
-inline void split_ab(__m256i v, int16_t* out) {
-  // Within each 128-bit lane: even 16-bit words first, then odd words.
-  const __m256i shuf = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15,
-                                        0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
-  const __m256i t = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(v, shuf), _MM_SHUFFLE(3, 1, 2, 0));
-  _mm256_store_si256(reinterpret_cast<__m256i*>(out), _mm256_cvtepi8_epi16(_mm256_castsi256_si128(t)));
-  _mm256_store_si256(reinterpret_cast<__m256i*>(out + 16), _mm256_cvtepi8_epi16(_mm256_extracti128_si256(t, 1)));
-}
-
-void q8_pack(const MatmulArgs& a, int64_t c0, int64_t c1, const Q32Panel& p) {
-  for (int64_t c = c0; c < c1; ++c) {
-    const auto* row = reinterpret_cast<const BlockQ8_0*>(a.w + c * a.row_bytes);
-    int16_t* q = p.q + (c - c0) * p.nb * 32;
-    float* d = p.d + (c - c0) * p.nbp;
-    for (int64_t b = 0; b < p.nb; ++b) {
-      split_ab(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row[b].qs)), q + 32 * b);
-      d[b] = h2f(row[b].d);
-    }
-    for (int64_t b = p.nb; b < p.nbp; ++b) d[b] = 0.f;
-  }
-}
-
-// y[r..r+R) × [c..c+C) from the panel; cl = c - (the task's first column).
+// y[r..r+R) × columns of groups [g, g+C) of the panel (task columns from c0).
 template <int R, int C>
-void q32_panel_tile(const MatmulArgs& a, const Q32Panel& p, int64_t r, int64_t cl, int64_t c) {
-  const int64_t nb = p.nb, nbp = p.nbp;
-  // Scale products. d_x rows are padded to a multiple of 16 floats (act_layout),
-  // so reading nbp of them stays inside the row; lanes >= nb are never used.
+void q32_panel_tile(const MatmulArgs& a, const Q32Panel& p, int64_t r, int64_t g, int64_t c0, int64_t c1) {
+  const int64_t nb = p.nb;
+  const int32_t* x[R];
   const float* dx[R];
-  PC_UNROLL for (int i = 0; i < R; ++i) dx[i] = a.xd(r + i);
-  const float* dw = p.d + cl * nbp;
-  float* const sp = p.s;
-  for (int64_t b = 0; b < nbp; b += 8) {
-    __m256 vx[R];
-    PC_UNROLL for (int i = 0; i < R; ++i) vx[i] = _mm256_loadu_ps(dx[i] + b);
-    PC_UNROLL for (int j = 0; j < C; ++j) {
-      const __m256 vw = _mm256_load_ps(dw + j * nbp + b);
-      PC_UNROLL for (int i = 0; i < R; ++i) _mm256_store_ps(sp + (i * C + j) * nbp + b, _mm256_mul_ps(vx[i], vw));
-    }
+  PC_UNROLL for (int i = 0; i < R; ++i) {
+    x[i] = reinterpret_cast<const int32_t*>(a.x16(r + i));
+    dx[i] = a.xd(r + i);
   }
-  const int16_t* wq[C];
-  const int16_t* xq[R];
-  PC_UNROLL for (int j = 0; j < C; ++j) wq[j] = p.q + (cl + j) * nb * 32;
-  PC_UNROLL for (int i = 0; i < R; ++i) xq[i] = a.x16(r + i);
+  const __m256i* wq[C];
+  const float* wd[C];
+  PC_UNROLL for (int j = 0; j < C; ++j) {
+    wq[j] = reinterpret_cast<const __m256i*>(p.q) + (g + j) * nb * 16;
+    wd[j] = p.d + (g + j) * nb * 8;
+  }
   __m256 acc[R][C];
   PC_UNROLL for (int i = 0; i < R; ++i)
     PC_UNROLL for (int j = 0; j < C; ++j) acc[i][j] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    __m256i wa[C], wb[C];
-    PC_UNROLL for (int j = 0; j < C; ++j) {
-      wa[j] = _mm256_load_si256(reinterpret_cast<const __m256i*>(wq[j] + 32 * b));
-      wb[j] = _mm256_load_si256(reinterpret_cast<const __m256i*>(wq[j] + 32 * b + 16));
+    __m256i is[R][C];
+    PC_UNROLL for (int i = 0; i < R; ++i)
+      PC_UNROLL for (int j = 0; j < C; ++j) is[i][j] = _mm256_setzero_si256();
+    PC_UNROLL for (int pp = 0; pp < 16; ++pp) {
+      __m256i wv[C];
+      PC_UNROLL for (int j = 0; j < C; ++j) wv[j] = _mm256_load_si256(wq[j] + 16 * b + pp);
+      PC_UNROLL for (int i = 0; i < R; ++i) {
+        const __m256i xv = _mm256_set1_epi32(x[i][16 * b + pp]);
+        PC_UNROLL for (int j = 0; j < C; ++j) is[i][j] = _mm256_add_epi32(is[i][j], _mm256_madd_epi16(xv, wv[j]));
+      }
+      // Keep the sums in registers, pair after pair: GCC would otherwise
+      // reassociate the integer adds into a tree and spill the products.
+      PC_UNROLL for (int i = 0; i < R; ++i)
+        PC_UNROLL for (int j = 0; j < C; ++j) __asm__("" : "+x"(is[i][j]));
     }
     PC_UNROLL for (int i = 0; i < R; ++i) {
-      const __m256i xa = _mm256_load_si256(reinterpret_cast<const __m256i*>(xq[i] + 32 * b));
-      const __m256i xb = _mm256_load_si256(reinterpret_cast<const __m256i*>(xq[i] + 32 * b + 16));
+      const __m256 dxv = _mm256_broadcast_ss(dx[i] + b);
       PC_UNROLL for (int j = 0; j < C; ++j) {
-        const __m256i isum = _mm256_add_epi32(_mm256_madd_epi16(xa, wa[j]), _mm256_madd_epi16(xb, wb[j]));
-        acc[i][j] = _mm256_fmadd_ps(_mm256_broadcast_ss(sp + (i * C + j) * nbp + b), _mm256_cvtepi32_ps(isum),
-                                    acc[i][j]);
+        const __m256 s = _mm256_mul_ps(_mm256_load_ps(wd[j] + 8 * b), dxv);
+        acc[i][j] = _mm256_add_ps(acc[i][j], _mm256_mul_ps(s, _mm256_cvtepi32_ps(is[i][j])));
       }
     }
   }
   PC_UNROLL for (int i = 0; i < R; ++i)
-    PC_UNROLL for (int j = 0; j < C; ++j) a.y[(r + i) * a.ldy + c + j] = hsum8(acc[i][j]);
+    PC_UNROLL for (int j = 0; j < C; ++j) {
+      const int64_t c = c0 + 8 * (g + j);
+      store_cols(a.y + (r + i) * a.ldy + c, acc[i][j], c1 - c);
+    }
 }
 
-using PanelTileFn = void (*)(const MatmulArgs&, const Q32Panel&, int64_t, int64_t, int64_t);
-template <int R, int C> struct KPanel { static void run(const MatmulArgs& a, const Q32Panel& p, int64_t r, int64_t cl, int64_t c) { q32_panel_tile<R, C>(a, p, r, cl, c); } };
-constexpr PanelTileFn kPanelFns[kPR][kPC] = {
-    {KPanel<1, 1>::run, KPanel<1, 2>::run, KPanel<1, 3>::run},
-    {KPanel<2, 1>::run, KPanel<2, 2>::run, KPanel<2, 3>::run},
-    {KPanel<3, 1>::run, KPanel<3, 2>::run, KPanel<3, 3>::run},
-    {KPanel<4, 1>::run, KPanel<4, 2>::run, KPanel<4, 3>::run},
-};
-
-void run_task_q8_0(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* scratch) {
+using PanelTileFn = void (*)(const MatmulArgs&, const Q32Panel&, int64_t, int64_t, int64_t, int64_t);
+template <int R, int C> struct KPanel { static void run(const MatmulArgs& a, const Q32Panel& p, int64_t r, int64_t g, int64_t c0, int64_t c1) { q32_panel_tile<R, C>(a, p, r, g, c0, c1); } };
+template <int R, int C> constexpr PanelTileFn panel_fn(int nr, int nc) {
+  if constexpr (R == 0) {
+    return nullptr;
+  } else if constexpr (C == 0) {
+    return panel_fn<R - 1, kPC>(nr, nc);
+  } else {
+    return (nr == R && nc == C) ? KPanel<R, C>::run : panel_fn<R, C - 1>(nr, nc);
+  }
+}
+template <bool kQ4>
+void run_task_q32(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* scratch) {
   if (r1 - r0 < kPanelRows || !a.al.x16_off) {
-    run_task<KQ8_0, 2>(a, r0, r1, c0, c1, scratch);
+    q32_rows<kQ4>(a, r0, r1, c0, c1);
     return;
   }
-  const Q32Panel p = q32_panel(a.k, c1 - c0, scratch);
-  q8_pack(a, c0, c1, p);
-  // Register budget (16 ymm): R×C accumulators, 2C weight halves, 2 activation
-  // halves, 2 temporaries.
-  static constexpr int kCols[kPR] = {3, 3, 2, 2};
-  // L1 blocking: the micro-tiles of a row tile sweep a slice of the panel
-  // small enough (~16 KiB) to stay in L1 across the task's row tiles.
-  int64_t slice = (16 * 1024) / (p.nb * 64);
-  slice = slice < 6 ? 6 : slice - slice % 6;
-  for (int64_t cs = c0; cs < c1; cs += slice) {
-    const int64_t ce = cs + slice < c1 ? cs + slice : c1;
+  const Q32Panel p = q32_pack<kQ4>(a, c0, c1, scratch);
+  const int64_t groups = q32_groups(c1 - c0);
+  // Groups outer: the C groups of a micro-tile (C × 8 columns × k int16) stay
+  // in L1 while every row tile of the task passes over them.
+  for (int64_t g = 0; g < groups; g += kPC) {
+    const int nc = static_cast<int>(groups - g < kPC ? groups - g : kPC);
     for (int64_t r = r0; r < r1;) {
       const int nr = static_cast<int>(r1 - r < kPR ? r1 - r : kPR);
-      const int want = kCols[nr - 1];
-      for (int64_t c = cs; c < ce;) {
-        const int nc = static_cast<int>(ce - c < want ? ce - c : want);
-        kPanelFns[nr - 1][nc - 1](a, p, r, c - c0, c);
-        c += nc;
-      }
+      panel_fn<kPR, kPC>(nr, nc)(a, p, r, g, c0, c1);
       r += nr;
     }
   }
@@ -558,10 +598,11 @@ void quantize_row_avx2(const float* x, int64_t k, const ActLayout& l, uint8_t* o
       const __m256i p16 = _mm256_packs_epi16(_mm256_packs_epi32(v[0], v[1]), _mm256_packs_epi32(v[2], v[3]));
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(qs + b * qk + i), _mm256_permutevar8x32_epi32(p16, perm));
     }
-    if (l.x16_off) {  // int16 A|B form of each 32-value block (q32 panel kernel)
+    if (l.x16_off) {  // int16 copy of the quants (q32 panel kernel)
       auto* x16 = reinterpret_cast<int16_t*>(out + l.x16_off);
-      for (int64_t i = 0; i < qk; i += 32)
-        split_ab(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + b * qk + i)), x16 + b * qk + i);
+      for (int64_t i = 0; i < qk; i += 16)
+        _mm256_store_si256(reinterpret_cast<__m256i*>(x16 + b * qk + i),
+                           _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs + b * qk + i))));
     }
     if (qk == 256) {
       for (int g = 0; g < 16; ++g) {
@@ -595,8 +636,8 @@ TaskKernel avx2_kernel(GgmlType t) {
     case GgmlType::F32: return run_task<KF32, 3>;
     case GgmlType::F16: return run_task<KF16, 3>;
     case GgmlType::BF16: return run_task<KBF16, 3>;
-    case GgmlType::Q8_0: return run_task_q8_0;
-    case GgmlType::Q4_0: return run_task<KQ4_0, 2>;
+    case GgmlType::Q8_0: return run_task_q32<false>;
+    case GgmlType::Q4_0: return run_task_q32<true>;
     case GgmlType::Q4_K: return run_task<KQ4_K, 1, 2, 3>;
     case GgmlType::Q6_K: return run_task<KQ6_K, 1, 2, 3>;
     default: return nullptr;
@@ -607,17 +648,20 @@ QuantizeRowFn avx2_quantize_row_fn() { return quantize_row_avx2; }
 
 // Plain code below (no AVX2 instructions before the dispatcher chose this
 // path), so the panel sizes are written out rather than calling q32_panel().
-bool avx2_wants_x16(GgmlType t, int64_t m) { return t == GgmlType::Q8_0 && m >= 4; }  // kPanelRows
+bool avx2_wants_x16(GgmlType t, int64_t m) {
+  return (t == GgmlType::Q8_0 || t == GgmlType::Q4_0) && m >= 4;  // kPanelRows
+}
 
 int64_t avx2_task_col_bytes(GgmlType t, int64_t k, int64_t m) {
-  return avx2_wants_x16(t, m) ? (k / 32) * 64 + 4 * (((k / 32) + 7) & ~int64_t(7)) : 0;
+  return avx2_wants_x16(t, m) ? 2 * k + 4 * (k / 32) : 0;
 }
 
 int64_t avx2_task_scratch_bytes(GgmlType t, int64_t k, int64_t cols) {
   switch (t) {
-    case GgmlType::Q8_0: {
-      const int64_t nb = k / 32, nbp = (nb + 7) & ~int64_t(7);
-      return round_up64(cols * nb * 64) + round_up64(cols * nbp * 4) + round_up64(12 * nbp * 4);
+    case GgmlType::Q8_0:
+    case GgmlType::Q4_0: {  // q32_pack(): groups of 8 columns
+      const int64_t groups = (cols + 7) / 8, nb = k / 32;
+      return round_up64(groups * nb * 512) + round_up64(groups * nb * 32);
     }
     default: return 0;
   }
