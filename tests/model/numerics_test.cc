@@ -139,23 +139,21 @@ std::vector<float> reference_logits(const std::string& path, const std::vector<i
       std::vector<float> att(H * hd, 0.f);
       for (int64_t hh = 0; hh < H; ++hh) {
         const int64_t g = hh / (H / KV);
-        // Online softmax with the query and the accumulator rounded to F16.
-        std::vector<float> acc(hd, 0.f);
+        // Softmax over the keys with the query rounded to F16 (as the KV is);
+        // float accumulation (the kernel's is block-wise online, same values
+        // up to rounding).
+        std::vector<float> acc(hd, 0.f), sc(t + 1);
         float M = -INFINITY, S = 0;
         for (int64_t j = 0; j <= t; ++j) {
           float d = 0;
           for (int64_t i = 0; i < hd; ++i) d += f16_round(Q[t][hh * hd + i]) * K[j][g * hd + i];
-          const float sc = d * float(1.0 / std::sqrt(double(hd)));
-          float ms = 1, vs = 1;
-          if (sc > M) {
-            ms = std::exp(M - sc);
-            M = sc;
-            for (float& a : acc) a = f16_round(a * ms);
-          } else {
-            vs = std::exp(sc - M);
-          }
-          for (int64_t i = 0; i < hd; ++i) acc[i] = f16_round(acc[i] + V[j][g * hd + i] * vs);
-          S = S * ms + vs;
+          sc[j] = d * float(1.0 / std::sqrt(double(hd)));
+          M = std::max(M, sc[j]);
+        }
+        for (int64_t j = 0; j <= t; ++j) {
+          const float e = std::exp(sc[j] - M);
+          S += e;
+          for (int64_t i = 0; i < hd; ++i) acc[i] += V[j][g * hd + i] * e;
         }
         for (int64_t i = 0; i < hd; ++i) att[hh * hd + i] = acc[i] / S;
       }
@@ -205,7 +203,7 @@ float relative_error(Engine& engine, const Model& model, const std::string& path
   return max_diff / max_ref;
 }
 
-// Both sides round to F16 (attention) and to int8 (activations). Where a value
+// Both sides round K, V and the query to F16 and activations to int8. Where a value
 // lands within an ulp of a rounding boundary, the two sides can round it
 // differently; an int8 step is 1/127 of its block's largest value, and the
 // next layer's quantization turns that into more such steps, so from then on
