@@ -16,6 +16,7 @@
 // not reentrant, so one pool must not run two matmuls at once.
 #include "kernels/matmul.h"
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -88,7 +89,9 @@ void matmul(const WeightView& w, const float* x, int64_t m, float* y, ThreadPool
     throw Error("matmul: row_bytes too small for " + ggml_type_name(w.type));
   if (m <= 0 || w.n == 0) return;
 
+  static std::atomic<uint64_t> calls{0};
   kern::MatmulArgs a;
+  a.call_id = ++calls;
   a.w = w.data;
   a.row_bytes = w.row_bytes;
   a.k = w.k;

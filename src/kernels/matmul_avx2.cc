@@ -450,15 +450,21 @@ inline void transpose8(const __m256i in[8], __m256i out[8]) {
   }
 }
 
+// Where the panel of `cols` columns lives in the scratch.
+Q32Panel q32_panel(int64_t k, int64_t cols, uint8_t* scratch) {
+  Q32Panel p;
+  p.nb = k / 32;
+  p.q = reinterpret_cast<const int16_t*>(scratch);
+  p.d = reinterpret_cast<const float*>(scratch + round_up64(q32_groups(cols) * p.nb * 512));
+  return p;
+}
+
 template <bool kQ4>
 Q32Panel q32_pack(const MatmulArgs& a, int64_t c0, int64_t c1, uint8_t* scratch) {
-  Q32Panel p;
-  p.nb = a.k / 32;
+  const Q32Panel p = q32_panel(a.k, c1 - c0, scratch);
   const int64_t groups = q32_groups(c1 - c0);
-  auto* q = reinterpret_cast<int16_t*>(scratch);
-  auto* d = reinterpret_cast<float*>(scratch + round_up64(groups * p.nb * 512));
-  p.q = q;
-  p.d = d;
+  auto* q = const_cast<int16_t*>(p.q);
+  auto* d = const_cast<float*>(p.d);
   for (int64_t g = 0; g < groups; ++g) {
     const uint8_t* w[8];
     bool live[8];
@@ -554,7 +560,21 @@ void run_task_q32(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64
     q32_rows<kQ4>(a, r0, r1, c0, c1);
     return;
   }
-  const Q32Panel p = q32_pack<kQ4>(a, c0, c1, scratch);
+  // The panel in this thread's scratch from its previous task, if that was
+  // the same call and columns (tasks of a column block run consecutively).
+  thread_local uint64_t packed_call = 0;
+  thread_local const uint8_t* packed_scratch = nullptr;
+  thread_local int64_t packed_c0 = -1, packed_c1 = -1;
+  Q32Panel p;
+  if (packed_call == a.call_id && packed_scratch == scratch && packed_c0 == c0 && packed_c1 == c1) {
+    p = q32_panel(a.k, c1 - c0, scratch);
+  } else {
+    p = q32_pack<kQ4>(a, c0, c1, scratch);
+    packed_call = a.call_id;
+    packed_scratch = scratch;
+    packed_c0 = c0;
+    packed_c1 = c1;
+  }
   const int64_t groups = q32_groups(c1 - c0);
   // Groups outer: the C groups of a micro-tile (C × 8 columns × k int16) stay
   // in L1 while every row tile of the task passes over them.

@@ -54,6 +54,10 @@ struct MatmulArgs {
   ActLayout al;
   float* y = nullptr;  // output, ldy floats apart
   int64_t ldy = 0;
+  // Unique per matmul() call (never 0): lets a thread keep weights it
+  // repacked for one task and reuse them for the next task of the same call
+  // with the same columns.
+  uint64_t call_id = 0;
 
   const int8_t* xq(int64_t r) const { return reinterpret_cast<const int8_t*>(act + r * al.stride); }
   const float* xd(int64_t r) const {
