@@ -90,7 +90,7 @@ inline __m256 exp8(__m256 x) {
 // running max m, sum S and accumulator (rescaled via `rescale` when the max
 // grows); leaves the block's exps in ex[0..nb).
 template <class Rescale>
-inline void block_softmax(__m256 sc, int nb, float& m, float& S, float* ex, Rescale rescale) {
+inline __m256 block_softmax(__m256 sc, int nb, float& m, float& S, float* ex, Rescale rescale) {
   const __m256 live = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(nb), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
   __m256 mx = _mm256_blendv_ps(_mm256_set1_ps(-std::numeric_limits<float>::infinity()), sc, live);
   mx = _mm256_max_ps(mx, _mm256_permute2f128_ps(mx, mx, 1));
@@ -103,7 +103,9 @@ inline void block_softmax(__m256 sc, int nb, float& m, float& S, float* ex, Resc
     rescale(c);
     m = bm;
   }
-  _mm256_storeu_ps(ex, exp8(_mm256_sub_ps(sc, _mm256_set1_ps(m))));
+  const __m256 e = exp8(_mm256_sub_ps(sc, _mm256_set1_ps(m)));
+  _mm256_storeu_ps(ex, e);
+  return e;
 }
 
 }  // namespace
@@ -240,12 +242,15 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
       float m = M[qi], ssum = S[qi];
       for (int t = 0; t < nkq; t += 8) {
         const int nb = nkq - t < 8 ? nkq - t : 8;
-        block_softmax(_mm256_loadu_ps(sc + t), nb, m, ssum, ex, [&](__m256 c) {
+        const __m256 e = block_softmax(_mm256_loadu_ps(sc + t), nb, m, ssum, ex, [&](__m256 c) {
           PC_UNROLL for (int v = 0; v < NV; ++v) ac[v] = _mm256_mul_ps(ac[v], c);
         });
-        for (int u = 0; u < nb; ++u) {
-          ssum = ssum + ex[u];
-          const __m256 pv = _mm256_set1_ps(ex[u]);
+        // The exps broadcast from the register (reloading them from the
+        // vector just stored stalls on store forwarding).
+        PC_UNROLL for (int u = 0; u < 8; ++u) {
+          if (u >= nb) break;
+          const __m256 pv = _mm256_permutevar8x32_ps(e, _mm256_set1_epi32(u));
+          ssum = ssum + _mm256_cvtss_f32(pv);
           PC_UNROLL for (int v = 0; v < NV; ++v)
             ac[v] = _mm256_fmadd_ps(_mm256_loadu_ps(vf + (t + u) * hd + 8 * v), pv, ac[v]);
         }
