@@ -404,13 +404,17 @@ void q32_rows(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c
       for (int64_t b = 0; b < nb; ++b) {
         const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 32 * b));
         __m256i v[8];
-        alignas(16) uint16_t dh[8];
+        __m128i dh = _mm_setzero_si128();
         PC_UNROLL for (int j = 0; j < 8; ++j) {
-          const __m256i wv = q32_block<kQ4>(w[j], b, &dh[j]);
+          uint16_t d;
+          const __m256i wv = q32_block<kQ4>(w[j], b, &d);
+          // (inserted, not stored and reloaded: eight 2-byte stores read back
+          // as one vector would stall on store forwarding)
+          dh = _mm_insert_epi16(dh, d, j);
           v[j] = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(wv), _mm256_sign_epi8(xv, wv)), ones);
         }
         const __m256 f = _mm256_cvtepi32_ps(reduce8(v));
-        const __m256 dw = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(dh)));
+        const __m256 dw = _mm256_cvtph_ps(dh);
         const __m256 s = _mm256_mul_ps(dw, _mm256_broadcast_ss(xd + b));
         acc = _mm256_add_ps(acc, _mm256_mul_ps(s, f));
       }

@@ -40,7 +40,7 @@ void paged_attention(const PagedAttentionArgs& a, const float* q, int group, flo
 // Every query gets bitwise the result paged_attention() would give it alone:
 // the per-key arithmetic (paged_attention.cc) is unchanged, only the loops are
 // reordered. n_tok <= kAttnMaxTokens.
-constexpr int kAttnMaxTokens = 16;
+constexpr int kAttnMaxTokens = 32;
 struct PagedAttentionTokens {
   int n_tok = 0;
   const float* q = nullptr;

@@ -4,8 +4,7 @@
 // paged_attention() / paged_attention_tokens() select it at run time.
 //
 // Two kernels, both the block-wise arithmetic of paged_attention.cc:
-//  * paged_attention_avx2: one token's query heads, K/V read straight from
-//    the pages (one_query_kernel<NV>; attention_any_hd for other head sizes).
+//  * paged_attention_avx2: one token's query heads (any head_dim % 8 == 0).
 //  * tokens_kernel<NV>: up to kAttnMaxTokens tokens × group heads of one KV
 //    head, page by page: K/V converted to float once per page for all queries,
 //    scores of a block's 8 keys at once (8 independent FMA chains, each the
@@ -117,10 +116,8 @@ void attention_exp8_avx2(float* x, int n) {
   for (int i = 0; i < n; ++i) x[i] = t[i];
 }
 
-namespace {
-
-void attention_any_hd(const PagedAttentionArgs& a, const float* q, int group, float* out,
-                      float* scratch) {
+void paged_attention_avx2(const PagedAttentionArgs& a, const float* q, int group, float* out,
+                          float* scratch) {
   const int P = a.page_size, hd = a.head_dim;
   const size_t slab = size_t(a.kv_head) * P * hd;
   float* q16 = scratch;                     // [group][hd] query rounded to F16
@@ -173,6 +170,8 @@ void attention_any_hd(const PagedAttentionArgs& a, const float* q, int group, fl
       _mm256_storeu_ps(out + size_t(j) * hd + d, _mm256_mul_ps(_mm256_loadu_ps(acc + j * hd + d), inv));
   }
 }
+
+namespace {
 
 // NV = head_dim / 8 vectors per head. Per page:
 //   1. K and V of the page's visible slots -> float (kf, vf), once for all queries;
@@ -268,80 +267,10 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
   }
 }
 
-// One query head, K and V read straight from the pages (decode: converting a
-// page to float first pays only when many queries share it). Same operations
-// as tokens_kernel for that query: scores of a page's blocks first, then the
-// update with the accumulator in registers.
-template <int NV>
-void one_query_kernel(const PagedAttentionArgs& a, const float* q, float* out) {
-  constexpr int hd = 8 * NV;
-  const int P = a.page_size;
-  const size_t slab = size_t(a.kv_head) * P * hd;
-  __m256 qv[NV], ac[NV];
-  PC_UNROLL for (int v = 0; v < NV; ++v) {
-    qv[v] = round_f16(_mm256_loadu_ps(q + 8 * v));
-    ac[v] = _mm256_setzero_ps();
-  }
-  float m = -std::numeric_limits<float>::infinity(), ssum = 0.f;
-  const __m256 scale = _mm256_set1_ps(a.scale);
-  alignas(32) float sc[8], ex[8];
-  for (int t0 = 0, p = 0; t0 < a.n_ctx; ++p) {
-    const int pg = a.fills ? a.fills[p] : P;
-    const int nk = a.n_ctx - t0 < pg ? a.n_ctx - t0 : pg;
-    const uint16_t* K = a.k_pages[p] + slab;
-    const uint16_t* V = a.v_pages[p] + slab;
-    for (int t = 0; t < nk; t += 8) {
-      const int nb = nk - t < 8 ? nk - t : 8;
-      __m256 d8[8];
-      PC_UNROLL for (int u = 0; u < 8; ++u) d8[u] = _mm256_setzero_ps();
-      const int last = nb - 1;  // rows past the block repeat its last key (lanes unused)
-      PC_UNROLL for (int v = 0; v < NV; ++v)
-        PC_UNROLL for (int u = 0; u < 8; ++u)
-          d8[u] = _mm256_fmadd_ps(qv[v], load_f16(K + (t + (u < nb ? u : last)) * hd + 8 * v), d8[u]);
-      _mm256_store_ps(sc, _mm256_mul_ps(hsum256_x8(d8), scale));
-      block_softmax(_mm256_load_ps(sc), nb, m, ssum, ex, [&](__m256 c) {
-        PC_UNROLL for (int v = 0; v < NV; ++v) ac[v] = _mm256_mul_ps(ac[v], c);
-      });
-      for (int u = 0; u < nb; ++u) {
-        ssum = ssum + ex[u];
-        const __m256 pv = _mm256_set1_ps(ex[u]);
-        PC_UNROLL for (int v = 0; v < NV; ++v)
-          ac[v] = _mm256_fmadd_ps(load_f16(V + (t + u) * hd + 8 * v), pv, ac[v]);
-      }
-    }
-    t0 += pg;
-  }
-  const __m256 inv = _mm256_set1_ps(1.f / ssum);
-  PC_UNROLL for (int v = 0; v < NV; ++v) _mm256_storeu_ps(out + 8 * v, _mm256_mul_ps(ac[v], inv));
-}
-
-template <int NV>
-void one_token(const PagedAttentionArgs& a, const float* q, int group, float* out) {
-  for (int j = 0; j < group; ++j) one_query_kernel<NV>(a, q + size_t(j) * 8 * NV, out + size_t(j) * 8 * NV);
-}
-
 }  // namespace
-
-void paged_attention_avx2(const PagedAttentionArgs& a, const float* q, int group, float* out,
-                          float* scratch) {
-  switch (a.head_dim) {
-    case 32: one_token<4>(a, q, group, out); return;
-    case 64: one_token<8>(a, q, group, out); return;
-    case 80: one_token<10>(a, q, group, out); return;
-    case 96: one_token<12>(a, q, group, out); return;
-    case 128: one_token<16>(a, q, group, out); return;
-    default: attention_any_hd(a, q, group, out, scratch);
-  }
-}
 
 bool paged_attention_tokens_avx2(const PagedAttentionArgs& a, int group,
                                  const PagedAttentionTokens& t, float* scratch) {
-  if (t.n_tok == 1) {  // decode: no page conversion (see one_query_kernel)
-    PagedAttentionArgs one = a;
-    one.n_ctx = t.n_ctx[0];
-    paged_attention_avx2(one, t.q, group, t.out, scratch);
-    return true;
-  }
   switch (a.head_dim) {
     case 32: tokens_kernel<4>(a, group, t, scratch); return true;
     case 64: tokens_kernel<8>(a, group, t, scratch); return true;

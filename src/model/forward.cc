@@ -219,16 +219,10 @@ void Forward::attention_block(int l, std::span<const BatchEntry> batch, std::spa
   for (int64_t i = 0; i < m; ++i) n_ctx_[i] = batch[i].slot + 1;
   const int group = int(c.n_head / c.n_kv_head);
   const int64_t scratch_per_thread = int64_t(scratch_.size()) / pool_.size();
-  // Decode steps of few sequences have few (block, KV head) tasks (one
-  // sequence of a 3-KV-head model: 3 tasks for 2 threads); split them per
-  // query head then (each query's arithmetic is the same either way).
-  const bool per_head = m == n_blocks && n_blocks * c.n_kv_head < 4 * int64_t(pool_.size()) && group > 1;
-  const int64_t heads = per_head ? c.n_head : c.n_kv_head;
-  pool_.parallel_for(n_blocks * heads, [&](int64_t task, int thread) {
+  pool_.parallel_for(n_blocks * c.n_kv_head, [&](int64_t task, int thread) {
     // Later blocks of a prompt see more keys: hand them out first.
-    const int64_t b = n_blocks - 1 - task / heads;
-    const int h = int(task % heads);
-    const int g = per_head ? h / group : h;
+    const int64_t b = n_blocks - 1 - task / c.n_kv_head;
+    const int g = int(task % c.n_kv_head);
     const int64_t i0 = blocks_[b], i1 = blocks_[b + 1];
     const BatchEntry& e = batch[i0];
     PagedAttentionArgs a;
@@ -240,7 +234,7 @@ void Forward::attention_block(int l, std::span<const BatchEntry> batch, std::spa
     a.fills = seqs[e.seq].fills;
     a.n_kv_head = int(c.n_kv_head);
     a.scale = float(1.0 / std::sqrt(double(hd)));
-    const int64_t off = i0 * qd + (per_head ? int64_t(h) * hd : int64_t(g) * group * hd);
+    const int64_t off = i0 * qd + int64_t(g) * group * hd;
     PagedAttentionTokens t;
     t.n_tok = int(i1 - i0);
     t.q = q_.data() + off;
@@ -248,7 +242,7 @@ void Forward::attention_block(int l, std::span<const BatchEntry> batch, std::spa
     t.n_ctx = n_ctx_.data() + i0;
     t.out = att_.data() + off;
     t.out_stride = qd;
-    paged_attention_tokens(a, per_head ? 1 : group, t, scratch_.data() + thread * scratch_per_thread);
+    paged_attention_tokens(a, group, t, scratch_.data() + thread * scratch_per_thread);
   });
   matmul(w.wo, att_.data(), m, o_.data(), pool_);
   for_rows(pool_, m, [&](int64_t i) { add_inplace(x_.data() + i * E, o_.data() + i * E, E); });
