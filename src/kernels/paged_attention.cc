@@ -44,8 +44,10 @@ float attention_exp(float x) {
   const float n = std::nearbyint(x * kLog2e);
   float r = std::fma(n, -kLn2Hi, x);
   r = std::fma(n, kLn2LoNeg, r);
-  float p = kExpC[0];
-  for (int i = 1; i < 8; ++i) p = std::fma(p, r, kExpC[i]);
+  const float r2 = r * r, r4 = r2 * r2;
+  const float p01 = std::fma(kExpC[1], r, kExpC[0]), p23 = std::fma(kExpC[3], r, kExpC[2]);
+  const float p45 = std::fma(kExpC[5], r, kExpC[4]), p67 = std::fma(kExpC[7], r, kExpC[6]);
+  const float p = std::fma(std::fma(p67, r2, p45), r4, std::fma(p23, r2, p01));
   const uint32_t bits = uint32_t(int32_t(n) + 127) << 23;
   float two_n;
   std::memcpy(&two_n, &bits, 4);

@@ -78,8 +78,11 @@ inline __m256 exp8(__m256 x) {
   const __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(-kLn2Hi), xc);
   r = _mm256_fmadd_ps(n, _mm256_set1_ps(kLn2LoNeg), r);
-  __m256 p = _mm256_set1_ps(kExpC[0]);
-  PC_UNROLL for (int i = 1; i < 8; ++i) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kExpC[i]));
+  const __m256 r2 = _mm256_mul_ps(r, r), r4 = _mm256_mul_ps(r2, r2);
+  auto c = [](int i) { return _mm256_set1_ps(kExpC[i]); };
+  const __m256 p01 = _mm256_fmadd_ps(c(1), r, c(0)), p23 = _mm256_fmadd_ps(c(3), r, c(2));
+  const __m256 p45 = _mm256_fmadd_ps(c(5), r, c(4)), p67 = _mm256_fmadd_ps(c(7), r, c(6));
+  const __m256 p = _mm256_fmadd_ps(_mm256_fmadd_ps(p67, r2, p45), r4, _mm256_fmadd_ps(p23, r2, p01));
   const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
   const __m256 y = _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), ok);
   return _mm256_blendv_ps(y, x, nan);
