@@ -348,11 +348,13 @@ void run_task(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c
 // give the 8 block sums directly, and the float part (cvt, 2 mul, add) runs
 // once per 256 multiply-adds instead of per 32.
 
-inline __m256i unpack_q4_0(const BlockQ4_0& b) {
+// The 32 4-bit values of a Q4_0 block, unsigned (0..15), in value order.
+inline __m256i unpack_u4(const BlockQ4_0& b) {
   const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
   const __m256i v = _mm256_set_m128i(_mm_srli_epi16(q, 4), q);  // high nibbles -> 16..31
-  return _mm256_sub_epi8(_mm256_and_si256(v, _mm256_set1_epi8(0x0F)), _mm256_set1_epi8(8));
+  return _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
 }
+inline __m256i unpack_q4_0(const BlockQ4_0& b) { return _mm256_sub_epi8(unpack_u4(b), _mm256_set1_epi8(8)); }
 
 // The 32 int8 weights and the F16 scale of block b of a row.
 template <bool kQ4>
@@ -405,13 +407,26 @@ void q32_rows(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c
         const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 32 * b));
         __m256i v[8];
         __m128i dh = _mm_setzero_si128();
-        PC_UNROLL for (int j = 0; j < 8; ++j) {
-          uint16_t d;
-          const __m256i wv = q32_block<kQ4>(w[j], b, &d);
-          // (inserted, not stored and reloaded: eight 2-byte stores read back
-          // as one vector would stall on store forwarding)
-          dh = _mm_insert_epi16(dh, d, j);
-          v[j] = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(wv), _mm256_sign_epi8(xv, wv)), ones);
+        if constexpr (kQ4) {
+          // Unsigned nibbles q times signed x need no sign trick (pairs <=
+          // 2·15·127); the -8 offset is taken off each lane exactly:
+          // sum (q-8)·x = sum q·x - 8·sum x, per group of 4 values.
+          const __m256i x8 = _mm256_slli_epi32(
+              _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), xv), ones), 3);
+          PC_UNROLL for (int j = 0; j < 8; ++j) {
+            const BlockQ4_0& blk = reinterpret_cast<const BlockQ4_0*>(w[j])[b];
+            dh = _mm_insert_epi16(dh, blk.d, j);
+            v[j] = _mm256_sub_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(unpack_u4(blk), xv), ones), x8);
+          }
+        } else {
+          PC_UNROLL for (int j = 0; j < 8; ++j) {
+            uint16_t d;
+            const __m256i wv = q32_block<kQ4>(w[j], b, &d);
+            // (inserted, not stored and reloaded: eight 2-byte stores read
+            // back as one vector would stall on store forwarding)
+            dh = _mm_insert_epi16(dh, d, j);
+            v[j] = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(wv), _mm256_sign_epi8(xv, wv)), ones);
+          }
         }
         const __m256 f = _mm256_cvtepi32_ps(reduce8(v));
         const __m256 dw = _mm256_cvtph_ps(dh);
