@@ -70,8 +70,7 @@ float dot8(const float* q, const uint16_t* k, int hd) {
 
 void attention_scalar(const PagedAttentionArgs& a, const float* q, int group, float* out,
                       float* scratch) {
-  const int P = a.page_size, hd = a.head_dim;
-  const size_t slab = size_t(a.kv_head) * P * hd;
+  const int hd = a.head_dim;
   float* q16 = scratch;       // [hd]
   float* acc = scratch + hd;  // [hd]
   for (int j = 0; j < group; ++j) {
@@ -81,34 +80,26 @@ void attention_scalar(const PagedAttentionArgs& a, const float* q, int group, fl
       acc[d] = 0.f;
     }
     float M = -std::numeric_limits<float>::infinity(), S = 0.f;
-    for (int t0 = 0, p = 0; t0 < a.n_ctx; ++p) {
-      const int pg = a.fills ? a.fills[p] : P;
-      const int nk = a.n_ctx - t0 < pg ? a.n_ctx - t0 : pg;
-      const uint16_t* K = a.k_pages[p] + slab;
-      const uint16_t* V = a.v_pages[p] + slab;
-      for (int b = 0; b < nk; b += 8) {
-        const int nb = nk - b < 8 ? nk - b : 8;
-        float s[8];
-        float m = M;
-        for (int u = 0; u < nb; ++u) {
-          s[u] = dot8(q16, K + size_t(b + u) * hd, hd) * a.scale;
-          m = s[u] > m ? s[u] : m;
-        }
-        if (m > M) {
-          const float c = attention_exp(M - m);
-          S = S * c;
-          for (int d = 0; d < hd; ++d) acc[d] = acc[d] * c;
-          M = m;
-        }
-        for (int u = 0; u < nb; ++u) {
-          const float pu = attention_exp(s[u] - M);
-          S = S + pu;
-          const uint16_t* Vt = V + size_t(b + u) * hd;
-          for (int d = 0; d < hd; ++d) acc[d] = std::fma(fp16_to_fp32(Vt[d]), pu, acc[d]);
-        }
+    for_each_key_block(a, a.n_ctx, [&](const uint16_t* K, const uint16_t* V, int b, int nb) {
+      float s[8];
+      float m = M;
+      for (int u = 0; u < nb; ++u) {
+        s[u] = dot8(q16, K + size_t(b + u) * hd, hd) * a.scale;
+        m = s[u] > m ? s[u] : m;
       }
-      t0 += pg;
-    }
+      if (m > M) {
+        const float c = attention_exp(M - m);
+        S = S * c;
+        for (int d = 0; d < hd; ++d) acc[d] = acc[d] * c;
+        M = m;
+      }
+      for (int u = 0; u < nb; ++u) {
+        const float pu = attention_exp(s[u] - M);
+        S = S + pu;
+        const uint16_t* Vt = V + size_t(b + u) * hd;
+        for (int d = 0; d < hd; ++d) acc[d] = std::fma(fp16_to_fp32(Vt[d]), pu, acc[d]);
+      }
+    });
     const float inv = 1.f / S;
     for (int d = 0; d < hd; ++d) out[size_t(j) * hd + d] = acc[d] * inv;
   }

@@ -79,9 +79,10 @@ inline __m256 exp8(__m256 x) {
   __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(-kLn2Hi), xc);
   r = _mm256_fmadd_ps(n, _mm256_set1_ps(kLn2LoNeg), r);
   const __m256 r2 = _mm256_mul_ps(r, r), r4 = _mm256_mul_ps(r2, r2);
-  auto c = [](int i) { return _mm256_set1_ps(kExpC[i]); };
-  const __m256 p01 = _mm256_fmadd_ps(c(1), r, c(0)), p23 = _mm256_fmadd_ps(c(3), r, c(2));
-  const __m256 p45 = _mm256_fmadd_ps(c(5), r, c(4)), p67 = _mm256_fmadd_ps(c(7), r, c(6));
+  __m256 c[8];
+  PC_UNROLL for (int i = 0; i < 8; ++i) c[i] = _mm256_set1_ps(kExpC[i]);
+  const __m256 p01 = _mm256_fmadd_ps(c[1], r, c[0]), p23 = _mm256_fmadd_ps(c[3], r, c[2]);
+  const __m256 p45 = _mm256_fmadd_ps(c[5], r, c[4]), p67 = _mm256_fmadd_ps(c[7], r, c[6]);
   const __m256 p = _mm256_fmadd_ps(_mm256_fmadd_ps(p67, r2, p45), r4, _mm256_fmadd_ps(p23, r2, p01));
   const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
   const __m256 y = _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), ok);
@@ -121,8 +122,7 @@ void attention_exp8_avx2(float* x, int n) {
 
 void paged_attention_avx2(const PagedAttentionArgs& a, const float* q, int group, float* out,
                           float* scratch) {
-  const int P = a.page_size, hd = a.head_dim;
-  const size_t slab = size_t(a.kv_head) * P * hd;
+  const int hd = a.head_dim;
   float* q16 = scratch;                     // [group][hd] query rounded to F16
   float* acc = q16 + size_t(group) * hd;    // [group][hd]
   float* M = acc + size_t(group) * hd;      // [group]
@@ -136,37 +136,29 @@ void paged_attention_avx2(const PagedAttentionArgs& a, const float* q, int group
     M[j] = -std::numeric_limits<float>::infinity();
     S[j] = 0.f;
   }
-  for (int t0 = 0, p = 0; t0 < a.n_ctx; ++p) {
-    const int pg = a.fills ? a.fills[p] : P;
-    const int nk = a.n_ctx - t0 < pg ? a.n_ctx - t0 : pg;
-    const uint16_t* K = a.k_pages[p] + slab;
-    const uint16_t* V = a.v_pages[p] + slab;
-    for (int b = 0; b < nk; b += 8) {
-      const int nb = nk - b < 8 ? nk - b : 8;
-      for (int j = 0; j < group; ++j) {
-        const float* qj = q16 + j * hd;
-        float* aj = acc + j * hd;
-        alignas(32) float s[8] = {};
-        for (int u = 0; u < nb; ++u) {
-          const uint16_t* Kt = K + size_t(b + u) * hd;
-          __m256 dot = _mm256_setzero_ps();
-          for (int d = 0; d < hd; d += 8) dot = _mm256_fmadd_ps(_mm256_loadu_ps(qj + d), load_f16(Kt + d), dot);
-          s[u] = hsum256(dot) * a.scale;
-        }
-        block_softmax(_mm256_loadu_ps(s), nb, M[j], S[j], s, [&](__m256 c) {
-          for (int d = 0; d < hd; d += 8) _mm256_storeu_ps(aj + d, _mm256_mul_ps(_mm256_loadu_ps(aj + d), c));
-        });
-        for (int u = 0; u < nb; ++u) {
-          S[j] = S[j] + s[u];
-          const uint16_t* Vt = V + size_t(b + u) * hd;
-          const __m256 pv = _mm256_set1_ps(s[u]);
-          for (int d = 0; d < hd; d += 8)
-            _mm256_storeu_ps(aj + d, _mm256_fmadd_ps(load_f16(Vt + d), pv, _mm256_loadu_ps(aj + d)));
-        }
+  for_each_key_block(a, a.n_ctx, [&](const uint16_t* K, const uint16_t* V, int b, int nb) {
+    for (int j = 0; j < group; ++j) {
+      const float* qj = q16 + j * hd;
+      float* aj = acc + j * hd;
+      alignas(32) float s[8] = {};
+      for (int u = 0; u < nb; ++u) {
+        const uint16_t* Kt = K + size_t(b + u) * hd;
+        __m256 dot = _mm256_setzero_ps();
+        for (int d = 0; d < hd; d += 8) dot = _mm256_fmadd_ps(_mm256_loadu_ps(qj + d), load_f16(Kt + d), dot);
+        s[u] = hsum256(dot) * a.scale;
+      }
+      block_softmax(_mm256_loadu_ps(s), nb, M[j], S[j], s, [&](__m256 c) {
+        for (int d = 0; d < hd; d += 8) _mm256_storeu_ps(aj + d, _mm256_mul_ps(_mm256_loadu_ps(aj + d), c));
+      });
+      for (int u = 0; u < nb; ++u) {
+        S[j] = S[j] + s[u];
+        const uint16_t* Vt = V + size_t(b + u) * hd;
+        const __m256 pv = _mm256_set1_ps(s[u]);
+        for (int d = 0; d < hd; d += 8)
+          _mm256_storeu_ps(aj + d, _mm256_fmadd_ps(load_f16(Vt + d), pv, _mm256_loadu_ps(aj + d)));
       }
     }
-    t0 += pg;
-  }
+  });
   for (int j = 0; j < group; ++j) {
     const __m256 inv = _mm256_set1_ps(1.f / S[j]);
     for (int d = 0; d < hd; d += 8)
