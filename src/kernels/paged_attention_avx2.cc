@@ -1,5 +1,5 @@
-// AVX2 + FMA + F16C attention path: the arithmetic of paged_attention.cc, with
-// the F16 roundings done by vcvtps2ph. Only this file is compiled for AVX2 (the
+// AVX2 + FMA + F16C attention path: the arithmetic of paged_attention.cc (the
+// query's F16 rounding done by vcvtps2ph). Only this file is compiled for AVX2 (the
 // target pragma after the includes), so the rest of the binary stays portable;
 // paged_attention() / paged_attention_tokens() select it at run time.
 //
@@ -9,7 +9,8 @@
 //    head, page by page: K/V converted to float once per page for all queries,
 //    scores of a block's 8 keys at once (8 independent FMA chains, each the
 //    dot of paged_attention.cc, then a transposed hsum with the same
-//    pairings), the block's exps in one vector call bitwise equal to expf,
+//    pairings), the block's exps in one 8-lane call (exp8: the operations of
+//    attention_exp),
 //    then the accumulator update key by key with the accumulator in registers.
 //    A query's operations are exactly those of the one-token kernel, so the
 //    grouping never changes a bit.
