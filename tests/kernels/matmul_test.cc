@@ -419,8 +419,9 @@ TEST(Matmul, SpeedVsFrozenReference) {
     }
     std::sort(tn.begin(), tn.end());
     std::sort(to.begin(), to.end());
-    if (!scalar_order(sh.t))  // (Q8_0 and Q4_0 changed order on purpose; see above)
+    if (!scalar_order(sh.t)) {  // (Q8_0 and Q4_0 changed order on purpose; see above)
       EXPECT_EQ(std::memcmp(y.data(), yr.data(), y.size() * sizeof(float)), 0) << ggml_type_name(sh.t);
+    }
     std::printf("%-5s m=%-4lld k=%-5lld n=%-5lld  new %9.1f us (median %9.1f)  old %9.1f us (median %9.1f)  speed-up %.2fx (median %.2fx)\n",
                 ggml_type_name(sh.t).c_str(), (long long)sh.m, (long long)sh.k, (long long)sh.n, tn[0] * 1e6,
                 tn[tn.size() / 2] * 1e6, to[0] * 1e6, to[to.size() / 2] * 1e6, to[0] / tn[0],
