@@ -10,7 +10,7 @@
 //
 // Scratch: quantized activations live in a grow-only buffer owned by the
 // calling thread (thread_local), and kernels that repack weights per task
-// (AVX2 Q8_0 prompt batches) get a grow-only buffer of the thread running the
+// (AVX2 Q8_0 / Q4_0 prompt batches) get a grow-only buffer of the thread running the
 // task, so steady-state calls allocate nothing and matmul calls from
 // different threads do not interfere. A ThreadPool itself is
 // not reentrant, so one pool must not run two matmuls at once.
@@ -123,7 +123,7 @@ void matmul(const WeightView& w, const float* x, int64_t m, float* y, ThreadPool
 
   // Task grid. Row blocks of up to 64 rows;
   // column blocks sized so one block of weights (as the kernel holds them: a
-  // repacked panel for Q8_0 prompt batches) stays cache resident (~96 KiB)
+  // repacked panel for Q8_0 / Q4_0 prompt batches) stays cache resident (~96 KiB)
   // while the row blocks reuse it, and small enough for >= ~8 tasks per thread
   // in decode so the dynamic scheduling can balance.
   const int64_t n = w.n;

@@ -16,9 +16,8 @@
 //   F32/F16/BF16  4×3   (12 accumulators, 3 weight vectors, 1 activation)
 //   Q8_0, Q4_0    own kernels (block sums, 8 columns a vector), see below
 //   Q4_K, Q6_K    4×1   (plus R int32 block sums; 3×2, 2×3 for row tails)
-// Decode (one row) uses 1×4 tiles, reading the weights straight from the file
-// (memory-bound: on the development machine the Q8_0 path streams at the
-// DRAM bandwidth).
+// Decode (one row) reads the weights straight from the file: 1×4 tiles for
+// the float and K-quant types, 8 columns a vector for Q8_0 / Q4_0.
 //
 // Batch invariance. Every output element y[r][c] owns one 8-lane float
 // accumulator. A micro-tile of any shape R×C executes, for each of its

@@ -23,15 +23,15 @@ struct ActLayout {
   int64_t qk = 0;        // values per scale: 32 or 256; 0 = float activations
   int64_t d_off = 0;     // byte offset of the float scales in a row
   int64_t bsum_off = 0;  // byte offset of the int16 sums of 16 (qk == 256)
-  int64_t x16_off = 0;   // byte offset of the int16 A|B copy of qs (AVX2 q32 panel kernel); 0 = none
+  int64_t x16_off = 0;   // byte offset of the int16 copy of qs (AVX2 q32 panel kernel); 0 = none
   int64_t stride = 0;    // bytes per row
 };
 
 inline int64_t round_up64(int64_t v) { return (v + 63) & ~int64_t(63); }
 
-// with_x16: also an int16 copy of the quants, per 32-value block its values
-// (4l, 4l+1) for l = 0..7, then (4l+2, 4l+3) (what the AVX2 q32 panel kernel
-// multiplies with vpmaddwd). Only the AVX2 quantizer writes it.
+// with_x16: also an int16 copy of the quants, in the same order (the AVX2
+// q32 panel kernel broadcasts pairs of it for vpmaddwd). Only the AVX2
+// quantizer writes it.
 inline ActLayout act_layout(int64_t k, int64_t qk, bool with_x16 = false) {
   ActLayout l;
   l.qk = qk;
