@@ -269,7 +269,7 @@ TEST(Matmul, Avx2MatchesReferenceBitwise) {
     const int64_t be = ggml_block_elems(t);
     std::vector<int64_t> ks;
     if (be == 256) ks = {256, 512, 1536};
-    else if (be == 32) ks = {32, 64, 96, 576, 1536};
+    else if (be == 32) ks = {32, 64, 96, 576, 1536, 2464};  // 2464: 77 blocks (decode passes of 64)
     else ks = {1, 7, 8, 13, 64, 200, 576};
     for (int64_t k : ks) {
       for (int64_t n : ns) {
