@@ -67,11 +67,24 @@ inline float hsum8(__m256 v) {
 
 inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
 
+// Decode (one activation row) streams every weight from DRAM once per token.
+// On the machines measured (AMD Zen 3 VMs) that is fastest as ONE forward
+// stream per thread: the decode tiles take one weight row (column of y) at a
+// time, in memory order, and prefetch this far ahead of the read position
+// (into L1). Reading 2-8 rows side by side, with or without prefetching, was
+// 1.3-1.5× slower side by side (bench prefill --decode), prefetching the
+// single stream 1.1-1.2× faster than leaving it to the hardware.
+constexpr int64_t kPrefetchAhead = 1024;
+inline void prefetch_ahead(const void* p) {
+  _mm_prefetch(static_cast<const char*>(p) + kPrefetchAhead, _MM_HINT_T0);
+}
+
 // ---- float weights: F32 / F16 / BF16 ------------------------------------
 // acc[r][c] lane l accumulates x[k]*w[k] for k = l mod 8 with FMA; then hsum8;
 // then the k % 8 tail in order with separate multiply and add.
 
 struct LoadF32 {
+  static constexpr int kBytes = 4;
   static __m256 load8(const uint8_t* w, int64_t i) {
     return _mm256_loadu_ps(reinterpret_cast<const float*>(w) + i);
   }
@@ -82,6 +95,7 @@ struct LoadF32 {
   }
 };
 struct LoadF16 {
+  static constexpr int kBytes = 2;
   static __m256 load8(const uint8_t* w, int64_t i) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 2 * i)));
   }
@@ -92,6 +106,7 @@ struct LoadF16 {
   }
 };
 struct LoadBF16 {
+  static constexpr int kBytes = 2;
   static __m256 load8(const uint8_t* w, int64_t i) {
     __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 2 * i)));
     return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
@@ -115,6 +130,12 @@ void tile_float(const MatmulArgs& a, int64_t r, int64_t c) {
     PC_UNROLL for (int j = 0; j < C; ++j) acc[i][j] = _mm256_setzero_ps();
   for (int64_t kk = 0; kk < k8; kk += 8) {
     __m256 wv[C];
+    if constexpr (R == 1) {
+      if ((kk & 31) == 0) PC_UNROLL for (int j = 0; j < C; ++j) prefetch_ahead(w[j] + kk * L::kBytes);
+      if constexpr (L::kBytes == 4) {
+        if ((kk & 31) == 16) PC_UNROLL for (int j = 0; j < C; ++j) prefetch_ahead(w[j] + kk * L::kBytes);
+      }
+    }
     PC_UNROLL for (int j = 0; j < C; ++j) wv[j] = L::load8(w[j], kk);
     PC_UNROLL for (int i = 0; i < R; ++i) {
       __m256 xv = _mm256_loadu_ps(x[i] + kk);
@@ -157,6 +178,9 @@ void tile_q4_k(const MatmulArgs& a, int64_t r, int64_t c) {
   for (int64_t b = 0; b < nb; ++b) {
     PC_UNROLL for (int j = 0; j < C; ++j) {
       const BlockQ4_K& blk = w[j][b];
+      if constexpr (R == 1) {  // sizeof(BlockQ4_K) bytes: prefetch each of its cache lines
+        for (size_t o = 0; o < sizeof(blk); o += 64) prefetch_ahead(reinterpret_cast<const uint8_t*>(&blk) + o);
+      }
       // 6-bit scales/mins of the 8 sub-blocks (the mapping of q4k_scales()),
       // decoded in one vector: 32-bit words u0..u2 of the 12 scale bytes give
       //   sc[0..3] = u0 & 0x3f..               mn[0..3] = u1 & 0x3f..
@@ -241,6 +265,9 @@ void tile_q6_k(const MatmulArgs& a, int64_t r, int64_t c) {
   for (int64_t b = 0; b < nb; ++b) {
     PC_UNROLL for (int j = 0; j < C; ++j) {
       const BlockQ6_K& blk = w[j][b];
+      if constexpr (R == 1) {  // sizeof(BlockQ6_K) bytes: prefetch each of its cache lines
+        for (size_t o = 0; o < sizeof(blk); o += 64) prefetch_ahead(reinterpret_cast<const uint8_t*>(&blk) + o);
+      }
       const int8_t* s = blk.scales;
       __m256i isum[R];
       PC_UNROLL for (int i = 0; i < R; ++i) isum[i] = _mm256_setzero_si256();
@@ -301,14 +328,14 @@ template <int R, int C> struct KQ4_K { static void run(const MatmulArgs& a, int6
 template <int R, int C> struct KQ6_K { static void run(const MatmulArgs& a, int64_t r, int64_t c) { tile_q6_k<R, C>(a, r, c); } };
 
 // Columns per micro-tile for a given number of rows in it (C2, C3, C4 for
-// 2, 3, 4 rows): wide tiles for decode (more independent accumulators, more
-// loads in flight), narrower ones for prompt batches (register budget: 16 ymm).
+// 2, 3, 4 rows; narrower as rows grow: register budget, 16 ymm). One row
+// (decode) takes one column at a time: see prefetch_ahead().
 // Loop order: row tiles outer, column tiles inner, so the R activation rows
 // stay in L1 while the task's weight rows (sized to stay in L2 by matmul.cc)
 // stream past them.
 template <template <int, int> class K, int C4, int C3 = 3, int C2 = 4>
 void run_task(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t*) {
-  static constexpr int kCols[kMaxR] = {4, C2, C3, C4};
+  static constexpr int kCols[kMaxR] = {1, C2, C3, C4};
   for (int64_t r = r0; r < r1;) {
     const int nr = static_cast<int>(r1 - r < kMaxR ? r1 - r : kMaxR);
     const int want = kCols[nr - 1];
@@ -416,10 +443,6 @@ inline void transpose8(const __m256i in[8], __m256i out[8]) {
   }
 }
 
-// Bytes ahead of the read position that q32_rows prefetches (into L1): about
-// two rows of a small model; measured 1.1-1.2× decode over no prefetch.
-constexpr int64_t kPrefetchAhead = 1024;
-
 // Block sums of column j's blocks [b, b + n) (n <= 8; lanes past n are 0);
 // for Q4_0 the -8 offset is left to the caller.
 template <bool kQ4>
@@ -434,12 +457,12 @@ inline __m256i q32_block_sums8(const uint8_t* row, const int8_t* xq, int64_t b, 
     const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 32 * (b + i)));
     if constexpr (kQ4) {
       const BlockQ4_0& blk = reinterpret_cast<const BlockQ4_0*>(row)[b + i];
-      if (i % 4 == 0) _mm_prefetch(reinterpret_cast<const char*>(&blk) + kPrefetchAhead, _MM_HINT_T0);
+      if (i % 4 == 0) prefetch_ahead(&blk);
       // Unsigned nibbles times signed x: no sign trick needed (pairs <= 2·15·127).
       v[i] = _mm256_madd_epi16(_mm256_maddubs_epi16(unpack_u4(blk), xv), ones);
     } else {
       const BlockQ8_0& blk = reinterpret_cast<const BlockQ8_0*>(row)[b + i];
-      if (i % 2 == 1) _mm_prefetch(reinterpret_cast<const char*>(&blk) + kPrefetchAhead, _MM_HINT_T0);
+      if (i % 2 == 1) prefetch_ahead(&blk);
       const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs));
       v[i] = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(wv), _mm256_sign_epi8(xv, wv)), ones);
     }
