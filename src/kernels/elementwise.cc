@@ -2,6 +2,9 @@
 
 #include <cmath>
 
+#include "kernels/cpu.h"
+#include "kernels/elementwise_internal.h"
+
 namespace pc {
 
 void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) {
@@ -42,10 +45,11 @@ void Rope::apply(float* x, const float* cs) const {
 }
 
 void swiglu(const float* gate, const float* up, float* out, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float g = gate[i];
-    out[i] = g / (1.f + std::exp(-g)) * up[i];
+  if (cpu_level() >= CpuLevel::Avx2) {
+    swiglu_avx2(gate, up, out, n);
+    return;
   }
+  for (int64_t i = 0; i < n; ++i) out[i] = swiglu1(gate[i], up[i]);
 }
 
 void add_inplace(float* y, const float* x, int64_t n) {

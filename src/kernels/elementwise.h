@@ -35,7 +35,8 @@ class Rope {
   bool neox_;
 };
 
-// out[i] = silu(gate[i]) * up[i]
+// out[i] = silu(gate[i]) * up[i], silu(g) = g / (1 + exp(-g)) with the
+// project's exp (fixed_exp.h); the scalar and AVX2 paths are bitwise equal.
 void swiglu(const float* gate, const float* up, float* out, int64_t n);
 
 // y += x

@@ -16,6 +16,7 @@
 // not reentrant, so one pool must not run two matmuls at once.
 #include "kernels/matmul.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -76,77 +77,149 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 }  // namespace
 
-void matmul(const WeightView& w, const float* x, int64_t m, float* y, ThreadPool& pool) {
-  const CpuLevel level = effective_level();
+namespace {
+
+// One weight matrix of a matmul_many() call, planned.
+struct Plan {
   kern::TaskKernel kernel = nullptr;
-  if (level == CpuLevel::Avx2) kernel = kern::avx2_kernel(w.type);
-  if (!kernel) kernel = kern::scalar_kernel(w.type);
-  if (!kernel) throw Error("matmul: unsupported weight type " + ggml_type_name(w.type));
+  kern::MatmulArgs a;
+  int64_t rb = 0, n_rb = 0, cb = 0, n_cb = 0;
+  int64_t task_bytes = 0;
+  int64_t first_task = 0;  // index of its first task in the call
+};
+
+bool same_layout(const kern::ActLayout& p, const kern::ActLayout& q) {
+  return p.qk == q.qk && p.d_off == q.d_off && p.bsum_off == q.bsum_off && p.x16_off == q.x16_off &&
+         p.stride == q.stride;
+}
+
+void check_weight(const WeightView& w) {
   const int64_t be = ggml_block_elems(w.type);
   if (w.k <= 0 || w.n < 0 || be <= 0 || w.k % be != 0)
     throw Error("matmul: bad shape for " + ggml_type_name(w.type) + ": k=" + std::to_string(w.k));
   if (w.row_bytes < ggml_row_bytes(w.type, w.k))
     throw Error("matmul: row_bytes too small for " + ggml_type_name(w.type));
-  if (m <= 0 || w.n == 0) return;
+}
 
-  static std::atomic<uint64_t> calls{0};
-  kern::MatmulArgs a;
-  a.call_id = ++calls;
-  a.w = w.data;
-  a.row_bytes = w.row_bytes;
-  a.k = w.k;
-  a.x = x;
-  a.y = y;
-  a.ldy = w.n;
+}  // namespace
 
+void matmul(const WeightView& w, const float* x, int64_t m, float* y, ThreadPool& pool) {
+  const MatmulOut out{w, y};
+  matmul_many(std::span<const MatmulOut>(&out, 1), x, m, pool);
+}
+
+void matmul_many(std::span<const MatmulOut> outs, const float* x, int64_t m, ThreadPool& pool) {
+  constexpr size_t kMaxOuts = 8;
+  if (outs.size() > kMaxOuts) {
+    for (size_t i = 0; i < outs.size(); i += kMaxOuts)
+      matmul_many(outs.subspan(i, std::min(kMaxOuts, outs.size() - i)), x, m, pool);
+    return;
+  }
+  const CpuLevel level = effective_level();
+  const bool avx2 = level == CpuLevel::Avx2;
+  Plan plans[kMaxOuts];
+  const size_t n_out = outs.size();
+  for (size_t i = 0; i < n_out; ++i) {
+    const WeightView& w = outs[i].w;
+    if (avx2) plans[i].kernel = kern::avx2_kernel(w.type);
+    if (!plans[i].kernel) plans[i].kernel = kern::scalar_kernel(w.type);
+    if (!plans[i].kernel) throw Error("matmul: unsupported weight type " + ggml_type_name(w.type));
+    check_weight(w);
+    if (w.k != outs[0].w.k) throw Error("matmul_many: weights of different row lengths share one x");
+  }
+  if (m <= 0 || n_out == 0) return;
+  const int64_t k = outs[0].w.k;
   const int threads = pool.size();
 
-  // Quantize activations once per call (rows are independent).
-  if (const int64_t qk = kern::act_block(w.type)) {
-    a.al = kern::act_layout(w.k, qk, level == CpuLevel::Avx2 && kern::avx2_wants_x16(w.type, m));
-    uint8_t* buf = t_scratch.get(static_cast<size_t>(a.al.stride * m));
-    a.act = buf;
+  // Activations: quantized once per distinct layout (rows are independent).
+  static std::atomic<uint64_t> calls{0};
+  int64_t act_off[kMaxOuts] = {};
+  int64_t act_bytes = 0;
+  for (size_t i = 0; i < n_out; ++i) {
+    const WeightView& w = outs[i].w;
+    kern::MatmulArgs& a = plans[i].a;
+    a.call_id = ++calls;
+    a.w = w.data;
+    a.row_bytes = w.row_bytes;
+    a.k = k;
+    a.x = x;
+    a.y = outs[i].y;
+    a.ldy = w.n;
+    act_off[i] = -1;
+    if (const int64_t qk = kern::act_block(w.type)) {
+      a.al = kern::act_layout(k, qk, avx2 && kern::avx2_wants_x16(w.type, m));
+      for (size_t j = 0; j < i; ++j)
+        if (act_off[j] >= 0 && same_layout(plans[j].a.al, a.al)) act_off[i] = act_off[j];
+      if (act_off[i] < 0) {
+        act_off[i] = act_bytes;
+        act_bytes += a.al.stride * m;
+      }
+    }
+  }
+  if (act_bytes > 0) {
+    uint8_t* buf = t_scratch.get(static_cast<size_t>(act_bytes));
     kern::QuantizeRowFn q = kern::scalar_quantize_row;
-    if (level == CpuLevel::Avx2 && kern::avx2_quantize_row_fn()) q = kern::avx2_quantize_row_fn();
-    const int64_t k = w.k;
-    const kern::ActLayout al = a.al;
-    if (threads > 1 && m * k >= (int64_t(1) << 15)) {
-      const int64_t rows_per = ceil_div(m, int64_t(threads) * 4);
-      pool.parallel_for(ceil_div(m, rows_per), [&](int64_t t, int) {
-        const int64_t r1 = (t + 1) * rows_per < m ? (t + 1) * rows_per : m;
-        for (int64_t r = t * rows_per; r < r1; ++r) q(x + r * k, k, al, buf + r * al.stride);
-      });
-    } else {
-      for (int64_t r = 0; r < m; ++r) q(x + r * k, k, al, buf + r * al.stride);
+    if (avx2 && kern::avx2_quantize_row_fn()) q = kern::avx2_quantize_row_fn();
+    for (size_t i = 0; i < n_out; ++i) {
+      if (act_off[i] < 0) continue;
+      plans[i].a.act = buf + act_off[i];
+      bool done = false;
+      for (size_t j = 0; j < i; ++j) done = done || act_off[j] == act_off[i];
+      if (done) continue;
+      const kern::ActLayout al = plans[i].a.al;
+      uint8_t* dst = buf + act_off[i];
+      if (threads > 1 && m * k >= (int64_t(1) << 15)) {
+        const int64_t rows_per = ceil_div(m, int64_t(threads) * 4);
+        pool.parallel_for(ceil_div(m, rows_per), [&](int64_t t, int) {
+          const int64_t r1 = (t + 1) * rows_per < m ? (t + 1) * rows_per : m;
+          for (int64_t r = t * rows_per; r < r1; ++r) q(x + r * k, k, al, dst + r * al.stride);
+        });
+      } else {
+        for (int64_t r = 0; r < m; ++r) q(x + r * k, k, al, dst + r * al.stride);
+      }
     }
   }
 
-  // Task grid. Row blocks of up to 64 rows;
-  // column blocks sized so one block of weights (as the kernel holds them: a
-  // repacked panel for Q8_0 / Q4_0 prompt batches) stays cache resident (~96 KiB)
-  // while the row blocks reuse it, and small enough for >= ~8 tasks per thread
-  // in decode so the dynamic scheduling can balance.
-  const int64_t n = w.n;
-  const int64_t rb = m <= 64 ? m : 64;
-  const int64_t n_rb = ceil_div(m, rb);
-  const int64_t col_bytes = level == CpuLevel::Avx2 ? kern::avx2_task_col_bytes(w.type, w.k, m) : 0;
-  int64_t cb = (96 * 1024) / (col_bytes > 0 ? col_bytes : w.row_bytes > 0 ? w.row_bytes : 1);
-  const int64_t want_tasks = int64_t(threads) * 8;
-  if (threads > 1 && n_rb * ceil_div(n, cb) < want_tasks) cb = ceil_div(n, ceil_div(want_tasks, n_rb));
-  cb = (cb + 7) & ~int64_t(7);  // whole 4-column decode tiles and 8-column groups
-  if (cb < 8) cb = 8;
-  if (cb > n) cb = n;
-  const int64_t n_cb = ceil_div(n, cb);
-
-  const int64_t task_bytes = level == CpuLevel::Avx2 ? kern::avx2_task_scratch_bytes(w.type, w.k, cb) : 0;
+  // Task grid of each weight. Row blocks of up to 64 rows; column blocks
+  // sized so one block of weights (as the kernel holds them: a repacked panel
+  // for Q8_0 / Q4_0 prompt batches) stays cache resident (~96 KiB) while the
+  // row blocks reuse it, and small enough for >= ~8 tasks per thread in
+  // decode so the dynamic scheduling can balance.
+  int64_t n_tasks = 0, task_bytes = 0;
+  for (size_t i = 0; i < n_out; ++i) {
+    const WeightView& w = outs[i].w;
+    Plan& p = plans[i];
+    const int64_t n = w.n;
+    p.rb = m <= 64 ? m : 64;
+    p.n_rb = ceil_div(m, p.rb);
+    const int64_t col_bytes = avx2 ? kern::avx2_task_col_bytes(w.type, k, m) : 0;
+    int64_t cb = (96 * 1024) / (col_bytes > 0 ? col_bytes : w.row_bytes > 0 ? w.row_bytes : 1);
+    const int64_t want_tasks = int64_t(threads) * 8;
+    if (threads > 1 && p.n_rb * ceil_div(n, cb) < want_tasks) cb = ceil_div(n, ceil_div(want_tasks, p.n_rb));
+    cb = (cb + 7) & ~int64_t(7);  // whole 8-column groups
+    if (cb < 8) cb = 8;
+    if (cb > n) cb = n;
+    p.cb = cb;
+    p.n_cb = n > 0 ? ceil_div(n, cb) : 0;
+    p.task_bytes = avx2 ? kern::avx2_task_scratch_bytes(w.type, k, cb) : 0;
+    p.first_task = n_tasks;
+    n_tasks += p.n_rb * p.n_cb;
+    task_bytes = std::max(task_bytes, p.task_bytes);
+  }
+  if (n_tasks == 0) return;
   if (task_bytes) t_task_scratch.get(size_t(task_bytes));  // the caller's, outside the pool
-  pool.parallel_for(n_rb * n_cb, [&](int64_t t, int) {
+  pool.parallel_for(n_tasks, [&](int64_t t, int) {
+    size_t i = 0;
+    while (i + 1 < n_out && t >= plans[i + 1].first_task) ++i;
+    const Plan& p = plans[i];
+    t -= p.first_task;
     // Consecutive tasks share a column block (its weights stay in cache).
-    const int64_t ci = t / n_rb, ri = t % n_rb;
-    const int64_t r0 = ri * rb, r1 = r0 + rb < m ? r0 + rb : m;
-    const int64_t c0 = ci * cb, c1 = c0 + cb < n ? c0 + cb : n;
-    uint8_t* scratch = task_bytes ? t_task_scratch.get_or_abort(size_t(task_bytes)) : nullptr;
-    kernel(a, r0, r1, c0, c1, scratch);
+    const int64_t ci = t / p.n_rb, ri = t % p.n_rb;
+    const int64_t r0 = ri * p.rb, r1 = r0 + p.rb < m ? r0 + p.rb : m;
+    const int64_t n = outs[i].w.n;
+    const int64_t c0 = ci * p.cb, c1 = c0 + p.cb < n ? c0 + p.cb : n;
+    uint8_t* scratch = p.task_bytes ? t_task_scratch.get_or_abort(size_t(task_bytes)) : nullptr;
+    p.kernel(p.a, r0, r1, c0, c1, scratch);
   });
 }
 

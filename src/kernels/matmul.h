@@ -8,6 +8,7 @@
 // and each element's reduction order is fixed.
 #pragma once
 #include <cstdint>
+#include <span>
 
 #include "gguf/types.h"
 
@@ -35,5 +36,17 @@ struct WeightView {
 // several threads at once only with different pools (a pool is not reentrant).
 // Code path: cpu_level() (cpu.h); Avx512 currently runs the Avx2 kernels.
 void matmul(const WeightView& w, const float* x, int64_t m, float* y, ThreadPool& pool);
+
+// One weight matrix and its output (m × w.n floats) for matmul_many().
+struct MatmulOut {
+  WeightView w;
+  float* y = nullptr;
+};
+
+// Several weight matrices applied to the same x (Q/K/V, gate/up): each y is
+// bitwise what matmul(w, x, m, y, pool) gives, but x is quantized once per
+// activation layout and all the outputs' tasks run in one pool dispatch.
+// All weights must have the same k (throws pc::Error otherwise).
+void matmul_many(std::span<const MatmulOut> outs, const float* x, int64_t m, ThreadPool& pool);
 
 }  // namespace pc

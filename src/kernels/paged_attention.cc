@@ -8,8 +8,8 @@
 //     s_t = dot(q16, K[t]) * scale                 for each slot t of the block
 //     m = max(M, max_t s_t)
 //     if m > M:  c = exp(M - m); S = S * c; acc = acc * c; M = m
-//                                                  (exp: attention_exp(), see
-//                                                  paged_attention_internal.h)
+//                                                  (exp: fixed_exp(), see
+//                                                  fixed_exp.h)
 //     for each slot t of the block, in order:
 //       p = exp(s_t - M); S = S + p; acc = fma(V[t], p, acc)
 //   out = acc * (1 / S)
@@ -37,22 +37,6 @@
 #include "kernels/paged_attention_internal.h"
 
 namespace pc {
-
-float attention_exp(float x) {
-  if (!(x >= -87.f)) return x != x ? x : 0.f;
-  if (x > 88.f) x = 88.f;
-  const float n = std::nearbyint(x * kLog2e);
-  float r = std::fma(n, -kLn2Hi, x);
-  r = std::fma(n, kLn2LoNeg, r);
-  const float r2 = r * r, r4 = r2 * r2;
-  const float p01 = std::fma(kExpC[1], r, kExpC[0]), p23 = std::fma(kExpC[3], r, kExpC[2]);
-  const float p45 = std::fma(kExpC[5], r, kExpC[4]), p67 = std::fma(kExpC[7], r, kExpC[6]);
-  const float p = std::fma(std::fma(p67, r2, p45), r4, std::fma(p23, r2, p01));
-  const uint32_t bits = uint32_t(int32_t(n) + 127) << 23;
-  float two_n;
-  std::memcpy(&two_n, &bits, 4);
-  return p * two_n;
-}
 
 namespace {
 
@@ -88,13 +72,13 @@ void attention_scalar(const PagedAttentionArgs& a, const float* q, int group, fl
         m = s[u] > m ? s[u] : m;
       }
       if (m > M) {
-        const float c = attention_exp(M - m);
+        const float c = fixed_exp(M - m);
         S = S * c;
         for (int d = 0; d < hd; ++d) acc[d] = acc[d] * c;
         M = m;
       }
       for (int u = 0; u < nb; ++u) {
-        const float pu = attention_exp(s[u] - M);
+        const float pu = fixed_exp(s[u] - M);
         S = S + pu;
         const uint16_t* Vt = V + size_t(b + u) * hd;
         for (int d = 0; d < hd; ++d) acc[d] = std::fma(fp16_to_fp32(Vt[d]), pu, acc[d]);

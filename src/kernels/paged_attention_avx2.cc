@@ -9,8 +9,8 @@
 //    head, page by page: K/V converted to float once per page for all queries,
 //    scores of a block's 8 keys at once (8 independent FMA chains, each the
 //    dot of paged_attention.cc, then a transposed hsum with the same
-//    pairings), the block's exps in one 8-lane call (exp8: the operations of
-//    attention_exp),
+//    pairings), the block's exps in one 8-lane call (fixed_exp8: the operations of
+//    fixed_exp),
 //    then the accumulator update key by key with the accumulator in registers.
 //    A query's operations are exactly those of the one-token kernel, so the
 //    grouping never changes a bit.
@@ -71,25 +71,6 @@ inline __m256 hsum256_x8(const __m256 v[8]) {
   return _mm256_permutevar8x32_ps(r, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
-// attention_exp() of 8 lanes: the same float operations (paged_attention_internal.h).
-inline __m256 exp8(__m256 x) {
-  const __m256 ok = _mm256_cmp_ps(x, _mm256_set1_ps(-87.f), _CMP_GE_OQ);
-  const __m256 nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
-  const __m256 xc = _mm256_min_ps(x, _mm256_set1_ps(88.f));
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(-kLn2Hi), xc);
-  r = _mm256_fmadd_ps(n, _mm256_set1_ps(kLn2LoNeg), r);
-  const __m256 r2 = _mm256_mul_ps(r, r), r4 = _mm256_mul_ps(r2, r2);
-  __m256 c[8];
-  PC_UNROLL for (int i = 0; i < 8; ++i) c[i] = _mm256_set1_ps(kExpC[i]);
-  const __m256 p01 = _mm256_fmadd_ps(c[1], r, c[0]), p23 = _mm256_fmadd_ps(c[3], r, c[2]);
-  const __m256 p45 = _mm256_fmadd_ps(c[5], r, c[4]), p67 = _mm256_fmadd_ps(c[7], r, c[6]);
-  const __m256 p = _mm256_fmadd_ps(_mm256_fmadd_ps(p67, r2, p45), r4, _mm256_fmadd_ps(p23, r2, p01));
-  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-  const __m256 y = _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), ok);
-  return _mm256_blendv_ps(y, x, nan);
-}
-
 // One block of the arithmetic for one query: scores sc (lanes >= nb unused),
 // running max m, sum S and accumulator (rescaled via `rescale` when the max
 // grows); leaves the block's exps in ex[0..nb).
@@ -102,24 +83,18 @@ inline __m256 block_softmax(__m256 sc, int nb, float& m, float& S, float* ex, Re
   mx = _mm256_max_ps(mx, _mm256_shuffle_ps(mx, mx, _MM_SHUFFLE(2, 3, 0, 1)));
   const float bm = _mm256_cvtss_f32(mx);  // max is exact: any order
   if (bm > m) {
-    const __m256 c = exp8(_mm256_set1_ps(m - bm));
+    const __m256 c = fixed_exp8(_mm256_set1_ps(m - bm));
     S = S * _mm256_cvtss_f32(c);
     rescale(c);
     m = bm;
   }
-  const __m256 e = exp8(_mm256_sub_ps(sc, _mm256_set1_ps(m)));
+  const __m256 e = fixed_exp8(_mm256_sub_ps(sc, _mm256_set1_ps(m)));
   _mm256_storeu_ps(ex, e);
   return e;
 }
 
 }  // namespace
 
-void attention_exp8_avx2(float* x, int n) {
-  alignas(32) float t[8] = {};
-  for (int i = 0; i < n; ++i) t[i] = x[i];
-  _mm256_store_ps(t, exp8(_mm256_load_ps(t)));
-  for (int i = 0; i < n; ++i) x[i] = t[i];
-}
 
 void paged_attention_avx2(const PagedAttentionArgs& a, const float* q, int group, float* out,
                           float* scratch) {
@@ -287,9 +262,6 @@ void paged_attention_avx2(const PagedAttentionArgs&, const float*, int, float*, 
 bool paged_attention_tokens_avx2(const PagedAttentionArgs&, int, const PagedAttentionTokens&,
                                  float*) {
   return false;
-}
-void attention_exp8_avx2(float* x, int n) {
-  for (int i = 0; i < n; ++i) x[i] = attention_exp(x[i]);
 }
 }  // namespace pc
 

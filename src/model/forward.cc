@@ -172,9 +172,8 @@ void Forward::attention_block(int l, std::span<const BatchEntry> batch, std::spa
   for_rows(pool_, m, [&](int64_t i) {
     rms_norm(x_.data() + i * E, w.attn_norm.data(), xn_.data() + i * E, E, c.rms_eps);
   });
-  matmul(w.wq, xn_.data(), m, q_.data(), pool_);
-  matmul(w.wk, xn_.data(), m, k_.data(), pool_);
-  matmul(w.wv, xn_.data(), m, v_.data(), pool_);
+  const MatmulOut qkv[] = {{w.wq, q_.data()}, {w.wk, k_.data()}, {w.wv, v_.data()}};
+  matmul_many(qkv, xn_.data(), m, pool_);
   // Biases, Q/K norms and RoPE, row by row on any thread.
   for_rows(pool_, m, [&](int64_t i) {
     add_bias(q_.data(), w.bq, i, qd);
@@ -255,8 +254,8 @@ void Forward::ffn_block(int l, int64_t m) {
   for_rows(pool_, m, [&](int64_t i) {
     rms_norm(x_.data() + i * E, w.ffn_norm.data(), xn_.data() + i * E, E, c.rms_eps);
   });
-  matmul(w.w_gate, xn_.data(), m, gate_.data(), pool_);
-  matmul(w.w_up, xn_.data(), m, up_.data(), pool_);
+  const MatmulOut gate_up[] = {{w.w_gate, gate_.data()}, {w.w_up, up_.data()}};
+  matmul_many(gate_up, xn_.data(), m, pool_);
   for_rows(pool_, m, [&](int64_t i) {
     swiglu(gate_.data() + i * F, up_.data() + i * F, gate_.data() + i * F, F);
   });

@@ -300,6 +300,44 @@ TEST(Matmul, Avx2MatchesReferenceBitwise) {
   }
 }
 
+// matmul_many (one quantization of x and one dispatch for several weights)
+// gives each output bitwise what matmul gives it alone, for mixed weight types
+// (shared and separate activation layouts) on every level, m and thread count.
+TEST(Matmul, ManyMatchesSeparateCalls) {
+  LevelGuard guard;
+  ThreadPool pools[3] = {ThreadPool(1), ThreadPool(2), ThreadPool(3)};
+  const int64_t k = 512;
+  const GgmlType types[] = {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q8_0, GgmlType::F16, GgmlType::Q4_0};
+  const int64_t ns[] = {37, 8, 130, 3, 64};
+  std::vector<Weights> ws;
+  for (int i = 0; i < 5; ++i) ws.push_back(make_weights(types[i], ns[i], k, 500 + i));
+  for (CpuLevel level : levels()) {
+    set_cpu_level(level);
+    for (int64_t m : {1, 3, 4, 17, 70}) {
+      const std::vector<float> x = random_x(m, k, 77 + uint32_t(m));
+      for (auto& pool : pools) {
+        std::vector<std::vector<float>> want(ws.size()), got(ws.size());
+        std::vector<MatmulOut> outs;
+        for (size_t i = 0; i < ws.size(); ++i) {
+          want[i].assign(m * ns[i], 0.f);
+          got[i].assign(m * ns[i], -1.f);
+          matmul(ws[i].view(), x.data(), m, want[i].data(), pool);
+          outs.push_back({ws[i].view(), got[i].data()});
+        }
+        matmul_many(outs, x.data(), m, pool);
+        for (size_t i = 0; i < ws.size(); ++i)
+          ASSERT_EQ(std::memcmp(got[i].data(), want[i].data(), want[i].size() * sizeof(float)), 0)
+              << label(types[i], level, k) << " output " << i << " m=" << m << " threads=" << pool.size();
+      }
+    }
+  }
+  // Weights of different row lengths cannot share x.
+  const Weights other = make_weights(GgmlType::Q8_0, 4, 256, 9);
+  std::vector<float> x(512), y0(37), y1(4);
+  const MatmulOut bad[] = {{ws[0].view(), y0.data()}, {other.view(), y1.data()}};
+  EXPECT_THROW(matmul_many(bad, x.data(), 1, pools[0]), Error);
+}
+
 TEST(Matmul, UnsupportedTypeThrows) {
   ThreadPool pool(1);
   std::vector<uint8_t> data(1024);

@@ -123,13 +123,13 @@ std::vector<float> spec(const Kv& kv, int g, const float* q, int n_ctx, float sc
       m = std::max(m, s.back());
     }
     if (m > M) {
-      const float c = attention_exp(M - m);
+      const float c = fixed_exp(M - m);
       S = S * c;
       for (auto& v : acc) v = v * c;
       M = m;
     }
     for (int t = b0; t < b1; ++t) {
-      const float p = attention_exp(s[t - b0] - M);
+      const float p = fixed_exp(s[t - b0] - M);
       S = S + p;
       for (int i = 0; i < hd; ++i) acc[i] = std::fma(fp16_to_fp32(kv.v(g, t)[i]), p, acc[i]);
     }
@@ -224,7 +224,7 @@ TEST(PagedAttention, TokenBlocksAreBatchInvariant) {
   }
 }
 
-// The softmax's exp (attention_exp, paged_attention_internal.h): close to the
+// The softmax's exp (fixed_exp, fixed_exp.h): close to the
 // exact exp over the softmax's range, 0 below -87, NaN for NaN; and the AVX2
 // evaluation (8 lanes) bitwise equal to the scalar one, on every float in
 // [-2, 0] with a stride, across [-120, 0], at the special values and on random
@@ -241,7 +241,7 @@ TEST(PagedAttention, AttentionExp) {
   for (int i = 0; i < 1000000; ++i) x.push_back(std::bit_cast<float>(uint32_t(rng())));
   double worst = 0;
   for (float v : x) {
-    const float y = attention_exp(v);
+    const float y = fixed_exp(v);
     if (std::isnan(v)) {
       ASSERT_TRUE(std::isnan(y));
     } else if (v < -87.f) {
@@ -257,9 +257,9 @@ TEST(PagedAttention, AttentionExp) {
     const int n = int(std::min<size_t>(8, x.size() - i));
     float v[8];
     std::copy(x.begin() + i, x.begin() + i + n, v);
-    attention_exp8_avx2(v, n);
+    fixed_exp8_avx2(v, n);
     for (int j = 0; j < n; ++j) {
-      const float want = attention_exp(x[i + j]);
+      const float want = fixed_exp(x[i + j]);
       if (std::isnan(want)) ASSERT_TRUE(std::isnan(v[j]));
       else ASSERT_EQ(std::bit_cast<uint32_t>(want), std::bit_cast<uint32_t>(v[j])) << "x=" << x[i + j];
     }

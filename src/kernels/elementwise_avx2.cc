@@ -1,0 +1,47 @@
+// AVX2 forms of elementwise.cc's row operations, bitwise equal to the scalar
+// ones (the same float operations per element, lane by lane); elementwise.cc
+// calls them when cpu_level() runs AVX2.
+#include "kernels/elementwise_internal.h"
+#include "kernels/fixed_exp.h"
+
+#if defined(__x86_64__)
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+#include <immintrin.h>
+
+namespace pc {
+
+void swiglu_avx2(const float* gate, const float* up, float* out, int64_t n) {
+  const __m256 one = _mm256_set1_ps(1.f);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 g = _mm256_loadu_ps(gate + i);
+    const __m256 e = fixed_exp8(_mm256_sub_ps(_mm256_setzero_ps(), g));
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(one, e)), _mm256_loadu_ps(up + i)));
+  }
+  for (; i < n; ++i) out[i] = swiglu1(gate[i], up[i]);
+}
+
+void fixed_exp8_avx2(float* x, int n) {
+  alignas(32) float t[8] = {};
+  for (int i = 0; i < n; ++i) t[i] = x[i];
+  _mm256_store_ps(t, fixed_exp8(_mm256_load_ps(t)));
+  for (int i = 0; i < n; ++i) x[i] = t[i];
+}
+
+}  // namespace pc
+
+#pragma GCC pop_options
+
+#else  // not x86
+
+namespace pc {
+void swiglu_avx2(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = swiglu1(gate[i], up[i]);
+}
+void fixed_exp8_avx2(float* x, int n) {
+  for (int i = 0; i < n; ++i) x[i] = fixed_exp(x[i]);
+}
+}  // namespace pc
+
+#endif
