@@ -3,6 +3,7 @@
 // result depends only on the query and the KV it sees — never on how many
 // other queries are batched with it. paged_attention.cc states the arithmetic.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 
 namespace pc {
@@ -51,9 +52,9 @@ struct PagedAttentionTokens {
 };
 // scratch floats for up to n_tok tokens of `group` query heads.
 inline int64_t paged_attention_tokens_scratch(int page_size, int head_dim, int group, int n_tok) {
-  const int64_t nq = int64_t(group) * n_tok, pr = (page_size + 7) & ~7;
-  return 2 * nq * head_dim + 2 * nq + 3 * pr + 2 * pr * head_dim + 64 +
-         paged_attention_scratch(page_size, head_dim, group);
+  const int64_t nq = int64_t(group) * n_tok, chunk = 32;  // AVX2 kernel: chunks of 4 blocks of 8 slots
+  return std::max<int64_t>(2 * nq * head_dim + 2 * nq + 2 * chunk * head_dim + nq * chunk + nq * chunk / 8 + 3 * nq + 64,
+                           paged_attention_scratch(page_size, head_dim, group));
 }
 void paged_attention_tokens(const PagedAttentionArgs& a, int group, const PagedAttentionTokens& t,
                             float* scratch);

@@ -181,44 +181,61 @@ TEST(PagedAttention, MatchesReference) {
 
 // A prompt of n tokens attending causally, computed one query at a time and in
 // blocks of every size up to kAttnMaxTokens: all bitwise equal.
+// Token blocks give every query bitwise what it gets alone, with full pages
+// and with partly filled ones (PML plans: blocks shorter than 8 in the middle
+// of a sequence, chunks of the AVX2 kernel that span pages).
 TEST(PagedAttention, TokenBlocksAreBatchInvariant) {
   LevelGuard guard;
   for (CpuLevel level : levels()) {
     set_cpu_level(level);
     for (const Shape& sh : kShapes) {
       const int n = 75;
-      Kv kv(sh.P, sh.hd, sh.n_kv, n + 5, 3);
+      Kv kv(sh.P, sh.hd, sh.n_kv, 3 * (n + 5), 3);
+      std::vector<int32_t> fills(kv.kp.size());
+      int filled = 0;
+      for (size_t p = 0; p < fills.size(); ++p) {
+        fills[p] = p % 3 == 1 ? std::max(1, sh.P / 2 - 3) : p % 5 == 2 ? 1 : sh.P;
+        filled += fills[p];
+      }
+      ASSERT_GE(filled, n + 5);
       const float scale = 1.f / std::sqrt(float(sh.hd));
       const int64_t qd = int64_t(sh.n_kv) * sh.group * sh.hd;
       // Large queries give peaked scores and frequent new maxima.
       const auto q = random_q(n * qd, 5, 6.f);
       std::vector<int> n_ctx(n);
       for (int i = 0; i < n; ++i) n_ctx[i] = i + 1 + (i % 3 == 0 ? 5 : 0);  // not always causal-contiguous
-      std::vector<float> alone(n * qd), blocked(n * qd);
-      std::vector<float> scratch(paged_attention_tokens_scratch(sh.P, sh.hd, sh.group, kAttnMaxTokens));
-      for (int g = 0; g < sh.n_kv; ++g)
-        for (int i = 0; i < n; ++i) {
+      for (bool with_fills : {false, true}) {
+        auto args = [&](int g) {
           PagedAttentionArgs a = kv.args(g, scale);
-          a.n_ctx = n_ctx[i];
-          const int64_t off = i * qd + int64_t(g) * sh.group * sh.hd;
-          paged_attention(a, q.data() + off, sh.group, alone.data() + off, scratch.data());
-        }
-      for (int bs : {1, 2, 3, 7, 16}) {
-        std::fill(blocked.begin(), blocked.end(), std::nanf(""));
+          a.fills = with_fills ? fills.data() : nullptr;
+          return a;
+        };
+        std::vector<float> alone(n * qd), blocked(n * qd);
+        std::vector<float> scratch(paged_attention_tokens_scratch(sh.P, sh.hd, sh.group, kAttnMaxTokens));
         for (int g = 0; g < sh.n_kv; ++g)
-          for (int i0 = 0; i0 < n; i0 += bs) {
-            PagedAttentionTokens t;
-            t.n_tok = std::min(bs, n - i0);
-            const int64_t off = i0 * qd + int64_t(g) * sh.group * sh.hd;
-            t.q = q.data() + off;
-            t.q_stride = qd;
-            t.n_ctx = n_ctx.data() + i0;
-            t.out = blocked.data() + off;
-            t.out_stride = qd;
-            paged_attention_tokens(kv.args(g, scale), sh.group, t, scratch.data());
+          for (int i = 0; i < n; ++i) {
+            PagedAttentionArgs a = args(g);
+            a.n_ctx = n_ctx[i];
+            const int64_t off = i * qd + int64_t(g) * sh.group * sh.hd;
+            paged_attention(a, q.data() + off, sh.group, alone.data() + off, scratch.data());
           }
-        ASSERT_EQ(0, std::memcmp(alone.data(), blocked.data(), alone.size() * 4))
-            << cpu_level_name(level) << " hd=" << sh.hd << " block=" << bs;
+        for (int bs : {1, 2, 3, 7, 16, 32}) {
+          std::fill(blocked.begin(), blocked.end(), std::nanf(""));
+          for (int g = 0; g < sh.n_kv; ++g)
+            for (int i0 = 0; i0 < n; i0 += bs) {
+              PagedAttentionTokens t;
+              t.n_tok = std::min(bs, n - i0);
+              const int64_t off = i0 * qd + int64_t(g) * sh.group * sh.hd;
+              t.q = q.data() + off;
+              t.q_stride = qd;
+              t.n_ctx = n_ctx.data() + i0;
+              t.out = blocked.data() + off;
+              t.out_stride = qd;
+              paged_attention_tokens(args(g), sh.group, t, scratch.data());
+            }
+          ASSERT_EQ(0, std::memcmp(alone.data(), blocked.data(), alone.size() * 4))
+              << cpu_level_name(level) << " hd=" << sh.hd << " block=" << bs << " fills=" << with_fills;
+        }
       }
     }
   }
