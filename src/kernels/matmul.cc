@@ -86,6 +86,7 @@ struct Plan {
   int64_t rb = 0, n_rb = 0, cb = 0, n_cb = 0;
   int64_t task_bytes = 0;
   int64_t first_task = 0;  // index of its first task in the call
+  bool whole_columns = false;  // a task = a column block × all row blocks
 };
 
 bool same_layout(const kern::ActLayout& p, const kern::ActLayout& q) {
@@ -193,9 +194,13 @@ void matmul_many(std::span<const MatmulOut> outs, const float* x, int64_t m, Thr
     p.rb = m <= 64 ? m : 64;
     p.n_rb = ceil_div(m, p.rb);
     const int64_t col_bytes = avx2 ? kern::avx2_task_col_bytes(w.type, k, m) : 0;
+    // Kernels that repack their column block (col_bytes > 0) get it for all
+    // row blocks in one task: repacked once, by one thread.
+    p.whole_columns = col_bytes > 0;
+    const int64_t rb_tasks = p.whole_columns ? 1 : p.n_rb;
     int64_t cb = (96 * 1024) / (col_bytes > 0 ? col_bytes : w.row_bytes > 0 ? w.row_bytes : 1);
     const int64_t want_tasks = int64_t(threads) * 8;
-    if (threads > 1 && p.n_rb * ceil_div(n, cb) < want_tasks) cb = ceil_div(n, ceil_div(want_tasks, p.n_rb));
+    if (threads > 1 && rb_tasks * ceil_div(n, cb) < want_tasks) cb = ceil_div(n, ceil_div(want_tasks, rb_tasks));
     cb = (cb + 7) & ~int64_t(7);  // whole 8-column groups
     if (cb < 8) cb = 8;
     if (cb > n) cb = n;
@@ -203,7 +208,7 @@ void matmul_many(std::span<const MatmulOut> outs, const float* x, int64_t m, Thr
     p.n_cb = n > 0 ? ceil_div(n, cb) : 0;
     p.task_bytes = avx2 ? kern::avx2_task_scratch_bytes(w.type, k, cb) : 0;
     p.first_task = n_tasks;
-    n_tasks += p.n_rb * p.n_cb;
+    n_tasks += rb_tasks * p.n_cb;
     task_bytes = std::max(task_bytes, p.task_bytes);
   }
   if (n_tasks == 0) return;
@@ -214,12 +219,15 @@ void matmul_many(std::span<const MatmulOut> outs, const float* x, int64_t m, Thr
     const Plan& p = plans[i];
     t -= p.first_task;
     // Consecutive tasks share a column block (its weights stay in cache).
-    const int64_t ci = t / p.n_rb, ri = t % p.n_rb;
-    const int64_t r0 = ri * p.rb, r1 = r0 + p.rb < m ? r0 + p.rb : m;
+    const int64_t ci = p.whole_columns ? t : t / p.n_rb;
     const int64_t n = outs[i].w.n;
     const int64_t c0 = ci * p.cb, c1 = c0 + p.cb < n ? c0 + p.cb : n;
     uint8_t* scratch = p.task_bytes ? t_task_scratch.get_or_abort(size_t(task_bytes)) : nullptr;
-    p.kernel(p.a, r0, r1, c0, c1, scratch);
+    const int64_t ri0 = p.whole_columns ? 0 : t % p.n_rb, ri1 = p.whole_columns ? p.n_rb : ri0 + 1;
+    for (int64_t ri = ri0; ri < ri1; ++ri) {
+      const int64_t r0 = ri * p.rb, r1 = r0 + p.rb < m ? r0 + p.rb : m;
+      p.kernel(p.a, r0, r1, c0, c1, scratch);
+    }
   });
 }
 
