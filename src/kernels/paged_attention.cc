@@ -14,9 +14,9 @@
 //       p = exp(s_t - M); S = S + p; acc = fma(V[t], p, acc)
 //   out = acc * (1 / S)
 //
-// dot(a, b) over head_dim d: eight partial sums, lane l = fma chain over
-// d = l, l+8, ... in increasing order, then ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)),
-// then any head_dim % 8 tail in order with fma.
+// dot(a, b) over head_dim: one fma chain, r = fma(a[d], b[d], r) for d = 0, 1,
+// ... in order from r = 0 (vectorized across slots, a lane per key, on K
+// transposed: no horizontal sums).
 //
 // Block-wise online softmax with a float accumulator: one rescale per block of
 // 8 keys at most, and per key one exp, one dot and one fma per element (the
@@ -42,13 +42,9 @@ namespace {
 
 inline float round_f16(float v) { return fp16_to_fp32(fp32_to_fp16(v)); }
 
-float dot8(const float* q, const uint16_t* k, int hd) {
-  float l[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  const int hd8 = hd & ~7;
-  for (int d = 0; d < hd8; d += 8)
-    for (int i = 0; i < 8; ++i) l[i] = std::fma(q[d + i], fp16_to_fp32(k[d + i]), l[i]);
-  float r = ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
-  for (int d = hd8; d < hd; ++d) r = std::fma(q[d], fp16_to_fp32(k[d]), r);
+float dot(const float* q, const uint16_t* k, int hd) {
+  float r = 0.f;
+  for (int d = 0; d < hd; ++d) r = std::fma(q[d], fp16_to_fp32(k[d]), r);
   return r;
 }
 
@@ -68,7 +64,7 @@ void attention_scalar(const PagedAttentionArgs& a, const float* q, int group, fl
       float s[8];
       float m = M;
       for (int u = 0; u < nb; ++u) {
-        s[u] = dot8(q16, K + size_t(b + u) * hd, hd) * a.scale;
+        s[u] = dot(q16, K + size_t(b + u) * hd, hd) * a.scale;
         m = s[u] > m ? s[u] : m;
       }
       if (m > M) {
@@ -94,10 +90,16 @@ void attention_scalar(const PagedAttentionArgs& a, const float* q, int group, fl
 void paged_attention(const PagedAttentionArgs& a, const float* q, int group, float* out,
                      float* scratch) {
   if (cpu_level() >= CpuLevel::Avx2 && a.head_dim % 8 == 0) {
-    paged_attention_avx2(a, q, group, out, scratch);
-  } else {
-    attention_scalar(a, q, group, out, scratch);
+    // One token through the prompt kernel: the same arithmetic.
+    const int n_ctx = a.n_ctx;
+    PagedAttentionTokens t;
+    t.n_tok = 1;
+    t.q = q;
+    t.n_ctx = &n_ctx;
+    t.out = out;
+    if (paged_attention_tokens_avx2(a, group, t, scratch)) return;
   }
+  attention_scalar(a, q, group, out, scratch);
 }
 
 void paged_attention_tokens(const PagedAttentionArgs& a, int group, const PagedAttentionTokens& t,

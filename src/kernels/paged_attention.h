@@ -3,7 +3,6 @@
 // result depends only on the query and the KV it sees — never on how many
 // other queries are batched with it. paged_attention.cc states the arithmetic.
 #pragma once
-#include <algorithm>
 #include <cstdint>
 
 namespace pc {
@@ -28,8 +27,14 @@ struct PagedAttentionArgs {
 // q: [group][head_dim] — the query heads that share kv_head (grouped-query
 // attention loads each key once for all of them). out: [group][head_dim].
 // scratch: at least paged_attention_scratch(page_size, head_dim, group) floats.
-inline int64_t paged_attention_scratch(int page_size, int head_dim, int group) {
-  return 2 * int64_t(head_dim) * group + 2 * group;
+// Scratch floats for nq query heads (AVX2 kernel: chunks of 4 blocks of 8
+// slots; the scalar path needs less).
+inline int64_t attention_scratch_floats(int head_dim, int64_t nq) {
+  const int64_t chunk = 32;
+  return 2 * nq * head_dim + 2 * nq + 2 * chunk * head_dim + nq * chunk + nq * chunk / 8 + 3 * nq + 64;
+}
+inline int64_t paged_attention_scratch(int /*page_size*/, int head_dim, int group) {
+  return attention_scratch_floats(head_dim, group);
 }
 void paged_attention(const PagedAttentionArgs& a, const float* q, int group, float* out,
                      float* scratch);
@@ -51,10 +56,8 @@ struct PagedAttentionTokens {
   int64_t out_stride = 0;
 };
 // scratch floats for up to n_tok tokens of `group` query heads.
-inline int64_t paged_attention_tokens_scratch(int page_size, int head_dim, int group, int n_tok) {
-  const int64_t nq = int64_t(group) * n_tok, chunk = 32;  // AVX2 kernel: chunks of 4 blocks of 8 slots
-  return std::max<int64_t>(2 * nq * head_dim + 2 * nq + 2 * chunk * head_dim + nq * chunk + nq * chunk / 8 + 3 * nq + 64,
-                           paged_attention_scratch(page_size, head_dim, group));
+inline int64_t paged_attention_tokens_scratch(int /*page_size*/, int head_dim, int group, int n_tok) {
+  return attention_scratch_floats(head_dim, int64_t(group) * n_tok);
 }
 void paged_attention_tokens(const PagedAttentionArgs& a, int group, const PagedAttentionTokens& t,
                             float* scratch);

@@ -3,17 +3,17 @@
 // target pragma after the includes), so the rest of the binary stays portable;
 // paged_attention() / paged_attention_tokens() select it at run time.
 //
-// Two kernels, both the block-wise arithmetic of paged_attention.cc:
-//  * paged_attention_avx2: one token's query heads (any head_dim % 8 == 0).
-//  * tokens_kernel<NV>: up to kAttnMaxTokens tokens × group heads of one KV
-//    head, in chunks of up to 4 blocks of visible slots: K/V converted to
-//    float once per chunk for all queries; scores in register tiles of 3
-//    queries × 4 slots (each K load serves 3 queries; the dot's 8-lane chains
-//    and pairings per pair); the softmax steps 8 queries at a time with a lane
-//    per query (fixed_exp8: the operations of fixed_exp); the accumulators in
-//    tiles of 3 queries × 4 vectors (each V load serves 3 queries). A query's
-//    operations and their order are exactly those of the one-token kernel, so
-//    the grouping never changes a bit.
+// One kernel, tokens_kernel<NV> (NV = head_dim / 8), for up to kAttnMaxTokens
+// tokens × group query heads of one KV head (a single token too:
+// paged_attention() calls it with one), in chunks of up to 4 blocks of
+// visible slots: K converted to float and transposed (a lane per slot) and V
+// converted once per chunk for all queries; scores in register tiles of 3
+// queries × up to 4 blocks (each K load serves 3 queries; each pair's dot is
+// one FMA chain over head_dim in order, so no horizontal sums); the softmax
+// steps 8 queries at a time with a lane per query (fixed_exp8: the operations
+// of fixed_exp); the accumulators in tiles of 3 queries × 4 vectors (each V
+// load serves 3 queries). A query's operations and their order are exactly
+// those of paged_attention.cc, so the grouping never changes a bit.
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -30,159 +30,73 @@ namespace pc {
 
 namespace {
 
-inline float hsum256(__m256 v) {
-  __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
-  lo = _mm_add_ps(lo, hi);
-  lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
-  lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
-  return _mm_cvtss_f32(lo);
-}
+#define PC_UNROLL _Pragma("GCC unroll 16")
 
 inline __m256 load_f16(const uint16_t* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
 
-}  // namespace
-
-#define PC_UNROLL _Pragma("GCC unroll 16")
-
-namespace {
-
 inline __m256 round_f16(__m256 v) {
   return _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
 }
 
-// hsum256 of eight vectors at once: lane u of the result is hsum256(v[u]),
-// computed with exactly the same pairings ((v0+v4)+(v2+v6)) + ((v1+v5)+(v3+v7)).
-inline __m256 hsum256_x8(const __m256 v[8]) {
-  __m256 t[4];
-  PC_UNROLL for (int i = 0; i < 4; ++i) {  // t[i] = (lo+hi of v[2i] | lo+hi of v[2i+1])
-    t[i] = _mm256_add_ps(_mm256_permute2f128_ps(v[2 * i], v[2 * i + 1], 0x20),
-                         _mm256_permute2f128_ps(v[2 * i], v[2 * i + 1], 0x31));
+// 8×8 transpose of floats: out[j] lane i = in[i] lane j.
+inline void transpose8_ps(const __m256 in[8], __m256 out[8]) {
+  __m256 t[8], u[8];
+  PC_UNROLL for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm256_unpacklo_ps(in[2 * i], in[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_ps(in[2 * i], in[2 * i + 1]);
   }
-  // u = (x0+x2, x1+x3) per vector: [v0: 2 | v2: 2 | v1: 2 | v3: 2] and likewise v4..v7
-  const __m256 u0 = _mm256_add_ps(_mm256_shuffle_ps(t[0], t[1], _MM_SHUFFLE(1, 0, 1, 0)),
-                                  _mm256_shuffle_ps(t[0], t[1], _MM_SHUFFLE(3, 2, 3, 2)));
-  const __m256 u1 = _mm256_add_ps(_mm256_shuffle_ps(t[2], t[3], _MM_SHUFFLE(1, 0, 1, 0)),
-                                  _mm256_shuffle_ps(t[2], t[3], _MM_SHUFFLE(3, 2, 3, 2)));
-  // lanes: (v0, v2, v4, v6 | v1, v3, v5, v7)
-  const __m256 r = _mm256_add_ps(_mm256_shuffle_ps(u0, u1, _MM_SHUFFLE(2, 0, 2, 0)),
-                                 _mm256_shuffle_ps(u0, u1, _MM_SHUFFLE(3, 1, 3, 1)));
-  return _mm256_permutevar8x32_ps(r, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-}
-
-// One block of the arithmetic for one query: scores sc (lanes >= nb unused),
-// running max m, sum S and accumulator (rescaled via `rescale` when the max
-// grows); leaves the block's exps in ex[0..nb).
-template <class Rescale>
-inline __m256 block_softmax(__m256 sc, int nb, float& m, float& S, float* ex, Rescale rescale) {
-  const __m256 live = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(nb), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
-  __m256 mx = _mm256_blendv_ps(_mm256_set1_ps(-std::numeric_limits<float>::infinity()), sc, live);
-  mx = _mm256_max_ps(mx, _mm256_permute2f128_ps(mx, mx, 1));
-  mx = _mm256_max_ps(mx, _mm256_shuffle_ps(mx, mx, _MM_SHUFFLE(1, 0, 3, 2)));
-  mx = _mm256_max_ps(mx, _mm256_shuffle_ps(mx, mx, _MM_SHUFFLE(2, 3, 0, 1)));
-  const float bm = _mm256_cvtss_f32(mx);  // max is exact: any order
-  if (bm > m) {
-    const __m256 c = fixed_exp8(_mm256_set1_ps(m - bm));
-    S = S * _mm256_cvtss_f32(c);
-    rescale(c);
-    m = bm;
+  PC_UNROLL for (int h = 0; h < 2; ++h) {
+    const __m256* th = t + 4 * h;
+    u[4 * h + 0] = _mm256_shuffle_ps(th[0], th[2], _MM_SHUFFLE(1, 0, 1, 0));
+    u[4 * h + 1] = _mm256_shuffle_ps(th[0], th[2], _MM_SHUFFLE(3, 2, 3, 2));
+    u[4 * h + 2] = _mm256_shuffle_ps(th[1], th[3], _MM_SHUFFLE(1, 0, 1, 0));
+    u[4 * h + 3] = _mm256_shuffle_ps(th[1], th[3], _MM_SHUFFLE(3, 2, 3, 2));
   }
-  const __m256 e = fixed_exp8(_mm256_sub_ps(sc, _mm256_set1_ps(m)));
-  _mm256_storeu_ps(ex, e);
-  return e;
-}
-
-}  // namespace
-
-
-void paged_attention_avx2(const PagedAttentionArgs& a, const float* q, int group, float* out,
-                          float* scratch) {
-  const int hd = a.head_dim;
-  float* q16 = scratch;                     // [group][hd] query rounded to F16
-  float* acc = q16 + size_t(group) * hd;    // [group][hd]
-  float* M = acc + size_t(group) * hd;      // [group]
-  float* S = M + group;                     // [group]
-  for (int j = 0; j < group; ++j) {
-    for (int d = 0; d < hd; d += 8) {
-      _mm256_storeu_ps(q16 + j * hd + d, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(q + size_t(j) * hd + d),
-                                                                          _MM_FROUND_TO_NEAREST_INT)));
-      _mm256_storeu_ps(acc + j * hd + d, _mm256_setzero_ps());
-    }
-    M[j] = -std::numeric_limits<float>::infinity();
-    S[j] = 0.f;
+  PC_UNROLL for (int p = 0; p < 4; ++p) {
+    out[p] = _mm256_permute2f128_ps(u[p], u[4 + p], 0x20);
+    out[p + 4] = _mm256_permute2f128_ps(u[p], u[4 + p], 0x31);
   }
-  for_each_key_block(a, a.n_ctx, [&](const uint16_t* K, const uint16_t* V, int b, int nb) {
-    for (int j = 0; j < group; ++j) {
-      const float* qj = q16 + j * hd;
-      float* aj = acc + j * hd;
-      alignas(32) float s[8] = {};
-      for (int u = 0; u < nb; ++u) {
-        const uint16_t* Kt = K + size_t(b + u) * hd;
-        __m256 dot = _mm256_setzero_ps();
-        for (int d = 0; d < hd; d += 8) dot = _mm256_fmadd_ps(_mm256_loadu_ps(qj + d), load_f16(Kt + d), dot);
-        s[u] = hsum256(dot) * a.scale;
-      }
-      block_softmax(_mm256_loadu_ps(s), nb, M[j], S[j], s, [&](__m256 c) {
-        for (int d = 0; d < hd; d += 8) _mm256_storeu_ps(aj + d, _mm256_mul_ps(_mm256_loadu_ps(aj + d), c));
-      });
-      for (int u = 0; u < nb; ++u) {
-        S[j] = S[j] + s[u];
-        const uint16_t* Vt = V + size_t(b + u) * hd;
-        const __m256 pv = _mm256_set1_ps(s[u]);
-        for (int d = 0; d < hd; d += 8)
-          _mm256_storeu_ps(aj + d, _mm256_fmadd_ps(load_f16(Vt + d), pv, _mm256_loadu_ps(aj + d)));
-      }
-    }
-  });
-  for (int j = 0; j < group; ++j) {
-    const __m256 inv = _mm256_set1_ps(1.f / S[j]);
-    for (int d = 0; d < hd; d += 8)
-      _mm256_storeu_ps(out + size_t(j) * hd + d, _mm256_mul_ps(_mm256_loadu_ps(acc + j * hd + d), inv));
-  }
-}
-
-namespace {
-
-// Sums of 4 vectors with hsum256's pairings, ((v0+v4)+(v2+v6)) + ((v1+v5)+(v3+v7)):
-// lanes 0..3 of the result are the sums of v[0..3] (lanes 4..7: don't care).
-inline __m128 hsum256_x4(__m256 a, __m256 b, __m256 c, __m256 d) {
-  // (a0+a4, a1+a5, a2+a6, a3+a7 | b0+b4, ...), likewise c, d
-  const __m256 ab = _mm256_add_ps(_mm256_permute2f128_ps(a, b, 0x20), _mm256_permute2f128_ps(a, b, 0x31));
-  const __m256 cd = _mm256_add_ps(_mm256_permute2f128_ps(c, d, 0x20), _mm256_permute2f128_ps(c, d, 0x31));
-  // (a04+a26, a15+a37, c04+c26, c15+c37 | b.., b.., d.., d..)
-  const __m256 u = _mm256_add_ps(_mm256_shuffle_ps(ab, cd, _MM_SHUFFLE(1, 0, 1, 0)),
-                                 _mm256_shuffle_ps(ab, cd, _MM_SHUFFLE(3, 2, 3, 2)));
-  // (a, c, a, c | b, d, b, d)
-  const __m256 r = _mm256_add_ps(_mm256_shuffle_ps(u, u, _MM_SHUFFLE(2, 0, 2, 0)),
-                                 _mm256_shuffle_ps(u, u, _MM_SHUFFLE(3, 1, 3, 1)));
-  return _mm_unpacklo_ps(_mm256_castps256_ps128(r), _mm256_extractf128_ps(r, 1));  // (a, b, c, d)
 }
 
 constexpr int kChunkBlocks = 4;                  // blocks of 8 slots per chunk
 constexpr int kChunkSlots = 8 * kChunkBlocks;
 
-// Scores of QT queries × 4 slots of the chunk (kf rows t..t+3): the dot of
-// paged_attention.cc per pair (an 8-lane FMA chain over head_dim, then the
-// fixed pairings), times scale; each K vector loaded once for the QT queries.
-// (Not inlined: inlined into the loop over t, GCC turns each of the 4·NV
-// load addresses into an induction variable of its own and spills them.)
-template <int NV, int QT>
-__attribute__((noinline)) void score_tile(const float* const* qv, const float* kf, int t, float scale, float* const* sc) {
+// Scores of QT queries × the chunk's KB blocks (8 slots each, a lane per
+// slot): the dot of paged_attention.cc per pair, one FMA chain over head_dim
+// in order, with K transposed (kT[d][slot]); each K load serves QT queries,
+// each broadcast query element KB blocks. Times scale.
+// (Not inlined: inlined into a loop, GCC turns each load address into an
+// induction variable of its own and spills them.)
+template <int NV, int QT, int KB>
+__attribute__((noinline)) void score_tile(const float* const* qv, const float* kT, float scale, float* const* sc) {
   constexpr int hd = 8 * NV;
-  const float* kt = kf + t * hd;
-  __m256 d[QT][4];
-  PC_UNROLL for (int i = 0; i < QT; ++i) PC_UNROLL for (int u = 0; u < 4; ++u) d[i][u] = _mm256_setzero_ps();
-  PC_UNROLL for (int v = 0; v < NV; ++v) {
-    __m256 x[QT];
-    PC_UNROLL for (int i = 0; i < QT; ++i) x[i] = _mm256_loadu_ps(qv[i] + 8 * v);
-    PC_UNROLL for (int u = 0; u < 4; ++u) {
-      const __m256 k = _mm256_loadu_ps(kt + u * hd + 8 * v);
-      PC_UNROLL for (int i = 0; i < QT; ++i) d[i][u] = _mm256_fmadd_ps(x[i], k, d[i][u]);
+  __m256 s[QT][KB];
+  PC_UNROLL for (int i = 0; i < QT; ++i) PC_UNROLL for (int b = 0; b < KB; ++b) s[i][b] = _mm256_setzero_ps();
+  const float* q[QT];
+  PC_UNROLL for (int i = 0; i < QT; ++i) q[i] = qv[i];
+  for (int d = 0; d < hd; ++d) {
+    const float* kd = kT + d * kChunkSlots;
+    __m256 qb[QT];
+    PC_UNROLL for (int i = 0; i < QT; ++i) qb[i] = _mm256_broadcast_ss(q[i] + d);
+    PC_UNROLL for (int b = 0; b < KB; ++b) {
+      const __m256 k = _mm256_loadu_ps(kd + 8 * b);
+      PC_UNROLL for (int i = 0; i < QT; ++i) s[i][b] = _mm256_fmadd_ps(qb[i], k, s[i][b]);
     }
   }
-  PC_UNROLL for (int i = 0; i < QT; ++i)
-    _mm_storeu_ps(sc[i] + t, _mm_mul_ps(hsum256_x4(d[i][0], d[i][1], d[i][2], d[i][3]), _mm256_castps256_ps128(_mm256_set1_ps(scale))));
+  const __m256 sv = _mm256_set1_ps(scale);
+  PC_UNROLL for (int i = 0; i < QT; ++i) PC_UNROLL for (int b = 0; b < KB; ++b) _mm256_storeu_ps(sc[i] + 8 * b, _mm256_mul_ps(s[i][b], sv));
+}
+
+template <int NV, int QT>
+void score_tiles(const float* const* qv, const float* kT, int n_blk, float scale, float* const* sc) {
+  switch (n_blk) {
+    case 1: score_tile<NV, QT, 1>(qv, kT, scale, sc); break;
+    case 2: score_tile<NV, QT, 2>(qv, kT, scale, sc); break;
+    case 3: score_tile<NV, QT, 3>(qv, kT, scale, sc); break;
+    default: score_tile<NV, QT, 4>(qv, kT, scale, sc); break;
+  }
 }
 
 // Accumulator update of QT queries that see every slot of the chunk, for the
@@ -216,26 +130,6 @@ __attribute__((noinline)) void update_tile(float* const* acc, const float* const
     }
   }
   PC_UNROLL for (int i = 0; i < QT; ++i) PC_UNROLL for (int j = 0; j < DV; ++j) _mm256_storeu_ps(acc[i] + 8 * (v0 + j), a[i][j]);
-}
-
-// 8×8 transpose of floats: out[j] lane i = in[i] lane j.
-inline void transpose8_ps(const __m256 in[8], __m256 out[8]) {
-  __m256 t[8], u[8];
-  PC_UNROLL for (int i = 0; i < 4; ++i) {
-    t[2 * i] = _mm256_unpacklo_ps(in[2 * i], in[2 * i + 1]);
-    t[2 * i + 1] = _mm256_unpackhi_ps(in[2 * i], in[2 * i + 1]);
-  }
-  PC_UNROLL for (int h = 0; h < 2; ++h) {
-    const __m256* th = t + 4 * h;
-    u[4 * h + 0] = _mm256_shuffle_ps(th[0], th[2], _MM_SHUFFLE(1, 0, 1, 0));
-    u[4 * h + 1] = _mm256_shuffle_ps(th[0], th[2], _MM_SHUFFLE(3, 2, 3, 2));
-    u[4 * h + 2] = _mm256_shuffle_ps(th[1], th[3], _MM_SHUFFLE(1, 0, 1, 0));
-    u[4 * h + 3] = _mm256_shuffle_ps(th[1], th[3], _MM_SHUFFLE(3, 2, 3, 2));
-  }
-  PC_UNROLL for (int p = 0; p < 4; ++p) {
-    out[p] = _mm256_permute2f128_ps(u[p], u[4 + p], 0x20);
-    out[p + 4] = _mm256_permute2f128_ps(u[p], u[4 + p], 0x31);
-  }
 }
 
 // Softmax steps of 8 queries that see every slot of the chunk, a lane per
@@ -305,8 +199,8 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
   float* acc = q16 + size_t(nq) * hd;            // [nq][hd]
   float* M = acc + size_t(nq) * hd;              // [nq]
   float* S = M + nq;                             // [nq]
-  float* kf = S + nq;                            // [kChunkSlots][hd]
-  float* vf = kf + size_t(kChunkSlots) * hd;     // [kChunkSlots][hd]
+  float* kT = S + nq;                            // [hd][kChunkSlots] K transposed
+  float* vf = kT + size_t(kChunkSlots) * hd;     // [kChunkSlots][hd]
   float* sc = vf + size_t(kChunkSlots) * hd;     // [nq][kChunkSlots] scores, then exps
   float* cf = sc + size_t(nq) * kChunkSlots;     // [nq][kChunkBlocks] rescale factors
   int* ctx = reinterpret_cast<int*>(cf + size_t(nq) * kChunkBlocks);  // [nq]
@@ -342,11 +236,9 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
         qv[i] = q16 + qi * hd;
         row[i] = sc + qi * kChunkSlots;
       }
-      for (int t = 0; t < 8 * n_blk; t += 4) {
-        if (n_here == QT) score_tile<NV, QT>(qv, kf, t, a.scale, row);
-        else if (n_here == 2) score_tile<NV, 2>(qv, kf, t, a.scale, row);
-        else score_tile<NV, 1>(qv, kf, t, a.scale, row);
-      }
+      if (n_here == QT) score_tiles<NV, QT>(qv, kT, n_blk, a.scale, row);
+      else if (n_here == 2) score_tiles<NV, 2>(qv, kT, n_blk, a.scale, row);
+      else score_tiles<NV, 1>(qv, kT, n_blk, a.scale, row);
     }
     // 3. softmax steps: the queries that see the whole chunk (live[0, n_full))
     // eight at a time with a lane per query, the others one at a time.
@@ -438,14 +330,15 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
     const uint16_t* V = a.v_pages[p] + slab;
     for (int b = 0; b < nk; b += 8) {
       const int len = nk - b < 8 ? nk - b : 8;
-      float* kd = kf + size_t(8 * n_blk) * hd;
       float* vd = vf + size_t(8 * n_blk) * hd;
-      for (int u = 0; u < 8; ++u)
-        PC_UNROLL for (int v = 0; v < NV; ++v) {
-          const bool in = u < len;
-          _mm256_storeu_ps(kd + u * hd + 8 * v, in ? load_f16(K + (b + u) * hd + 8 * v) : _mm256_setzero_ps());
-          if (in) _mm256_storeu_ps(vd + u * hd + 8 * v, load_f16(V + (b + u) * hd + 8 * v));
-        }
+      PC_UNROLL for (int v = 0; v < NV; ++v) {
+        __m256 rows[8], cols[8];
+        for (int u = 0; u < 8; ++u) rows[u] = u < len ? load_f16(K + (b + u) * hd + 8 * v) : _mm256_setzero_ps();
+        transpose8_ps(rows, cols);
+        PC_UNROLL for (int j = 0; j < 8; ++j) _mm256_storeu_ps(kT + (8 * v + j) * kChunkSlots + 8 * n_blk, cols[j]);
+      }
+      for (int u = 0; u < len; ++u)
+        PC_UNROLL for (int v = 0; v < NV; ++v) _mm256_storeu_ps(vd + u * hd + 8 * v, load_f16(V + (b + u) * hd + 8 * v));
       blk_pos[n_blk] = t0 + b;
       blk_len[n_blk] = len;
       if (++n_blk == kChunkBlocks) run_chunk();
@@ -483,7 +376,6 @@ bool paged_attention_tokens_avx2(const PagedAttentionArgs& a, int group,
 #else  // not x86-64: never called (cpu_level() is Scalar)
 
 namespace pc {
-void paged_attention_avx2(const PagedAttentionArgs&, const float*, int, float*, float*) {}
 bool paged_attention_tokens_avx2(const PagedAttentionArgs&, int, const PagedAttentionTokens&,
                                  float*) {
   return false;

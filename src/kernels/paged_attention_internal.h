@@ -19,11 +19,8 @@ inline void for_each_key_block(const PagedAttentionArgs& a, int n_ctx, F&& f) {
   }
 }
 
-// head_dim must be a multiple of 8; only call when the CPU runs AVX2.
-void paged_attention_avx2(const PagedAttentionArgs& a, const float* q, int group, float* out,
-                          float* scratch);
-// Multi-token form (paged_attention.h); returns false (and does nothing) for a
-// head_dim it has no register-blocked kernel for.
+// Multi-token form (paged_attention.h); only call when the CPU runs AVX2.
+// Returns false (and does nothing) for a head_dim it has no kernel for.
 bool paged_attention_tokens_avx2(const PagedAttentionArgs& a, int group,
                                  const PagedAttentionTokens& t, float* scratch);
 

@@ -102,14 +102,12 @@ std::vector<double> reference(const Kv& kv, int g, const float* q, int n_ctx, fl
 
 // The arithmetic stated in paged_attention.cc, transcribed.
 std::vector<float> spec(const Kv& kv, int g, const float* q, int n_ctx, float scale) {
-  const int hd = kv.hd, hd8 = hd & ~7;
+  const int hd = kv.hd;
   std::vector<float> q16(hd), acc(hd, 0.f), out(hd);
   for (int i = 0; i < hd; ++i) q16[i] = round_f16(q[i]);
   auto dot = [&](const uint16_t* k) {
-    float l[8] = {};
-    for (int d = 0; d < hd8; ++d) l[d % 8] = std::fma(q16[d], fp16_to_fp32(k[d]), l[d % 8]);
-    float r = ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
-    for (int d = hd8; d < hd; ++d) r = std::fma(q16[d], fp16_to_fp32(k[d]), r);
+    float r = 0.f;
+    for (int d = 0; d < hd; ++d) r = std::fma(q16[d], fp16_to_fp32(k[d]), r);
     return r;
   };
   float M = -std::numeric_limits<float>::infinity(), S = 0.f;
