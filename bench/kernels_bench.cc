@@ -127,6 +127,55 @@ void BM_Attention(benchmark::State& st) {
 }
 BENCHMARK(BM_Attention)->Args({1, 512})->Args({1, 2048})->Args({2, 2048})->UseRealTime();
 
+// One decode step's attention: the last token of an n-token context, all
+// query heads (n_kv × group), as the forward pass runs it (a task per KV head).
+void BM_AttentionDecode(benchmark::State& st) {
+  const int threads = int(st.range(0));
+  const int n = int(st.range(1));
+  constexpr int P = 16, hd = 64, n_kv = 3, group = 3;
+  pc::ThreadPool pool(threads);
+  std::mt19937 rng(1);
+  std::normal_distribution<float> nd;
+  const int n_pages = (n + P - 1) / P;
+  std::vector<uint16_t> kv(size_t(n_pages) * 2 * n_kv * P * hd);
+  for (auto& h : kv) h = pc::fp32_to_fp16(nd(rng));
+  std::vector<const uint16_t*> kp(n_pages), vp(n_pages);
+  for (int p = 0; p < n_pages; ++p) {
+    kp[p] = kv.data() + size_t(p) * 2 * n_kv * P * hd;
+    vp[p] = kp[p] + size_t(n_kv) * P * hd;
+  }
+  const int64_t qd = int64_t(n_kv) * group * hd;
+  std::vector<float> q(qd), out(qd);
+  for (auto& v : q) v = nd(rng);
+  const int n_ctx = n;
+  const int64_t per = pc::paged_attention_tokens_scratch(P, hd, group, 1);
+  std::vector<float> scratch(size_t(per) * threads);
+  for (auto _ : st) {
+    pool.parallel_for(n_kv, [&](int64_t g, int thread) {
+      pc::PagedAttentionArgs a;
+      a.k_pages = kp.data();
+      a.v_pages = vp.data();
+      a.page_size = P;
+      a.head_dim = hd;
+      a.kv_head = int(g);
+      a.n_kv_head = n_kv;
+      a.scale = 0.125f;
+      pc::PagedAttentionTokens t;
+      t.n_tok = 1;
+      t.q = q.data() + g * group * hd;
+      t.q_stride = qd;
+      t.n_ctx = &n_ctx;
+      t.out = out.data() + g * group * hd;
+      t.out_stride = qd;
+      pc::paged_attention_tokens(a, group, t, scratch.data() + thread * per);
+    });
+    benchmark::DoNotOptimize(out.data());
+  }
+  st.counters["qk_pairs/s"] = benchmark::Counter(double(n) * n_kv * group, benchmark::Counter::kIsIterationInvariantRate);
+  st.SetLabel(pc::cpu_level_name(pc::cpu_level()));
+}
+BENCHMARK(BM_AttentionDecode)->Args({1, 2048})->Args({2, 2048})->UseRealTime();
+
 }  // namespace
 
 BENCHMARK_MAIN();

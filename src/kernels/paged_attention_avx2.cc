@@ -17,6 +17,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 
 #include "kernels/paged_attention_internal.h"
@@ -62,6 +63,19 @@ inline void transpose8_ps(const __m256 in[8], __m256 out[8]) {
 
 constexpr int kChunkBlocks = 4;                  // blocks of 8 slots per chunk
 constexpr int kChunkSlots = 8 * kChunkBlocks;
+
+// The 8 slots × head_dim of a block of K (F16, slot-major) as float, transposed
+// into the chunk's kT (dst = kT + the block's first slot).
+template <int NV>
+__attribute__((noinline)) void k_block_transposed(const uint16_t* k, float* dst) {
+  constexpr int hd = 8 * NV;
+  PC_UNROLL for (int v = 0; v < NV; ++v) {
+    __m256 rows[8], cols[8];
+    PC_UNROLL for (int u = 0; u < 8; ++u) rows[u] = load_f16(k + u * hd + 8 * v);
+    transpose8_ps(rows, cols);
+    PC_UNROLL for (int j = 0; j < 8; ++j) _mm256_storeu_ps(dst + (8 * v + j) * kChunkSlots, cols[j]);
+  }
+}
 
 // Scores of QT queries × the chunk's KB blocks (8 slots each, a lane per
 // slot): the dot of paged_attention.cc per pair, one FMA chain over head_dim
@@ -331,11 +345,12 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
     for (int b = 0; b < nk; b += 8) {
       const int len = nk - b < 8 ? nk - b : 8;
       float* vd = vf + size_t(8 * n_blk) * hd;
-      PC_UNROLL for (int v = 0; v < NV; ++v) {
-        __m256 rows[8], cols[8];
-        for (int u = 0; u < 8; ++u) rows[u] = u < len ? load_f16(K + (b + u) * hd + 8 * v) : _mm256_setzero_ps();
-        transpose8_ps(rows, cols);
-        PC_UNROLL for (int j = 0; j < 8; ++j) _mm256_storeu_ps(kT + (8 * v + j) * kChunkSlots + 8 * n_blk, cols[j]);
+      if (len == 8) {
+        k_block_transposed<NV>(K + b * hd, kT + 8 * n_blk);
+      } else {  // zero keys past the block's end (never read past the page)
+        alignas(32) uint16_t part[8 * hd] = {};
+        std::memcpy(part, K + b * hd, sizeof(uint16_t) * len * hd);
+        k_block_transposed<NV>(part, kT + 8 * n_blk);
       }
       for (int u = 0; u < len; ++u)
         PC_UNROLL for (int v = 0; v < NV; ++v) _mm256_storeu_ps(vd + u * hd + 8 * v, load_f16(V + (b + u) * hd + 8 * v));
