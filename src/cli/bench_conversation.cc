@@ -165,9 +165,10 @@ std::pair<double, double> fit_cost(const std::vector<Request>& rs) {
 }
 
 std::vector<Figures> evaluate(const std::vector<Request>& rs, const ConvArgs& a, int64_t capacity_tokens) {
-  Figures ours{"promptcache (token radix)"};
-  Figures vllm{"16-token block hashing (sim.)"};
-  Figures lmc{"256-token chunk hashing (sim.)"};
+  Figures ours, vllm, lmc;
+  ours.name = "promptcache (token radix)";
+  vllm.name = "16-token block hashing (sim.)";
+  lmc.name = "256-token chunk hashing (sim.)";
   vllm.estimated = lmc.estimated = true;
   BlockCacheSim b16(16, capacity_tokens ? capacity_tokens / 16 : 0);
   BlockCacheSim b256(256, capacity_tokens ? capacity_tokens / 256 : 0);

@@ -177,8 +177,11 @@ TEST(PrefixCache, ContinuousBatchingMatchesOneAtATime) {
   ASSERT_EQ(done.size(), reqs.size());
   for (size_t i = 0; i < reqs.size(); ++i) {
     const GenerateResult ref = single.generate(reqs[i]);
-    for (auto& [id, r] : done)
-      if (id == ids[i]) EXPECT_EQ(r.tokens, ref.tokens) << "request " << i;
+    for (auto& [id, r] : done) {
+      if (id == ids[i]) {
+        EXPECT_EQ(r.tokens, ref.tokens) << "request " << i;
+      }
+    }
   }
 }
 
