@@ -74,42 +74,66 @@ void k_shapes(benchmark::internal::Benchmark* b) {
 BENCHMARK(BM_Q4_K)->Apply(k_shapes);
 BENCHMARK(BM_Q6_K)->Apply(k_shapes);
 
-void BM_Attention(benchmark::State& st) {
+// A sequence of n random F16 K/V slots in pages of kAttnP, kAttnKv KV heads of
+// kAttnHd, a query group of kAttnGroup (smollm-135m's attention shape).
+constexpr int kAttnP = 16, kAttnHd = 64, kAttnKv = 3, kAttnGroup = 3;
+struct AttnSeq {
+  std::vector<uint16_t> kv;
+  std::vector<const uint16_t*> kp, vp;
+  AttnSeq(int n, std::mt19937& rng) {
+    std::normal_distribution<float> nd;
+    const int n_pages = (n + kAttnP - 1) / kAttnP;
+    const size_t slab = size_t(kAttnKv) * kAttnP * kAttnHd;
+    kv.resize(size_t(n_pages) * 2 * slab);
+    for (auto& h : kv) h = pc::fp32_to_fp16(nd(rng));
+    for (int p = 0; p < n_pages; ++p) {
+      kp.push_back(kv.data() + size_t(p) * 2 * slab);
+      vp.push_back(kp.back() + slab);
+    }
+  }
+  pc::PagedAttentionArgs args(int g) const {
+    pc::PagedAttentionArgs a;
+    a.k_pages = kp.data();
+    a.v_pages = vp.data();
+    a.page_size = kAttnP;
+    a.head_dim = kAttnHd;
+    a.kv_head = g;
+    a.n_kv_head = kAttnKv;
+    a.scale = 0.125f;
+    return a;
+  }
+};
+
+// Attention of the last n_q tokens of an n-token context (all of them: a
+// prompt; one: a decode step), all query heads (n_kv × group), in the forward
+// pass's tasks: blocks of up to kAttnMaxTokens tokens × KV heads, the later
+// blocks (more keys) first.
+void attention_bench(benchmark::State& st, int n_q) {
   const int threads = int(st.range(0));
   const int n = int(st.range(1));
-  constexpr int P = 16, hd = 64, n_kv = 3, group = 3;
+  if (n_q <= 0 || n_q > n) n_q = n;
+  constexpr int hd = kAttnHd, n_kv = kAttnKv, group = kAttnGroup;
   pc::ThreadPool pool(threads);
   std::mt19937 rng(1);
   std::normal_distribution<float> nd;
-  const int n_pages = (n + P - 1) / P;
-  std::vector<uint16_t> kv(size_t(n_pages) * 2 * n_kv * P * hd);
-  for (auto& h : kv) h = pc::fp32_to_fp16(nd(rng));
-  std::vector<const uint16_t*> kp(n_pages), vp(n_pages);
-  for (int p = 0; p < n_pages; ++p) {
-    kp[p] = kv.data() + size_t(p) * 2 * n_kv * P * hd;
-    vp[p] = kp[p] + size_t(n_kv) * P * hd;
-  }
+  const AttnSeq seq(n, rng);
   const int64_t qd = int64_t(n_kv) * group * hd;
-  std::vector<float> q(size_t(n) * qd), out(size_t(n) * qd);
+  std::vector<float> q(size_t(n_q) * qd), out(size_t(n_q) * qd);
   for (auto& v : q) v = nd(rng);
-  std::vector<int> n_ctx(n);
-  for (int i = 0; i < n; ++i) n_ctx[i] = i + 1;
-  const int64_t per = pc::paged_attention_tokens_scratch(P, hd, group, pc::kAttnMaxTokens);
+  std::vector<int> n_ctx(n_q);
+  double pairs = 0;
+  for (int i = 0; i < n_q; ++i) {
+    n_ctx[i] = n - n_q + i + 1;
+    pairs += double(n_ctx[i]) * n_kv * group;
+  }
+  const int64_t per = pc::paged_attention_tokens_scratch(kAttnP, hd, group, pc::kAttnMaxTokens);
   std::vector<float> scratch(size_t(per) * threads);
-  const int n_blocks = (n + pc::kAttnMaxTokens - 1) / pc::kAttnMaxTokens;
+  const int n_blocks = (n_q + pc::kAttnMaxTokens - 1) / pc::kAttnMaxTokens;
   for (auto _ : st) {
     pool.parallel_for(int64_t(n_blocks) * n_kv, [&](int64_t task, int thread) {
       const int b = n_blocks - 1 - int(task / n_kv), g = int(task % n_kv);
       const int i0 = b * pc::kAttnMaxTokens;
-      const int i1 = std::min(n, i0 + pc::kAttnMaxTokens);
-      pc::PagedAttentionArgs a;
-      a.k_pages = kp.data();
-      a.v_pages = vp.data();
-      a.page_size = P;
-      a.head_dim = hd;
-      a.kv_head = g;
-      a.n_kv_head = n_kv;
-      a.scale = 0.125f;
+      const int i1 = std::min(n_q, i0 + pc::kAttnMaxTokens);
       pc::PagedAttentionTokens t;
       t.n_tok = i1 - i0;
       t.q = q.data() + i0 * qd + g * group * hd;
@@ -117,63 +141,16 @@ void BM_Attention(benchmark::State& st) {
       t.n_ctx = n_ctx.data() + i0;
       t.out = out.data() + i0 * qd + g * group * hd;
       t.out_stride = qd;
-      pc::paged_attention_tokens(a, group, t, scratch.data() + thread * per);
+      pc::paged_attention_tokens(seq.args(g), group, t, scratch.data() + thread * per);
     });
     benchmark::DoNotOptimize(out.data());
   }
-  const double pairs = double(n) * (n + 1) / 2 * n_kv * group;
   st.counters["qk_pairs/s"] = benchmark::Counter(pairs, benchmark::Counter::kIsIterationInvariantRate);
   st.SetLabel(pc::cpu_level_name(pc::cpu_level()));
 }
+void BM_Attention(benchmark::State& st) { attention_bench(st, 0); }
+void BM_AttentionDecode(benchmark::State& st) { attention_bench(st, 1); }
 BENCHMARK(BM_Attention)->Args({1, 512})->Args({1, 2048})->Args({2, 2048})->UseRealTime();
-
-// One decode step's attention: the last token of an n-token context, all
-// query heads (n_kv × group), as the forward pass runs it (a task per KV head).
-void BM_AttentionDecode(benchmark::State& st) {
-  const int threads = int(st.range(0));
-  const int n = int(st.range(1));
-  constexpr int P = 16, hd = 64, n_kv = 3, group = 3;
-  pc::ThreadPool pool(threads);
-  std::mt19937 rng(1);
-  std::normal_distribution<float> nd;
-  const int n_pages = (n + P - 1) / P;
-  std::vector<uint16_t> kv(size_t(n_pages) * 2 * n_kv * P * hd);
-  for (auto& h : kv) h = pc::fp32_to_fp16(nd(rng));
-  std::vector<const uint16_t*> kp(n_pages), vp(n_pages);
-  for (int p = 0; p < n_pages; ++p) {
-    kp[p] = kv.data() + size_t(p) * 2 * n_kv * P * hd;
-    vp[p] = kp[p] + size_t(n_kv) * P * hd;
-  }
-  const int64_t qd = int64_t(n_kv) * group * hd;
-  std::vector<float> q(qd), out(qd);
-  for (auto& v : q) v = nd(rng);
-  const int n_ctx = n;
-  const int64_t per = pc::paged_attention_tokens_scratch(P, hd, group, 1);
-  std::vector<float> scratch(size_t(per) * threads);
-  for (auto _ : st) {
-    pool.parallel_for(n_kv, [&](int64_t g, int thread) {
-      pc::PagedAttentionArgs a;
-      a.k_pages = kp.data();
-      a.v_pages = vp.data();
-      a.page_size = P;
-      a.head_dim = hd;
-      a.kv_head = int(g);
-      a.n_kv_head = n_kv;
-      a.scale = 0.125f;
-      pc::PagedAttentionTokens t;
-      t.n_tok = 1;
-      t.q = q.data() + g * group * hd;
-      t.q_stride = qd;
-      t.n_ctx = &n_ctx;
-      t.out = out.data() + g * group * hd;
-      t.out_stride = qd;
-      pc::paged_attention_tokens(a, group, t, scratch.data() + thread * per);
-    });
-    benchmark::DoNotOptimize(out.data());
-  }
-  st.counters["qk_pairs/s"] = benchmark::Counter(double(n) * n_kv * group, benchmark::Counter::kIsIterationInvariantRate);
-  st.SetLabel(pc::cpu_level_name(pc::cpu_level()));
-}
 BENCHMARK(BM_AttentionDecode)->Args({1, 2048})->Args({2, 2048})->UseRealTime();
 
 }  // namespace
