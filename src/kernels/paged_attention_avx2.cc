@@ -14,8 +14,6 @@
 // of fixed_exp); the accumulators in tiles of 3 queries × 4 vectors (each V
 // load serves 3 queries). A query's operations and their order are exactly
 // those of paged_attention.cc, so the grouping never changes a bit.
-#include <bit>
-#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -208,7 +206,6 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
   constexpr int DV = NV % 4 == 0 ? 4 : 2;
   constexpr int QT = 3;
   const int nq = tk.n_tok * group;
-  const size_t slab = size_t(a.kv_head) * a.page_size * hd;
   float* q16 = scratch;                          // [nq][hd] query rounded to F16
   float* acc = q16 + size_t(nq) * hd;            // [nq][hd]
   float* M = acc + size_t(nq) * hd;              // [nq]
@@ -336,30 +333,24 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
     n_blk = 0;
   };
 
-  // 1. gather the visible blocks, page by page, into chunks
-  for (int t0 = 0, p = 0; t0 < n_max; ++p) {
-    const int pg = a.fills ? a.fills[p] : a.page_size;  // slots of this page
-    const int nk = n_max - t0 < pg ? n_max - t0 : pg;
-    const uint16_t* K = a.k_pages[p] + slab;
-    const uint16_t* V = a.v_pages[p] + slab;
-    for (int b = 0; b < nk; b += 8) {
-      const int len = nk - b < 8 ? nk - b : 8;
-      float* vd = vf + size_t(8 * n_blk) * hd;
-      if (len == 8) {
-        k_block_transposed<NV>(K + b * hd, kT + 8 * n_blk);
-      } else {  // zero keys past the block's end (never read past the page)
-        alignas(32) uint16_t part[8 * hd] = {};
-        std::memcpy(part, K + b * hd, sizeof(uint16_t) * len * hd);
-        k_block_transposed<NV>(part, kT + 8 * n_blk);
-      }
-      for (int u = 0; u < len; ++u)
-        PC_UNROLL for (int v = 0; v < NV; ++v) _mm256_storeu_ps(vd + u * hd + 8 * v, load_f16(V + (b + u) * hd + 8 * v));
-      blk_pos[n_blk] = t0 + b;
-      blk_len[n_blk] = len;
-      if (++n_blk == kChunkBlocks) run_chunk();
+  // 1. gather the visible blocks (for_each_key_block: pages and fills) into chunks
+  int pos = 0;  // sequence position of the next block
+  for_each_key_block(a, n_max, [&](const uint16_t* K, const uint16_t* V, int b, int len) {
+    float* vd = vf + size_t(8 * n_blk) * hd;
+    if (len == 8) {
+      k_block_transposed<NV>(K + b * hd, kT + 8 * n_blk);
+    } else {  // zero keys past the block's end (never read past the page)
+      alignas(32) uint16_t part[8 * hd] = {};
+      std::memcpy(part, K + b * hd, sizeof(uint16_t) * len * hd);
+      k_block_transposed<NV>(part, kT + 8 * n_blk);
     }
-    t0 += pg;
-  }
+    for (int u = 0; u < len; ++u)
+      PC_UNROLL for (int v = 0; v < NV; ++v) _mm256_storeu_ps(vd + u * hd + 8 * v, load_f16(V + (b + u) * hd + 8 * v));
+    blk_pos[n_blk] = pos;
+    blk_len[n_blk] = len;
+    pos += len;
+    if (++n_blk == kChunkBlocks) run_chunk();
+  });
   if (n_blk > 0) run_chunk();
 
   for (int qi = 0; qi < nq; ++qi) {
