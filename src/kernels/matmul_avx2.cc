@@ -30,6 +30,7 @@
 // Q4_0 instead follow the scalar kernel's order exactly, see their section.)
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "gguf/quants.h"
 #include "kernels/matmul_internal.h"
@@ -475,34 +476,38 @@ void q32_rows(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c
   constexpr int64_t kChunk = 64;  // blocks per pass (the sums stay in L1)
   const int64_t nb = a.k / 32;
   alignas(32) int32_t isum[8][kChunk];
-  alignas(32) int32_t x8[kChunk];  // Q4_0: 8 · (sum of the block's 32 x)
+  // Q4_0: 8 · (sum of each block's 32 x) of the current row, for all column
+  // groups (sum (q-8)·x = sum q·x - 8·sum x, exactly, per block); grow-only.
+  thread_local std::vector<int32_t> x8;
+  if constexpr (kQ4) {
+    if (x8.size() < size_t(nb + 8)) x8.resize(size_t(nb + 8));
+  }
   for (int64_t r = r0; r < r1; ++r) {
     const int8_t* xq = a.xq(r);
     const float* xd = a.xd(r);
+    if constexpr (kQ4) {
+      const __m256i one8 = _mm256_set1_epi8(1), ones = _mm256_set1_epi16(1);
+      for (int64_t b = 0; b < nb; b += 8) {
+        __m256i v[8];
+        PC_UNROLL for (int i = 0; i < 8; ++i) {
+          v[i] = b + i < nb ? _mm256_madd_epi16(_mm256_maddubs_epi16(one8, _mm256_loadu_si256(
+                                  reinterpret_cast<const __m256i*>(xq + 32 * (b + i)))), ones)
+                            : _mm256_setzero_si256();
+        }
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(x8.data() + b), _mm256_slli_epi32(reduce8(v), 3));
+      }
+    }
     for (int64_t c = c0; c < c1; c += 8) {
       const uint8_t* w[8];
       PC_UNROLL for (int j = 0; j < 8; ++j) w[j] = a.w + (c + j < c1 ? c + j : c1 - 1) * a.row_bytes;
       __m256 acc = _mm256_setzero_ps();
       for (int64_t b0 = 0; b0 < nb; b0 += kChunk) {
         const int64_t nbc = nb - b0 < kChunk ? nb - b0 : kChunk;
-        if constexpr (kQ4) {
-          // sum (q-8)·x = sum q·x - 8·sum x, exactly, per block.
-          const __m256i one8 = _mm256_set1_epi8(1), ones = _mm256_set1_epi16(1);
-          for (int64_t bb = 0; bb < nbc; bb += 8) {
-            __m256i v[8];
-            PC_UNROLL for (int i = 0; i < 8; ++i) {
-              v[i] = bb + i < nbc ? _mm256_madd_epi16(_mm256_maddubs_epi16(one8, _mm256_loadu_si256(
-                                        reinterpret_cast<const __m256i*>(xq + 32 * (b0 + bb + i)))), ones)
-                                  : _mm256_setzero_si256();
-            }
-            _mm256_store_si256(reinterpret_cast<__m256i*>(x8 + bb), _mm256_slli_epi32(reduce8(v), 3));
-          }
-        }
         // Integer pass: column after column, each in memory order.
         PC_UNROLL for (int j = 0; j < 8; ++j) {
           for (int64_t bb = 0; bb < nbc; bb += 8) {
             __m256i sums = q32_block_sums8<kQ4>(w[j], xq, b0 + bb, nbc - bb);
-            if constexpr (kQ4) sums = _mm256_sub_epi32(sums, _mm256_load_si256(reinterpret_cast<const __m256i*>(x8 + bb)));
+            if constexpr (kQ4) sums = _mm256_sub_epi32(sums, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x8.data() + b0 + bb)));
             _mm256_store_si256(reinterpret_cast<__m256i*>(&isum[j][bb]), sums);
           }
         }
