@@ -75,10 +75,6 @@ CpuLevel effective_level() {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-}  // namespace
-
-namespace {
-
 // One weight matrix of a matmul_many() call, planned.
 struct Plan {
   kern::TaskKernel kernel = nullptr;
@@ -135,6 +131,7 @@ void matmul_many(std::span<const MatmulOut> outs, const float* x, int64_t m, Thr
   // Activations: quantized once per distinct layout (rows are independent).
   static std::atomic<uint64_t> calls{0};
   int64_t act_off[kMaxOuts] = {};
+  bool quantize[kMaxOuts] = {};  // first output with its layout: quantizes x for the others
   int64_t act_bytes = 0;
   for (size_t i = 0; i < n_out; ++i) {
     const WeightView& w = outs[i].w;
@@ -154,6 +151,7 @@ void matmul_many(std::span<const MatmulOut> outs, const float* x, int64_t m, Thr
       if (act_off[i] < 0) {
         act_off[i] = act_bytes;
         act_bytes += a.al.stride * m;
+        quantize[i] = true;
       }
     }
   }
@@ -164,9 +162,7 @@ void matmul_many(std::span<const MatmulOut> outs, const float* x, int64_t m, Thr
     for (size_t i = 0; i < n_out; ++i) {
       if (act_off[i] < 0) continue;
       plans[i].a.act = buf + act_off[i];
-      bool done = false;
-      for (size_t j = 0; j < i; ++j) done = done || act_off[j] == act_off[i];
-      if (done) continue;
+      if (!quantize[i]) continue;
       const kern::ActLayout al = plans[i].a.al;
       uint8_t* dst = buf + act_off[i];
       if (threads > 1 && m * k >= (int64_t(1) << 15)) {
@@ -206,7 +202,7 @@ void matmul_many(std::span<const MatmulOut> outs, const float* x, int64_t m, Thr
     if (cb > n) cb = n;
     p.cb = cb;
     p.n_cb = n > 0 ? ceil_div(n, cb) : 0;
-    p.task_bytes = avx2 ? kern::avx2_task_scratch_bytes(w.type, k, cb) : 0;
+    p.task_bytes = p.whole_columns ? kern::avx2_task_scratch_bytes(w.type, k, cb) : 0;  // the panel
     p.first_task = n_tasks;
     n_tasks += rb_tasks * p.n_cb;
     task_bytes = std::max(task_bytes, p.task_bytes);
