@@ -15,8 +15,9 @@
 //   out = acc * (1 / S)
 //
 // dot(a, b) over head_dim: one fma chain, r = fma(a[d], b[d], r) for d = 0, 1,
-// ... in order from r = 0 (vectorized across slots, a lane per key, on K
-// transposed: no horizontal sums).
+// ... in order from r = 0 (vectorized across slots, a lane per key: the
+// pages hold K dimension-major per block of 8 slots, so no horizontal sums
+// and no transposing).
 //
 // Block-wise online softmax with a float accumulator: one rescale per block of
 // 8 keys at most, and per key one exp, one dot and one fma per element (the
@@ -42,9 +43,10 @@ namespace {
 
 inline float round_f16(float v) { return fp16_to_fp32(fp32_to_fp16(v)); }
 
-float dot(const float* q, const uint16_t* k, int hd) {
+// Key u of a block (K: [hd][kw], k_layout.h).
+float dot(const float* q, const uint16_t* K, int kw, int u, int hd) {
   float r = 0.f;
-  for (int d = 0; d < hd; ++d) r = std::fma(q[d], fp16_to_fp32(k[d]), r);
+  for (int d = 0; d < hd; ++d) r = std::fma(q[d], fp16_to_fp32(K[d * kw + u]), r);
   return r;
 }
 
@@ -60,11 +62,11 @@ void attention_scalar(const PagedAttentionArgs& a, const float* q, int group, fl
       acc[d] = 0.f;
     }
     float M = -std::numeric_limits<float>::infinity(), S = 0.f;
-    for_each_key_block(a, a.n_ctx, [&](const uint16_t* K, const uint16_t* V, int b, int nb) {
+    for_each_key_block(a, a.n_ctx, [&](const uint16_t* K, int kw, const uint16_t* V, int nb) {
       float s[8];
       float m = M;
       for (int u = 0; u < nb; ++u) {
-        s[u] = dot(q16, K + size_t(b + u) * hd, hd) * a.scale;
+        s[u] = dot(q16, K, kw, u, hd) * a.scale;
         m = s[u] > m ? s[u] : m;
       }
       if (m > M) {
@@ -76,7 +78,7 @@ void attention_scalar(const PagedAttentionArgs& a, const float* q, int group, fl
       for (int u = 0; u < nb; ++u) {
         const float pu = fixed_exp(s[u] - M);
         S = S + pu;
-        const uint16_t* Vt = V + size_t(b + u) * hd;
+        const uint16_t* Vt = V + size_t(u) * hd;
         for (int d = 0; d < hd; ++d) acc[d] = std::fma(fp16_to_fp32(Vt[d]), pu, acc[d]);
       }
     });

@@ -8,8 +8,8 @@
 namespace pc {
 
 struct PagedAttentionArgs {
-  // Per page of the sequence, in order: the layer's K and V blocks,
-  // each [n_kv_head][page_size][head_dim] F16 (see kv/kv_storage.h).
+  // Per page of the sequence, in order: the layer's K and V blocks, F16,
+  // laid out as kv/kv_storage.h says (K: blocks of 8 slots, dimension-major).
   const uint16_t* const* k_pages = nullptr;
   const uint16_t* const* v_pages = nullptr;
   int page_size = 16;
@@ -31,7 +31,7 @@ struct PagedAttentionArgs {
 // slots; the scalar path needs less).
 inline int64_t attention_scratch_floats(int head_dim, int64_t nq) {
   const int64_t chunk = 32;
-  return 2 * nq * head_dim + 2 * nq + 2 * chunk * head_dim + nq * chunk + nq * chunk / 8 + 3 * nq + 64;
+  return 2 * nq * head_dim + 2 * nq + chunk * head_dim / 2 + nq * chunk + nq * chunk / 8 + 3 * nq + 64;
 }
 inline int64_t paged_attention_scratch(int /*page_size*/, int head_dim, int group) {
   return attention_scratch_floats(head_dim, group);

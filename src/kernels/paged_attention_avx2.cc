@@ -6,14 +6,15 @@
 // One kernel, tokens_kernel<NV> (NV = head_dim / 8), for up to kAttnMaxTokens
 // tokens × group query heads of one KV head (a single token too:
 // paged_attention() calls it with one), in chunks of up to 4 blocks of
-// visible slots: K converted to float and transposed (a lane per slot) and V
-// converted once per chunk for all queries; scores in register tiles of 3
-// queries × up to 4 blocks (each K load serves 3 queries; each pair's dot is
-// one FMA chain over head_dim in order, so no horizontal sums); the softmax
-// steps 8 queries at a time with a lane per query (fixed_exp8: the operations
-// of fixed_exp); the accumulators in tiles of 3 queries × 4 vectors (each V
-// load serves 3 queries). A query's operations and their order are exactly
-// those of paged_attention.cc, so the grouping never changes a bit.
+// visible slots, read straight from the pages (F16, converted as loaded):
+// scores in register tiles of 3 queries × up to 4 blocks, on the pages' K
+// (dimension-major per block of 8 slots, k_layout.h: a lane per slot, each K
+// load serves 3 queries; each pair's dot is one FMA chain over head_dim in
+// order, so no horizontal sums); the softmax steps 8 queries at a time with a
+// lane per query (fixed_exp8: the operations of fixed_exp); the accumulators
+// in tiles of 3 queries × 4 vectors (each V load serves 3 queries). A query's
+// operations and their order are exactly those of paged_attention.cc, so the
+// grouping never changes a bit.
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -62,38 +63,26 @@ inline void transpose8_ps(const __m256 in[8], __m256 out[8]) {
 constexpr int kChunkBlocks = 4;                  // blocks of 8 slots per chunk
 constexpr int kChunkSlots = 8 * kChunkBlocks;
 
-// The 8 slots × head_dim of a block of K (F16, slot-major) as float, transposed
-// into the chunk's kT (dst = kT + the block's first slot).
-template <int NV>
-__attribute__((noinline)) void k_block_transposed(const uint16_t* k, float* dst) {
-  constexpr int hd = 8 * NV;
-  PC_UNROLL for (int v = 0; v < NV; ++v) {
-    __m256 rows[8], cols[8];
-    PC_UNROLL for (int u = 0; u < 8; ++u) rows[u] = load_f16(k + u * hd + 8 * v);
-    transpose8_ps(rows, cols);
-    PC_UNROLL for (int j = 0; j < 8; ++j) _mm256_storeu_ps(dst + (8 * v + j) * kChunkSlots, cols[j]);
-  }
-}
-
 // Scores of QT queries × the chunk's KB blocks (8 slots each, a lane per
 // slot): the dot of paged_attention.cc per pair, one FMA chain over head_dim
-// in order, with K transposed (kT[d][slot]); each K load serves QT queries,
-// each broadcast query element KB blocks. Times scale.
+// in order, on the blocks' keys kb[b] ([head_dim][8] F16); each K load serves
+// QT queries, each broadcast query element KB blocks. Times scale.
 // (Not inlined: inlined into a loop, GCC turns each load address into an
 // induction variable of its own and spills them.)
 template <int NV, int QT, int KB>
-__attribute__((noinline)) void score_tile(const float* const* qv, const float* kT, float scale, float* const* sc) {
+__attribute__((noinline)) void score_tile(const float* const* qv, const uint16_t* const* kb, float scale, float* const* sc) {
   constexpr int hd = 8 * NV;
   __m256 s[QT][KB];
   PC_UNROLL for (int i = 0; i < QT; ++i) PC_UNROLL for (int b = 0; b < KB; ++b) s[i][b] = _mm256_setzero_ps();
   const float* q[QT];
+  const uint16_t* k16[KB];
   PC_UNROLL for (int i = 0; i < QT; ++i) q[i] = qv[i];
+  PC_UNROLL for (int b = 0; b < KB; ++b) k16[b] = kb[b];
   for (int d = 0; d < hd; ++d) {
-    const float* kd = kT + d * kChunkSlots;
     __m256 qb[QT];
     PC_UNROLL for (int i = 0; i < QT; ++i) qb[i] = _mm256_broadcast_ss(q[i] + d);
     PC_UNROLL for (int b = 0; b < KB; ++b) {
-      const __m256 k = _mm256_loadu_ps(kd + 8 * b);
+      const __m256 k = load_f16(k16[b] + 8 * d);
       PC_UNROLL for (int i = 0; i < QT; ++i) s[i][b] = _mm256_fmadd_ps(qb[i], k, s[i][b]);
     }
   }
@@ -102,22 +91,22 @@ __attribute__((noinline)) void score_tile(const float* const* qv, const float* k
 }
 
 template <int NV, int QT>
-void score_tiles(const float* const* qv, const float* kT, int n_blk, float scale, float* const* sc) {
+void score_tiles(const float* const* qv, const uint16_t* const* kb, int n_blk, float scale, float* const* sc) {
   switch (n_blk) {
-    case 1: score_tile<NV, QT, 1>(qv, kT, scale, sc); break;
-    case 2: score_tile<NV, QT, 2>(qv, kT, scale, sc); break;
-    case 3: score_tile<NV, QT, 3>(qv, kT, scale, sc); break;
-    default: score_tile<NV, QT, 4>(qv, kT, scale, sc); break;
+    case 1: score_tile<NV, QT, 1>(qv, kb, scale, sc); break;
+    case 2: score_tile<NV, QT, 2>(qv, kb, scale, sc); break;
+    case 3: score_tile<NV, QT, 3>(qv, kb, scale, sc); break;
+    default: score_tile<NV, QT, 4>(qv, kb, scale, sc); break;
   }
 }
 
 // Accumulator update of QT queries that see every slot of the chunk, for the
 // DV vectors [v0, v0 + DV) of head_dim: per block, the rescale (when a query's
 // maximum grew), then acc = fma(V[t], p_t, acc) slot by slot; each V vector
-// loaded once for the QT queries.
+// loaded once for the QT queries (vb[b]: block b's values, [slot][head_dim] F16).
 template <int NV, int QT, int DV>
-__attribute__((noinline)) void update_tile(float* const* acc, const float* const* p, const float* const* c, const float* vf,
-                        const int* blk_len, int n_blk, int v0) {
+__attribute__((noinline)) void update_tile(float* const* acc, const float* const* p, const float* const* c,
+                                           const uint16_t* const* vb, const int* blk_len, int n_blk, int v0) {
   constexpr int hd = 8 * NV;
   __m256 a[QT][DV];
   PC_UNROLL for (int i = 0; i < QT; ++i) PC_UNROLL for (int j = 0; j < DV; ++j) a[i][j] = _mm256_loadu_ps(acc[i] + 8 * (v0 + j));
@@ -134,9 +123,9 @@ __attribute__((noinline)) void update_tile(float* const* acc, const float* const
       const int t = 8 * b + u;
       __m256 pv[QT];
       PC_UNROLL for (int i = 0; i < QT; ++i) pv[i] = _mm256_broadcast_ss(p[i] + t);
-      const float* vt = vf + t * hd + 8 * v0;
+      const uint16_t* vt = vb[b] + u * hd + 8 * v0;
       PC_UNROLL for (int j = 0; j < DV; ++j) {
-        const __m256 vv = _mm256_loadu_ps(vt + 8 * j);
+        const __m256 vv = load_f16(vt + 8 * j);
         PC_UNROLL for (int i = 0; i < QT; ++i) a[i][j] = _mm256_fmadd_ps(vv, pv[i], a[i][j]);
       }
     }
@@ -188,8 +177,8 @@ __attribute__((noinline)) void softmax_x8(const int* qs, float* sc, float* cf, f
 // NV = head_dim / 8 vectors per head. The visible slots are taken in chunks of
 // up to kChunkBlocks blocks (a block: up to 8 slots of one page, as
 // paged_attention.cc defines them; a chunk may span pages). Per chunk:
-//   1. K and V of the chunk's slots -> float (kf, vf; each block padded to 8
-//      slots with zero keys), once for all queries;
+//   1. the blocks' K and V addresses in the pages (a block shorter than 8
+//      slots: its keys copied, zero-padded to 8, so no lane reads past it);
 //   2. scores of every query that sees part of the chunk, in tiles of 3
 //      queries × 4 slots (register blocking: each K load serves 3 queries);
 //   3. per query and visible block, in order: the block maximum, the rescale
@@ -210,9 +199,8 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
   float* acc = q16 + size_t(nq) * hd;            // [nq][hd]
   float* M = acc + size_t(nq) * hd;              // [nq]
   float* S = M + nq;                             // [nq]
-  float* kT = S + nq;                            // [hd][kChunkSlots] K transposed
-  float* vf = kT + size_t(kChunkSlots) * hd;     // [kChunkSlots][hd]
-  float* sc = vf + size_t(kChunkSlots) * hd;     // [nq][kChunkSlots] scores, then exps
+  auto* kpad = reinterpret_cast<uint16_t*>(S + nq);  // [kChunkBlocks][hd][8] short blocks' K
+  float* sc = S + nq + size_t(kChunkSlots) * hd / 2;  // [nq][kChunkSlots] scores, then exps
   float* cf = sc + size_t(nq) * kChunkSlots;     // [nq][kChunkBlocks] rescale factors
   int* ctx = reinterpret_cast<int*>(cf + size_t(nq) * kChunkBlocks);  // [nq]
   int* live = ctx + nq;                          // [nq] queries that see any of the chunk, then those that see all of it
@@ -232,6 +220,8 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
   const float neg_inf = -std::numeric_limits<float>::infinity();
 
   int blk_pos[kChunkBlocks], blk_len[kChunkBlocks], n_blk = 0;
+  const uint16_t* kblk[kChunkBlocks];
+  const uint16_t* vblk[kChunkBlocks];
   auto run_chunk = [&] {
     const int first = blk_pos[0], end = blk_pos[n_blk - 1] + blk_len[n_blk - 1];
     // 2. scores of the queries that see any of it
@@ -247,9 +237,9 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
         qv[i] = q16 + qi * hd;
         row[i] = sc + qi * kChunkSlots;
       }
-      if (n_here == QT) score_tiles<NV, QT>(qv, kT, n_blk, a.scale, row);
-      else if (n_here == 2) score_tiles<NV, 2>(qv, kT, n_blk, a.scale, row);
-      else score_tiles<NV, 1>(qv, kT, n_blk, a.scale, row);
+      if (n_here == QT) score_tiles<NV, QT>(qv, kblk, n_blk, a.scale, row);
+      else if (n_here == 2) score_tiles<NV, 2>(qv, kblk, n_blk, a.scale, row);
+      else score_tiles<NV, 1>(qv, kblk, n_blk, a.scale, row);
     }
     // 3. softmax steps: the queries that see the whole chunk (live[0, n_full))
     // eight at a time with a lane per query, the others one at a time.
@@ -302,9 +292,9 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
         cp[i] = cf + qi * kChunkBlocks;
       }
       for (int v0 = 0; v0 < NV; v0 += DV) {
-        if (n_here == QT) update_tile<NV, QT, DV>(ap, pp, cp, vf, blk_len, n_blk, v0);
-        else if (n_here == 2) update_tile<NV, 2, DV>(ap, pp, cp, vf, blk_len, n_blk, v0);
-        else update_tile<NV, 1, DV>(ap, pp, cp, vf, blk_len, n_blk, v0);
+        if (n_here == QT) update_tile<NV, QT, DV>(ap, pp, cp, vblk, blk_len, n_blk, v0);
+        else if (n_here == 2) update_tile<NV, 2, DV>(ap, pp, cp, vblk, blk_len, n_blk, v0);
+        else update_tile<NV, 1, DV>(ap, pp, cp, vblk, blk_len, n_blk, v0);
       }
     }
     // 4b. the others, each over its visible slots
@@ -323,9 +313,8 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
           PC_UNROLL for (int v = 0; v < NV; ++v) ac[v] = _mm256_mul_ps(ac[v], cv);
         }
         for (int u = 0; u < nb; ++u) {
-          const int t = 8 * b + u;
-          const __m256 pv = _mm256_broadcast_ss(p + t);
-          PC_UNROLL for (int v = 0; v < NV; ++v) ac[v] = _mm256_fmadd_ps(_mm256_loadu_ps(vf + t * hd + 8 * v), pv, ac[v]);
+          const __m256 pv = _mm256_broadcast_ss(p + 8 * b + u);
+          PC_UNROLL for (int v = 0; v < NV; ++v) ac[v] = _mm256_fmadd_ps(load_f16(vblk[b] + u * hd + 8 * v), pv, ac[v]);
         }
       }
       PC_UNROLL for (int v = 0; v < NV; ++v) _mm256_storeu_ps(acc + qi * hd + 8 * v, ac[v]);
@@ -335,17 +324,24 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
 
   // 1. gather the visible blocks (for_each_key_block: pages and fills) into chunks
   int pos = 0;  // sequence position of the next block
-  for_each_key_block(a, n_max, [&](const uint16_t* K, const uint16_t* V, int b, int len) {
-    float* vd = vf + size_t(8 * n_blk) * hd;
-    if (len == 8) {
-      k_block_transposed<NV>(K + b * hd, kT + 8 * n_blk);
-    } else {  // zero keys past the block's end (never read past the page)
-      alignas(32) uint16_t part[8 * hd] = {};
-      std::memcpy(part, K + b * hd, sizeof(uint16_t) * len * hd);
-      k_block_transposed<NV>(part, kT + 8 * n_blk);
+  for_each_key_block(a, n_max, [&](const uint16_t* K, int kw, const uint16_t* V, int len) {
+    if (len == 8) {  // (then kw == 8 too)
+      kblk[n_blk] = K;
+    } else {  // zero keys past the block's end (never read past it)
+      uint16_t* kp = kpad + size_t(8 * n_blk) * hd;
+      if (kw == 8) {
+        const __m128i keep = _mm_cmpgt_epi16(_mm_set1_epi16(int16_t(len)), _mm_setr_epi16(0, 1, 2, 3, 4, 5, 6, 7));
+        for (int d = 0; d < hd; ++d)
+          _mm_storeu_si128(reinterpret_cast<__m128i*>(kp + 8 * d),
+                           _mm_and_si128(keep, _mm_loadu_si128(reinterpret_cast<const __m128i*>(K + 8 * d))));
+      } else {  // a narrow last block of a page (page_size % 8 != 0)
+        std::memset(kp, 0, sizeof(uint16_t) * 8 * hd);
+        for (int d = 0; d < hd; ++d)
+          for (int u = 0; u < len; ++u) kp[8 * d + u] = K[d * kw + u];
+      }
+      kblk[n_blk] = kp;
     }
-    for (int u = 0; u < len; ++u)
-      PC_UNROLL for (int v = 0; v < NV; ++v) _mm256_storeu_ps(vd + u * hd + 8 * v, load_f16(V + (b + u) * hd + 8 * v));
+    vblk[n_blk] = V;
     blk_pos[n_blk] = pos;
     blk_len[n_blk] = len;
     pos += len;

@@ -25,7 +25,7 @@ void KvStorage::copy_slots(int32_t dst, int32_t src, int n_slots) {
   for (int l = 0; l < shape_.n_layer; ++l) {
     for (int h = 0; h < shape_.n_kv_head; ++h) {
       const size_t off = size_t(h) * shape_.page_size * row;
-      std::memcpy(k(dst, l) + off, k(src, l) + off, n_slots * row * sizeof(uint16_t));
+      copy_k_slots(k(dst, l) + off, k(src, l) + off, shape_.page_size, shape_.head_dim, n_slots);
       std::memcpy(v(dst, l) + off, v(src, l) + off, n_slots * row * sizeof(uint16_t));
     }
   }

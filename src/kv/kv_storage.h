@@ -3,19 +3,24 @@
 // A page holds the keys and values of `page_size` consecutive token slots of one
 // sequence, for every layer. Layout of page p (all F16):
 //
-//   page p ─┬─ layer 0 ─┬─ K [n_kv_head][page_size][head_dim]   (K stored after RoPE)
+//   page p ─┬─ layer 0 ─┬─ K [n_kv_head][page_size × head_dim]   (K stored after RoPE)
 //           │           └─ V [n_kv_head][page_size][head_dim]
 //           ├─ layer 1 ...
 //           └─ layer L-1
 //
 // so a page is one contiguous run of bytes (easy to move between tiers) and a
-// head's keys within a page are contiguous. Per-slot position ids live beside,
-// not inside, the tensor bytes. Bookkeeping (reference counts, free lists,
-// eviction) is the page pool's job, not this class's.
+// head's keys within a page are contiguous. V is slot-major (a slot's values
+// are one row). K is dimension-major in blocks of 8 slots (k_index()): the
+// attention kernels score 8 keys at once with one load per dimension, straight
+// from the page (no transposing copy per chunk). Per-slot position ids live
+// beside, not inside, the tensor bytes. Bookkeeping (reference counts, free
+// lists, eviction) is the page pool's job, not this class's.
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <vector>
+
+#include "kv/k_layout.h"
 
 namespace pc {
 
@@ -42,7 +47,8 @@ class KvStorage {
   const KvShape& shape() const { return shape_; }
   int32_t n_pages() const { return n_pages_; }
 
-  // K block of (page, layer): [n_kv_head][page_size][head_dim] F16 bits.
+  // K block of (page, layer): [n_kv_head][page_size × head_dim] F16 bits,
+  // each head's slab laid out by k_index().
   uint16_t* k(int32_t page, int layer) { return base(page, layer); }
   uint16_t* v(int32_t page, int layer) { return base(page, layer) + shape_.block_elems(); }
   const uint16_t* k(int32_t page, int layer) const { return const_cast<KvStorage*>(this)->k(page, layer); }

@@ -8,7 +8,7 @@ namespace pc {
 
 PageTable::PageTable(PageTable&& o) noexcept
     : pool_(o.pool_), entries_(std::move(o.entries_)), n_tokens_(o.n_tokens_),
-      appended_(std::move(o.appended_)), fresh_(std::move(o.fresh_)), sealed_(o.sealed_) {
+      appended_(std::move(o.appended_)), sealed_(o.sealed_), fresh_(std::move(o.fresh_)) {
   o.entries_.clear();
   o.n_tokens_ = 0;
 }

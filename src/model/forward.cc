@@ -154,10 +154,10 @@ void Forward::store_kv(int layer, const BatchEntry& e, int64_t i, std::span<cons
   for (int64_t h = 0; h < c.n_kv_head; ++h) {
     const float* kr = k_.data() + i * kvd + h * hd;
     const float* vr = v_.data() + i * kvd + h * hd;
-    uint16_t* kd = K + (h * P + s) * hd;
+    uint16_t* kh = K + h * P * hd;  // the head's slab (k_layout.h)
     uint16_t* vd = V + (h * P + s) * hd;
     for (int64_t d = 0; d < hd; ++d) {
-      kd[d] = fp32_to_fp16(kr[d]);
+      kh[k_index(P, int(hd), s, int(d))] = fp32_to_fp16(kr[d]);
       vd[d] = fp32_to_fp16(vr[d]);
     }
   }

@@ -18,10 +18,10 @@ void shift_positions(const Model& model, KvStorage& kv, int32_t page, int32_t n_
   for (int l = 0; l < sh.n_layer; ++l)
     for (int h = 0; h < sh.n_kv_head; ++h)
       for (int s = 0; s < n_slots; ++s) {
-        uint16_t* K = kv.k(page, l) + (size_t(h) * sh.page_size + s) * sh.head_dim;
-        for (int d = 0; d < sh.head_dim; ++d) k[d] = fp16_to_fp32(K[d]);
+        uint16_t* K = kv.k(page, l) + size_t(h) * sh.page_size * sh.head_dim;  // the head's slab
+        for (int d = 0; d < sh.head_dim; ++d) k[d] = fp16_to_fp32(K[k_index(sh.page_size, sh.head_dim, s, d)]);
         rope.apply(k.data(), cs.data());
-        for (int d = 0; d < sh.head_dim; ++d) K[d] = fp32_to_fp16(k[d]);
+        for (int d = 0; d < sh.head_dim; ++d) K[k_index(sh.page_size, sh.head_dim, s, d)] = fp32_to_fp16(k[d]);
       }
   for (int s = 0; s < n_slots; ++s) kv.pos(page)[s] += shift;
 }

@@ -62,7 +62,12 @@ void copy_page(const KvStorage& kv, int32_t src, int n_slots, uint8_t* dst) {
   const size_t row = size_t(s.head_dim) * sizeof(uint16_t);  // one slot of one head
   const size_t head = row * s.page_size;
   for (size_t block = 0; block < size_t(2) * s.n_layer * s.n_kv_head; ++block) {
-    std::memcpy(dst + block * head, base + block * head, row * n_slots);
+    if (block / s.n_kv_head % 2 == 0) {  // a head's K (kv/k_layout.h)
+      copy_k_slots(reinterpret_cast<uint16_t*>(dst + block * head), reinterpret_cast<const uint16_t*>(base + block * head),
+                   s.page_size, s.head_dim, n_slots);
+    } else {  // V: slot-major rows
+      std::memcpy(dst + block * head, base + block * head, row * n_slots);
+    }
   }
 }
 

@@ -38,7 +38,9 @@
 
 namespace pc {
 
-inline constexpr uint32_t kEntryVersion = 1;
+// 2: K pages dimension-major in blocks of 8 slots (kv/k_layout.h); version 1
+// entries (slot-major K) are rejected, so old disk/Redis entries are misses.
+inline constexpr uint32_t kEntryVersion = 2;
 inline constexpr size_t kEntryFixedHeader = 88;  // bytes before the strings
 
 enum class EntryError {

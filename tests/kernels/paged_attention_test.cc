@@ -37,7 +37,7 @@ float round_f16(float v) { return fp16_to_fp32(fp32_to_fp16(v)); }
 
 // A sequence of n slots in pages of P, stored in shuffled page order, for
 // n_kv KV heads of head_dim hd (layout of kv/kv_storage.h: per page K then V,
-// each [n_kv][P][hd]).
+// each [n_kv][P × hd]; K by kv/k_layout.h, V slot-major).
 struct Kv {
   int P, hd, n_kv, n;
   std::vector<uint16_t> mem;
@@ -57,7 +57,7 @@ struct Kv {
       vp.push_back(mem.data() + order[p] * page + size_t(n_kv) * P * hd);
     }
   }
-  const uint16_t* k(int g, int t) const { return kp[t / P] + (size_t(g) * P + t % P) * hd; }
+  float k(int g, int t, int d) const { return fp16_to_fp32(kp[t / P][size_t(g) * P * hd + k_index(P, hd, t % P, d)]); }
   const uint16_t* v(int g, int t) const { return vp[t / P] + (size_t(g) * P + t % P) * hd; }
   PagedAttentionArgs args(int g, float scale) const {
     PagedAttentionArgs a;
@@ -86,7 +86,7 @@ std::vector<double> reference(const Kv& kv, int g, const float* q, int n_ctx, fl
   double mx = -std::numeric_limits<double>::infinity();
   for (int t = 0; t < n_ctx; ++t) {
     double d = 0;
-    for (int i = 0; i < kv.hd; ++i) d += double(round_f16(q[i])) * fp16_to_fp32(kv.k(g, t)[i]);
+    for (int i = 0; i < kv.hd; ++i) d += double(round_f16(q[i])) * kv.k(g, t, i);
     s[t] = d * scale;
     mx = std::max(mx, s[t]);
   }
@@ -105,9 +105,9 @@ std::vector<float> spec(const Kv& kv, int g, const float* q, int n_ctx, float sc
   const int hd = kv.hd;
   std::vector<float> q16(hd), acc(hd, 0.f), out(hd);
   for (int i = 0; i < hd; ++i) q16[i] = round_f16(q[i]);
-  auto dot = [&](const uint16_t* k) {
+  auto dot = [&](int t) {
     float r = 0.f;
-    for (int d = 0; d < hd; ++d) r = std::fma(q16[d], fp16_to_fp32(k[d]), r);
+    for (int d = 0; d < hd; ++d) r = std::fma(q16[d], kv.k(g, t, d), r);
     return r;
   };
   float M = -std::numeric_limits<float>::infinity(), S = 0.f;
@@ -117,7 +117,7 @@ std::vector<float> spec(const Kv& kv, int g, const float* q, int n_ctx, float sc
     std::vector<float> s;
     float m = M;
     for (int t = b0; t < b1; ++t) {
-      s.push_back(dot(kv.k(g, t)) * scale);
+      s.push_back(dot(t) * scale);
       m = std::max(m, s.back());
     }
     if (m > M) {
@@ -141,7 +141,8 @@ std::vector<float> spec(const Kv& kv, int g, const float* q, int n_ctx, float sc
 struct Shape {
   int P, hd, n_kv, group;
 };
-const Shape kShapes[] = {{16, 64, 3, 3}, {16, 128, 2, 4}, {16, 32, 1, 1}, {8, 48, 2, 2}, {16, 20, 1, 2}};
+// (P = 12: pages whose last block of keys is 4 slots wide, k_layout.h.)
+const Shape kShapes[] = {{16, 64, 3, 3}, {16, 128, 2, 4}, {16, 32, 1, 1}, {8, 48, 2, 2}, {16, 20, 1, 2}, {12, 64, 3, 3}};
 
 TEST(PagedAttention, MatchesReference) {
   LevelGuard guard;

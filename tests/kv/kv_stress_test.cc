@@ -75,9 +75,10 @@ void Stress::write(Live& s, int32_t first) {
   for (size_t i = 0; i < slots.size(); ++i) {
     const int32_t t = first + int32_t(i);
     const uint64_t h = prefix_hash(s.ns, s.tokens, t);
-    uint16_t* k = storage_.k(slots[i].page, 0) + slots[i].slot * 2;
+    uint16_t* k = storage_.k(slots[i].page, 0);  // (kv/k_layout.h)
     uint16_t* v = storage_.v(slots[i].page, 0) + slots[i].slot * 2;
-    k[0] = uint16_t(h), k[1] = uint16_t(h >> 16), v[0] = uint16_t(h >> 32), v[1] = uint16_t(h >> 48);
+    k[k_index(4, 2, slots[i].slot, 0)] = uint16_t(h), k[k_index(4, 2, slots[i].slot, 1)] = uint16_t(h >> 16);
+    v[0] = uint16_t(h >> 32), v[1] = uint16_t(h >> 48);
     storage_.pos(slots[i].page)[slots[i].slot] = t;
   }
 }
@@ -87,10 +88,12 @@ void Stress::verify(const Live& s) const {
   for (int32_t t = 0; t < s.table.n_tokens(); ++t) {
     const int32_t page = e[t / 4].page, slot = t % 4;
     const uint64_t h = prefix_hash(s.ns, s.tokens, t);
-    const uint16_t* k = storage_.k(page, 0) + slot * 2;
+    const uint16_t* k = storage_.k(page, 0);
     const uint16_t* v = storage_.v(page, 0) + slot * 2;
     ASSERT_EQ(storage_.pos(page)[slot], t);
-    ASSERT_EQ(k[0] | uint64_t(k[1]) << 16 | uint64_t(v[0]) << 32 | uint64_t(v[1]) << 48, h)
+    ASSERT_EQ(k[k_index(4, 2, slot, 0)] | uint64_t(k[k_index(4, 2, slot, 1)]) << 16 | uint64_t(v[0]) << 32 |
+                  uint64_t(v[1]) << 48,
+              h)
         << "token " << t << " page " << page << " slot " << slot;
   }
 }

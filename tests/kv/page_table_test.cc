@@ -22,9 +22,9 @@ void write_slot(KvStorage& s, SlotRef r, int32_t pos) {
   for (int l = 0; l < sh.n_layer; ++l) {
     for (int h = 0; h < sh.n_kv_head; ++h) {
       for (int d = 0; d < sh.head_dim; ++d) {
-        const size_t i = (size_t(h) * sh.page_size + r.slot) * sh.head_dim + d;
-        s.k(r.page, l)[i] = kv_value(pos, l, h, d, 0);
-        s.v(r.page, l)[i] = kv_value(pos, l, h, d, 1);
+        const size_t slab = size_t(h) * sh.page_size * sh.head_dim;
+        s.k(r.page, l)[slab + k_index(sh.page_size, sh.head_dim, r.slot, d)] = kv_value(pos, l, h, d, 0);
+        s.v(r.page, l)[slab + size_t(r.slot) * sh.head_dim + d] = kv_value(pos, l, h, d, 1);
       }
     }
   }
@@ -38,9 +38,9 @@ bool slot_holds(const KvStorage& s, int32_t page, int32_t slot, int32_t pos) {
   for (int l = 0; l < sh.n_layer; ++l) {
     for (int h = 0; h < sh.n_kv_head; ++h) {
       for (int d = 0; d < sh.head_dim; ++d) {
-        const size_t i = (size_t(h) * sh.page_size + slot) * sh.head_dim + d;
-        if (s.k(page, l)[i] != kv_value(pos, l, h, d, 0)) return false;
-        if (s.v(page, l)[i] != kv_value(pos, l, h, d, 1)) return false;
+        const size_t slab = size_t(h) * sh.page_size * sh.head_dim;
+        if (s.k(page, l)[slab + k_index(sh.page_size, sh.head_dim, slot, d)] != kv_value(pos, l, h, d, 0)) return false;
+        if (s.v(page, l)[slab + size_t(slot) * sh.head_dim + d] != kv_value(pos, l, h, d, 1)) return false;
       }
     }
   }

@@ -108,7 +108,7 @@ TEST_F(EntryTest, WrongModelTypeShapeMagicVersion) {
   magic[0] = 'X';
   EXPECT_EQ(deserialize_entry(magic, {}).error, EntryError::kBadMagic);
   auto version = good;
-  version[8] = 2;
+  version[8] = uint8_t(kEntryVersion + 1);
   EXPECT_EQ(deserialize_entry(version, {}).error, EntryError::kBadVersion);
   EXPECT_EQ(deserialize_entry({}, {}).error, EntryError::kTruncated);
   // Restoring into storage of another shape is refused.

@@ -45,10 +45,13 @@ KvImage kv_image(const KvStorage& kv, const std::vector<int32_t>& pages, int32_t
     const int32_t page = pages[t / s.page_size], slot = t % s.page_size;
     for (int l = 0; l < s.n_layer; ++l) {
       for (int h = 0; h < s.n_kv_head; ++h) {
-        const size_t off = (size_t(h) * s.page_size + slot) * s.head_dim;
-        const auto* k = reinterpret_cast<const uint8_t*>(kv.k(page, l) + off);
-        const auto* v = reinterpret_cast<const uint8_t*>(kv.v(page, l) + off);
-        img.bytes.insert(img.bytes.end(), k, k + row);
+        const size_t slab = size_t(h) * s.page_size * s.head_dim;
+        for (int d = 0; d < s.head_dim; ++d) {  // the slot's key (kv/k_layout.h)
+          const uint16_t kd = kv.k(page, l)[slab + k_index(s.page_size, s.head_dim, slot, d)];
+          img.bytes.push_back(uint8_t(kd));
+          img.bytes.push_back(uint8_t(kd >> 8));
+        }
+        const auto* v = reinterpret_cast<const uint8_t*>(kv.v(page, l) + slab + size_t(slot) * s.head_dim);
         img.bytes.insert(img.bytes.end(), v, v + row);
       }
     }
