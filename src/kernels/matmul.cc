@@ -195,10 +195,11 @@ void matmul_many(std::span<const MatmulOut> outs, const float* x, int64_t m, Thr
     p.whole_columns = col_bytes > 0;
     const int64_t rb_tasks = p.whole_columns ? 1 : p.n_rb;
     int64_t cb = (96 * 1024) / (col_bytes > 0 ? col_bytes : w.row_bytes > 0 ? w.row_bytes : 1);
+    if (cb < 1) cb = 1;  // rows longer than the cache budget
     const int64_t want_tasks = int64_t(threads) * 8;
     if (threads > 1 && rb_tasks * ceil_div(n, cb) < want_tasks) cb = ceil_div(n, ceil_div(want_tasks, rb_tasks));
-    cb = (cb + 7) & ~int64_t(7);  // whole 8-column groups
-    if (cb < 8) cb = 8;
+    const int64_t mult = avx2 ? kern::avx2_task_col_multiple(w.type, m) : 8;  // whole 8-column groups / tiles
+    cb = ceil_div(cb, mult) * mult;
     if (cb > n) cb = n;
     p.cb = cb;
     p.n_cb = n > 0 ? ceil_div(n, cb) : 0;

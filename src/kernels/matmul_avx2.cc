@@ -775,6 +775,16 @@ int64_t avx2_task_col_bytes(GgmlType t, int64_t k, int64_t m) {
   return avx2_wants_x16(t, m) ? 2 * k + 4 * (k / 32) : 0;
 }
 
+int64_t avx2_task_col_multiple(GgmlType t, int64_t m) {
+  switch (t) {
+    case GgmlType::F32:
+    case GgmlType::F16:
+    case GgmlType::BF16:  // 4×3 tiles (run_task<K..., 3>) and 8-column groups
+      return m >= 4 ? 24 : 8;
+    default: return 8;
+  }
+}
+
 int64_t avx2_task_scratch_bytes(GgmlType t, int64_t k, int64_t cols) {
   switch (t) {
     case GgmlType::Q8_0:
@@ -795,6 +805,7 @@ TaskKernel avx2_kernel(GgmlType) { return nullptr; }
 QuantizeRowFn avx2_quantize_row_fn() { return nullptr; }
 int64_t avx2_task_scratch_bytes(GgmlType, int64_t, int64_t) { return 0; }
 int64_t avx2_task_col_bytes(GgmlType, int64_t, int64_t) { return 0; }
+int64_t avx2_task_col_multiple(GgmlType, int64_t) { return 8; }
 bool avx2_wants_x16(GgmlType, int64_t) { return false; }
 }  // namespace pc::kern
 

@@ -95,6 +95,9 @@ int64_t avx2_task_scratch_bytes(GgmlType t, int64_t k, int64_t cols);
 // Bytes of weights per column a task of an m-row batch works on (repacked
 // panel, or 0 = the stored row), for sizing column blocks to the cache.
 int64_t avx2_task_col_bytes(GgmlType t, int64_t k, int64_t m);
+// Column blocks of an m-row batch are multiples of this (whole micro-tiles:
+// no narrow tail tile in every block).
+int64_t avx2_task_col_multiple(GgmlType t, int64_t m);
 
 // Activation block size for a weight type: 32, 256, or 0 for float weights.
 inline int64_t act_block(GgmlType t) {

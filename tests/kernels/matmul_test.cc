@@ -167,11 +167,12 @@ TEST(Matmul, MatchesReference) {
 }
 
 TEST(Matmul, FloatTailK) {
-  // K not a multiple of the 8-wide vectors (F32/F16/BF16 allow any K).
+  // K not a multiple of the 8-wide vectors (F32/F16/BF16 allow any K), and
+  // rows longer than matmul.cc's per-task cache budget (25001 F32: 100 KB).
   LevelGuard guard;
   ThreadPool pool(2);
   for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16}) {
-    for (int64_t k : {1, 7, 13, 45}) {
+    for (int64_t k : {1, 7, 13, 45, 25001}) {
       const int64_t m = 6, n = 9;
       const Weights w = make_weights(t, n, k, 99);
       const std::vector<float> x = random_x(m, k, 5);
