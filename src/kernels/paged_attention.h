@@ -14,7 +14,7 @@ struct PagedAttentionArgs {
   const uint16_t* const* v_pages = nullptr;
   int page_size = 16;
   int head_dim = 0;
-  int kv_head = 0;     // which KV head (selects the [page_size][head_dim] slab)
+  int kv_head = 0;     // which KV head (selects its page_size × head_dim slabs)
   int n_kv_head = 0;
   int n_ctx = 0;       // number of slots visible to the query, in sequence order
   // Filled slots of each page (null: every page but the last is full). With
