@@ -14,6 +14,7 @@
 
 #include "gguf/quants.h"
 #include "kernels/cpu.h"
+#include "kernels/elementwise.h"
 #include "kernels/matmul.h"
 #include "kernels/paged_attention.h"
 #include "kernels/thread_pool.h"
@@ -61,10 +62,14 @@ void BM_Q4_0(benchmark::State& s) { run(s, pc::GgmlType::Q4_0); }
 void BM_Q4_K(benchmark::State& s) { run(s, pc::GgmlType::Q4_K); }
 void BM_Q6_K(benchmark::State& s) { run(s, pc::GgmlType::Q6_K); }
 void BM_F16(benchmark::State& s) { run(s, pc::GgmlType::F16); }
+void BM_BF16(benchmark::State& s) { run(s, pc::GgmlType::BF16); }
+void BM_F32(benchmark::State& s) { run(s, pc::GgmlType::F32); }
 
 BENCHMARK(BM_Q8_0)->Apply(shapes);
 BENCHMARK(BM_Q4_0)->Apply(shapes);
 BENCHMARK(BM_F16)->Apply(shapes);
+BENCHMARK(BM_BF16)->Apply(shapes);
+BENCHMARK(BM_F32)->Apply(shapes);
 // K-quants need k % 256 == 0.
 void k_shapes(benchmark::internal::Benchmark* b) {
   for (int t : {1, 2})
@@ -152,6 +157,42 @@ void BM_Attention(benchmark::State& st) { attention_bench(st, 0); }
 void BM_AttentionDecode(benchmark::State& st) { attention_bench(st, 1); }
 BENCHMARK(BM_Attention)->Args({1, 512})->Args({1, 2048})->Args({2, 2048})->UseRealTime();
 BENCHMARK(BM_AttentionDecode)->Args({1, 2048})->Args({2, 2048})->UseRealTime();
+
+// Row-wise kernels of the forward pass, one row of n values (one thread):
+// RMS norm and the residual add over the embedding, SwiGLU over the
+// feed-forward width, RoPE over one head. Counter: values per second.
+void elementwise_bench(benchmark::State& st, int which) {
+  const int64_t n = st.range(0);
+  std::mt19937 rng(1);
+  std::normal_distribution<float> nd;
+  std::vector<float> a(n), b(n), y(n);
+  for (auto& v : a) v = nd(rng);
+  for (auto& v : b) v = nd(rng);
+  pc::RopeParams rp;
+  rp.n_rot = n;
+  const pc::Rope rope(rp);
+  std::vector<float> cs(n);
+  rope.angles(1000, cs.data());
+  for (auto _ : st) {
+    switch (which) {
+      case 0: pc::rms_norm(a.data(), b.data(), y.data(), n, 1e-5f); break;
+      case 1: pc::swiglu(a.data(), b.data(), y.data(), n); break;
+      case 2: pc::add_inplace(y.data(), a.data(), n); break;
+      default: rope.apply(y.data(), cs.data()); break;
+    }
+    benchmark::DoNotOptimize(y.data());
+  }
+  st.counters["values/s"] = benchmark::Counter(double(n), benchmark::Counter::kIsIterationInvariantRate);
+  st.SetLabel(pc::cpu_level_name(pc::cpu_level()));
+}
+void BM_RmsNorm(benchmark::State& st) { elementwise_bench(st, 0); }
+void BM_SwiGLU(benchmark::State& st) { elementwise_bench(st, 1); }
+void BM_AddInplace(benchmark::State& st) { elementwise_bench(st, 2); }
+void BM_Rope(benchmark::State& st) { elementwise_bench(st, 3); }
+BENCHMARK(BM_RmsNorm)->Arg(576)->Arg(2048);
+BENCHMARK(BM_SwiGLU)->Arg(1536)->Arg(5632);
+BENCHMARK(BM_AddInplace)->Arg(576)->Arg(2048);
+BENCHMARK(BM_Rope)->Arg(64)->Arg(128);
 
 }  // namespace
 

@@ -8,11 +8,21 @@
 namespace pc {
 
 void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) {
-  // Sum in double: exact enough that the order does not matter much, and the
-  // loop is sequential so the order is fixed anyway.
-  double ss = 0;
-  for (int64_t i = 0; i < n; ++i) ss += double(x[i]) * x[i];
-  const float scale = float(1.0 / std::sqrt(ss / double(n) + eps));
+#if defined(__x86_64__)
+  if (cpu_level() >= CpuLevel::Avx2) {
+    rms_norm_avx2(x, w, y, n, eps);
+    return;
+  }
+#endif
+  // The sum of squares in double (each square is exact in double) in the
+  // order elementwise_internal.h states: four partial sums, fixed order.
+  double s[4] = {0, 0, 0, 0};
+  const int64_t n4 = n & ~int64_t(3);
+  for (int64_t i = 0; i < n4; i += 4)
+    for (int l = 0; l < 4; ++l) s[l] += double(x[i + l]) * x[i + l];
+  double ss = (s[0] + s[1]) + (s[2] + s[3]);
+  for (int64_t i = n4; i < n; ++i) ss += double(x[i]) * x[i];
+  const float scale = rms_norm_scale(ss, n, eps);
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale * w[i];
 }
 
@@ -53,6 +63,12 @@ void swiglu(const float* gate, const float* up, float* out, int64_t n) {
 }
 
 void add_inplace(float* y, const float* x, int64_t n) {
+#if defined(__x86_64__)
+  if (cpu_level() >= CpuLevel::Avx2) {
+    add_inplace_avx2(y, x, n);
+    return;
+  }
+#endif
   for (int64_t i = 0; i < n; ++i) y[i] += x[i];
 }
 

@@ -22,6 +22,33 @@ void swiglu_avx2(const float* gate, const float* up, float* out, int64_t n) {
   for (; i < n; ++i) out[i] = swiglu1(gate[i], up[i]);
 }
 
+void rms_norm_avx2(const float* x, const float* w, float* y, int64_t n, float eps) {
+  // Lane l of acc is the scalar path's s[l]: squares of floats are exact in
+  // double, so fma(x, x, s) rounds exactly like s + x * x.
+  __m256d acc = _mm256_setzero_pd();
+  const int64_t n4 = n & ~int64_t(3);
+  for (int64_t i = 0; i < n4; i += 4) {
+    const __m256d v = _mm256_cvtps_pd(_mm_loadu_ps(x + i));
+    acc = _mm256_fmadd_pd(v, v, acc);
+  }
+  alignas(32) double s[4];
+  _mm256_store_pd(s, acc);
+  double ss = (s[0] + s[1]) + (s[2] + s[3]);
+  for (int64_t i = n4; i < n; ++i) ss += double(x[i]) * x[i];
+  const float scale = rms_norm_scale(ss, n, eps);
+  const __m256 sv = _mm256_set1_ps(scale);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), sv), _mm256_loadu_ps(w + i)));
+  for (; i < n; ++i) y[i] = x[i] * scale * w[i];
+}
+
+void add_inplace_avx2(float* y, const float* x, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_loadu_ps(x + i)));
+  for (; i < n; ++i) y[i] += x[i];
+}
+
 void fixed_exp8_avx2(float* x, int n) {
   alignas(32) float t[8] = {};
   for (int i = 0; i < n; ++i) t[i] = x[i];
@@ -42,6 +69,7 @@ void swiglu_avx2(const float* gate, const float* up, float* out, int64_t n) {
 void fixed_exp8_avx2(float* x, int n) {
   for (int i = 0; i < n; ++i) x[i] = fixed_exp(x[i]);
 }
+
 }  // namespace pc
 
 #endif

@@ -1,6 +1,7 @@
 // Internals shared by the scalar and AVX2 row operations (elementwise.cc,
 // elementwise_avx2.cc).
 #pragma once
+#include <cmath>
 #include <cstdint>
 
 #include "kernels/fixed_exp.h"
@@ -11,7 +12,18 @@ namespace pc {
 // the AVX2 form does exactly these operations per lane.
 inline float swiglu1(float g, float u) { return g / (1.f + fixed_exp(-g)) * u; }
 
-// Only call when the CPU runs AVX2 (a plain loop on other builds).
+// RMS norm: ss = the sum of x[i]^2 in double, as four partial sums (lane l
+// takes i = l mod 4 below n rounded down to 4, in order), then
+// (s0 + s1) + (s2 + s3), then the n % 4 last squares in order; then
+// y[i] = (x[i] * scale) * w[i] with
+inline float rms_norm_scale(double ss, int64_t n, float eps) {
+  return float(1.0 / std::sqrt(ss / double(n) + eps));
+}
+
+// Only call when the CPU runs AVX2 (x86-64 builds: elementwise.cc's scalar
+// forms elsewhere); bitwise equal to those scalar forms.
 void swiglu_avx2(const float* gate, const float* up, float* out, int64_t n);
+void rms_norm_avx2(const float* x, const float* w, float* y, int64_t n, float eps);
+void add_inplace_avx2(float* y, const float* x, int64_t n);
 
 }  // namespace pc

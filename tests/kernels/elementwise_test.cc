@@ -58,5 +58,39 @@ TEST(Elementwise, SwigluEveryLevelBitwiseAndCloseToLibm) {
   }
 }
 
+// RMS norm and the residual add: every level bitwise equal (the AVX2 forms
+// keep the scalar order of the double sum), and the norm close to the formula.
+TEST(Elementwise, RmsNormAndAddEveryLevelBitwise) {
+  std::mt19937 rng(9);
+  std::normal_distribution<float> nd(0.f, 3.f);
+  for (int64_t n : {1, 3, 4, 5, 8, 9, 64, 576, 577, 2048}) {
+    std::vector<float> x(n), w(n), r(n);
+    for (auto& v : x) v = nd(rng);
+    for (auto& v : w) v = nd(rng);
+    for (auto& v : r) v = nd(rng);
+    std::vector<std::vector<float>> norms, sums;
+    for (CpuLevel level : levels()) {
+      LevelGuard guard;
+      set_cpu_level(level);
+      std::vector<float> y(n, -7.f), s = r;
+      rms_norm(x.data(), w.data(), y.data(), n, 1e-5f);
+      add_inplace(s.data(), x.data(), n);
+      norms.push_back(y);
+      sums.push_back(s);
+    }
+    for (size_t i = 1; i < norms.size(); ++i) {
+      EXPECT_EQ(0, std::memcmp(norms[0].data(), norms[i].data(), sizeof(float) * n)) << "n=" << n;
+      EXPECT_EQ(0, std::memcmp(sums[0].data(), sums[i].data(), sizeof(float) * n)) << "n=" << n;
+    }
+    double ss = 0;
+    for (float v : x) ss += double(v) * v;
+    const double scale = 1.0 / std::sqrt(ss / double(n) + 1e-5);
+    for (int64_t i = 0; i < n; ++i) {
+      EXPECT_NEAR(norms[0][i], x[i] * scale * w[i], 1e-5 * std::fabs(x[i] * scale * w[i]) + 1e-30) << "n=" << n;
+      EXPECT_EQ(sums[0][i], r[i] + x[i]);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace pc
