@@ -781,9 +781,6 @@ int64_t avx2_task_col_multiple(GgmlType t, int64_t m) {
     case GgmlType::F16:
     case GgmlType::BF16:  // 4×3 tiles (run_task<K..., 3>) and 8-column groups
       return m >= 4 ? 24 : 8;
-    case GgmlType::Q8_0:
-    case GgmlType::Q4_0:  // panel tiles of kPC groups of 8 columns
-      return avx2_wants_x16(t, m) ? 8 * kPC : 8;
     default: return 8;
   }
 }
