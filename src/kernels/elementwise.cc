@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "gguf/quants.h"
 #include "kernels/cpu.h"
 #include "kernels/elementwise_internal.h"
 
@@ -60,6 +61,16 @@ void swiglu(const float* gate, const float* up, float* out, int64_t n) {
     return;
   }
   for (int64_t i = 0; i < n; ++i) out[i] = swiglu1(gate[i], up[i]);
+}
+
+void f32_to_f16_row(const float* x, uint16_t* y, int64_t n) {
+#if defined(__x86_64__)
+  if (cpu_level() >= CpuLevel::Avx2) {
+    f32_to_f16_row_avx2(x, y, n);
+    return;
+  }
+#endif
+  for (int64_t i = 0; i < n; ++i) y[i] = fp32_to_fp16(x[i]);
 }
 
 void add_inplace(float* y, const float* x, int64_t n) {

@@ -42,4 +42,8 @@ void swiglu(const float* gate, const float* up, float* out, int64_t n);
 // y += x
 void add_inplace(float* y, const float* x, int64_t n);
 
+// y[i] = fp32_to_fp16(x[i]) (gguf/quants.h: round to nearest even); the AVX2
+// path (vcvtps2ph) gives the same bits.
+void f32_to_f16_row(const float* x, uint16_t* y, int64_t n);
+
 }  // namespace pc

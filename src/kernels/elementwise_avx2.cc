@@ -1,6 +1,7 @@
 // AVX2 forms of elementwise.cc's row operations, bitwise equal to the scalar
 // ones (the same float operations per element, lane by lane); elementwise.cc
 // calls them when cpu_level() runs AVX2.
+#include "gguf/quants.h"
 #include "kernels/elementwise_internal.h"
 #include "kernels/fixed_exp.h"
 
@@ -47,6 +48,13 @@ void add_inplace_avx2(float* y, const float* x, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_loadu_ps(x + i)));
   for (; i < n; ++i) y[i] += x[i];
+}
+
+void f32_to_f16_row_avx2(const float* x, uint16_t* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+  for (; i < n; ++i) y[i] = fp32_to_fp16(x[i]);
 }
 
 void fixed_exp8_avx2(float* x, int n) {

@@ -25,5 +25,6 @@ inline float rms_norm_scale(double ss, int64_t n, float eps) {
 void swiglu_avx2(const float* gate, const float* up, float* out, int64_t n);
 void rms_norm_avx2(const float* x, const float* w, float* y, int64_t n, float eps);
 void add_inplace_avx2(float* y, const float* x, int64_t n);
+void f32_to_f16_row_avx2(const float* x, uint16_t* y, int64_t n);
 
 }  // namespace pc

@@ -4,6 +4,7 @@
 
 #include "gguf/gguf.h"
 #include "gguf/quants.h"
+#include "kernels/elementwise.h"
 #include "kernels/matmul.h"
 #include "kernels/paged_attention.h"
 #include "kernels/thread_pool.h"
@@ -142,26 +143,23 @@ void Forward::map_slots(std::span<const SeqKv> seqs) {
   }
 }
 
-void Forward::store_kv(int layer, const BatchEntry& e, int64_t i, std::span<const SeqKv> seqs) {
+void Forward::store_kv(int layer, const BatchEntry& e, int64_t i, int64_t h, std::span<const SeqKv> seqs) {
   const ModelConfig& c = model_.config();
   const int P = kv_.shape().page_size;
   const int64_t hd = c.head_dim, kvd = c.n_kv_head * hd;
   const bool mapped = seqs[e.seq].fills != nullptr;
   const int32_t page = mapped ? slot_page_[e.seq][e.slot] : seqs[e.seq].pages[e.slot / P];
   const int s = mapped ? slot_off_[e.seq][e.slot] : e.slot % P;
-  uint16_t* K = kv_.k(page, layer);
-  uint16_t* V = kv_.v(page, layer);
-  for (int64_t h = 0; h < c.n_kv_head; ++h) {
-    const float* kr = k_.data() + i * kvd + h * hd;
-    const float* vr = v_.data() + i * kvd + h * hd;
-    uint16_t* kh = K + h * P * hd;  // the head's slab (k_layout.h)
-    uint16_t* vd = V + (h * P + s) * hd;
-    for (int64_t d = 0; d < hd; ++d) {
-      kh[k_index(P, int(hd), s, int(d))] = fp32_to_fp16(kr[d]);
-      vd[d] = fp32_to_fp16(vr[d]);
-    }
+  uint16_t* kh = kv_.k(page, layer) + h * P * hd;  // the head's slab (k_layout.h)
+  const float* kr = k_.data() + i * kvd + h * hd;
+  uint16_t k16[64];
+  for (int64_t d0 = 0; d0 < hd; d0 += 64) {
+    const int64_t n = hd - d0 < 64 ? hd - d0 : 64;
+    f32_to_f16_row(kr + d0, k16, n);
+    for (int64_t d = 0; d < n; ++d) kh[k_index(P, int(hd), s, int(d0 + d))] = k16[d];
   }
-  if (layer == 0) kv_.pos(page)[s] = e.pos;
+  f32_to_f16_row(v_.data() + i * kvd + h * hd, kv_.v(page, layer) + (h * P + s) * hd, hd);
+  if (layer == 0 && h == 0) kv_.pos(page)[s] = e.pos;
 }
 
 void Forward::attention_block(int l, std::span<const BatchEntry> batch, std::span<const SeqKv> seqs) {
@@ -191,8 +189,15 @@ void Forward::attention_block(int l, std::span<const BatchEntry> batch, std::spa
       rope_.apply(kh, cs);
     }
   });
-  // In batch order, so that should two entries name one slot the last wins.
-  for (int64_t i = 0; i < m; ++i) store_kv(l, batch[i], i, seqs);
+  // In batch order within each KV head, so that should two entries name one
+  // slot the last wins; the heads' slabs are disjoint, so heads run in parallel.
+  auto store_head = [&](int64_t h) {
+    for (int64_t i = 0; i < m; ++i) store_kv(l, batch[i], i, h, seqs);
+  };
+  if (m >= 16 && pool_.size() > 1)
+    pool_.parallel_for(c.n_kv_head, [&](int64_t h, int) { store_head(h); });
+  else
+    for (int64_t h = 0; h < c.n_kv_head; ++h) store_head(h);
 
   for (size_t s = 0; s < seqs.size(); ++s) {
     kptr_[s].resize(seqs[s].n_pages);

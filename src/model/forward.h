@@ -61,7 +61,8 @@ class Forward {
   void reserve(int64_t m, int64_t n_logits);
   void attention_block(int layer, std::span<const BatchEntry> batch, std::span<const SeqKv> seqs);
   void ffn_block(int layer, int64_t m);
-  void store_kv(int layer, const BatchEntry& e, int64_t row, std::span<const SeqKv> seqs);
+  // K and V of one KV head of batch row `row` into its page slot.
+  void store_kv(int layer, const BatchEntry& e, int64_t row, int64_t head, std::span<const SeqKv> seqs);
   void map_slots(std::span<const SeqKv> seqs);
 
   const Model& model_;

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "cpu_levels.h"
+#include "gguf/quants.h"
 
 namespace pc {
 namespace {
@@ -89,6 +91,28 @@ TEST(Elementwise, RmsNormAndAddEveryLevelBitwise) {
       EXPECT_NEAR(norms[0][i], x[i] * scale * w[i], 1e-5 * std::fabs(x[i] * scale * w[i]) + 1e-30) << "n=" << n;
       EXPECT_EQ(sums[0][i], r[i] + x[i]);
     }
+  }
+}
+
+// The row conversion to F16 (KV stores): every level gives fp32_to_fp16's
+// bits, over a sweep of all float bit patterns (every 509th, plus the edges:
+// zeros, subnormal results, the rounding ties, 65504..65520, infinities, NaNs).
+TEST(Elementwise, F32ToF16RowEveryLevelMatchesScalar) {
+  std::vector<float> x;
+  for (uint64_t b = 0; b < (uint64_t(1) << 32); b += 509) x.push_back(std::bit_cast<float>(uint32_t(b)));
+  for (uint32_t b : {0x00000000u, 0x80000000u, 0x33000000u, 0x33000001u, 0x387fe000u, 0x387ff000u, 0x38800000u,
+                     0x477fe000u, 0x477fefffu, 0x477ff000u, 0x47800000u, 0x7f800000u, 0xff800000u, 0x7fc00000u,
+                     0x7f800001u, 0xffc12345u, 0x3f801000u, 0x3f803000u})
+    x.push_back(std::bit_cast<float>(b));
+  std::vector<uint16_t> want(x.size());
+  for (size_t i = 0; i < x.size(); ++i) want[i] = fp32_to_fp16(x[i]);
+  for (CpuLevel level : levels()) {
+    LevelGuard guard;
+    set_cpu_level(level);
+    std::vector<uint16_t> got(x.size(), 0xABCD);
+    f32_to_f16_row(x.data(), got.data(), int64_t(x.size()));
+    for (size_t i = 0; i < x.size(); ++i)
+      ASSERT_EQ(got[i], want[i]) << cpu_level_name(level) << " bits 0x" << std::hex << std::bit_cast<uint32_t>(x[i]);
   }
 }
 
