@@ -175,15 +175,17 @@ Run add_bench_modules(CLI::App& bench) {
   CLI::App* p = bench.add_subcommand("modules", "PML module reuse: TTFT with cached document modules "
                                                  "vs full recomputation of the same text");
   p->add_option("-m,--model", a->model, "GGUF model file")->required()->check(CLI::ExistingFile);
-  p->add_option("--lengths", a->lengths, "Document lengths in tokens")->capture_default_str()->delimiter(',');
-  p->add_option("--docs", a->docs, "Documents per schema")->capture_default_str();
-  p->add_option("--prompts", a->prompts, "Prompts per length")->capture_default_str();
-  p->add_option("-t,--threads", a->threads, "CPU threads")->capture_default_str();
+  p->add_option("--lengths", a->lengths, "Document lengths in tokens")
+      ->capture_default_str()->delimiter(',')->check(CLI::Range(1, 1 << 20));
+  p->add_option("--docs", a->docs, "Documents per schema")->capture_default_str()->check(CLI::Range(2, 1000));
+  p->add_option("--prompts", a->prompts, "Prompts per length")->capture_default_str()->check(CLI::Range(1, 100000));
+  p->add_option("-t,--threads", a->threads, "CPU threads")->capture_default_str()->check(CLI::Range(1, 256));
   p->add_option("--seed", a->seed, "Seed")->capture_default_str();
   p->add_option("--json", a->json_out, "Also write the results as JSON to this file");
   p->add_option("--accuracy", a->accuracy,
                 "Instead of timing: compare next-token distributions of N module-cached prompts "
-                "with full recomputation (top-1 agreement, KL); uses the first --lengths value");
+                "with full recomputation (top-1 agreement, KL); uses the first --lengths value")
+      ->check(CLI::Range(0, 100000));
   return [a] { return run_modules(*a); };
 }
 

@@ -42,6 +42,11 @@ int run_prefill(const PrefillArgs& a) {
 
   std::printf("model: %s\n%s\nthreads %d, kernels %s\n\n", a.model.c_str(), c.describe().c_str(),
               a.threads, cpu_level_name(cpu_level()).c_str());
+  if (c.n_ctx_train > 0 && max_len + a.decode > c.n_ctx_train)
+    std::fprintf(stderr,
+                 "warning: %d prompt + %d decode tokens exceed the model's training context (%lld): "
+                 "the speed is measured, the text would not be meaningful\n",
+                 max_len, a.decode, (long long)c.n_ctx_train);
   std::printf("%8s  %14s  %10s  %14s\n", "tokens", "prompt tok/s", "TTFT ms", "decode tok/s");
   nlohmann::json rows = nlohmann::json::array();
   for (int n : a.lengths) {
@@ -78,10 +83,13 @@ Run add_bench(CLI::App& app) {
   auto a = std::make_shared<PrefillArgs>();
   CLI::App* p = app.add_subcommand("prefill", "Prompt (prefill) and decode tokens/s");
   p->add_option("-m,--model", a->model, "GGUF model file")->required()->check(CLI::ExistingFile);
-  p->add_option("--tokens", a->lengths, "Prompt lengths")->capture_default_str()->delimiter(',');
-  p->add_option("--decode", a->decode, "Tokens to decode after each prompt")->capture_default_str();
-  p->add_option("-t,--threads", a->threads, "CPU threads")->capture_default_str();
-  p->add_option("--repeat", a->repeat, "Runs per length (best is reported)")->capture_default_str();
+  p->add_option("--tokens", a->lengths, "Prompt lengths (space- or comma-separated)")
+      ->capture_default_str()->delimiter(',')->check(CLI::Range(1, 1 << 20));
+  p->add_option("--decode", a->decode, "Tokens to decode after each prompt")
+      ->capture_default_str()->check(CLI::Range(0, 1 << 20));
+  p->add_option("-t,--threads", a->threads, "CPU threads")->capture_default_str()->check(CLI::Range(1, 256));
+  p->add_option("--repeat", a->repeat, "Runs per length (best is reported)")
+      ->capture_default_str()->check(CLI::Range(1, 1000));
   p->add_option("--json", a->json_out, "Also write the results as JSON to this file");
   Run conversation = add_bench_conversation(app);
   Run modules = add_bench_modules(app);

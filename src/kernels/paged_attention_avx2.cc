@@ -192,7 +192,7 @@ template <int NV>
 void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionTokens& tk,
                    float* scratch) {
   constexpr int hd = 8 * NV;
-  constexpr int DV = NV % 4 == 0 ? 4 : 2;
+  constexpr int DV = NV % 4 == 0 ? 4 : NV % 2 == 0 ? 2 : 1;
   constexpr int QT = 3;
   const int nq = tk.n_tok * group;
   float* q16 = scratch;                          // [nq][hd] query rounded to F16
@@ -362,12 +362,17 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
 bool paged_attention_tokens_avx2(const PagedAttentionArgs& a, int group,
                                  const PagedAttentionTokens& t, float* scratch) {
   switch (a.head_dim) {
+    case 8: tokens_kernel<1>(a, group, t, scratch); return true;
+    case 16: tokens_kernel<2>(a, group, t, scratch); return true;
     case 32: tokens_kernel<4>(a, group, t, scratch); return true;
     case 48: tokens_kernel<6>(a, group, t, scratch); return true;
     case 64: tokens_kernel<8>(a, group, t, scratch); return true;
     case 80: tokens_kernel<10>(a, group, t, scratch); return true;
     case 96: tokens_kernel<12>(a, group, t, scratch); return true;
     case 128: tokens_kernel<16>(a, group, t, scratch); return true;
+    case 160: tokens_kernel<20>(a, group, t, scratch); return true;
+    case 192: tokens_kernel<24>(a, group, t, scratch); return true;
+    case 256: tokens_kernel<32>(a, group, t, scratch); return true;
     default: return false;
   }
 }

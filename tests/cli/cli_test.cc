@@ -139,6 +139,17 @@ TEST(Cli, ErrorsAreMessagesNotCrashes) {
   CmdResult h = run("generate --help");
   EXPECT_EQ(h.status, 0);
   EXPECT_NE(h.out.find("--kv-memory"), std::string::npos);
+  // Benchmark options out of range are refused up front, naming the option
+  // (they used to print an empty table, or a TTFT of 1e30 for --repeat 0).
+  for (const char* bad : {"--tokens 0", "--tokens 512,-5", "--decode -1", "--repeat 0", "--threads 0"}) {
+    CmdResult b = run("bench prefill -m " + kStories + " " + bad);
+    EXPECT_NE(b.status, 0) << bad << ": " << b.out;
+    EXPECT_NE(b.out.find(std::string(bad).substr(0, std::string(bad).find(' '))), std::string::npos) << b.out;
+    EXPECT_EQ(b.out.find("tok/s"), std::string::npos) << bad << ": " << b.out;
+  }
+  CmdResult m = run("bench modules -m " + kStories + " --docs 1");
+  EXPECT_NE(m.status, 0) << m.out;
+  EXPECT_NE(m.out.find("--docs"), std::string::npos) << m.out;
 }
 
 // `bench tiers` end to end on a tiny generated model: every TTFT row is there and the

@@ -141,8 +141,11 @@ std::vector<float> spec(const Kv& kv, int g, const float* q, int n_ctx, float sc
 struct Shape {
   int P, hd, n_kv, group;
 };
-// (P = 12: pages whose last block of keys is 4 slots wide, k_layout.h.)
-const Shape kShapes[] = {{16, 64, 3, 3}, {16, 128, 2, 4}, {16, 32, 1, 1}, {8, 48, 2, 2}, {16, 20, 1, 2}, {12, 64, 3, 3}};
+// (P = 12: pages whose last block of keys is 4 slots wide, k_layout.h;
+// head_dim 20: the scalar path; 8, 16, 256: the AVX2 kernel's smallest and
+// largest heads.)
+const Shape kShapes[] = {{16, 64, 3, 3}, {16, 128, 2, 4}, {16, 32, 1, 1}, {8, 48, 2, 2}, {16, 20, 1, 2},
+                         {12, 64, 3, 3}, {16, 8, 2, 4}, {16, 16, 4, 2}, {16, 256, 1, 2}};
 
 TEST(PagedAttention, MatchesReference) {
   LevelGuard guard;
