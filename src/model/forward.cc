@@ -150,13 +150,15 @@ void Forward::store_kv(int layer, const BatchEntry& e, int64_t i, int64_t h, std
   const bool mapped = seqs[e.seq].fills != nullptr;
   const int32_t page = mapped ? slot_page_[e.seq][e.slot] : seqs[e.seq].pages[e.slot / P];
   const int s = mapped ? slot_off_[e.seq][e.slot] : e.slot % P;
-  uint16_t* kh = kv_.k(page, layer) + h * P * hd;  // the head's slab (k_layout.h)
+  // The slot's key: dimension d at kc[d * w] (k_layout.h).
+  uint16_t* kc = kv_.k(page, layer) + h * P * hd + k_index(P, int(hd), s, 0);
+  const int w = k_block_width(P, s);
   const float* kr = k_.data() + i * kvd + h * hd;
   uint16_t k16[64];
   for (int64_t d0 = 0; d0 < hd; d0 += 64) {
     const int64_t n = hd - d0 < 64 ? hd - d0 : 64;
     f32_to_f16_row(kr + d0, k16, n);
-    for (int64_t d = 0; d < n; ++d) kh[k_index(P, int(hd), s, int(d0 + d))] = k16[d];
+    for (int64_t d = 0; d < n; ++d) kc[(d0 + d) * w] = k16[d];
   }
   f32_to_f16_row(v_.data() + i * kvd + h * hd, kv_.v(page, layer) + (h * P + s) * hd, hd);
   if (layer == 0 && h == 0) kv_.pos(page)[s] = e.pos;
