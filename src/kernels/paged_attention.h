@@ -30,7 +30,7 @@ struct PagedAttentionArgs {
 // Scratch floats for nq query heads (AVX2 kernel: chunks of 4 blocks of 8
 // slots; the scalar path needs less).
 inline int64_t attention_scratch_floats(int head_dim, int64_t nq) {
-  const int64_t chunk = 32;
+  const int64_t chunk = 64;
   return 2 * nq * head_dim + 2 * nq + chunk * head_dim / 2 + nq * chunk + nq * chunk / 8 + 3 * nq + 64;
 }
 inline int64_t paged_attention_scratch(int /*page_size*/, int head_dim, int group) {

@@ -60,7 +60,8 @@ inline void transpose8_ps(const __m256 in[8], __m256 out[8]) {
   }
 }
 
-constexpr int kChunkBlocks = 4;                  // blocks of 8 slots per chunk
+constexpr int kChunkBlocks = 8;                  // blocks of 8 slots per chunk
+constexpr int kTileBlocks = 4;                   // blocks per score tile (registers)
 constexpr int kChunkSlots = 8 * kChunkBlocks;
 
 // Scores of QT queries × the chunk's KB blocks (8 slots each, a lane per
@@ -237,9 +238,14 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
         qv[i] = q16 + qi * hd;
         row[i] = sc + qi * kChunkSlots;
       }
-      if (n_here == QT) score_tiles<NV, QT>(qv, kblk, n_blk, a.scale, row);
-      else if (n_here == 2) score_tiles<NV, 2>(qv, kblk, n_blk, a.scale, row);
-      else score_tiles<NV, 1>(qv, kblk, n_blk, a.scale, row);
+      for (int b0 = 0; b0 < n_blk; b0 += kTileBlocks) {
+        const int nb = n_blk - b0 < kTileBlocks ? n_blk - b0 : kTileBlocks;
+        float* rb[QT];
+        PC_UNROLL for (int i = 0; i < QT; ++i) rb[i] = row[i] + 8 * b0;
+        if (n_here == QT) score_tiles<NV, QT>(qv, kblk + b0, nb, a.scale, rb);
+        else if (n_here == 2) score_tiles<NV, 2>(qv, kblk + b0, nb, a.scale, rb);
+        else score_tiles<NV, 1>(qv, kblk + b0, nb, a.scale, rb);
+      }
     }
     // 3. softmax steps: the queries that see the whole chunk (live[0, n_full))
     // eight at a time with a lane per query, the others one at a time.
