@@ -58,7 +58,8 @@ std::vector<int32_t> encode_piece(const Tokenizer& tok, const std::string& text,
     const std::string& bos_text = tok.token_text(tok.bos());
     if (bos_text.empty() || text.compare(0, bos_text.size(), bos_text) != 0) out.push_back(tok.bos());
   }
-  std::vector<int32_t> ids = tok.encode(text, /*add_special=*/false, /*parse_special=*/true);
+  std::vector<int32_t> ids = first ? tok.encode(text, /*add_special=*/false, /*parse_special=*/true)
+                                   : tok.encode_continuation(text, /*parse_special=*/true);
   out.insert(out.end(), ids.begin(), ids.end());
   return out;
 }

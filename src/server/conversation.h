@@ -10,7 +10,8 @@
 //   tokens:    enc(text₀) ids₁  enc(text₁)   ids₂  enc(text₂)
 //
 // where enc() tokenizes each text piece on its own (special tokens parsed, BOS
-// only at the start). Piece boundaries of one turn are a refinement of the next
+// and the SentencePiece space prefix only at the start: a piece after a reply
+// continues the text, encode_continuation()). Piece boundaries of one turn are a refinement of the next
 // turn's, so turn k's prompt starts with turn k-1's prompt + reply.
 //
 // When the template re-renders history differently from what the model saw
@@ -77,9 +78,10 @@ ChatPrompt build_chat_prompt(const ChatTemplate& tmpl, const Tokenizer& tok,
                              ConversationMemory& memory, const std::string& ns,
                              const nlohmann::json& messages, const nlohmann::json& extra);
 
-// Ids of `text` as a continuation piece (no BOS; special tokens parsed), or as the
-// start of a prompt (BOS when the model wants one and the text does not begin
-// with the BOS text already).
+// Ids of `text` as a continuation piece (the text after a spliced reply: no BOS,
+// no SentencePiece space prefix; special tokens parsed), or as the start of a
+// prompt (BOS when the model wants one and the text does not begin with the BOS
+// text already; the SentencePiece space prefix as encode() puts it).
 std::vector<int32_t> encode_piece(const Tokenizer& tok, const std::string& text, bool first);
 
 }  // namespace pc::server

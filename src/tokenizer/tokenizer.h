@@ -28,6 +28,14 @@ class Tokenizer {
   // and emit their ids instead of tokenizing their characters.
   virtual std::vector<int32_t> encode(std::string_view text, bool add_special,
                                       bool parse_special) const = 0;
+  // encode() of text that continues earlier text rather than starting an input:
+  // no BOS/EOS, and no SentencePiece space prefix in front of its first text
+  // fragment (the prefix belongs to the start of the whole input; a fragment
+  // after a special token still gets it, as in encode()). The server tokenizes
+  // the text after a spliced reply this way.
+  virtual std::vector<int32_t> encode_continuation(std::string_view text, bool parse_special) const {
+    return encode(text, false, parse_special);
+  }
   // The bytes a token stands for (byte tokens → the byte; "▁" → " "; control → "").
   virtual std::string token_to_piece(int32_t id) const = 0;
   // The text of a whole sequence: the pieces concatenated, except that for an

@@ -112,12 +112,8 @@ std::vector<Vocab::Fragment> Vocab::partition(std::string_view input, bool parse
   return frags;
 }
 
-std::vector<int32_t> VocabTokenizer::encode(std::string_view text, bool add_special,
-                                            bool parse_special) const {
-  std::vector<int32_t> out;
-  out.reserve(text.size() / 3 + 2);
-  if (add_special && v_.add_bos && v_.bos >= 0) out.push_back(v_.bos);
-  bool after_special = true;
+void VocabTokenizer::encode_fragments(std::string_view text, bool parse_special, bool after_special,
+                                      std::vector<int32_t>& out) const {
   for (const Vocab::Fragment& fr : v_.partition(text, parse_special)) {
     if (fr.id >= 0) {
       out.push_back(fr.id);
@@ -127,7 +123,22 @@ std::vector<int32_t> VocabTokenizer::encode(std::string_view text, bool add_spec
       after_special = false;
     }
   }
+}
+
+std::vector<int32_t> VocabTokenizer::encode(std::string_view text, bool add_special,
+                                            bool parse_special) const {
+  std::vector<int32_t> out;
+  out.reserve(text.size() / 3 + 2);
+  if (add_special && v_.add_bos && v_.bos >= 0) out.push_back(v_.bos);
+  encode_fragments(text, parse_special, /*after_special=*/true, out);
   if (add_special && v_.add_eos && v_.eos >= 0) out.push_back(v_.eos);
+  return out;
+}
+
+std::vector<int32_t> VocabTokenizer::encode_continuation(std::string_view text, bool parse_special) const {
+  std::vector<int32_t> out;
+  out.reserve(text.size() / 3 + 2);
+  encode_fragments(text, parse_special, /*after_special=*/false, out);
   return out;
 }
 

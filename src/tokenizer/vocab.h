@@ -75,6 +75,7 @@ class VocabTokenizer : public Tokenizer {
 
   std::vector<int32_t> encode(std::string_view text, bool add_special,
                               bool parse_special) const override;
+  std::vector<int32_t> encode_continuation(std::string_view text, bool parse_special) const override;
   int32_t n_vocab() const override { return v_.n(); }
   const std::string& token_text(int32_t id) const override;
   int32_t bos() const override { return v_.bos; }
@@ -94,6 +95,10 @@ class VocabTokenizer : public Tokenizer {
   // starts the input or follows a special token (SPM adds its space prefix then).
   virtual void encode_raw(std::string_view text, bool after_special,
                           std::vector<int32_t>& out) const = 0;
+  // Special-token partition of text, each raw fragment through encode_raw;
+  // `after_special` for the first fragment.
+  void encode_fragments(std::string_view text, bool parse_special, bool after_special,
+                        std::vector<int32_t>& out) const;
 
   Vocab v_;
 };

@@ -140,6 +140,31 @@ TEST(Tokenizer, ParseSpecialSpmAddsSpacePrefixAfterSpecial) {
   EXPECT_NE(t.encode("</s>Hello", false, false).front(), 2);
 }
 
+TEST(Tokenizer, SpmContinuationHasNoSpacePrefix) {
+  // Text that continues earlier text (after a spliced reply) must not get the
+  // space prefix of an input's start: "Hello" alone is "▁Hello", as the rest
+  // of "Hi.Hello" it is "Hello"; after a special token the prefix returns.
+  const Tokenizer& t = llama_spm();
+  const Ids start = t.encode("Hello world", false, true);
+  const Ids cont = t.encode_continuation("Hello world", true);
+  ASSERT_FALSE(start.empty());
+  ASSERT_FALSE(cont.empty());
+  EXPECT_NE(start, cont);
+  EXPECT_EQ(t.token_to_piece(start.front()).front(), ' ');
+  EXPECT_NE(t.token_to_piece(cont.front()).front(), ' ');
+  std::string text;
+  for (int32_t id : cont) text += t.token_to_piece(id);
+  EXPECT_EQ(text, "Hello world");
+  // Split where no merge crosses the boundary: the pieces make the whole.
+  Ids pieces = t.encode("Hi.", false, true);
+  const Ids rest = t.encode_continuation(" Hello world", true);
+  pieces.insert(pieces.end(), rest.begin(), rest.end());
+  EXPECT_EQ(pieces, t.encode("Hi. Hello world", false, true));
+  EXPECT_EQ(t.encode_continuation("</s>Hello", true), (Ids{2, 15043}));
+  // Byte-level BPE has no prefix: both forms agree.
+  EXPECT_EQ(qwen2().encode_continuation("Hello world", true), qwen2().encode("Hello world", false, true));
+}
+
 // Feeds ids one by one; every push must return whole UTF-8 characters only.
 std::string stream(const Tokenizer& t, const Ids& ids, std::vector<std::string>* chunks) {
   StreamDecoder d(t);

@@ -1,0 +1,72 @@
+// Conversation-exact prompts (server/conversation.h) in process: the ids of a
+// chat with a remembered reply spliced in.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "gguf/gguf.h"
+#include "server/conversation.h"
+#include "template/chat_template.h"
+#include "test_util.h"
+#include "tokenizer/tokenizer.h"
+
+namespace pc::test {
+namespace {
+
+using nlohmann::json;
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// stories260K is a SentencePiece vocabulary with a space prefix and no ChatML
+// special tokens, so the text after a reply ("<|im_end|>\n...") is plain text
+// that continues the reply: it must not get the prefix an input's start gets.
+TEST(Conversation, TextAfterSplicedReplyContinuesIt) {
+  auto f = GgufFile::open(shared_dir() + "/models/stories260K.gguf");
+  auto tok = Tokenizer::from_gguf(*f);
+  const ChatTemplate tmpl(read_text(shared_dir() + "/templates/Qwen-Qwen2.5-7B-Instruct.jinja"));
+  server::ConversationMemory memory;
+
+  json messages = json::array({{{"role", "user"}, {"content", "Tell me a story."}}});
+  const server::ChatPrompt t1 = server::build_chat_prompt(tmpl, *tok, memory, "ns", messages, json::object());
+  ASSERT_FALSE(t1.ids.empty());
+  EXPECT_EQ(tok->decode(t1.ids), tmpl.apply(messages, true));
+
+  // The model's reply, as generation remembers it.
+  const std::string reply = "Once upon a time there was a cat.";
+  server::RememberedReply r;
+  r.ids = tok->encode_continuation(reply, false);
+  r.context = t1.ids;
+  r.kv_tokens = int64_t(t1.ids.size() + r.ids.size()) - 1;
+  memory.remember("ns", reply, r);
+
+  messages.push_back({{"role", "assistant"}, {"content", reply}});
+  messages.push_back({{"role", "user"}, {"content", "And then?"}});
+  const server::ChatPrompt t2 = server::build_chat_prompt(tmpl, *tok, memory, "ns", messages, json::object());
+  EXPECT_EQ(t2.spliced, 1);
+  EXPECT_TRUE(t2.reason.empty()) << t2.reason;
+  EXPECT_EQ(t2.diverged_at, -1);
+  // Turn 2 starts with what the model saw and generated in turn 1 ...
+  std::vector<int32_t> seen = t1.ids;
+  seen.insert(seen.end(), r.ids.begin(), r.ids.end());
+  ASSERT_GT(t2.ids.size(), seen.size());
+  EXPECT_TRUE(std::equal(seen.begin(), seen.end(), t2.ids.begin()));
+  // ... and its ids spell the rendered text exactly: no space was inserted
+  // after the reply.
+  EXPECT_EQ(tok->decode(t2.ids), tmpl.apply(messages, true));
+  EXPECT_NE(tok->token_to_piece(t2.ids[seen.size()]).front(), ' ');
+
+  // A reply that is not remembered is re-tokenized with the whole text.
+  server::ConversationMemory empty;
+  const server::ChatPrompt cold = server::build_chat_prompt(tmpl, *tok, empty, "ns", messages, json::object());
+  EXPECT_EQ(cold.spliced, 0);
+  EXPECT_EQ(tok->decode(cold.ids), tmpl.apply(messages, true));
+}
+
+}  // namespace
+}  // namespace pc::test
