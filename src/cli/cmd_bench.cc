@@ -24,6 +24,7 @@ struct PrefillArgs {
   int decode = 32;
   int threads = 2;
   int repeat = 1;
+  int batch_tokens = EngineOptions{}.max_batch_tokens;
   std::string json_out;
 };
 
@@ -32,6 +33,7 @@ int run_prefill(const PrefillArgs& a) {
   const ModelConfig& c = model->config();
   EngineOptions eo;
   eo.threads = a.threads;
+  eo.max_batch_tokens = a.batch_tokens;
   int max_len = 0;
   for (int n : a.lengths) max_len = std::max(max_len, n);
   KvShape shape{int(c.n_layer), int(c.n_kv_head), int(c.head_dim), eo.page_size};
@@ -90,6 +92,8 @@ Run add_bench(CLI::App& app) {
   p->add_option("-t,--threads", a->threads, "CPU threads")->capture_default_str()->check(CLI::Range(1, 256));
   p->add_option("--repeat", a->repeat, "Runs per length (best is reported)")
       ->capture_default_str()->check(CLI::Range(1, 1000));
+  p->add_option("--batch-tokens", a->batch_tokens, "Tokens per forward step (a longer prompt runs in chunks of this many)")
+      ->capture_default_str()->check(CLI::Range(1, 1 << 20));
   p->add_option("--json", a->json_out, "Also write the results as JSON to this file");
   Run conversation = add_bench_conversation(app);
   Run modules = add_bench_modules(app);

@@ -141,7 +141,7 @@ TEST(Cli, ErrorsAreMessagesNotCrashes) {
   EXPECT_NE(h.out.find("--kv-memory"), std::string::npos);
   // Benchmark options out of range are refused up front, naming the option
   // (they used to print an empty table, or a TTFT of 1e30 for --repeat 0).
-  for (const char* bad : {"--tokens 0", "--tokens 512,-5", "--decode -1", "--repeat 0", "--threads 0"}) {
+  for (const char* bad : {"--tokens 0", "--tokens 512,-5", "--decode -1", "--repeat 0", "--threads 0", "--batch-tokens 0"}) {
     CmdResult b = run("bench prefill -m " + kStories + " " + bad);
     EXPECT_NE(b.status, 0) << bad << ": " << b.out;
     EXPECT_NE(b.out.find(std::string(bad).substr(0, std::string(bad).find(' '))), std::string::npos) << b.out;
