@@ -158,6 +158,62 @@ void BM_AttentionDecode(benchmark::State& st) { attention_bench(st, 1); }
 BENCHMARK(BM_Attention)->Args({1, 512})->Args({1, 2048})->Args({2, 2048})->UseRealTime();
 BENCHMARK(BM_AttentionDecode)->Args({1, 2048})->Args({2, 2048})->UseRealTime();
 
+// One decode token through `layers` layers of an n-token context, the KV laid
+// out as KvStorage lays it out (page p holds every layer's K and V of its
+// slots, so one layer's pages are layers × 12 KiB apart) and far past the L3
+// at 30 layers of 4096 slots (94 MB), as in the model; BM_AttentionDecode
+// keeps its one layer in cache. Per layer a task per KV head, as the forward
+// pass splits a single sequence's decode. Args {threads, n, layers}.
+void BM_AttentionDecodeLayers(benchmark::State& st) {
+  const int threads = int(st.range(0)), n = int(st.range(1)), layers = int(st.range(2));
+  constexpr int hd = kAttnHd, n_kv = kAttnKv, group = kAttnGroup;
+  pc::ThreadPool pool(threads);
+  std::mt19937 rng(1);
+  std::normal_distribution<float> nd;
+  const int n_pages = (n + kAttnP - 1) / kAttnP;
+  const size_t slab = size_t(n_kv) * kAttnP * hd;  // one layer's K (or V) of a page
+  std::vector<uint16_t> kv(size_t(n_pages) * layers * 2 * slab);
+  for (auto& h : kv) h = pc::fp32_to_fp16(nd(rng));
+  std::vector<std::vector<const uint16_t*>> kp(layers), vp(layers);
+  for (int l = 0; l < layers; ++l)
+    for (int p = 0; p < n_pages; ++p) {
+      kp[l].push_back(kv.data() + (size_t(p) * layers + l) * 2 * slab);
+      vp[l].push_back(kp[l].back() + slab);
+    }
+  const int64_t qd = int64_t(n_kv) * group * hd;
+  std::vector<float> q(qd), out(qd);
+  for (auto& v : q) v = nd(rng);
+  const int n_ctx = n;
+  const int64_t per = pc::paged_attention_tokens_scratch(kAttnP, hd, group, 1);
+  std::vector<float> scratch(size_t(per) * threads);
+  for (auto _ : st) {
+    for (int l = 0; l < layers; ++l)
+      pool.parallel_for(n_kv, [&](int64_t g, int thread) {
+        pc::PagedAttentionArgs a;
+        a.k_pages = kp[l].data();
+        a.v_pages = vp[l].data();
+        a.page_size = kAttnP;
+        a.head_dim = hd;
+        a.kv_head = int(g);
+        a.n_kv_head = n_kv;
+        a.scale = 0.125f;
+        pc::PagedAttentionTokens t;
+        t.n_tok = 1;
+        t.q = q.data() + g * group * hd;
+        t.q_stride = qd;
+        t.n_ctx = &n_ctx;
+        t.out = out.data() + g * group * hd;
+        t.out_stride = qd;
+        pc::paged_attention_tokens(a, group, t, scratch.data() + thread * per);
+      });
+    benchmark::DoNotOptimize(out.data());
+  }
+  st.counters["qk_pairs/s"] = benchmark::Counter(double(n) * n_kv * group * layers, benchmark::Counter::kIsIterationInvariantRate);
+  st.counters["kvGB/s"] = benchmark::Counter(double(n) * n_kv * hd * 4 * layers * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  st.SetLabel(pc::cpu_level_name(pc::cpu_level()));
+}
+BENCHMARK(BM_AttentionDecodeLayers)->Args({1, 4096, 1})->Args({1, 4096, 30})->Args({2, 4096, 30})->UseRealTime();
+
 // Row-wise kernels of the forward pass, one row of n values (one thread):
 // RMS norm and the residual add over the embedding, SwiGLU over the
 // feed-forward width, RoPE over one head. Counter: values per second.

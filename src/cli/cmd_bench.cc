@@ -25,11 +25,12 @@ struct PrefillArgs {
   int threads = 2;
   int repeat = 1;
   int batch_tokens = EngineOptions{}.max_batch_tokens;
+  bool mmap = false;
   std::string json_out;
 };
 
 int run_prefill(const PrefillArgs& a) {
-  auto model = Model::load(a.model);
+  auto model = Model::load(a.model, a.mmap ? Residency::kMap : Residency::kMemory);
   const ModelConfig& c = model->config();
   EngineOptions eo;
   eo.threads = a.threads;
@@ -85,6 +86,7 @@ Run add_bench(CLI::App& app) {
   auto a = std::make_shared<PrefillArgs>();
   CLI::App* p = app.add_subcommand("prefill", "Prompt (prefill) and decode tokens/s");
   p->add_option("-m,--model", a->model, "GGUF model file")->required()->check(CLI::ExistingFile);
+  p->add_flag("--mmap", a->mmap, kMmapHelp);
   p->add_option("--tokens", a->lengths, "Prompt lengths (space- or comma-separated)")
       ->capture_default_str()->delimiter(',')->check(CLI::Range(1, 1 << 20));
   p->add_option("--decode", a->decode, "Tokens to decode after each prompt")

@@ -25,6 +25,7 @@ struct GenerateArgs {
   std::string file;
   std::string schema;  // PML schema file; `prompt` is then a PML prompt file
   bool preload = false;
+  bool mmap = false;
   int32_t n_predict = 64;
   int threads = 2;
   std::string kv_memory = "1GiB";
@@ -130,7 +131,7 @@ int run_pml(const GenerateArgs& a, const Model& model, Engine& engine, const Gen
 int run_generate(const GenerateArgs& a) {
   if (a.prompt.empty() == a.file.empty())
     throw Error("give either -p TEXT (with --schema: -p PROMPT.pml) or -f FILE");
-  auto model = Model::load(a.model);
+  auto model = Model::load(a.model, a.mmap ? Residency::kMap : Residency::kMemory);
   const Tokenizer& tok = model->tokenizer();
   EngineOptions eo;
   eo.threads = a.threads;
@@ -170,6 +171,7 @@ int run_generate(const GenerateArgs& a) {
 Run add_generate(CLI::App& app) {
   auto a = std::make_shared<GenerateArgs>();
   app.add_option("-m,--model", a->model, "GGUF model file")->required()->check(CLI::ExistingFile);
+  app.add_flag("--mmap", a->mmap, kMmapHelp);
   app.add_option("-p,--prompt", a->prompt, "Prompt text (BOS is added as the model says)");
   app.add_option("-f,--file", a->file,
                  "Requests, one JSON object per line ({\"prompt\": ..., \"max_tokens\": ...}), "

@@ -53,6 +53,7 @@ Run add_serve(CLI::App& app) {
       "POST /v1/pml/completions), the cache API (/v1/cache/stats, entries, pin, unpin, ttl,\n"
       "evict), /health and /metrics, reusing cached KV across requests. See docs/api.md.");
   app.add_option("-m,--model", o.model_path, "GGUF model file")->required()->check(CLI::ExistingFile);
+  app.add_flag("--mmap", o.mmap, kMmapHelp);
   app.add_option("--alias", o.model_alias, "Model id in the API (default: the file name without .gguf)");
   app.add_option("--host", o.host, "Address to listen on")->capture_default_str();
   app.add_option("--port", o.port, "Port to listen on (0 = any free port)")

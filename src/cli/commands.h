@@ -17,6 +17,11 @@ Run add_demo(CLI::App& app);
 Run add_bench(CLI::App& app);
 Run add_pml(CLI::App& app);
 Run add_serve(CLI::App& app);
+// Help of the --mmap flag (serve, generate, bench prefill).
+inline constexpr const char* kMmapHelp =
+    "Map the model file instead of copying it into memory (huge pages): less memory when "
+    "several processes share one model; decode reads every weight per token and runs "
+    "~1.2x slower that way";
 // Whole file as a string; throws pc::Error naming the path.
 std::string read_text_file(const std::string& path);
 // `bench conversation`, registered by add_bench.

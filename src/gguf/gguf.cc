@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cinttypes>
 #include <cstdio>
 #include <cstring>
 #include <limits>
@@ -335,7 +336,47 @@ int64_t GgufTensorInfo::n_elements() const {
 // ===========================================================================
 // GgufFile: opening
 
-std::unique_ptr<GgufFile> GgufFile::open(const std::string& path) {
+namespace {
+
+// MemAvailable of /proc/meminfo in bytes; 0 if unknown.
+uint64_t mem_available() {
+  std::FILE* f = std::fopen("/proc/meminfo", "r");
+  if (!f) return 0;
+  char line[256];
+  uint64_t kb = 0;
+  while (std::fgets(line, sizeof line, f))
+    if (std::sscanf(line, "MemAvailable: %" SCNu64 " kB", &kb) == 1) break;
+  std::fclose(f);
+  return kb * 1024;
+}
+
+// The whole file in anonymous memory advised for huge pages, or nullptr (then
+// the caller maps the file).
+void* copy_to_memory(int fd, uint64_t size) {
+  const uint64_t avail = mem_available();
+  if (avail > 0 && size > avail / 2) return nullptr;
+  void* m = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) return nullptr;
+#ifdef MADV_HUGEPAGE
+  ::madvise(m, size, MADV_HUGEPAGE);  // advice only: without THP it is a plain copy
+#endif
+  for (uint64_t off = 0; off < size;) {
+    const size_t want = size - off < (uint64_t(1) << 30) ? size_t(size - off) : size_t(1) << 30;
+    const ssize_t got = ::pread(fd, static_cast<char*>(m) + off, want, off_t(off));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      ::munmap(m, size);
+      return nullptr;
+    }
+    off += uint64_t(got);
+  }
+  ::mprotect(m, size, PROT_READ);
+  return m;
+}
+
+}  // namespace
+
+std::unique_ptr<GgufFile> GgufFile::open(const std::string& path, Residency r) {
   std::unique_ptr<GgufFile> f(new GgufFile());
   f->path_ = path;
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -351,7 +392,13 @@ std::unique_ptr<GgufFile> GgufFile::open(const std::string& path) {
     throw Error(path + ": not a regular file");
   }
   f->size_ = static_cast<uint64_t>(st.st_size);
-  if (f->size_ > 0) {
+  void* copy = f->size_ > 0 && r == Residency::kMemory ? copy_to_memory(fd, f->size_) : nullptr;
+  if (copy) {
+    ::close(fd);
+    f->map_ = copy;
+    f->base_ = static_cast<const uint8_t*>(copy);
+    f->residency_ = Residency::kMemory;
+  } else if (f->size_ > 0) {
     void* m = ::mmap(nullptr, f->size_, PROT_READ, MAP_PRIVATE, fd, 0);
     int e = errno;
     ::close(fd);

@@ -69,11 +69,24 @@ struct GgufTensorInfo {
   int64_t n_elements() const;
 };
 
+// Where an opened file's bytes live.
+enum class Residency {
+  // Memory-mapped from the file: loads lazily, shared with other processes
+  // through the page cache, nothing copied.
+  kMap,
+  // Read into anonymous memory advised for transparent huge pages: decode
+  // streams every weight per token, and with 2 MiB pages (no TLB miss every
+  // 4 KiB) it ran 1.15-1.25x faster on the machines measured. Falls back to
+  // kMap when the file is larger than half the available memory or the copy
+  // cannot be made.
+  kMemory,
+};
+
 class GgufFile {
  public:
-  // Memory-maps and parses the file. Throws pc::Error naming the path, what was
-  // wrong and where (byte offset).
-  static std::unique_ptr<GgufFile> open(const std::string& path);
+  // Memory-maps (or copies, see Residency) and parses the file. Throws
+  // pc::Error naming the path, what was wrong and where (byte offset).
+  static std::unique_ptr<GgufFile> open(const std::string& path, Residency r = Residency::kMap);
   // Parses an in-memory copy (tests, fuzzing). The bytes are owned by the object.
   static std::unique_ptr<GgufFile> from_bytes(std::vector<uint8_t> bytes,
                                               const std::string& name = "<memory>");
@@ -86,6 +99,9 @@ class GgufFile {
   uint64_t alignment() const { return alignment_; }
   uint64_t data_offset() const { return data_offset_; }
   uint64_t file_size() const { return size_; }
+  // kMemory when the bytes were copied into memory, kMap when mapped (also
+  // when kMemory was asked for and fell back).
+  Residency residency() const { return residency_; }
 
   const std::vector<std::pair<std::string, GgufValue>>& metadata() const { return kv_; }
   const GgufValue* find(std::string_view key) const;
@@ -106,6 +122,7 @@ class GgufFile {
   GgufFile() = default;
   void parse();
 
+  Residency residency_ = Residency::kMap;
   std::string path_;
   const uint8_t* base_ = nullptr;
   uint64_t size_ = 0;

@@ -60,9 +60,9 @@ std::vector<float> vector_f32(const GgufFile& f, const std::string& name, int64_
 
 Model::~Model() = default;
 
-std::unique_ptr<Model> Model::load(const std::string& path) {
+std::unique_ptr<Model> Model::load(const std::string& path, Residency residency) {
   std::unique_ptr<Model> m(new Model());
-  m->file_ = GgufFile::open(path);
+  m->file_ = GgufFile::open(path, residency);
   m->config_ = ModelConfig::from_gguf(*m->file_);
   m->tokenizer_ = Tokenizer::from_gguf(*m->file_);
   m->load_weights();

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "gguf/gguf.h"
 #include "kernels/elementwise.h"
 #include "kernels/matmul.h"
 #include "model/config.h"
@@ -28,7 +29,9 @@ class Model {
  public:
   // Loads a GGUF model. Throws pc::Error for unsupported architectures, missing
   // tensors, tensors of unsupported types (naming tensor and type) or wrong shapes.
-  static std::unique_ptr<Model> load(const std::string& path);
+  // The weights are copied into huge-page memory unless `residency` says to map
+  // the file (see Residency).
+  static std::unique_ptr<Model> load(const std::string& path, Residency residency = Residency::kMemory);
   ~Model();
 
   const ModelConfig& config() const { return config_; }

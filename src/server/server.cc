@@ -149,7 +149,7 @@ std::string Server::State::namespace_of(const httplib::Request& req, const std::
 Server::Server(const ServerOptions& opt) : st_(std::make_unique<State>()) {
   State& st = *st_;
   st.opt = opt;
-  st.model = Model::load(opt.model_path);
+  st.model = Model::load(opt.model_path, opt.mmap ? Residency::kMap : Residency::kMemory);
   st.model_id = opt.model_alias.empty() ? std::filesystem::path(opt.model_path).stem().string()
                                         : opt.model_alias;
   const Tokenizer& tok = st.model->tokenizer();

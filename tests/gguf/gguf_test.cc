@@ -304,3 +304,32 @@ TEST(GgufShared, VocabFiles) {
 
 }  // namespace
 }  // namespace pc
+
+namespace pc {
+namespace {
+
+// A file copied into memory (the default for models) reads exactly as the
+// mapped file: same metadata, every tensor's bytes equal, and it says where it
+// lives.
+TEST(Gguf, CopiedIntoMemoryEqualsMapped) {
+  for (const char* name : {"stories260K.gguf", "TinyStories-656K-Q8_0.gguf"}) {
+    auto mapped = GgufFile::open(test::shared_dir() + "/models/" + name, Residency::kMap);
+    auto copied = GgufFile::open(test::shared_dir() + "/models/" + name, Residency::kMemory);
+    EXPECT_EQ(mapped->residency(), Residency::kMap);
+    EXPECT_EQ(copied->residency(), Residency::kMemory) << name << " (small files always fit)";
+    ASSERT_EQ(mapped->file_size(), copied->file_size());
+    ASSERT_EQ(mapped->metadata().size(), copied->metadata().size());
+    ASSERT_EQ(mapped->tensors().size(), copied->tensors().size());
+    for (size_t i = 0; i < mapped->tensors().size(); ++i) {
+      const GgufTensorInfo& a = mapped->tensors()[i];
+      const GgufTensorInfo& b = copied->tensors()[i];
+      EXPECT_EQ(a.name, b.name);
+      ASSERT_EQ(a.nbytes, b.nbytes);
+      EXPECT_NE(a.data, b.data);
+      EXPECT_EQ(std::memcmp(a.data, b.data, a.nbytes), 0) << name << " " << a.name;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace pc
