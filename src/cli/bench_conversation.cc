@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "kernels/cpu_count.h"
 #include "cli/commands.h"
 #include "cli/units.h"
 #include "engine/engine.h"
@@ -65,7 +66,7 @@ struct ConvArgs {
   int user_min = 30, user_max = 150;
   int reply_min = 50, reply_max = 200;
   uint32_t seed = 1;
-  int threads = 2;
+  int threads = default_thread_count();
   std::string json_out;
 };
 
@@ -275,7 +276,7 @@ Run add_bench_conversation(CLI::App& bench) {
   p->add_option("--reply-min", a->reply_min, "Shortest reply")->capture_default_str();
   p->add_option("--reply-max", a->reply_max, "Longest reply")->capture_default_str();
   p->add_option("--seed", a->seed, "Trace seed")->capture_default_str();
-  p->add_option("-t,--threads", a->threads, "CPU threads")->capture_default_str()->check(CLI::Range(1, 256));
+  p->add_option("-t,--threads", a->threads, "CPU threads (default: the physical cores this process may use)")->capture_default_str()->check(CLI::Range(1, 256));
   p->add_option("--json", a->json_out, "Also write the results as JSON to this file");
   return [a] { return run_conversation(*a); };
 }

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "kernels/cpu_count.h"
 #include "cli/commands.h"
 #include "engine/engine.h"
 #include "gguf/error.h"
@@ -26,7 +27,7 @@ struct ModArgs {
   std::vector<int> lengths{512, 1024, 2048, 4096};
   int docs = 4;
   int prompts = 3;
-  int threads = 2;
+  int threads = default_thread_count();
   uint32_t seed = 1;
   std::string json_out;
   int accuracy = 0;  // > 0: measure modular vs full next-token distributions instead
@@ -179,7 +180,7 @@ Run add_bench_modules(CLI::App& bench) {
       ->capture_default_str()->delimiter(',')->check(CLI::Range(1, 1 << 20));
   p->add_option("--docs", a->docs, "Documents per schema")->capture_default_str()->check(CLI::Range(2, 1000));
   p->add_option("--prompts", a->prompts, "Prompts per length")->capture_default_str()->check(CLI::Range(1, 100000));
-  p->add_option("-t,--threads", a->threads, "CPU threads")->capture_default_str()->check(CLI::Range(1, 256));
+  p->add_option("-t,--threads", a->threads, "CPU threads (default: the physical cores this process may use)")->capture_default_str()->check(CLI::Range(1, 256));
   p->add_option("--seed", a->seed, "Seed")->capture_default_str();
   p->add_option("--json", a->json_out, "Also write the results as JSON to this file");
   p->add_option("--accuracy", a->accuracy,

@@ -25,6 +25,7 @@
 
 #include <httplib.h>
 
+#include "kernels/cpu_count.h"
 #include "cli/commands.h"
 #include "cli/units.h"
 #include "gguf/error.h"
@@ -53,7 +54,7 @@ struct BenchServeArgs {
   int system_prompts = 4;
   int system_words = 400;
   int max_tokens = 16;
-  int threads = 2;
+  int threads = default_thread_count();
   int parallel = 16;
   std::string kv_memory = "512MiB";
   std::string json_out;            // "" = none, "-" = stdout instead of the table
@@ -303,7 +304,7 @@ Run add_bench_serve(CLI::App& bench) {
       ->capture_default_str()->check(CLI::Range(1, 100000));
   c->add_option("--max-tokens", a->max_tokens, "Tokens generated per request")
       ->capture_default_str()->check(CLI::Range(1, 100000));
-  c->add_option("-t,--threads", a->threads, "Server compute threads")->capture_default_str()->check(CLI::Range(1, 256));
+  c->add_option("-t,--threads", a->threads, "Server compute threads (default: the physical cores this process may use)")->capture_default_str()->check(CLI::Range(1, 256));
   c->add_option("--parallel", a->parallel, "Server sequences at once")->capture_default_str()->check(CLI::Range(1, 4096));
   c->add_option("--kv-memory", a->kv_memory, "Server KV cache memory")->capture_default_str();
   c->add_option("--json", a->json_out, "Also write the results as JSON to this file ('-': to stdout, no table)");

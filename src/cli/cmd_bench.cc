@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "kernels/cpu_count.h"
 #include "cli/commands.h"
 #include "cli/units.h"
 #include "engine/engine.h"
@@ -22,7 +23,7 @@ struct PrefillArgs {
   std::string model;
   std::vector<int> lengths{512, 2048};
   int decode = 32;
-  int threads = 2;
+  int threads = default_thread_count();
   int repeat = 1;
   int batch_tokens = EngineOptions{}.max_batch_tokens;
   bool mmap = false;
@@ -91,7 +92,7 @@ Run add_bench(CLI::App& app) {
       ->capture_default_str()->delimiter(',')->check(CLI::Range(1, 1 << 20));
   p->add_option("--decode", a->decode, "Tokens to decode after each prompt")
       ->capture_default_str()->check(CLI::Range(0, 1 << 20));
-  p->add_option("-t,--threads", a->threads, "CPU threads")->capture_default_str()->check(CLI::Range(1, 256));
+  p->add_option("-t,--threads", a->threads, "CPU threads (default: the physical cores this process may use)")->capture_default_str()->check(CLI::Range(1, 256));
   p->add_option("--repeat", a->repeat, "Runs per length (best is reported)")
       ->capture_default_str()->check(CLI::Range(1, 1000));
   p->add_option("--batch-tokens", a->batch_tokens, "Tokens per forward step (a longer prompt runs in chunks of this many)")

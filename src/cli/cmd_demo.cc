@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "kernels/cpu_count.h"
 #include "cli/commands.h"
 #include "engine/engine.h"
 #include "model/make_model.h"
@@ -20,7 +21,7 @@ namespace {
 struct DemoArgs {
   std::string dir;
   std::string shared;  // folder with models/stories260K.gguf
-  int threads = 2;
+  int threads = default_thread_count();
 };
 
 void show(const std::string& path, const std::string& prompt, int n, int threads) {
@@ -116,7 +117,7 @@ Run add_demo(CLI::App& app) {
   a->shared = shared ? shared : "../shared";
   app.add_option("--shared", a->shared, "Folder with models/stories260K.gguf (default $PC_SHARED_DIR or ../shared)")
       ->capture_default_str();
-  app.add_option("-t,--threads", a->threads, "CPU threads")->capture_default_str();
+  app.add_option("-t,--threads", a->threads, "CPU threads (default: the physical cores this process may use)")->capture_default_str();
   return [a] { return run_demo(*a); };
 }
 

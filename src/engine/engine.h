@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu_count.h"
 #include "engine/sampler.h"
 #include "kv/page_table.h"
 #include "kv/module_store.h"
@@ -54,7 +55,7 @@ struct TierOptions {
 };
 
 struct EngineOptions {
-  int threads = 2;
+  int threads = default_thread_count();
   int64_t kv_memory_bytes = int64_t(1) << 30;  // KV page capacity
   int page_size = 16;
   int max_batch_tokens = 512;  // tokens per forward step (prompt chunks + decodes)

@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 
+#include "kernels/cpu_count.h"
 #include "engine/engine.h"
 
 namespace pc::server {
@@ -23,7 +24,7 @@ struct ServerOptions {
   int port = 8080;                  // 0 = any free port
   int parallel = 4;                 // sequences generating at once
   int queue = 64;                   // requests waiting for a sequence slot
-  int threads = 2;                  // compute threads
+  int threads = default_thread_count();  // compute threads (physical cores available)
   int64_t kv_memory_bytes = int64_t(1) << 30;
   int max_batch_tokens = 512;
   bool prefix_cache = true;

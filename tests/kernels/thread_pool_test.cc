@@ -1,5 +1,7 @@
 #include "kernels/thread_pool.h"
 
+#include <sched.h>
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -7,8 +9,27 @@
 #include <thread>
 #include <vector>
 
+#include "kernels/cpu_count.h"
+
 namespace pc {
 namespace {
+
+// The default thread count (every command's --threads): at least one, never
+// more than the CPUs this process may run on, the same on every call.
+TEST(ThreadPool, DefaultThreadCountIsTheUsableCores) {
+  const int n = default_thread_count();
+  EXPECT_GE(n, 1);
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  ASSERT_EQ(sched_getaffinity(0, sizeof set, &set), 0);
+  EXPECT_LE(n, CPU_COUNT(&set));
+  EXPECT_EQ(default_thread_count(), n);
+  // A pool of that size runs every task once.
+  ThreadPool pool(n);
+  std::vector<std::atomic<int>> hits(97);
+  pool.parallel_for(97, [&](int64_t t, int) { hits[size_t(t)]++; });
+  for (auto& h : hits) EXPECT_EQ(h.load(), 1);
+}
 
 TEST(ThreadPool, SizeOneRunsInline) {
   ThreadPool pool(1);

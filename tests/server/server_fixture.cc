@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -26,6 +27,11 @@ std::string shared_path(const std::string& rel) { return shared_dir() + "/" + re
 ServeProcess::ServeProcess(std::vector<std::string> args) {
   log_ = temp_dir() + "/serve.log";
   std::vector<std::string> argv = {promptcache_path(), "serve", "--port", "0"};
+  // Tests run in parallel (ctest -j): two compute threads per server unless a
+  // test asks otherwise, not every core of the machine each.
+  if (std::find(args.begin(), args.end(), "--threads") == args.end() &&
+      std::find(args.begin(), args.end(), "-t") == args.end())
+    argv.insert(argv.end(), {"--threads", "2"});
   argv.insert(argv.end(), args.begin(), args.end());
   pid_ = fork();
   if (pid_ < 0) throw std::runtime_error("fork failed");
