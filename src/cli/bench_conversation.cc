@@ -9,11 +9,11 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
-#include "kernels/cpu_count.h"
 #include "cli/commands.h"
 #include "cli/units.h"
 #include "engine/engine.h"
 #include "gguf/error.h"
+#include "kernels/cpu_count.h"
 #include "kv/kv_storage.h"
 #include "model/model.h"
 

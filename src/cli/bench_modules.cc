@@ -10,10 +10,10 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
-#include "kernels/cpu_count.h"
 #include "cli/commands.h"
 #include "engine/engine.h"
 #include "gguf/error.h"
+#include "kernels/cpu_count.h"
 #include "model/model.h"
 #include "pml/pml.h"
 #include "tokenizer/tokenizer.h"

@@ -25,10 +25,10 @@
 
 #include <httplib.h>
 
-#include "kernels/cpu_count.h"
 #include "cli/commands.h"
 #include "cli/units.h"
 #include "gguf/error.h"
+#include "kernels/cpu_count.h"
 #include "model/make_model.h"
 #include "server/server.h"
 

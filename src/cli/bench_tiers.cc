@@ -12,11 +12,11 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
-#include "kernels/cpu_count.h"
 #include "cli/commands.h"
 #include "engine/engine.h"
 #include "engine/kv_tiers.h"
 #include "gguf/error.h"
+#include "kernels/cpu_count.h"
 #include "model/make_model.h"
 #include "model/model.h"
 #include "pml/pml.h"

@@ -7,9 +7,9 @@
 #include <filesystem>
 #include <memory>
 
-#include "kernels/cpu_count.h"
 #include "cli/commands.h"
 #include "engine/engine.h"
+#include "kernels/cpu_count.h"
 #include "model/make_model.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"

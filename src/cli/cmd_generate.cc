@@ -5,12 +5,12 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "kernels/cpu_count.h"
 #include "cli/commands.h"
 #include "cli/tier_options.h"
 #include "cli/units.h"
 #include "engine/engine.h"
 #include "gguf/error.h"
+#include "kernels/cpu_count.h"
 #include "model/model.h"
 #include "pml/pml.h"
 #include "tokenizer/tokenizer.h"

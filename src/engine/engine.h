@@ -21,10 +21,10 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cpu_count.h"
 #include "engine/sampler.h"
-#include "kv/page_table.h"
+#include "kernels/cpu_count.h"
 #include "kv/module_store.h"
+#include "kv/page_table.h"
 #include "kv/radix_index.h"
 
 namespace pc {

@@ -11,8 +11,8 @@
 #include <memory>
 #include <string>
 
-#include "kernels/cpu_count.h"
 #include "engine/engine.h"
+#include "kernels/cpu_count.h"
 
 namespace pc::server {
 
