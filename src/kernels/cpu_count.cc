@@ -21,20 +21,34 @@ int first_sibling(int cpu) {
   return -1;
 }
 
-// CPUs allowed by a cgroup v2 quota ("max 100000" = none, "150000 100000" = 2).
+// CPUs a quota of q microseconds per period p allows (rounded up); 0: none.
+int quota_cpus(long long q, long long p) { return q > 0 && p > 0 ? int((q + p - 1) / p) : 0; }
+
+// CPUs allowed by the process's cgroup CPU quota; 0 when there is none.
+//   v2: <cgroup>/cpu.max holds "max 100000" (none) or "150000 100000" (2 CPUs).
+//   v1: <cpu controller>/cpu.cfs_quota_us (-1: none) and cpu.cfs_period_us.
 int cgroup_cpu_limit() {
   std::ifstream self("/proc/self/cgroup");
-  std::string line, path;
-  while (std::getline(self, line))
-    if (line.rfind("0::", 0) == 0) path = line.substr(3);
-  std::ifstream in("/sys/fs/cgroup" + path + "/cpu.max");
-  if (!in) in.open("/sys/fs/cgroup/cpu.max");
-  std::string quota;
-  long long period = 0;
-  if (!(in >> quota >> period) || quota == "max" || period <= 0) return 0;
-  const long long q = std::atoll(quota.c_str());
-  if (q <= 0) return 0;
-  return int((q + period - 1) / period);
+  std::string line, v2_path, v1_path;
+  while (std::getline(self, line)) {
+    if (line.rfind("0::", 0) == 0) v2_path = line.substr(3);
+    const size_t a = line.find(':'), b = line.find(':', a + 1);
+    if (a == std::string::npos || b == std::string::npos) continue;
+    const std::string controllers = "," + line.substr(a + 1, b - a - 1) + ",";
+    if (controllers.find(",cpu,") != std::string::npos) v1_path = line.substr(b + 1);
+  }
+  for (const std::string& dir : {"/sys/fs/cgroup" + v2_path, std::string("/sys/fs/cgroup")}) {
+    std::ifstream in(dir + "/cpu.max");
+    std::string quota;
+    long long period = 0;
+    if (in >> quota >> period) return quota == "max" ? 0 : quota_cpus(std::atoll(quota.c_str()), period);
+  }
+  for (const std::string& dir : {"/sys/fs/cgroup/cpu" + v1_path, std::string("/sys/fs/cgroup/cpu")}) {
+    std::ifstream q(dir + "/cpu.cfs_quota_us"), p(dir + "/cpu.cfs_period_us");
+    long long quota = 0, period = 0;
+    if (q >> quota && p >> period) return quota_cpus(quota, period);
+  }
+  return 0;
 }
 
 int count() {
