@@ -2,7 +2,10 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <random>
+#include <sstream>
+#include <stdexcept>
 #include <vector>
 
 namespace pc::test {
@@ -32,6 +35,14 @@ std::string temp_dir() {
   std::filesystem::create_directories(p);
   g_temp_dirs.dirs.push_back(p);
   return p.string();
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw std::runtime_error("cannot open " + path);
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
 }
 
 }  // namespace pc::test

@@ -10,5 +10,8 @@ std::string shared_dir();
 std::string cli_path();
 // A fresh empty directory under the system temp dir, removed at process exit.
 std::string temp_dir();
+// The whole file, byte for byte; throws std::runtime_error naming it if it
+// cannot be opened.
+std::string read_file(const std::string& path);
 
 }  // namespace pc::test

@@ -276,7 +276,7 @@ Run add_bench_conversation(CLI::App& bench) {
   p->add_option("--reply-min", a->reply_min, "Shortest reply")->capture_default_str();
   p->add_option("--reply-max", a->reply_max, "Longest reply")->capture_default_str();
   p->add_option("--seed", a->seed, "Trace seed")->capture_default_str();
-  p->add_option("-t,--threads", a->threads, "CPU threads (default: the physical cores this process may use)")->capture_default_str()->check(CLI::Range(1, 256));
+  p->add_option("-t,--threads", a->threads, kThreadsHelp)->capture_default_str()->check(CLI::Range(1, 256));
   p->add_option("--json", a->json_out, "Also write the results as JSON to this file");
   return [a] { return run_conversation(*a); };
 }

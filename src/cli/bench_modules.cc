@@ -180,7 +180,7 @@ Run add_bench_modules(CLI::App& bench) {
       ->capture_default_str()->delimiter(',')->check(CLI::Range(1, 1 << 20));
   p->add_option("--docs", a->docs, "Documents per schema")->capture_default_str()->check(CLI::Range(2, 1000));
   p->add_option("--prompts", a->prompts, "Prompts per length")->capture_default_str()->check(CLI::Range(1, 100000));
-  p->add_option("-t,--threads", a->threads, "CPU threads (default: the physical cores this process may use)")->capture_default_str()->check(CLI::Range(1, 256));
+  p->add_option("-t,--threads", a->threads, kThreadsHelp)->capture_default_str()->check(CLI::Range(1, 256));
   p->add_option("--seed", a->seed, "Seed")->capture_default_str();
   p->add_option("--json", a->json_out, "Also write the results as JSON to this file");
   p->add_option("--accuracy", a->accuracy,

@@ -304,7 +304,7 @@ Run add_bench_serve(CLI::App& bench) {
       ->capture_default_str()->check(CLI::Range(1, 100000));
   c->add_option("--max-tokens", a->max_tokens, "Tokens generated per request")
       ->capture_default_str()->check(CLI::Range(1, 100000));
-  c->add_option("-t,--threads", a->threads, "Server compute threads (default: the physical cores this process may use)")->capture_default_str()->check(CLI::Range(1, 256));
+  c->add_option("-t,--threads", a->threads, kThreadsHelp)->capture_default_str()->check(CLI::Range(1, 256));
   c->add_option("--parallel", a->parallel, "Server sequences at once")->capture_default_str()->check(CLI::Range(1, 4096));
   c->add_option("--kv-memory", a->kv_memory, "Server KV cache memory")->capture_default_str();
   c->add_option("--json", a->json_out, "Also write the results as JSON to this file ('-': to stdout, no table)");

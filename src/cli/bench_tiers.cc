@@ -182,7 +182,7 @@ Run add_bench_tiers(CLI::App& bench) {
       ->check(CLI::ExistingFile);
   p->add_option("--shape", a->shape, "Shape of the generated model")->capture_default_str();
   p->add_option("--length", a->length, "Tokens of the document module")->capture_default_str()->check(CLI::Range(16, 1 << 20));
-  p->add_option("-t,--threads", a->threads, "CPU threads (default: the physical cores this process may use)")->capture_default_str()->check(CLI::Range(1, 256));
+  p->add_option("-t,--threads", a->threads, kThreadsHelp)->capture_default_str()->check(CLI::Range(1, 256));
   p->add_option("--dir", a->dir, "Scratch directory (default: a new one under $TMPDIR)");
   p->add_option("--redis", a->redis_url, "Redis URL for the Redis rows (e.g. redis://127.0.0.1:6379/0)");
   p->add_flag("!--no-throughput", a->throughput, "Skip the restore-throughput table");

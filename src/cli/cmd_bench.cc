@@ -92,7 +92,7 @@ Run add_bench(CLI::App& app) {
       ->capture_default_str()->delimiter(',')->check(CLI::Range(1, 1 << 20));
   p->add_option("--decode", a->decode, "Tokens to decode after each prompt")
       ->capture_default_str()->check(CLI::Range(0, 1 << 20));
-  p->add_option("-t,--threads", a->threads, "CPU threads (default: the physical cores this process may use)")->capture_default_str()->check(CLI::Range(1, 256));
+  p->add_option("-t,--threads", a->threads, kThreadsHelp)->capture_default_str()->check(CLI::Range(1, 256));
   p->add_option("--repeat", a->repeat, "Runs per length (best is reported)")
       ->capture_default_str()->check(CLI::Range(1, 1000));
   p->add_option("--batch-tokens", a->batch_tokens, "Tokens per forward step (a longer prompt runs in chunks of this many)")

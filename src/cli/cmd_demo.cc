@@ -117,7 +117,7 @@ Run add_demo(CLI::App& app) {
   a->shared = shared ? shared : "../shared";
   app.add_option("--shared", a->shared, "Folder with models/stories260K.gguf (default $PC_SHARED_DIR or ../shared)")
       ->capture_default_str();
-  app.add_option("-t,--threads", a->threads, "CPU threads (default: the physical cores this process may use)")->capture_default_str();
+  app.add_option("-t,--threads", a->threads, kThreadsHelp)->capture_default_str();
   return [a] { return run_demo(*a); };
 }
 

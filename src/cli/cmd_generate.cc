@@ -184,7 +184,7 @@ Run add_generate(CLI::App& app) {
   app.add_flag("--preload", a->preload, "Encode every module of --schema before the prompt");
   app.add_option("-n,--n-predict", a->n_predict, "Maximum tokens to generate")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
-  app.add_option("-t,--threads", a->threads, "CPU threads (default: the physical cores this process may use)")->capture_default_str()->check(CLI::Range(1, 256));
+  app.add_option("-t,--threads", a->threads, kThreadsHelp)->capture_default_str()->check(CLI::Range(1, 256));
   app.add_option("--kv-memory", a->kv_memory, "KV cache memory (e.g. 512MiB, 4GiB)")->capture_default_str();
   add_tier_options(app, a->tiers);
   app.add_flag("--no-bos", a->no_bos, "Do not add BOS even if the model asks for it");

@@ -62,7 +62,7 @@ Run add_serve(CLI::App& app) {
       ->capture_default_str()->check(CLI::Range(1, 4096));
   app.add_option("--queue", o.queue, "Requests that may wait for a free sequence; more get 503")
       ->capture_default_str()->check(CLI::Range(0, 1 << 20));
-  app.add_option("-t,--threads", o.threads, "CPU threads for compute (default: the physical cores this process may use)")
+  app.add_option("-t,--threads", o.threads, kThreadsHelp)
       ->capture_default_str()->check(CLI::Range(1, 256));
   app.add_option("--kv-memory", a->kv_memory, "KV cache memory (e.g. 512MiB, 4GiB)")->capture_default_str();
   app.add_option("--batch-tokens", o.max_batch_tokens, "Tokens per forward step (prompt chunks + decodes)")

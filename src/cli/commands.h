@@ -17,6 +17,8 @@ Run add_demo(CLI::App& app);
 Run add_bench(CLI::App& app);
 Run add_pml(CLI::App& app);
 Run add_serve(CLI::App& app);
+// Help of every command's -t/--threads option (default_thread_count()).
+inline constexpr const char* kThreadsHelp = "CPU threads (default: the physical cores this process may use)";
 // Help of the --mmap flag (serve, generate, bench prefill).
 inline constexpr const char* kMmapHelp =
     "Map the model file instead of copying it into memory (huge pages): less memory when "

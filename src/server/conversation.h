@@ -11,8 +11,9 @@
 //
 // where enc() tokenizes each text piece on its own (special tokens parsed, BOS
 // and the SentencePiece space prefix only at the start: a piece after a reply
-// continues the text, encode_continuation()). Piece boundaries of one turn are a refinement of the next
-// turn's, so turn k's prompt starts with turn k-1's prompt + reply.
+// continues the text, encode_continuation()). Piece boundaries of one turn are
+// a refinement of the next turn's, so turn k's prompt starts with turn k-1's
+// prompt + reply.
 //
 // When the template re-renders history differently from what the model saw
 // (Qwen3 drops earlier <think> blocks), the token sequences differ; the first

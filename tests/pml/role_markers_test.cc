@@ -17,11 +17,7 @@ namespace pc::pml {
 namespace {
 
 std::string read_template(const std::string& name) {
-  std::ifstream f(pc::test::shared_dir() + "/templates/" + name + ".jinja", std::ios::binary);
-  if (!f) throw std::runtime_error("missing template " + name);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
+  return pc::test::read_file(pc::test::shared_dir() + "/templates/" + name + ".jinja");
 }
 
 // The text of ids with special tokens spelled out (decode drops them).

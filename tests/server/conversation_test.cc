@@ -2,9 +2,6 @@
 // chat with a remembered reply spliced in.
 #include <gtest/gtest.h>
 
-#include <fstream>
-#include <sstream>
-
 #include "gguf/gguf.h"
 #include "server/conversation.h"
 #include "template/chat_template.h"
@@ -16,20 +13,13 @@ namespace {
 
 using nlohmann::json;
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 // stories260K is a SentencePiece vocabulary with a space prefix and no ChatML
 // special tokens, so the text after a reply ("<|im_end|>\n...") is plain text
 // that continues the reply: it must not get the prefix an input's start gets.
 TEST(Conversation, TextAfterSplicedReplyContinuesIt) {
   auto f = GgufFile::open(shared_dir() + "/models/stories260K.gguf");
   auto tok = Tokenizer::from_gguf(*f);
-  const ChatTemplate tmpl(read_text(shared_dir() + "/templates/Qwen-Qwen2.5-7B-Instruct.jinja"));
+  const ChatTemplate tmpl(read_file(shared_dir() + "/templates/Qwen-Qwen2.5-7B-Instruct.jinja"));
   server::ConversationMemory memory;
 
   json messages = json::array({{{"role", "user"}, {"content", "Tell me a story."}}});

@@ -26,13 +26,6 @@ json completion() {
           {"temperature", 0}};
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 int64_t cached_tokens(const Reply& r) { return r.body["usage"]["prompt_tokens_details"]["cached_tokens"]; }
 
 std::vector<std::string> args(std::vector<std::string> extra) {

@@ -16,13 +16,7 @@ namespace {
 
 using nlohmann::json;
 
-std::string read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw std::runtime_error("cannot open " + path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+using pc::test::read_file;
 
 std::string templates_dir() { return pc::test::shared_dir() + "/templates"; }
 

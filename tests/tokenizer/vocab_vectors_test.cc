@@ -12,19 +12,13 @@
 namespace pc {
 namespace {
 
-std::string read_all(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  EXPECT_TRUE(f.good()) << path;
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+using pc::test::read_file;
 
 // NAME.gguf.inp is, for each input, its exact bytes followed by
 // "\n__ggml_vocab_test__\n" (so an input that is "\n" reads "\n\n__ggml..." and
 // an empty input is just the separator). The input itself is never trimmed.
 std::vector<std::string> read_inputs(const std::string& path) {
-  const std::string all = read_all(path);
+  const std::string all = read_file(path);
   const std::string sep = "\n__ggml_vocab_test__\n";
   std::vector<std::string> out;
   size_t pos = 0;
@@ -37,7 +31,7 @@ std::vector<std::string> read_inputs(const std::string& path) {
 // NAME.gguf.out: one line per input, each id preceded by a space; an empty line
 // for an input with no tokens.
 std::vector<std::vector<int32_t>> read_outputs(const std::string& path) {
-  std::istringstream ss(read_all(path));
+  std::istringstream ss(read_file(path));
   std::vector<std::vector<int32_t>> out;
   for (std::string line; std::getline(ss, line);) {
     std::istringstream ls(line);
