@@ -162,10 +162,13 @@ BENCHMARK(BM_AttentionDecode)->Args({1, 2048})->Args({2, 2048})->UseRealTime();
 // out as KvStorage lays it out (page p holds every layer's K and V of its
 // slots, so one layer's pages are layers × 12 KiB apart) and far past the L3
 // at 30 layers of 4096 slots (94 MB), as in the model; BM_AttentionDecode
-// keeps its one layer in cache. Per layer a task per KV head, as the forward
-// pass splits a single sequence's decode. Args {threads, n, layers}.
+// keeps its one layer in cache. Per layer a task per KV head (split 0), or
+// one per KV head and softmax segment then the merge (split 1, what the
+// forward pass does for a single sequence's decode past 256 slots).
+// Args {threads, n, layers, split}.
 void BM_AttentionDecodeLayers(benchmark::State& st) {
   const int threads = int(st.range(0)), n = int(st.range(1)), layers = int(st.range(2));
+  const bool split = st.range(3) != 0;  // one task per KV head and softmax segment, as the model decodes
   constexpr int hd = kAttnHd, n_kv = kAttnKv, group = kAttnGroup;
   pc::ThreadPool pool(threads);
   std::mt19937 rng(1);
@@ -186,9 +189,16 @@ void BM_AttentionDecodeLayers(benchmark::State& st) {
   const int n_ctx = n;
   const int64_t per = pc::paged_attention_tokens_scratch(kAttnP, hd, group, 1);
   std::vector<float> scratch(size_t(per) * threads);
+  const int n_seg = (n_ctx - 1) / pc::kAttnSegmentSlots + 1;
+  const int64_t state_floats = pc::attention_state_floats(hd, group);
+  std::vector<float> states(size_t(n_kv) * n_seg * state_floats);
+  std::vector<pc::AttentionState> parts;
+  for (int i = 0; i < n_kv * n_seg; ++i)
+    parts.push_back(pc::attention_state_at(states.data() + i * state_floats, hd, group));
   for (auto _ : st) {
-    for (int l = 0; l < layers; ++l)
-      pool.parallel_for(n_kv, [&](int64_t g, int thread) {
+    for (int l = 0; l < layers; ++l) {
+      pool.parallel_for(split ? n_kv * n_seg : n_kv, [&](int64_t task, int thread) {
+        const int64_t g = split ? task / n_seg : task;
         pc::PagedAttentionArgs a;
         a.k_pages = kp[l].data();
         a.v_pages = vp[l].data();
@@ -204,15 +214,32 @@ void BM_AttentionDecodeLayers(benchmark::State& st) {
         t.n_ctx = &n_ctx;
         t.out = out.data() + g * group * hd;
         t.out_stride = qd;
+        if (split) {
+          t.seg = int(task % n_seg);
+          t.state = parts[task];
+        }
         pc::paged_attention_tokens(a, group, t, scratch.data() + thread * per);
       });
+      if (split)
+        pool.parallel_for(n_kv, [&](int64_t g, int) {
+          for (int j = 0; j < group; ++j)
+            pc::attention_merge(hd, parts.data() + g * n_seg, n_seg, j, out.data() + (g * group + j) * hd);
+        });
+    }
     benchmark::DoNotOptimize(out.data());
   }
   st.counters["qk_pairs/s"] = benchmark::Counter(double(n) * n_kv * group * layers, benchmark::Counter::kIsIterationInvariantRate);
   st.counters["kvGB/s"] = benchmark::Counter(double(n) * n_kv * hd * 4 * layers * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   st.SetLabel(pc::cpu_level_name(pc::cpu_level()));
 }
-BENCHMARK(BM_AttentionDecodeLayers)->Args({1, 4096, 1})->Args({1, 4096, 30})->Args({2, 4096, 30})->UseRealTime();
+BENCHMARK(BM_AttentionDecodeLayers)
+    ->Args({1, 4096, 1, 0})
+    ->Args({1, 4096, 30, 0})
+    ->Args({2, 4096, 30, 0})
+    ->Args({2, 4096, 30, 1})
+    ->Args({2, 1024, 30, 0})
+    ->Args({2, 1024, 30, 1})
+    ->UseRealTime();
 
 // Row-wise kernels of the forward pass, one row of n values (one thread):
 // RMS norm and the residual add over the embedding, SwiGLU over the

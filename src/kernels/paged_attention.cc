@@ -1,10 +1,12 @@
 // Attention over paged F16 KV. The arithmetic, per query head:
 //
 //   q16 = f16(q)                                  query rounded to F16, like the keys
-//   M = -inf, S = 0, acc = 0 (float)
-//   for each block of visible slots, in sequence order: a page's slots
-//   [8j, 8j+8) that the query sees (the last block of a page or of the
-//   context may be shorter; fills of partial pages end a page early):
+//   the blocks of visible slots, in sequence order: a page's slots [8j, 8j+8)
+//   that the query sees (the last block of a page or of the context may be
+//   shorter; fills of partial pages end a page early); a block belongs to
+//   softmax segment floor(pos / segment), pos its first slot's position in
+//   the sequence (segment = PagedAttentionArgs::segment, 256 in the model).
+//   Per segment, from M = -inf, S = 0, acc = 0 (float), for each of its blocks:
 //     s_t = dot(q16, K[t]) * scale                 for each slot t of the block
 //     m = max(M, max_t s_t)
 //     if m > M:  c = exp(M - m); S = S * c; acc = acc * c; M = m
@@ -12,7 +14,16 @@
 //                                                  fixed_exp.h)
 //     for each slot t of the block, in order:
 //       p = exp(s_t - M); S = S + p; acc = fma(V[t], p, acc)
-//   out = acc * (1 / S)
+//   The segments' states merged in order, (Mm, Sm, accm) from segment 0's,
+//   then for each next segment's (M, S, acc) (merge_attention_state):
+//       m = max(Mm, M); cm = exp(Mm - m); c = exp(M - m)
+//       Sm = Sm * cm + S * c; accm = fma(acc, c, accm * cm); Mm = m
+//   out = accm * (1 / Sm)
+//
+// A context of up to `segment` slots is one segment: the plain online softmax.
+// Segments let a long context be split across threads (decode: one task per
+// KV head and segment, PagedAttentionTokens::seg, merged by attention_merge)
+// while every path computes the same operations in the same order.
 //
 // dot(a, b) over head_dim: one fma chain, r = fma(a[d], b[d], r) for d = 0, 1,
 // ... in order from r = 0 (vectorized across slots, a lane per key: the
@@ -50,19 +61,32 @@ float dot(const float* q, const uint16_t* K, int kw, int u, int hd) {
   return r;
 }
 
-void attention_scalar(const PagedAttentionArgs& a, const float* q, int group, float* out,
-                      float* scratch) {
+// One token's query heads over the blocks of slots [lo, hi) (all, or one
+// segment): to out (normalized) or, with st, the merged state to st at query
+// qi0 + j.
+void attention_scalar(const PagedAttentionArgs& a, const float* q, int group, int n_ctx, int lo, int hi,
+                      float* out, const AttentionState* st, int64_t qi0, float* scratch) {
   const int hd = a.head_dim;
-  float* q16 = scratch;       // [hd]
-  float* acc = scratch + hd;  // [hd]
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  float* q16 = scratch;           // [hd]
+  float* acc = scratch + hd;      // [hd] this segment
+  float* accm = scratch + 2 * hd; // [hd] the segments before it, merged
   for (int j = 0; j < group; ++j) {
     const float* qj = q + size_t(j) * hd;
     for (int d = 0; d < hd; ++d) {
       q16[d] = round_f16(qj[d]);
-      acc[d] = 0.f;
+      acc[d] = accm[d] = 0.f;
     }
-    float M = -std::numeric_limits<float>::infinity(), S = 0.f;
-    for_each_key_block(a, a.n_ctx, [&](const uint16_t* K, int kw, const uint16_t* V, int nb) {
+    float M = kNegInf, S = 0.f, Mm = kNegInf, Sm = 0.f;
+    int cur = -1;  // this segment
+    for_each_key_block(a, n_ctx, [&](const uint16_t* K, int kw, const uint16_t* V, int nb, int pos) {
+      if (pos / a.segment != cur) {
+        merge_attention_state(hd, &Mm, &Sm, accm, M, S, acc);
+        M = kNegInf;
+        S = 0.f;
+        for (int d = 0; d < hd; ++d) acc[d] = 0.f;
+        cur = pos / a.segment;
+      }
       float s[8];
       float m = M;
       for (int u = 0; u < nb; ++u) {
@@ -81,9 +105,17 @@ void attention_scalar(const PagedAttentionArgs& a, const float* q, int group, fl
         const uint16_t* Vt = V + size_t(u) * hd;
         for (int d = 0; d < hd; ++d) acc[d] = std::fma(fp16_to_fp32(Vt[d]), pu, acc[d]);
       }
-    });
-    const float inv = 1.f / S;
-    for (int d = 0; d < hd; ++d) out[size_t(j) * hd + d] = acc[d] * inv;
+    }, lo, hi);
+    merge_attention_state(hd, &Mm, &Sm, accm, M, S, acc);
+    if (st) {
+      const int64_t qi = qi0 + j;
+      st->m[qi] = Mm;
+      st->s[qi] = Sm;
+      for (int d = 0; d < hd; ++d) st->acc[qi * hd + d] = accm[d];
+    } else {
+      const float inv = 1.f / Sm;
+      for (int d = 0; d < hd; ++d) out[size_t(j) * hd + d] = accm[d] * inv;
+    }
   }
 }
 
@@ -101,7 +133,7 @@ void paged_attention(const PagedAttentionArgs& a, const float* q, int group, flo
     t.out = out;
     if (paged_attention_tokens_avx2(a, group, t, scratch)) return;
   }
-  attention_scalar(a, q, group, out, scratch);
+  attention_scalar(a, q, group, a.n_ctx, 0, std::numeric_limits<int>::max(), out, nullptr, 0, scratch);
 }
 
 void paged_attention_tokens(const PagedAttentionArgs& a, int group, const PagedAttentionTokens& t,
@@ -110,11 +142,21 @@ void paged_attention_tokens(const PagedAttentionArgs& a, int group, const PagedA
       paged_attention_tokens_avx2(a, group, t, scratch))
     return;
   // One token at a time: the same per-query arithmetic by construction.
-  PagedAttentionArgs one = a;
-  for (int i = 0; i < t.n_tok; ++i) {
-    one.n_ctx = t.n_ctx[i];
-    paged_attention(one, t.q + i * t.q_stride, group, t.out + i * t.out_stride, scratch);
-  }
+  int lo, hi;
+  segment_range(a, t.seg, &lo, &hi);
+  for (int i = 0; i < t.n_tok; ++i)
+    attention_scalar(a, t.q + i * t.q_stride, group, t.n_ctx[i], lo, hi, t.seg >= 0 ? nullptr : t.out + i * t.out_stride,
+                     t.seg >= 0 ? &t.state : nullptr, int64_t(i) * group, scratch);
+}
+
+void attention_merge(int head_dim, const AttentionState* parts, int n_seg, int64_t qi, float* out) {
+  const int hd = head_dim;
+  float mm = -std::numeric_limits<float>::infinity(), sm = 0.f;
+  for (int d = 0; d < hd; ++d) out[d] = 0.f;
+  for (int k = 0; k < n_seg; ++k)
+    merge_attention_state(hd, &mm, &sm, out, parts[k].m[qi], parts[k].s[qi], parts[k].acc + qi * hd);
+  const float inv = 1.f / sm;
+  for (int d = 0; d < hd; ++d) out[d] = out[d] * inv;
 }
 
 }  // namespace pc

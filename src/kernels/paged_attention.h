@@ -7,6 +7,11 @@
 
 namespace pc {
 
+// Default softmax segment (PagedAttentionArgs::segment): contexts up to this
+// many slots are one segment; longer ones can be split across threads by
+// segment (decode) with bitwise the result of the whole computation.
+constexpr int kAttnSegmentSlots = 256;
+
 struct PagedAttentionArgs {
   // Per page of the sequence, in order: the layer's K and V blocks, F16,
   // laid out as kv/kv_storage.h says (K: blocks of 8 slots, dimension-major).
@@ -22,16 +27,21 @@ struct PagedAttentionArgs {
   // 1's first fills[1], ... (PML plans reference module pages ending mid-page).
   const int32_t* fills = nullptr;
   float scale = 1.f;   // usually 1/sqrt(head_dim)
+  // Softmax segment length in slots (paged_attention.cc): the online softmax
+  // restarts for each block starting at a multiple of it, and the segments'
+  // states are merged in order. Part of the arithmetic: every path that must
+  // agree bitwise uses one value (the forward pass: kAttnSegmentSlots).
+  int segment = kAttnSegmentSlots;
 };
 
 // q: [group][head_dim] — the query heads that share kv_head (grouped-query
 // attention loads each key once for all of them). out: [group][head_dim].
 // scratch: at least paged_attention_scratch(page_size, head_dim, group) floats.
-// Scratch floats for nq query heads (AVX2 kernel: chunks of 4 blocks of 8
-// slots; the scalar path needs less).
+// Scratch floats for nq query heads (AVX2 kernel: chunks of 8 blocks of 8
+// slots, each query's state and merged state; the scalar path needs less).
 inline int64_t attention_scratch_floats(int head_dim, int64_t nq) {
   const int64_t chunk = 64;
-  return 2 * nq * head_dim + 2 * nq + chunk * head_dim / 2 + nq * chunk + nq * chunk / 8 + 3 * nq + 64;
+  return 3 * nq * head_dim + 4 * nq + chunk * head_dim / 2 + nq * chunk + nq * chunk / 8 + 3 * nq + 64;
 }
 inline int64_t paged_attention_scratch(int /*page_size*/, int head_dim, int group) {
   return attention_scratch_floats(head_dim, group);
@@ -47,6 +57,19 @@ void paged_attention(const PagedAttentionArgs& a, const float* q, int group, flo
 // the per-key arithmetic (paged_attention.cc) is unchanged, only the loops are
 // reordered. n_tok <= kAttnMaxTokens.
 constexpr int kAttnMaxTokens = 32;
+// Softmax state of nq queries over part of their context, before the final
+// normalization: acc [nq][head_dim], running maximum m [nq], sum s [nq]
+// (m = -inf, s = 0, acc = 0: the query saw no slot of that part).
+struct AttentionState {
+  float* acc = nullptr;
+  float* m = nullptr;
+  float* s = nullptr;
+};
+inline int64_t attention_state_floats(int head_dim, int64_t nq) { return nq * (head_dim + 2); }
+inline AttentionState attention_state_at(float* base, int head_dim, int64_t nq) {
+  return {base, base + nq * head_dim, base + nq * head_dim + nq};
+}
+
 struct PagedAttentionTokens {
   int n_tok = 0;
   const float* q = nullptr;
@@ -54,6 +77,13 @@ struct PagedAttentionTokens {
   const int* n_ctx = nullptr;  // [n_tok]
   float* out = nullptr;
   int64_t out_stride = 0;
+  // Split form (decode over many threads): with seg >= 0, only the blocks of
+  // softmax segment `seg` (slots from seg * a.segment), and each query's state
+  // written to `state` (query i * group + j) instead of an output;
+  // attention_merge() of segments 0, 1, ... then gives bitwise the output of
+  // the whole computation. out is unused.
+  int seg = -1;
+  AttentionState state;
 };
 // scratch floats for up to n_tok tokens of `group` query heads.
 inline int64_t paged_attention_tokens_scratch(int /*page_size*/, int head_dim, int group, int n_tok) {
@@ -61,5 +91,10 @@ inline int64_t paged_attention_tokens_scratch(int /*page_size*/, int head_dim, i
 }
 void paged_attention_tokens(const PagedAttentionArgs& a, int group, const PagedAttentionTokens& t,
                             float* scratch);
+
+// The output of query qi from its states over segments 0 .. n_seg-1 (the
+// split form above, segment k in parts[k]): merged in that order as
+// paged_attention.cc states, then normalized. out: [head_dim].
+void attention_merge(int head_dim, const AttentionState* parts, int n_seg, int64_t qi, float* out);
 
 }  // namespace pc

@@ -5,16 +5,18 @@
 //
 // One kernel, tokens_kernel<NV> (NV = head_dim / 8), for up to kAttnMaxTokens
 // tokens × group query heads of one KV head (a single token too:
-// paged_attention() calls it with one), in chunks of up to 4 blocks of
+// paged_attention() calls it with one), in chunks of up to 8 blocks of
 // visible slots, read straight from the pages (F16, converted as loaded):
 // scores in register tiles of 3 queries × up to 4 blocks, on the pages' K
 // (dimension-major per block of 8 slots, k_layout.h: a lane per slot, each K
 // load serves 3 queries; each pair's dot is one FMA chain over head_dim in
 // order, so no horizontal sums); the softmax steps 8 queries at a time with a
 // lane per query (fixed_exp8: the operations of fixed_exp); the accumulators
-// in tiles of 3 queries × 4 vectors (each V load serves 3 queries). A query's
-// operations and their order are exactly those of paged_attention.cc, so the
-// grouping never changes a bit.
+// in tiles of 3 queries × 4 vectors (each V load serves 3 queries); at each
+// softmax segment's end the queries' states merged into their merged states
+// (or, for the split form, one segment's blocks only). A query's operations
+// and their order are exactly those of paged_attention.cc, so the grouping
+// never changes a bit.
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -175,6 +177,28 @@ __attribute__((noinline)) void softmax_x8(const int* qs, float* sc, float* cf, f
   }
 }
 
+// merge_attention_state() (paged_attention_internal.h) of one query, the
+// accumulators NV vectors at a time: the same operations.
+template <int NV>
+inline void merge_state(float* mm, float* sm, float* accm, float mk, float sk, const float* acck) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  if (mk == kNegInf) return;
+  if (*mm == kNegInf) {
+    *mm = mk;
+    *sm = sk;
+    PC_UNROLL for (int v = 0; v < NV; ++v) _mm256_storeu_ps(accm + 8 * v, _mm256_loadu_ps(acck + 8 * v));
+    return;
+  }
+  const float m = mk > *mm ? mk : *mm;
+  const float cm = fixed_exp(*mm - m), ck = fixed_exp(mk - m);
+  *sm = *sm * cm + sk * ck;
+  const __m256 cmv = _mm256_set1_ps(cm), ckv = _mm256_set1_ps(ck);
+  PC_UNROLL for (int v = 0; v < NV; ++v)
+    _mm256_storeu_ps(accm + 8 * v, _mm256_fmadd_ps(_mm256_loadu_ps(acck + 8 * v), ckv,
+                                                   _mm256_mul_ps(_mm256_loadu_ps(accm + 8 * v), cmv)));
+  *mm = m;
+}
+
 // NV = head_dim / 8 vectors per head. The visible slots are taken in chunks of
 // up to kChunkBlocks blocks (a block: up to 8 slots of one page, as
 // paged_attention.cc defines them; a chunk may span pages). Per chunk:
@@ -188,6 +212,9 @@ __attribute__((noinline)) void softmax_x8(const int* qs, float* sc, float* cf, f
 //   4. the accumulators: queries that see the whole chunk in tiles of 3
 //      queries × DV vectors (each V load serves 3 queries); the others (the
 //      causal diagonal) one at a time over their visible slots.
+// A chunk never spans two softmax segments; at each segment's end every
+// query's state (M, S, acc) is merged into its merged state (Mm, Sm, accm)
+// and restarted.
 // Every query's operations and their order are those of paged_attention.cc.
 template <int NV>
 void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionTokens& tk,
@@ -197,11 +224,14 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
   constexpr int QT = 3;
   const int nq = tk.n_tok * group;
   float* q16 = scratch;                          // [nq][hd] query rounded to F16
-  float* acc = q16 + size_t(nq) * hd;            // [nq][hd]
-  float* M = acc + size_t(nq) * hd;              // [nq]
+  float* acc = q16 + size_t(nq) * hd;            // [nq][hd] this segment
+  float* accm = acc + size_t(nq) * hd;           // [nq][hd] the segments before, merged
+  float* M = accm + size_t(nq) * hd;             // [nq]
   float* S = M + nq;                             // [nq]
-  auto* kpad = reinterpret_cast<uint16_t*>(S + nq);  // [kChunkBlocks][hd][8] short blocks' K
-  float* sc = S + nq + size_t(kChunkSlots) * hd / 2;  // [nq][kChunkSlots] scores, then exps
+  float* Mm = S + nq;                            // [nq]
+  float* Sm = Mm + nq;                           // [nq]
+  auto* kpad = reinterpret_cast<uint16_t*>(Sm + nq);  // [kChunkBlocks][hd][8] short blocks' K
+  float* sc = Sm + nq + size_t(kChunkSlots) * hd / 2;  // [nq][kChunkSlots] scores, then exps
   float* cf = sc + size_t(nq) * kChunkSlots;     // [nq][kChunkBlocks] rescale factors
   int* ctx = reinterpret_cast<int*>(cf + size_t(nq) * kChunkBlocks);  // [nq]
   int* live = ctx + nq;                          // [nq] queries that see any of the chunk, then those that see all of it
@@ -214,9 +244,10 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
     PC_UNROLL for (int v = 0; v < NV; ++v) {
       _mm256_storeu_ps(q16 + qi * hd + 8 * v, round_f16(_mm256_loadu_ps(src + 8 * v)));
       _mm256_storeu_ps(acc + qi * hd + 8 * v, _mm256_setzero_ps());
+      _mm256_storeu_ps(accm + qi * hd + 8 * v, _mm256_setzero_ps());
     }
-    M[qi] = -std::numeric_limits<float>::infinity();
-    S[qi] = 0.f;
+    M[qi] = Mm[qi] = -std::numeric_limits<float>::infinity();
+    S[qi] = Sm[qi] = 0.f;
   }
   const float neg_inf = -std::numeric_limits<float>::infinity();
 
@@ -328,9 +359,26 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
     n_blk = 0;
   };
 
-  // 1. gather the visible blocks (for_each_key_block: pages and fills) into chunks
-  int pos = 0;  // sequence position of the next block
-  for_each_key_block(a, n_max, [&](const uint16_t* K, int kw, const uint16_t* V, int len) {
+  auto end_segment = [&] {
+    for (int qi = 0; qi < nq; ++qi) {
+      if (M[qi] == neg_inf) continue;  // saw none of it
+      merge_state<NV>(Mm + qi, Sm + qi, accm + qi * hd, M[qi], S[qi], acc + qi * hd);
+      M[qi] = neg_inf;
+      S[qi] = 0.f;
+      PC_UNROLL for (int v = 0; v < NV; ++v) _mm256_storeu_ps(acc + qi * hd + 8 * v, _mm256_setzero_ps());
+    }
+  };
+
+  // 1. gather the visible blocks (for_each_key_block: pages and fills) into
+  // chunks, a segment's end ending a chunk
+  int lo, hi, cur = -1;  // cur: the segment of the blocks gathered
+  segment_range(a, tk.seg, &lo, &hi);
+  for_each_key_block(a, n_max, [&](const uint16_t* K, int kw, const uint16_t* V, int len, int pos) {
+    if (pos / a.segment != cur) {
+      if (n_blk > 0) run_chunk();
+      end_segment();
+      cur = pos / a.segment;
+    }
     if (len == 8) {  // (then kw == 8 too)
       kblk[n_blk] = K;
     } else {  // zero keys past the block's end (never read past it)
@@ -350,16 +398,25 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
     vblk[n_blk] = V;
     blk_pos[n_blk] = pos;
     blk_len[n_blk] = len;
-    pos += len;
     if (++n_blk == kChunkBlocks) run_chunk();
-  });
+  }, lo, hi);
   if (n_blk > 0) run_chunk();
+  end_segment();
 
+  if (tk.seg >= 0) {  // the split form: the state
+    for (int qi = 0; qi < nq; ++qi) {
+      tk.state.m[qi] = Mm[qi];
+      tk.state.s[qi] = Sm[qi];
+      PC_UNROLL for (int v = 0; v < NV; ++v)
+        _mm256_storeu_ps(tk.state.acc + qi * hd + 8 * v, _mm256_loadu_ps(accm + qi * hd + 8 * v));
+    }
+    return;
+  }
   for (int qi = 0; qi < nq; ++qi) {
-    const __m256 inv = _mm256_set1_ps(1.f / S[qi]);
+    const __m256 inv = _mm256_set1_ps(1.f / Sm[qi]);
     float* dst = tk.out + (qi / group) * tk.out_stride + (qi % group) * hd;
     PC_UNROLL for (int v = 0; v < NV; ++v)
-      _mm256_storeu_ps(dst + 8 * v, _mm256_mul_ps(_mm256_loadu_ps(acc + qi * hd + 8 * v), inv));
+      _mm256_storeu_ps(dst + 8 * v, _mm256_mul_ps(_mm256_loadu_ps(accm + qi * hd + 8 * v), inv));
   }
 }
 

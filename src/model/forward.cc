@@ -225,12 +225,7 @@ void Forward::attention_block(int l, std::span<const BatchEntry> batch, std::spa
   for (int64_t i = 0; i < m; ++i) n_ctx_[i] = batch[i].slot + 1;
   const int group = int(c.n_head / c.n_kv_head);
   const int64_t scratch_per_thread = int64_t(scratch_.size()) / pool_.size();
-  pool_.parallel_for(n_blocks * c.n_kv_head, [&](int64_t task, int thread) {
-    // Later blocks of a prompt see more keys: hand them out first.
-    const int64_t b = n_blocks - 1 - task / c.n_kv_head;
-    const int g = int(task % c.n_kv_head);
-    const int64_t i0 = blocks_[b], i1 = blocks_[b + 1];
-    const BatchEntry& e = batch[i0];
+  auto attention_args = [&](const BatchEntry& e, int g) {
     PagedAttentionArgs a;
     a.k_pages = kptr_[e.seq].data();
     a.v_pages = vptr_[e.seq].data();
@@ -240,6 +235,10 @@ void Forward::attention_block(int l, std::span<const BatchEntry> batch, std::spa
     a.fills = seqs[e.seq].fills;
     a.n_kv_head = int(c.n_kv_head);
     a.scale = float(1.0 / std::sqrt(double(hd)));
+    return a;
+  };
+  auto run_tokens = [&](int64_t b, int g) {
+    const int64_t i0 = blocks_[b], i1 = blocks_[b + 1];
     const int64_t off = i0 * qd + int64_t(g) * group * hd;
     PagedAttentionTokens t;
     t.n_tok = int(i1 - i0);
@@ -248,10 +247,80 @@ void Forward::attention_block(int l, std::span<const BatchEntry> batch, std::spa
     t.n_ctx = n_ctx_.data() + i0;
     t.out = att_.data() + off;
     t.out_stride = qd;
-    paged_attention_tokens(a, group, t, scratch_.data() + thread * scratch_per_thread);
-  });
+    return t;
+  };
+  if (plan_split(n_blocks, group)) {
+    // Few runs over long contexts (decode; a short turn after a long
+    // conversation): one task per run, KV head and softmax segment, each
+    // writing its queries' states, then the merge in segment order — bitwise
+    // the unsplit result (paged_attention.h), with every thread busy.
+    pool_.parallel_for(int64_t(split_.size()), [&](int64_t task, int thread) {
+      const SplitTask& st = split_[task];
+      PagedAttentionTokens t = run_tokens(st.run, st.head);
+      t.out = nullptr;
+      t.seg = st.seg;
+      t.state = split_state_[task];
+      paged_attention_tokens(attention_args(batch[blocks_[st.run]], st.head), group, t,
+                             scratch_.data() + thread * scratch_per_thread);
+    });
+    pool_.parallel_for(n_blocks * c.n_kv_head, [&](int64_t rh, int) {
+      const int64_t b = rh / c.n_kv_head, first = split_first_[rh];
+      const int64_t n_seg = split_first_[rh + 1] - first;
+      const PagedAttentionTokens t = run_tokens(b, int(rh % c.n_kv_head));
+      for (int64_t qi = 0; qi < int64_t(t.n_tok) * group; ++qi)
+        attention_merge(int(hd), split_state_.data() + first, int(n_seg), qi,
+                        t.out + (qi / group) * qd + (qi % group) * hd);
+    });
+  } else {
+    pool_.parallel_for(n_blocks * c.n_kv_head, [&](int64_t task, int thread) {
+      // Later blocks of a prompt see more keys: hand them out first.
+      const int64_t b = n_blocks - 1 - task / c.n_kv_head;
+      const int g = int(task % c.n_kv_head);
+      paged_attention_tokens(attention_args(batch[blocks_[b]], g), group, run_tokens(b, g),
+                             scratch_.data() + thread * scratch_per_thread);
+    });
+  }
   matmul(w.wo, att_.data(), m, o_.data(), pool_);
   for_rows(pool_, m, [&](int64_t i) { add_inplace(x_.data() + i * E, o_.data() + i * E, E); });
+}
+
+// Whether to split this step's attention by softmax segment, and if so the
+// tasks (split_, split_state_, split_first_): when the (run, KV head) tasks
+// are too few to keep the pool busy and some run sees more than one segment,
+// within a bound on the states' memory.
+bool Forward::plan_split(int64_t n_blocks, int group) {
+  const ModelConfig& c = model_.config();
+  const int64_t n_kv = c.n_kv_head, hd = c.head_dim;
+  if (pool_.size() == 1 || n_blocks * n_kv >= 2 * pool_.size()) return false;
+  auto segments = [&](int64_t b) {  // of the run's longest context
+    int most = 0;
+    for (int64_t i = blocks_[b]; i < blocks_[b + 1]; ++i) most = n_ctx_[i] > most ? n_ctx_[i] : most;
+    return (most - 1) / kAttnSegmentSlots + 1;
+  };
+  auto run_queries = [&](int64_t b) { return (blocks_[b + 1] - blocks_[b]) * group; };
+  int64_t floats = 0;
+  bool several = false;
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    several |= segments(b) > 1;
+    floats += segments(b) * n_kv * attention_state_floats(int(hd), run_queries(b));
+  }
+  if (!several || floats > (int64_t(1) << 23)) return false;
+  split_.clear();
+  split_state_.clear();
+  split_first_.clear();
+  states_.resize(size_t(floats));
+  float* base = states_.data();
+  for (int64_t b = 0; b < n_blocks; ++b)
+    for (int64_t g = 0; g < n_kv; ++g) {
+      split_first_.push_back(int64_t(split_.size()));
+      for (int k = 0; k < segments(b); ++k) {
+        split_.push_back({int32_t(b), int32_t(g), k});
+        split_state_.push_back(attention_state_at(base, int(hd), run_queries(b)));
+        base += attention_state_floats(int(hd), run_queries(b));
+      }
+    }
+  split_first_.push_back(int64_t(split_.size()));
+  return true;
 }
 
 void Forward::ffn_block(int l, int64_t m) {

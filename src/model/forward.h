@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "kernels/elementwise.h"
+#include "kernels/paged_attention.h"
 
 namespace pc {
 
@@ -60,6 +61,7 @@ class Forward {
   void validate(std::span<const BatchEntry> batch, std::span<const SeqKv> seqs) const;
   void reserve(int64_t m, int64_t n_logits);
   void attention_block(int layer, std::span<const BatchEntry> batch, std::span<const SeqKv> seqs);
+  bool plan_split(int64_t n_blocks, int group);
   void ffn_block(int layer, int64_t m);
   // K and V of one KV head of batch row `row` into its page slot.
   void store_kv(int layer, const BatchEntry& e, int64_t row, int64_t head, std::span<const SeqKv> seqs);
@@ -83,6 +85,16 @@ class Forward {
   std::vector<float> scratch_;  // per-thread attention scratch
   std::vector<int32_t> blocks_;  // attention: first entry of each run of tokens, then m
   std::vector<int> n_ctx_;       // attention: visible slots per entry
+  // Attention split by softmax segment (few runs, long contexts): per task
+  // (run, KV head, segment), in that order, its queries' state; per run and
+  // KV head, its first task.
+  struct SplitTask {
+    int32_t run, head, seg;
+  };
+  std::vector<SplitTask> split_;
+  std::vector<AttentionState> split_state_;
+  std::vector<int64_t> split_first_;
+  std::vector<float> states_;
   std::vector<std::vector<const uint16_t*>> kptr_, vptr_;  // per sequence: page block pointers
   std::vector<std::vector<int32_t>> slot_page_, slot_off_;  // per sequence with fills: slot → page, offset
 };

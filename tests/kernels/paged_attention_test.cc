@@ -21,6 +21,7 @@
 #include <limits>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "gguf/quants.h"
@@ -101,17 +102,38 @@ std::vector<double> reference(const Kv& kv, int g, const float* q, int n_ctx, fl
 }
 
 // The arithmetic stated in paged_attention.cc, transcribed.
-std::vector<float> spec(const Kv& kv, int g, const float* q, int n_ctx, float scale) {
+std::vector<float> spec(const Kv& kv, int g, const float* q, int n_ctx, float scale,
+                        int segment = kAttnSegmentSlots) {
   const int hd = kv.hd;
-  std::vector<float> q16(hd), acc(hd, 0.f), out(hd);
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  std::vector<float> q16(hd), acc(hd, 0.f), out(hd), accm(hd, 0.f);
+  float Mm = kNegInf, Sm = 0.f;
+  bool first = true;
   for (int i = 0; i < hd; ++i) q16[i] = round_f16(q[i]);
   auto dot = [&](int t) {
     float r = 0.f;
     for (int d = 0; d < hd; ++d) r = std::fma(q16[d], kv.k(g, t, d), r);
     return r;
   };
-  float M = -std::numeric_limits<float>::infinity(), S = 0.f;
-  for (int b0 = 0; b0 < n_ctx;) {  // blocks: [8j, 8j+8) within each page
+  float M = kNegInf, S = 0.f;
+  auto merge = [&] {  // the segment's state into the merged one
+    if (first) {
+      Mm = M, Sm = S, accm = acc;
+      first = false;
+      return;
+    }
+    const float m = std::max(Mm, M), cm = fixed_exp(Mm - m), c = fixed_exp(M - m);
+    Sm = Sm * cm + S * c;
+    for (int i = 0; i < hd; ++i) accm[i] = std::fma(acc[i], c, accm[i] * cm);
+    Mm = m;
+  };
+  for (int b0 = 0, seg = 0; b0 < n_ctx;) {  // blocks: [8j, 8j+8) within each page
+    if (b0 / segment != seg) {  // the block, by its first slot, is in the next segment
+      merge();
+      M = kNegInf, S = 0.f;
+      std::fill(acc.begin(), acc.end(), 0.f);
+      seg = b0 / segment;
+    }
     const int page_end = (b0 / kv.P + 1) * kv.P;
     const int b1 = std::min({b0 + 8 - (b0 % kv.P) % 8, page_end, n_ctx});
     std::vector<float> s;
@@ -133,8 +155,9 @@ std::vector<float> spec(const Kv& kv, int g, const float* q, int n_ctx, float sc
     }
     b0 = b1;
   }
-  const float inv = 1.f / S;
-  for (int i = 0; i < hd; ++i) out[i] = acc[i] * inv;
+  merge();
+  const float inv = 1.f / Sm;
+  for (int i = 0; i < hd; ++i) out[i] = accm[i] * inv;
   return out;
 }
 
@@ -239,6 +262,99 @@ TEST(PagedAttention, TokenBlocksAreBatchInvariant) {
               << cpu_level_name(level) << " hd=" << sh.hd << " block=" << bs << " fills=" << with_fills;
         }
       }
+    }
+  }
+}
+
+// Contexts of several softmax segments (paged_attention.cc), with segments of
+// 24, 64 and 256 slots (with 12-slot pages and partly filled ones, blocks
+// start mid-segment and segments start mid-block: a block belongs to the
+// segment its first slot is in). Each query's output is bitwise the same
+// computed alone, in blocks of tokens, and split into one call per segment
+// merged by attention_merge — the decode split — and equal to the spec.
+TEST(PagedAttention, SegmentsSplitAndMergeExactly) {
+  LevelGuard guard;
+  for (CpuLevel level : levels()) {
+    set_cpu_level(level);
+    for (const Shape& sh : kShapes) {
+      const int n = 24, max_ctx = 700;
+      Kv kv(sh.P, sh.hd, sh.n_kv, 2 * max_ctx + 4 * sh.P, 9);
+      std::vector<int32_t> fills(kv.kp.size());
+      int filled = 0;
+      for (size_t p = 0; p < fills.size(); ++p) {
+        fills[p] = p % 4 == 1 ? std::max(1, sh.P / 2 - 1) : p % 7 == 3 ? 3 : sh.P;
+        filled += fills[p];
+      }
+      ASSERT_GE(filled, max_ctx);
+      const float scale = 1.f / std::sqrt(float(sh.hd));
+      const int64_t qd = int64_t(sh.n_kv) * sh.group * sh.hd;
+      const auto q = random_q(n * qd, 13, 6.f);
+      std::vector<int> n_ctx(n);
+      for (int i = 0; i < n; ++i) n_ctx[i] = 1 + (i * 331 + i * i * 17) % max_ctx;
+      n_ctx[n - 1] = max_ctx;
+      std::vector<float> scratch(paged_attention_tokens_scratch(sh.P, sh.hd, sh.group, kAttnMaxTokens));
+      for (int segment : {24, 64, 256})
+        for (bool with_fills : {false, true}) {
+          auto args = [&](int g) {
+            PagedAttentionArgs a = kv.args(g, scale);
+            a.fills = with_fills ? fills.data() : nullptr;
+            a.segment = segment;
+            return a;
+          };
+          const std::string where = std::string(cpu_level_name(level)) + " hd=" + std::to_string(sh.hd) +
+                                    " P=" + std::to_string(sh.P) + " segment=" + std::to_string(segment) +
+                                    " fills=" + std::to_string(with_fills);
+          std::vector<float> alone(n * qd), blocked(n * qd), split(n * qd);
+          for (int g = 0; g < sh.n_kv; ++g)
+            for (int i = 0; i < n; ++i) {
+              PagedAttentionArgs a = args(g);
+              a.n_ctx = n_ctx[i];
+              const int64_t off = i * qd + int64_t(g) * sh.group * sh.hd;
+              paged_attention(a, q.data() + off, sh.group, alone.data() + off, scratch.data());
+              if (!with_fills) {
+                for (int j = 0; j < sh.group; ++j) {
+                  const auto sp = spec(kv, g, q.data() + off + j * sh.hd, n_ctx[i], scale, segment);
+                  ASSERT_EQ(0, std::memcmp(sp.data(), alone.data() + off + j * sh.hd, sp.size() * 4))
+                      << where << " n_ctx=" << n_ctx[i];
+                }
+              }
+            }
+          for (int bs : {7, 24}) {
+            std::fill(blocked.begin(), blocked.end(), std::nanf(""));
+            std::fill(split.begin(), split.end(), std::nanf(""));
+            for (int g = 0; g < sh.n_kv; ++g)
+              for (int i0 = 0; i0 < n; i0 += bs) {
+                PagedAttentionTokens t;
+                t.n_tok = std::min(bs, n - i0);
+                const int64_t off = i0 * qd + int64_t(g) * sh.group * sh.hd;
+                t.q = q.data() + off;
+                t.q_stride = qd;
+                t.n_ctx = n_ctx.data() + i0;
+                t.out = blocked.data() + off;
+                t.out_stride = qd;
+                paged_attention_tokens(args(g), sh.group, t, scratch.data());
+                // The split: one call per segment, then the merge.
+                const int most = *std::max_element(t.n_ctx, t.n_ctx + t.n_tok);
+                const int n_seg = (most - 1) / segment + 1;
+                const int64_t nq = int64_t(t.n_tok) * sh.group;
+                std::vector<float> states(n_seg * attention_state_floats(sh.hd, nq), std::nanf(""));
+                std::vector<AttentionState> parts;
+                for (int k = 0; k < n_seg; ++k) {
+                  PagedAttentionTokens ts = t;
+                  ts.out = nullptr;
+                  ts.seg = k;
+                  ts.state = attention_state_at(states.data() + k * attention_state_floats(sh.hd, nq), sh.hd, nq);
+                  paged_attention_tokens(args(g), sh.group, ts, scratch.data());
+                  parts.push_back(ts.state);
+                }
+                for (int64_t qi = 0; qi < nq; ++qi)
+                  attention_merge(sh.hd, parts.data(), n_seg, qi,
+                                  split.data() + off + (qi / sh.group) * qd + (qi % sh.group) * sh.hd);
+              }
+            ASSERT_EQ(0, std::memcmp(alone.data(), blocked.data(), alone.size() * 4)) << where << " block=" << bs;
+            ASSERT_EQ(0, std::memcmp(alone.data(), split.data(), alone.size() * 4)) << where << " block=" << bs;
+          }
+        }
     }
   }
 }
