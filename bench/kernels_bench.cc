@@ -162,13 +162,14 @@ BENCHMARK(BM_AttentionDecode)->Args({1, 2048})->Args({2, 2048})->UseRealTime();
 // out as KvStorage lays it out (page p holds every layer's K and V of its
 // slots, so one layer's pages are layers × 12 KiB apart) and far past the L3
 // at 30 layers of 4096 slots (94 MB), as in the model; BM_AttentionDecode
-// keeps its one layer in cache. Per layer a task per KV head (split 0), or
-// one per KV head and softmax segment then the merge (split 1, what the
-// forward pass does for a single sequence's decode past 256 slots).
-// Args {threads, n, layers, split}.
+// keeps its one layer in cache. Per layer a task per KV head (split 0), one
+// per KV head and softmax segment then the merge (split 1), or one per segment
+// for every KV head after paged_attention_prefetch() (split 2; the forward
+// pass decoding one sequence uses 1 or 2, whichever gives the threads tasks
+// enough). Args {threads, n, layers, split}.
 void BM_AttentionDecodeLayers(benchmark::State& st) {
   const int threads = int(st.range(0)), n = int(st.range(1)), layers = int(st.range(2));
-  const bool split = st.range(3) != 0;  // one task per KV head and softmax segment, as the model decodes
+  const int split = int(st.range(3));
   constexpr int hd = kAttnHd, n_kv = kAttnKv, group = kAttnGroup;
   pc::ThreadPool pool(threads);
   std::mt19937 rng(1);
@@ -197,6 +198,29 @@ void BM_AttentionDecodeLayers(benchmark::State& st) {
     parts.push_back(pc::attention_state_at(states.data() + i * state_floats, hd, group));
   for (auto _ : st) {
     for (int l = 0; l < layers; ++l) {
+      if (split == 2) {
+        pool.parallel_for(n_seg, [&](int64_t k, int thread) {
+          for (int g = 0; g < n_kv; ++g) {
+            pc::PagedAttentionArgs a;
+            a.k_pages = kp[l].data();
+            a.v_pages = vp[l].data();
+            a.page_size = kAttnP;
+            a.head_dim = hd;
+            a.kv_head = g;
+            a.n_kv_head = n_kv;
+            a.scale = 0.125f;
+            if (g == 0) pc::paged_attention_prefetch(a, n_ctx, int(k));
+            pc::PagedAttentionTokens t;
+            t.n_tok = 1;
+            t.q = q.data() + g * group * hd;
+            t.q_stride = qd;
+            t.n_ctx = &n_ctx;
+            t.seg = int(k);
+            t.state = parts[g * n_seg + k];
+            pc::paged_attention_tokens(a, group, t, scratch.data() + thread * per);
+          }
+        });
+      } else
       pool.parallel_for(split ? n_kv * n_seg : n_kv, [&](int64_t task, int thread) {
         const int64_t g = split ? task / n_seg : task;
         pc::PagedAttentionArgs a;
@@ -237,6 +261,9 @@ BENCHMARK(BM_AttentionDecodeLayers)
     ->Args({1, 4096, 30, 0})
     ->Args({2, 4096, 30, 0})
     ->Args({2, 4096, 30, 1})
+    ->Args({2, 4096, 30, 2})
+    ->Args({1, 4096, 30, 1})
+    ->Args({1, 4096, 30, 2})
     ->Args({2, 1024, 30, 0})
     ->Args({2, 1024, 30, 1})
     ->UseRealTime();

@@ -522,12 +522,13 @@ void q32_rows(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c
             const int64_t b = b0 + bb + i;
             // (inserted, not stored and reloaded: eight 2-byte stores read
             // back as one vector would stall on store forwarding)
-            __m128i dh = _mm_setzero_si128();
-            PC_UNROLL for (int j = 0; j < 8; ++j) {
-              const uint16_t d = kQ4 ? reinterpret_cast<const BlockQ4_0*>(w[j])[b].d
-                                     : reinterpret_cast<const BlockQ8_0*>(w[j])[b].d;
-              dh = _mm_insert_epi16(dh, d, j);
-            }
+            // (_mm_setr_epi16 of the eight, not _mm_insert_epi16 in a loop:
+            // that needs the loop unrolled to compile, so not at -O0)
+            int16_t d[8];
+            PC_UNROLL for (int j = 0; j < 8; ++j)
+              d[j] = int16_t(kQ4 ? reinterpret_cast<const BlockQ4_0*>(w[j])[b].d
+                                 : reinterpret_cast<const BlockQ8_0*>(w[j])[b].d);
+            const __m128i dh = _mm_setr_epi16(d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7]);
             const __m256 sc = _mm256_mul_ps(_mm256_cvtph_ps(dh), _mm256_broadcast_ss(xd + b));
             acc = _mm256_add_ps(acc, _mm256_mul_ps(sc, _mm256_cvtepi32_ps(t[i])));
           }

@@ -149,6 +149,25 @@ void paged_attention_tokens(const PagedAttentionArgs& a, int group, const PagedA
                      t.seg >= 0 ? &t.state : nullptr, int64_t(i) * group, scratch);
 }
 
+void paged_attention_prefetch(const PagedAttentionArgs& a, int n_ctx, int seg) {
+  int lo, hi;
+  segment_range(a, seg, &lo, &hi);
+  const size_t words = size_t(a.n_kv_head) * a.page_size * a.head_dim / 2;  // 32-bit words of a K (or V) block
+  uint32_t sink = 0;
+  for (int t0 = 0, p = 0; t0 < n_ctx && t0 < hi; ++p) {
+    const int pg = a.fills ? a.fills[p] : a.page_size;
+    if (t0 + pg > lo) {
+      for (const uint16_t* block : {a.k_pages[p], a.v_pages[p]}) {
+        const auto* w = reinterpret_cast<const uint32_t*>(block);
+        for (size_t i = 0; i < words; i += 16) sink += w[i];  // a word per 64-byte line
+      }
+    }
+    t0 += pg;
+  }
+  volatile uint32_t keep = sink;  // (the loads must happen)
+  (void)keep;
+}
+
 void attention_merge(int head_dim, const AttentionState* parts, int n_seg, int64_t qi, float* out) {
   const int hd = head_dim;
   float mm = -std::numeric_limits<float>::infinity(), sm = 0.f;

@@ -85,9 +85,9 @@ class Forward {
   std::vector<float> scratch_;  // per-thread attention scratch
   std::vector<int32_t> blocks_;  // attention: first entry of each run of tokens, then m
   std::vector<int> n_ctx_;       // attention: visible slots per entry
-  // Attention split by softmax segment (few runs, long contexts): per task
-  // (run, KV head, segment), in that order, its queries' state; per run and
-  // KV head, its first task.
+  // Attention split by softmax segment (few runs, long contexts): the tasks
+  // (head -1: every KV head); per run, KV head and segment, in that order, its
+  // queries' state; per run and KV head, its first state.
   struct SplitTask {
     int32_t run, head, seg;
   };

@@ -359,6 +359,54 @@ TEST(PagedAttention, SegmentsSplitAndMergeExactly) {
   }
 }
 
+// paged_attention_prefetch() reads only the K/V blocks of the pages that hold
+// the segment's visible slots (each block its own heap allocation here, so an
+// address sanitizer build catches a read past one), and changes nothing: the
+// segment's state is bitwise the same after it.
+TEST(PagedAttention, PrefetchReadsOnlyTheSegmentsPages) {
+  const int P = 12, hd = 32, n_kv = 2, group = 2, n_pages = 40;
+  std::mt19937 rng(17);
+  std::normal_distribution<float> nd;
+  std::vector<std::vector<uint16_t>> blocks(2 * n_pages, std::vector<uint16_t>(size_t(n_kv) * P * hd));
+  for (auto& b : blocks)
+    for (auto& h : b) h = fp32_to_fp16(nd(rng));
+  std::vector<const uint16_t*> kp, vp;
+  std::vector<int32_t> fills;
+  for (int p = 0; p < n_pages; ++p) {
+    kp.push_back(blocks[2 * p].data());
+    vp.push_back(blocks[2 * p + 1].data());
+    fills.push_back(p % 3 == 1 ? 5 : P);
+  }
+  const auto q = random_q(int64_t(group) * hd, 3, 2.f);
+  std::vector<float> scratch(paged_attention_scratch(P, hd, group));
+  for (bool with_fills : {false, true})
+    for (int n_ctx : {1, 30, 64, 65, 200, 300}) {
+      PagedAttentionArgs a;
+      a.k_pages = kp.data();
+      a.v_pages = vp.data();
+      a.page_size = P;
+      a.head_dim = hd;
+      a.n_kv_head = n_kv;
+      a.fills = with_fills ? fills.data() : nullptr;
+      a.segment = 64;
+      a.scale = 0.2f;
+      for (int seg = 0; seg <= (n_ctx - 1) / a.segment; ++seg) {
+        std::vector<float> before(attention_state_floats(hd, group)), after(before.size());
+        PagedAttentionTokens t;
+        t.n_tok = 1;
+        t.q = q.data();
+        t.n_ctx = &n_ctx;
+        t.seg = seg;
+        t.state = attention_state_at(before.data(), hd, group);
+        paged_attention_tokens(a, group, t, scratch.data());
+        paged_attention_prefetch(a, n_ctx, seg);
+        t.state = attention_state_at(after.data(), hd, group);
+        paged_attention_tokens(a, group, t, scratch.data());
+        ASSERT_EQ(0, std::memcmp(before.data(), after.data(), before.size() * 4)) << n_ctx << " " << seg;
+      }
+    }
+}
+
 // The softmax's exp (fixed_exp, fixed_exp.h): close to the
 // exact exp over the softmax's range, 0 below -87, NaN for NaN; and the AVX2
 // evaluation (8 lanes) bitwise equal to the scalar one, on every float in
