@@ -113,9 +113,13 @@ __attribute__((noinline)) void update_tile(float* const* acc, const float* const
   constexpr int hd = 8 * NV;
   __m256 a[QT][DV];
   PC_UNROLL for (int i = 0; i < QT; ++i) PC_UNROLL for (int j = 0; j < DV; ++j) a[i][j] = _mm256_loadu_ps(acc[i] + 8 * (v0 + j));
+  // Whether any block of the chunk rescales: then every block multiplies by
+  // its factors (by 1 where the maximum did not grow: exact), one branch per
+  // chunk instead of one per block, which new maxima make unpredictable (the
+  // first chunks of every softmax segment).
+  bool rescale = false;
+  for (int b = 0; b < n_blk; ++b) PC_UNROLL for (int i = 0; i < QT; ++i) rescale |= c[i][b] != 1.f;
   for (int b = 0; b < n_blk; ++b) {
-    bool rescale = false;
-    PC_UNROLL for (int i = 0; i < QT; ++i) rescale |= c[i][b] != 1.f;
     if (rescale) {
       PC_UNROLL for (int i = 0; i < QT; ++i) {
         const __m256 ci = _mm256_broadcast_ss(c[i] + b);
@@ -190,7 +194,11 @@ inline void merge_state(float* mm, float* sm, float* accm, float mk, float sk, c
     return;
   }
   const float m = mk > *mm ? mk : *mm;
-  const float cm = fixed_exp(*mm - m), ck = fixed_exp(mk - m);
+  // (both exps in one fixed_exp8: the scalar fixed_exp, compiled outside this
+  // file's target, would call libm for every fma)
+  alignas(32) float e[8];
+  _mm256_store_ps(e, fixed_exp8(_mm256_setr_ps(*mm - m, mk - m, 0, 0, 0, 0, 0, 0)));
+  const float cm = e[0], ck = e[1];
   *sm = *sm * cm + sk * ck;
   const __m256 cmv = _mm256_set1_ps(cm), ckv = _mm256_set1_ps(ck);
   PC_UNROLL for (int v = 0; v < NV; ++v)
