@@ -296,13 +296,19 @@ void Forward::attention_block(int l, std::span<const BatchEntry> batch, std::spa
 }
 
 // Whether to split this step's attention by softmax segment, and if so the
-// tasks (split_, split_state_, split_first_): when the (run, KV head) tasks
-// are too few to keep the pool busy and some run sees more than one segment,
-// within a bound on the states' memory.
+// tasks (split_, split_state_, split_first_), when some run sees more than one
+// segment (within a bound on the states' memory): when the (run, KV head)
+// tasks are too few to keep the pool busy, or for a decode step (runs of a few
+// tokens, whose attention streams the KV from memory) with segments enough
+// for a task per segment for all KV heads, whose address-order reads are
+// faster than the per-head ones on any number of threads.
 bool Forward::plan_split(int64_t n_blocks, int group) {
   const ModelConfig& c = model_.config();
   const int64_t n_kv = c.n_kv_head, hd = c.head_dim;
-  if (pool_.size() == 1 || n_blocks * n_kv >= 2 * pool_.size()) return false;
+  const bool few_tasks = n_blocks * n_kv < 2 * pool_.size();
+  bool decode = true;
+  for (int64_t b = 0; b < n_blocks; ++b) decode &= blocks_[b + 1] - blocks_[b] <= 4;
+  if (!few_tasks && !decode) return false;
   auto segments = [&](int64_t b) {  // of the run's longest context
     int most = 0;
     for (int64_t i = blocks_[b]; i < blocks_[b + 1]; ++i) most = n_ctx_[i] > most ? n_ctx_[i] : most;
@@ -315,15 +321,16 @@ bool Forward::plan_split(int64_t n_blocks, int group) {
     several |= segments(b) > 1;
     floats += segments(b) * n_kv * attention_state_floats(int(hd), run_queries(b));
   }
-  if (!several || floats > (int64_t(1) << 23)) return false;
+  int64_t n_segments = 0;
+  for (int64_t b = 0; b < n_blocks; ++b) n_segments += segments(b);
+  const bool all_heads = n_segments >= 2 * pool_.size();
+  if (!several || floats > (int64_t(1) << 23) || (!few_tasks && !all_heads)) return false;
   // The states: per run, KV head and segment, in that order.
   split_state_.clear();
   split_first_.clear();
   states_.resize(size_t(floats));
   float* base = states_.data();
-  int64_t n_segments = 0;
   for (int64_t b = 0; b < n_blocks; ++b) {
-    n_segments += segments(b);
     for (int64_t g = 0; g < n_kv; ++g) {
       split_first_.push_back(int64_t(split_state_.size()));
       for (int k = 0; k < segments(b); ++k) {
@@ -335,7 +342,6 @@ bool Forward::plan_split(int64_t n_blocks, int group) {
   split_first_.push_back(int64_t(split_state_.size()));
   // The tasks: (run, segment) for all KV heads when there are segments enough
   // for the threads, else (run, KV head, segment).
-  const bool all_heads = n_segments >= 2 * pool_.size();
   split_.clear();
   for (int64_t b = 0; b < n_blocks; ++b)
     for (int64_t g = 0; g < (all_heads ? 1 : n_kv); ++g)

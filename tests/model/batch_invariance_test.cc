@@ -73,10 +73,11 @@ TEST_P(BatchInvariance, GeneratedF16) { check_invariance(test::generated_model("
 TEST_P(BatchInvariance, GeneratedQ6K) { check_invariance(test::generated_model("qwen3", GgmlType::Q6_K), 90); }
 
 // Contexts of several softmax segments (kAttnSegmentSlots): stepping 1 or 20
-// tokens at a time on 2 threads, the attention is split by segment across the
-// threads (Forward::plan_split: tasks per KV head and segment up to 768
-// slots, per segment for all KV heads past that) and merged; every position's
-// logits stay bitwise those of the whole prompt on one thread.
+// tokens at a time, the attention is split by segment (Forward::plan_split:
+// on 2 threads tasks per KV head and segment up to 768 slots, per segment for
+// all KV heads past that; on 1 thread, one token at a time, per segment for
+// all KV heads past 256) and merged; every position's logits stay bitwise
+// those of the whole prompt on one thread.
 TEST_P(BatchInvariance, LongContextSplitAttention) {
   // (F16 weights: activations stay F32, so a changed bit of attention shows.)
   check_invariance(test::generated_model("llama", GgmlType::F16), 800, {1, 2}, {0, 1, 20});
