@@ -8,7 +8,8 @@
 //    paged_attention.cc's header comment (the spec).
 //  * Batch invariance, for every CpuLevel the machine runs: each query's output
 //    is bitwise the same whether it is computed alone (paged_attention), or in
-//    blocks of 1..kAttnMaxTokens tokens (paged_attention_tokens).
+//    blocks of 1..kAttnMaxTokens tokens (paged_attention_tokens), or split by
+//    softmax segment and merged (the decode split: attention_merge).
 #include "cpu_levels.h"
 #include "kernels/paged_attention.h"
 
