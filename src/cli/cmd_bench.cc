@@ -67,10 +67,15 @@ int run_prefill(const PrefillArgs& a) {
       best_tg = std::max(best_tg, tg);
       best_ttft = std::min(best_ttft, r.ttft_ms);
     }
-    std::printf("%8d  %14.1f  %10.1f  %14.1f\n", n, best_pp, best_ttft, best_tg);
+    if (a.decode > 0) {
+      std::printf("%8d  %14.1f  %10.1f  %14.1f\n", n, best_pp, best_ttft, best_tg);
+    } else {  // (no token generated: no TTFT, no decode rate)
+      std::printf("%8d  %14.1f  %10s  %14s\n", n, best_pp, "-", "-");
+    }
     std::fflush(stdout);
     rows.push_back({{"prompt_tokens", n}, {"prompt_tokens_per_s", best_pp},
-                    {"ttft_ms", best_ttft}, {"decode_tokens_per_s", best_tg}});
+                    {"ttft_ms", a.decode > 0 ? nlohmann::json(best_ttft) : nlohmann::json(nullptr)},
+                    {"decode_tokens_per_s", a.decode > 0 ? nlohmann::json(best_tg) : nlohmann::json(nullptr)}});
   }
   if (!a.json_out.empty()) {
     nlohmann::json j = {{"model", a.model}, {"threads", a.threads},

@@ -152,6 +152,28 @@ TEST(Cli, ErrorsAreMessagesNotCrashes) {
   EXPECT_NE(m.out.find("--docs"), std::string::npos) << m.out;
 }
 
+// `bench prefill` with --decode 0 reports the prompt rate and no TTFT or decode
+// rate (no token is generated: they used to print as 0.0), in the table and as
+// JSON nulls; with --decode the three figures are there.
+TEST(Cli, BenchPrefillWithoutDecode) {
+  const std::string dir = test::temp_dir();
+  CmdResult r = run("bench prefill -m " + kStories + " --tokens 16 --decode 0 --json " + dir + "/p.json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(r.out.find(" 0.0"), std::string::npos) << r.out;
+  std::ifstream in(dir + "/p.json");
+  const nlohmann::json j = nlohmann::json::parse(in);
+  ASSERT_EQ(j["results"].size(), 1u);
+  EXPECT_GT(j["results"][0]["prompt_tokens_per_s"].get<double>(), 0.0);
+  EXPECT_TRUE(j["results"][0]["ttft_ms"].is_null());
+  EXPECT_TRUE(j["results"][0]["decode_tokens_per_s"].is_null());
+  CmdResult d = run("bench prefill -m " + kStories + " --tokens 16 --decode 3 --json " + dir + "/d.json");
+  ASSERT_EQ(d.status, 0) << d.out;
+  std::ifstream din(dir + "/d.json");
+  const nlohmann::json dj = nlohmann::json::parse(din);
+  EXPECT_GT(dj["results"][0]["ttft_ms"].get<double>(), 0.0);
+  EXPECT_GT(dj["results"][0]["decode_tokens_per_s"].get<double>(), 0.0);
+}
+
 // `bench tiers` end to end on a tiny generated model: every TTFT row is there and the
 // disk row reused the module (restored from the tier, not encoded).
 TEST(Cli, BenchTiersRunsEveryRow) {
