@@ -250,13 +250,13 @@ void Forward::attention_block(int l, std::span<const BatchEntry> batch, std::spa
     return t;
   };
   if (plan_split(n_blocks, group)) {
-    // Few runs over long contexts (decode; a short turn after a long
-    // conversation): one task per run, KV head and softmax segment, each
-    // writing its queries' states, then the merge in segment order — bitwise
-    // the unsplit result (paged_attention.h), with every thread busy.
-    // With segments enough for the threads, a task takes a segment for every
-    // KV head, after reading its pages' K/V in address order (twice the speed
-    // of the per-head reads; paged_attention_prefetch).
+    // Long contexts with few runs (decode; a short turn after a long
+    // conversation) or a decode step: one task per run, KV head and softmax
+    // segment, each writing its queries' states, then the merge in segment
+    // order — bitwise the unsplit result (paged_attention.h). With segments
+    // enough for the threads, a task takes a segment for every KV head, after
+    // reading its pages' K/V in address order (~1.4x the speed of the
+    // per-head reads; paged_attention_prefetch).
     pool_.parallel_for(int64_t(split_.size()), [&](int64_t task, int thread) {
       const SplitTask& st = split_[task];
       const BatchEntry& e = batch[blocks_[st.run]];
@@ -315,14 +315,13 @@ bool Forward::plan_split(int64_t n_blocks, int group) {
     return (most - 1) / kAttnSegmentSlots + 1;
   };
   auto run_queries = [&](int64_t b) { return (blocks_[b + 1] - blocks_[b]) * group; };
-  int64_t floats = 0;
+  int64_t floats = 0, n_segments = 0;
   bool several = false;
   for (int64_t b = 0; b < n_blocks; ++b) {
     several |= segments(b) > 1;
+    n_segments += segments(b);
     floats += segments(b) * n_kv * attention_state_floats(int(hd), run_queries(b));
   }
-  int64_t n_segments = 0;
-  for (int64_t b = 0; b < n_blocks; ++b) n_segments += segments(b);
   const bool all_heads = n_segments >= 2 * pool_.size();
   if (!several || floats > (int64_t(1) << 23) || (!few_tasks && !all_heads)) return false;
   // The states: per run, KV head and segment, in that order.
