@@ -27,9 +27,10 @@ struct PagedAttentionArgs {
   // 1's first fills[1], ... (PML plans reference module pages ending mid-page).
   const int32_t* fills = nullptr;
   float scale = 1.f;   // usually 1/sqrt(head_dim)
-  // Softmax segment length in slots (paged_attention.cc): the online softmax
-  // restarts for each block starting at a multiple of it, and the segments'
-  // states are merged in order. Part of the arithmetic: every path that must
+  // Softmax segment length in slots (paged_attention.cc): a block belongs to
+  // segment floor(its first slot's position / segment); the online softmax
+  // restarts at each segment's first block, and the segments' states are
+  // merged in order. Part of the arithmetic: every path that must
   // agree bitwise uses one value (the forward pass: kAttnSegmentSlots).
   int segment = kAttnSegmentSlots;
 };
