@@ -196,54 +196,42 @@ void BM_AttentionDecodeLayers(benchmark::State& st) {
   std::vector<pc::AttentionState> parts;
   for (int i = 0; i < n_kv * n_seg; ++i)
     parts.push_back(pc::attention_state_at(states.data() + i * state_floats, hd, group));
+  // KV head g of layer l over segment seg (-1: the whole context, to out).
+  auto attend = [&](int l, int g, int seg, int thread) {
+    pc::PagedAttentionArgs a;
+    a.k_pages = kp[l].data();
+    a.v_pages = vp[l].data();
+    a.page_size = kAttnP;
+    a.head_dim = hd;
+    a.kv_head = g;
+    a.n_kv_head = n_kv;
+    a.scale = 0.125f;
+    pc::PagedAttentionTokens t;
+    t.n_tok = 1;
+    t.q = q.data() + g * group * hd;
+    t.q_stride = qd;
+    t.n_ctx = &n_ctx;
+    t.out = out.data() + g * group * hd;
+    t.out_stride = qd;
+    if (seg >= 0) {
+      t.seg = seg;
+      t.state = parts[g * n_seg + seg];
+      if (split == 2 && g == 0) pc::paged_attention_prefetch(a, n_ctx, seg);
+    }
+    pc::paged_attention_tokens(a, group, t, scratch.data() + thread * per);
+  };
   for (auto _ : st) {
     for (int l = 0; l < layers; ++l) {
-      if (split == 2) {
+      if (split == 2)
         pool.parallel_for(n_seg, [&](int64_t k, int thread) {
-          for (int g = 0; g < n_kv; ++g) {
-            pc::PagedAttentionArgs a;
-            a.k_pages = kp[l].data();
-            a.v_pages = vp[l].data();
-            a.page_size = kAttnP;
-            a.head_dim = hd;
-            a.kv_head = g;
-            a.n_kv_head = n_kv;
-            a.scale = 0.125f;
-            if (g == 0) pc::paged_attention_prefetch(a, n_ctx, int(k));
-            pc::PagedAttentionTokens t;
-            t.n_tok = 1;
-            t.q = q.data() + g * group * hd;
-            t.q_stride = qd;
-            t.n_ctx = &n_ctx;
-            t.seg = int(k);
-            t.state = parts[g * n_seg + k];
-            pc::paged_attention_tokens(a, group, t, scratch.data() + thread * per);
-          }
+          for (int g = 0; g < n_kv; ++g) attend(l, g, int(k), thread);
         });
-      } else
-      pool.parallel_for(split ? n_kv * n_seg : n_kv, [&](int64_t task, int thread) {
-        const int64_t g = split ? task / n_seg : task;
-        pc::PagedAttentionArgs a;
-        a.k_pages = kp[l].data();
-        a.v_pages = vp[l].data();
-        a.page_size = kAttnP;
-        a.head_dim = hd;
-        a.kv_head = int(g);
-        a.n_kv_head = n_kv;
-        a.scale = 0.125f;
-        pc::PagedAttentionTokens t;
-        t.n_tok = 1;
-        t.q = q.data() + g * group * hd;
-        t.q_stride = qd;
-        t.n_ctx = &n_ctx;
-        t.out = out.data() + g * group * hd;
-        t.out_stride = qd;
-        if (split) {
-          t.seg = int(task % n_seg);
-          t.state = parts[task];
-        }
-        pc::paged_attention_tokens(a, group, t, scratch.data() + thread * per);
-      });
+      else if (split == 1)
+        pool.parallel_for(n_kv * n_seg, [&](int64_t task, int thread) {
+          attend(l, int(task / n_seg), int(task % n_seg), thread);
+        });
+      else
+        pool.parallel_for(n_kv, [&](int64_t g, int thread) { attend(l, int(g), -1, thread); });
       if (split)
         pool.parallel_for(n_kv, [&](int64_t g, int) {
           for (int j = 0; j < group; ++j)

@@ -169,6 +169,9 @@ void paged_attention_prefetch(const PagedAttentionArgs& a, int n_ctx, int seg) {
 }
 
 void attention_merge(int head_dim, const AttentionState* parts, int n_seg, int64_t qi, float* out) {
+  // (the scalar form calls libm for every fma where the CPU has them: decode
+  // merges every query's segments each layer)
+  if (cpu_level() >= CpuLevel::Avx2 && attention_merge_avx2(head_dim, parts, n_seg, qi, out)) return;
   const int hd = head_dim;
   float mm = -std::numeric_limits<float>::infinity(), sm = 0.f;
   for (int d = 0; d < hd; ++d) out[d] = 0.f;

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "kernels/paged_attention_internal.h"
 
@@ -428,24 +429,47 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
   }
 }
 
+
+// attention_merge() of one query (paged_attention.cc), NV vectors a head.
+template <int NV>
+void merge_query(const AttentionState* parts, int n_seg, int64_t qi, float* out) {
+  constexpr int hd = 8 * NV;
+  float mm = -std::numeric_limits<float>::infinity(), sm = 0.f;
+  PC_UNROLL for (int v = 0; v < NV; ++v) _mm256_storeu_ps(out + 8 * v, _mm256_setzero_ps());
+  for (int k = 0; k < n_seg; ++k) merge_state<NV>(&mm, &sm, out, parts[k].m[qi], parts[k].s[qi], parts[k].acc + qi * hd);
+  const __m256 inv = _mm256_set1_ps(1.f / sm);
+  PC_UNROLL for (int v = 0; v < NV; ++v) _mm256_storeu_ps(out + 8 * v, _mm256_mul_ps(_mm256_loadu_ps(out + 8 * v), inv));
+}
+
+// f(std::integral_constant<int, NV>) for the head sizes with a kernel
+// (NV = head_dim / 8); false for the others.
+template <class F>
+bool with_head_vectors(int head_dim, F&& f) {
+  switch (head_dim) {
+    case 8: f(std::integral_constant<int, 1>{}); return true;
+    case 16: f(std::integral_constant<int, 2>{}); return true;
+    case 32: f(std::integral_constant<int, 4>{}); return true;
+    case 48: f(std::integral_constant<int, 6>{}); return true;
+    case 64: f(std::integral_constant<int, 8>{}); return true;
+    case 80: f(std::integral_constant<int, 10>{}); return true;
+    case 96: f(std::integral_constant<int, 12>{}); return true;
+    case 128: f(std::integral_constant<int, 16>{}); return true;
+    case 160: f(std::integral_constant<int, 20>{}); return true;
+    case 192: f(std::integral_constant<int, 24>{}); return true;
+    case 256: f(std::integral_constant<int, 32>{}); return true;
+    default: return false;
+  }
+}
+
 }  // namespace
 
 bool paged_attention_tokens_avx2(const PagedAttentionArgs& a, int group,
                                  const PagedAttentionTokens& t, float* scratch) {
-  switch (a.head_dim) {
-    case 8: tokens_kernel<1>(a, group, t, scratch); return true;
-    case 16: tokens_kernel<2>(a, group, t, scratch); return true;
-    case 32: tokens_kernel<4>(a, group, t, scratch); return true;
-    case 48: tokens_kernel<6>(a, group, t, scratch); return true;
-    case 64: tokens_kernel<8>(a, group, t, scratch); return true;
-    case 80: tokens_kernel<10>(a, group, t, scratch); return true;
-    case 96: tokens_kernel<12>(a, group, t, scratch); return true;
-    case 128: tokens_kernel<16>(a, group, t, scratch); return true;
-    case 160: tokens_kernel<20>(a, group, t, scratch); return true;
-    case 192: tokens_kernel<24>(a, group, t, scratch); return true;
-    case 256: tokens_kernel<32>(a, group, t, scratch); return true;
-    default: return false;
-  }
+  return with_head_vectors(a.head_dim, [&](auto nv) { tokens_kernel<decltype(nv)::value>(a, group, t, scratch); });
+}
+
+bool attention_merge_avx2(int head_dim, const AttentionState* parts, int n_seg, int64_t qi, float* out) {
+  return with_head_vectors(head_dim, [&](auto nv) { merge_query<decltype(nv)::value>(parts, n_seg, qi, out); });
 }
 
 }  // namespace pc
@@ -458,6 +482,7 @@ bool paged_attention_tokens_avx2(const PagedAttentionArgs&, int, const PagedAtte
                                  float*) {
   return false;
 }
+bool attention_merge_avx2(int, const AttentionState*, int, int64_t, float*) { return false; }
 }  // namespace pc
 
 #endif

@@ -64,6 +64,8 @@ inline void merge_attention_state(int hd, float* mm, float* sm, float* accm, flo
 // Returns false (and does nothing) for a head_dim it has no kernel for.
 bool paged_attention_tokens_avx2(const PagedAttentionArgs& a, int group,
                                  const PagedAttentionTokens& t, float* scratch);
+// attention_merge() for one query, likewise (false: no kernel for head_dim).
+bool attention_merge_avx2(int head_dim, const AttentionState* parts, int n_seg, int64_t qi, float* out);
 
 
 }  // namespace pc

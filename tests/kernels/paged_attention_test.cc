@@ -171,6 +171,36 @@ struct Shape {
 const Shape kShapes[] = {{16, 64, 3, 3}, {16, 128, 2, 4}, {16, 32, 1, 1}, {8, 48, 2, 2}, {16, 20, 1, 2},
                          {12, 64, 3, 3}, {16, 8, 2, 4}, {16, 16, 4, 2}, {16, 256, 1, 2}};
 
+// Prompt tests' layout: token i's queries (and outputs) at [i][n_kv][group][hd].
+int64_t token_floats(const Shape& sh) { return int64_t(sh.n_kv) * sh.group * sh.hd; }
+int64_t query_offset(const Shape& sh, int i, int g) { return i * token_floats(sh) + int64_t(g) * sh.group * sh.hd; }
+
+// Each of the n tokens' queries of every KV head computed alone
+// (paged_attention), into out; args(g): the arguments for KV head g.
+template <class Args>
+void attend_alone(const Shape& sh, Args&& args, int n, const float* q, const int* n_ctx, float* out,
+                  float* scratch) {
+  for (int g = 0; g < sh.n_kv; ++g)
+    for (int i = 0; i < n; ++i) {
+      PagedAttentionArgs a = args(g);
+      a.n_ctx = n_ctx[i];
+      paged_attention(a, q + query_offset(sh, i, g), sh.group, out + query_offset(sh, i, g), scratch);
+    }
+}
+
+// Tokens [i0, i0 + n_tok) of KV head g as one paged_attention_tokens call.
+PagedAttentionTokens token_block(const Shape& sh, const float* q, const int* n_ctx, float* out, int i0, int n_tok,
+                                 int g) {
+  PagedAttentionTokens t;
+  t.n_tok = n_tok;
+  t.q = q + query_offset(sh, i0, g);
+  t.q_stride = token_floats(sh);
+  t.n_ctx = n_ctx + i0;
+  t.out = out + query_offset(sh, i0, g);
+  t.out_stride = token_floats(sh);
+  return t;
+}
+
 TEST(PagedAttention, MatchesReference) {
   LevelGuard guard;
   for (CpuLevel level : levels()) {
@@ -238,27 +268,14 @@ TEST(PagedAttention, TokenBlocksAreBatchInvariant) {
         };
         std::vector<float> alone(n * qd), blocked(n * qd);
         std::vector<float> scratch(paged_attention_tokens_scratch(sh.P, sh.hd, sh.group, kAttnMaxTokens));
-        for (int g = 0; g < sh.n_kv; ++g)
-          for (int i = 0; i < n; ++i) {
-            PagedAttentionArgs a = args(g);
-            a.n_ctx = n_ctx[i];
-            const int64_t off = i * qd + int64_t(g) * sh.group * sh.hd;
-            paged_attention(a, q.data() + off, sh.group, alone.data() + off, scratch.data());
-          }
+        attend_alone(sh, args, n, q.data(), n_ctx.data(), alone.data(), scratch.data());
         for (int bs : {1, 2, 3, 7, 16, 32}) {
           std::fill(blocked.begin(), blocked.end(), std::nanf(""));
           for (int g = 0; g < sh.n_kv; ++g)
-            for (int i0 = 0; i0 < n; i0 += bs) {
-              PagedAttentionTokens t;
-              t.n_tok = std::min(bs, n - i0);
-              const int64_t off = i0 * qd + int64_t(g) * sh.group * sh.hd;
-              t.q = q.data() + off;
-              t.q_stride = qd;
-              t.n_ctx = n_ctx.data() + i0;
-              t.out = blocked.data() + off;
-              t.out_stride = qd;
-              paged_attention_tokens(args(g), sh.group, t, scratch.data());
-            }
+            for (int i0 = 0; i0 < n; i0 += bs)
+              paged_attention_tokens(args(g), sh.group,
+                                     token_block(sh, q.data(), n_ctx.data(), blocked.data(), i0, std::min(bs, n - i0), g),
+                                     scratch.data());
           ASSERT_EQ(0, std::memcmp(alone.data(), blocked.data(), alone.size() * 4))
               << cpu_level_name(level) << " hd=" << sh.hd << " block=" << bs << " fills=" << with_fills;
         }
@@ -306,33 +323,23 @@ TEST(PagedAttention, SegmentsSplitAndMergeExactly) {
                                     " P=" + std::to_string(sh.P) + " segment=" + std::to_string(segment) +
                                     " fills=" + std::to_string(with_fills);
           std::vector<float> alone(n * qd), blocked(n * qd), split(n * qd);
-          for (int g = 0; g < sh.n_kv; ++g)
-            for (int i = 0; i < n; ++i) {
-              PagedAttentionArgs a = args(g);
-              a.n_ctx = n_ctx[i];
-              const int64_t off = i * qd + int64_t(g) * sh.group * sh.hd;
-              paged_attention(a, q.data() + off, sh.group, alone.data() + off, scratch.data());
-              if (!with_fills) {
+          attend_alone(sh, args, n, q.data(), n_ctx.data(), alone.data(), scratch.data());
+          if (!with_fills)
+            for (int g = 0; g < sh.n_kv; ++g)
+              for (int i = 0; i < n; ++i)
                 for (int j = 0; j < sh.group; ++j) {
-                  const auto sp = spec(kv, g, q.data() + off + j * sh.hd, n_ctx[i], scale, segment);
-                  ASSERT_EQ(0, std::memcmp(sp.data(), alone.data() + off + j * sh.hd, sp.size() * 4))
+                  const int64_t off = query_offset(sh, i, g) + j * sh.hd;
+                  const auto sp = spec(kv, g, q.data() + off, n_ctx[i], scale, segment);
+                  ASSERT_EQ(0, std::memcmp(sp.data(), alone.data() + off, sp.size() * 4))
                       << where << " n_ctx=" << n_ctx[i];
                 }
-              }
-            }
           for (int bs : {7, 24}) {
             std::fill(blocked.begin(), blocked.end(), std::nanf(""));
             std::fill(split.begin(), split.end(), std::nanf(""));
             for (int g = 0; g < sh.n_kv; ++g)
               for (int i0 = 0; i0 < n; i0 += bs) {
-                PagedAttentionTokens t;
-                t.n_tok = std::min(bs, n - i0);
-                const int64_t off = i0 * qd + int64_t(g) * sh.group * sh.hd;
-                t.q = q.data() + off;
-                t.q_stride = qd;
-                t.n_ctx = n_ctx.data() + i0;
-                t.out = blocked.data() + off;
-                t.out_stride = qd;
+                const PagedAttentionTokens t =
+                    token_block(sh, q.data(), n_ctx.data(), blocked.data(), i0, std::min(bs, n - i0), g);
                 paged_attention_tokens(args(g), sh.group, t, scratch.data());
                 // The split: one call per segment, then the merge.
                 const int most = *std::max_element(t.n_ctx, t.n_ctx + t.n_tok);
@@ -350,7 +357,7 @@ TEST(PagedAttention, SegmentsSplitAndMergeExactly) {
                 }
                 for (int64_t qi = 0; qi < nq; ++qi)
                   attention_merge(sh.hd, parts.data(), n_seg, qi,
-                                  split.data() + off + (qi / sh.group) * qd + (qi % sh.group) * sh.hd);
+                                  split.data() + query_offset(sh, i0 + int(qi / sh.group), g) + (qi % sh.group) * sh.hd);
               }
             ASSERT_EQ(0, std::memcmp(alone.data(), blocked.data(), alone.size() * 4)) << where << " block=" << bs;
             ASSERT_EQ(0, std::memcmp(alone.data(), split.data(), alone.size() * 4)) << where << " block=" << bs;

@@ -157,6 +157,19 @@ TEST(PrefixCache, TenantsDoNotShare) {
   EXPECT_EQ(n, int64_t(p.size()) - 1);
 }
 
+// Runs the requests together (continuous batching) to completion; their
+// results in request order (an empty result for one that did not finish).
+std::vector<GenerateResult> run_together(Engine& e, const std::vector<GenerateRequest>& reqs) {
+  std::vector<int64_t> ids;
+  for (auto& r : reqs) ids.push_back(e.add(r));
+  while (!e.idle()) e.step();
+  std::vector<GenerateResult> out(reqs.size());
+  for (auto& [id, r] : e.take_finished())
+    for (size_t i = 0; i < ids.size(); ++i)
+      if (id == ids[i]) out[i] = std::move(r);
+  return out;
+}
+
 TEST(PrefixCache, ContinuousBatchingMatchesOneAtATime) {
   auto model = Model::load(test::shared_model("stories260K.gguf"));
   Engine batched(*model, options(64 << 20, true));
@@ -170,18 +183,10 @@ TEST(PrefixCache, ContinuousBatchingMatchesOneAtATime) {
     r.max_tokens = 10 + int(rng() % 10);
     r.stop_at_eog = false;
   }
-  std::vector<int64_t> ids;
-  for (auto& r : reqs) ids.push_back(batched.add(r));
-  while (!batched.idle()) batched.step();
-  auto done = batched.take_finished();
-  ASSERT_EQ(done.size(), reqs.size());
+  const std::vector<GenerateResult> done = run_together(batched, reqs);
   for (size_t i = 0; i < reqs.size(); ++i) {
     const GenerateResult ref = single.generate(reqs[i]);
-    for (auto& [id, r] : done) {
-      if (id == ids[i]) {
-        EXPECT_EQ(r.tokens, ref.tokens) << "request " << i;
-      }
-    }
+    EXPECT_EQ(done[i].tokens, ref.tokens) << "request " << i;
   }
 }
 
@@ -206,31 +211,22 @@ TEST(PrefixCache, LongContextBatchMatchesOneAtATimeBitwise) {
     reqs[i].stop_at_eog = false;
     reqs[i].logprobs = 2;
   }
-  std::vector<int64_t> ids;
-  for (auto& r : reqs) ids.push_back(batched.add(r));
-  while (!batched.idle()) batched.step();
-  auto done = batched.take_finished();
-  ASSERT_EQ(done.size(), reqs.size());
+  const std::vector<GenerateResult> done = run_together(batched, reqs);
   for (size_t i = 0; i < reqs.size(); ++i) {
     const GenerateResult ref = single.generate(reqs[i]);
-    bool found = false;
-    for (auto& [id, r] : done) {
-      if (id != ids[i]) continue;
-      found = true;
-      ASSERT_EQ(r.tokens, ref.tokens) << "request " << i;
-      ASSERT_EQ(r.logprobs.size(), ref.logprobs.size());
-      for (size_t k = 0; k < r.logprobs.size(); ++k) {
-        EXPECT_EQ(0, std::memcmp(&r.logprobs[k].logprob, &ref.logprobs[k].logprob, sizeof(float)))
+    const GenerateResult& r = done[i];
+    ASSERT_EQ(r.tokens, ref.tokens) << "request " << i;
+    ASSERT_EQ(r.logprobs.size(), ref.logprobs.size());
+    for (size_t k = 0; k < r.logprobs.size(); ++k) {
+      EXPECT_EQ(0, std::memcmp(&r.logprobs[k].logprob, &ref.logprobs[k].logprob, sizeof(float)))
+          << "request " << i << " token " << k;
+      ASSERT_EQ(r.logprobs[k].top.size(), ref.logprobs[k].top.size());
+      for (size_t j = 0; j < r.logprobs[k].top.size(); ++j) {
+        EXPECT_EQ(r.logprobs[k].top[j].first, ref.logprobs[k].top[j].first);
+        EXPECT_EQ(0, std::memcmp(&r.logprobs[k].top[j].second, &ref.logprobs[k].top[j].second, sizeof(float)))
             << "request " << i << " token " << k;
-        ASSERT_EQ(r.logprobs[k].top.size(), ref.logprobs[k].top.size());
-        for (size_t j = 0; j < r.logprobs[k].top.size(); ++j) {
-          EXPECT_EQ(r.logprobs[k].top[j].first, ref.logprobs[k].top[j].first);
-          EXPECT_EQ(0, std::memcmp(&r.logprobs[k].top[j].second, &ref.logprobs[k].top[j].second, sizeof(float)))
-              << "request " << i << " token " << k;
-        }
       }
     }
-    EXPECT_TRUE(found) << "request " << i;
   }
 }
 
