@@ -7,11 +7,13 @@
 //
 //   Avx2:   CPUID.1:ECX  OSXSAVE(27) AVX(28) FMA(12) F16C(29), CPUID.7.0:EBX AVX2(5),
 //           XCR0 bits 1,2 (SSE + AVX/YMM state).
-//   Avx512: Avx2 plus CPUID.7.0:EBX AVX512F(16) DQ(17) BW(30) VL(31),
-//           XCR0 bits 5,6,7 (opmask, ZMM0-15 upper halves, ZMM16-31).
+//   Avx512: Avx2 plus CPUID.7.0:EBX AVX512F(16) DQ(17) BW(30) VL(31) and
+//           CPUID.7.0:ECX AVX512_VNNI(11) (Ice Lake / Zen 4 and later; without
+//           VNNI the machine runs Avx2), XCR0 bits 5,6,7 (opmask, ZMM0-15
+//           upper halves, ZMM16-31).
 //
-// Detection reports Avx512 when present, but there is no AVX-512 code path yet:
-// the kernels dispatch Avx512 to the Avx2 code (see matmul.cc, effective_level).
+// Avx512 has its own matmul kernels for Q8_0 / Q4_0 prompt batches
+// (matmul_avx512.cc); everything else runs the Avx2 code on it.
 #include "kernels/cpu.h"
 
 #include <atomic>
@@ -53,7 +55,7 @@ CpuLevel detect_uncached() {
   if (!avx2) return CpuLevel::Scalar;
 
   const bool avx512 = (ebx & (1u << 16)) && (ebx & (1u << 17)) && (ebx & (1u << 30)) &&
-                      (ebx & (1u << 31));
+                      (ebx & (1u << 31)) && (ecx & (1u << 11));
   if (avx512 && (xcr0 & 0xE6) == 0xE6) return CpuLevel::Avx512;
   return CpuLevel::Avx2;
 }

@@ -65,12 +65,18 @@ struct Scratch {
 thread_local Scratch t_scratch;       // quantized activations (calling thread)
 thread_local Scratch t_task_scratch;  // kernel scratch of whichever thread runs a task
 
-// The level whose code actually exists: no AVX-512 path yet, so Avx512 runs
-// the Avx2 kernels.
-CpuLevel effective_level() {
-  CpuLevel l = cpu_level();
-  if (l == CpuLevel::Avx512) l = CpuLevel::Avx2;
-  return l;
+std::atomic<const kern::KernelSet*> g_forced_set{nullptr};
+
+// The kernels for the CPU level in use (nullptr: scalar).
+const kern::KernelSet* kernel_set() {
+  if (const kern::KernelSet* f = g_forced_set.load(std::memory_order_relaxed)) return f;
+  switch (cpu_level()) {
+    case CpuLevel::Avx512:
+      if (const kern::KernelSet* s = kern::avx512_kernel_set()) return s;
+      return kern::avx2_kernel_set();
+    case CpuLevel::Avx2: return kern::avx2_kernel_set();
+    default: return nullptr;
+  }
 }
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -100,6 +106,8 @@ void check_weight(const WeightView& w) {
 
 }  // namespace
 
+void kern::force_kernel_set(const KernelSet* set) { g_forced_set.store(set, std::memory_order_relaxed); }
+
 void matmul(const WeightView& w, const float* x, int64_t m, float* y, ThreadPool& pool) {
   const MatmulOut out{w, y};
   matmul_many(std::span<const MatmulOut>(&out, 1), x, m, pool);
@@ -112,13 +120,12 @@ void matmul_many(std::span<const MatmulOut> outs, const float* x, int64_t m, Thr
       matmul_many(outs.subspan(i, std::min(kMaxOuts, outs.size() - i)), x, m, pool);
     return;
   }
-  const CpuLevel level = effective_level();
-  const bool avx2 = level == CpuLevel::Avx2;
+  const kern::KernelSet* simd = kernel_set();
   Plan plans[kMaxOuts];
   const size_t n_out = outs.size();
   for (size_t i = 0; i < n_out; ++i) {
     const WeightView& w = outs[i].w;
-    if (avx2) plans[i].kernel = kern::avx2_kernel(w.type);
+    if (simd) plans[i].kernel = simd->kernel(w.type);
     if (!plans[i].kernel) plans[i].kernel = kern::scalar_kernel(w.type);
     if (!plans[i].kernel) throw Error("matmul: unsupported weight type " + ggml_type_name(w.type));
     check_weight(w);
@@ -145,7 +152,7 @@ void matmul_many(std::span<const MatmulOut> outs, const float* x, int64_t m, Thr
     a.ldy = w.n;
     act_off[i] = -1;
     if (const int64_t qk = kern::act_block(w.type)) {
-      a.al = kern::act_layout(k, qk, avx2 && kern::avx2_wants_x16(w.type, m));
+      a.al = kern::act_layout(k, qk, simd && simd->wants_x16(w.type, m));
       for (size_t j = 0; j < i; ++j)
         if (act_off[j] >= 0 && same_layout(plans[j].a.al, a.al)) act_off[i] = act_off[j];
       if (act_off[i] < 0) {
@@ -158,7 +165,7 @@ void matmul_many(std::span<const MatmulOut> outs, const float* x, int64_t m, Thr
   if (act_bytes > 0) {
     uint8_t* buf = t_scratch.get(static_cast<size_t>(act_bytes));
     kern::QuantizeRowFn q = kern::scalar_quantize_row;
-    if (avx2 && kern::avx2_quantize_row_fn()) q = kern::avx2_quantize_row_fn();
+    if (simd && simd->quantize_row) q = simd->quantize_row;
     for (size_t i = 0; i < n_out; ++i) {
       if (act_off[i] < 0) continue;
       plans[i].a.act = buf + act_off[i];
@@ -189,7 +196,7 @@ void matmul_many(std::span<const MatmulOut> outs, const float* x, int64_t m, Thr
     const int64_t n = w.n;
     p.rb = m <= 64 ? m : 64;
     p.n_rb = ceil_div(m, p.rb);
-    const int64_t col_bytes = avx2 ? kern::avx2_task_col_bytes(w.type, k, m) : 0;
+    const int64_t col_bytes = simd ? simd->task_col_bytes(w.type, k, m) : 0;
     // Kernels that repack their column block (col_bytes > 0) get it for all
     // row blocks in one task: repacked once, by one thread.
     p.whole_columns = col_bytes > 0;
@@ -198,12 +205,12 @@ void matmul_many(std::span<const MatmulOut> outs, const float* x, int64_t m, Thr
     if (cb < 1) cb = 1;  // rows longer than the cache budget
     const int64_t want_tasks = int64_t(threads) * 8;
     if (threads > 1 && rb_tasks * ceil_div(n, cb) < want_tasks) cb = ceil_div(n, ceil_div(want_tasks, rb_tasks));
-    const int64_t mult = avx2 ? kern::avx2_task_col_multiple(w.type, m) : 8;  // whole 8-column groups / tiles
+    const int64_t mult = simd ? simd->task_col_multiple(w.type, m) : 8;  // whole 8-column groups / tiles
     cb = ceil_div(cb, mult) * mult;
     if (cb > n) cb = n;
     p.cb = cb;
     p.n_cb = n > 0 ? ceil_div(n, cb) : 0;
-    p.task_bytes = p.whole_columns ? kern::avx2_task_scratch_bytes(w.type, k, cb) : 0;  // the panel
+    p.task_bytes = p.whole_columns ? simd->task_scratch_bytes(w.type, k, cb) : 0;  // the panel
     p.first_task = n_tasks;
     n_tasks += rb_tasks * p.n_cb;
     task_bytes = std::max(task_bytes, p.task_bytes);

@@ -34,7 +34,8 @@ struct WeightView {
 // rows into a grow-only buffer of the thread running it): no allocation in
 // steady state. matmul may be called from
 // several threads at once only with different pools (a pool is not reentrant).
-// Code path: cpu_level() (cpu.h); Avx512 currently runs the Avx2 kernels.
+// Code path: cpu_level() (cpu.h); Avx512 has its own prompt-batch kernels for
+// Q8_0 / Q4_0 / F32 / F16 / BF16 weights and runs the Avx2 ones otherwise.
 void matmul(const WeightView& w, const float* x, int64_t m, float* y, ThreadPool& pool);
 
 // One weight matrix and its output (m × w.n floats) for matmul_many().

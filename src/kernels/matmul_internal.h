@@ -99,6 +99,30 @@ int64_t avx2_task_col_bytes(GgmlType t, int64_t k, int64_t m);
 // no narrow tail tile in every block).
 int64_t avx2_task_col_multiple(GgmlType t, int64_t m);
 
+// A SIMD level's kernels, and what the dispatcher (matmul.cc) needs to plan
+// their tasks: the functions above for AVX2, their AVX-512 counterparts.
+struct KernelSet {
+  const char* name = "";
+  TaskKernel (*kernel)(GgmlType t) = nullptr;  // nullptr result: use the scalar kernel
+  QuantizeRowFn quantize_row = nullptr;
+  bool (*wants_x16)(GgmlType t, int64_t m) = nullptr;
+  int64_t (*task_scratch_bytes)(GgmlType t, int64_t k, int64_t cols) = nullptr;
+  int64_t (*task_col_bytes)(GgmlType t, int64_t k, int64_t m) = nullptr;
+  int64_t (*task_col_multiple)(GgmlType t, int64_t m) = nullptr;
+};
+// nullptr where not compiled (non-x86 builds).
+const KernelSet* avx2_kernel_set();
+// AVX-512 F/BW/DQ/VL + VNNI (CpuLevel::Avx512): its own prompt-batch kernels
+// for Q8_0 / Q4_0 / F32 / F16 / BF16 (matmul_avx512.cc), the AVX2 ones for
+// everything else.
+const KernelSet* avx512_kernel_set();
+// The same AVX-512 kernel code built on an AVX2 emulation of the 16-lane
+// operations it uses (matmul_avx512_emu.cc): lets machines without AVX-512
+// test that code's logic bitwise against the scalar kernels.
+const KernelSet* avx512_emulated_kernel_set();
+// Tests: make matmul() use `set` whatever the CPU level (nullptr: by level).
+void force_kernel_set(const KernelSet* set);
+
 // Activation block size for a weight type: 32, 256, or 0 for float weights.
 inline int64_t act_block(GgmlType t) {
   switch (t) {

@@ -18,8 +18,10 @@ TEST(Cpu, DetectAndClamp) {
   }
   if (best == CpuLevel::Avx512) {
     EXPECT_TRUE(__builtin_cpu_supports("avx512f"));
+    EXPECT_TRUE(__builtin_cpu_supports("avx512bw"));
+    EXPECT_TRUE(__builtin_cpu_supports("avx512vnni"));
   }
-  if (!__builtin_cpu_supports("avx512f")) {
+  if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512vnni")) {
     EXPECT_LT(best, CpuLevel::Avx512);
   }
 #endif

@@ -7,6 +7,7 @@
 
 #include "engine/engine.h"
 #include "kernels/cpu.h"
+#include "kernels/matmul_internal.h"
 #include "model/model.h"
 #include "model_test_util.h"
 
@@ -81,6 +82,39 @@ TEST_P(BatchInvariance, GeneratedQ6K) { check_invariance(test::generated_model("
 TEST_P(BatchInvariance, LongContextSplitAttention) {
   // (F16 weights: activations stay F32, so a changed bit of attention shows.)
   check_invariance(test::generated_model("llama", GgmlType::F16), 800, {1, 2}, {0, 1, 20});
+}
+
+// The AVX-512 matmul kernels (prompt batches) keep the property, and give
+// bitwise the AVX2 path's logits (the same per-element operations in the same
+// order). Where the CPU lacks AVX-512 the same kernel code runs on its AVX2
+// emulation (kern::avx512_emulated_kernel_set()).
+TEST(BatchInvarianceAvx512, MatchesAvx2Bitwise) {
+  if (detect_cpu_level() < CpuLevel::Avx2) GTEST_SKIP() << "the emulated AVX-512 kernels need AVX2";
+  const kern::KernelSet* set = detect_cpu_level() >= CpuLevel::Avx512 ? kern::avx512_kernel_set()
+                                                                      : kern::avx512_emulated_kernel_set();
+  struct Restore {
+    ~Restore() {
+      kern::force_kernel_set(nullptr);
+      set_cpu_level(detect_cpu_level());
+    }
+  } restore;
+  set_cpu_level(CpuLevel::Avx2);
+  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::F16}) {
+    const std::string path = test::generated_model("llama", t);
+    auto model = Model::load(path);
+    const auto prompt = random_prompt(model->config().n_vocab, 70, 321);
+    EngineOptions eo;
+    eo.threads = 2;
+    eo.kv_memory_bytes = 64 << 20;
+    Engine engine(*model, eo);
+    kern::force_kernel_set(nullptr);
+    const std::vector<float> want = engine.prompt_logits(prompt, 70);
+    kern::force_kernel_set(set);
+    const std::vector<float> got = engine.prompt_logits(prompt, 70);
+    ASSERT_EQ(got.size(), want.size());
+    EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float))) << set->name << " " << path;
+    check_invariance(path, 70);  // still forced: chunks and threads, AVX-512 kernels
+  }
 }
 
 // Scalar always runs; AVX2 only where the CPU has it (skip is explicit, and CI

@@ -1,0 +1,190 @@
+// What the AVX2 kernels (matmul_avx2.cc) share with the AVX-512 ones
+// (matmul_avx512_impl.h), which must compute every element exactly as they do:
+// the fixed horizontal sum and the weight loaders of the float tiles; the
+// Q8_0 / Q4_0 block helpers, the prompt panel layout (see matmul_avx2.cc,
+// "Q8_0 / Q4_0 weights"), its packing, and its reuse by the thread's next task
+// of the same call and columns.
+//
+// Include only inside an AVX2-or-better target region (after the GCC/Clang
+// target pragma, with <immintrin.h> included before it): everything here has
+// internal linkage, so each translation unit keeps its own copy compiled for
+// its own target and none can leak into another through COMDAT folding.
+#pragma once
+
+namespace pc::kern {
+namespace {
+
+// Fixed horizontal sum: (v0+v4, v1+v5, v2+v6, v3+v7) -> (t0+t2, t1+t3) -> u0+u1.
+inline float hsum8(__m256 v) {
+  __m128 t = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  __m128 u = _mm_add_ps(t, _mm_movehl_ps(t, t));
+  __m128 s = _mm_add_ss(u, _mm_shuffle_ps(u, u, 1));
+  return _mm_cvtss_f32(s);
+}
+
+inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
+
+struct LoadF32 {
+  static constexpr GgmlType kType = GgmlType::F32;
+  static constexpr int kBytes = 4;
+  static __m256 load8(const uint8_t* w, int64_t i) {
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(w) + i);
+  }
+  static float load1(const uint8_t* w, int64_t i) {
+    float v;
+    std::memcpy(&v, w + 4 * i, 4);
+    return v;
+  }
+};
+struct LoadF16 {
+  static constexpr GgmlType kType = GgmlType::F16;
+  static constexpr int kBytes = 2;
+  static __m256 load8(const uint8_t* w, int64_t i) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 2 * i)));
+  }
+  static float load1(const uint8_t* w, int64_t i) {
+    uint16_t h;
+    std::memcpy(&h, w + 2 * i, 2);
+    return h2f(h);
+  }
+};
+struct LoadBF16 {
+  static constexpr GgmlType kType = GgmlType::BF16;
+  static constexpr int kBytes = 2;
+  static __m256 load8(const uint8_t* w, int64_t i) {
+    __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 2 * i)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+  }
+  static float load1(const uint8_t* w, int64_t i) {
+    uint16_t h;
+    std::memcpy(&h, w + 2 * i, 2);
+    return bf16_to_float(h);
+  }
+};
+
+// The 32 4-bit values of a Q4_0 block, unsigned (0..15), in value order.
+inline __m256i unpack_u4(const BlockQ4_0& b) {
+  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
+  const __m256i v = _mm256_set_m128i(_mm_srli_epi16(q, 4), q);  // high nibbles -> 16..31
+  return _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
+}
+inline __m256i unpack_q4_0(const BlockQ4_0& b) { return _mm256_sub_epi8(unpack_u4(b), _mm256_set1_epi8(8)); }
+
+// The 32 int8 weights and the F16 scale of block b of a row.
+template <bool kQ4>
+inline __m256i q32_block(const uint8_t* row, int64_t b, uint16_t* d) {
+  if constexpr (kQ4) {
+    const BlockQ4_0& blk = reinterpret_cast<const BlockQ4_0*>(row)[b];
+    *d = blk.d;
+    return unpack_q4_0(blk);
+  } else {
+    const BlockQ8_0& blk = reinterpret_cast<const BlockQ8_0*>(row)[b];
+    *d = blk.d;
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs));
+  }
+}
+
+// Stores the first n (1..8) lanes of v at y.
+inline void store_cols(float* y, __m256 v, int64_t n) {
+  if (n >= 8) {
+    _mm256_storeu_ps(y, v);
+    return;
+  }
+  alignas(32) float t[8];
+  _mm256_store_ps(t, v);
+  for (int64_t j = 0; j < n; ++j) y[j] = t[j];
+}
+
+// 8×8 transpose of 32-bit elements: out[p] lane j = in[j] lane p.
+inline void transpose8(const __m256i in[8], __m256i out[8]) {
+  __m256i t[8], u[8];
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm256_unpacklo_epi32(in[2 * i], in[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_epi32(in[2 * i], in[2 * i + 1]);
+  }
+  for (int h = 0; h < 2; ++h) {  // rows 0-3, rows 4-7
+    const __m256i* th = t + 4 * h;
+    u[4 * h + 0] = _mm256_unpacklo_epi64(th[0], th[2]);
+    u[4 * h + 1] = _mm256_unpackhi_epi64(th[0], th[2]);
+    u[4 * h + 2] = _mm256_unpacklo_epi64(th[1], th[3]);
+    u[4 * h + 3] = _mm256_unpackhi_epi64(th[1], th[3]);
+  }
+  for (int p = 0; p < 4; ++p) {
+    out[p] = _mm256_permute2x128_si256(u[p], u[4 + p], 0x20);
+    out[p + 4] = _mm256_permute2x128_si256(u[p], u[4 + p], 0x31);
+  }
+}
+
+constexpr int64_t kPanelRows = 4;  // tasks with fewer rows use q32_rows
+
+struct Q32Panel {
+  int64_t nb = 0;
+  const int16_t* q = nullptr;  // [groups][nb][16][8][2]
+  const float* d = nullptr;    // [groups][nb][8]
+};
+
+int64_t q32_groups(int64_t cols) { return (cols + 7) / 8; }
+
+// Where the panel of `cols` columns lives in the scratch.
+Q32Panel q32_panel(int64_t k, int64_t cols, uint8_t* scratch) {
+  Q32Panel p;
+  p.nb = k / 32;
+  p.q = reinterpret_cast<const int16_t*>(scratch);
+  p.d = reinterpret_cast<const float*>(scratch + round_up64(q32_groups(cols) * p.nb * 512));
+  return p;
+}
+
+template <bool kQ4>
+Q32Panel q32_pack(const MatmulArgs& a, int64_t c0, int64_t c1, uint8_t* scratch) {
+  const Q32Panel p = q32_panel(a.k, c1 - c0, scratch);
+  const int64_t groups = q32_groups(c1 - c0);
+  auto* q = const_cast<int16_t*>(p.q);
+  auto* d = const_cast<float*>(p.d);
+  for (int64_t g = 0; g < groups; ++g) {
+    const uint8_t* w[8];
+    bool live[8];
+    for (int j = 0; j < 8; ++j) {
+      const int64_t c = c0 + 8 * g + j;
+      live[j] = c < c1;
+      w[j] = a.w + (live[j] ? c : c1 - 1) * a.row_bytes;
+    }
+    for (int64_t b = 0; b < p.nb; ++b) {
+      __m256i lo[8], hi[8], out[8];
+      for (int j = 0; j < 8; ++j) {
+        uint16_t dh;
+        __m256i wv = q32_block<kQ4>(w[j], b, &dh);
+        if (!live[j]) wv = _mm256_setzero_si256();
+        lo[j] = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(wv));       // pairs 0..7 as dwords
+        hi[j] = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(wv, 1));  // pairs 8..15
+        d[(g * p.nb + b) * 8 + j] = live[j] ? _cvtsh_ss(dh) : 0.f;
+      }
+      __m256i* dst = reinterpret_cast<__m256i*>(q + (g * p.nb + b) * 256);
+      transpose8(lo, out);
+      for (int k = 0; k < 8; ++k) _mm256_store_si256(dst + k, out[k]);
+      transpose8(hi, out);
+      for (int k = 0; k < 8; ++k) _mm256_store_si256(dst + 8 + k, out[k]);
+    }
+  }
+  return p;
+}
+
+
+// The panel of columns [c0, c1) for a task: the one this thread packed in
+// `scratch` for its previous task, if that was the same call and columns
+// (tasks of a column block run consecutively), else packed now.
+template <bool kQ4>
+Q32Panel q32_task_panel(const MatmulArgs& a, int64_t c0, int64_t c1, uint8_t* scratch) {
+  thread_local uint64_t packed_call = 0;
+  thread_local const uint8_t* packed_scratch = nullptr;
+  thread_local int64_t packed_c0 = -1, packed_c1 = -1;
+  if (packed_call == a.call_id && packed_scratch == scratch && packed_c0 == c0 && packed_c1 == c1)
+    return q32_panel(a.k, c1 - c0, scratch);
+  packed_call = a.call_id;
+  packed_scratch = scratch;
+  packed_c0 = c0;
+  packed_c1 = c1;
+  return q32_pack<kQ4>(a, c0, c1, scratch);
+}
+
+}  // namespace
+}  // namespace pc::kern
