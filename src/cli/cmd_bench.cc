@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "cli/units.h"
 #include "engine/engine.h"
+#include "gguf/error.h"
 #include "kernels/cpu.h"
 #include "kernels/cpu_count.h"
 #include "kv/kv_storage.h"
@@ -27,10 +28,27 @@ struct PrefillArgs {
   int repeat = 1;
   int batch_tokens = EngineOptions{}.max_batch_tokens;
   bool mmap = false;
+  std::vector<std::string> kernels{"auto"};
   std::string json_out;
 };
 
+// --kernels names -> levels ("auto": the best this CPU runs). Throws on a name
+// that is not a level or a level this CPU cannot run (before the model loads).
+std::vector<CpuLevel> kernel_levels(const std::vector<std::string>& names) {
+  std::vector<CpuLevel> levels;
+  for (const std::string& name : names) {
+    CpuLevel l = detect_cpu_level();
+    if (name != "auto" && !cpu_level_from_name(name, &l))
+      throw Error("--kernels: unknown kernels '" + name + "' (auto, avx512, avx2 or scalar)");
+    if (l > detect_cpu_level())
+      throw Error("--kernels: this CPU cannot run " + name + " (best: " + cpu_level_name(detect_cpu_level()) + ")");
+    levels.push_back(l);
+  }
+  return levels;
+}
+
 int run_prefill(const PrefillArgs& a) {
+  const std::vector<CpuLevel> levels = kernel_levels(a.kernels);
   auto model = Model::load(a.model, a.mmap ? Residency::kMap : Residency::kMemory);
   const ModelConfig& c = model->config();
   EngineOptions eo;
@@ -44,42 +62,55 @@ int run_prefill(const PrefillArgs& a) {
   std::mt19937 rng(42);
   std::uniform_int_distribution<int32_t> pick(3, int32_t(c.n_vocab) - 1);
 
-  std::printf("model: %s\n%s\nthreads %d, kernels %s\n\n", a.model.c_str(), c.describe().c_str(),
-              a.threads, cpu_level_name(cpu_level()).c_str());
+  const bool several = levels.size() > 1;
+  std::string names;
+  for (CpuLevel l : levels) names += (names.empty() ? "" : ", ") + cpu_level_name(l);
+  std::printf("model: %s\n%s\nthreads %d, kernels %s%s\n\n", a.model.c_str(), c.describe().c_str(), a.threads,
+              names.c_str(), several ? " (runs interleaved, side by side)" : "");
   if (c.n_ctx_train > 0 && max_len + a.decode > c.n_ctx_train)
     std::fprintf(stderr,
                  "warning: %d prompt + %d decode tokens exceed the model's training context (%lld): "
                  "the speed is measured, the text would not be meaningful\n",
                  max_len, a.decode, (long long)c.n_ctx_train);
-  std::printf("%8s  %14s  %10s  %14s\n", "tokens", "prompt tok/s", "TTFT ms", "decode tok/s");
+  std::printf("%8s  %14s  %10s  %14s%s\n", "tokens", "prompt tok/s", "TTFT ms", "decode tok/s",
+              several ? "  kernels" : "");
   nlohmann::json rows = nlohmann::json::array();
   for (int n : a.lengths) {
-    double best_pp = 0, best_tg = 0, best_ttft = 1e30;
+    const size_t nl = levels.size();
+    std::vector<double> best_pp(nl, 0), best_tg(nl, 0), best_ttft(nl, 1e30);
     for (int rep = 0; rep < a.repeat; ++rep) {
-      GenerateRequest req;
-      for (int i = 0; i < n; ++i) req.prompt.push_back(pick(rng));
-      req.max_tokens = a.decode;
-      req.stop_at_eog = false;
-      GenerateResult r = engine.generate(req);
-      const double pp = n / (r.prompt_ms / 1000);
-      const double tg = r.tokens.size() > 1 ? (r.tokens.size() - 1) / (r.decode_ms / 1000) : 0;
-      best_pp = std::max(best_pp, pp);
-      best_tg = std::max(best_tg, tg);
-      best_ttft = std::min(best_ttft, r.ttft_ms);
+      for (size_t li = 0; li < nl; ++li) {
+        set_cpu_level(levels[li]);
+        GenerateRequest req;
+        for (int i = 0; i < n; ++i) req.prompt.push_back(pick(rng));
+        req.max_tokens = a.decode;
+        req.stop_at_eog = false;
+        GenerateResult r = engine.generate(req);
+        const double pp = n / (r.prompt_ms / 1000);
+        const double tg = r.tokens.size() > 1 ? (r.tokens.size() - 1) / (r.decode_ms / 1000) : 0;
+        best_pp[li] = std::max(best_pp[li], pp);
+        best_tg[li] = std::max(best_tg[li], tg);
+        best_ttft[li] = std::min(best_ttft[li], r.ttft_ms);
+      }
     }
-    if (a.decode > 0) {
-      std::printf("%8d  %14.1f  %10.1f  %14.1f\n", n, best_pp, best_ttft, best_tg);
-    } else {  // (no token generated: no TTFT, no decode rate)
-      std::printf("%8d  %14.1f  %10s  %14s\n", n, best_pp, "-", "-");
+    for (size_t li = 0; li < nl; ++li) {
+      const std::string kname = several ? "  " + cpu_level_name(levels[li]) : "";
+      if (a.decode > 0) {
+        std::printf("%8d  %14.1f  %10.1f  %14.1f%s\n", n, best_pp[li], best_ttft[li], best_tg[li], kname.c_str());
+      } else {  // (no token generated: no TTFT, no decode rate)
+        std::printf("%8d  %14.1f  %10s  %14s%s\n", n, best_pp[li], "-", "-", kname.c_str());
+      }
+      rows.push_back({{"prompt_tokens", n}, {"kernels", cpu_level_name(levels[li])}, {"prompt_tokens_per_s", best_pp[li]},
+                      {"ttft_ms", a.decode > 0 ? nlohmann::json(best_ttft[li]) : nlohmann::json(nullptr)},
+                      {"decode_tokens_per_s", a.decode > 0 ? nlohmann::json(best_tg[li]) : nlohmann::json(nullptr)}});
     }
     std::fflush(stdout);
-    rows.push_back({{"prompt_tokens", n}, {"prompt_tokens_per_s", best_pp},
-                    {"ttft_ms", a.decode > 0 ? nlohmann::json(best_ttft) : nlohmann::json(nullptr)},
-                    {"decode_tokens_per_s", a.decode > 0 ? nlohmann::json(best_tg) : nlohmann::json(nullptr)}});
   }
+  set_cpu_level(detect_cpu_level());
   if (!a.json_out.empty()) {
-    nlohmann::json j = {{"model", a.model}, {"threads", a.threads},
-                        {"kernels", cpu_level_name(cpu_level())}, {"results", rows}};
+    nlohmann::json kernels = nlohmann::json::array();
+    for (CpuLevel l : levels) kernels.push_back(cpu_level_name(l));
+    nlohmann::json j = {{"model", a.model}, {"threads", a.threads}, {"kernels", kernels}, {"results", rows}};
     std::ofstream(a.json_out) << j.dump(2) << "\n";
   }
   return 0;
@@ -102,6 +133,10 @@ Run add_bench(CLI::App& app) {
       ->capture_default_str()->check(CLI::Range(1, 1000));
   p->add_option("--batch-tokens", a->batch_tokens, "Tokens per forward step (a longer prompt runs in chunks of this many)")
       ->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  p->add_option("--kernels", a->kernels,
+                 "CPU code paths to measure, interleaved in one process for side-by-side ratios "
+                 "(auto = the best this CPU runs; avx512, avx2, scalar; space- or comma-separated)")
+      ->capture_default_str()->delimiter(',');
   p->add_option("--json", a->json_out, "Also write the results as JSON to this file");
   Run conversation = add_bench_conversation(app);
   Run modules = add_bench_modules(app);

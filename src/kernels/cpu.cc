@@ -94,4 +94,14 @@ std::string cpu_level_name(CpuLevel level) {
   return "unknown";
 }
 
+bool cpu_level_from_name(const std::string& name, CpuLevel* level) {
+  for (CpuLevel l : {CpuLevel::Scalar, CpuLevel::Avx2, CpuLevel::Avx512}) {
+    if (name == cpu_level_name(l)) {
+      *level = l;
+      return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace pc

@@ -12,5 +12,7 @@ CpuLevel detect_cpu_level();        // best level this machine can run
 CpuLevel cpu_level();               // level in use (defaults to detect_cpu_level())
 void set_cpu_level(CpuLevel level); // clamps to detect_cpu_level()
 std::string cpu_level_name(CpuLevel level);
+// "scalar", "avx2", "avx512" -> the level; false for any other name.
+bool cpu_level_from_name(const std::string& name, CpuLevel* level);
 
 }  // namespace pc

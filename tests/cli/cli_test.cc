@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sys/wait.h>
 
+#include "kernels/cpu.h"
 #include "test_util.h"
 
 namespace pc {
@@ -172,6 +173,34 @@ TEST(Cli, BenchPrefillWithoutDecode) {
   const nlohmann::json dj = nlohmann::json::parse(din);
   EXPECT_GT(dj["results"][0]["ttft_ms"].get<double>(), 0.0);
   EXPECT_GT(dj["results"][0]["decode_tokens_per_s"].get<double>(), 0.0);
+}
+
+// `bench prefill --kernels` measures several CPU code paths in one process, a
+// row per path and length; a path the CPU cannot run, or an unknown name, is
+// an error before anything runs.
+TEST(Cli, BenchPrefillKernelsSideBySide) {
+  const std::string dir = test::temp_dir();
+  CmdResult r = run("bench prefill -m " + kStories + " --tokens 8,16 --decode 2 --kernels scalar,auto --json " + dir +
+                    "/k.json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  std::ifstream in(dir + "/k.json");
+  const nlohmann::json j = nlohmann::json::parse(in);
+  ASSERT_EQ(j["results"].size(), 4u);
+  const std::string best = cpu_level_name(detect_cpu_level());
+  EXPECT_EQ(j["kernels"], nlohmann::json({"scalar", best}));
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(j["results"][i]["kernels"], i % 2 ? best : "scalar") << i;
+    EXPECT_EQ(j["results"][i]["prompt_tokens"], i < 2 ? 8 : 16) << i;
+    EXPECT_GT(j["results"][i]["prompt_tokens_per_s"].get<double>(), 0.0) << i;
+  }
+  CmdResult bad = run("bench prefill -m " + kStories + " --kernels sse9");
+  EXPECT_EQ(bad.status, 1) << bad.out;
+  EXPECT_NE(bad.out.find("unknown kernels 'sse9'"), std::string::npos) << bad.out;
+  if (detect_cpu_level() < CpuLevel::Avx512) {
+    CmdResult no = run("bench prefill -m " + kStories + " --kernels avx512");
+    EXPECT_EQ(no.status, 1) << no.out;
+    EXPECT_NE(no.out.find("cannot run avx512"), std::string::npos) << no.out;
+  }
 }
 
 // `bench tiers` end to end on a tiny generated model: every TTFT row is there and the
