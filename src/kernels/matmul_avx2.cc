@@ -1,5 +1,5 @@
 // AVX2 + FMA + F16C kernels (CpuLevel::Avx2; on CpuLevel::Avx512 too, for
-// decode rows and the K-quants: matmul_avx512.cc has the prompt tiles of the
+// decode rows and the K-quants: kernels_avx512.cc has the prompt tiles of the
 // Q8_0 / Q4_0 and float types).
 //
 // Only the functions in this file are compiled for AVX2 (GCC/Clang target

@@ -1,7 +1,9 @@
-// AVX-512 prompt kernels (Q8_0 / Q4_0 and F32 / F16 / BF16 weights), written once over a 16-lane backend V:
-// V512 (AVX-512 F/BW/DQ/VL + VNNI, matmul_avx512.cc) or V512Emu (the same
-// operations on pairs of AVX2 vectors, matmul_avx512_emu.cc, so that machines
-// without AVX-512 test this code's logic bitwise). V provides:
+// AVX-512 prompt matmul kernels (Q8_0 / Q4_0 and F32 / F16 / BF16 weights),
+// written once over a 16-lane backend V: V512 (AVX-512 F/BW/DQ/VL + VNNI,
+// simd16_avx512.h, built in kernels_avx512.cc) or V512Emu (the same
+// operations on pairs of AVX2 vectors, simd16_emu.h, built in
+// kernels_avx512_emu.cc, so that machines without AVX-512 test this code's
+// logic bitwise). V provides:
 //   I, F              16 int32 / 16 float lanes
 //   zero_i, zero_f    all lanes 0
 //   load_i2(lo, hi)   lanes 0-7 from lo, 8-15 from hi (8 int32 each)
@@ -15,6 +17,9 @@
 //                     (8-15), converted as L::load8 converts them
 //   bcast8(x)         x[0..7] in lanes 0-7 and again in 8-15
 //   fmadd(a, b, c)    a * b + c per lane, rounded once
+//   loadu_f, storeu_f 16 floats
+//   load_h2(lo, hi)   8 F16 values from lo (lanes 0-7) and 8 from hi, as floats
+//   load_h16(p)       16 F16 values, as floats
 //
 // Float weights (F32 / F16 / BF16): the AVX2 tile_float's arithmetic with two
 // output columns per vector (lanes 0-7 one column, 8-15 the next): per output

@@ -40,6 +40,7 @@
 // scalar and AVX2 paths are bitwise equal.
 #include "kernels/paged_attention.h"
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -121,6 +122,22 @@ void attention_scalar(const PagedAttentionArgs& a, const float* q, int group, in
 
 }  // namespace
 
+namespace {
+
+std::atomic<const AttnTiles* (*)(int)> g_forced_tiles{nullptr};
+
+// The attention kernel's tiles for the CPU level in use (nullptr: AVX2's).
+const AttnTiles* level_tiles(int head_dim) {
+  if (auto* f = g_forced_tiles.load(std::memory_order_relaxed)) return f(head_dim);
+  return cpu_level() == CpuLevel::Avx512 ? avx512_attn_tiles(head_dim) : nullptr;
+}
+
+}  // namespace
+
+void force_attn_tiles(const AttnTiles* (*provider)(int head_dim)) {
+  g_forced_tiles.store(provider, std::memory_order_relaxed);
+}
+
 void paged_attention(const PagedAttentionArgs& a, const float* q, int group, float* out,
                      float* scratch) {
   if (cpu_level() >= CpuLevel::Avx2 && a.head_dim % 8 == 0) {
@@ -131,7 +148,7 @@ void paged_attention(const PagedAttentionArgs& a, const float* q, int group, flo
     t.q = q;
     t.n_ctx = &n_ctx;
     t.out = out;
-    if (paged_attention_tokens_avx2(a, group, t, scratch)) return;
+    if (paged_attention_tokens_avx2(a, group, t, scratch, level_tiles(a.head_dim))) return;
   }
   attention_scalar(a, q, group, a.n_ctx, 0, std::numeric_limits<int>::max(), out, nullptr, 0, scratch);
 }
@@ -139,7 +156,7 @@ void paged_attention(const PagedAttentionArgs& a, const float* q, int group, flo
 void paged_attention_tokens(const PagedAttentionArgs& a, int group, const PagedAttentionTokens& t,
                             float* scratch) {
   if (cpu_level() >= CpuLevel::Avx2 && a.head_dim % 8 == 0 &&
-      paged_attention_tokens_avx2(a, group, t, scratch))
+      paged_attention_tokens_avx2(a, group, t, scratch, level_tiles(a.head_dim)))
     return;
   // One token at a time: the same per-query arithmetic by construction.
   int lo, hi;

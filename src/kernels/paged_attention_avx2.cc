@@ -94,16 +94,6 @@ __attribute__((noinline)) void score_tile(const float* const* qv, const uint16_t
   PC_UNROLL for (int i = 0; i < QT; ++i) PC_UNROLL for (int b = 0; b < KB; ++b) _mm256_storeu_ps(sc[i] + 8 * b, _mm256_mul_ps(s[i][b], sv));
 }
 
-template <int NV, int QT>
-void score_tiles(const float* const* qv, const uint16_t* const* kb, int n_blk, float scale, float* const* sc) {
-  switch (n_blk) {
-    case 1: score_tile<NV, QT, 1>(qv, kb, scale, sc); break;
-    case 2: score_tile<NV, QT, 2>(qv, kb, scale, sc); break;
-    case 3: score_tile<NV, QT, 3>(qv, kb, scale, sc); break;
-    default: score_tile<NV, QT, 4>(qv, kb, scale, sc); break;
-  }
-}
-
 // Accumulator update of QT queries that see every slot of the chunk, for the
 // DV vectors [v0, v0 + DV) of head_dim: per block, the rescale (when a query's
 // maximum grew), then acc = fma(V[t], p_t, acc) slot by slot; each V vector
@@ -227,9 +217,9 @@ inline void merge_state(float* mm, float* sm, float* accm, float mk, float sk, c
 // Every query's operations and their order are those of paged_attention.cc.
 template <int NV>
 void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionTokens& tk,
-                   float* scratch) {
+                   float* scratch, const AttnTiles& tiles) {
   constexpr int hd = 8 * NV;
-  constexpr int DV = NV % 4 == 0 ? 4 : NV % 2 == 0 ? 2 : 1;
+  constexpr int DV = attn_update_vectors(NV);
   constexpr int QT = 3;
   const int nq = tk.n_tok * group;
   float* q16 = scratch;                          // [nq][hd] query rounded to F16
@@ -282,9 +272,7 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
         const int nb = n_blk - b0 < kTileBlocks ? n_blk - b0 : kTileBlocks;
         float* rb[QT];
         PC_UNROLL for (int i = 0; i < QT; ++i) rb[i] = row[i] + 8 * b0;
-        if (n_here == QT) score_tiles<NV, QT>(qv, kblk + b0, nb, a.scale, rb);
-        else if (n_here == 2) score_tiles<NV, 2>(qv, kblk + b0, nb, a.scale, rb);
-        else score_tiles<NV, 1>(qv, kblk + b0, nb, a.scale, rb);
+        tiles.score[n_here - 1][nb - 1](qv, kblk + b0, a.scale, rb);
       }
     }
     // 3. softmax steps: the queries that see the whole chunk (live[0, n_full))
@@ -337,11 +325,7 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
         pp[i] = sc + qi * kChunkSlots;
         cp[i] = cf + qi * kChunkBlocks;
       }
-      for (int v0 = 0; v0 < NV; v0 += DV) {
-        if (n_here == QT) update_tile<NV, QT, DV>(ap, pp, cp, vblk, blk_len, n_blk, v0);
-        else if (n_here == 2) update_tile<NV, 2, DV>(ap, pp, cp, vblk, blk_len, n_blk, v0);
-        else update_tile<NV, 1, DV>(ap, pp, cp, vblk, blk_len, n_blk, v0);
-      }
+      for (int v0 = 0; v0 < NV; v0 += DV) tiles.update[n_here - 1](ap, pp, cp, vblk, blk_len, n_blk, v0);
     }
     // 4b. the others, each over its visible slots
     for (int r = 0; r < n_part; ++r) {
@@ -441,31 +425,23 @@ void merge_query(const AttentionState* parts, int n_seg, int64_t qi, float* out)
   PC_UNROLL for (int v = 0; v < NV; ++v) _mm256_storeu_ps(out + 8 * v, _mm256_mul_ps(_mm256_loadu_ps(out + 8 * v), inv));
 }
 
-// f(std::integral_constant<int, NV>) for the head sizes with a kernel
-// (NV = head_dim / 8); false for the others.
-template <class F>
-bool with_head_vectors(int head_dim, F&& f) {
-  switch (head_dim) {
-    case 8: f(std::integral_constant<int, 1>{}); return true;
-    case 16: f(std::integral_constant<int, 2>{}); return true;
-    case 32: f(std::integral_constant<int, 4>{}); return true;
-    case 48: f(std::integral_constant<int, 6>{}); return true;
-    case 64: f(std::integral_constant<int, 8>{}); return true;
-    case 80: f(std::integral_constant<int, 10>{}); return true;
-    case 96: f(std::integral_constant<int, 12>{}); return true;
-    case 128: f(std::integral_constant<int, 16>{}); return true;
-    case 160: f(std::integral_constant<int, 20>{}); return true;
-    case 192: f(std::integral_constant<int, 24>{}); return true;
-    case 256: f(std::integral_constant<int, 32>{}); return true;
-    default: return false;
-  }
+// The AVX2 kernel's own tiles for head size 8·NV.
+template <int NV>
+const AttnTiles& avx2_tiles() {
+  static const AttnTiles t = make_attn_tiles(
+      [](auto sh) { return score_tile<NV, decltype(sh)::kQT, decltype(sh)::kKB>; },
+      [](auto qt) { return update_tile<NV, decltype(qt)::value, attn_update_vectors(NV)>; });
+  return t;
 }
 
 }  // namespace
 
 bool paged_attention_tokens_avx2(const PagedAttentionArgs& a, int group,
-                                 const PagedAttentionTokens& t, float* scratch) {
-  return with_head_vectors(a.head_dim, [&](auto nv) { tokens_kernel<decltype(nv)::value>(a, group, t, scratch); });
+                                 const PagedAttentionTokens& t, float* scratch, const AttnTiles* tiles) {
+  return with_head_vectors(a.head_dim, [&](auto nv) {
+    constexpr int NV = decltype(nv)::value;
+    tokens_kernel<NV>(a, group, t, scratch, tiles ? *tiles : avx2_tiles<NV>());
+  });
 }
 
 bool attention_merge_avx2(int head_dim, const AttentionState* parts, int n_seg, int64_t qi, float* out) {
@@ -479,7 +455,7 @@ bool attention_merge_avx2(int head_dim, const AttentionState* parts, int n_seg, 
 
 namespace pc {
 bool paged_attention_tokens_avx2(const PagedAttentionArgs&, int, const PagedAttentionTokens&,
-                                 float*) {
+                                 float*, const AttnTiles*) {
   return false;
 }
 bool attention_merge_avx2(int, const AttentionState*, int, int64_t, float*) { return false; }

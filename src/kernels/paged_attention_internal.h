@@ -2,6 +2,8 @@
 #pragma once
 #include <cmath>
 #include <limits>
+#include <type_traits>
+#include <utility>
 
 #include "kernels/fixed_exp.h"
 #include "kernels/paged_attention.h"
@@ -60,10 +62,73 @@ inline void merge_attention_state(int hd, float* mm, float* sm, float* accm, flo
   *mm = m;
 }
 
+// The register tiles of the SIMD attention kernel (paged_attention_avx2.cc),
+// by shape: score[QT-1][KB-1] the scores of QT (1..3) queries × KB (1..4)
+// blocks of 8 slots; update[QT-1] the accumulators of QT queries for
+// attn_update_vectors(NV) vectors of 8 dimensions from v0. The AVX2 kernel has
+// its own; AVX-512 ones (paged_attention_avx512_impl.h) do the same
+// operations per lane on 16-lane vectors.
+struct AttnTiles {
+  using ScoreFn = void (*)(const float* const* qv, const uint16_t* const* kb, float scale, float* const* sc);
+  using UpdateFn = void (*)(float* const* acc, const float* const* p, const float* const* c,
+                            const uint16_t* const* vb, const int* blk_len, int n_blk, int v0);
+  ScoreFn score[3][4] = {};
+  UpdateFn update[3] = {};
+};
+constexpr int attn_update_vectors(int nv) { return nv % 4 == 0 ? 4 : nv % 2 == 0 ? 2 : 1; }
+
+template <int QT, int KB>
+struct AttnTileShape {
+  static constexpr int kQT = QT, kKB = KB;
+};
+// A tile table from generic callables: score(AttnTileShape<QT, KB>{}) and
+// update(std::integral_constant<int, QT>{}) return the tiles of that shape.
+template <class Score, class Update>
+AttnTiles make_attn_tiles(Score&& score, Update&& update) {
+  AttnTiles t;
+  [&]<int... I>(std::integer_sequence<int, I...>) {
+    ((t.score[I / 4][I % 4] = score(AttnTileShape<I / 4 + 1, I % 4 + 1>{})), ...);
+  }(std::make_integer_sequence<int, 12>{});
+  [&]<int... I>(std::integer_sequence<int, I...>) {
+    ((t.update[I] = update(std::integral_constant<int, I + 1>{})), ...);
+  }(std::make_integer_sequence<int, 3>{});
+  return t;
+}
+
+// f(std::integral_constant<int, NV>) for the head sizes with a kernel
+// (NV = head_dim / 8); false for the others.
+template <class F>
+bool with_head_vectors(int head_dim, F&& f) {
+  switch (head_dim) {
+    case 8: f(std::integral_constant<int, 1>{}); return true;
+    case 16: f(std::integral_constant<int, 2>{}); return true;
+    case 32: f(std::integral_constant<int, 4>{}); return true;
+    case 48: f(std::integral_constant<int, 6>{}); return true;
+    case 64: f(std::integral_constant<int, 8>{}); return true;
+    case 80: f(std::integral_constant<int, 10>{}); return true;
+    case 96: f(std::integral_constant<int, 12>{}); return true;
+    case 128: f(std::integral_constant<int, 16>{}); return true;
+    case 160: f(std::integral_constant<int, 20>{}); return true;
+    case 192: f(std::integral_constant<int, 24>{}); return true;
+    case 256: f(std::integral_constant<int, 32>{}); return true;
+    default: return false;
+  }
+}
+
+
+// AVX-512 tiles for a head size (nullptr: none for it, or not an x86 build).
+const AttnTiles* avx512_attn_tiles(int head_dim);
+// The same tile code on the AVX2 emulation of its 16-lane operations (tests).
+const AttnTiles* avx512_emulated_attn_tiles(int head_dim);
+// Tests: take the tiles from `provider` whatever the CPU level (nullptr: by level).
+void force_attn_tiles(const AttnTiles* (*provider)(int head_dim));
+
 // Multi-token form (paged_attention.h); only call when the CPU runs AVX2.
 // Returns false (and does nothing) for a head_dim it has no kernel for.
+// `tiles`: its register tiles (nullptr: the AVX2 ones).
 bool paged_attention_tokens_avx2(const PagedAttentionArgs& a, int group,
-                                 const PagedAttentionTokens& t, float* scratch);
+                                 const PagedAttentionTokens& t, float* scratch,
+                                 const AttnTiles* tiles = nullptr);
 // attention_merge() for one query, likewise (false: no kernel for head_dim).
 bool attention_merge_avx2(int head_dim, const AttentionState* parts, int n_seg, int64_t qi, float* out);
 

@@ -121,11 +121,14 @@ std::vector<double> kernel_activations(GgmlType t, const float* x, int64_t k) {
 }
 
 using test::LevelGuard;
+using test::kernel_paths;
+using test::KernelPath;
 using test::levels;
 
-std::string label(GgmlType t, CpuLevel l, int64_t k) {
-  return ggml_type_name(t) + " " + cpu_level_name(l) + " k=" + std::to_string(k);
+std::string label(GgmlType t, const std::string& path, int64_t k) {
+  return ggml_type_name(t) + " " + path + " k=" + std::to_string(k);
 }
+std::string label(GgmlType t, CpuLevel l, int64_t k) { return label(t, cpu_level_name(l), k); }
 
 TEST(Matmul, MatchesReference) {
   LevelGuard guard;
@@ -137,8 +140,8 @@ TEST(Matmul, MatchesReference) {
       if (k % ggml_block_elems(t)) continue;
       const Weights w = make_weights(t, n, k, uint32_t(k * 31 + int(t)));
       const std::vector<float> x = random_x(m, k, uint32_t(k + 7));
-      for (CpuLevel level : levels()) {
-        set_cpu_level(level);
+      for (const KernelPath& path : kernel_paths()) {
+        path.use();
         std::vector<float> y(m * n, -1.f);
         matmul(w.view(), x.data(), m, y.data(), pool);
         double worst = 0, err2 = 0, ref2 = 0;
@@ -158,10 +161,10 @@ TEST(Matmul, MatchesReference) {
             ref2 += exact * exact;
           }
         }
-        EXPECT_LT(worst, 1e-5) << label(t, level, k);
+        EXPECT_LT(worst, 1e-5) << label(t, path.name(), k);
         // One int8 scale per 256 values (K-quants) is coarser with the test's outliers.
         const double loose = act_block(t) == 256 ? 3e-2 : 1e-2;
-        EXPECT_LT(std::sqrt(err2 / ref2), loose) << label(t, level, k);
+        EXPECT_LT(std::sqrt(err2 / ref2), loose) << label(t, path.name(), k);
       }
     }
   }
@@ -177,8 +180,8 @@ TEST(Matmul, FloatTailK) {
       const int64_t m = 6, n = 9;
       const Weights w = make_weights(t, n, k, 99);
       const std::vector<float> x = random_x(m, k, 5);
-      for (CpuLevel level : levels()) {
-        set_cpu_level(level);
+      for (const KernelPath& path : kernel_paths()) {
+        path.use();
         std::vector<float> y(m * n);
         matmul(w.view(), x.data(), m, y.data(), pool);
         for (int64_t r = 0; r < m; ++r)
@@ -188,7 +191,7 @@ TEST(Matmul, FloatTailK) {
               ref += double(w.deq[c * k + i]) * x[r * k + i];
               scale += std::fabs(double(w.deq[c * k + i]) * x[r * k + i]);
             }
-            EXPECT_LE(std::fabs(y[r * n + c] - ref), 1e-5 * scale + 1e-30) << label(t, level, k);
+            EXPECT_LE(std::fabs(y[r * n + c] - ref), 1e-5 * scale + 1e-30) << label(t, path.name(), k);
           }
       }
     }
@@ -206,8 +209,8 @@ TEST(Matmul, BatchInvariance) {
     const int64_t k = ggml_block_elems(t) == 256 ? 1536 : 576;
     const Weights w = make_weights(t, n, k, 1234);
     const std::vector<float> x = random_x(total, k, 4321);
-    for (CpuLevel level : levels()) {
-      set_cpu_level(level);
+    for (const KernelPath& path : kernel_paths()) {
+      path.use();
       // Baseline: each row alone, one thread.
       std::vector<float> base(total * n);
       for (int64_t r = 0; r < total; ++r) matmul(w.view(), x.data() + r * k, 1, base.data() + r * n, pools[0]);
@@ -218,7 +221,7 @@ TEST(Matmul, BatchInvariance) {
             matmul(w.view(), x.data() + off * k, m, y.data(), pool);
             for (int64_t r = 0; r < m; ++r)
               ASSERT_EQ(std::memcmp(y.data() + r * n, base.data() + (off + r) * n, n * sizeof(float)), 0)
-                  << label(t, level, k) << " m=" << m << " offset=" << off << " row=" << r
+                  << label(t, path.name(), k) << " m=" << m << " offset=" << off << " row=" << r
                   << " threads=" << pool.size();
           }
         }
@@ -377,8 +380,8 @@ TEST(Matmul, ManyMatchesSeparateCalls) {
   const int64_t ns[] = {37, 8, 130, 3, 64};
   std::vector<Weights> ws;
   for (int i = 0; i < 5; ++i) ws.push_back(make_weights(types[i], ns[i], k, 500 + i));
-  for (CpuLevel level : levels()) {
-    set_cpu_level(level);
+  for (const KernelPath& path : kernel_paths()) {
+    path.use();
     for (int64_t m : {1, 3, 4, 17, 70}) {
       const std::vector<float> x = random_x(m, k, 77 + uint32_t(m));
       for (auto& pool : pools) {
@@ -393,7 +396,7 @@ TEST(Matmul, ManyMatchesSeparateCalls) {
         matmul_many(outs, x.data(), m, pool);
         for (size_t i = 0; i < ws.size(); ++i)
           ASSERT_EQ(std::memcmp(got[i].data(), want[i].data(), want[i].size() * sizeof(float)), 0)
-              << label(types[i], level, k) << " output " << i << " m=" << m << " threads=" << pool.size();
+              << label(types[i], path.name(), k) << " output " << i << " m=" << m << " threads=" << pool.size();
       }
     }
   }

@@ -33,6 +33,8 @@ namespace pc {
 namespace {
 
 using test::LevelGuard;
+using test::kernel_paths;
+using test::KernelPath;
 using test::levels;
 
 float round_f16(float v) { return fp16_to_fp32(fp32_to_fp16(v)); }
@@ -203,8 +205,8 @@ PagedAttentionTokens token_block(const Shape& sh, const float* q, const int* n_c
 
 TEST(PagedAttention, MatchesReference) {
   LevelGuard guard;
-  for (CpuLevel level : levels()) {
-    set_cpu_level(level);
+  for (const KernelPath& path : kernel_paths()) {
+    path.use();
     for (const Shape& sh : kShapes) {
       const int n = 300;
       Kv kv(sh.P, sh.hd, sh.n_kv, n, 7);
@@ -223,12 +225,12 @@ TEST(PagedAttention, MatchesReference) {
               for (int i = 0; i < sh.hd; ++i) vmax = std::max(vmax, double(std::fabs(fp16_to_fp32(kv.v(g, t)[i]))));
             for (int i = 0; i < sh.hd; ++i)
               ASSERT_NEAR(out[j * sh.hd + i], ref[i], 1e-4 * vmax)
-                  << cpu_level_name(level) << " hd=" << sh.hd << " n_ctx=" << n_ctx << " i=" << i;
+                  << path.name() << " hd=" << sh.hd << " n_ctx=" << n_ctx << " i=" << i;
           }
           for (int j = 0; j < sh.group; ++j) {
             const auto sp = spec(kv, g, q.data() + j * sh.hd, n_ctx, scale);
             ASSERT_EQ(0, std::memcmp(sp.data(), out.data() + j * sh.hd, sp.size() * 4))
-                << cpu_level_name(level) << " hd=" << sh.hd << " n_ctx=" << n_ctx;
+                << path.name() << " hd=" << sh.hd << " n_ctx=" << n_ctx;
           }
         }
     }
@@ -242,8 +244,8 @@ TEST(PagedAttention, MatchesReference) {
 // of a sequence, chunks of the AVX2 kernel that span pages).
 TEST(PagedAttention, TokenBlocksAreBatchInvariant) {
   LevelGuard guard;
-  for (CpuLevel level : levels()) {
-    set_cpu_level(level);
+  for (const KernelPath& path : kernel_paths()) {
+    path.use();
     for (const Shape& sh : kShapes) {
       const int n = 75;
       Kv kv(sh.P, sh.hd, sh.n_kv, 3 * (n + 5), 3);
@@ -277,7 +279,7 @@ TEST(PagedAttention, TokenBlocksAreBatchInvariant) {
                                      token_block(sh, q.data(), n_ctx.data(), blocked.data(), i0, std::min(bs, n - i0), g),
                                      scratch.data());
           ASSERT_EQ(0, std::memcmp(alone.data(), blocked.data(), alone.size() * 4))
-              << cpu_level_name(level) << " hd=" << sh.hd << " block=" << bs << " fills=" << with_fills;
+              << path.name() << " hd=" << sh.hd << " block=" << bs << " fills=" << with_fills;
         }
       }
     }
@@ -292,8 +294,8 @@ TEST(PagedAttention, TokenBlocksAreBatchInvariant) {
 // merged by attention_merge — the decode split — and equal to the spec.
 TEST(PagedAttention, SegmentsSplitAndMergeExactly) {
   LevelGuard guard;
-  for (CpuLevel level : levels()) {
-    set_cpu_level(level);
+  for (const KernelPath& path : kernel_paths()) {
+    path.use();
     for (const Shape& sh : kShapes) {
       const int n = 24, max_ctx = 700;
       Kv kv(sh.P, sh.hd, sh.n_kv, 2 * max_ctx + 4 * sh.P, 9);
@@ -319,7 +321,7 @@ TEST(PagedAttention, SegmentsSplitAndMergeExactly) {
             a.segment = segment;
             return a;
           };
-          const std::string where = std::string(cpu_level_name(level)) + " hd=" + std::to_string(sh.hd) +
+          const std::string where = std::string(path.name()) + " hd=" + std::to_string(sh.hd) +
                                     " P=" + std::to_string(sh.P) + " segment=" + std::to_string(segment) +
                                     " fills=" + std::to_string(with_fills);
           std::vector<float> alone(n * qd), blocked(n * qd), split(n * qd);

@@ -8,6 +8,7 @@
 #include "engine/engine.h"
 #include "kernels/cpu.h"
 #include "kernels/matmul_internal.h"
+#include "kernels/paged_attention_internal.h"
 #include "model/model.h"
 #include "model_test_util.h"
 
@@ -84,36 +85,40 @@ TEST_P(BatchInvariance, LongContextSplitAttention) {
   check_invariance(test::generated_model("llama", GgmlType::F16), 800, {1, 2}, {0, 1, 20});
 }
 
-// The AVX-512 matmul kernels (prompt batches) keep the property, and give
-// bitwise the AVX2 path's logits (the same per-element operations in the same
-// order). Where the CPU lacks AVX-512 the same kernel code runs on its AVX2
-// emulation (kern::avx512_emulated_kernel_set()).
+// The AVX-512 kernels (matmul prompt tiles, attention tiles) keep the
+// property, and give bitwise the AVX2 path's logits (the same per-element
+// operations in the same order). Where the CPU lacks AVX-512 the same kernel
+// code runs on its AVX2 emulation.
 TEST(BatchInvarianceAvx512, MatchesAvx2Bitwise) {
   if (detect_cpu_level() < CpuLevel::Avx2) GTEST_SKIP() << "the emulated AVX-512 kernels need AVX2";
-  const kern::KernelSet* set = detect_cpu_level() >= CpuLevel::Avx512 ? kern::avx512_kernel_set()
-                                                                      : kern::avx512_emulated_kernel_set();
+  const bool real = detect_cpu_level() >= CpuLevel::Avx512;
   struct Restore {
     ~Restore() {
       kern::force_kernel_set(nullptr);
+      force_attn_tiles(nullptr);
       set_cpu_level(detect_cpu_level());
     }
   } restore;
   set_cpu_level(CpuLevel::Avx2);
+  auto use = [real](bool avx512) {
+    kern::force_kernel_set(!avx512 ? nullptr : real ? kern::avx512_kernel_set() : kern::avx512_emulated_kernel_set());
+    force_attn_tiles(!avx512 ? nullptr : real ? avx512_attn_tiles : avx512_emulated_attn_tiles);
+  };
   for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::F16}) {
     const std::string path = test::generated_model("llama", t);
     auto model = Model::load(path);
-    const auto prompt = random_prompt(model->config().n_vocab, 70, 321);
+    const auto prompt = random_prompt(model->config().n_vocab, 300, 321);
     EngineOptions eo;
     eo.threads = 2;
     eo.kv_memory_bytes = 64 << 20;
     Engine engine(*model, eo);
-    kern::force_kernel_set(nullptr);
-    const std::vector<float> want = engine.prompt_logits(prompt, 70);
-    kern::force_kernel_set(set);
-    const std::vector<float> got = engine.prompt_logits(prompt, 70);
+    use(false);
+    const std::vector<float> want = engine.prompt_logits(prompt, 300);
+    use(true);
+    const std::vector<float> got = engine.prompt_logits(prompt, 300);
     ASSERT_EQ(got.size(), want.size());
-    EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float))) << set->name << " " << path;
-    check_invariance(path, 70);  // still forced: chunks and threads, AVX-512 kernels
+    EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float))) << path;
+    check_invariance(path, 70);  // still AVX-512: chunks and threads
   }
 }
 

@@ -1,28 +1,8 @@
-// The AVX-512 kernels of matmul_avx512_impl.h built on an AVX2 emulation of
-// their 16-lane operations (each a pair of 8-lane AVX2 operations with the
-// same per-lane result), for tests on machines without AVX-512: it runs the
-// AVX-512 path's tiling, panel reads and per-lane arithmetic, so a mistake in
-// them shows as a bitwise mismatch against the scalar kernels here too. Only
-// the mapping of each operation to its AVX-512 instruction (V512 in
-// matmul_avx512.cc) needs a machine with AVX-512 to run.
-#include <cstdint>
-#include <cstring>
-
-#include "gguf/quants.h"
-#include "kernels/matmul_internal.h"
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c")
-#endif
-
-#include "kernels/matmul_avx2_shared.h"
-#include "kernels/matmul_avx512_impl.h"
+// V512Emu: the 16-lane operations of the AVX-512 kernels as pairs of AVX2
+// operations with the same per-lane results (lanes 0-7 in lo, 8-15 in hi),
+// so machines without AVX-512 run and test that kernel code. Include only
+// inside the AVX2 target region of kernels_avx512_emu.cc.
+#pragma once
 
 namespace pc::kern {
 namespace {
@@ -50,6 +30,14 @@ struct V512Emu {
   static F add(F a, F b) { return {_mm256_add_ps(a.lo, b.lo), _mm256_add_ps(a.hi, b.hi)}; }
   static __m256 lo8(F v) { return v.lo; }
   static __m256 hi8(F v) { return v.hi; }
+  static F loadu_f(const float* p) { return {_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)}; }
+  static void storeu_f(float* p, F v) {
+    _mm256_storeu_ps(p, v.lo);
+    _mm256_storeu_ps(p + 8, v.hi);
+  }
+  static F load_h2(const uint16_t* lo, const uint16_t* hi) { return {cvt_h8(lo), cvt_h8(hi)}; }
+  static F load_h16(const uint16_t* p) { return {cvt_h8(p), cvt_h8(p + 8)}; }
+  static __m256 cvt_h8(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
   template <class L>
   static F load_w2(const uint8_t* p, const uint8_t* q, int64_t i) { return {L::load8(p, i), L::load8(q, i)}; }
   static F bcast8(const float* x) { return {_mm256_loadu_ps(x), _mm256_loadu_ps(x)}; }
@@ -58,26 +46,3 @@ struct V512Emu {
 
 }  // namespace
 }  // namespace pc::kern
-
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
-
-namespace pc::kern {
-
-const KernelSet* avx512_emulated_kernel_set() {
-  static const KernelSet set = Avx512Q32<V512Emu>::make_set("avx512-emulated");
-  return &set;
-}
-
-}  // namespace pc::kern
-
-#else  // not x86
-
-namespace pc::kern {
-const KernelSet* avx512_emulated_kernel_set() { return nullptr; }
-}  // namespace pc::kern
-
-#endif

@@ -1,32 +1,8 @@
-// AVX-512 kernels (CpuLevel::Avx512: F, BW, DQ, VL and VNNI): the prompt
-// tiles of matmul_avx512_impl.h (Q8_0 / Q4_0 and F32 / F16 / BF16 weights) on
-// real 512-bit vectors; every other case is the AVX2 kernels'. Only this file is compiled for AVX-512 (target
-// pragma after the includes), so nothing else in the binary uses it unless
-// the dispatcher (matmul.cc) picked this path on a CPU that runs it.
-#include <cstdint>
-#include <cstring>
-
-#include "gguf/quants.h"
-#include "kernels/matmul_internal.h"
-
-#if defined(__x86_64__) || defined(__i386__)
-#if defined(__GNUC__) && !defined(__clang__)
-// GCC 12's AVX-512 intrinsics pass _mm512_undefined_*() as the unused operand
-// of their masked builtins, which -Wmaybe-uninitialized reports in every
-// function that inlines them.
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")
-#endif
-
-#include "kernels/matmul_avx2_shared.h"
-#include "kernels/matmul_avx512_impl.h"
+// V512: the 16-lane operations of the AVX-512 kernels (matmul_avx512_impl.h,
+// paged_attention_avx512_impl.h; the list is there) on AVX-512 F/BW/DQ/VL
+// instructions. Include only inside the AVX-512 target region of
+// kernels_avx512.cc.
+#pragma once
 
 namespace pc::kern {
 namespace {
@@ -50,6 +26,14 @@ struct V512 {
   static F add(F a, F b) { return _mm512_add_ps(a, b); }
   static __m256 lo8(F v) { return _mm512_castps512_ps256(v); }
   static __m256 hi8(F v) { return _mm512_extractf32x8_ps(v, 1); }
+  static F loadu_f(const float* p) { return _mm512_loadu_ps(p); }
+  static void storeu_f(float* p, F v) { _mm512_storeu_ps(p, v); }
+  // 8 F16 values from lo (lanes 0-7) and 8 from hi (8-15) / 16 from p, as floats
+  static F load_h2(const uint16_t* lo, const uint16_t* hi) {
+    return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(lo))),
+                                                   _mm_loadu_si128(reinterpret_cast<const __m128i*>(hi)), 1));
+  }
+  static F load_h16(const uint16_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
   template <class L>
   static F load_w2(const uint8_t* p, const uint8_t* q, int64_t i) {
     if constexpr (L::kType == GgmlType::F32) {
@@ -69,26 +53,3 @@ struct V512 {
 
 }  // namespace
 }  // namespace pc::kern
-
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
-
-namespace pc::kern {
-
-const KernelSet* avx512_kernel_set() {
-  static const KernelSet set = Avx512Q32<V512>::make_set("avx512");
-  return &set;
-}
-
-}  // namespace pc::kern
-
-#else  // not x86
-
-namespace pc::kern {
-const KernelSet* avx512_kernel_set() { return nullptr; }
-}  // namespace pc::kern
-
-#endif

@@ -1,0 +1,107 @@
+// AVX-512 register tiles of the attention kernel (paged_attention_avx2.cc
+// runs them through its AttnTiles table), written once over a 16-lane backend
+// V (simd16_avx512.h on AVX-512, simd16_emu.h emulated on AVX2 for tests; the
+// operations are listed in matmul_avx512_impl.h). Each lane performs the AVX2
+// tile's operations in its order, so scores, exps and accumulators are
+// bitwise those of the AVX2 tiles:
+//   scores: a lane per slot, two blocks of 8 slots per vector (lanes 0-7 block
+//     b, 8-15 block b + 1), per pair one FMA chain over head_dim in order, then
+//     times scale;
+//   update: a lane per dimension, 16 dimensions per vector; per block the
+//     rescale (when any query's maximum grew in the chunk), then
+//     acc = fma(V[t], p_t, acc) slot by slot.
+// Head sizes whose update covers an odd number of 8-dimension vectors (head
+// dimension 8) have no 16-lane tiles: the AVX2 ones run.
+//
+// Include inside a target region, after the backend header; internal linkage
+// only (see matmul_avx2_shared.h).
+#pragma once
+
+namespace pc {
+namespace {
+
+#ifndef PC_UNROLL
+#define PC_UNROLL _Pragma("GCC unroll 16")
+#endif
+
+template <class V, int NV, int QT, int KB>
+__attribute__((noinline)) void score_tile16(const float* const* qv, const uint16_t* const* kb, float scale,
+                                            float* const* sc) {
+  using F = typename V::F;
+  constexpr int hd = 8 * NV, KP = (KB + 1) / 2;
+  F s[QT][KP];
+  PC_UNROLL for (int i = 0; i < QT; ++i) PC_UNROLL for (int j = 0; j < KP; ++j) s[i][j] = V::zero_f();
+  const float* q[QT];
+  const uint16_t* k16[KP][2];
+  PC_UNROLL for (int i = 0; i < QT; ++i) q[i] = qv[i];
+  PC_UNROLL for (int j = 0; j < KP; ++j) {
+    k16[j][0] = kb[2 * j];
+    k16[j][1] = kb[2 * j + 1 < KB ? 2 * j + 1 : 2 * j];  // (past the last block: never stored)
+  }
+  for (int d = 0; d < hd; ++d) {
+    F kv[KP];
+    PC_UNROLL for (int j = 0; j < KP; ++j) kv[j] = V::load_h2(k16[j][0] + 8 * d, k16[j][1] + 8 * d);
+    PC_UNROLL for (int i = 0; i < QT; ++i) {
+      const F qb = V::set1_f(q[i][d]);
+      PC_UNROLL for (int j = 0; j < KP; ++j) s[i][j] = V::fmadd(qb, kv[j], s[i][j]);
+    }
+  }
+  const F sv = V::set1_f(scale);
+  PC_UNROLL for (int i = 0; i < QT; ++i)
+    PC_UNROLL for (int j = 0; j < KP; ++j) {
+      const F r = V::mul(s[i][j], sv);
+      _mm256_storeu_ps(sc[i] + 16 * j, V::lo8(r));
+      if (2 * j + 1 < KB) _mm256_storeu_ps(sc[i] + 16 * j + 8, V::hi8(r));
+    }
+}
+
+// DV (even) vectors of 8 dimensions from v0: DV / 2 vectors of 16.
+template <class V, int NV, int QT, int DV>
+__attribute__((noinline)) void update_tile16(float* const* acc, const float* const* p, const float* const* c,
+                                             const uint16_t* const* vb, const int* blk_len, int n_blk, int v0) {
+  static_assert(DV % 2 == 0, "16 dimensions a vector");
+  using F = typename V::F;
+  constexpr int hd = 8 * NV, DW = DV / 2;
+  F a[QT][DW];
+  PC_UNROLL for (int i = 0; i < QT; ++i) PC_UNROLL for (int w = 0; w < DW; ++w) a[i][w] = V::loadu_f(acc[i] + 8 * v0 + 16 * w);
+  bool rescale = false;  // (as the AVX2 tile: one branch per chunk)
+  for (int b = 0; b < n_blk; ++b) PC_UNROLL for (int i = 0; i < QT; ++i) rescale |= c[i][b] != 1.f;
+  for (int b = 0; b < n_blk; ++b) {
+    if (rescale) {
+      PC_UNROLL for (int i = 0; i < QT; ++i) {
+        const F ci = V::set1_f(c[i][b]);
+        PC_UNROLL for (int w = 0; w < DW; ++w) a[i][w] = V::mul(a[i][w], ci);
+      }
+    }
+    for (int u = 0; u < blk_len[b]; ++u) {
+      const int t = 8 * b + u;
+      F pv[QT];
+      PC_UNROLL for (int i = 0; i < QT; ++i) pv[i] = V::set1_f(p[i][t]);
+      const uint16_t* vt = vb[b] + u * hd + 8 * v0;
+      PC_UNROLL for (int w = 0; w < DW; ++w) {
+        const F vv = V::load_h16(vt + 16 * w);
+        PC_UNROLL for (int i = 0; i < QT; ++i) a[i][w] = V::fmadd(vv, pv[i], a[i][w]);
+      }
+    }
+  }
+  PC_UNROLL for (int i = 0; i < QT; ++i) PC_UNROLL for (int w = 0; w < DW; ++w) V::storeu_f(acc[i] + 8 * v0 + 16 * w, a[i][w]);
+}
+
+// The 16-lane tiles for a head size (nullptr: none for it).
+template <class V>
+const AttnTiles* attn_tiles16(int head_dim) {
+  const AttnTiles* tiles = nullptr;
+  with_head_vectors(head_dim, [&](auto nv) {
+    constexpr int NV = decltype(nv)::value, DV = attn_update_vectors(NV);
+    if constexpr (DV % 2 == 0) {
+      static const AttnTiles t = make_attn_tiles(
+          [](auto sh) { return score_tile16<V, NV, decltype(sh)::kQT, decltype(sh)::kKB>; },
+          [](auto qt) { return update_tile16<V, NV, decltype(qt)::value, DV>; });
+      tiles = &t;
+    }
+  });
+  return tiles;
+}
+
+}  // namespace
+}  // namespace pc
