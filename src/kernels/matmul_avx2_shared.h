@@ -169,6 +169,16 @@ Q32Panel q32_pack(const MatmulArgs& a, int64_t c0, int64_t c1, uint8_t* scratch)
 }
 
 
+// Rows r..r+R of the activations as the panel tiles read them: the int16
+// quant pairs (one int32 a pair) and the block scales.
+template <int R>
+inline void panel_rows(const MatmulArgs& a, int64_t r, const int32_t* (&x)[R], const float* (&dx)[R]) {
+  for (int i = 0; i < R; ++i) {
+    x[i] = reinterpret_cast<const int32_t*>(a.x16(r + i));
+    dx[i] = a.xd(r + i);
+  }
+}
+
 // The panel of columns [c0, c1) for a task: the one this thread packed in
 // `scratch` for its previous task, if that was the same call and columns
 // (tasks of a column block run consecutively), else packed now.

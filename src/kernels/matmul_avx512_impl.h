@@ -95,10 +95,7 @@ void q32_tile16(const MatmulArgs& a, const Q32Panel& p, int64_t r, int64_t g, in
   const int64_t nb = p.nb;
   const int32_t* x[R];
   const float* dx[R];
-  PC_UNROLL for (int i = 0; i < R; ++i) {
-    x[i] = reinterpret_cast<const int32_t*>(a.x16(r + i));
-    dx[i] = a.xd(r + i);
-  }
+  panel_rows<R>(a, r, x, dx);
   const __m256i* wq[C][2];
   const float* wd[C][2];
   PC_UNROLL for (int j = 0; j < C; ++j) {
