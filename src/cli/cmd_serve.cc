@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "cli/tier_options.h"
 #include "cli/units.h"
+#include "kernels/cpu.h"
 #include "server/server.h"
 
 namespace pc::cli {
@@ -35,7 +36,8 @@ int run_serve(ServeArgs& a) {
   g_server = &srv;
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
-  std::fprintf(stderr, "promptcache: listening on http://%s:%d\n", a.opt.host.c_str(), port);
+  std::fprintf(stderr, "promptcache: listening on http://%s:%d (%d threads, kernels %s)\n", a.opt.host.c_str(), port,
+               a.opt.threads, cpu_level_name(cpu_level()).c_str());
   std::fflush(stderr);
   const bool ok = srv.listen();
   g_server = nullptr;
