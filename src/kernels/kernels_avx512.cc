@@ -1,6 +1,6 @@
 // AVX-512 kernels (CpuLevel::Avx512: F, BW, DQ, VL and VNNI): the prompt
-// matmul tiles of matmul_avx512_impl.h (Q8_0 / Q4_0 and F32 / F16 / BF16
-// weights) and the attention tiles of paged_attention_avx512_impl.h on real
+// matmul tiles of matmul_avx512_impl.h (Q8_0 / Q4_0, Q4_K and F32 / F16 /
+// BF16 weights) and the attention tiles of paged_attention_avx512_impl.h on real
 // 512-bit vectors (simd16_avx512.h); every other case is the AVX2 kernels'.
 // Only this file is compiled for AVX-512 (target pragma inside
 // kernels_simd16.inc, after the standard headers), so nothing else in the

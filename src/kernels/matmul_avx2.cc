@@ -1,6 +1,6 @@
 // AVX2 + FMA + F16C kernels (CpuLevel::Avx2; on CpuLevel::Avx512 too, for
-// decode rows and the K-quants: kernels_avx512.cc has the prompt tiles of the
-// Q8_0 / Q4_0 and float types).
+// decode rows and Q6_K: kernels_avx512.cc has the prompt tiles of the other
+// types).
 //
 // Only the functions in this file are compiled for AVX2 (GCC/Clang target
 // pragma below), so the rest of the binary runs on any x86-64; matmul.cc picks
@@ -140,23 +140,9 @@ void tile_q4_k(const MatmulArgs& a, int64_t r, int64_t c) {
       if constexpr (R == 1) {  // sizeof(BlockQ4_K) bytes: prefetch each of its cache lines
         for (size_t o = 0; o < sizeof(blk); o += 64) prefetch_ahead(reinterpret_cast<const uint8_t*>(&blk) + o);
       }
-      // 6-bit scales/mins of the 8 sub-blocks (the mapping of q4k_scales()),
-      // decoded in one vector: 32-bit words u0..u2 of the 12 scale bytes give
-      //   sc[0..3] = u0 & 0x3f..               mn[0..3] = u1 & 0x3f..
-      //   sc[4..7] = u2 & 0x0f.. | (u0 >> 2) & 0x30..
-      //   mn[4..7] = (u2 >> 4) & 0x0f.. | (u1 >> 2) & 0x30..
-      // -> bytes [sc0..sc7 | mn0..mn7], in both 128-bit lanes.
-      const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales));  // + 4 bytes of qs
-      const __m128i lo6 = _mm_and_si128(_mm_srlv_epi32(_mm_shuffle_epi32(raw, _MM_SHUFFLE(2, 1, 2, 0)), _mm_setr_epi32(0, 0, 0, 4)),
-                                        _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f));
-      const __m128i hi2 = _mm_and_si128(_mm_srli_epi32(_mm_shuffle_epi32(raw, _MM_SHUFFLE(1, 1, 0, 0)), 2),
-                                        _mm_setr_epi32(0, 0x30303030, 0, 0x30303030));
-      const __m128i scmn128 = _mm_or_si128(lo6, hi2);  // [sc0..3 | sc4..7 | mn0..3 | mn4..7]
-      const __m256i scmn = _mm256_broadcastsi128_si256(scmn128);
+      const __m256i scmn = _mm256_broadcastsi128_si256(q4k_scmn(blk));
       // mins as int16, each repeated for the two 16-value halves of its sub-block
-      const __m256i mins = _mm256_shuffle_epi8(
-          scmn, _mm256_setr_epi8(8, -1, 8, -1, 9, -1, 9, -1, 10, -1, 10, -1, 11, -1, 11, -1,
-                                 12, -1, 12, -1, 13, -1, 13, -1, 14, -1, 14, -1, 15, -1, 15, -1));
+      const __m256i mins = _mm256_shuffle_epi8(scmn, q4k_mins_pattern());
       __m256i isum[R];
       PC_UNROLL for (int i = 0; i < R; ++i) isum[i] = _mm256_setzero_si256();
       PC_UNROLL for (int ch = 0; ch < 4; ++ch) {

@@ -62,6 +62,28 @@ struct LoadBF16 {
   }
 };
 
+// The 6-bit scales and mins of a Q4_K block's 8 sub-blocks (the mapping of
+// q4k_scales()), decoded in one vector: 32-bit words u0..u2 of the 12 scale
+// bytes give
+//   sc[0..3] = u0 & 0x3f..               mn[0..3] = u1 & 0x3f..
+//   sc[4..7] = u2 & 0x0f.. | (u0 >> 2) & 0x30..
+//   mn[4..7] = (u2 >> 4) & 0x0f.. | (u1 >> 2) & 0x30..
+// -> bytes [sc0..sc7 | mn0..mn7].
+inline __m128i q4k_scmn(const BlockQ4_K& blk) {
+  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales));  // + 4 bytes of qs
+  const __m128i lo6 = _mm_and_si128(_mm_srlv_epi32(_mm_shuffle_epi32(raw, _MM_SHUFFLE(2, 1, 2, 0)), _mm_setr_epi32(0, 0, 0, 4)),
+                                    _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f));
+  const __m128i hi2 = _mm_and_si128(_mm_srli_epi32(_mm_shuffle_epi32(raw, _MM_SHUFFLE(1, 1, 0, 0)), 2),
+                                    _mm_setr_epi32(0, 0x30303030, 0, 0x30303030));
+  return _mm_or_si128(lo6, hi2);
+}
+// Shuffle of [scales | mins] (in both 128-bit lanes) giving the mins as int16,
+// each repeated for the two 16-value halves of its sub-block.
+inline __m256i q4k_mins_pattern() {
+  return _mm256_setr_epi8(8, -1, 8, -1, 9, -1, 9, -1, 10, -1, 10, -1, 11, -1, 11, -1,
+                          12, -1, 12, -1, 13, -1, 13, -1, 14, -1, 14, -1, 15, -1, 15, -1);
+}
+
 // The 32 4-bit values of a Q4_0 block, unsigned (0..15), in value order.
 inline __m256i unpack_u4(const BlockQ4_0& b) {
   const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));

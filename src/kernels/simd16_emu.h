@@ -35,6 +35,20 @@ struct V512Emu {
     _mm256_storeu_ps(p, v.lo);
     _mm256_storeu_ps(p + 8, v.hi);
   }
+  static F fnmadd(F a, F b, F c) { return {_mm256_fnmadd_ps(a.lo, b.lo, c.lo), _mm256_fnmadd_ps(a.hi, b.hi, c.hi)}; }
+  static F set2_f(float x, float y) { return {_mm256_set1_ps(x), _mm256_set1_ps(y)}; }
+  static I bcast256_i(const void* p) { return dup256_i(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+  static I load2x256_i(const void* p, const void* q) {
+    return {_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q))};
+  }
+  static I join256_i(__m256i lo, __m256i hi) { return {lo, hi}; }
+  static I dup256_i(__m256i v) { return {v, v}; }
+  static I and_i(I a, I b) { return {_mm256_and_si256(a.lo, b.lo), _mm256_and_si256(a.hi, b.hi)}; }
+  static I srli4_16(I v) { return {_mm256_srli_epi16(v.lo, 4), _mm256_srli_epi16(v.hi, 4)}; }
+  static I shuffle8(I a, I b) { return {_mm256_shuffle_epi8(a.lo, b.lo), _mm256_shuffle_epi8(a.hi, b.hi)}; }
+  static I maddubs(I a, I b) { return {_mm256_maddubs_epi16(a.lo, b.lo), _mm256_maddubs_epi16(a.hi, b.hi)}; }
+  static I madd(I a, I b) { return {_mm256_madd_epi16(a.lo, b.lo), _mm256_madd_epi16(a.hi, b.hi)}; }
+  static I add32(I a, I b) { return {_mm256_add_epi32(a.lo, b.lo), _mm256_add_epi32(a.hi, b.hi)}; }
   static F load_h2(const uint16_t* lo, const uint16_t* hi) { return {cvt_h8(lo), cvt_h8(hi)}; }
   static F load_h16(const uint16_t* p) { return {cvt_h8(p), cvt_h8(p + 8)}; }
   static __m256 cvt_h8(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }

@@ -104,8 +104,10 @@ TEST(BatchInvarianceAvx512, MatchesAvx2Bitwise) {
     kern::force_kernel_set(!avx512 ? nullptr : real ? kern::avx512_kernel_set() : kern::avx512_emulated_kernel_set());
     force_attn_tiles(!avx512 ? nullptr : real ? avx512_attn_tiles : avx512_emulated_attn_tiles);
   };
-  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::F16}) {
-    const std::string path = test::generated_model("llama", t);
+  const std::pair<const char*, GgmlType> models[] = {
+      {"llama", GgmlType::Q8_0}, {"llama", GgmlType::Q4_0}, {"llama", GgmlType::F16}, {"qwen3", GgmlType::Q4_K}};
+  for (const auto& [arch, t] : models) {
+    const std::string path = test::generated_model(arch, t);
     auto model = Model::load(path);
     const auto prompt = random_prompt(model->config().n_vocab, 300, 321);
     EngineOptions eo;
