@@ -37,7 +37,7 @@ struct PrefillArgs {
 std::vector<CpuLevel> kernel_levels(const std::vector<std::string>& names) {
   std::vector<CpuLevel> levels;
   for (const std::string& name : names) {
-    CpuLevel l = detect_cpu_level();
+    CpuLevel l = default_cpu_level();
     if (name != "auto" && !cpu_level_from_name(name, &l))
       throw Error("--kernels: unknown kernels '" + name + "' (auto, avx512, avx2 or scalar)");
     if (l > detect_cpu_level())
@@ -106,7 +106,7 @@ int run_prefill(const PrefillArgs& a) {
     }
     std::fflush(stdout);
   }
-  set_cpu_level(detect_cpu_level());
+  set_cpu_level(default_cpu_level());
   if (!a.json_out.empty()) {
     nlohmann::json kernels = nlohmann::json::array();
     for (CpuLevel l : levels) kernels.push_back(cpu_level_name(l));
@@ -135,7 +135,8 @@ Run add_bench(CLI::App& app) {
       ->capture_default_str()->check(CLI::Range(1, 1 << 20));
   p->add_option("--kernels", a->kernels,
                  "CPU code paths to measure, interleaved in one process for side-by-side ratios "
-                 "(auto = the best this CPU runs; avx512, avx2, scalar; space- or comma-separated)")
+                 "(auto = the best this CPU runs, capped by PROMPTCACHE_KERNELS; avx512, avx2, scalar; "
+                 "space- or comma-separated)")
       ->capture_default_str()->delimiter(',');
   p->add_option("--json", a->json_out, "Also write the results as JSON to this file");
   Run conversation = add_bench_conversation(app);

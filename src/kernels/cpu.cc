@@ -19,6 +19,9 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -65,8 +68,20 @@ CpuLevel detect_uncached() { return CpuLevel::Scalar; }
 #endif
 
 std::atomic<int>& level_slot() {
-  static std::atomic<int> slot{static_cast<int>(detect_cpu_level())};
+  static std::atomic<int> slot{static_cast<int>(default_cpu_level())};
   return slot;
+}
+
+CpuLevel env_capped_level() {
+  CpuLevel best = detect_cpu_level();
+  const char* env = std::getenv("PROMPTCACHE_KERNELS");
+  if (!env || !*env || std::strcmp(env, "auto") == 0) return best;
+  CpuLevel want;
+  if (!cpu_level_from_name(env, &want)) {
+    std::fprintf(stderr, "promptcache: ignoring PROMPTCACHE_KERNELS=%s (auto, avx512, avx2 or scalar)\n", env);
+    return best;
+  }
+  return want < best ? want : best;
 }
 
 }  // namespace
@@ -74,6 +89,11 @@ std::atomic<int>& level_slot() {
 CpuLevel detect_cpu_level() {
   static const CpuLevel detected = detect_uncached();
   return detected;
+}
+
+CpuLevel default_cpu_level() {
+  static const CpuLevel level = env_capped_level();
+  return level;
 }
 
 CpuLevel cpu_level() { return static_cast<CpuLevel>(level_slot().load(std::memory_order_relaxed)); }

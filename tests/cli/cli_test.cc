@@ -18,8 +18,9 @@ struct CmdResult {
   std::string out;  // stdout and stderr together
 };
 
-CmdResult run(const std::string& args) {
-  const std::string cmd = test::cli_path() + " " + args + " 2>&1";
+// env: variable assignments for the command ("NAME=value ...").
+CmdResult run(const std::string& args, const std::string& env = "") {
+  const std::string cmd = (env.empty() ? "" : "env " + env + " ") + test::cli_path() + " " + args + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   CmdResult r{-1, ""};
   if (!p) return r;
@@ -201,6 +202,19 @@ TEST(Cli, BenchPrefillKernelsSideBySide) {
     EXPECT_EQ(no.status, 1) << no.out;
     EXPECT_NE(no.out.find("cannot run avx512"), std::string::npos) << no.out;
   }
+}
+
+// PROMPTCACHE_KERNELS caps the CPU code path a process uses (an escape hatch
+// should a path misbehave on some machine); an unknown value is reported and
+// ignored.
+TEST(Cli, KernelsEnvironmentVariableCapsThePath) {
+  CmdResult r = run("bench prefill -m " + kStories + " --tokens 8 --decode 1", "PROMPTCACHE_KERNELS=scalar");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("kernels scalar"), std::string::npos) << r.out;
+  CmdResult bad = run("bench prefill -m " + kStories + " --tokens 8 --decode 1", "PROMPTCACHE_KERNELS=mmx");
+  ASSERT_EQ(bad.status, 0) << bad.out;
+  EXPECT_NE(bad.out.find("ignoring PROMPTCACHE_KERNELS=mmx"), std::string::npos) << bad.out;
+  EXPECT_NE(bad.out.find("kernels " + cpu_level_name(detect_cpu_level())), std::string::npos) << bad.out;
 }
 
 // `bench tiers` end to end on a tiny generated model: every TTFT row is there and the
