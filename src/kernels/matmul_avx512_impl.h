@@ -290,23 +290,30 @@ struct Avx512Q32 {
       default: return float_row<L, 4>(np);
     }
   }
-  // Row tiles outer, column tiles inner (the AVX2 order: a tile's rows of x
-  // stay in L1 while the task's weight rows stream past).
-  template <class L>
-  static void run_float(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* scratch) {
+  // Tiles of up to kFR rows × 2·P columns (`tile(nr, pairs)`), row tiles
+  // outer, column tiles inner (the AVX2 order: a tile's rows of x stay in L1
+  // while the task's weight rows stream past); fewer rows than a tile (decode):
+  // the AVX2 kernel for t.
+  template <int P, class TileFor>
+  static void run_pairs(GgmlType t, const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                        uint8_t* scratch, TileFor tile) {
     if (r1 - r0 < kFR) {
-      avx2_kernel(L::kType)(a, r0, r1, c0, c1, scratch);
+      avx2_kernel(t)(a, r0, r1, c0, c1, scratch);
       return;
     }
     for (int64_t r = r0; r < r1;) {
       const int nr = static_cast<int>(r1 - r < kFR ? r1 - r : kFR);
       for (int64_t c = c0; c < c1;) {
-        const int nc = static_cast<int>(c1 - c < 2 * kFP ? c1 - c : 2 * kFP);
-        float_tile<L>(nr, (nc + 1) / 2)(a, r, c, nc);
+        const int nc = static_cast<int>(c1 - c < 2 * P ? c1 - c : 2 * P);
+        tile(nr, (nc + 1) / 2)(a, r, c, nc);
         c += nc;
       }
       r += nr;
     }
+  }
+  template <class L>
+  static void run_float(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* scratch) {
+    run_pairs<kFP>(L::kType, a, r0, r1, c0, c1, scratch, float_tile<L>);
   }
 
   using Q4kFn = void (*)(const MatmulArgs&, int64_t, int64_t, int);
@@ -320,19 +327,7 @@ struct Avx512Q32 {
     }
   }
   static void run_q4k(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* scratch) {
-    if (r1 - r0 < kFR) {
-      avx2_kernel(GgmlType::Q4_K)(a, r0, r1, c0, c1, scratch);
-      return;
-    }
-    for (int64_t r = r0; r < r1;) {
-      const int nr = static_cast<int>(r1 - r < kFR ? r1 - r : kFR);
-      for (int64_t c = c0; c < c1;) {
-        const int nc = static_cast<int>(c1 - c < 2 * kKP ? c1 - c : 2 * kKP);
-        q4k_tile(nr, (nc + 1) / 2)(a, r, c, nc);
-        c += nc;
-      }
-      r += nr;
-    }
+    run_pairs<kKP>(GgmlType::Q4_K, a, r0, r1, c0, c1, scratch, q4k_tile);
   }
 
   static KernelSet make_set(const char* name) {
