@@ -113,7 +113,7 @@ Engine::Seq& Engine::start(const GenerateRequest& req, TokenCallback on_token) {
   if (tiers_) {
     // A lower tier may hold more of the prompt than memory does: ask it (off this
     // thread) and start once it answered. Only whole pages can come from a tier.
-    const int32_t have = index_->match_prefix(s->ns, req.prompt).length;
+    const int32_t have = index_->match_prefix(s->ns, req.prompt, RadixIndex::MatchUse::kPeek).length;
     const int32_t P = opt_.page_size;
     if ((s->n_prompt - 1) / P * P > have) {
       s->promoting = true;
@@ -311,7 +311,7 @@ std::vector<float> Engine::prompt_logits(const std::vector<int32_t>& prompt, int
   int32_t node = -1, done = 0;
   if (use_cache) {
     if (tiers_) {  // promote synchronously: this call runs to completion anyway
-      const int32_t have = index_->match_prefix(space, prompt).length;
+      const int32_t have = index_->match_prefix(space, prompt, RadixIndex::MatchUse::kPeek).length;
       const int32_t P = opt_.page_size;
       if ((int32_t(prompt.size()) - 1) / P * P > have) {
         tiers_->promote_prefix(space, std::span<const int32_t>(prompt).first(prompt.size() - 1), have, nullptr);

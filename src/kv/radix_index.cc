@@ -276,28 +276,32 @@ size_t RadixIndex::evict(size_t bytes) {
 
 // ---- public operations ----------------------------------------------------------
 
-PrefixMatch RadixIndex::match_prefix(const KvNamespace& ns, std::span<const int32_t> tokens) {
+PrefixMatch RadixIndex::match_prefix(const KvNamespace& ns, std::span<const int32_t> tokens,
+                                     MatchUse use) {
   PrefixMatch m;
+  const bool counted = use == MatchUse::kRequest;
   const int32_t root = find_root(ns);
   const size_t limit = tokens.empty() ? 0 : tokens.size() - 1;
   if (root >= 0) m.node = descend(root, tokens.first(limit), /*do_split=*/true, &m.length);
   if (m.length == 0) {
-    ++stats_.misses;
+    if (counted) ++stats_.misses;
     return m;
   }
-  ++stats_.hits;
-  stats_.hit_tokens += m.length;
+  if (counted) {
+    ++stats_.hits;
+    stats_.hit_tokens += m.length;
+  }
   // Collect the path leaf → root, then its slices root → leaf.
   path_.clear();
   for (int32_t n = m.node; n != root; n = nodes_[n].parent) {
     path_.push_back(n);
-    ++nodes_[n].hits;
+    if (counted) ++nodes_[n].hits;
   }
   for (auto it = path_.rbegin(); it != path_.rend(); ++it) {
     const std::vector<PageSlice>& s = nodes_[*it].slices;
     m.slices.insert(m.slices.end(), s.begin(), s.end());
   }
-  touch(m.node);
+  if (counted) touch(m.node);
   return m;
 }
 

@@ -87,8 +87,13 @@ class RadixIndex : public PageReclaimer {
 
   // Longest cached prefix of `tokens`, at most tokens.size() - 1 long (the last
   // token must be computed to produce logits). Splits the node where the match ends
-  // mid-run so that m.node covers exactly the match. Marks the path recently used.
-  PrefixMatch match_prefix(const KvNamespace& ns, std::span<const int32_t> tokens);
+  // mid-run so that m.node covers exactly the match. A kRequest match (a request
+  // reusing the prefix) counts a hit or miss, per node and in stats(), and marks the
+  // path recently used; a kPeek (tier promotion checks, write-through snapshots,
+  // listings) changes neither, so counts do not depend on which tiers are configured.
+  enum class MatchUse { kRequest, kPeek };
+  PrefixMatch match_prefix(const KvNamespace& ns, std::span<const int32_t> tokens,
+                           MatchUse use = MatchUse::kRequest);
 
   // Lock references along node → root; locked nodes are not evicted. -1 is a no-op.
   void lock(int32_t node);

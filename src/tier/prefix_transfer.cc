@@ -35,7 +35,7 @@ PrefixSnapshot snapshot_prefix(PagePool& pool, RadixIndex& index, const KvNamesp
   // match_prefix never covers the last query token: append a sentinel no prompt has.
   std::vector<int32_t> query(tokens.begin(), tokens.end());
   query.push_back(INT32_MIN);
-  PrefixMatch m = index.match_prefix(ns, query);
+  PrefixMatch m = index.match_prefix(ns, query, RadixIndex::MatchUse::kPeek);
   PrefixSnapshot snap{{}, {}, PageTable::from_slices(pool, m.slices)};
   int32_t n = m.length;
   const int32_t P = pool.page_size();
