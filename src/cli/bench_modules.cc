@@ -12,6 +12,7 @@
 
 #include "cli/commands.h"
 #include "engine/engine.h"
+#include "pml/kv_plan.h"
 #include "gguf/error.h"
 #include "kernels/cpu_count.h"
 #include "model/model.h"
@@ -76,7 +77,7 @@ int run_accuracy(const ModArgs& a, const Model& model, const pml::Encoder& enc) 
     const std::string prompt = "<prompt schema=\"docs\"><doc" + std::to_string(d1) + "/><doc" +
                                std::to_string(d2) + "/> " + q + "</prompt>";
     const pml::PromptPlan plan = pml::plan_prompt(prompt, layout, enc, "prompt.pml");
-    const std::vector<float> mod = cached.plan_logits(layout, plan);
+    const std::vector<float> mod = cached.plan_logits(pml::kv_plan(plan, layout));
     const std::vector<int32_t> full = pml::plan_tokens(plan, layout);
     const std::vector<float> all = cold.prompt_logits(full, 512);
     const float* ref = all.data() + (full.size() - 1) * V;
@@ -128,7 +129,7 @@ int run_modules(const ModArgs& a) {
     Engine cached(*model, eo);
     eo.prefix_cache = false;
     Engine cold(*model, eo);
-    cached.preload(layout);
+    cached.preload(pml::module_set(layout));
     double sum_full = 0, sum_mod = 0;
     int64_t n_prompt = 0;
     for (int p = 0; p < a.prompts; ++p) {
@@ -145,7 +146,7 @@ int run_modules(const ModArgs& a) {
       double best_mod = 1e30, best_full = 1e30;
       for (int rep = 0; rep < 2; ++rep) {
         auto t0 = std::chrono::steady_clock::now();
-        const GenerateResult r = cached.generate_plan(layout, plan, req);
+        const GenerateResult r = cached.generate_plan(pml::kv_plan(plan, layout), req);
         best_mod = std::min(best_mod, ms_since(t0));
         n_prompt = r.n_prompt;
         // The same assembled tokens, computed from scratch (positions 0..n-1).

@@ -14,6 +14,7 @@
 
 #include "cli/commands.h"
 #include "engine/engine.h"
+#include "pml/kv_plan.h"
 #include "engine/kv_tiers.h"
 #include "gguf/error.h"
 #include "kernels/cpu_count.h"
@@ -139,22 +140,22 @@ int run_tiers(const TiersArgs& a) {
   }
   {  // memory: encoded (and written through) once, then hit
     auto e = engine_with(disk_dir, a.redis_url);
-    e->generate_plan(layout, plan, req);
+    e->generate_plan(pml::kv_plan(plan, layout), req);
     e->flush_tiers();
     const auto t0 = std::chrono::steady_clock::now();
-    const GenerateResult r = e->generate_plan(layout, plan, req);
+    const GenerateResult r = e->generate_plan(pml::kv_plan(plan, layout), req);
     rows.push_back({"module in memory", ms_since(t0), r.n_cached});
   }
   {  // disk: a fresh engine (a restart) with only the disk tier
     auto e = engine_with(disk_dir, "");
     const auto t0 = std::chrono::steady_clock::now();
-    const GenerateResult r = e->generate_plan(layout, plan, req);
+    const GenerateResult r = e->generate_plan(pml::kv_plan(plan, layout), req);
     rows.push_back({"module on disk", ms_since(t0), r.n_promoted});
   }
   if (!a.redis_url.empty()) {  // Redis: a fresh engine (another server) with only Redis
     auto e = engine_with("", a.redis_url);
     const auto t0 = std::chrono::steady_clock::now();
-    const GenerateResult r = e->generate_plan(layout, plan, req);
+    const GenerateResult r = e->generate_plan(pml::kv_plan(plan, layout), req);
     rows.push_back({"module in Redis", ms_since(t0), r.n_promoted});
     if (r.n_promoted == 0) std::printf("note: Redis at %s held nothing (unreachable?)\n", a.redis_url.c_str());
   }

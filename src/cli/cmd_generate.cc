@@ -9,6 +9,7 @@
 #include "cli/tier_options.h"
 #include "cli/units.h"
 #include "engine/engine.h"
+#include "pml/kv_plan.h"
 #include "gguf/error.h"
 #include "kernels/cpu_count.h"
 #include "model/model.h"
@@ -43,7 +44,7 @@ void print_timings(const GenerateResult& r) {
                "timings: prompt %lld tokens (%lld cached, %lld computed) %.1f tokens/s | "
                "TTFT %.1f ms | generated %zu tokens, decode %.1f tokens/s | finish: %s\n",
                (long long)r.n_prompt, (long long)r.n_cached, (long long)r.n_computed, pp_tps,
-               r.ttft_ms, r.tokens.size(), tg_tps, r.finish_reason.c_str());
+               r.ttft_ms, r.tokens.size(), tg_tps, to_string(r.finish_reason));
   if (r.n_promoted > 0)
     std::fprintf(stderr, "tiers: %lld of the cached tokens were restored from disk or Redis\n",
                  (long long)r.n_promoted);
@@ -117,11 +118,11 @@ int run_pml(const GenerateArgs& a, const Model& model, Engine& engine, const Gen
   const pml::SchemaLayout layout = pml::compile_schema(read_text_file(a.schema), enc, a.schema);
   const pml::PromptPlan plan = pml::plan_prompt(read_text_file(a.prompt), layout, enc, a.prompt);
   if (a.preload) {
-    const int64_t n = engine.preload(layout);
+    const int64_t n = engine.preload(pml::module_set(layout));
     std::fprintf(stderr, "preloaded schema '%s': %lld module tokens encoded\n", layout.name.c_str(), (long long)n);
   }
   const GenerateResult r = stream_to_stdout(model.tokenizer(), [&](const TokenCallback& cb) {
-    return engine.generate_plan(layout, plan, defaults, cb);
+    return engine.generate_plan(pml::kv_plan(plan, layout), defaults, cb);
   });
   std::fprintf(stderr, "modules: %lld cached, %lld encoded\n", (long long)r.n_module_hits,
                (long long)r.n_module_misses);

@@ -1,16 +1,20 @@
+// The engine's sequence lifecycle: construction, adding requests and plans,
+// finishing, sampling, and the synchronous helpers built on step().
 #include "engine/engine.h"
-#include "engine/engine_internal.h"
-#include "engine/kv_tiers.h"
 
 #include <algorithm>
 #include <chrono>
 #include <utility>
 
+#include "engine/cache_admin.h"
+#include "engine/kv_tiers.h"
+#include "engine/module_cache.h"
+#include "engine/prefix_cache.h"
+#include "engine/sequence.h"
 #include "gguf/error.h"
 #include "kernels/thread_pool.h"
 #include "kv/kv_storage.h"
 #include "kv/page_pool.h"
-#include "kv/page_table.h"
 #include "model/forward.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
@@ -32,25 +36,8 @@ KvShape kv_shape(const Model& m, int page_size) {
 
 }  // namespace
 
-SeqKv seq_kv(const PageTable& t, std::vector<int32_t>& pages, std::vector<int32_t>& fills) {
-  pages.clear();
-  fills.clear();
-  bool aligned = true;
-  const auto entries = t.entries();
-  for (size_t i = 0; i < entries.size(); ++i) {
-    pages.push_back(entries[i].page);
-    fills.push_back(entries[i].filled);
-    if (i + 1 < entries.size() && entries[i].filled != t.pool().page_size()) aligned = false;
-  }
-  return SeqKv{pages.data(), int32_t(pages.size()), aligned ? nullptr : fills.data()};
-}
-
-namespace {
-
-}  // namespace
-
-// When the pool runs out of pages: least recently used prefix entries first,
-// then least recently used modules.
+// When the pool runs out of pages: least recently used prefix entries first, then
+// least recently used modules (both through kv/lru_heap.h).
 struct Engine::Reclaimer : PageReclaimer {
   Reclaimer(RadixIndex& i, ModuleStore& m) : index(i), modules(m) {}
   size_t reclaim(size_t bytes) override {
@@ -61,7 +48,6 @@ struct Engine::Reclaimer : PageReclaimer {
   RadixIndex& index;
   ModuleStore& modules;
 };
-
 
 Engine::Engine(const Model& model, const EngineOptions& opt)
     : model_(model), opt_(opt), pool_(std::make_unique<ThreadPool>(opt.threads)) {
@@ -74,78 +60,44 @@ Engine::Engine(const Model& model, const EngineOptions& opt)
                 " tokens needs " + std::to_string(shape.bytes_per_page()) + " bytes)");
   kv_ = std::make_unique<KvStorage>(shape, n_pages);
   pages_ = std::make_unique<PagePool>(*kv_);
-  index_ = std::make_unique<RadixIndex>(*pages_);
-  modules_ = std::make_unique<ModuleStore>(*pages_);
-  reclaimer_ = std::make_unique<Reclaimer>(*index_, *modules_);
+  prefix_ = std::make_unique<PrefixCache>(*pages_, opt.prefix_cache);
+  modules_ = std::make_unique<ModuleCache>(*pages_, model);
+  reclaimer_ = std::make_unique<Reclaimer>(prefix_->index(), modules_->store());
   pages_->set_reclaimer(reclaimer_.get());
   fwd_ = std::make_unique<Forward>(model, *kv_, *pool_);
-  if (opt.tiers.enabled() && opt.prefix_cache) tiers_ = std::make_unique<KvTiers>(opt.tiers, *pages_, *index_);
+  if (opt.tiers.enabled() && opt.prefix_cache) {
+    tiers_ = std::make_unique<KvTiers>(opt.tiers, *pages_, prefix_->index());
+    prefix_->set_tiers(tiers_.get());
+    modules_->set_tiers(tiers_.get());
+  }
+  admin_ = std::make_unique<CacheAdmin>(*this);
+}
+
+Engine::~Engine() {
+  // Sequences hold page references and radix locks; drop them before the caches go.
+  active_.clear();
 }
 
 void Engine::flush_tiers() {
   if (tiers_) tiers_->flush();
 }
 
-Engine::~Engine() {
-  // Sequences hold page references; drop them before the pool goes away.
-  active_.clear();
-}
+RadixIndex& Engine::index() { return prefix_->index(); }
+ModuleStore& Engine::modules() { return modules_->store(); }
 
 KvNamespace Engine::ns(const std::string& tenant) const {
   return KvNamespace{model_.fingerprint(), "f16", tenant};
 }
 
-Engine::Seq& Engine::start(const GenerateRequest& req, TokenCallback on_token) {
-  if (req.prompt.empty()) throw Error("the prompt is empty");
-  const int64_t V = model_.config().n_vocab;
-  for (size_t i = 0; i < req.prompt.size(); ++i)
-    if (req.prompt[i] < 0 || req.prompt[i] >= V)
-      throw Error("prompt token " + std::to_string(i) + " has id " + std::to_string(req.prompt[i]) +
-                  ", outside the vocabulary of " + std::to_string(V));
-  Seq& sq = new_seq(req, std::move(on_token));
-  Seq* s = &sq;
-  s->tokens = req.prompt;
-  s->n_prompt = int32_t(req.prompt.size());
-  for (int32_t i = 0; i < s->n_prompt; ++i) s->positions.push_back(i);
-  s->result.n_prompt = int64_t(req.prompt.size());
-  ++stats_.requests;
-  stats_.prompt_tokens += s->result.n_prompt;
-  if (tiers_) {
-    // A lower tier may hold more of the prompt than memory does: ask it (off this
-    // thread) and start once it answered. Only whole pages can come from a tier.
-    const int32_t have = index_->match_prefix(s->ns, req.prompt, RadixIndex::MatchUse::kPeek).length;
-    const int32_t P = opt_.page_size;
-    if ((s->n_prompt - 1) / P * P > have) {
-      s->promoting = true;
-      const int64_t id = s->id;
-      tiers_->promote_prefix(s->ns, std::span<const int32_t>(req.prompt).first(s->n_prompt - 1), have,
-                             [this, id](int32_t restored) {
-                               auto it = active_.find(id);
-                               if (it == active_.end()) return;  // cancelled meanwhile
-                               Seq& q = *it->second;
-                               q.promoting = false;
-                               attach_prefix(q);
-                               q.result.n_promoted = std::min<int64_t>(restored, q.result.n_cached);
-                             });
-      return *s;
-    }
-  }
-  attach_prefix(*s);
-  return *s;
+std::span<const TokenLogprobs> Engine::logprobs(int64_t id) const {
+  auto it = active_.find(id);
+  if (it == active_.end()) return {};
+  return it->second->result.logprobs;
 }
 
-void Engine::attach_prefix(Seq& s) {
-  if (opt_.prefix_cache) {
-    PrefixMatch m = index_->match_prefix(s.ns, s.tokens);
-    index_->lock(m.node);
-    s.lock_node = m.node;
-    s.table = PageTable::from_slices(*pages_, m.slices);
-    s.n_kv = m.length;
-  }
-  s.result.n_cached = s.n_kv;
-  s.result.n_computed = s.result.n_prompt - s.n_kv;
-  stats_.cached_tokens += s.result.n_cached;
-  stats_.computed_tokens += s.result.n_computed;
+int64_t Engine::admission_tokens() const {
+  const int64_t pinned = admin_->pinned_pages();
+  return std::max<int64_t>(0, pages_->n_pages() - pinned) * pages_->page_size();
 }
 
 Engine::Seq& Engine::new_seq(const GenerateRequest& req, TokenCallback on_token) {
@@ -161,11 +113,92 @@ Engine::Seq& Engine::new_seq(const GenerateRequest& req, TokenCallback on_token)
   return ref;
 }
 
-int64_t Engine::add(const GenerateRequest& req, TokenCallback on_token) {
-  return start(req, std::move(on_token)).id;
+// A request fits when its prompt and max_tokens fit in the KV memory that pinned
+// entries leave (a plan's spans each start on a fresh page, so it may need a few
+// pages more; those come from what a lone request always has: everything unpinned).
+void Engine::check_fits(const Seq& s) const {
+  const int64_t tokens = int64_t(s.n_prompt) + s.req.max_tokens;
+  const int64_t limit = admission_tokens();
+  if (tokens > limit)
+    throw ContextLengthError("the request needs " + std::to_string(tokens) + " tokens of KV (" +
+                                 std::to_string(s.n_prompt) + " in the prompt, " +
+                                 std::to_string(s.req.max_tokens) + " for the completion); the KV memory holds " +
+                                 std::to_string(limit) + " besides pinned entries; raise --kv-memory",
+                             tokens, limit);
 }
 
-void Engine::finish(Seq& s, const std::string& reason) {
+int64_t Engine::start(KvPlan plan, const GenerateRequest& req, TokenCallback on_token, bool keep_logits) {
+  const int64_t V = model_.config().n_vocab;
+  for (const KvSpan& span : plan.spans) {
+    for (size_t i = 0; i < span.tokens.size(); ++i)
+      if (span.tokens[i] < 0 || span.tokens[i] >= V)
+        throw Error("prompt token " + std::to_string(i) + " has id " + std::to_string(span.tokens[i]) +
+                    ", outside the vocabulary of " + std::to_string(V));
+    if (span.kind == KvSpan::Kind::kModule &&
+        (!plan.modules || span.module < 0 || span.module >= int32_t(plan.modules->size())))
+      throw Error("a plan span names a module the plan does not have");
+  }
+  if (plan.n_tokens() == 0) throw Error("the prompt is empty");
+  Seq& s = new_seq(req, std::move(on_token));
+  s.plan = std::move(plan);
+  s.prefix_plan = s.plan.is_prefix();
+  s.keep_logits = keep_logits;
+  for (const KvSpan& span : s.plan.spans) {
+    if (span.kind == KvSpan::Kind::kModule) {
+      const ModuleSpec& m = s.spec(span.module);
+      for (int32_t k = span.begin; k < span.end; ++k) {
+        s.tokens.push_back(m.tokens[k]);
+        s.positions.push_back(m.positions[k] + span.shift);
+      }
+    } else {
+      s.tokens.insert(s.tokens.end(), span.tokens.begin(), span.tokens.end());
+      s.positions.insert(s.positions.end(), span.positions.begin(), span.positions.end());
+    }
+  }
+  s.n_prompt = int32_t(s.tokens.size());
+  s.result.n_prompt = s.n_prompt;
+  try {
+    check_fits(s);
+  } catch (...) {
+    active_.erase(s.id);
+    throw;
+  }
+  ++stats_.requests;
+  stats_.prompt_tokens += s.n_prompt;
+  // A lower tier may hold more of a plain prompt than memory does: ask it (off this
+  // thread) and assemble once it answered.
+  if (s.prefix_plan && prefix_->promote(s.ns, s.tokens, [this, id = s.id](int32_t restored) {
+        auto it = active_.find(id);
+        if (it == active_.end()) return;  // cancelled meanwhile
+        Seq& q = *it->second;
+        q.state = Seq::State::kWaiting;
+        if (assemble(q)) q.result.n_promoted = std::min<int64_t>(restored, q.result.n_cached);
+      })) {
+    s.state = Seq::State::kPromoting;
+    return s.id;
+  }
+  assemble(s);
+  return s.id;
+}
+
+int64_t Engine::add(const GenerateRequest& req, TokenCallback on_token) {
+  if (req.prompt.empty()) throw Error("the prompt is empty");
+  return start(KvPlan::prompt(req.prompt), req, std::move(on_token), false);
+}
+
+int64_t Engine::add_plan(KvPlan plan, const GenerateRequest& req, TokenCallback on_token) {
+  return start(std::move(plan), req, std::move(on_token), false);
+}
+
+GenerateResult Engine::generate(const GenerateRequest& req, const TokenCallback& on_token) {
+  return wait(add(req, on_token));
+}
+
+GenerateResult Engine::generate_plan(KvPlan plan, const GenerateRequest& req, const TokenCallback& on_token) {
+  return wait(add_plan(std::move(plan), req, on_token));
+}
+
+void Engine::finish(Seq& s, FinishReason reason) {
   s.result.finish_reason = reason;
   const Clock::time_point now = Clock::now();
   if (s.result.tokens.empty()) {
@@ -173,43 +206,36 @@ void Engine::finish(Seq& s, const std::string& reason) {
   } else {
     s.result.decode_ms = ms_between(s.t_first, now);
   }
-  if (opt_.prefix_cache && !s.plan && s.n_kv > 0 && reason != "error") {
-    const std::span<const int32_t> kv_tokens(s.tokens.data(), s.n_kv);
-    index_->insert(s.ns, kv_tokens, s.table);
-    if (tiers_) {
-      // Tiers find entries by exact page-aligned length (tier/entry_key.h): write what
-      // the next turn probes (everything with KV) and what a repeat of this prompt
-      // probes (its tokens before the last); the second is skipped when it is the same.
-      tiers_->save_prefix(s.ns, kv_tokens);
-      tiers_->save_prefix(s.ns, kv_tokens.first(std::min(s.n_kv, s.n_prompt - 1)));
-    }
-  }
+  if (s.prefix_plan && s.n_kv > 0 && reason != FinishReason::kError && s.state == Seq::State::kRunning)
+    prefix_->insert(s.ns, std::span<const int32_t>(s.tokens.data(), s.n_kv), s.table, s.n_prompt);
   s.table.release();
-  index_->unlock(s.lock_node);
-  s.lock_node = -1;
+  s.hold.release();
+  s.lease.reset();
+  if (s.kind == Seq::Kind::kEncode) {
+    // An encoding that did not complete: whoever waits for it will ask again.
+    if (ModuleCache::Pending* p = modules_->pending(s.ns, s.spec(s.module).digest); p && p->encoder == s.id)
+      modules_->clear_pending(s.ns, s.spec(s.module).digest);
+    active_.erase(s.id);
+    return;
+  }
   finished_.emplace_back(s.id, std::move(s.result));
   active_.erase(s.id);
 }
 
 void Engine::cancel(int64_t id) {
   auto it = active_.find(id);
-  if (it != active_.end()) finish(*it->second, "stop");
+  if (it != active_.end() && it->second->kind == Seq::Kind::kRequest) finish(*it->second, FinishReason::kStop);
 }
 
 std::vector<std::pair<int64_t, GenerateResult>> Engine::take_finished() {
   return std::exchange(finished_, {});
 }
 
-std::span<const TokenLogprobs> Engine::logprobs(int64_t id) const {
-  auto it = active_.find(id);
-  if (it == active_.end()) return {};
-  return it->second->result.logprobs;
-}
-
 void Engine::sample(Seq& s, const float* logits) {
   const int64_t V = model_.config().n_vocab;
+  if (s.keep_logits && s.logits.empty()) s.logits.assign(logits, logits + V);
   if (s.result.tokens.empty()) s.result.prompt_ms = ms_between(s.t_start, Clock::now());
-  if (int32_t(s.result.tokens.size()) >= s.req.max_tokens) return finish(s, "length");
+  if (int32_t(s.result.tokens.size()) >= s.req.max_tokens) return finish(s, FinishReason::kLength);
   const int32_t tok = s.sampler.sample(std::span<const float>(logits, V), s.tokens);
   if (s.req.logprobs >= 0)
     s.result.logprobs.push_back(token_logprobs(std::span<const float>(logits, V), tok, s.req.logprobs));
@@ -222,134 +248,97 @@ void Engine::sample(Seq& s, const float* logits) {
   s.positions.push_back(s.positions.back() + 1);
   ++stats_.generated_tokens;
   const bool keep_going = !s.on_token || s.on_token(tok);
-  if (!keep_going || (s.req.stop_at_eog && model_.tokenizer().is_eog(tok))) return finish(s, "stop");
-  if (int32_t(s.result.tokens.size()) >= s.req.max_tokens) return finish(s, "length");
-}
-
-void Engine::step() {
-  if (tiers_) tiers_->poll();
-  if (active_.empty()) return;
-  // Plan the batch: decoding sequences first (one token each), then prompt
-  // chunks, within max_batch_tokens.
-  struct Part { Seq* seq; int32_t n; };
-  std::vector<Part> parts;
-  int64_t budget = opt_.max_batch_tokens;
-  std::vector<Seq*> out_of_memory;
-  for (int pass = 0; pass < 2; ++pass) {
-    for (auto& [id, sp] : active_) {
-      Seq& s = *sp;
-      if (s.promoting) continue;
-      const bool decoding = s.prompt_done();
-      if ((pass == 0) != decoding || budget == 0) continue;
-      const int32_t n = int32_t(std::min<int64_t>(budget, int64_t(s.tokens.size()) - s.n_kv));
-      if (n <= 0) continue;
-      if (!s.table.prepare_append(n)) {
-        out_of_memory.push_back(&s);
-        continue;
-      }
-      parts.push_back({&s, n});
-      budget -= n;
-    }
-  }
-  for (Seq* s : out_of_memory) {
-    s->result.error = "out of KV memory: the sequence needs " +
-                      std::to_string(s->tokens.size()) + " token slots; raise --kv-memory";
-    finish(*s, "error");
-  }
-  if (parts.empty()) {
-    // Everything left waits for a tier lookup: sleep until one answers.
-    if (tiers_ && !active_.empty() && tiers_->wait(50)) tiers_->poll();
-    return;
-  }
-
-  std::vector<std::vector<int32_t>> pages(parts.size()), fills(parts.size());
-  std::vector<SeqKv> seqs(parts.size());
-  std::vector<BatchEntry> batch;
-  for (size_t i = 0; i < parts.size(); ++i) {
-    Seq& s = *parts[i].seq;
-    seqs[i] = seq_kv(s.table, pages[i], fills[i]);
-    for (int32_t j = 0; j < parts[i].n; ++j) {
-      const int32_t t = s.n_kv + j;
-      batch.push_back(BatchEntry{s.tokens[t], s.positions[t], int32_t(i), t, t + 1 == int32_t(s.tokens.size())});
-    }
-  }
-  const float* logits = fwd_->run(batch, seqs);
-  const int64_t V = model_.config().n_vocab;
-  int64_t row = 0;
-  for (Part& p : parts) {
-    Seq& s = *p.seq;
-    s.n_kv += p.n;
-    if (s.n_kv == int32_t(s.tokens.size())) sample(s, logits + (row++) * V);
-  }
-}
-
-GenerateResult Engine::generate(const GenerateRequest& req, const TokenCallback& on_token) {
-  return wait(start(req, on_token).id);
+  if (!keep_going || (s.req.stop_at_eog && model_.tokenizer().is_eog(tok))) return finish(s, FinishReason::kStop);
+  if (int32_t(s.result.tokens.size()) >= s.req.max_tokens) return finish(s, FinishReason::kLength);
 }
 
 GenerateResult Engine::wait(int64_t id) {
   for (;;) {
-    for (auto& [fid, r] : finished_) {
-      if (fid != id) continue;
-      GenerateResult out = std::move(r);
-      finished_.erase(std::find_if(finished_.begin(), finished_.end(),
-                                   [&](const auto& f) { return f.first == id; }));
-      if (out.finish_reason == "error") throw Error(out.error);
+    for (auto it = finished_.begin(); it != finished_.end(); ++it) {
+      if (it->first != id) continue;
+      GenerateResult out = std::move(it->second);
+      finished_.erase(it);
+      if (out.finish_reason == FinishReason::kError) throw Error(out.error);
       return out;
     }
     step();
   }
 }
 
-std::vector<float> Engine::prompt_logits(const std::vector<int32_t>& prompt, int chunk,
-                                         bool use_cache, int64_t* n_cached,
-                                         const std::string& tenant) {
+void Engine::wait_idle() {
+  while (!active_.empty()) step();
+}
+
+std::vector<float> Engine::plan_logits(KvPlan plan, const std::string& tenant) {
+  GenerateRequest req;
+  req.max_tokens = 0;
+  req.tenant = tenant;
+  const int64_t id = start(std::move(plan), req, nullptr, true);
+  std::vector<float> out;
+  for (;;) {
+    auto it = active_.find(id);
+    if (it == active_.end()) break;
+    Seq& s = *it->second;
+    if (!s.logits.empty()) {
+      out = std::move(s.logits);
+      break;
+    }
+    step();
+  }
+  // The sequence finished at its first sample (max_tokens 0), logits kept just before.
+  for (auto it = finished_.begin(); it != finished_.end(); ++it)
+    if (it->first == id) {
+      if (it->second.finish_reason == FinishReason::kError) throw Error(it->second.error);
+      finished_.erase(it);
+      break;
+    }
+  return out;
+}
+
+int64_t Engine::preload(std::shared_ptr<const ModuleSet> modules, const std::string& tenant) {
+  const int64_t before = stats_.module_encodes;
+  int64_t tokens = 0;
+  const KvNamespace space = ns(tenant);
+  for (int32_t m = 0; m < int32_t(modules->size()); ++m) {
+    const ModuleSpec& spec = (*modules)[m];
+    if (!spec.cache || modules_->peek(space, spec)) continue;
+    // A plan that is just the module (and a token to compute) would need logits;
+    // request the module directly instead.
+    start_encoding(0, modules, m, space);
+    wait_idle();
+    if (modules_->peek(space, spec)) tokens += int64_t(spec.tokens.size());
+  }
+  (void)before;
+  return tokens;
+}
+
+std::vector<float> Engine::prompt_logits(const std::vector<int32_t>& prompt, int chunk, bool use_cache,
+                                         int64_t* n_cached, const std::string& tenant) {
   if (prompt.empty()) throw Error("the prompt is empty");
   const int64_t V = model_.config().n_vocab;
   const KvNamespace space = ns(tenant);
-  PageTable table(*pages_);
-  int32_t node = -1, done = 0;
+  PrefixHit hit(*pages_);
   if (use_cache) {
-    if (tiers_) {  // promote synchronously: this call runs to completion anyway
-      const int32_t have = index_->match_prefix(space, prompt, RadixIndex::MatchUse::kPeek).length;
-      const int32_t P = opt_.page_size;
-      if ((int32_t(prompt.size()) - 1) / P * P > have) {
-        tiers_->promote_prefix(space, std::span<const int32_t>(prompt).first(prompt.size() - 1), have, nullptr);
-        tiers_->flush();
-      }
-    }
-    PrefixMatch m = index_->match_prefix(space, prompt);
-    index_->lock(m.node);
-    node = m.node;
-    table = PageTable::from_slices(*pages_, m.slices);
-    done = m.length;
+    prefix_->promote_now(space, prompt);  // this call runs to completion anyway
+    hit = prefix_->attach(space, prompt);
   }
+  PageTable& table = hit.table;
+  int32_t done = hit.length;
   if (n_cached) *n_cached = done;
   std::vector<float> out;
   out.reserve((prompt.size() - done) * V);
   std::vector<int32_t> ids, fills;
-  try {
-    while (done < int32_t(prompt.size())) {
-      const int32_t n = std::min<int32_t>(chunk, int32_t(prompt.size()) - done);
-      if (!table.prepare_append(n)) throw Error("out of KV memory");
-      SeqKv kv = seq_kv(table, ids, fills);
-      std::vector<BatchEntry> batch;
-      for (int32_t t = done; t < done + n; ++t) batch.push_back(BatchEntry{prompt[t], t, 0, t, true});
-      const float* l = fwd_->run(batch, std::span<const SeqKv>(&kv, 1));
-      out.insert(out.end(), l, l + int64_t(n) * V);
-      done += n;
-    }
-  } catch (...) {
-    table.release();
-    index_->unlock(node);
-    throw;
+  while (done < int32_t(prompt.size())) {
+    const int32_t n = std::min<int32_t>(chunk, int32_t(prompt.size()) - done);
+    if (!table.prepare_append(n)) throw Error("out of KV memory");
+    SeqKv kv = seq_kv(table, ids, fills);
+    std::vector<BatchEntry> batch;
+    for (int32_t t = done; t < done + n; ++t) batch.push_back(BatchEntry{prompt[t], t, 0, t, true});
+    const float* l = fwd_->run(batch, std::span<const SeqKv>(&kv, 1));
+    out.insert(out.end(), l, l + int64_t(n) * V);
+    done += n;
   }
-  if (use_cache) {
-    index_->insert(space, prompt, table);
-    if (tiers_) tiers_->save_prefix(space, prompt);
-  }
-  table.release();
-  index_->unlock(node);
+  if (use_cache) prefix_->insert(space, prompt, table, int32_t(prompt.size()) + 1);
   return out;
 }
 

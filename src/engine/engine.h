@@ -1,17 +1,26 @@
-// The engine: one thread's owner of the model, the KV pages, the prefix index
-// and every running sequence.
+// The engine: one thread's owner of the model, the KV pages, the caches and every
+// running sequence.
 //
-// A request becomes a Sequence. Its prompt is first matched against the radix
-// prefix index: the longest cached prefix (never the whole prompt — the last
-// token is computed to produce logits) is reused by reference, and only the
-// rest is computed. Each step() runs one forward batch over all active
-// sequences: a chunk of prompt for those still prefilling, one token for those
-// decoding (continuous batching). When a sequence finishes, its prompt and
-// generated tokens are inserted into the index, so the next turn of a
-// conversation pays only for its new tokens.
+//   request ──► KvPlan (kv/kv_plan.h) ──► assembly (engine/assembly.cc) ──► step()
+//                                          prefix cache: longest cached prefix
+//                                          module cache: encoded modules, or an
+//                                          encoding sequence batched like any prompt
 //
-// Because the forward pass is batch-invariant, logits with a cached prefix are
-// bit-identical to a full recomputation.
+// Every prompt is an assembly plan: a plain request is one kPrefix span, a PML prompt
+// a list of module and computed spans. The engine resolves the plan against its
+// caches and runs the result on one path: each step() is one forward batch over all
+// active sequences — a chunk of prompt (or of a module being encoded) for those still
+// prefilling, one token for those decoding (continuous batching). When a sequence
+// finishes, a plain prompt's tokens (generated ones included) are published in the
+// prefix cache, so the next turn of a conversation pays only for its new tokens.
+//
+// KV admission: a request that fits alone (engine.h admission_tokens()) never fails
+// because others run: when pages run out, the youngest running sequence is preempted
+// — its KV published in the prefix cache, so resuming it is a cache hit — and resumed
+// when pages are free again.
+//
+// Because the forward pass is batch-invariant, logits with cached KV are bit-identical
+// to a full recomputation.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -21,27 +30,26 @@
 #include <string>
 #include <vector>
 
+#include "engine/finish_reason.h"
+#include "gguf/error.h"
 #include "engine/sampler.h"
 #include "kernels/cpu_count.h"
-#include "kv/module_store.h"
-#include "kv/page_table.h"
-#include "kv/radix_index.h"
+#include "kv/kv_namespace.h"
+#include "kv/kv_plan.h"
 
 namespace pc {
-
-namespace pml {
-struct SchemaLayout;
-struct PromptPlan;
-struct ModuleLayout;
-}  // namespace pml
 
 class Model;
 class KvStorage;
 class PagePool;
-class PageTable;
 class ThreadPool;
 class Forward;
 class KvTiers;
+class PrefixCache;
+class ModuleCache;
+class CacheAdmin;
+class RadixIndex;
+class ModuleStore;
 
 // KV tiers below memory (engine/kv_tiers.h, docs/tiers.md). Both empty: memory only.
 struct TierOptions {
@@ -64,7 +72,7 @@ struct EngineOptions {
 };
 
 struct GenerateRequest {
-  std::vector<int32_t> prompt;  // token ids (BOS included if wanted)
+  std::vector<int32_t> prompt;  // token ids (BOS included if wanted); ignored by add_plan
   int32_t max_tokens = 64;
   SamplingParams sampling;
   bool stop_at_eog = true;      // stop at end-of-generation tokens
@@ -78,15 +86,16 @@ struct GenerateResult {
   std::vector<int32_t> tokens;  // generated ids
   int64_t n_prompt = 0;
   int64_t n_cached = 0;         // prompt tokens whose KV was reused
-  int64_t n_computed = 0;       // prompt tokens computed
+  int64_t n_computed = 0;       // prompt tokens computed (module encodings included)
   double prompt_ms = 0;         // request start → prompt fully processed
   double ttft_ms = 0;           // request start → first token sampled
   double decode_ms = 0;         // first token → last token
-  int64_t n_module_hits = 0;    // PML: modules reused from the module store
-  int64_t n_module_misses = 0;  // PML: modules encoded by this request
+  int64_t n_module_hits = 0;    // PML: modules reused from the module cache
+  int64_t n_module_misses = 0;  // PML: modules encoded for this request
   int64_t n_promoted = 0;       // cached tokens restored from the disk or Redis tier
-  std::string finish_reason;    // "stop", "length" or "error"
-  std::string error;            // when finish_reason == "error"
+  int64_t n_preempted = 0;      // times the sequence was preempted (KV admission)
+  FinishReason finish_reason = FinishReason::kNone;
+  std::string error;            // when finish_reason == kError
   std::vector<TokenLogprobs> logprobs;  // [i] for tokens[i] when req.logprobs >= 0
 };
 
@@ -99,6 +108,17 @@ struct EngineStats {
   int64_t cached_tokens = 0;
   int64_t computed_tokens = 0;   // prompt tokens computed
   int64_t generated_tokens = 0;
+  int64_t preemptions = 0;       // sequences preempted to free KV pages
+  int64_t module_encodes = 0;    // modules encoded (as batched sequences)
+};
+
+// A request that cannot fit in the KV memory even alone (HTTP 400
+// context_length_exceeded at the server).
+class ContextLengthError : public Error {
+ public:
+  ContextLengthError(const std::string& what, int64_t needed, int64_t limit)
+      : Error(what), needed(needed), limit(limit) {}
+  int64_t needed, limit;  // tokens
 };
 
 class Engine {
@@ -107,7 +127,7 @@ class Engine {
   ~Engine();
 
   // Runs one request to completion (other active sequences advance too).
-  // Throws pc::Error for invalid requests or when KV memory runs out.
+  // Throws pc::Error for invalid requests, ContextLengthError for one that cannot fit.
   GenerateResult generate(const GenerateRequest& req, const TokenCallback& on_token = nullptr);
 
   // Continuous batching: add() registers a sequence and returns its id; step()
@@ -117,22 +137,19 @@ class Engine {
   void step();
   bool idle() const { return active_.empty(); }
   std::vector<std::pair<int64_t, GenerateResult>> take_finished();
-  void cancel(int64_t id);  // finishes the sequence now ("stop"); no-op if unknown
+  void cancel(int64_t id);  // finishes the sequence now (kStop); no-op if unknown
 
-  // PML: runs a prompt's execution plan. Modules are taken from the module
-  // store or encoded now (at their schema positions, over their context only)
-  // and referenced, not copied; the plan's uncached text is computed in plan
-  // order, attending to everything before it. req.prompt is ignored; its
-  // max_tokens, sampling and tenant apply. Throws pc::Error.
-  int64_t add_plan(const pml::SchemaLayout& schema, const pml::PromptPlan& plan,
-                   const GenerateRequest& req, TokenCallback on_token = nullptr);
-  GenerateResult generate_plan(const pml::SchemaLayout& schema, const pml::PromptPlan& plan,
-                               const GenerateRequest& req, const TokenCallback& on_token = nullptr);
+  // Runs an assembly plan (e.g. a PML prompt compiled by pml/kv_plan.h): modules are
+  // taken from the module cache, or restored from a tier or encoded by batched
+  // encoding sequences first; the plan's computed spans attend to everything before
+  // them. req.prompt is ignored; its max_tokens, sampling and tenant apply.
+  int64_t add_plan(KvPlan plan, const GenerateRequest& req, TokenCallback on_token = nullptr);
+  GenerateResult generate_plan(KvPlan plan, const GenerateRequest& req, const TokenCallback& on_token = nullptr);
   // Logits at the end of a plan (no generation), [n_vocab]. For tests.
-  std::vector<float> plan_logits(const pml::SchemaLayout& schema, const pml::PromptPlan& plan,
-                                 const std::string& tenant = "");
-  // Encodes a schema's cacheable modules now (--preload). Returns tokens encoded.
-  int64_t preload(const pml::SchemaLayout& schema, const std::string& tenant = "");
+  std::vector<float> plan_logits(KvPlan plan, const std::string& tenant = "");
+  // Encodes (or restores) every cacheable module of a set now (--preload). Returns
+  // the tokens encoded.
+  int64_t preload(std::shared_ptr<const ModuleSet> modules, const std::string& tenant = "");
 
   // Logits of every prompt position from `begin` on, [n - begin][n_vocab],
   // computed in chunks of `chunk` tokens. With use_cache, the longest cached
@@ -142,44 +159,59 @@ class Engine {
                                    bool use_cache = false, int64_t* n_cached = nullptr,
                                    const std::string& tenant = "");
 
+  // The admin face of the caches (stats, listings, pins, TTLs, eviction).
+  CacheAdmin& cache() { return *admin_; }
+  // Tokens a request may need (prompt + max_tokens) to be admitted: the KV capacity
+  // minus the pages pinned entries hold.
+  int64_t admission_tokens() const;
+
+  // The caches themselves, for tests and tools (the server uses cache()).
+  RadixIndex& index();
+  ModuleStore& modules();
+  KvTiers* tiers() { return tiers_.get(); }  // null when none is configured
+
   const Model& model() const { return model_; }
   ThreadPool& pool() { return *pool_; }
   PagePool& page_pool() { return *pages_; }
-  RadixIndex& index() { return *index_; }
-  ModuleStore& modules() { return *modules_; }
   KvNamespace ns(const std::string& tenant) const;
   const EngineStats& stats() const { return stats_; }
   // The log-probabilities of a running sequence's tokens so far (req.logprobs >= 0),
   // for a token callback that streams them; empty for an unknown id.
   std::span<const TokenLogprobs> logprobs(int64_t id) const;
-  // The disk / Redis tiers, or null when none is configured.
-  KvTiers* tiers() { return tiers_.get(); }
   // Waits until every queued tier write has finished (tests, shutdown, benchmarks).
   void flush_tiers();
   const EngineOptions& options() const { return opt_; }
 
- private:
+  // Internals other engine files share (engine/sequence.h).
   struct Seq;
+
+ private:
   struct Reclaimer;
-  struct PlanBuild;
-  Seq& start(const GenerateRequest& req, TokenCallback on_token);
+  struct Part;
+  friend class CacheAdmin;
   Seq& new_seq(const GenerateRequest& req, TokenCallback on_token);
-  void attach_prefix(Seq& s);  // reuses the longest cached prefix of s's prompt
+  int64_t start(KvPlan plan, const GenerateRequest& req, TokenCallback on_token, bool keep_logits);
+  void check_fits(const Seq& s) const;
   GenerateResult wait(int64_t id);
-  // Runs tokens (with positions) appended to `table` through the forward pass
-  // in chunks; returns the last token's logits when want_logits.
-  const float* compute(PageTable& table, std::span<const int32_t> tokens,
-                       std::span<const int32_t> positions, bool want_logits);
-  ModuleEntry ensure_module(const pml::SchemaLayout& schema, int m, const KvNamespace& ns,
-                            PlanBuild* stats, bool* hit = nullptr);
-  ModuleEntry encode_module(const pml::SchemaLayout& schema, int m, const KvNamespace& ns,
-                            PlanBuild* stats);
-  void store_module(const ModuleKey& key, const pml::ModuleLayout& M, ModuleEntry e);
-  std::vector<PageEntry> relocate(const ModuleSegment& seg, int32_t shift);
-  std::vector<PageEntry> relocated(const pml::ModuleLayout& M, const ModuleSegment& seg, int32_t shift,
-                                   const KvNamespace& ns);
-  void build_plan(Seq& s, const pml::SchemaLayout& schema, const pml::PromptPlan& plan);
-  void finish(Seq& s, const std::string& reason);
+  void wait_idle();
+
+  // Assembly (engine/assembly.cc): resolves a sequence's plan into runs of cached KV
+  // and tokens to compute; false while a module it needs is not ready yet (missing
+  // modules are requested: a tier load or an encoding sequence).
+  bool assemble(Seq& s);
+  bool take_module(Seq& s, const KvSpan& span, std::vector<int32_t>* missing);
+  void request_module(Seq& owner, int32_t module, const KvNamespace& ns);
+  void start_encoding(int64_t owner, std::shared_ptr<const ModuleSet> set, int32_t module, const KvNamespace& ns);
+  void finish_encoding(Seq& s);
+
+  // Steps (engine/step.cc).
+  void resume_waiting();
+  bool plan_part(Seq& s, int64_t& budget, std::vector<Part>& parts);
+  bool preempt_for(Seq& s, std::vector<Part>& parts, int64_t& budget);
+  void preempt(Seq& s);
+  void run_parts(std::vector<Part>& parts);
+
+  void finish(Seq& s, FinishReason reason);
   void sample(Seq& s, const float* logits);
 
   const Model& model_;
@@ -187,13 +219,13 @@ class Engine {
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<KvStorage> kv_;
   std::unique_ptr<PagePool> pages_;
-  std::unique_ptr<RadixIndex> index_;
-  std::unique_ptr<ModuleStore> modules_;
+  std::unique_ptr<PrefixCache> prefix_;
+  std::unique_ptr<ModuleCache> modules_;
   std::unique_ptr<Reclaimer> reclaimer_;
   std::unique_ptr<Forward> fwd_;
-  std::unique_ptr<KvTiers> tiers_;  // after the pool and index: destroyed before them
-  std::map<int64_t, std::unique_ptr<Seq>> active_;  // by id (stable order)
-  std::vector<PageTable> held_;  // keeps freshly encoded pages alive while a plan is built
+  std::unique_ptr<KvTiers> tiers_;  // after the pool and caches: destroyed before them
+  std::unique_ptr<CacheAdmin> admin_;
+  std::map<int64_t, std::unique_ptr<Seq>> active_;  // by id: oldest first
   std::vector<std::pair<int64_t, GenerateResult>> finished_;
   int64_t next_id_ = 1;
   EngineStats stats_;

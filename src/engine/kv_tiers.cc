@@ -247,4 +247,25 @@ bool KvTiers::load_module(const KvNamespace& ns, uint64_t digest, std::span<cons
   return true;
 }
 
+TierEntryOwner tier_entry_owner(const KvNamespace& ns) {
+  const size_t cut = ns.tenant.find('\x1f');
+  if (cut == std::string::npos) return {ns.tenant, false};
+  return {ns.tenant.substr(0, cut), true};
+}
+
+void KvTiers::load_module_async(const KvNamespace& ns, uint64_t digest, std::vector<int32_t> tokens,
+                                Segments segments, std::function<void(RestoredModule*)> done) {
+  // Synchronous for now: looked up and restored here, done() called at once.
+  ModuleEntry e;
+  std::vector<PageTable> hold;
+  if (!load_module(ns, digest, tokens, segments, &e, &hold)) return done(nullptr);
+  RestoredModule r(pool_);
+  for (ModuleSegment& seg : e.segments) {
+    r.segments.push_back(seg.entries);
+    r.hold.attach(seg.entries);
+  }
+  hold.clear();
+  done(&r);
+}
+
 }  // namespace pc

@@ -66,6 +66,14 @@ struct KvTierStats {
   int64_t errors = 0;            // exceptions in worker jobs (logged, never fatal)
 };
 
+// A module restored from a tier: each segment's pages, kept alive by `hold` until the
+// caller stored them.
+struct RestoredModule {
+  explicit RestoredModule(PagePool& pool) : hold(pool) {}
+  std::vector<std::vector<PageEntry>> segments;
+  PageTable hold;
+};
+
 class KvTiers {
  public:
   // Opens the configured tiers. Throws pc::Error for a disk directory that cannot be
@@ -91,6 +99,11 @@ class KvTiers {
   // sequence references to `hold` (the caller releases them once the entry is stored).
   bool load_module(const KvNamespace& ns, uint64_t digest, std::span<const int32_t> tokens,
                    const Segments& segments, ModuleEntry* out, std::vector<PageTable>* hold);
+  // The asynchronous form: lookups on the worker thread, pages restored and done()
+  // called on the engine thread (poll()); done(nullptr) when some segment is in no
+  // tier or no KV memory is left to restore into.
+  void load_module_async(const KvNamespace& ns, uint64_t digest, std::vector<int32_t> tokens,
+                         Segments segments, std::function<void(RestoredModule*)> done);
   // Writes an encoded module's segments to every tier, in the background.
   void save_module(const KvNamespace& ns, uint64_t digest, std::span<const int32_t> tokens,
                    const ModuleEntry& entry);
@@ -125,5 +138,12 @@ class KvTiers {
 
 // The namespace of a module segment's entry (see above).
 KvNamespace module_entry_ns(const KvNamespace& ns, uint64_t digest, size_t segment);
+
+// Whose a tier entry is: the tenant, and whether it is a module segment.
+struct TierEntryOwner {
+  std::string tenant;
+  bool module_segment = false;
+};
+TierEntryOwner tier_entry_owner(const KvNamespace& entry_ns);
 
 }  // namespace pc

@@ -14,6 +14,23 @@ ModuleStore::~ModuleStore() {
   while (!entries_.empty()) drop(entries_.begin());
 }
 
+void ModuleStore::touch(ModuleEntry& e) {
+  e.last_use = ++clock_;
+  if (!evictable(e)) return;
+  lru_.push({e.last_use, e.id, gen_[e.id]}, entries_.size(), [&] {
+    std::vector<LruHeap::Item> live;
+    for (auto& [k, x] : entries_)
+      if (evictable(x) && x.id != e.id) live.push_back({x.last_use, x.id, gen_[x.id]});
+    return live;
+  });
+}
+
+const ModuleEntry* ModuleStore::peek(const ModuleKey& key) const {
+  auto it = entries_.find(key);
+  if (it == entries_.end() || it->second.expires <= ModuleEntry::Clock::now()) return nullptr;
+  return &it->second;
+}
+
 const ModuleEntry* ModuleStore::find(const ModuleKey& key) {
   auto it = entries_.find(key);
   if (it != entries_.end() && it->second.expires <= ModuleEntry::Clock::now()) {
@@ -27,16 +44,34 @@ const ModuleEntry* ModuleStore::find(const ModuleKey& key) {
   }
   ++hits_;
   ++it->second.hits;
-  it->second.last_use = ++clock_;
+  touch(it->second);
   return &it->second;
 }
 
-void ModuleStore::insert(const ModuleKey& key, ModuleEntry entry) {
-  erase(key);
+void ModuleStore::insert(const ModuleKey& key, ModuleEntry entry, bool keep_policy) {
   for (const ModuleSegment& s : entry.segments)
     for (const PageEntry& e : s.entries) pool_->ref_cache(e.page);
-  entry.last_use = ++clock_;
-  entries_.emplace(key, std::move(entry));
+  if (auto old = entries_.find(key); old != entries_.end()) {
+    if (keep_policy) {
+      entry.pins = old->second.pins;
+      entry.expires = old->second.expires;
+      entry.hits = old->second.hits;
+    }
+    drop(old);
+  }
+  int32_t id;
+  if (!free_ids_.empty()) {
+    id = free_ids_.back();
+    free_ids_.pop_back();
+  } else {
+    id = int32_t(by_id_.size());
+    by_id_.push_back(entries_.end());
+    gen_.push_back(0);
+  }
+  entry.id = id;
+  auto [it, added] = entries_.emplace(key, std::move(entry));
+  by_id_[id] = it;
+  touch(it->second);
 }
 
 bool ModuleStore::pin(const ModuleKey& key) {
@@ -49,7 +84,7 @@ bool ModuleStore::pin(const ModuleKey& key) {
 bool ModuleStore::unpin(const ModuleKey& key) {
   auto it = entries_.find(key);
   if (it == entries_.end() || it->second.pins == 0) return false;
-  --it->second.pins;
+  if (--it->second.pins == 0) touch(it->second);  // a candidate again
   return true;
 }
 
@@ -60,11 +95,28 @@ bool ModuleStore::erase(const ModuleKey& key) {
   return true;
 }
 
-size_t ModuleStore::drop(std::map<ModuleKey, ModuleEntry>::iterator it) {
+int ModuleStore::erase_digest(const KvNamespace& ns, uint64_t digest) {
+  int n = 0;
+  // Keys order by (ns, digest, shift): every shift of one module is one range.
+  auto it = entries_.lower_bound(ModuleKey{ns, digest, INT32_MIN});
+  while (it != entries_.end() && it->first.ns == ns && it->first.digest == digest) {
+    auto next = std::next(it);
+    drop(it);
+    ++n;
+    it = next;
+  }
+  return n;
+}
+
+size_t ModuleStore::drop(Iter it) {
   size_t freed = 0;
   for (const ModuleSegment& s : it->second.segments)
     for (const PageEntry& e : s.entries)
       if (pool_->unref_cache(e.page)) freed += pool_->page_bytes();
+  const int32_t id = it->second.id;
+  by_id_[id] = entries_.end();
+  ++gen_[id];
+  free_ids_.push_back(id);
   entries_.erase(it);
   return freed;
 }
@@ -85,12 +137,13 @@ size_t ModuleStore::evict_expired(ModuleEntry::Clock::time_point now) {
 size_t ModuleStore::evict(size_t bytes) {
   size_t freed = evict_expired(ModuleEntry::Clock::now());
   while (freed < bytes) {
-    auto victim = entries_.end();
-    for (auto it = entries_.begin(); it != entries_.end(); ++it)
-      if (it->second.pins == 0 && (victim == entries_.end() || it->second.last_use < victim->second.last_use))
-        victim = it;
-    if (victim == entries_.end()) break;
-    freed += drop(victim);
+    const int32_t victim = lru_.pop([&](const LruHeap::Item& x) {
+      if (x.gen != gen_[x.id] || by_id_[x.id] == entries_.end()) return false;
+      const ModuleEntry& e = by_id_[x.id]->second;
+      return e.last_use == x.last_use && evictable(e);
+    });
+    if (victim < 0) break;
+    freed += drop(by_id_[victim]);
     ++evicted_;
   }
   return freed;

@@ -13,8 +13,14 @@
 //
 // Entries hold one cache reference per page (PagePool::ref_cache); running
 // sequences hold their own sequence references, so evicting an entry never
-// pulls pages from under a sequence. Eviction is least recently used first,
-// skipping pinned entries.
+// pulls pages from under a sequence. Eviction follows the policy the prefix index
+// uses (kv/lru_heap.h): expired entries first, then least recently used unpinned
+// entries, each victim found in O(log n).
+//
+// Keys: (namespace, module digest, shift). shift 0 is the module as encoded; a
+// shift != 0 entry is a copy of some of its segments with K rotated by that many
+// positions (a compact-layout prompt placed it elsewhere), cached so a repeated
+// prompt rotates once. erase_digest() drops the module and every such copy.
 //
 // Not thread-safe: the engine thread owns it.
 #pragma once
@@ -26,7 +32,8 @@
 
 #include "kv/page_pool.h"
 #include "kv/page_table.h"
-#include "kv/radix_index.h"
+#include "kv/kv_namespace.h"
+#include "kv/lru_heap.h"
 
 namespace pc {
 
@@ -50,6 +57,7 @@ struct ModuleEntry {
   int32_t pins = 0;
   int64_t hits = 0;
   Clock::time_point expires = Clock::time_point::max();  // PML ttl="S": dropped after, pinned or not
+  int32_t id = -1;                     // the store's handle (eviction order)
   int64_t n_tokens() const;
 };
 
@@ -72,12 +80,18 @@ class ModuleStore {
   // The entry for `key`, marked recently used, or nullptr (counted as a miss). An
   // expired entry is dropped here and is a miss.
   const ModuleEntry* find(const ModuleKey& key);
+  // The entry for `key` or nullptr, with no hit, miss or use recorded.
+  const ModuleEntry* peek(const ModuleKey& key) const;
   // Stores an entry (taking cache references on its pages); replaces an
-  // existing one with the same key.
-  void insert(const ModuleKey& key, ModuleEntry entry);
+  // existing one with the same key, keeping its pins, expiry and hits when
+  // keep_policy. The new references are taken before the old entry's are dropped,
+  // so pages both share are never freed in between.
+  void insert(const ModuleKey& key, ModuleEntry entry, bool keep_policy = false);
   bool pin(const ModuleKey& key);
   bool unpin(const ModuleKey& key);
   bool erase(const ModuleKey& key);
+  // Drops the entry of (ns, digest) at every shift. Returns the entries dropped.
+  int erase_digest(const KvNamespace& ns, uint64_t digest);
   // Drops expired entries, then least recently used unpinned entries until
   // `bytes` bytes of pages became free or nothing is left to drop. Returns the
   // bytes freed.
@@ -89,10 +103,17 @@ class ModuleStore {
   const std::map<ModuleKey, ModuleEntry>& entries() const { return entries_; }
 
  private:
-  size_t drop(std::map<ModuleKey, ModuleEntry>::iterator it);  // bytes freed
+  using Iter = std::map<ModuleKey, ModuleEntry>::iterator;
+  size_t drop(Iter it);  // bytes freed
+  void touch(ModuleEntry& e);
+  bool evictable(const ModuleEntry& e) const { return e.pins == 0; }
 
   PagePool* pool_;
   std::map<ModuleKey, ModuleEntry> entries_;
+  std::vector<Iter> by_id_;          // id → entry (entries_.end(): a free id)
+  std::vector<uint32_t> gen_;        // [id] bumped when the id is freed
+  std::vector<int32_t> free_ids_;
+  LruHeap lru_;
   uint64_t clock_ = 0;
   int64_t hits_ = 0, misses_ = 0, evicted_ = 0;
 };

@@ -6,16 +6,6 @@
 
 namespace pc {
 
-namespace {
-// std heap functions build a max-heap; "greater" puts the oldest entry on top.
-struct LruLater {
-  template <class E>
-  bool operator()(const E& a, const E& b) const {
-    return a.last_use != b.last_use ? a.last_use > b.last_use : a.node > b.node;
-  }
-};
-}  // namespace
-
 RadixIndex::RadixIndex(PagePool& pool) : pool_(&pool), page_refs_(pool.n_pages(), 0) {}
 
 RadixIndex::~RadixIndex() {
@@ -229,26 +219,19 @@ void RadixIndex::touch(int32_t node) {
 // makes a node evictable or changes its time pushes a fresh entry.
 void RadixIndex::push_lru(int32_t id) {
   if (!evictable(id)) return;
-  if (lru_.size() > 2 * nodes_.size() + 64) {  // too many stale entries: rebuild
-    lru_.clear();
-    for (int32_t i = 0; i < int32_t(nodes_.size()); ++i) {
-      if (evictable(i) && i != id) lru_.push_back({nodes_[i].last_use, i, nodes_[i].gen});
-    }
-    std::make_heap(lru_.begin(), lru_.end(), LruLater{});
-  }
-  lru_.push_back({nodes_[id].last_use, id, nodes_[id].gen});
-  std::push_heap(lru_.begin(), lru_.end(), LruLater{});
+  lru_.push({nodes_[id].last_use, id, nodes_[id].gen}, nodes_.size(), [&] {
+    std::vector<LruHeap::Item> live;
+    for (int32_t i = 0; i < int32_t(nodes_.size()); ++i)
+      if (evictable(i) && i != id) live.push_back({nodes_[i].last_use, i, nodes_[i].gen});
+    return live;
+  });
 }
 
 int32_t RadixIndex::pop_lru() {
-  while (!lru_.empty()) {
-    std::pop_heap(lru_.begin(), lru_.end(), LruLater{});
-    const LruEntry e = lru_.back();
-    lru_.pop_back();
-    const Node& n = nodes_[e.node];
-    if (n.gen == e.gen && n.last_use == e.last_use && evictable(e.node)) return e.node;
-  }
-  return -1;
+  return lru_.pop([&](const LruHeap::Item& e) {
+    const Node& n = nodes_[e.id];
+    return n.gen == e.gen && n.last_use == e.last_use && evictable(e.id);
+  });
 }
 
 size_t RadixIndex::remove_leaf(int32_t id) {
@@ -413,7 +396,7 @@ RadixStats RadixIndex::stats() const {
 }
 
 size_t RadixIndex::metadata_bytes() const {
-  size_t b = nodes_.capacity() * sizeof(Node) + lru_.capacity() * sizeof(LruEntry) +
+  size_t b = nodes_.capacity() * sizeof(Node) + lru_.capacity_bytes() +
              page_refs_.capacity() * sizeof(int32_t) + free_nodes_.capacity() * sizeof(int32_t);
   for (const Node& n : nodes_) {
     b += n.tokens.capacity() * sizeof(int32_t) + n.slices.capacity() * sizeof(PageSlice) +

@@ -44,18 +44,12 @@
 #include <string>
 #include <vector>
 
+#include "kv/kv_namespace.h"
+#include "kv/lru_heap.h"
 #include "kv/page_pool.h"
 #include "kv/page_table.h"
 
 namespace pc {
-
-// Keeps trees apart: KV is only reusable for the same model, KV type and tenant.
-struct KvNamespace {
-  std::string model;    // model fingerprint
-  std::string kv_type;  // "f16", "bf16", "q8_0"
-  std::string tenant;   // tenant salt; "" = shared
-  auto operator<=>(const KvNamespace&) const = default;
-};
 
 struct PrefixMatch {
   int32_t length = 0;             // tokens whose KV is cached; < query length
@@ -174,11 +168,6 @@ class RadixIndex : public PageReclaimer {
     std::vector<PageSlice> slices;   // its KV, sizes summing to tokens.size()
     std::vector<Child> children;     // sorted by token
   };
-  struct LruEntry {
-    uint64_t last_use;
-    int32_t node;
-    uint32_t gen;
-  };
 
   int32_t new_node();
   void free_node(int32_t id);
@@ -206,7 +195,7 @@ class RadixIndex : public PageReclaimer {
   std::map<KvNamespace, int32_t> roots_;
   std::vector<Node> nodes_;          // arena; ids are indices
   std::vector<int32_t> free_nodes_;  // dead ids, reused first
-  std::vector<LruEntry> lru_;        // min-heap on (last_use, node); stale entries skipped
+  LruHeap lru_;                      // evictable leaves, least recently used first
   std::vector<int32_t> page_refs_;   // [n_pages] cache references this index holds
   int32_t n_pages_held_ = 0;         // pages with page_refs_ > 0
   std::vector<int32_t> path_;        // scratch for match_prefix

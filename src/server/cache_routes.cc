@@ -7,11 +7,9 @@
 #include <cmath>
 #include <set>
 
-#include "kv/page_pool.h"
-#include "kv/radix_index.h"
+#include "engine/cache_admin.h"
 #include "engine/kv_tiers.h"
 #include "tier/disk_tier.h"
-#include "tier/entry_key.h"
 #include "tier/redis_tier.h"
 #include "server/api_error.h"
 #include "server/openai.h"
@@ -25,21 +23,14 @@ bool visible(const std::string& ns, const std::string& tenant, bool keys) {
   return !keys || ns == tenant || ns.rfind(tenant + "/salt:", 0) == 0;
 }
 
-json pool_json(const PagePool& p) {
-  return {{"page_size", p.page_size()},
-          {"page_bytes", p.page_bytes()},
-          {"pages", {{"capacity", p.n_pages()}, {"in_use", p.n_in_use()},
-                     {"cached", p.n_cached()}, {"free", p.n_free()}}},
-          {"bytes", {{"capacity", p.bytes_capacity()}, {"in_use", p.bytes_in_use()},
-                     {"cached", p.bytes_cached()}, {"free", p.bytes_free()}}}};
-}
-
-// The tenant a tier entry belongs to, and whether it is a module segment
-// (engine/kv_tiers.h: module entries' tenant is "<tenant>\x1fmodule:...").
-std::pair<std::string, bool> entry_tenant(const KvNamespace& ns) {
-  const size_t cut = ns.tenant.find('\x1f');
-  if (cut == std::string::npos) return {ns.tenant, false};
-  return {ns.tenant.substr(0, cut), true};
+json pool_json(const PoolView& p) {
+  const int64_t b = p.page_bytes;
+  return {{"page_size", p.page_size},
+          {"page_bytes", b},
+          {"pages", {{"capacity", p.pages}, {"in_use", p.pages_in_use},
+                     {"cached", p.pages_cached}, {"free", p.pages_free}}},
+          {"bytes", {{"capacity", b * p.pages}, {"in_use", b * p.pages_in_use},
+                     {"cached", b * p.pages_cached}, {"free", b * p.pages_free}}}};
 }
 
 json tiers_json(const KvTiers& t) {
@@ -71,17 +62,22 @@ void stats(Server::State& st, const httplib::Request& req, httplib::Response& re
   st.tenant_of(req);
   json out;
   st.scheduler->call([&](Engine& e) {
-    const RadixStats r = e.index().stats();
-    const EngineStats& s = e.stats();
-    out["memory"] = pool_json(e.page_pool());
+    const CacheStats c = e.cache().stats();
+    const RadixStats& r = c.prefix;
+    const EngineStats& s = c.engine;
+    const ModuleStats& m = c.modules;
+    out["memory"] = pool_json(c.pool);
     out["index"] = {{"entries", r.entries}, {"tokens", r.tokens}, {"bytes", r.bytes},
                     {"hits", r.hits}, {"misses", r.misses}, {"hit_tokens", r.hit_tokens},
-                    {"evicted", r.evicted}, {"metadata_bytes", e.index().metadata_bytes()}};
+                    {"evicted", r.evicted}, {"metadata_bytes", c.prefix_metadata_bytes}};
+    out["modules"] = {{"entries", m.entries}, {"tokens", m.tokens}, {"bytes", m.bytes},
+                      {"hits", m.hits}, {"misses", m.misses}, {"evicted", m.evicted}};
     out["engine"] = {{"requests", s.requests}, {"prompt_tokens", s.prompt_tokens},
                      {"cached_tokens", s.cached_tokens}, {"computed_tokens", s.computed_tokens},
-                     {"generated_tokens", s.generated_tokens},
+                     {"generated_tokens", s.generated_tokens}, {"preemptions", s.preemptions},
+                     {"module_encodes", s.module_encodes},
                      {"hit_rate", s.prompt_tokens ? double(s.cached_tokens) / s.prompt_tokens : 0.0}};
-    if (const KvTiers* t = e.tiers()) out["tiers"] = tiers_json(*t);
+    if (const KvTiers* t = e.cache().tiers()) out["tiers"] = tiers_json(*t);
     // Read between the same two steps as the memory figures above, so that a
     // finished sequence is never counted running while its pages show freed, or
     // the other way round.
@@ -91,36 +87,10 @@ void stats(Server::State& st, const httplib::Request& req, httplib::Response& re
   send_json(res, 200, out);
 }
 
-// What a listing shows of one leaf: the prefix root → leaf.
-struct EntryView {
-  int64_t tokens = 0;
-  std::set<int32_t> pages;       // distinct pages holding its KV
-  int32_t pins = 0;              // on the path (a pin keeps every ancestor)
-  int64_t hits = 0;              // matches that reused any of it (its first run's count)
-  RadixIndex::Clock::time_point expires = RadixIndex::Clock::time_point::max();  // earliest on the path
-};
+json ttl_json(const std::optional<double>& t) { return t ? json(*t) : json(nullptr); }
 
-EntryView entry_view(const RadixIndex& idx, int32_t leaf) {
-  EntryView e;
-  const RadixIndex::NodeView v = idx.node(leaf);
-  e.tokens = v.depth + int64_t(v.tokens.size());
-  for (int32_t n = leaf; n >= 0;) {
-    const RadixIndex::NodeView x = idx.node(n);
-    if (x.parent < 0) break;  // the namespace root holds nothing
-    for (const PageSlice& s : x.slices) e.pages.insert(s.page);
-    e.pins += x.pins;
-    e.hits = x.hits;
-    e.expires = std::min(e.expires, x.expires);
-    n = x.parent;
-  }
-  return e;
-}
-
-double seconds_between(RadixIndex::Clock::time_point a, RadixIndex::Clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
-
-// Lists each visible namespace's entries (leaves of its prefix tree).
+// Lists each visible namespace's entries: prefix entries in memory, modules in
+// memory, and entries of the tiers that can list theirs.
 void entries(Server::State& st, const httplib::Request& req, httplib::Response& res) {
   const std::string tenant = st.tenant_of(req);
   const bool keys = !st.api_keys.empty();
@@ -131,43 +101,32 @@ void entries(Server::State& st, const httplib::Request& req, httplib::Response& 
   }
   json out = {{"object", "list"}, {"namespaces", json::array()}};
   st.scheduler->call([&](Engine& e) {
-    const RadixIndex& idx = e.index();
-    for (const KvNamespace& ns : idx.namespaces()) all.insert(ns.tenant);
-    const size_t page_bytes = e.page_pool().page_bytes();
-    const auto now = RadixIndex::Clock::now();
+    CacheAdmin& cache = e.cache();
+    for (const std::string& t : cache.tenants()) all.insert(t);
     for (const std::string& ns : all) {
       if (!visible(ns, tenant, keys)) continue;
       json list = json::array();
-      idx.for_each_leaf(e.ns(ns), [&](int32_t id) {
-        const RadixIndex::NodeView v = idx.node(id);
-        const EntryView ev = entry_view(idx, id);
-        const bool ttl = ev.expires != RadixIndex::Clock::time_point::max();
-        list.push_back({{"id", id},
-                        {"tokens", ev.tokens},
-                        {"leaf_tokens", v.tokens.size()},
-                        {"bytes", ev.pages.size() * page_bytes},
+      for (const PrefixEntryView& v : cache.prefix_entries(ns))
+        list.push_back({{"id", v.id},
+                        {"tokens", v.tokens},
+                        {"leaf_tokens", v.leaf_tokens},
+                        {"bytes", v.bytes},
                         {"tier", "memory"},
-                        {"age_seconds", seconds_between(v.created, now)},
-                        {"idle_seconds", seconds_between(v.used, now)},
-                        {"hits", ev.hits},
-                        {"leaf_hits", v.hits},
-                        {"pinned", ev.pins > 0},
-                        {"in_use", v.lock_ref > 0},
-                        {"ttl_seconds", ttl ? json(std::max(0.0, seconds_between(now, ev.expires)))
-                                            : json(nullptr)}});
-      });
-      if (const KvTiers* t = e.tiers(); t && t->disk()) {
-        // Disk entries of this namespace, most recently used first (Redis cannot be
-        // listed cheaply: its counters are in /v1/cache/stats).
-        for (const DiskTier::Item& it : t->disk()->list()) {
-          if (it.ns.model != e.ns(ns).model) continue;
-          const auto [tenant, module] = entry_tenant(it.ns);
-          if (tenant != ns) continue;
-          list.push_back({{"id", key_hex(it.key)}, {"tokens", it.n_tokens}, {"bytes", it.bytes},
-                          {"tier", "disk"}, {"kind", module ? "module_segment" : "prefix"}});
-        }
-      }
-      out["namespaces"].push_back({{"namespace", ns}, {"entries", list}});
+                        {"age_seconds", v.age_seconds},
+                        {"idle_seconds", v.idle_seconds},
+                        {"hits", v.hits},
+                        {"leaf_hits", v.leaf_hits},
+                        {"pinned", v.pinned},
+                        {"in_use", v.in_use},
+                        {"ttl_seconds", ttl_json(v.ttl_seconds)}});
+      json modules = json::array();
+      for (const ModuleEntryView& m : cache.module_entries(ns))
+        modules.push_back({{"path", m.path}, {"shift", m.shift}, {"tokens", m.tokens}, {"bytes", m.bytes},
+                           {"hits", m.hits}, {"pinned", m.pinned}, {"ttl_seconds", ttl_json(m.ttl_seconds)}});
+      for (const TierEntryView& t : cache.tier_entries(ns))
+        list.push_back({{"id", t.id}, {"tokens", t.tokens}, {"bytes", t.bytes}, {"tier", t.tier},
+                        {"kind", t.module_segment ? "module_segment" : "prefix"}});
+      out["namespaces"].push_back({{"namespace", ns}, {"entries", list}, {"modules", modules}});
     }
   });
   send_json(res, 200, out);
@@ -206,7 +165,7 @@ void pin(Server::State& st, const httplib::Request& req, httplib::Response& res,
   if (ids.empty()) throw bad_field("prompt", "the prompt is empty");
   bool ok = false;
   st.scheduler->call([&](Engine& e) {
-    ok = on ? e.index().pin(e.ns(ns), ids) : e.index().unpin(e.ns(ns), ids);
+    ok = on ? e.cache().pin(ns, ids) : e.cache().unpin(ns, ids);
   });
   if (!ok)
     throw ApiError(404, "invalid_request_error",
@@ -232,12 +191,12 @@ void ttl(Server::State& st, const httplib::Request& req, httplib::Response& res)
   const double seconds = t->get<double>();
   const std::vector<int32_t> ids = body_tokens(st, body, ns);
   if (ids.empty()) throw bad_field("prompt", "the prompt is empty");
-  const auto at = seconds == 0 ? RadixIndex::Clock::time_point::max()
-                               : RadixIndex::Clock::now() +
-                                     std::chrono::duration_cast<RadixIndex::Clock::duration>(
-                                         std::chrono::duration<double>(seconds));
+  using Clock = CacheAdmin::Clock;
+  const auto at = seconds == 0 ? Clock::time_point::max()
+                               : Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                    std::chrono::duration<double>(seconds));
   bool ok = false;
-  st.scheduler->call([&](Engine& e) { ok = e.index().set_expiry(e.ns(ns), ids, at); });
+  st.scheduler->call([&](Engine& e) { ok = e.cache().set_expiry(ns, ids, at); });
   if (!ok)
     throw ApiError(404, "invalid_request_error", "that prompt is not cached (run it first)", "prompt",
                    "not_cached");
@@ -257,8 +216,9 @@ void evict(Server::State& st, const httplib::Request& req, httplib::Response& re
   size_t freed = 0;
   json after;
   st.scheduler->call([&](Engine& e) {
-    freed = e.index().evict(bytes < 0 ? e.page_pool().bytes_capacity() : size_t(bytes));
-    after = pool_json(e.page_pool());
+    const PoolView before = e.cache().stats().pool;
+    freed = e.cache().evict(bytes < 0 ? size_t(before.pages) * size_t(before.page_bytes) : size_t(bytes));
+    after = pool_json(e.cache().stats().pool);
   });
   send_json(res, 200, {{"freed_bytes", freed}, {"memory", after}});
 }
@@ -281,36 +241,8 @@ void add_cache_routes(Server::State& st) {
   st.http.Post("/v1/cache/ttl", route(ttl));
 }
 
-std::map<std::string, NamespaceUsage> disk_usage(Engine& e) {
-  std::map<std::string, NamespaceUsage> out;
-  const KvTiers* t = e.tiers();
-  if (!t || !t->disk()) return out;
-  for (const DiskTier::Item& it : t->disk()->list()) {
-    NamespaceUsage& u = out[entry_tenant(it.ns).first];
-    ++u.entries;
-    u.bytes += int64_t(it.bytes);
-  }
-  return out;
-}
+std::map<std::string, NamespaceUsage> disk_usage(Engine& e) { return e.cache().tier_usage(); }
 
-std::map<std::string, NamespaceUsage> namespace_usage(Engine& e) {
-  std::map<std::string, NamespaceUsage> out;
-  const RadixIndex& idx = e.index();
-  for (const KvNamespace& ns : idx.namespaces()) {
-    NamespaceUsage& u = out[ns.tenant];
-    std::set<int32_t> seen, pages;  // nodes already walked; pages they hold
-    idx.for_each_leaf(ns, [&](int32_t leaf) {
-      ++u.entries;
-      for (int32_t n = leaf; n >= 0 && seen.insert(n).second;) {
-        const RadixIndex::NodeView v = idx.node(n);
-        for (const PageSlice& s : v.slices) pages.insert(s.page);
-        n = v.parent;
-      }
-    });
-    u.bytes = int64_t(pages.size() * e.page_pool().page_bytes());
-    if (u.entries == 0) out.erase(ns.tenant);  // an emptied tree: nothing to report
-  }
-  return out;
-}
+std::map<std::string, NamespaceUsage> namespace_usage(Engine& e) { return e.cache().memory_usage(); }
 
 }  // namespace pc::server

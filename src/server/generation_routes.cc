@@ -92,7 +92,7 @@ void fit_context(const Server::State& st, Generation& g, bool chat) {
   const int64_t n = int64_t(g.params.gen.prompt.size());
   const char* what = chat ? "messages" : "prompt";
   if (n == 0) throw bad_field(what, "the prompt is empty");
-  const int64_t limit = std::min(st.n_ctx, st.kv_tokens);
+  const int64_t limit = std::min(st.n_ctx, st.scheduler->admission_tokens());
   if (n >= limit)
     throw ApiError(400, "invalid_request_error",
                    "This model's maximum context length is " + std::to_string(limit) +
@@ -156,7 +156,7 @@ CacheReport finish(Server::State& st, const Generation& g) {
     c.module_hits = o.result.n_module_hits;
     c.module_misses = o.result.n_module_misses;
   }
-  if (o.finish_reason == "error" || o.finish_reason == "cancelled") return c;
+  if (o.finish_reason == FinishReason::kError || o.finish_reason == FinishReason::kCancelled) return c;
   const int64_t generated = int64_t(o.result.tokens.size());
   st.metrics.count_tokens(c.prompt_tokens, c.cached_tokens, c.computed_tokens, generated);
   if (!g.chat) return c;
@@ -178,6 +178,8 @@ CacheReport finish(Server::State& st, const Generation& g) {
 }
 
 void throw_outcome_error(const JobOutcome& o) {
+  if (o.error_code == "context_length_exceeded")
+    throw ApiError(400, "invalid_request_error", o.error, "max_tokens", o.error_code);
   throw ApiError(500, "server_error", o.error.empty() ? "generation failed" : o.error, "",
                  "generation_failed");
 }
@@ -207,11 +209,11 @@ void respond_whole(Server::State& st, Generation& g, const httplib::Request& req
     }
   }
   const JobOutcome& o = g.job->outcome();
-  if (o.finish_reason == "error") throw_outcome_error(o);
-  if (o.finish_reason == "cancelled")
+  if (o.finish_reason == FinishReason::kError) throw_outcome_error(o);
+  if (o.finish_reason == FinishReason::kCancelled)
     throw ApiError(503, "server_error", "the request was cancelled (server shutting down)", "", "cancelled");
   const CacheReport c = finish(st, g);
-  send_json(res, 200, full_response(g.meta, all.text, o.finish_reason, c,
+  send_json(res, 200, full_response(g.meta, all.text, to_string(o.finish_reason), c,
                                     int64_t(o.result.tokens.size()), delta_logprobs(st, g, all)));
 }
 
@@ -247,13 +249,13 @@ void respond_stream(Server::State& st, std::shared_ptr<Generation> g, httplib::R
         }
         if (!done) return true;
         const JobOutcome& o = g->job->outcome();
-        if (o.finish_reason == "error" || o.finish_reason == "cancelled") {
-          const std::string msg = o.finish_reason == "error" ? o.error : "the request was cancelled";
+        if (o.finish_reason == FinishReason::kError || o.finish_reason == FinishReason::kCancelled) {
+          const std::string msg = o.finish_reason == FinishReason::kError ? o.error : "the request was cancelled";
           write_event(sink, dump(error_json(msg, "server_error", "", "generation_failed")));
         } else {
           const CacheReport c = finish(st, *g);
           const int64_t n = int64_t(o.result.tokens.size());
-          if (!write_event(sink, dump(chunk(g->meta, "", o.finish_reason, *first)))) return false;
+          if (!write_event(sink, dump(chunk(g->meta, "", to_string(o.finish_reason), *first)))) return false;
           if (g->params.include_usage && !write_event(sink, dump(usage_chunk(g->meta, c, n))))
             return false;
         }

@@ -46,8 +46,9 @@ struct Delta {
 
 struct JobOutcome {
   GenerateResult result;        // engine numbers (n_prompt, n_cached, timings, tokens)
-  std::string finish_reason;    // "stop", "length", "cancelled" or "error"
-  std::string error;            // when "error"
+  FinishReason finish_reason = FinishReason::kNone;  // kStop, kLength, kCancelled or kError
+  std::string error;            // when kError
+  std::string error_code;       // when kError: "context_length_exceeded" for a request that cannot fit
   std::vector<int32_t> reply_ids;  // ids whose text is the reply (no trailing EOG)
   std::string reply_tail;          // reply text not covered by reply_ids (stop cut a token)
   std::string text;                // the whole reply text (what the client received)

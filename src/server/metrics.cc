@@ -8,8 +8,7 @@
 
 #include <sstream>
 
-#include "kv/page_pool.h"
-#include "kv/radix_index.h"
+#include "engine/cache_admin.h"
 #include "engine/kv_tiers.h"
 #include "tier/disk_tier.h"
 #include "tier/redis_tier.h"
@@ -106,13 +105,14 @@ void Metrics::set_queue(size_t queued, size_t running) {
   running_->Set(double(running));
 }
 
-void Metrics::set_cache(const PagePool& pool, const RadixStats& index) {
-  cache_bytes_->Add({{"tier", "memory"}, {"state", "in_use"}}).Set(double(pool.bytes_in_use()));
-  cache_bytes_->Add({{"tier", "memory"}, {"state", "cached"}}).Set(double(pool.bytes_cached()));
-  cache_bytes_->Add({{"tier", "memory"}, {"state", "free"}}).Set(double(pool.bytes_free()));
-  cache_entries_->Set(double(index.entries));
-  cache_tokens_->Set(double(index.tokens));
-  cache_evicted_->Set(double(index.evicted));
+void Metrics::set_cache(const CacheStats& s) {
+  const double page = double(s.pool.page_bytes);
+  cache_bytes_->Add({{"tier", "memory"}, {"state", "in_use"}}).Set(page * s.pool.pages_in_use);
+  cache_bytes_->Add({{"tier", "memory"}, {"state", "cached"}}).Set(page * s.pool.pages_cached);
+  cache_bytes_->Add({{"tier", "memory"}, {"state", "free"}}).Set(page * s.pool.pages_free);
+  cache_entries_->Set(double(s.prefix.entries));
+  cache_tokens_->Set(double(s.prefix.tokens));
+  cache_evicted_->Set(double(s.prefix.evicted));
 }
 
 void Metrics::set_namespaces(const std::map<std::string, NamespaceUsage>& usage, const std::string& tier) {

@@ -9,6 +9,8 @@
 #include <set>
 #include <string>
 
+#include "engine/cache_admin.h"
+
 namespace prometheus {
 class Registry;
 class Counter;
@@ -18,18 +20,16 @@ template <typename T> class Family;
 }  // namespace prometheus
 
 namespace pc {
-class PagePool;
-struct RadixStats;
+struct CacheStats;
 class KvTiers;
 }  // namespace pc
 
 namespace pc::server {
 
 // One namespace's share of the prefix cache (tier "memory").
-struct NamespaceUsage {
-  int64_t entries = 0;  // leaves of its prefix tree (as /v1/cache/entries lists them)
-  int64_t bytes = 0;    // bytes of the distinct pages its tree references
-};
+// Per tenant: entries (prefix-tree leaves as /v1/cache/entries lists them, or tier
+// entries) and bytes of the distinct pages / entries they hold.
+using NamespaceUsage = NamespaceBytes;
 
 class Metrics {
  public:
@@ -46,7 +46,7 @@ class Metrics {
   void observe_itl(double seconds);
   void observe_queue_wait(double seconds);
   void set_queue(size_t queued, size_t running);
-  void set_cache(const PagePool& pool, const RadixStats& index);
+  void set_cache(const CacheStats& stats);
   // promptcache_cache_{bytes,entries}{namespace,tier}; namespaces that are gone
   // lose their series.
   void set_namespaces(const std::map<std::string, NamespaceUsage>& usage, const std::string& tier = "memory");

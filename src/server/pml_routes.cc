@@ -10,7 +10,8 @@
 #include <chrono>
 
 #include "gguf/error.h"
-#include "kv/module_store.h"
+#include "engine/cache_admin.h"
+#include "pml/kv_plan.h"
 #include "pml/pml.h"
 #include "server/api_error.h"
 #include "server/generation.h"
@@ -99,12 +100,11 @@ int64_t drop_modules(Server::State& st, const std::string& ns, const pml::Schema
     for (const auto& [name, e] : st.schemas[ns])
       for (const pml::ModuleLayout& m : e.layout->modules) keep.insert(m.digest);
   }
+  std::set<uint64_t> drop;
+  for (const pml::ModuleLayout& m : gone.modules)
+    if (!keep.count(m.digest)) drop.insert(m.digest);
   int64_t dropped = 0;
-  st.scheduler->call([&](Engine& engine) {
-    for (const pml::ModuleLayout& m : gone.modules)
-      if (!keep.count(m.digest) && engine.modules().erase(ModuleKey{engine.ns(ns), m.digest, 0}))
-        ++dropped;
-  });
+  st.scheduler->call([&](Engine& engine) { dropped = engine.cache().drop_modules(ns, drop); });
   return dropped;
 }
 
@@ -139,7 +139,7 @@ void put_schema(Server::State& st, const httplib::Request& req, httplib::Respons
   out["layout"] = layout_json(*entry.layout);
   if (req.get_param_value("preload") == "true" || req.get_param_value("preload") == "1") {
     int64_t encoded = 0;
-    st.scheduler->call([&](Engine& e) { encoded = e.preload(*entry.layout, ns); });
+    st.scheduler->call([&](Engine& e) { encoded = e.preload(pml::module_set(*entry.layout), ns); });
     out["preloaded_tokens"] = encoded;
   }
   send_json(res, replaced ? 200 : 201, out);
@@ -201,12 +201,13 @@ void delete_schema(Server::State& st, const httplib::Request& req, httplib::Resp
 void fit_plan(const Server::State& st, const pml::PromptPlan& plan, Generation& g) {
   int32_t& max = g.params.gen.max_tokens;
   const int64_t n = plan.n_tokens();
-  const int64_t room = std::min(st.n_ctx - plan.next_pos, st.kv_tokens - n);
+  const int64_t kv = st.scheduler->admission_tokens();
+  const int64_t room = std::min(st.n_ctx - plan.next_pos, kv - n);
   if (room <= 0)
     throw ApiError(400, "invalid_request_error",
                    "the PML prompt needs " + std::to_string(n) + " tokens up to position " +
                        std::to_string(plan.next_pos) + "; the context holds " +
-                       std::to_string(std::min(st.n_ctx, st.kv_tokens)),
+                       std::to_string(std::min(st.n_ctx, kv)),
                    "prompt", "context_length_exceeded");
   if (!g.params.max_tokens_given) {
     max = int32_t(std::min<int64_t>(max, room));

@@ -1,7 +1,8 @@
 #include "server/scheduler.h"
 
 #include "gguf/error.h"
-#include "kv/page_pool.h"
+#include "engine/cache_admin.h"
+#include "pml/kv_plan.h"
 #include "kv/radix_index.h"
 #include "pml/layout.h"
 #include "pml/plan.h"
@@ -23,6 +24,7 @@ Scheduler::Scheduler(Engine& engine, const SchedulerOptions& opt, Metrics& metri
     : engine_(engine), opt_(opt), metrics_(metrics) {
   if (opt_.parallel < 1) throw Error("--parallel must be at least 1");
   if (opt_.queue < 0) throw Error("--queue must be >= 0");
+  admission_tokens_ = engine_.admission_tokens();
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -103,7 +105,7 @@ void Scheduler::drop_cancelled(std::unique_lock<std::mutex>& lk) {
   for (auto it = queue_.begin(); it != queue_.end();) {
     if ((*it)->cancelled()) {
       JobOutcome o;
-      o.finish_reason = "cancelled";
+      o.finish_reason = FinishReason::kCancelled;
       (*it)->post_done(std::move(o));
       it = queue_.erase(it);
     } else {
@@ -140,15 +142,16 @@ void Scheduler::admit(std::unique_lock<std::mutex>& lk) {
     try {
       Job* j = job.get();
       TokenCallback cb = [this, j](int32_t id) { return on_token(*j, id); };
-      // A PML plan encodes its missing modules here, before the next step.
-      job->engine_id = job->plan ? engine_.add_plan(*job->schema, *job->plan, job->req, std::move(cb))
+      // A PML plan's missing modules are encoded by the engine's next steps.
+      job->engine_id = job->plan ? engine_.add_plan(pml::kv_plan(*job->plan, *job->schema), job->req, std::move(cb))
                                  : engine_.add(job->req, std::move(cb));
       metrics_.observe_queue_wait(seconds_since(job->created));
       running_.emplace(job->engine_id, std::move(job));
     } catch (const std::exception& e) {
       JobOutcome o;
-      o.finish_reason = "error";
+      o.finish_reason = FinishReason::kError;
       o.error = e.what();
+      if (dynamic_cast<const ContextLengthError*>(&e)) o.error_code = "context_length_exceeded";
       job->post_done(std::move(o));
     }
     lk.lock();
@@ -160,13 +163,13 @@ void Scheduler::end_job(Job& job, const GenerateResult& r) {
   JobOutcome o;
   o.result = r;
   o.error = r.error;
-  if (r.finish_reason == "error") {
-    o.finish_reason = "error";
+  if (r.finish_reason == FinishReason::kError) {
+    o.finish_reason = FinishReason::kError;
   } else if (job.cancelled()) {
-    o.finish_reason = "cancelled";
+    o.finish_reason = FinishReason::kCancelled;
   } else {
     job.post_text(job.stream.finish());
-    o.finish_reason = job.stream.stopped() ? "stop" : r.finish_reason;
+    o.finish_reason = job.stream.stopped() ? FinishReason::kStop : r.finish_reason;
   }
   o.reply_ids = job.stream.ids_for_text(&o.reply_tail);
   o.text = job.stream.text();
@@ -186,8 +189,7 @@ void Scheduler::sweep_expired() {
   const Clock::time_point now = Clock::now();
   if (now - last_sweep_ < kSweep) return;
   last_sweep_ = now;
-  engine_.index().evict_expired(now);
-  engine_.modules().evict_expired(now);
+  engine_.cache().evict_expired(now);
 }
 
 void Scheduler::loop() {
@@ -213,7 +215,7 @@ void Scheduler::loop() {
       // A failed step leaves no sequence usable: end them all with the error.
       for (auto& [id, job] : running_) {
         JobOutcome o;
-        o.finish_reason = "error";
+        o.finish_reason = FinishReason::kError;
         o.error = std::string("engine step failed: ") + e.what();
         engine_.cancel(id);
         job->post_done(std::move(o));
@@ -222,7 +224,9 @@ void Scheduler::loop() {
       engine_.take_finished();
     }
     collect_finished();
-    metrics_.set_cache(engine_.page_pool(), engine_.index().stats());
+    const CacheStats cs = engine_.cache().stats();
+    metrics_.set_cache(cs);
+    admission_tokens_ = engine_.admission_tokens();
     lk.lock();
     n_running_ = running_.size();
   }
@@ -233,7 +237,7 @@ void Scheduler::loop() {
   lk.lock();
   for (auto& job : queue_) {
     JobOutcome o;
-    o.finish_reason = "cancelled";
+    o.finish_reason = FinishReason::kCancelled;
     job->post_done(std::move(o));
   }
   queue_.clear();

@@ -3,6 +3,7 @@
 // them), cancels jobs whose client went away, and runs short tasks (cache admin,
 // stats) between steps so that the engine and the KV structures need no locks.
 #pragma once
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -38,6 +39,9 @@ class Scheduler {
 
   size_t queued() const;
   size_t running() const;
+  // Tokens (prompt + max_tokens) a request may need to be admitted: the KV capacity
+  // besides pinned entries (Engine::admission_tokens), as of the last step.
+  int64_t admission_tokens() const { return admission_tokens_.load(); }
 
  private:
   void loop();
@@ -58,6 +62,7 @@ class Scheduler {
   std::deque<std::function<void()>> tasks_;
   std::map<int64_t, std::shared_ptr<Job>> running_;  // by engine id; engine thread only
   size_t n_running_ = 0;                              // mirror of running_.size() under mu_
+  std::atomic<int64_t> admission_tokens_{0};
   bool stop_ = false;
   bool cancel_pending_ = false;  // a queued job may have been cancelled
   Clock::time_point last_sweep_;

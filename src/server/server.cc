@@ -8,6 +8,7 @@
 
 #include "gguf/error.h"
 #include "gguf/gguf.h"
+#include "engine/cache_admin.h"
 #include "kv/page_pool.h"
 #include "pml/encoder.h"
 #include "server/api_error.h"
@@ -71,9 +72,9 @@ void add_misc_routes(Server::State& st) {
     try {
       st.scheduler->call([&](Engine& e) {
         st.metrics.set_namespaces(namespace_usage(e));
-        if (e.tiers()) {
+        if (e.cache().tiers()) {
           st.metrics.set_namespaces(disk_usage(e), "disk");
-          st.metrics.set_tiers(e.tiers());
+          st.metrics.set_tiers(e.cache().tiers());
         }
       });
     } catch (const std::exception&) {
@@ -85,7 +86,11 @@ void add_misc_routes(Server::State& st) {
     guard(res, [&] {
       st.tenant_of(req);
       const json model = {{"id", st.model_id}, {"object", "model"}, {"created", 0},
-                          {"owned_by", "promptcache"}, {"context_length", st.n_ctx}};
+                          {"owned_by", "promptcache"},
+                          // What a request may use: the model's context, or less when the
+                          // KV memory (besides pinned entries) holds fewer tokens.
+                          {"context_length", std::min(st.n_ctx, st.scheduler->admission_tokens())},
+                          {"n_ctx_train", st.n_ctx}};
       send_json(res, 200, {{"object", "list"}, {"data", json::array({model})}});
     });
   });

@@ -9,6 +9,9 @@
 #include <thread>
 
 #include "engine/engine.h"
+#include "kv/module_store.h"
+#include "kv/page_pool.h"
+#include "kv/radix_index.h"
 #include "gguf/quants.h"
 #include "kernels/thread_pool.h"
 #include "kv/kv_storage.h"
@@ -16,6 +19,7 @@
 #include "model/model.h"
 #include "model/relocate.h"
 #include "model_test_util.h"
+#include "pml/kv_plan.h"
 #include "pml/pml.h"
 #include "tokenizer/tokenizer.h"
 
@@ -58,19 +62,19 @@ TEST(PmlEngine, SameLogitsHitOrMiss) {
   Fixture f;
   const auto p = f.plan("<dog/><happy/> One day Max saw a bird.");
   auto e = f.engine();
-  const auto miss = e->plan_logits(f.schema, p);              // modules encoded in this request
+  const auto miss = e->plan_logits(pml::kv_plan(p, f.schema));              // modules encoded in this request
   EXPECT_GT(e->modules().stats().entries, 0);
-  const auto hit = e->plan_logits(f.schema, p);               // all modules cached
+  const auto hit = e->plan_logits(pml::kv_plan(p, f.schema));               // all modules cached
   expect_same(miss, hit, "cached vs encoded in the request");
   EXPECT_GT(e->modules().stats().hits, 0);
   e->modules().evict(size_t(1) << 40);                        // everything evicted
   EXPECT_EQ(e->modules().stats().entries, 0);
-  const auto again = e->plan_logits(f.schema, p);
+  const auto again = e->plan_logits(pml::kv_plan(p, f.schema));
   expect_same(miss, again, "evicted and re-encoded");
   auto e2 = f.engine();                                       // other combinations first
-  e2->plan_logits(f.schema, f.plan("<cat/><sad/> The end."));
-  e2->plan_logits(f.schema, f.plan("<happy/><dog/><cat/> Then"));
-  const auto other = e2->plan_logits(f.schema, p);
+  e2->plan_logits(pml::kv_plan(f.plan("<cat/><sad/> The end."), f.schema));
+  e2->plan_logits(pml::kv_plan(f.plan("<happy/><dog/><cat/> Then"), f.schema));
+  const auto other = e2->plan_logits(pml::kv_plan(p, f.schema));
   expect_same(miss, other, "after other combinations");
 }
 
@@ -81,13 +85,13 @@ TEST(PmlEngine, PinnedModulesAreNotEvicted) {
   const pml::SchemaLayout layout = pml::compile_schema(schema, f.enc, "p.pml");
   const auto p = pml::plan_prompt("<prompt schema=\"p\"><kept/><loose/> The end.</prompt>", layout, f.enc);
   auto e = f.engine();
-  const auto want = e->plan_logits(layout, p);
+  const auto want = e->plan_logits(pml::kv_plan(p, layout));
   e->modules().evict(size_t(1) << 40);
   int pinned = 0;
   for (const auto& [key, entry] : e->modules().entries()) pinned += entry.pins > 0 && entry.path == "kept";
   EXPECT_EQ(pinned, 1);
   EXPECT_EQ(e->modules().entries().size(), 1u);  // only the pinned one stayed
-  expect_same(want, e->plan_logits(layout, p), "pinned module kept, the other re-encoded");
+  expect_same(want, e->plan_logits(pml::kv_plan(p, layout)), "pinned module kept, the other re-encoded");
 }
 
 TEST(PmlEngine, ModuleTtlExpires) {
@@ -99,10 +103,10 @@ TEST(PmlEngine, ModuleTtlExpires) {
   auto e = f.engine();
   GenerateRequest req;
   req.max_tokens = 1;
-  const GenerateResult first = e->generate_plan(layout, p, req);
-  EXPECT_EQ(e->generate_plan(layout, p, req).n_module_misses, 0);  // both cached
+  const GenerateResult first = e->generate_plan(pml::kv_plan(p, layout), req);
+  EXPECT_EQ(e->generate_plan(pml::kv_plan(p, layout), req).n_module_misses, 0);  // both cached
   std::this_thread::sleep_for(std::chrono::milliseconds(250));
-  const GenerateResult late = e->generate_plan(layout, p, req);
+  const GenerateResult late = e->generate_plan(pml::kv_plan(p, layout), req);
   EXPECT_EQ(late.n_module_misses, 1);  // "brief" expired and was encoded again
   EXPECT_EQ(late.tokens, first.tokens);
   std::this_thread::sleep_for(std::chrono::milliseconds(250));
@@ -113,12 +117,12 @@ TEST(PmlEngine, ArgumentsAndUncachedModules) {
   Fixture f;
   const auto p = f.plan("<reply lang=\"French\"/><fresh/><dog/> The end.");
   auto e = f.engine();
-  const auto a = e->plan_logits(f.schema, p);
-  const auto b = e->plan_logits(f.schema, p);
+  const auto a = e->plan_logits(pml::kv_plan(p, f.schema));
+  const auto b = e->plan_logits(pml::kv_plan(p, f.schema));
   expect_same(a, b, "argument and cache=false module, second run");
   auto e2 = f.engine();
-  e2->plan_logits(f.schema, f.plan("<reply/> x"));  // placeholder version cached first
-  expect_same(a, e2->plan_logits(f.schema, p), "after the placeholder version was cached");
+  e2->plan_logits(pml::kv_plan(f.plan("<reply/> x"), f.schema));  // placeholder version cached first
+  expect_same(a, e2->plan_logits(pml::kv_plan(p, f.schema)), "after the placeholder version was cached");
   // The uncached module is never stored.
   for (const auto& [key, entry] : e->modules().entries()) EXPECT_NE(entry.path, "fresh");
 }
@@ -130,10 +134,10 @@ TEST(PmlEngine, GenerateReportsCachedModules) {
   GenerateRequest req;
   req.max_tokens = 8;
   req.stop_at_eog = false;
-  const GenerateResult first = e->generate_plan(f.schema, p, req);
+  const GenerateResult first = e->generate_plan(pml::kv_plan(p, f.schema), req);
   EXPECT_EQ(first.n_cached, 0);
   EXPECT_GT(first.n_module_misses, 0);
-  const GenerateResult second = e->generate_plan(f.schema, p, req);
+  const GenerateResult second = e->generate_plan(pml::kv_plan(p, f.schema), req);
   EXPECT_EQ(second.tokens, first.tokens);
   EXPECT_EQ(second.n_module_misses, 0);
   EXPECT_GT(second.n_cached, 20);
@@ -146,17 +150,17 @@ TEST(PmlEngine, CompactLayoutRuns) {
   Fixture f;
   const auto p = f.plan("<cat/><happy/> Then Tom", " layout=\"compact\"");
   auto e = f.engine();
-  const auto a = e->plan_logits(f.schema, p);
+  const auto a = e->plan_logits(pml::kv_plan(p, f.schema));
   int shifted = 0;
   for (const auto& [key, entry] : e->modules().entries()) shifted += key.shift != 0;
   EXPECT_GE(shifted, 1);  // the relocated copies are cached
   const int32_t pages = e->page_pool().n_in_use() + e->page_pool().n_cached();
-  const auto b = e->plan_logits(f.schema, p);
+  const auto b = e->plan_logits(pml::kv_plan(p, f.schema));
   expect_same(a, b, "compact layout, second run (relocated copies from the store)");
   EXPECT_EQ(e->page_pool().n_in_use() + e->page_pool().n_cached(), pages);  // nothing relocated again
   for (float v : a) ASSERT_TRUE(std::isfinite(v));
   e->modules().evict(size_t(1) << 40);  // relocated again from re-encoded modules: same logits
-  expect_same(a, e->plan_logits(f.schema, p), "compact layout after eviction");
+  expect_same(a, e->plan_logits(pml::kv_plan(p, f.schema)), "compact layout after eviction");
 }
 
 // Keys relocated by RoPE rotation vs keys computed directly at the new
@@ -202,7 +206,7 @@ TEST(PmlEngine, RelocatedKeysMatchDirectComputation) {
 TEST(PmlEngine, PromptMustEndWithText) {
   Fixture f;
   auto e = f.engine();
-  EXPECT_THROW(e->plan_logits(f.schema, f.plan("<dog/>")), Error);
+  EXPECT_THROW(e->plan_logits(pml::kv_plan(f.plan("<dog/>"), f.schema)), Error);
 }
 
 }  // namespace

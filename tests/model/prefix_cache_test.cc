@@ -10,6 +10,7 @@
 #include <random>
 
 #include "engine/engine.h"
+#include "kv/radix_index.h"
 #include "gguf/error.h"
 #include "kv/page_pool.h"
 #include "model/model.h"

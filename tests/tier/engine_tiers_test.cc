@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "engine/engine.h"
+#include "kv/radix_index.h"
 #include "gguf/error.h"
 #include "model/model.h"
 #include "pml/pml.h"

@@ -1,0 +1,203 @@
+#include "engine/cache_admin.h"
+
+#include <algorithm>
+
+#include "engine/engine.h"
+#include "engine/module_cache.h"
+#include "engine/prefix_cache.h"
+#include "kv/page_pool.h"
+#include "tier/disk_tier.h"
+#include "tier/entry_key.h"
+
+namespace pc {
+
+namespace {
+
+double seconds_between(CacheAdmin::Clock::time_point a, CacheAdmin::Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+std::optional<double> ttl_left(CacheAdmin::Clock::time_point expires, CacheAdmin::Clock::time_point now) {
+  if (expires == CacheAdmin::Clock::time_point::max()) return std::nullopt;
+  return std::max(0.0, seconds_between(now, expires));
+}
+
+}  // namespace
+
+CacheStats CacheAdmin::stats() const {
+  CacheStats s;
+  const PagePool& p = *e_.pages_;
+  s.pool = PoolView{p.page_size(), int64_t(p.page_bytes()), p.n_pages(), p.n_in_use(), p.n_cached(), p.n_free()};
+  s.prefix = e_.prefix_->index().stats();
+  s.prefix_metadata_bytes = int64_t(e_.prefix_->index().metadata_bytes());
+  s.modules = e_.modules_->store().stats();
+  s.engine = e_.stats_;
+  if (e_.tiers_) {
+    s.has_tiers = true;
+    s.tiers = e_.tiers_->stats();
+    s.tier_writes_in_flight = int64_t(e_.tiers_->in_flight());
+  }
+  return s;
+}
+
+std::vector<std::string> CacheAdmin::tenants() const {
+  std::vector<std::string> out;
+  for (const KvNamespace& ns : e_.prefix_->index().namespaces()) out.push_back(ns.tenant);
+  return out;
+}
+
+std::vector<PrefixEntryView> CacheAdmin::prefix_entries(const std::string& tenant) const {
+  const RadixIndex& idx = e_.prefix_->index();
+  const int64_t page_bytes = int64_t(e_.pages_->page_bytes());
+  const Clock::time_point now = Clock::now();
+  std::vector<PrefixEntryView> out;
+  idx.for_each_leaf(e_.ns(tenant), [&](int32_t leaf) {
+    const RadixIndex::NodeView v = idx.node(leaf);
+    PrefixEntryView e;
+    e.id = leaf;
+    e.tokens = v.depth + int64_t(v.tokens.size());
+    e.leaf_tokens = int64_t(v.tokens.size());
+    std::set<int32_t> pages;
+    int32_t pins = 0;
+    Clock::time_point expires = Clock::time_point::max();
+    for (int32_t n = leaf; n >= 0;) {
+      const RadixIndex::NodeView x = idx.node(n);
+      if (x.parent < 0) break;  // the namespace root holds nothing
+      for (const PageSlice& s : x.slices) pages.insert(s.page);
+      pins += x.pins;  // a pin keeps every ancestor
+      e.hits = x.hits;  // matches that reused any of it: its first run's count
+      expires = std::min(expires, x.expires);
+      n = x.parent;
+    }
+    e.bytes = int64_t(pages.size()) * page_bytes;
+    e.age_seconds = seconds_between(v.created, now);
+    e.idle_seconds = seconds_between(v.used, now);
+    e.leaf_hits = v.hits;
+    e.pinned = pins > 0;
+    e.in_use = v.lock_ref > 0;
+    e.ttl_seconds = ttl_left(expires, now);
+    out.push_back(e);
+  });
+  return out;
+}
+
+std::vector<ModuleEntryView> CacheAdmin::module_entries(const std::string& tenant) const {
+  const KvNamespace ns = e_.ns(tenant);
+  const Clock::time_point now = Clock::now();
+  std::vector<ModuleEntryView> out;
+  for (const auto& [key, m] : e_.modules_->store().entries()) {
+    if (key.ns != ns) continue;
+    ModuleEntryView v;
+    v.path = m.path;
+    v.digest = key.digest;
+    v.shift = key.shift;
+    v.tokens = m.n_tokens();
+    for (const ModuleSegment& seg : m.segments) v.bytes += int64_t(seg.entries.size() * e_.pages_->page_bytes());
+    v.hits = m.hits;
+    v.pinned = m.pins > 0;
+    v.ttl_seconds = ttl_left(m.expires, now);
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+std::vector<TierEntryView> CacheAdmin::tier_entries(const std::string& tenant) const {
+  std::vector<TierEntryView> out;
+  if (!e_.tiers_ || !e_.tiers_->disk()) return out;
+  const std::string model = e_.ns(tenant).model;
+  // Disk entries, most recently used first (Redis cannot be listed cheaply).
+  for (const DiskTier::Item& it : e_.tiers_->disk()->list()) {
+    if (it.ns.model != model) continue;
+    const TierEntryOwner o = tier_entry_owner(it.ns);
+    if (o.tenant != tenant) continue;
+    out.push_back({key_hex(it.key), "disk", o.module_segment, int64_t(it.n_tokens), int64_t(it.bytes)});
+  }
+  return out;
+}
+
+std::map<std::string, NamespaceBytes> CacheAdmin::memory_usage() const {
+  std::map<std::string, NamespaceBytes> out;
+  const RadixIndex& idx = e_.prefix_->index();
+  for (const KvNamespace& ns : idx.namespaces()) {
+    NamespaceBytes u;
+    std::set<int32_t> seen, pages;  // nodes already walked; pages they hold
+    idx.for_each_leaf(ns, [&](int32_t leaf) {
+      ++u.entries;
+      for (int32_t n = leaf; n >= 0 && seen.insert(n).second;) {
+        const RadixIndex::NodeView v = idx.node(n);
+        for (const PageSlice& s : v.slices) pages.insert(s.page);
+        n = v.parent;
+      }
+    });
+    u.bytes = int64_t(pages.size() * e_.pages_->page_bytes());
+    if (u.entries > 0) out[ns.tenant] = u;  // an emptied tree: nothing to report
+  }
+  return out;
+}
+
+std::map<std::string, NamespaceBytes> CacheAdmin::tier_usage() const {
+  std::map<std::string, NamespaceBytes> out;
+  if (!e_.tiers_ || !e_.tiers_->disk()) return out;
+  for (const DiskTier::Item& it : e_.tiers_->disk()->list()) {
+    NamespaceBytes& u = out[tier_entry_owner(it.ns).tenant];
+    ++u.entries;
+    u.bytes += int64_t(it.bytes);
+  }
+  return out;
+}
+
+bool CacheAdmin::pin(const std::string& tenant, const std::vector<int32_t>& tokens) {
+  return e_.prefix_->index().pin(e_.ns(tenant), tokens);
+}
+
+bool CacheAdmin::unpin(const std::string& tenant, const std::vector<int32_t>& tokens) {
+  return e_.prefix_->index().unpin(e_.ns(tenant), tokens);
+}
+
+bool CacheAdmin::set_expiry(const std::string& tenant, const std::vector<int32_t>& tokens, Clock::time_point at) {
+  return e_.prefix_->index().set_expiry(e_.ns(tenant), tokens, at);
+}
+
+size_t CacheAdmin::evict(size_t bytes) {
+  size_t freed = e_.prefix_->index().evict(bytes);
+  if (freed < bytes) freed += e_.modules_->store().evict(bytes - freed);
+  return freed;
+}
+
+size_t CacheAdmin::evict_expired(Clock::time_point now) {
+  return e_.prefix_->index().evict_expired(now) + e_.modules_->store().evict_expired(now);
+}
+
+int CacheAdmin::drop_modules(const std::string& tenant, const std::set<uint64_t>& digests) {
+  int n = 0;
+  for (uint64_t d : digests) n += e_.modules_->drop(e_.ns(tenant), d);
+  return n;
+}
+
+const KvTiers* CacheAdmin::tiers() const { return e_.tiers_.get(); }
+
+int64_t CacheAdmin::pinned_pages() const {
+  std::set<int32_t> pages;
+  const RadixIndex& idx = e_.prefix_->index();
+  for (const KvNamespace& ns : idx.namespaces())
+    idx.for_each_leaf(ns, [&](int32_t leaf) {
+      // A pin on a node keeps it and its ancestors: walk up, collecting from the
+      // first pinned node on.
+      bool pinned = false;
+      for (int32_t n = leaf; n >= 0;) {
+        const RadixIndex::NodeView x = idx.node(n);
+        if (x.parent < 0) break;
+        pinned = pinned || x.pins > 0;
+        if (pinned)
+          for (const PageSlice& s : x.slices) pages.insert(s.page);
+        n = x.parent;
+      }
+    });
+  for (const auto& [key, m] : e_.modules_->store().entries())
+    if (m.pins > 0)
+      for (const ModuleSegment& seg : m.segments)
+        for (const PageEntry& p : seg.entries) pages.insert(p.page);
+  return int64_t(pages.size());
+}
+
+}  // namespace pc

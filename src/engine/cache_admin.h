@@ -1,0 +1,110 @@
+// The caches' admin face: what the server (cache routes, metrics) and tools may see
+// and do, without knowing how the caches are built — no radix nodes, module keys or
+// tier entry names cross this interface. Called on the engine thread
+// (server: Scheduler::call).
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "engine/kv_tiers.h"
+#include "kv/module_store.h"
+#include "kv/radix_index.h"
+
+namespace pc {
+
+class Engine;
+
+struct PoolView {
+  int32_t page_size = 0;
+  int64_t page_bytes = 0;
+  int32_t pages = 0, pages_in_use = 0, pages_cached = 0, pages_free = 0;
+};
+
+struct CacheStats {
+  PoolView pool;
+  RadixStats prefix;
+  int64_t prefix_metadata_bytes = 0;
+  ModuleStats modules;
+  EngineStats engine;
+  bool has_tiers = false;
+  KvTierStats tiers;
+  int64_t tier_writes_in_flight = 0;
+};
+
+// One prefix-cache entry as a listing shows it: the prefix root → leaf.
+struct PrefixEntryView {
+  int32_t id = 0;               // stable while the entry lives
+  int64_t tokens = 0;           // the whole prefix
+  int64_t leaf_tokens = 0;      // tokens of the last run (what the entry added)
+  int64_t bytes = 0;            // distinct pages holding its KV
+  double age_seconds = 0, idle_seconds = 0;
+  int64_t hits = 0, leaf_hits = 0;
+  bool pinned = false, in_use = false;
+  std::optional<double> ttl_seconds;  // left until it expires
+};
+
+struct ModuleEntryView {
+  std::string path;
+  uint64_t digest = 0;
+  int32_t shift = 0;             // != 0: a relocated copy
+  int64_t tokens = 0, bytes = 0, hits = 0;
+  bool pinned = false;
+  std::optional<double> ttl_seconds;
+};
+
+// An entry in a tier below memory (tiers that can list theirs).
+struct TierEntryView {
+  std::string id;               // the entry key, hex
+  std::string tier;             // "disk", ...
+  bool module_segment = false;  // a module's segment rather than a prefix
+  int64_t tokens = 0, bytes = 0;
+};
+
+struct NamespaceBytes {
+  int64_t entries = 0;
+  int64_t bytes = 0;
+};
+
+class CacheAdmin {
+ public:
+  using Clock = std::chrono::steady_clock;
+  explicit CacheAdmin(Engine& engine) : e_(engine) {}
+
+  CacheStats stats() const;
+  // Tenants with cached prefixes.
+  std::vector<std::string> tenants() const;
+  std::vector<PrefixEntryView> prefix_entries(const std::string& tenant) const;
+  std::vector<ModuleEntryView> module_entries(const std::string& tenant) const;
+  std::vector<TierEntryView> tier_entries(const std::string& tenant) const;
+  // Entries and distinct page bytes per tenant: in memory (prefix cache), on disk.
+  std::map<std::string, NamespaceBytes> memory_usage() const;
+  std::map<std::string, NamespaceBytes> tier_usage() const;
+
+  // The prefix entry ending exactly at `tokens`: pin, unpin, expire at `at`
+  // (Clock::time_point::max() clears). False when that prefix is not cached.
+  bool pin(const std::string& tenant, const std::vector<int32_t>& tokens);
+  bool unpin(const std::string& tenant, const std::vector<int32_t>& tokens);
+  bool set_expiry(const std::string& tenant, const std::vector<int32_t>& tokens, Clock::time_point at);
+  // Frees at least `bytes` of cached pages (prefix entries first, then modules)
+  // where something is evictable. Returns the bytes freed.
+  size_t evict(size_t bytes);
+  // Drops expired entries of both caches (the server calls it periodically).
+  size_t evict_expired(Clock::time_point now);
+  // Drops the modules with these digests — each with its relocated copies — from
+  // memory. Tier copies are keyed by content and stay. Returns entries dropped.
+  int drop_modules(const std::string& tenant, const std::set<uint64_t>& digests);
+  // The tiers below memory (their own stats), or null.
+  const KvTiers* tiers() const;
+  // Pages held by pinned entries (prefix paths and modules): never free for requests.
+  int64_t pinned_pages() const;
+
+ private:
+  Engine& e_;
+};
+
+}  // namespace pc

@@ -1,0 +1,57 @@
+#include "engine/prefix_cache.h"
+
+#include <algorithm>
+#include <climits>
+
+#include "engine/kv_tiers.h"
+
+namespace pc {
+
+PrefixCache::PrefixCache(PagePool& pool, bool enabled) : pool_(pool), index_(pool), enabled_(enabled) {}
+PrefixCache::~PrefixCache() = default;
+
+PrefixHit PrefixCache::attach(const KvNamespace& ns, std::span<const int32_t> tokens, bool whole) {
+  PrefixHit h(pool_);
+  if (!enabled_ || tokens.empty()) return h;
+  PrefixMatch m;
+  if (whole) {
+    m = index_.match_prefix(ns, tokens);
+  } else {  // match_prefix never covers its last query token: end with one no prompt has
+    std::vector<int32_t> q(tokens.begin(), tokens.end());
+    q.push_back(INT32_MIN);
+    m = index_.match_prefix(ns, q);
+  }
+  h.lease = PrefixLease(&index_, m.node);
+  h.table = PageTable::from_slices(pool_, m.slices);
+  h.length = m.length;
+  return h;
+}
+
+bool PrefixCache::promote(const KvNamespace& ns, std::span<const int32_t> tokens,
+                          std::function<void(int32_t)> done) {
+  if (!enabled_ || !tiers_ || tokens.size() < 2) return false;
+  const int32_t have = index_.match_prefix(ns, tokens, RadixIndex::MatchUse::kPeek).length;
+  const int32_t P = pool_.page_size();
+  const int32_t n = int32_t(tokens.size());
+  if ((n - 1) / P * P <= have) return false;
+  tiers_->promote_prefix(ns, tokens.first(n - 1), have, std::move(done));
+  return true;
+}
+
+void PrefixCache::promote_now(const KvNamespace& ns, std::span<const int32_t> tokens) {
+  if (promote(ns, tokens, nullptr)) tiers_->flush();
+}
+
+void PrefixCache::insert(const KvNamespace& ns, std::span<const int32_t> tokens, const PageTable& table,
+                         int32_t n_prompt) {
+  if (!enabled_ || tokens.empty()) return;
+  index_.insert(ns, tokens, table);
+  if (!tiers_) return;
+  // Tiers find entries by exact page-aligned length (tier/entry_key.h): write what the
+  // next turn probes and what a repeat of this prompt probes; the second is skipped
+  // when it is the same entry.
+  tiers_->save_prefix(ns, tokens);
+  tiers_->save_prefix(ns, tokens.first(std::min<size_t>(tokens.size(), size_t(std::max(0, n_prompt - 1)))));
+}
+
+}  // namespace pc

@@ -1,0 +1,199 @@
+// One engine step: resume what waits, plan a batch within max_batch_tokens (decoding
+// sequences first, then prompt and module-encoding chunks, oldest first), admit KV
+// pages for it — preempting the youngest sequences when pages run out — and run it.
+//
+// KV admission. Every admitted request fits alone (Engine::check_fits), so progress
+// is guaranteed by always letting the oldest sequence win: a sequence that cannot get
+// pages preempts the youngest running sequence younger than itself; with none left,
+// it parks itself until older ones finish. A preempted sequence publishes its KV in
+// the prefix cache (a plain prompt) and releases its pages; it is reassembled — a
+// prefix hit for the tokens still cached — once the pages it needs are free.
+#include <algorithm>
+
+#include "engine/engine.h"
+#include "engine/kv_tiers.h"
+#include "engine/module_cache.h"
+#include "engine/prefix_cache.h"
+#include "engine/sequence.h"
+#include "kv/page_pool.h"
+#include "model/forward.h"
+#include "model/model.h"
+
+namespace pc {
+
+SeqKv seq_kv(const PageTable& t, std::vector<int32_t>& pages, std::vector<int32_t>& fills) {
+  pages.clear();
+  fills.clear();
+  bool aligned = true;
+  const auto entries = t.entries();
+  for (size_t i = 0; i < entries.size(); ++i) {
+    pages.push_back(entries[i].page);
+    fills.push_back(entries[i].filled);
+    if (i + 1 < entries.size() && entries[i].filled != t.pool().page_size()) aligned = false;
+  }
+  return SeqKv{pages.data(), int32_t(pages.size()), aligned ? nullptr : fills.data()};
+}
+
+struct Engine::Part {
+  Seq* seq;
+  int32_t n;  // tokens computed this step
+};
+
+namespace {
+
+bool holds_pages(const Engine::Seq& s) { return s.table.n_tokens() > 0 || !s.hold.entries().empty(); }
+
+}  // namespace
+
+void Engine::resume_waiting() {
+  const int32_t P = pages_->page_size();
+  int64_t room = int64_t(pages_->n_free()) + pages_->n_cached();  // pages a step could get
+  for (auto& [id, sp] : active_) {
+    Seq& s = *sp;
+    if (s.state == Seq::State::kWaiting) {
+      assemble(s);
+    } else if (s.state == Seq::State::kParked) {
+      // Resume when its whole KV (and a page to grow into) could be had; a resumed
+      // sequence that still runs short is preempted again, oldest first wins.
+      const int64_t need = (int64_t(s.tokens.size()) + P - 1) / P + 1;
+      if (need <= room) {
+        room -= need;
+        assemble(s);
+      }
+    }
+  }
+}
+
+// Attaches the cached runs the sequence has reached and prepares pages for its next
+// chunk. False when the pool could not supply the pages (the table is unchanged).
+bool Engine::plan_part(Seq& s, int64_t& budget, std::vector<Part>& parts) {
+  while (s.run < s.runs.size() && s.runs[s.run].cached) {
+    Run& r = s.runs[s.run];
+    if (!r.attached) s.table.attach(r.pages);
+    r.attached = true;
+    s.n_kv = r.end;
+    ++s.run;
+  }
+  const int32_t end = s.run < s.runs.size() ? s.runs[s.run].end : int32_t(s.tokens.size());
+  const int32_t n = int32_t(std::min<int64_t>(budget, end - s.n_kv));
+  if (n <= 0) return true;
+  if (s.run < s.runs.size()) {
+    Run& r = s.runs[s.run];
+    if (r.fresh_page && s.n_kv == r.begin) {
+      s.table.seal();
+      if (r.first_entry < 0) r.first_entry = int32_t(s.table.entries().size());
+    }
+  }
+  if (!s.table.prepare_append(n)) return false;
+  parts.push_back({&s, n});
+  budget -= n;
+  return true;
+}
+
+void Engine::preempt(Seq& s) {
+  if (s.prefix_plan && s.n_kv > 0)
+    prefix_->index().insert(s.ns, std::span<const int32_t>(s.tokens.data(), s.n_kv), s.table);
+  s.table.release();
+  s.hold.release();
+  s.lease.reset();
+  s.runs.clear();
+  s.run = 0;
+  s.n_kv = 0;
+  s.state = Seq::State::kParked;
+  ++s.result.n_preempted;
+  ++stats_.preemptions;
+}
+
+// Frees pages for `s` by preempting the youngest running sequence younger than it
+// (dropping its part of this step). False when there is none.
+bool Engine::preempt_for(Seq& s, std::vector<Part>& parts, int64_t& budget) {
+  for (auto it = active_.rbegin(); it != active_.rend() && it->first > s.id; ++it) {
+    Seq& v = *it->second;
+    if (v.state != Seq::State::kRunning || !holds_pages(v)) continue;
+    for (auto p = parts.begin(); p != parts.end(); ++p)
+      if (p->seq == &v) {
+        budget += p->n;
+        parts.erase(p);
+        break;
+      }
+    preempt(v);
+    return true;
+  }
+  return false;
+}
+
+void Engine::step() {
+  if (tiers_) tiers_->poll();
+  if (active_.empty()) return;
+  resume_waiting();
+  std::vector<Part> parts;
+  int64_t budget = opt_.max_batch_tokens;
+  std::vector<Seq*> failed, encoded;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (auto& [id, sp] : active_) {
+      Seq& s = *sp;
+      if (s.state != Seq::State::kRunning || budget == 0) continue;
+      if ((pass == 0) != (s.prompt_done() && s.kind == Seq::Kind::kRequest)) continue;
+      if (std::any_of(parts.begin(), parts.end(), [&](const Part& p) { return p.seq == &s; })) continue;
+      while (!plan_part(s, budget, parts)) {
+        if (preempt_for(s, parts, budget)) continue;
+        // Nobody younger to take pages from: wait for the older ones to finish, or,
+        // when no other sequence holds pages, the request cannot run at all.
+        const bool others = std::any_of(active_.begin(), active_.end(), [&](const auto& kv) {
+          return kv.second.get() != &s && kv.second->state == Seq::State::kRunning && holds_pages(*kv.second);
+        });
+        if (others) {
+          preempt(s);
+        } else {
+          failed.push_back(&s);
+        }
+        break;
+      }
+      if (s.state == Seq::State::kRunning && s.kind == Seq::Kind::kEncode && s.n_kv == int32_t(s.tokens.size()))
+        encoded.push_back(&s);  // nothing (left) to compute: its context was all it had
+    }
+  }
+  for (Seq* s : encoded) finish_encoding(*s);
+  for (Seq* s : failed) {
+    s->result.error = "out of KV memory: the sequence needs " + std::to_string(s->tokens.size()) +
+                      " token slots; raise --kv-memory";
+    finish(*s, FinishReason::kError);
+  }
+  if (parts.empty()) {
+    // Everything left waits for a tier lookup: sleep until one answers.
+    if (tiers_ && !active_.empty() && tiers_->wait(50)) tiers_->poll();
+    return;
+  }
+  run_parts(parts);
+}
+
+void Engine::run_parts(std::vector<Part>& parts) {
+  std::vector<std::vector<int32_t>> pages(parts.size()), fills(parts.size());
+  std::vector<SeqKv> seqs(parts.size());
+  std::vector<BatchEntry> batch;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    Seq& s = *parts[i].seq;
+    seqs[i] = seq_kv(s.table, pages[i], fills[i]);
+    for (int32_t j = 0; j < parts[i].n; ++j) {
+      const int32_t t = s.n_kv + j;
+      const bool logits = s.wants_logits() && t + 1 == int32_t(s.tokens.size());
+      batch.push_back(BatchEntry{s.tokens[t], s.positions[t], int32_t(i), t, logits});
+    }
+  }
+  const float* logits = fwd_->run(batch, seqs);
+  const int64_t V = model_.config().n_vocab;
+  int64_t row = 0;
+  for (Part& p : parts) {
+    Seq& s = *p.seq;
+    s.n_kv += p.n;
+    if (s.run < s.runs.size() && s.n_kv >= s.runs[s.run].end) ++s.run;
+    if (s.n_kv != int32_t(s.tokens.size())) continue;
+    if (s.kind == Seq::Kind::kEncode) {
+      finish_encoding(s);
+    } else {
+      sample(s, logits + (row++) * V);
+    }
+  }
+}
+
+}  // namespace pc
