@@ -26,6 +26,7 @@
 #include "kv/module_store.h"
 #include "kv/page_table.h"
 #include "kv/radix_index.h"
+#include "tier/tier_options.h"
 
 namespace pc {
 
@@ -42,17 +43,6 @@ class PageTable;
 class ThreadPool;
 class Forward;
 class KvTiers;
-
-// KV tiers below memory (engine/kv_tiers.h, docs/tiers.md). Both empty: memory only.
-struct TierOptions {
-  std::string disk_dir;                         // --disk-cache DIR
-  uint64_t disk_bytes = uint64_t(50) << 30;     // --disk-cache-size
-  bool disk_fsync = true;                       // crash-safe writes (tests turn it off)
-  std::string redis_url;                        // --redis redis://host:port/db
-  int redis_ttl_seconds = 3600;                 // --redis-ttl
-  int max_pending_writes = 8;                   // write-through beyond this is skipped
-  bool enabled() const { return !disk_dir.empty() || !redis_url.empty(); }
-};
 
 struct EngineOptions {
   int threads = default_thread_count();
