@@ -10,9 +10,8 @@
 #include "kv/page_pool.h"
 #include "kv/radix_index.h"
 #include "engine/kv_tiers.h"
-#include "tier/disk_tier.h"
 #include "tier/entry_key.h"
-#include "tier/redis_tier.h"
+#include "tier/kv_tier.h"
 #include "server/api_error.h"
 #include "server/openai.h"
 #include "server/state.h"
@@ -42,28 +41,31 @@ std::pair<std::string, bool> entry_tenant(const KvNamespace& ns) {
   return {ns.tenant.substr(0, cut), true};
 }
 
+// The engine's counters, then one object per tier under its name ("disk", "redis").
+// Sizes a tier cannot know (-1) are left out; "hits" is the engine's count of entries
+// that tier supplied.
 json tiers_json(const KvTiers& t) {
   const KvTierStats s = t.stats();
   json out = {{"lookups", s.lookups}, {"misses", s.misses}, {"promoted_tokens", s.promoted_tokens},
               {"module_loads", s.module_loads}, {"writes", s.writes}, {"write_failures", s.write_failures},
               {"writes_skipped", s.writes_skipped}, {"written_bytes", s.written_bytes}, {"errors", s.errors},
               {"in_flight", t.in_flight()}};
-  if (const DiskTier* d = t.disk()) {
-    const DiskTierStats ds = d->stats();
-    out["disk"] = {{"dir", d->dir()}, {"entries", ds.entries}, {"bytes", ds.bytes}, {"capacity", ds.capacity},
-                   {"hits", s.disk_hits}, {"misses", ds.misses}, {"puts", ds.puts},
-                   {"put_failures", ds.put_failures}, {"evicted", ds.evicted},
-                   {"corrupt_deleted", ds.corrupt_deleted}, {"temp_removed", ds.temp_removed},
-                   {"io_errors", ds.io_errors}};
+  const std::vector<TierStats> tiers = t.tier_stats();
+  json order = json::array();
+  for (size_t i = 0; i < tiers.size(); ++i) {
+    const TierStats& ts = tiers[i];
+    json o = {{"connected", ts.connected}, {"hits", s.hits[i]}, {"misses", ts.misses}, {"puts", ts.puts},
+              {"put_failures", ts.put_failures}, {"errors", ts.errors}, {"corrupt_deleted", ts.corrupt_deleted}};
+    if (ts.entries >= 0) o["entries"] = ts.entries;
+    if (ts.bytes >= 0) o["bytes"] = ts.bytes;
+    if (ts.capacity_bytes >= 0) o["capacity"] = ts.capacity_bytes;
+    if (ts.ttl_seconds >= 0) o["ttl_seconds"] = ts.ttl_seconds;
+    for (const auto& [name, v] : ts.counters) o[name] = v;
+    for (const auto& [name, v] : ts.info) o[name] = v;
+    order.push_back(ts.name);
+    out[ts.name] = std::move(o);
   }
-  if (const RedisTier* r = t.redis()) {
-    const RedisTierStats rs = r->stats();
-    out["redis"] = {{"connected", rs.connected}, {"ttl_seconds", r->options().ttl_seconds},
-                    {"hits", s.redis_hits}, {"misses", rs.misses}, {"puts", rs.puts},
-                    {"put_failures", rs.put_failures}, {"errors", rs.errors},
-                    {"unavailable", rs.unavailable}, {"connects", rs.connects},
-                    {"corrupt_deleted", rs.corrupt_deleted}};
-  }
+  out["order"] = std::move(order);
   return out;
 }
 
@@ -156,15 +158,19 @@ void entries(Server::State& st, const httplib::Request& req, httplib::Response& 
                         {"ttl_seconds", ttl ? json(std::max(0.0, seconds_between(now, ev.expires)))
                                             : json(nullptr)}});
       });
-      if (const KvTiers* t = e.tiers(); t && t->disk()) {
-        // Disk entries of this namespace, most recently used first (Redis cannot be
-        // listed cheaply: its counters are in /v1/cache/stats).
-        for (const DiskTier::Item& it : t->disk()->list()) {
-          if (it.ns.model != e.ns(ns).model) continue;
-          const auto [tenant, module] = entry_tenant(it.ns);
-          if (tenant != ns) continue;
-          list.push_back({{"id", key_hex(it.key)}, {"tokens", it.n_tokens}, {"bytes", it.bytes},
-                          {"tier", "disk"}, {"kind", module ? "module_segment" : "prefix"}});
+      if (const KvTiers* t = e.tiers()) {
+        // Entries of this namespace in the tiers that can list them (the disk), most
+        // recently used first (Redis cannot be listed cheaply: its counters are in
+        // /v1/cache/stats).
+        for (const KvTier* tier : t->tiers()) {
+          if (!tier->listable()) continue;
+          for (const TierItem& it : tier->list()) {
+            if (it.ns.model != e.ns(ns).model) continue;
+            const auto [tenant, module] = entry_tenant(it.ns);
+            if (tenant != ns) continue;
+            list.push_back({{"id", key_hex(it.key)}, {"tokens", it.n_tokens}, {"bytes", it.bytes},
+                            {"tier", tier->name()}, {"kind", module ? "module_segment" : "prefix"}});
+          }
         }
       }
       out["namespaces"].push_back({{"namespace", ns}, {"entries", list}});
@@ -281,14 +287,18 @@ void add_cache_routes(Server::State& st) {
   st.http.Post("/v1/cache/ttl", route(ttl));
 }
 
-std::map<std::string, NamespaceUsage> disk_usage(Engine& e) {
-  std::map<std::string, NamespaceUsage> out;
+std::map<std::string, std::map<std::string, NamespaceUsage>> tier_usage(Engine& e) {
+  std::map<std::string, std::map<std::string, NamespaceUsage>> out;
   const KvTiers* t = e.tiers();
-  if (!t || !t->disk()) return out;
-  for (const DiskTier::Item& it : t->disk()->list()) {
-    NamespaceUsage& u = out[entry_tenant(it.ns).first];
-    ++u.entries;
-    u.bytes += int64_t(it.bytes);
+  if (!t) return out;
+  for (const KvTier* tier : t->tiers()) {
+    if (!tier->listable()) continue;
+    std::map<std::string, NamespaceUsage>& usage = out[tier->name()];
+    for (const TierItem& it : tier->list()) {
+      NamespaceUsage& u = usage[entry_tenant(it.ns).first];
+      ++u.entries;
+      u.bytes += int64_t(it.bytes);
+    }
   }
   return out;
 }

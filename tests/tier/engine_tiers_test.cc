@@ -86,7 +86,7 @@ TEST_F(EngineTiersTest, PrefixSurvivesRestart) {
     EXPECT_EQ(r.n_promoted, 0);
     a->flush_tiers();
     EXPECT_GE(a->tiers()->stats().writes, 1);
-    EXPECT_GE(a->tiers()->disk()->stats().entries, 1);
+    EXPECT_GE(a->tiers()->tier_stats()[0].entries, 1);
   }
   {  // restart: memory is empty, the disk has prompt + generated tokens (page-aligned)
     auto b = engine(dir);
@@ -94,7 +94,7 @@ TEST_F(EngineTiersTest, PrefixSurvivesRestart) {
     EXPECT_EQ(r.tokens, cold.tokens);
     EXPECT_EQ(r.n_cached, 64);  // 4 whole pages of the 69 before the last prompt token
     EXPECT_EQ(r.n_promoted, 64);
-    EXPECT_EQ(b->tiers()->stats().disk_hits, 1);
+    EXPECT_EQ(b->tiers()->stats().hits, std::vector<int64_t>{1});  // the disk
   }
   {  // logits of the uncached positions after a restart, bitwise
     auto c = engine(dir);
@@ -147,7 +147,7 @@ TEST_F(EngineTiersTest, CorruptEntryIsRecomputed) {
   const GenerateResult r = b->generate(greedy(prompt));
   EXPECT_EQ(r.tokens, cold.tokens);
   EXPECT_EQ(r.n_cached, 0);
-  EXPECT_GE(b->tiers()->disk()->stats().corrupt_deleted, 1);
+  EXPECT_GE(b->tiers()->tier_stats()[0].corrupt_deleted, 1);
   EXPECT_EQ(b->tiers()->stats().misses, 1);
 }
 
@@ -191,7 +191,34 @@ TEST_F(EngineTiersTest, TwoEnginesShareRedis) {
   expect_bitwise(want, b->plan_logits(schema, p), "modules from Redis");
   const GenerateResult pb = b->generate(greedy(prompt));
   EXPECT_EQ(pb.n_promoted, 64);
-  EXPECT_GE(b->tiers()->stats().redis_hits, 2);
+  ASSERT_EQ(b->tiers()->tiers().size(), 1u);
+  EXPECT_STREQ(b->tiers()->tiers()[0]->name(), "redis");
+  EXPECT_GE(b->tiers()->stats().hits[0], 2);
+}
+
+TEST_F(EngineTiersTest, RedisHitIsCopiedToDisk) {
+  test::RedisServer redis;
+  ASSERT_TRUE(redis.available()) << "redis-server is not installed (scripts/setup.sh installs it)";
+  ASSERT_TRUE(redis.running());
+  {
+    auto a = engine("", redis.url());  // another server, without a disk
+    a->generate(greedy(prompt));
+    a->flush_tiers();
+  }
+  {
+    auto b = engine(dir, redis.url());
+    const std::vector<const KvTier*> tiers = b->tiers()->tiers();
+    ASSERT_EQ(tiers.size(), 2u);
+    EXPECT_STREQ(tiers[0]->name(), "disk");
+    EXPECT_STREQ(tiers[1]->name(), "redis");
+    EXPECT_EQ(b->generate(greedy(prompt, 0)).n_promoted, 64);
+    EXPECT_EQ(b->tiers()->stats().hits, (std::vector<int64_t>{0, 1}));
+    EXPECT_GE(b->tiers()->tier_stats()[0].entries, 1);  // the copy
+  }
+  redis.kill();
+  auto c = engine(dir);  // a restart with the disk alone finds the copy
+  EXPECT_EQ(c->generate(greedy(prompt, 0)).n_promoted, 64);
+  EXPECT_EQ(c->tiers()->stats().hits, std::vector<int64_t>{1});
 }
 
 TEST_F(EngineTiersTest, RedisDownKeepsServingAndReconnects) {
