@@ -219,14 +219,22 @@ void KvTiers::save_prefix(const KvNamespace& ns, std::span<const int32_t> tokens
   const std::span<const int32_t> aligned = tokens.first(tokens.size() / P * P);
   const uint64_t key = entry_key(ns, pool_.shape(), aligned);
   if (!should_write(key)) return;
-  PrefixSnapshot snap = snapshot_prefix(pool_, index_, ns, aligned, true);
-  if (int32_t(snap.tokens.size()) != int32_t(aligned.size())) return;  // not all cached (evicted)
+  // Peek at all of `tokens`, then cut: a peek that ends inside a radix node still splits
+  // it, which would change the index's node counts and per-node hits with a tier
+  // configured. The sequence the engine just inserted ends on a node boundary; its
+  // page-aligned cut mostly does not.
+  PrefixSnapshot snap = snapshot_prefix(pool_, index_, ns, tokens, false);
+  if (snap.tokens.size() < aligned.size()) return;  // not all cached (evicted)
+  const size_t n_pages = aligned.size() / size_t(P);
   auto w = std::make_shared<Write>(pool_);
   w->ns = ns;
   w->key = key;
-  w->tokens = std::move(snap.tokens);
-  w->pages = std::move(snap.pages);
-  w->hold = std::move(snap.table);
+  w->tokens.assign(aligned.begin(), aligned.end());
+  w->pages.assign(snap.pages.begin(), snap.pages.begin() + n_pages);
+  // Hold only the pages written: a reference on a partial last page would make the
+  // next turn appending to it copy it.
+  w->hold.attach(snap.table.entries().first(n_pages));
+  snap.table.release();
   submit_write(std::move(w));
 }
 

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
 #include <thread>
 
 #include "engine/engine.h"
@@ -259,6 +260,58 @@ TEST_F(EngineTiersTest, CancelWhilePromoting) {
   EXPECT_TRUE(b->idle());
   EXPECT_EQ(b->page_pool().n_in_use(), 0);
   EXPECT_EQ(b->generate(greedy(prompt)).n_cached, 64);  // restored anyway, now in memory
+}
+
+// What the radix index counted: its stats and each node's hits, depth first.
+struct RadixCounts {
+  int64_t hits = 0, misses = 0, hit_tokens = 0;
+  std::vector<std::pair<size_t, int64_t>> nodes;  // (tokens, hits) per node
+  bool operator==(const RadixCounts&) const = default;
+};
+
+RadixCounts radix_counts(Engine& e) {
+  const RadixStats s = e.index().stats();
+  RadixCounts c{s.hits, s.misses, s.hit_tokens, {}};
+  std::set<int32_t> seen;
+  e.index().for_each_leaf(e.ns(""), [&](int32_t leaf) {
+    for (int32_t n = leaf; n >= 0 && seen.insert(n).second;) {
+      const RadixIndex::NodeView v = e.index().node(n);
+      if (v.parent < 0) break;  // the root
+      c.nodes.emplace_back(v.tokens.size(), v.hits);
+      n = v.parent;
+    }
+  });
+  return c;
+}
+
+// Regression: tier checks (the promotion probe, write-through snapshots) used to count
+// as radix matches, so the same requests reported more hits with a tier configured.
+TEST_F(EngineTiersTest, DiskTierDoesNotChangeRadixCounts) {
+  const std::vector<int32_t> p(prompt.begin(), prompt.begin() + 37);
+  // 8 generated tokens: one entry written (32 tokens); 40: two (64 and the prompt's 32).
+  for (int gen : {8, 40}) {
+    SCOPED_TRACE(gen);
+    auto run = [&](const std::string& disk) {
+      fs::remove_all(dir);
+      auto e = engine(disk);
+      for (int i = 0; i < 2; ++i) {
+        e->generate(greedy(p, gen));
+        e->flush_tiers();
+      }
+      if (!disk.empty()) EXPECT_EQ(e->tiers()->stats().writes, gen == 8 ? 1 : 2);
+      return radix_counts(*e);
+    };
+    const RadixCounts plain = run("");
+    EXPECT_EQ(plain.hits, 1);
+    EXPECT_EQ(plain.hit_tokens, 36);
+    EXPECT_EQ(plain.misses, 1);
+    const RadixCounts tiered = run(dir);
+    EXPECT_EQ(tiered.hits, plain.hits);
+    EXPECT_EQ(tiered.misses, plain.misses);
+    EXPECT_EQ(tiered.hit_tokens, plain.hit_tokens);
+    EXPECT_EQ(tiered.nodes, plain.nodes);  // no extra split: node counts and hits alike
+    EXPECT_FALSE(plain.nodes.empty());
+  }
 }
 
 TEST_F(EngineTiersTest, BadOptionsAreErrors) {
