@@ -3,7 +3,7 @@
 #pragma once
 #include <string>
 
-#include "engine/engine.h"
+#include "tier/tier_options.h"
 
 namespace CLI {
 class App;

@@ -6,7 +6,7 @@
 #include "engine/module_cache.h"
 #include "engine/prefix_cache.h"
 #include "kv/page_pool.h"
-#include "tier/disk_tier.h"
+#include "tier/kv_tier.h"
 #include "tier/entry_key.h"
 
 namespace pc {
@@ -103,14 +103,18 @@ std::vector<ModuleEntryView> CacheAdmin::module_entries(const std::string& tenan
 
 std::vector<TierEntryView> CacheAdmin::tier_entries(const std::string& tenant) const {
   std::vector<TierEntryView> out;
-  if (!e_.tiers_ || !e_.tiers_->disk()) return out;
+  if (!e_.tiers_) return out;
   const std::string model = e_.ns(tenant).model;
-  // Disk entries, most recently used first (Redis cannot be listed cheaply).
-  for (const DiskTier::Item& it : e_.tiers_->disk()->list()) {
-    if (it.ns.model != model) continue;
-    const TierEntryOwner o = tier_entry_owner(it.ns);
-    if (o.tenant != tenant) continue;
-    out.push_back({key_hex(it.key), "disk", o.module_segment, int64_t(it.n_tokens), int64_t(it.bytes)});
+  // Entries of the tiers that can list theirs (the disk), most recently used first;
+  // Redis cannot be listed cheaply (its counters are in stats()).
+  for (const KvTier* tier : e_.tiers_->tiers()) {
+    if (!tier->listable()) continue;
+    for (const TierItem& it : tier->list()) {
+      if (it.ns.model != model) continue;
+      const TierEntryOwner o = tier_entry_owner(it.ns);
+      if (o.tenant != tenant) continue;
+      out.push_back({key_hex(it.key), tier->name(), o.module_segment, int64_t(it.n_tokens), int64_t(it.bytes)});
+    }
   }
   return out;
 }
@@ -135,13 +139,17 @@ std::map<std::string, NamespaceBytes> CacheAdmin::memory_usage() const {
   return out;
 }
 
-std::map<std::string, NamespaceBytes> CacheAdmin::tier_usage() const {
-  std::map<std::string, NamespaceBytes> out;
-  if (!e_.tiers_ || !e_.tiers_->disk()) return out;
-  for (const DiskTier::Item& it : e_.tiers_->disk()->list()) {
-    NamespaceBytes& u = out[tier_entry_owner(it.ns).tenant];
-    ++u.entries;
-    u.bytes += int64_t(it.bytes);
+std::map<std::string, std::map<std::string, NamespaceBytes>> CacheAdmin::tier_usage() const {
+  std::map<std::string, std::map<std::string, NamespaceBytes>> out;
+  if (!e_.tiers_) return out;
+  for (const KvTier* tier : e_.tiers_->tiers()) {
+    if (!tier->listable()) continue;
+    std::map<std::string, NamespaceBytes>& usage = out[tier->name()];
+    for (const TierItem& it : tier->list()) {
+      NamespaceBytes& u = usage[tier_entry_owner(it.ns).tenant];
+      ++u.entries;
+      u.bytes += int64_t(it.bytes);
+    }
   }
   return out;
 }

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/engine.h"
 #include "engine/kv_tiers.h"
 #include "kv/module_store.h"
 #include "kv/radix_index.h"
@@ -81,9 +82,10 @@ class CacheAdmin {
   std::vector<PrefixEntryView> prefix_entries(const std::string& tenant) const;
   std::vector<ModuleEntryView> module_entries(const std::string& tenant) const;
   std::vector<TierEntryView> tier_entries(const std::string& tenant) const;
-  // Entries and distinct page bytes per tenant: in memory (prefix cache), on disk.
+  // Entries and distinct page bytes per tenant in memory (the prefix cache), and
+  // per tier name and tenant in the tiers that can list their entries.
   std::map<std::string, NamespaceBytes> memory_usage() const;
-  std::map<std::string, NamespaceBytes> tier_usage() const;
+  std::map<std::string, std::map<std::string, NamespaceBytes>> tier_usage() const;
 
   // The prefix entry ending exactly at `tokens`: pin, unpin, expire at `at`
   // (Clock::time_point::max() clears). False when that prefix is not cached.

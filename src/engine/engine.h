@@ -36,6 +36,7 @@
 #include "kernels/cpu_count.h"
 #include "kv/kv_namespace.h"
 #include "kv/kv_plan.h"
+#include "tier/tier_options.h"
 
 namespace pc {
 
@@ -50,17 +51,6 @@ class ModuleCache;
 class CacheAdmin;
 class RadixIndex;
 class ModuleStore;
-
-// KV tiers below memory (engine/kv_tiers.h, docs/tiers.md). Both empty: memory only.
-struct TierOptions {
-  std::string disk_dir;                         // --disk-cache DIR
-  uint64_t disk_bytes = uint64_t(50) << 30;     // --disk-cache-size
-  bool disk_fsync = true;                       // crash-safe writes (tests turn it off)
-  std::string redis_url;                        // --redis redis://host:port/db
-  int redis_ttl_seconds = 3600;                 // --redis-ttl
-  int max_pending_writes = 8;                   // write-through beyond this is skipped
-  bool enabled() const { return !disk_dir.empty() || !redis_url.empty(); }
-};
 
 struct EngineOptions {
   int threads = default_thread_count();

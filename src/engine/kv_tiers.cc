@@ -3,8 +3,10 @@
 #include <chrono>
 #include <cstdio>
 #include <exception>
+#include <stdexcept>
 
 #include "gguf/error.h"
+#include "kv/module_store.h"
 #include "tier/disk_tier.h"
 #include "tier/entry.h"
 #include "tier/entry_key.h"
@@ -32,6 +34,14 @@ void log_error(const char* what, std::exception_ptr e) {
   }
 }
 
+// Ranges outside the module's tokens are a caller's bug: fail before any I/O.
+void check_segments(const KvTiers::Segments& segments, size_t n_tokens) {
+  for (const auto& [b, e] : segments)
+    if (b < 0 || b > e || size_t(e) > n_tokens)
+      throw std::invalid_argument("module segment [" + std::to_string(b) + ", " + std::to_string(e) +
+                                  ") is outside its " + std::to_string(n_tokens) + " tokens");
+}
+
 }  // namespace
 
 KvNamespace module_entry_ns(const KvNamespace& ns, uint64_t digest, size_t segment) {
@@ -53,21 +63,37 @@ struct KvTiers::Write {
   explicit Write(PagePool& pool) : hold(pool) {}
 };
 
-KvTiers::KvTiers(const TierOptions& opt, PagePool& pool, RadixIndex& index)
-    : opt_(opt), pool_(pool), index_(index) {
-  if (!pool.storage()) throw Error("KV tiers need a page pool with storage");
+namespace {
+
+std::vector<std::unique_ptr<KvTier>> open_tiers(const TierOptions& opt) {
+  std::vector<std::unique_ptr<KvTier>> tiers;
   if (!opt.disk_dir.empty()) {
     DiskTierOptions d;
     d.capacity_bytes = opt.disk_bytes;
     d.fsync = opt.disk_fsync;
-    disk_ = std::make_unique<DiskTier>(opt.disk_dir, d);
+    tiers.push_back(std::make_unique<DiskTier>(opt.disk_dir, d));
   }
   if (!opt.redis_url.empty()) {
     RedisTierOptions r;
     r.url = opt.redis_url;
     r.ttl_seconds = opt.redis_ttl_seconds;
-    redis_ = std::make_unique<RedisTier>(r);
+    tiers.push_back(std::make_unique<RedisTier>(r));
   }
+  return tiers;
+}
+
+}  // namespace
+
+KvTiers::KvTiers(const TierOptions& opt, PagePool& pool, RadixIndex& index)
+    : KvTiers(open_tiers(opt), opt, pool, index) {}
+
+KvTiers::KvTiers(std::vector<std::unique_ptr<KvTier>> tiers, const TierOptions& opt, PagePool& pool,
+                 RadixIndex& index)
+    : opt_(opt), pool_(pool), index_(index), tiers_(std::move(tiers)) {
+  if (!pool.storage()) throw Error("KV tiers need a page pool with storage");
+  for (const auto& t : tiers_)
+    if (!t) throw Error("KV tiers: a null tier");
+  stats_.hits.assign(tiers_.size(), 0);
   worker_ = std::make_unique<TierWorker>(1);
 }
 
@@ -88,6 +114,34 @@ void KvTiers::flush() {
   }
 }
 
+std::vector<const KvTier*> KvTiers::tiers() const {
+  std::vector<const KvTier*> out;
+  for (const auto& t : tiers_) out.push_back(t.get());
+  return out;
+}
+
+std::vector<TierStats> KvTiers::tier_stats() const {
+  std::vector<TierStats> out;
+  for (const auto& t : tiers_) out.push_back(t->stats());
+  return out;
+}
+
+TierLookup KvTiers::find(const std::function<TierLookup(KvTier&)>& probe, int* tier) {
+  *tier = -1;
+  for (size_t i = 0; i < tiers_.size(); ++i) {
+    TierLookup r = probe(*tiers_[i]);
+    if (!r.hit()) continue;
+    *tier = int(i);
+    // Keep a copy in every faster tier (e.g. the disk gets what another server put in
+    // Redis). An uncompressed entry's bytes are its serialized form (kv_tier.h); a
+    // compressed one would need serializing again, which is not worth it here.
+    if (!r.entry.info.compressed)
+      for (size_t j = 0; j < i; ++j) tiers_[j]->put(r.entry.data);
+    return r;
+  }
+  return {};
+}
+
 void KvTiers::promote_prefix(const KvNamespace& ns, std::span<const int32_t> tokens, int32_t have,
                              std::function<void(int32_t)> done) {
   ++stats_.lookups;
@@ -95,22 +149,12 @@ void KvTiers::promote_prefix(const KvNamespace& ns, std::span<const int32_t> tok
   auto query = std::make_shared<std::vector<int32_t>>(tokens.begin(), tokens.end());
   struct Found {
     TierLookup lookup;
-    bool from_redis = false;
+    int tier = -1;
   };
-  DiskTier* disk = disk_.get();
-  RedisTier* redis = redis_.get();
   worker_->submit_value<Found>(
-      [=]() {
+      [this, ns, shape, query, have]() {
         Found f;
-        const int32_t min_length = have + 1;
-        if (disk) f.lookup = disk->longest_prefix(ns, shape, *query, min_length);
-        if (!f.lookup.hit() && redis) {
-          f.lookup = redis->longest_prefix(ns, shape, *query, min_length);
-          f.from_redis = f.lookup.hit();
-          // Keep a local copy of what another server computed. An uncompressed
-          // entry's bytes are its serialized form (deserialize_entry kept them).
-          if (f.from_redis && disk && !f.lookup.entry.info.compressed) disk->put(f.lookup.entry.data);
-        }
+        f.lookup = find([&](KvTier& t) { return t.longest_prefix(ns, shape, *query, have + 1); }, &f.tier);
         return f;
       },
       [this, ns, done = std::move(done)](std::optional<Found>& f, std::exception_ptr e) {
@@ -120,7 +164,7 @@ void KvTiers::promote_prefix(const KvNamespace& ns, std::span<const int32_t> tok
           log_error("lookup", e);
         } else if (f && f->lookup.hit()) {
           restored = std::max(0, restore_prefix(pool_, index_, ns, f->lookup.entry));
-          ++(f->from_redis ? stats_.redis_hits : stats_.disk_hits);
+          ++stats_.hits[size_t(f->tier)];
           stats_.promoted_tokens += restored;
         } else {
           ++stats_.misses;
@@ -145,14 +189,12 @@ bool KvTiers::should_write(uint64_t key) {
 
 void KvTiers::submit_write(std::shared_ptr<Write> w) {
   const KvStorage* kv = pool_.storage();
-  DiskTier* disk = disk_.get();
-  RedisTier* redis = redis_.get();
   worker_->submit(
-      [w, kv, disk, redis] {
+      [this, w, kv] {
         const std::vector<uint8_t> bytes = serialize_entry(*kv, w->pages, w->tokens, w->ns);
         w->bytes = bytes.size();
-        if (disk && disk->put(bytes) == TierStatus::kOk) w->stored = true;
-        if (redis && redis->put(bytes) == TierStatus::kOk) w->stored = true;
+        for (const auto& t : tiers_)
+          if (t->put(bytes) == TierStatus::kOk) w->stored = true;
       },
       [this, w](std::exception_ptr e) {
         w->hold.release();
@@ -177,72 +219,127 @@ void KvTiers::save_prefix(const KvNamespace& ns, std::span<const int32_t> tokens
   const std::span<const int32_t> aligned = tokens.first(tokens.size() / P * P);
   const uint64_t key = entry_key(ns, pool_.shape(), aligned);
   if (!should_write(key)) return;
-  PrefixSnapshot snap = snapshot_prefix(pool_, index_, ns, aligned, true);
-  if (int32_t(snap.tokens.size()) != int32_t(aligned.size())) return;  // not all cached (evicted)
+  // Peek at all of `tokens`, then cut: a peek that ends inside a radix node still splits
+  // it, which would change the index's node counts and per-node hits with a tier
+  // configured. The sequence the engine just inserted ends on a node boundary; its
+  // page-aligned cut mostly does not.
+  PrefixSnapshot snap = snapshot_prefix(pool_, index_, ns, tokens, false);
+  if (snap.tokens.size() < aligned.size()) return;  // not all cached (evicted)
+  const size_t n_pages = aligned.size() / size_t(P);
   auto w = std::make_shared<Write>(pool_);
   w->ns = ns;
   w->key = key;
-  w->tokens = std::move(snap.tokens);
-  w->pages = std::move(snap.pages);
-  w->hold = std::move(snap.table);
+  w->tokens.assign(aligned.begin(), aligned.end());
+  w->pages.assign(snap.pages.begin(), snap.pages.begin() + n_pages);
+  // Hold only the pages written: a reference on a partial last page would make the
+  // next turn appending to it copy it.
+  w->hold.attach(snap.table.entries().first(n_pages));
+  snap.table.release();
   submit_write(std::move(w));
 }
 
 void KvTiers::save_module(const KvNamespace& ns, uint64_t digest, std::span<const int32_t> tokens,
-                          const ModuleEntry& entry) {
-  for (size_t i = 0; i < entry.segments.size(); ++i) {
-    const ModuleSegment& seg = entry.segments[i];
+                          const std::vector<std::vector<PageEntry>>& segments) {
+  int64_t total = 0;
+  for (const auto& seg : segments)
+    for (const PageEntry& e : seg) total += e.filled;
+  if (total != int64_t(tokens.size()))
+    throw std::invalid_argument("save_module: segment fills sum to " + std::to_string(total) + ", not " +
+                                std::to_string(tokens.size()) + " tokens");
+  int32_t begin = 0;
+  for (size_t i = 0; i < segments.size(); ++i) {
+    int32_t n = 0;
+    for (const PageEntry& e : segments[i]) n += e.filled;
     const KvNamespace sns = module_entry_ns(ns, digest, i);
-    const std::span<const int32_t> toks = tokens.subspan(seg.tok_begin, seg.tok_end - seg.tok_begin);
+    const std::span<const int32_t> toks = tokens.subspan(size_t(begin), size_t(n));
+    begin += n;
     const uint64_t key = entry_key(sns, pool_.shape(), toks);
     if (!should_write(key)) continue;
     auto w = std::make_shared<Write>(pool_);
     w->ns = sns;
     w->key = key;
     w->tokens.assign(toks.begin(), toks.end());
-    w->hold.attach(seg.entries);
-    for (const PageEntry& e : seg.entries) w->pages.push_back(e.page);
+    w->hold.attach(segments[i]);
+    for (const PageEntry& e : segments[i]) w->pages.push_back(e.page);
     submit_write(std::move(w));
   }
 }
 
-bool KvTiers::load_module(const KvNamespace& ns, uint64_t digest, std::span<const int32_t> tokens,
-                          const Segments& segments, ModuleEntry* out, std::vector<PageTable>* hold) {
+void KvTiers::save_module(const KvNamespace& ns, uint64_t digest, std::span<const int32_t> tokens,
+                          const ModuleEntry& entry) {
+  std::vector<std::vector<PageEntry>> segments;
+  for (const ModuleSegment& seg : entry.segments) segments.push_back(seg.entries);
+  save_module(ns, digest, tokens, segments);
+}
+
+// What the lookup of a module found: every segment's entry, or nothing.
+struct KvTiers::FoundModule {
+  std::vector<Entry> entries;  // [segment]; empty on a miss
+  std::vector<int> tiers;      // [segment]: the tier that had it
+  bool found = false;
+};
+
+KvTiers::FoundModule KvTiers::find_module(const KvNamespace& ns, uint64_t digest, std::span<const int32_t> tokens,
+                                          const Segments& segments) {
   const KvShape shape = pool_.shape();
-  std::vector<Entry> found;
-  int64_t disk_hits = 0, redis_hits = 0;
+  FoundModule f;
   for (size_t i = 0; i < segments.size(); ++i) {
     const KvNamespace sns = module_entry_ns(ns, digest, i);
-    const auto toks = tokens.subspan(segments[i].first, segments[i].second - segments[i].first);
-    TierLookup r;
-    if (disk_) r = disk_->get(sns, shape, toks);
-    if (r.hit()) {
-      ++disk_hits;
-    } else if (redis_) {
-      r = redis_->get(sns, shape, toks);
-      if (r.hit()) {
-        ++redis_hits;
-        if (disk_ && !r.entry.info.compressed) disk_->put(r.entry.data);
-      }
-    }
-    if (!r.hit()) return false;  // all segments or nothing
-    found.push_back(std::move(r.entry));
+    const auto toks = tokens.subspan(size_t(segments[i].first), size_t(segments[i].second - segments[i].first));
+    int tier = -1;
+    TierLookup r = find([&](KvTier& t) { return t.get(sns, shape, toks); }, &tier);
+    if (!r.hit()) return {};  // all segments or nothing
+    f.entries.push_back(std::move(r.entry));
+    f.tiers.push_back(tier);
   }
-  ModuleEntry e;
-  std::vector<PageTable> tables;
-  for (size_t i = 0; i < found.size(); ++i) {
+  f.found = true;
+  return f;
+}
+
+std::unique_ptr<RestoredModule> KvTiers::restore_module(FoundModule& f, int64_t n_tokens) {
+  if (!f.found) return nullptr;
+  auto out = std::make_unique<RestoredModule>(pool_);
+  for (const Entry& entry : f.entries) {
     PageTable t(pool_);
-    if (!restore_pages(pool_, found[i], t)) return false;  // out of KV memory
-    ModuleSegment seg{segments[i].first, segments[i].second, {}};
-    seg.entries.assign(t.entries().begin(), t.entries().end());
-    e.segments.push_back(std::move(seg));
-    tables.push_back(std::move(t));
+    if (!restore_pages(pool_, entry, t)) return nullptr;  // out of KV memory; out releases
+    out->segments.emplace_back(t.entries().begin(), t.entries().end());
+    out->hold.attach(t.entries());
   }
-  stats_.disk_hits += disk_hits;
-  stats_.redis_hits += redis_hits;
+  for (int tier : f.tiers) ++stats_.hits[size_t(tier)];
   ++stats_.module_loads;
-  stats_.promoted_tokens += int64_t(tokens.size());
-  for (PageTable& t : tables) hold->push_back(std::move(t));
+  stats_.promoted_tokens += n_tokens;
+  return out;
+}
+
+void KvTiers::load_module_async(const KvNamespace& ns, uint64_t digest, std::vector<int32_t> tokens,
+                                Segments segments, std::function<void(RestoredModule*)> done) {
+  check_segments(segments, tokens.size());
+  const int64_t n_tokens = int64_t(tokens.size());
+  auto job = std::make_shared<std::pair<std::vector<int32_t>, Segments>>(std::move(tokens), std::move(segments));
+  worker_->submit_value<FoundModule>(
+      [this, ns, digest, job] { return find_module(ns, digest, job->first, job->second); },
+      [this, n_tokens, done = std::move(done)](std::optional<FoundModule>& f, std::exception_ptr e) {
+        std::unique_ptr<RestoredModule> r;
+        if (e) {
+          ++stats_.errors;
+          log_error("module lookup", e);
+        } else if (f) {
+          r = restore_module(*f, n_tokens);
+        }
+        if (done) done(r.get());
+      });
+}
+
+bool KvTiers::load_module(const KvNamespace& ns, uint64_t digest, std::span<const int32_t> tokens,
+                          const Segments& segments, ModuleEntry* out, std::vector<PageTable>* hold) {
+  check_segments(segments, tokens.size());
+  FoundModule f = find_module(ns, digest, tokens, segments);
+  std::unique_ptr<RestoredModule> r = restore_module(f, int64_t(tokens.size()));
+  if (!r) return false;
+  ModuleEntry e;
+  for (size_t i = 0; i < segments.size(); ++i)
+    e.segments.push_back(ModuleSegment{segments[i].first, segments[i].second, std::move(r->segments[i])});
+  hold->push_back(std::move(r->hold));
   *out = std::move(e);
   return true;
 }
@@ -251,21 +348,6 @@ TierEntryOwner tier_entry_owner(const KvNamespace& ns) {
   const size_t cut = ns.tenant.find('\x1f');
   if (cut == std::string::npos) return {ns.tenant, false};
   return {ns.tenant.substr(0, cut), true};
-}
-
-void KvTiers::load_module_async(const KvNamespace& ns, uint64_t digest, std::vector<int32_t> tokens,
-                                Segments segments, std::function<void(RestoredModule*)> done) {
-  // Synchronous for now: looked up and restored here, done() called at once.
-  ModuleEntry e;
-  std::vector<PageTable> hold;
-  if (!load_module(ns, digest, tokens, segments, &e, &hold)) return done(nullptr);
-  RestoredModule r(pool_);
-  for (ModuleSegment& seg : e.segments) {
-    r.segments.push_back(seg.entries);
-    r.hold.attach(seg.entries);
-  }
-  hold.clear();
-  done(&r);
 }
 
 }  // namespace pc

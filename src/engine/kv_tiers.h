@@ -1,13 +1,15 @@
-// The engine's link to the KV tiers below memory: the disk tier and the shared Redis
-// tier (src/tier, docs/tiers.md).
+// The engine's link to the KV tiers below memory (src/tier, docs/tiers.md): an ordered
+// list of KvTier (tier/kv_tier.h), fastest first; today the disk tier, then the Redis
+// tier shared by servers.
 //
 //   memory (radix index, module store)
 //     │  write-through when a sequence finishes / a module is encoded   (worker thread)
 //     ▼
-//   disk  ──►  Redis                 both get every entry; Redis is shared by servers
+//   tiers()[0] (disk) ─ tiers()[1] (Redis) ─ ...     every tier gets every entry
 //     ▲
-//     │  promotion: a prompt's longest prefix (or a module) found below memory is
-//     │  restored into fresh pages and inserted into the index / module store
+//     │  promotion: a prompt's longest prefix (or a module) is looked up down the list;
+//     │  the first tier that has it answers, its entry is copied into the tiers above
+//     │  it, restored into fresh pages and inserted into the index / module store
 //
 // Why write-through rather than write-on-eviction: an entry must be in Redis before
 // another server can reuse it, and on disk before a crash or restart, which eviction
@@ -23,7 +25,12 @@
 // they cannot be freed or reused (the slots read are below their fill: read-only).
 //
 // Prefix promotion is asynchronous: the request waits, other sequences keep stepping.
-// Module loads are synchronous (like module encoding, which runs in add_plan).
+// Module loads come in both forms: load_module_async looks up on the worker and
+// restores in poll(); load_module does the same I/O on the calling thread.
+//
+// Counting. The radix index's hit/miss counts are not touched here: lookups peek
+// (MatchUse::kPeek) and restores only insert, so the index counts the same requests
+// whether or not tiers are configured.
 //
 // Module entries use the entry format of prefixes. Each segment of a module (a run of
 // its tokens starting on a fresh page, see kv/module_store.h) is one entry whose
@@ -38,24 +45,21 @@
 #include <unordered_map>
 #include <vector>
 
-#include "engine/engine.h"
-#include "kv/module_store.h"
 #include "kv/page_pool.h"
 #include "kv/page_table.h"
 #include "kv/radix_index.h"
+#include "tier/kv_tier.h"
+#include "tier/tier_options.h"
 
 namespace pc {
 
-class DiskTier;
-class RedisTier;
 class TierWorker;
-struct DiskTierStats;
-struct RedisTierStats;
+struct ModuleEntry;  // kv/module_store.h: only the synchronous module forms use it
 
 struct KvTierStats {
   int64_t lookups = 0;           // prefix promotions asked
-  int64_t disk_hits = 0;         // prefix and module-segment entries found on disk
-  int64_t redis_hits = 0;        // ... found in Redis (and not on disk)
+  std::vector<int64_t> hits;     // [tier, as tiers()]: prefix and module-segment entries
+                                 // found there (and in no tier above it)
   int64_t misses = 0;            // lookups that found nothing longer than memory had
   int64_t promoted_tokens = 0;   // tokens restored into memory
   int64_t module_loads = 0;      // modules restored from a tier
@@ -66,45 +70,57 @@ struct KvTierStats {
   int64_t errors = 0;            // exceptions in worker jobs (logged, never fatal)
 };
 
-// A module restored from a tier: each segment's pages, kept alive by `hold` until the
-// caller stored them.
+// A module restored from the tiers into fresh pages.
 struct RestoredModule {
+  std::vector<std::vector<PageEntry>> segments;  // [segment]: its pages, slot 0 onward
+  PageTable hold;  // one sequence reference on every page above; the caller keeps it
+                   // until the pages are referenced elsewhere (stored), then releases
   explicit RestoredModule(PagePool& pool) : hold(pool) {}
-  std::vector<std::vector<PageEntry>> segments;
-  PageTable hold;
 };
 
 class KvTiers {
  public:
-  // Opens the configured tiers. Throws pc::Error for a disk directory that cannot be
-  // used or a malformed Redis URL; an unreachable Redis is not an error (it is retried).
+  // Opens the tiers TierOptions names: disk, then Redis. Throws pc::Error for a disk
+  // directory that cannot be used or a malformed Redis URL; an unreachable Redis is
+  // not an error (it is retried).
   KvTiers(const TierOptions& opt, PagePool& pool, RadixIndex& index);
-  ~KvTiers();  // finishes the writes already queued
+  // Over the given tiers, fastest first (opt supplies the write-through settings).
+  KvTiers(std::vector<std::unique_ptr<KvTier>> tiers, const TierOptions& opt, PagePool& pool,
+          RadixIndex& index);
+  ~KvTiers();  // finishes the writes already queued; completions not yet run are dropped
   KvTiers(const KvTiers&) = delete;
   KvTiers& operator=(const KvTiers&) = delete;
 
   // Looks for a prefix of `tokens` longer than `have` (the tokens memory already
-  // has) in the disk tier, then Redis; restores what it finds into the index and
-  // calls done(tokens restored, 0 when nothing) from poll().
+  // has) down the tiers; restores what it finds into the index and calls
+  // done(tokens restored, 0 when nothing) from poll().
   void promote_prefix(const KvNamespace& ns, std::span<const int32_t> tokens, int32_t have,
                       std::function<void(int32_t)> done);
   // Writes the longest page-aligned cached prefix of `tokens` to every tier, in the
   // background.
   void save_prefix(const KvNamespace& ns, std::span<const int32_t> tokens);
 
-  // A module's segments: [begin, end) ranges of its own tokens.
+  // A module's segments: [begin, end) ranges of its own tokens, consecutive from 0.
   using Segments = std::vector<std::pair<int32_t, int32_t>>;
-  // Restores a module from the tiers into fresh pages, synchronously. On success fills
-  // `out` (segments with their pages) and appends the tables holding the pages'
-  // sequence references to `hold` (the caller releases them once the entry is stored).
-  bool load_module(const KvNamespace& ns, uint64_t digest, std::span<const int32_t> tokens,
-                   const Segments& segments, ModuleEntry* out, std::vector<PageTable>* hold);
-  // The asynchronous form: lookups on the worker thread, pages restored and done()
-  // called on the engine thread (poll()); done(nullptr) when some segment is in no
-  // tier or no KV memory is left to restore into.
+  // Looks a module up in the tiers (all segments or nothing) on the worker thread,
+  // restores it into fresh pages in poll() and calls done(restored) there, or
+  // done(nullptr) when some segment is in no tier or KV memory cannot hold it. The
+  // RestoredModule lives until done returns (move its hold out to keep the pages).
   void load_module_async(const KvNamespace& ns, uint64_t digest, std::vector<int32_t> tokens,
                          Segments segments, std::function<void(RestoredModule*)> done);
-  // Writes an encoded module's segments to every tier, in the background.
+  // Writes a module's segments to every tier, in the background. segments[i]: the
+  // pages of segment i, slot 0 onward; their fills sum to tokens.size() (segment i
+  // covers the tokens after those of segments [0, i)). The pages need only stay
+  // referenced until this returns (the writes hold their own references).
+  void save_module(const KvNamespace& ns, uint64_t digest, std::span<const int32_t> tokens,
+                   const std::vector<std::vector<PageEntry>>& segments);
+
+  // The synchronous module forms, over the ones above (the lookup runs on the calling
+  // thread). load_module: on success fills `out` (segments with their pages) and
+  // appends the table holding the pages' sequence references to `hold` (the caller
+  // releases it once the entry is stored).
+  bool load_module(const KvNamespace& ns, uint64_t digest, std::span<const int32_t> tokens,
+                   const Segments& segments, ModuleEntry* out, std::vector<PageTable>* hold);
   void save_module(const KvNamespace& ns, uint64_t digest, std::span<const int32_t> tokens,
                    const ModuleEntry& entry);
 
@@ -117,20 +133,30 @@ class KvTiers {
   size_t in_flight() const;
 
   KvTierStats stats() const { return stats_; }
-  const DiskTier* disk() const { return disk_.get(); }
-  const RedisTier* redis() const { return redis_.get(); }
+  // The tiers, fastest first (KvTierStats::hits is indexed alike).
+  std::vector<const KvTier*> tiers() const;
+  // Each tier's own stats, in the same order.
+  std::vector<TierStats> tier_stats() const;
   const TierOptions& options() const { return opt_; }
 
  private:
   struct Write;
+  struct FoundModule;
   bool should_write(uint64_t key);
   void submit_write(std::shared_ptr<Write> w);
+  // Runs on any thread: the first tier holding what `probe` asks for answers, and its
+  // entry is copied into the tiers above it. *tier: the index of that tier (-1: none).
+  TierLookup find(const std::function<TierLookup(KvTier&)>& probe, int* tier);
+  FoundModule find_module(const KvNamespace& ns, uint64_t digest, std::span<const int32_t> tokens,
+                          const Segments& segments);
+  // Engine thread: restores what find_module found and counts it; null on a miss or
+  // when KV memory cannot hold it.
+  std::unique_ptr<RestoredModule> restore_module(FoundModule& f, int64_t n_tokens);
 
   TierOptions opt_;
   PagePool& pool_;
   RadixIndex& index_;
-  std::unique_ptr<DiskTier> disk_;
-  std::unique_ptr<RedisTier> redis_;
+  std::vector<std::unique_ptr<KvTier>> tiers_;  // fastest first; fixed after construction
   std::unordered_map<uint64_t, int64_t> written_;  // entry key → when written (s)
   KvTierStats stats_;
   std::unique_ptr<TierWorker> worker_;  // last: stops (finishing writes) before the tiers go

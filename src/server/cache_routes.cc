@@ -11,6 +11,7 @@
 #include "engine/kv_tiers.h"
 #include "tier/disk_tier.h"
 #include "tier/redis_tier.h"
+#include "tier/kv_tier.h"
 #include "server/api_error.h"
 #include "server/openai.h"
 #include "server/state.h"
@@ -33,28 +34,31 @@ json pool_json(const PoolView& p) {
                      {"cached", b * p.pages_cached}, {"free", b * p.pages_free}}}};
 }
 
+// The engine's counters, then one object per tier under its name ("disk", "redis").
+// Sizes a tier cannot know (-1) are left out; "hits" is the engine's count of entries
+// that tier supplied.
 json tiers_json(const KvTiers& t) {
   const KvTierStats s = t.stats();
   json out = {{"lookups", s.lookups}, {"misses", s.misses}, {"promoted_tokens", s.promoted_tokens},
               {"module_loads", s.module_loads}, {"writes", s.writes}, {"write_failures", s.write_failures},
               {"writes_skipped", s.writes_skipped}, {"written_bytes", s.written_bytes}, {"errors", s.errors},
               {"in_flight", t.in_flight()}};
-  if (const DiskTier* d = t.disk()) {
-    const DiskTierStats ds = d->stats();
-    out["disk"] = {{"dir", d->dir()}, {"entries", ds.entries}, {"bytes", ds.bytes}, {"capacity", ds.capacity},
-                   {"hits", s.disk_hits}, {"misses", ds.misses}, {"puts", ds.puts},
-                   {"put_failures", ds.put_failures}, {"evicted", ds.evicted},
-                   {"corrupt_deleted", ds.corrupt_deleted}, {"temp_removed", ds.temp_removed},
-                   {"io_errors", ds.io_errors}};
+  const std::vector<TierStats> tiers = t.tier_stats();
+  json order = json::array();
+  for (size_t i = 0; i < tiers.size(); ++i) {
+    const TierStats& ts = tiers[i];
+    json o = {{"connected", ts.connected}, {"hits", s.hits[i]}, {"misses", ts.misses}, {"puts", ts.puts},
+              {"put_failures", ts.put_failures}, {"errors", ts.errors}, {"corrupt_deleted", ts.corrupt_deleted}};
+    if (ts.entries >= 0) o["entries"] = ts.entries;
+    if (ts.bytes >= 0) o["bytes"] = ts.bytes;
+    if (ts.capacity_bytes >= 0) o["capacity"] = ts.capacity_bytes;
+    if (ts.ttl_seconds >= 0) o["ttl_seconds"] = ts.ttl_seconds;
+    for (const auto& [name, v] : ts.counters) o[name] = v;
+    for (const auto& [name, v] : ts.info) o[name] = v;
+    order.push_back(ts.name);
+    out[ts.name] = std::move(o);
   }
-  if (const RedisTier* r = t.redis()) {
-    const RedisTierStats rs = r->stats();
-    out["redis"] = {{"connected", rs.connected}, {"ttl_seconds", r->options().ttl_seconds},
-                    {"hits", s.redis_hits}, {"misses", rs.misses}, {"puts", rs.puts},
-                    {"put_failures", rs.put_failures}, {"errors", rs.errors},
-                    {"unavailable", rs.unavailable}, {"connects", rs.connects},
-                    {"corrupt_deleted", rs.corrupt_deleted}};
-  }
+  out["order"] = std::move(order);
   return out;
 }
 
@@ -241,7 +245,7 @@ void add_cache_routes(Server::State& st) {
   st.http.Post("/v1/cache/ttl", route(ttl));
 }
 
-std::map<std::string, NamespaceUsage> disk_usage(Engine& e) { return e.cache().tier_usage(); }
+std::map<std::string, std::map<std::string, NamespaceUsage>> tier_usage(Engine& e) { return e.cache().tier_usage(); }
 
 std::map<std::string, NamespaceUsage> namespace_usage(Engine& e) { return e.cache().memory_usage(); }
 

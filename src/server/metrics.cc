@@ -10,8 +10,7 @@
 
 #include "engine/cache_admin.h"
 #include "engine/kv_tiers.h"
-#include "tier/disk_tier.h"
-#include "tier/redis_tier.h"
+#include "tier/kv_tier.h"
 
 namespace pc::server {
 
@@ -64,9 +63,10 @@ Metrics::Metrics() : reg_(std::make_shared<Registry>()) {
                      .Help("Cached entries per namespace and tier (memory: prefix-tree leaves; disk: "
                            "entry files, prefixes and module segments)").Register(*reg_);
   tier_ops_ = &BuildGauge().Name("promptcache_tier_ops")
-                   .Help("Disk / Redis tier counters since start (op: hits, misses, puts, put_failures, "
-                         "errors, evicted, corrupt_deleted, ...; tier \"all\": the engine's lookups, "
-                         "promotions and write-through)")
+                   .Help("Counters of each tier below memory since start (tier: disk, redis; op: hits, "
+                         "misses, puts, put_failures, errors, corrupt_deleted, connected, entries, and the "
+                         "tier's own: evicted, io_errors, unavailable, ...; tier \"all\": the engine's "
+                         "lookups, promotions and write-through)")
                    .Register(*reg_);
 }
 
@@ -146,30 +146,22 @@ void Metrics::set_tiers(const KvTiers* tiers) {
   set("all", "writes_skipped", t.writes_skipped);
   set("all", "written_bytes", t.written_bytes);
   set("all", "errors", t.errors);
-  if (const DiskTier* d = tiers->disk()) {
-    const DiskTierStats s = d->stats();
-    cache_bytes_->Add({{"tier", "disk"}, {"state", "cached"}}).Set(double(s.bytes));
-    cache_bytes_->Add({{"tier", "disk"}, {"state", "capacity"}}).Set(double(s.capacity));
-    set("disk", "hits", t.disk_hits);
-    set("disk", "misses", s.misses);
-    set("disk", "entries", s.entries);
-    set("disk", "puts", s.puts);
-    set("disk", "put_failures", s.put_failures);
-    set("disk", "evicted", s.evicted);
-    set("disk", "corrupt_deleted", s.corrupt_deleted);
-    set("disk", "io_errors", s.io_errors);
-  }
-  if (const RedisTier* r = tiers->redis()) {
-    const RedisTierStats s = r->stats();
-    set("redis", "hits", t.redis_hits);
-    set("redis", "misses", s.misses);
-    set("redis", "puts", s.puts);
-    set("redis", "put_failures", s.put_failures);
-    set("redis", "errors", s.errors);
-    set("redis", "unavailable", s.unavailable);
-    set("redis", "connects", s.connects);
-    set("redis", "connected", s.connected ? 1 : 0);
-    set("redis", "corrupt_deleted", s.corrupt_deleted);
+  const std::vector<TierStats> per_tier = tiers->tier_stats();
+  for (size_t i = 0; i < per_tier.size(); ++i) {
+    const TierStats& s = per_tier[i];
+    const char* name = s.name.c_str();
+    if (s.bytes >= 0) cache_bytes_->Add({{"tier", s.name}, {"state", "cached"}}).Set(double(s.bytes));
+    if (s.capacity_bytes >= 0)
+      cache_bytes_->Add({{"tier", s.name}, {"state", "capacity"}}).Set(double(s.capacity_bytes));
+    set(name, "hits", t.hits[i]);  // entries this tier supplied to the engine
+    set(name, "misses", s.misses);
+    if (s.entries >= 0) set(name, "entries", s.entries);
+    set(name, "puts", s.puts);
+    set(name, "put_failures", s.put_failures);
+    set(name, "errors", s.errors);
+    set(name, "corrupt_deleted", s.corrupt_deleted);
+    set(name, "connected", s.connected ? 1 : 0);
+    for (const auto& [op, v] : s.counters) set(name, op.c_str(), v);
   }
 }
 

@@ -50,7 +50,7 @@ class Metrics {
   // promptcache_cache_{bytes,entries}{namespace,tier}; namespaces that are gone
   // lose their series.
   void set_namespaces(const std::map<std::string, NamespaceUsage>& usage, const std::string& tier = "memory");
-  // The disk / Redis tiers' counters (null: none configured).
+  // Each tier's counters, promptcache_tier_ops{tier,op} (null: no tiers configured).
   void set_tiers(const KvTiers* tiers);
 
  private:

@@ -73,7 +73,7 @@ void add_misc_routes(Server::State& st) {
       st.scheduler->call([&](Engine& e) {
         st.metrics.set_namespaces(namespace_usage(e));
         if (e.cache().tiers()) {
-          st.metrics.set_namespaces(disk_usage(e), "disk");
+          for (const auto& [tier, usage] : tier_usage(e)) st.metrics.set_namespaces(usage, tier);
           st.metrics.set_tiers(e.cache().tiers());
         }
       });

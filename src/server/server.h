@@ -13,6 +13,7 @@
 
 #include "engine/engine.h"
 #include "kernels/cpu_count.h"
+#include "tier/tier_options.h"
 
 namespace pc::server {
 
@@ -28,7 +29,7 @@ struct ServerOptions {
   int64_t kv_memory_bytes = int64_t(1) << 30;
   int max_batch_tokens = 512;
   bool prefix_cache = true;
-  TierOptions tiers;                // --disk-cache, --redis (engine/engine.h)
+  TierOptions tiers;                // --disk-cache, --redis (tier/tier_options.h)
   std::string chat_template_file;   // "" = tokenizer.chat_template from the GGUF
   std::string fallback_chat_template;  // template source for a model without one ("" = none)
   std::string api_keys_file;        // lines "KEY TENANT"; "" = no authentication

@@ -66,8 +66,9 @@ void add_pml_routes(Server::State& st);
 
 // Entries and bytes of each namespace's prefix tree (engine thread: Scheduler::call).
 std::map<std::string, NamespaceUsage> namespace_usage(Engine& e);
-// The same for the disk tier's entries (prefixes and module segments); empty without one.
-std::map<std::string, NamespaceUsage> disk_usage(Engine& e);
+// The same for the entries (prefixes and module segments) of each tier that can list
+// them (KvTier::listable: the disk), by tier name; empty without one.
+std::map<std::string, std::map<std::string, NamespaceUsage>> tier_usage(Engine& e);
 
 // Runs a handler, turning ApiError / pc::Error / ChatTemplateError / anything else
 // into an OpenAI error response. The one place exceptions become HTTP statuses.

@@ -79,7 +79,6 @@ DiskTier::DiskTier(std::string dir, DiskTierOptions opt) : dir_(std::move(dir)),
     ::close(lock_fd_);
     throw Error("disk cache: " + dir_ + " is in use by another process");
   }
-  stats_.capacity = int64_t(opt_.capacity_bytes);
   scan();
 }
 
@@ -329,11 +328,25 @@ std::vector<DiskTier::Item> DiskTier::list() const {
   return out;
 }
 
-DiskTierStats DiskTier::stats() const {
+TierStats DiskTier::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
-  DiskTierStats s = stats_;
+  const Counters& c = stats_;
+  TierStats s;
+  s.name = name();
   s.entries = int64_t(items_.size());
   s.bytes = int64_t(bytes_);
+  s.capacity_bytes = int64_t(opt_.capacity_bytes);
+  s.hits = c.hits;
+  s.misses = c.misses;
+  s.puts = c.puts;
+  s.put_failures = c.put_failures;
+  s.errors = c.io_errors;
+  s.corrupt_deleted = c.corrupt_deleted;
+  s.counters = {{"evicted", c.evicted},
+                {"enospc_retries", c.enospc_retries},
+                {"temp_removed", c.temp_removed},
+                {"io_errors", c.io_errors}};
+  s.info = {{"dir", dir_}};
   return s;
 }
 

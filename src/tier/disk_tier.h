@@ -24,6 +24,10 @@
 //
 // Thread-safe: every call holds one mutex (the tier is meant to be driven from a
 // TierWorker thread, off the engine thread). One process per directory (the lock).
+//
+// stats(): entries, bytes, capacity_bytes; errors = I/O errors; counters "evicted"
+// (for capacity), "enospc_retries" (writes retried after a full disk), "temp_removed"
+// (leftover temporary files removed at startup), "io_errors" (= errors).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -36,6 +40,7 @@
 
 #include "tier/entry.h"
 #include "tier/entry_key.h"
+#include "tier/kv_tier.h"
 #include "tier/tier_result.h"
 
 namespace pc {
@@ -48,52 +53,34 @@ struct DiskTierOptions {
   std::function<int(uint64_t bytes)> inject_write_error;
 };
 
-struct DiskTierStats {
-  int64_t entries = 0;
-  int64_t bytes = 0;            // sum of entry file sizes
-  int64_t capacity = 0;
-  int64_t hits = 0;
-  int64_t misses = 0;
-  int64_t puts = 0;             // entries written
-  int64_t put_failures = 0;     // puts that stored nothing (no space, I/O error)
-  int64_t enospc_retries = 0;   // writes retried after a full disk
-  int64_t evicted = 0;          // entries evicted for capacity
-  int64_t corrupt_deleted = 0;  // invalid files deleted (startup scan or get)
-  int64_t temp_removed = 0;     // leftover temporary files removed at startup
-  int64_t io_errors = 0;
-};
-
-class DiskTier {
+class DiskTier final : public KvTier {
  public:
   // Opens `dir` (created if missing) and rebuilds the index. Throws pc::Error when the
   // directory cannot be created or opened, or another process holds it.
   DiskTier(std::string dir, uint64_t capacity_bytes);
   DiskTier(std::string dir, DiskTierOptions opt);
-  ~DiskTier();
+  ~DiskTier() override;
   DiskTier(const DiskTier&) = delete;
   DiskTier& operator=(const DiskTier&) = delete;
 
   // Stores a serialized entry (serialize_entry output) under the key of its namespace,
   // shape and tokens. An entry already present is only marked recently used.
-  TierStatus put(std::span<const uint8_t> entry_bytes);
+  TierStatus put(std::span<const uint8_t> entry_bytes) override;
 
   // The entry of exactly `tokens`.
-  TierLookup get(const KvNamespace& ns, const KvShape& shape, std::span<const int32_t> tokens);
+  TierLookup get(const KvNamespace& ns, const KvShape& shape, std::span<const int32_t> tokens) override;
   // The entry covering the longest prefix of `tokens` (of at least min_length tokens).
   TierLookup longest_prefix(const KvNamespace& ns, const KvShape& shape, std::span<const int32_t> tokens,
-                            int32_t min_length = 1);
+                            int32_t min_length = 1) override;
   bool contains(const KvNamespace& ns, const KvShape& shape, std::span<const int32_t> tokens) const;
   bool erase(const KvNamespace& ns, const KvShape& shape, std::span<const int32_t> tokens);
 
-  struct Item {
-    uint64_t key = 0;
-    uint64_t bytes = 0;
-    int32_t n_tokens = 0;
-    KvNamespace ns;
-  };
+  const char* name() const override { return "disk"; }
+  using Item = TierItem;
+  bool listable() const override { return true; }
   // Every entry, most recently used first.
-  std::vector<Item> list() const;
-  DiskTierStats stats() const;
+  std::vector<Item> list() const override;
+  TierStats stats() const override;
   const std::string& dir() const { return dir_; }
   std::string path_of(uint64_t key) const;
 
@@ -112,6 +99,17 @@ class DiskTier {
   void remove(uint64_t key, bool count_corrupt);
   void touch(uint64_t key, bool touch_file);
 
+  struct Counters {
+    int64_t hits = 0, misses = 0;
+    int64_t puts = 0;             // entries written
+    int64_t put_failures = 0;     // puts that stored nothing (no space, I/O error)
+    int64_t enospc_retries = 0;   // writes retried after a full disk
+    int64_t evicted = 0;          // entries evicted for capacity
+    int64_t corrupt_deleted = 0;  // invalid files deleted (startup scan or get)
+    int64_t temp_removed = 0;     // leftover temporary files removed at startup
+    int64_t io_errors = 0;
+  };
+
   std::string dir_;
   DiskTierOptions opt_;
   int lock_fd_ = -1;
@@ -120,7 +118,7 @@ class DiskTier {
   std::list<uint64_t> lru_;  // front = most recently used
   uint64_t bytes_ = 0;
   uint64_t temp_seq_ = 0;
-  DiskTierStats stats_;
+  Counters stats_;
 };
 
 }  // namespace pc

@@ -308,9 +308,21 @@ TierStatus RedisTier::erase(const KvNamespace& ns, const KvShape& shape, std::sp
   return r->type == REDIS_REPLY_INTEGER && r->integer > 0 ? TierStatus::kOk : TierStatus::kMiss;
 }
 
-RedisTierStats RedisTier::stats() const {
+TierStats RedisTier::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return stats_;
+  const Counters& c = stats_;
+  TierStats s;
+  s.name = name();
+  s.connected = c.connected;
+  s.ttl_seconds = opt_.ttl_seconds;
+  s.hits = c.hits;
+  s.misses = c.misses;
+  s.puts = c.puts;
+  s.put_failures = c.put_failures;
+  s.errors = c.errors;
+  s.corrupt_deleted = c.corrupt_deleted;
+  s.counters = {{"unavailable", c.unavailable}, {"connects", c.connects}};
+  return s;
 }
 
 }  // namespace pc

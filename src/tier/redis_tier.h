@@ -21,6 +21,11 @@
 // process-wide when it still has its default action (as servers do).
 //
 // Thread-safe: calls serialize on one mutex (meant to be driven from a TierWorker).
+//
+// stats(): connected, ttl_seconds; entries, bytes and capacity unknown (-1: the
+// server's); errors = failed connects and commands; counters "unavailable" (calls
+// answered kUnavailable: no connection to be had), "connects" (successful connections,
+// the first one included).
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -30,6 +35,7 @@
 
 #include "tier/entry.h"
 #include "tier/entry_key.h"
+#include "tier/kv_tier.h"
 #include "tier/tier_result.h"
 
 struct redisContext;
@@ -55,36 +61,25 @@ struct RedisTierOptions {
   int backoff_max_ms = 2000;
 };
 
-struct RedisTierStats {
-  int64_t hits = 0;
-  int64_t misses = 0;
-  int64_t puts = 0;
-  int64_t put_failures = 0;
-  int64_t errors = 0;           // failed connects and commands
-  int64_t unavailable = 0;      // calls answered kUnavailable (no connection to be had)
-  int64_t connects = 0;         // successful connections (the first one included)
-  int64_t corrupt_deleted = 0;  // invalid entries DELeted
-  bool connected = false;
-};
-
-class RedisTier {
+class RedisTier final : public KvTier {
  public:
   // Parses the URL (throws pc::Error when invalid) and tries to connect; an
   // unreachable server is not an error here (calls report kUnavailable).
   RedisTier(const std::string& url, int ttl_seconds);
   explicit RedisTier(RedisTierOptions opt);
-  ~RedisTier();
+  ~RedisTier() override;
   RedisTier(const RedisTier&) = delete;
   RedisTier& operator=(const RedisTier&) = delete;
 
   // SET key value EX ttl. kInvalid when the bytes are not an entry.
-  TierStatus put(std::span<const uint8_t> entry_bytes);
-  TierLookup get(const KvNamespace& ns, const KvShape& shape, std::span<const int32_t> tokens);
+  TierStatus put(std::span<const uint8_t> entry_bytes) override;
+  TierLookup get(const KvNamespace& ns, const KvShape& shape, std::span<const int32_t> tokens) override;
   TierLookup longest_prefix(const KvNamespace& ns, const KvShape& shape, std::span<const int32_t> tokens,
-                            int32_t min_length = 1);
+                            int32_t min_length = 1) override;
   TierStatus erase(const KvNamespace& ns, const KvShape& shape, std::span<const int32_t> tokens);
 
-  RedisTierStats stats() const;
+  const char* name() const override { return "redis"; }
+  TierStats stats() const override;
   const RedisTierOptions& options() const { return opt_; }
   static std::string key_name(uint64_t key);  // "pc:kv:<hex>"
 
@@ -103,7 +98,16 @@ class RedisTier {
   Clock::time_point next_attempt_{};
   int backoff_ms_ = 0;
   std::string last_error_;
-  RedisTierStats stats_;
+  struct Counters {
+    int64_t hits = 0, misses = 0;
+    int64_t puts = 0, put_failures = 0;
+    int64_t errors = 0;           // failed connects and commands
+    int64_t unavailable = 0;      // calls answered kUnavailable
+    int64_t connects = 0;         // successful connections
+    int64_t corrupt_deleted = 0;  // invalid entries DELeted
+    bool connected = false;
+  };
+  Counters stats_;
 };
 
 }  // namespace pc

@@ -128,9 +128,9 @@ TEST_F(DiskTierTest, CorruptTruncatedAndForeignFilesAreDeleted) {
   write_file(dir + "/notes.txt", {'h', 'i'});
 
   DiskTier disk(dir, 1 << 20);
-  DiskTierStats s = disk.stats();
+  TierStats s = disk.stats();
   EXPECT_EQ(s.corrupt_deleted, 4);  // 32, 48, the misnamed one, the junk
-  EXPECT_EQ(s.temp_removed, 1);
+  EXPECT_EQ(s.counter("temp_removed"), 1);
   EXPECT_EQ(s.entries, 2);
   EXPECT_EQ(files(), (std::vector<std::string>{".lock", fs::path(path_for(16)).filename().string(),
                                                fs::path(path_for(64)).filename().string(), "notes.txt"}));
@@ -171,7 +171,7 @@ TEST_F(DiskTierTest, CapacityEvictsLeastRecentlyUsed) {
   EXPECT_FALSE(disk.contains(small_ns(), small_shape(), test::token_run(16, 2)));
   EXPECT_FALSE(fs::exists(path_for(16, 2)));
   EXPECT_TRUE(disk.contains(small_ns(), small_shape(), test::token_run(16, 1)));
-  EXPECT_EQ(disk.stats().evicted, 1);
+  EXPECT_EQ(disk.stats().counter("evicted"), 1);
   EXPECT_EQ(disk.stats().bytes, int64_t(3 * one));
   // A two-page entry evicts the two least recently used (3 then 1).
   ASSERT_EQ(disk.put(entry(32, 5)), TierStatus::kOk);
@@ -207,8 +207,8 @@ TEST_F(DiskTierTest, FullDiskEvictsAndRetriesOnce) {
   ASSERT_EQ(disk.put(entry(16, 2)), TierStatus::kOk);
   fail_next = 1;  // the first write fails, the retry after eviction succeeds
   ASSERT_EQ(disk.put(entry(16, 3)), TierStatus::kOk);
-  EXPECT_EQ(disk.stats().enospc_retries, 1);
-  EXPECT_EQ(disk.stats().evicted, 1);
+  EXPECT_EQ(disk.stats().counter("enospc_retries"), 1);
+  EXPECT_EQ(disk.stats().counter("evicted"), 1);
   EXPECT_FALSE(disk.contains(small_ns(), small_shape(), test::token_run(16, 1)));
   fail_next = 2;  // both fail: nothing stored, nothing thrown, no temp file left
   EXPECT_EQ(disk.put(entry(16, 4)), TierStatus::kNoSpace);
@@ -228,7 +228,7 @@ TEST_F(DiskTierTest, UnusablePathsAreErrorsNotCrashes) {
   fs::remove_all(dir);  // the directory vanishes under us
   EXPECT_EQ(disk.put(entry(16, 2)), TierStatus::kIoError);
   EXPECT_EQ(disk.get(small_ns(), small_shape(), test::token_run(16, 1)).status, TierStatus::kMiss);
-  EXPECT_GE(disk.stats().io_errors, 1);
+  EXPECT_GE(disk.stats().counter("io_errors"), 1);
 }
 
 }  // namespace

@@ -11,9 +11,11 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
 #include <thread>
 
 #include "engine/engine.h"
+#include "pml/kv_plan.h"
 #include "kv/radix_index.h"
 #include "gguf/error.h"
 #include "model/model.h"
@@ -87,7 +89,7 @@ TEST_F(EngineTiersTest, PrefixSurvivesRestart) {
     EXPECT_EQ(r.n_promoted, 0);
     a->flush_tiers();
     EXPECT_GE(a->tiers()->stats().writes, 1);
-    EXPECT_GE(a->tiers()->disk()->stats().entries, 1);
+    EXPECT_GE(a->tiers()->tier_stats()[0].entries, 1);
   }
   {  // restart: memory is empty, the disk has prompt + generated tokens (page-aligned)
     auto b = engine(dir);
@@ -95,7 +97,7 @@ TEST_F(EngineTiersTest, PrefixSurvivesRestart) {
     EXPECT_EQ(r.tokens, cold.tokens);
     EXPECT_EQ(r.n_cached, 64);  // 4 whole pages of the 69 before the last prompt token
     EXPECT_EQ(r.n_promoted, 64);
-    EXPECT_EQ(b->tiers()->stats().disk_hits, 1);
+    EXPECT_EQ(b->tiers()->stats().hits, std::vector<int64_t>{1});  // the disk
   }
   {  // logits of the uncached positions after a restart, bitwise
     auto c = engine(dir);
@@ -148,7 +150,7 @@ TEST_F(EngineTiersTest, CorruptEntryIsRecomputed) {
   const GenerateResult r = b->generate(greedy(prompt));
   EXPECT_EQ(r.tokens, cold.tokens);
   EXPECT_EQ(r.n_cached, 0);
-  EXPECT_GE(b->tiers()->disk()->stats().corrupt_deleted, 1);
+  EXPECT_GE(b->tiers()->tier_stats()[0].corrupt_deleted, 1);
   EXPECT_EQ(b->tiers()->stats().misses, 1);
 }
 
@@ -157,17 +159,17 @@ TEST_F(EngineTiersTest, ModulesSurviveRestart) {
   std::vector<float> want;
   {
     auto a = engine(dir);
-    want = a->plan_logits(schema, p);
+    want = a->plan_logits(pml::kv_plan(p, schema));
     a->flush_tiers();
   }
   auto b = engine(dir);
-  expect_bitwise(want, b->plan_logits(schema, p), "modules restored from disk");
+  expect_bitwise(want, b->plan_logits(pml::kv_plan(p, schema)), "modules restored from disk");
   EXPECT_GE(b->tiers()->stats().module_loads, 3);  // dog, reply, cat (and context text)
   GenerateRequest req = greedy({});
-  const GenerateResult r = b->generate_plan(schema, p, req);
+  const GenerateResult r = b->generate_plan(pml::kv_plan(p, schema), req);
   EXPECT_EQ(r.n_module_misses, 0);
   auto fresh = engine("");
-  const GenerateResult cold = fresh->generate_plan(schema, p, req);
+  const GenerateResult cold = fresh->generate_plan(pml::kv_plan(p, schema), req);
   EXPECT_EQ(r.tokens, cold.tokens);
   EXPECT_GT(cold.n_module_misses, 0);
 }
@@ -178,21 +180,48 @@ TEST_F(EngineTiersTest, TwoEnginesShareRedis) {
   ASSERT_TRUE(redis.running());
   const auto p = plan("<cat/><dog/> The end.");
   auto a = engine("", redis.url());
-  const GenerateResult ra = a->generate_plan(schema, p, greedy({}));
+  const GenerateResult ra = a->generate_plan(pml::kv_plan(p, schema), greedy({}));
   EXPECT_GT(ra.n_module_misses, 0);
   a->generate(greedy(prompt));
   a->flush_tiers();
-  const std::vector<float> want = a->plan_logits(schema, p);
+  const std::vector<float> want = a->plan_logits(pml::kv_plan(p, schema));
 
   auto b = engine("", redis.url());  // a second server: nothing in its memory
-  const GenerateResult rb = b->generate_plan(schema, p, greedy({}));
+  const GenerateResult rb = b->generate_plan(pml::kv_plan(p, schema), greedy({}));
   EXPECT_EQ(rb.n_module_misses, 0);
   EXPECT_GT(rb.n_promoted, 0);
   EXPECT_EQ(rb.tokens, ra.tokens);
-  expect_bitwise(want, b->plan_logits(schema, p), "modules from Redis");
+  expect_bitwise(want, b->plan_logits(pml::kv_plan(p, schema)), "modules from Redis");
   const GenerateResult pb = b->generate(greedy(prompt));
   EXPECT_EQ(pb.n_promoted, 64);
-  EXPECT_GE(b->tiers()->stats().redis_hits, 2);
+  ASSERT_EQ(b->tiers()->tiers().size(), 1u);
+  EXPECT_STREQ(b->tiers()->tiers()[0]->name(), "redis");
+  EXPECT_GE(b->tiers()->stats().hits[0], 2);
+}
+
+TEST_F(EngineTiersTest, RedisHitIsCopiedToDisk) {
+  test::RedisServer redis;
+  ASSERT_TRUE(redis.available()) << "redis-server is not installed (scripts/setup.sh installs it)";
+  ASSERT_TRUE(redis.running());
+  {
+    auto a = engine("", redis.url());  // another server, without a disk
+    a->generate(greedy(prompt));
+    a->flush_tiers();
+  }
+  {
+    auto b = engine(dir, redis.url());
+    const std::vector<const KvTier*> tiers = b->tiers()->tiers();
+    ASSERT_EQ(tiers.size(), 2u);
+    EXPECT_STREQ(tiers[0]->name(), "disk");
+    EXPECT_STREQ(tiers[1]->name(), "redis");
+    EXPECT_EQ(b->generate(greedy(prompt, 0)).n_promoted, 64);
+    EXPECT_EQ(b->tiers()->stats().hits, (std::vector<int64_t>{0, 1}));
+    EXPECT_GE(b->tiers()->tier_stats()[0].entries, 1);  // the copy
+  }
+  redis.kill();
+  auto c = engine(dir);  // a restart with the disk alone finds the copy
+  EXPECT_EQ(c->generate(greedy(prompt, 0)).n_promoted, 64);
+  EXPECT_EQ(c->tiers()->stats().hits, std::vector<int64_t>{1});
 }
 
 TEST_F(EngineTiersTest, RedisDownKeepsServingAndReconnects) {
@@ -233,6 +262,58 @@ TEST_F(EngineTiersTest, CancelWhilePromoting) {
   EXPECT_TRUE(b->idle());
   EXPECT_EQ(b->page_pool().n_in_use(), 0);
   EXPECT_EQ(b->generate(greedy(prompt)).n_cached, 64);  // restored anyway, now in memory
+}
+
+// What the radix index counted: its stats and each node's hits, depth first.
+struct RadixCounts {
+  int64_t hits = 0, misses = 0, hit_tokens = 0;
+  std::vector<std::pair<size_t, int64_t>> nodes;  // (tokens, hits) per node
+  bool operator==(const RadixCounts&) const = default;
+};
+
+RadixCounts radix_counts(Engine& e) {
+  const RadixStats s = e.index().stats();
+  RadixCounts c{s.hits, s.misses, s.hit_tokens, {}};
+  std::set<int32_t> seen;
+  e.index().for_each_leaf(e.ns(""), [&](int32_t leaf) {
+    for (int32_t n = leaf; n >= 0 && seen.insert(n).second;) {
+      const RadixIndex::NodeView v = e.index().node(n);
+      if (v.parent < 0) break;  // the root
+      c.nodes.emplace_back(v.tokens.size(), v.hits);
+      n = v.parent;
+    }
+  });
+  return c;
+}
+
+// Regression: tier checks (the promotion probe, write-through snapshots) used to count
+// as radix matches, so the same requests reported more hits with a tier configured.
+TEST_F(EngineTiersTest, DiskTierDoesNotChangeRadixCounts) {
+  const std::vector<int32_t> p(prompt.begin(), prompt.begin() + 37);
+  // 8 generated tokens: one entry written (32 tokens); 40: two (64 and the prompt's 32).
+  for (int gen : {8, 40}) {
+    SCOPED_TRACE(gen);
+    auto run = [&](const std::string& disk) {
+      fs::remove_all(dir);
+      auto e = engine(disk);
+      for (int i = 0; i < 2; ++i) {
+        e->generate(greedy(p, gen));
+        e->flush_tiers();
+      }
+      if (!disk.empty()) EXPECT_EQ(e->tiers()->stats().writes, gen == 8 ? 1 : 2);
+      return radix_counts(*e);
+    };
+    const RadixCounts plain = run("");
+    EXPECT_EQ(plain.hits, 1);
+    EXPECT_EQ(plain.hit_tokens, 36);
+    EXPECT_EQ(plain.misses, 1);
+    const RadixCounts tiered = run(dir);
+    EXPECT_EQ(tiered.hits, plain.hits);
+    EXPECT_EQ(tiered.misses, plain.misses);
+    EXPECT_EQ(tiered.hit_tokens, plain.hit_tokens);
+    EXPECT_EQ(tiered.nodes, plain.nodes);  // no extra split: node counts and hits alike
+    EXPECT_FALSE(plain.nodes.empty());
+  }
 }
 
 TEST_F(EngineTiersTest, BadOptionsAreErrors) {

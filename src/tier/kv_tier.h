@@ -1,0 +1,86 @@
+// A KV tier below memory: a store of serialized entries (tier/entry.h) found by key
+// (tier/entry_key.h). DiskTier and RedisTier implement it; KvTiers (engine/kv_tiers.h)
+// keeps them in a list, fastest first, and is the only thing that needs to know more
+// than this interface.
+//
+// Contract of every implementation:
+// - Thread-safe. Lookups and puts run on a TierWorker thread while the engine thread
+//   reads stats() and list().
+// - Nothing throws after construction; failures are TierStatus values.
+// - A lookup hit is a fully validated entry (checksum, namespace, shape, tokens); an
+//   entry failing validation is deleted and reported as a miss.
+// - An uncompressed hit's `entry.data` is the entry's serialized bytes (deserialize_entry
+//   keeps them), so it can be put() into another tier without serializing again.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "tier/entry.h"
+#include "tier/tier_result.h"
+
+namespace pc {
+
+// A tier's state and counters since it was opened. Sizes it cannot know are -1.
+struct TierStats {
+  std::string name;             // KvTier::name()
+  bool connected = true;        // usable now (a remote tier reachable; a local one: always)
+  int64_t entries = -1;         // entries stored; -1: not known (Redis)
+  int64_t bytes = -1;           // bytes stored; -1: not known
+  int64_t capacity_bytes = -1;  // -1: no capacity of ours (Redis: the server's maxmemory)
+  int64_t ttl_seconds = -1;     // idle entries expire after this; -1: never
+  int64_t hits = 0;             // lookups that found an entry
+  int64_t misses = 0;
+  int64_t puts = 0;             // entries stored
+  int64_t put_failures = 0;     // puts that stored nothing
+  int64_t errors = 0;           // I/O or transport failures
+  int64_t corrupt_deleted = 0;  // invalid entries deleted
+  // Counters only this kind of tier has, by name, in a fixed order (published as they are).
+  std::vector<std::pair<std::string, int64_t>> counters;
+  // Settings worth publishing, by name (disk: "dir").
+  std::vector<std::pair<std::string, std::string>> info;
+
+  // The named counter's value; -1 when this tier has none of that name.
+  int64_t counter(std::string_view counter_name) const {
+    for (const auto& [n, v] : counters)
+      if (n == counter_name) return v;
+    return -1;
+  }
+};
+
+// One stored entry, as a listing shows it.
+struct TierItem {
+  uint64_t key = 0;
+  uint64_t bytes = 0;
+  int32_t n_tokens = 0;
+  KvNamespace ns;
+};
+
+class KvTier {
+ public:
+  virtual ~KvTier() = default;
+
+  // "disk", "redis": the `tier` of the published stats and listings.
+  virtual const char* name() const = 0;
+
+  // Stores serialized entry bytes under the key of their namespace, shape and tokens.
+  virtual TierStatus put(std::span<const uint8_t> entry_bytes) = 0;
+  // The entry of exactly `tokens`.
+  virtual TierLookup get(const KvNamespace& ns, const KvShape& shape, std::span<const int32_t> tokens) = 0;
+  // The entry covering the longest prefix of `tokens` of at least min_length tokens
+  // (candidate lengths: tier/entry_key.h).
+  virtual TierLookup longest_prefix(const KvNamespace& ns, const KvShape& shape, std::span<const int32_t> tokens,
+                                    int32_t min_length = 1) = 0;
+
+  virtual TierStats stats() const = 0;
+
+  // Whether list() shows the tier's entries (a remote tier cannot list them cheaply).
+  virtual bool listable() const { return false; }
+  // Every entry, most recently used first; empty when not listable().
+  virtual std::vector<TierItem> list() const { return {}; }
+};
+
+}  // namespace pc
