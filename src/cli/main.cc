@@ -4,6 +4,7 @@
 #include <exception>
 
 #include "cli/commands.h"
+#include "cli/kernel_cap.h"
 #include "gguf/error.h"
 
 int main(int argc, char** argv) {
@@ -27,6 +28,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  apply_kernel_cap_from_environment();  // before any command runs a kernel
   const char* names[] = {"generate", "inspect", "make-model", "demo", "bench", "pml", "serve"};
   try {
     for (size_t i = 0; i < std::size(names); ++i)

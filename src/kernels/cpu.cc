@@ -19,9 +19,6 @@
 
 #include <atomic>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -67,21 +64,14 @@ CpuLevel detect_uncached() {
 CpuLevel detect_uncached() { return CpuLevel::Scalar; }
 #endif
 
-std::atomic<int>& level_slot() {
-  static std::atomic<int> slot{static_cast<int>(default_cpu_level())};
+std::atomic<int>& cap_slot() {
+  static std::atomic<int> slot{static_cast<int>(CpuLevel::Avx512)};
   return slot;
 }
 
-CpuLevel env_capped_level() {
-  CpuLevel best = detect_cpu_level();
-  const char* env = std::getenv("PROMPTCACHE_KERNELS");
-  if (!env || !*env || std::strcmp(env, "auto") == 0) return best;
-  CpuLevel want;
-  if (!cpu_level_from_name(env, &want)) {
-    std::fprintf(stderr, "promptcache: ignoring PROMPTCACHE_KERNELS=%s (auto, avx512, avx2 or scalar)\n", env);
-    return best;
-  }
-  return want < best ? want : best;
+std::atomic<int>& level_slot() {
+  static std::atomic<int> slot{static_cast<int>(default_cpu_level())};
+  return slot;
 }
 
 }  // namespace
@@ -92,8 +82,15 @@ CpuLevel detect_cpu_level() {
 }
 
 CpuLevel default_cpu_level() {
-  static const CpuLevel level = env_capped_level();
-  return level;
+  const CpuLevel best = detect_cpu_level(), cap = kernel_cap();
+  return cap < best ? cap : best;
+}
+
+CpuLevel kernel_cap() { return static_cast<CpuLevel>(cap_slot().load(std::memory_order_relaxed)); }
+
+void set_kernel_cap(CpuLevel cap) {
+  cap_slot().store(static_cast<int>(cap), std::memory_order_relaxed);
+  set_cpu_level(default_cpu_level());
 }
 
 CpuLevel cpu_level() { return static_cast<CpuLevel>(level_slot().load(std::memory_order_relaxed)); }

@@ -1,6 +1,8 @@
 // Which SIMD code path the kernels use. Detected once from what the processor
 // can actually execute (CPUID *and* the OS-enabled state in XCR0 — e.g. AMX is
-// listed on some machines but faults), and overridable for tests.
+// listed on some machines but faults), capped by the caller (set_kernel_cap:
+// the CLI passes PROMPTCACHE_KERNELS; the kernel layer reads no environment)
+// and overridable for tests.
 #pragma once
 #include <string>
 
@@ -9,10 +11,12 @@ namespace pc {
 enum class CpuLevel { Scalar = 0, Avx2 = 1, Avx512 = 2 };
 
 CpuLevel detect_cpu_level();        // best level this machine can run
-// The level a process starts with: detect_cpu_level(), or lower when the
-// environment variable PROMPTCACHE_KERNELS names a lower one (scalar, avx2,
-// avx512; "auto" or unset: no cap; anything else: a warning, no cap).
+// The process's default level: detect_cpu_level(), or the cap when it is lower.
 CpuLevel default_cpu_level();
+// Caps the default level at `cap` (Avx512, the initial cap: none) and switches
+// the level in use to the new default. Called once at startup, before kernels run.
+void set_kernel_cap(CpuLevel cap);
+CpuLevel kernel_cap();
 CpuLevel cpu_level();               // level in use (defaults to default_cpu_level())
 void set_cpu_level(CpuLevel level); // clamps to detect_cpu_level()
 std::string cpu_level_name(CpuLevel level);

@@ -14,7 +14,8 @@ constexpr int kAttnSegmentSlots = 256;
 
 struct PagedAttentionArgs {
   // Per page of the sequence, in order: the layer's K and V blocks, F16,
-  // laid out as kv/kv_storage.h says (K: blocks of 8 slots, dimension-major).
+  // each [n_kv_head][page_size × head_dim] (K: blocks of 8 slots,
+  // dimension-major, k_layout.h; V: slot-major rows).
   const uint16_t* const* k_pages = nullptr;
   const uint16_t* const* v_pages = nullptr;
   int page_size = 16;

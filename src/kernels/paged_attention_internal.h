@@ -7,7 +7,7 @@
 
 #include "kernels/fixed_exp.h"
 #include "kernels/paged_attention.h"
-#include "kv/k_layout.h"
+#include "kernels/k_layout.h"
 
 namespace pc {
 

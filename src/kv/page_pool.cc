@@ -4,9 +4,9 @@
 
 namespace pc {
 
-PagePool::PagePool(KvStorage& storage) : shape_(storage.shape()), storage_(&storage) {
-  init(storage.n_pages());
-}
+PagePool::PagePool(KvPageStore& store) : shape_(store.shape()), store_(&store) { init(store.n_pages()); }
+
+PagePool::PagePool(KvStorage& storage) : PagePool(static_cast<KvPageStore&>(storage)) { storage_ = &storage; }
 
 PagePool::PagePool(KvShape shape, int32_t n_pages) : shape_(shape) { init(n_pages); }
 
@@ -117,7 +117,7 @@ void PagePool::copy_slots(int32_t dst, int32_t src, int32_t n) {
   check_page(dst);
   check_page(src);
   PC_KV_CHECK(n >= 0 && n <= fill_[src], "copy of unwritten slots");
-  if (storage_ != nullptr && n > 0) storage_->copy_slots(dst, src, n);
+  if (store_ != nullptr && n > 0) store_->copy_slots(dst, src, n);
 }
 
 void PagePool::check_invariants() const {

@@ -1,4 +1,4 @@
-// Page pool: the bookkeeping of KV pages (the bytes live in KvStorage).
+// Page pool: the bookkeeping of KV pages (the bytes live in a KvPageStore).
 //
 // Every page has a preallocated descriptor, stored as parallel flat arrays indexed
 // by page id (no per-page objects, no node containers):
@@ -30,7 +30,7 @@
 // singly linked FIFO queue suffices: pages freed first are reused first, which makes
 // page ids in tests predictable (initially 0, 1, 2, ...).
 //
-// Simulated mode: constructed from a KvShape alone, the pool has no KvStorage and
+// Simulated mode: constructed from a KvShape alone, the pool has no page store and
 // copy_slots() is a no-op, so data-structure tests are exact and cheap.
 //
 // Not thread-safe: the engine thread owns the pool, the tables and the index.
@@ -64,7 +64,9 @@ class PageReclaimer {
 
 class PagePool {
  public:
-  // Pool over the pages of `storage` (which must outlive the pool).
+  // Pool over the pages of `store` (which must outlive the pool).
+  explicit PagePool(KvPageStore& store);
+  // Pool over the host store `storage` (also what storage() returns).
   explicit PagePool(KvStorage& storage);
   // Simulated pool: page ids and accounting only, no KV bytes.
   PagePool(KvShape shape, int32_t n_pages);
@@ -80,7 +82,9 @@ class PagePool {
   int32_t page_size() const { return shape_.page_size; }
   size_t page_bytes() const { return shape_.bytes_per_page(); }
   int32_t n_pages() const { return int32_t(fill_.size()); }
-  KvStorage* storage() const { return storage_; }  // null in simulated mode
+  KvPageStore* store() const { return store_; }    // null in simulated mode
+  // The store when it is the host store, else null (simulated, or another store).
+  KvStorage* storage() const { return storage_; }
 
   // The reclaimer alloc() calls when the free list is empty (null: none).
   void set_reclaimer(PageReclaimer* r) { reclaimer_ = r; }
@@ -105,7 +109,8 @@ class PagePool {
   int32_t fill(int32_t page) const { return fill_[page]; }
   void set_fill(int32_t page, int32_t fill);  // fill only grows
 
-  // Copies slots [0, n) of src into dst (KV and positions; no-op when simulated).
+  // Copies slots [0, n) of src into dst (KV and positions, KvPageStore::copy_slots;
+  // no-op when simulated).
   void copy_slots(int32_t dst, int32_t src, int32_t n);
 
   // Accounting, exact: n_in_use() + n_cached() + n_free() == n_pages().
@@ -134,7 +139,8 @@ class PagePool {
   void check_page(int32_t page) const;
 
   KvShape shape_;
-  KvStorage* storage_ = nullptr;
+  KvPageStore* store_ = nullptr;
+  KvStorage* storage_ = nullptr;  // store_ when it is the host store
   PageReclaimer* reclaimer_ = nullptr;
   std::vector<int32_t> seq_refs_;    // [n_pages]
   std::vector<int32_t> cache_refs_;  // [n_pages]

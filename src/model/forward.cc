@@ -8,7 +8,7 @@
 #include "kernels/matmul.h"
 #include "kernels/paged_attention.h"
 #include "kernels/thread_pool.h"
-#include "kv/kv_storage.h"
+#include "kv/kv_page_store.h"
 #include "model/model.h"
 
 namespace pc {
@@ -37,7 +37,7 @@ void for_rows(ThreadPool& pool, int64_t m, F&& fn) {
 
 }  // namespace
 
-Forward::Forward(const Model& model, KvStorage& kv, ThreadPool& pool)
+Forward::Forward(const Model& model, KvPageStore& kv, ThreadPool& pool)
     : model_(model), kv_(kv), pool_(pool), rope_(model.rope_params()) {
   const ModelConfig& c = model.config();
   const KvShape& s = kv.shape();
@@ -61,6 +61,8 @@ void Forward::reserve(int64_t m, int64_t n_logits) {
     q_.resize(m * c.n_head * c.head_dim);
     k_.resize(m * c.n_kv_head * c.head_dim);
     v_.resize(m * c.n_kv_head * c.head_dim);
+    k16_.resize(m * c.n_kv_head * c.head_dim);
+    v16_.resize(m * c.n_kv_head * c.head_dim);
     att_.resize(m * c.n_head * c.head_dim);
     o_.resize(m * c.n_embd);
     gate_.resize(m * c.n_ff);
@@ -110,7 +112,9 @@ const float* Forward::run(std::span<const BatchEntry> batch, std::span<const Seq
   }
   kptr_.resize(seqs.size());
   vptr_.resize(seqs.size());
-  map_slots(seqs);
+  map_slots(batch, seqs);
+  // Positions are per slot, not per layer: written once, in batch order.
+  for (int64_t i = 0; i < m; ++i) kv_.pos(slots_[i].page)[slots_[i].slot] = batch[i].pos;
   for (int l = 0; l < c.n_layer; ++l) {
     attention_block(l, batch, seqs);
     ffn_block(l, m);
@@ -127,8 +131,9 @@ const float* Forward::run(std::span<const BatchEntry> batch, std::span<const Seq
 }
 
 // For sequences whose pages are not all full (SeqKv::fills), where each
-// logical slot lives: slot_page_[s][t], slot_off_[s][t].
-void Forward::map_slots(std::span<const SeqKv> seqs) {
+// logical slot lives: slot_page_[s][t], slot_off_[s][t]; then the page slot
+// each batch entry writes (slots_).
+void Forward::map_slots(std::span<const BatchEntry> batch, std::span<const SeqKv> seqs) {
   slot_page_.resize(seqs.size());
   slot_off_.resize(seqs.size());
   for (size_t s = 0; s < seqs.size(); ++s) {
@@ -141,27 +146,26 @@ void Forward::map_slots(std::span<const SeqKv> seqs) {
         slot_off_[s].push_back(k);
       }
   }
+  const int P = kv_.shape().page_size;
+  slots_.resize(batch.size());
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const BatchEntry& e = batch[i];
+    if (seqs[e.seq].fills != nullptr)
+      slots_[i] = {slot_page_[e.seq][e.slot], slot_off_[e.seq][e.slot]};
+    else
+      slots_[i] = {seqs[e.seq].pages[e.slot / P], e.slot % P};
+  }
 }
 
-void Forward::store_kv(int layer, const BatchEntry& e, int64_t i, int64_t h, std::span<const SeqKv> seqs) {
+void Forward::store_kv(int layer, int64_t h, int64_t m) {
   const ModelConfig& c = model_.config();
-  const int P = kv_.shape().page_size;
   const int64_t hd = c.head_dim, kvd = c.n_kv_head * hd;
-  const bool mapped = seqs[e.seq].fills != nullptr;
-  const int32_t page = mapped ? slot_page_[e.seq][e.slot] : seqs[e.seq].pages[e.slot / P];
-  const int s = mapped ? slot_off_[e.seq][e.slot] : e.slot % P;
-  // The slot's key: dimension d at kc[d * w] (k_layout.h).
-  uint16_t* kc = kv_.k(page, layer) + h * P * hd + k_index(P, int(hd), s, 0);
-  const int w = k_block_width(P, s);
-  const float* kr = k_.data() + i * kvd + h * hd;
-  uint16_t k16[64];
-  for (int64_t d0 = 0; d0 < hd; d0 += 64) {
-    const int64_t n = hd - d0 < 64 ? hd - d0 : 64;
-    f32_to_f16_row(kr + d0, k16, n);
-    for (int64_t d = 0; d < n; ++d) kc[(d0 + d) * w] = k16[d];
+  for (int64_t i = 0; i < m; ++i) {
+    f32_to_f16_row(k_.data() + i * kvd + h * hd, k16_.data() + i * kvd + h * hd, hd);
+    f32_to_f16_row(v_.data() + i * kvd + h * hd, v16_.data() + i * kvd + h * hd, hd);
   }
-  f32_to_f16_row(v_.data() + i * kvd + h * hd, kv_.v(page, layer) + (h * P + s) * hd, hd);
-  if (layer == 0 && h == 0) kv_.pos(page)[s] = e.pos;
+  kv_.write_slots(layer, int(h), std::span<const KvSlot>(slots_.data(), size_t(m)), k16_.data() + h * hd,
+                  v16_.data() + h * hd, size_t(kvd));
 }
 
 void Forward::attention_block(int l, std::span<const BatchEntry> batch, std::span<const SeqKv> seqs) {
@@ -191,23 +195,19 @@ void Forward::attention_block(int l, std::span<const BatchEntry> batch, std::spa
       rope_.apply(kh, cs);
     }
   });
-  // In batch order within each KV head, so that should two entries name one
-  // slot the last wins; the heads' slabs are disjoint, so heads run in parallel.
-  auto store_head = [&](int64_t h) {
-    for (int64_t i = 0; i < m; ++i) store_kv(l, batch[i], i, h, seqs);
-  };
+  // In batch order within each KV head (KvPageStore::write_slots), so that
+  // should two entries name one slot the last wins; the heads' slabs are
+  // disjoint, so heads run in parallel.
   if (m >= 16 && pool_.size() > 1)
-    pool_.parallel_for(c.n_kv_head, [&](int64_t h, int) { store_head(h); });
+    pool_.parallel_for(c.n_kv_head, [&](int64_t h, int) { store_kv(l, h, m); });
   else
-    for (int64_t h = 0; h < c.n_kv_head; ++h) store_head(h);
+    for (int64_t h = 0; h < c.n_kv_head; ++h) store_kv(l, h, m);
 
   for (size_t s = 0; s < seqs.size(); ++s) {
     kptr_[s].resize(seqs[s].n_pages);
     vptr_[s].resize(seqs[s].n_pages);
-    for (int32_t p = 0; p < seqs[s].n_pages; ++p) {
-      kptr_[s][p] = kv_.k(seqs[s].pages[p], l);
-      vptr_[s][p] = kv_.v(seqs[s].pages[p], l);
-    }
+    kv_.layer_blocks(l, std::span<const int32_t>(seqs[s].pages, size_t(seqs[s].n_pages)), kptr_[s].data(),
+                     vptr_[s].data());
   }
   // Attention tasks: runs of up to kAttnMaxTokens consecutive entries of one
   // sequence × KV heads; each task loads a page of K/V once for all its

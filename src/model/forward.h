@@ -21,11 +21,11 @@
 
 #include "kernels/elementwise.h"
 #include "kernels/paged_attention.h"
+#include "kv/kv_page_store.h"
 
 namespace pc {
 
 class Model;
-class KvStorage;
 class ThreadPool;
 
 struct SeqKv {
@@ -47,7 +47,7 @@ struct BatchEntry {
 
 class Forward {
  public:
-  Forward(const Model& model, KvStorage& kv, ThreadPool& pool);
+  Forward(const Model& model, KvPageStore& kv, ThreadPool& pool);
   ~Forward();
 
   // Runs the batch. Returns logits for the entries with logits=true, in batch
@@ -63,12 +63,12 @@ class Forward {
   void attention_block(int layer, std::span<const BatchEntry> batch, std::span<const SeqKv> seqs);
   bool plan_split(int64_t n_blocks, int group);
   void ffn_block(int layer, int64_t m);
-  // K and V of one KV head of batch row `row` into its page slot.
-  void store_kv(int layer, const BatchEntry& e, int64_t row, int64_t head, std::span<const SeqKv> seqs);
-  void map_slots(std::span<const SeqKv> seqs);
+  // K and V of one KV head of every batch entry, rounded to F16, into their slots.
+  void store_kv(int layer, int64_t head, int64_t m);
+  void map_slots(std::span<const BatchEntry> batch, std::span<const SeqKv> seqs);
 
   const Model& model_;
-  KvStorage& kv_;
+  KvPageStore& kv_;
   ThreadPool& pool_;
   Rope rope_;
   // Activations, grown on demand and reused (no allocation in steady state).
@@ -77,6 +77,7 @@ class Forward {
   std::vector<float> xn_;     // [m][n_embd] normed input of a sub-block
   std::vector<float> q_;      // [m][n_head*hd]
   std::vector<float> k_, v_;  // [m][n_kv*hd]
+  std::vector<uint16_t> k16_, v16_;  // [m][n_kv*hd] k_, v_ rounded to F16 for the store
   std::vector<float> att_;    // [m][n_head*hd] attention output
   std::vector<float> o_;      // [m][n_embd]
   std::vector<float> gate_, up_;  // [m][n_ff]
@@ -97,6 +98,7 @@ class Forward {
   std::vector<float> states_;
   std::vector<std::vector<const uint16_t*>> kptr_, vptr_;  // per sequence: page block pointers
   std::vector<std::vector<int32_t>> slot_page_, slot_off_;  // per sequence with fills: slot → page, offset
+  std::vector<KvSlot> slots_;  // [m] the page slot each entry writes
 };
 
 }  // namespace pc

@@ -4,25 +4,41 @@
 
 #include "gguf/quants.h"
 #include "kernels/elementwise.h"
-#include "kv/kv_storage.h"
+#include "kv/kv_page_store.h"
 #include "model/model.h"
 
 namespace pc {
 
-void shift_positions(const Model& model, KvStorage& kv, int32_t page, int32_t n_slots, int32_t shift) {
-  const ModelConfig& c = model.config();
-  const Rope rope(model.rope_params());
-  std::vector<float> cs(c.n_rot), k(c.head_dim);
-  rope.angles(shift, cs.data());
-  const KvShape& sh = kv.shape();
-  for (int l = 0; l < sh.n_layer; ++l)
-    for (int h = 0; h < sh.n_kv_head; ++h)
-      for (int s = 0; s < n_slots; ++s) {
-        uint16_t* K = kv.k(page, l) + size_t(h) * sh.page_size * sh.head_dim;  // the head's slab
-        for (int d = 0; d < sh.head_dim; ++d) k[d] = fp16_to_fp32(K[k_index(sh.page_size, sh.head_dim, s, d)]);
-        rope.apply(k.data(), cs.data());
-        for (int d = 0; d < sh.head_dim; ++d) K[k_index(sh.page_size, sh.head_dim, s, d)] = fp32_to_fp16(k[d]);
-      }
+namespace {
+
+// RoPE by a fixed angle over F16 key rows: each row widened to F32, rotated,
+// rounded back to F16 (round to nearest even).
+class RopeShift final : public KeyRowsOp {
+ public:
+  RopeShift(const Model& model, int32_t shift)
+      : rope_(model.rope_params()), cs_(model.config().n_rot), k_(model.config().head_dim) {
+    rope_.angles(shift, cs_.data());
+  }
+  void apply(uint16_t* rows, int n_rows) override {
+    const size_t hd = k_.size();
+    for (int s = 0; s < n_rows; ++s) {
+      uint16_t* row = rows + size_t(s) * hd;
+      for (size_t d = 0; d < hd; ++d) k_[d] = fp16_to_fp32(row[d]);
+      rope_.apply(k_.data(), cs_.data());
+      for (size_t d = 0; d < hd; ++d) row[d] = fp32_to_fp16(k_[d]);
+    }
+  }
+
+ private:
+  const Rope rope_;
+  std::vector<float> cs_, k_;  // [n_rot] cos/sin of the shift; [head_dim] one key
+};
+
+}  // namespace
+
+void shift_positions(const Model& model, KvPageStore& kv, int32_t page, int32_t n_slots, int32_t shift) {
+  RopeShift op(model, shift);
+  kv.update_keys(page, n_slots, op);
   for (int s = 0; s < n_slots; ++s) kv.pos(page)[s] += shift;
 }
 

@@ -8,11 +8,11 @@
 
 namespace pc {
 
-class KvStorage;
+class KvPageStore;
 class Model;
 
 // Rotates the K of slots [0, n_slots) of `page` (every layer and KV head) by
 // `shift` positions and adds `shift` to their position ids.
-void shift_positions(const Model& model, KvStorage& kv, int32_t page, int32_t n_slots, int32_t shift);
+void shift_positions(const Model& model, KvPageStore& kv, int32_t page, int32_t n_slots, int32_t shift);
 
 }  // namespace pc

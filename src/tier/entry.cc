@@ -49,28 +49,6 @@ size_t header_size(const KvNamespace& ns, size_t n_tokens) {
                   8);
 }
 
-// Copies page `src` into `dst`, keeping only slots [0, n_slots) (zeros elsewhere).
-void copy_page(const KvStorage& kv, int32_t src, int n_slots, uint8_t* dst) {
-  const KvShape& s = kv.shape();
-  const size_t page = s.bytes_per_page();
-  const auto* base = reinterpret_cast<const uint8_t*>(kv.k(src, 0));
-  if (n_slots == s.page_size) {
-    std::memcpy(dst, base, page);
-    return;
-  }
-  std::memset(dst, 0, page);
-  const size_t row = size_t(s.head_dim) * sizeof(uint16_t);  // one slot of one head
-  const size_t head = row * s.page_size;
-  for (size_t block = 0; block < size_t(2) * s.n_layer * s.n_kv_head; ++block) {
-    if (block / s.n_kv_head % 2 == 0) {  // a head's K (kv/k_layout.h)
-      copy_k_slots(reinterpret_cast<uint16_t*>(dst + block * head), reinterpret_cast<const uint16_t*>(base + block * head),
-                   s.page_size, s.head_dim, n_slots);
-    } else {  // V: slot-major rows
-      std::memcpy(dst + block * head, base + block * head, row * n_slots);
-    }
-  }
-}
-
 template <class T>
 Decoded<T> fail(EntryError e, std::string msg) {
   Decoded<T> d;
@@ -112,7 +90,7 @@ int32_t EntryInfo::n_pages() const {
   return shape.page_size > 0 ? (n_tokens() + shape.page_size - 1) / shape.page_size : 0;
 }
 
-std::vector<uint8_t> serialize_entry(const KvStorage& kv, std::span<const int32_t> pages,
+std::vector<uint8_t> serialize_entry(const KvPageStore& kv, std::span<const int32_t> pages,
                                      std::span<const int32_t> tokens, const KvNamespace& ns,
                                      const SerializeOptions& opt) {
   const KvShape& s = kv.shape();
@@ -135,7 +113,7 @@ std::vector<uint8_t> serialize_entry(const KvStorage& kv, std::span<const int32_
   uint8_t* payload = p + hdr;
   for (size_t i = 0; i < pages.size(); ++i) {
     const int filled = int(std::min<size_t>(s.page_size, n - i * s.page_size));
-    copy_page(kv, pages[i], filled, payload + i * page);
+    kv.read_page(pages[i], filled, payload + i * page);
   }
   size_t stored = raw;
   uint32_t flags = 0;
@@ -295,7 +273,7 @@ Decoded<Entry> deserialize_entry(std::vector<uint8_t> bytes, const EntryExpect& 
   return d;
 }
 
-EntryError restore_entry(const Entry& entry, KvStorage& kv, std::span<const int32_t> pages) {
+EntryError restore_entry(const Entry& entry, KvPageStore& kv, std::span<const int32_t> pages) {
   const KvShape& s = kv.shape();
   const KvShape& e = entry.info.shape;
   if (s.n_layer != e.n_layer || s.n_kv_head != e.n_kv_head || s.head_dim != e.head_dim || s.page_size != e.page_size)
@@ -308,7 +286,7 @@ EntryError restore_entry(const Entry& entry, KvStorage& kv, std::span<const int3
   const uint8_t* src = entry.payload().data();
   const int32_t n = entry.info.n_tokens();
   for (size_t i = 0; i < pages.size(); ++i) {
-    std::memcpy(kv.k(pages[i], 0), src + i * page, page);
+    kv.write_page(pages[i], src + i * page);
     int32_t* pos = kv.pos(pages[i]);
     for (int32_t slot = 0; slot < s.page_size; ++slot) {
       const int64_t t = int64_t(i) * s.page_size + slot;

@@ -17,11 +17,11 @@
 //   80  model, kv_type, tenant lengths  3 × u16, then u16 reserved
 //   88  model, kv_type, tenant bytes, zero-padded to 4
 //       token ids    i32[n_tokens]
-//       position ids i32[n_tokens]      (the slot positions, as KvStorage::pos)
+//       position ids i32[n_tokens]      (the slot positions, as KvPageStore::pos)
 //       zero padding to 8 → header_bytes
-//   header_bytes: payload = n_pages pages, each exactly KvStorage's page bytes
-//       (K,V of every layer, head-major, F16). Slots of the last page beyond n_tokens
-//       are zero, so equal KV gives equal bytes.
+//   header_bytes: payload = n_pages pages, each a page's serialized bytes
+//       (KvPageStore::read_page: K,V of every layer, head-major, F16). Slots of the
+//       last page beyond n_tokens are zero, so equal KV gives equal bytes.
 //
 // The header checksum lets a tier validate a header without reading the payload (the
 // disk tier's startup scan); the full checksum is verified by deserialize_entry.
@@ -38,7 +38,7 @@
 
 namespace pc {
 
-// 2: K pages dimension-major in blocks of 8 slots (kv/k_layout.h); version 1
+// 2: K pages dimension-major in blocks of 8 slots (kernels/k_layout.h); version 1
 // entries (slot-major K) are rejected, so old disk/Redis entries are misses.
 inline constexpr uint32_t kEntryVersion = 2;
 inline constexpr size_t kEntryFixedHeader = 88;  // bytes before the strings
@@ -105,7 +105,7 @@ struct SerializeOptions {
 // Serializes tokens [0, tokens.size()) whose KV lives in `pages` (aligned: token t in
 // pages[t / page_size], slot t % page_size; pages.size() == ceil(n / page_size)).
 // Throws std::invalid_argument on a precondition violation.
-std::vector<uint8_t> serialize_entry(const KvStorage& kv, std::span<const int32_t> pages,
+std::vector<uint8_t> serialize_entry(const KvPageStore& kv, std::span<const int32_t> pages,
                                      std::span<const int32_t> tokens, const KvNamespace& ns,
                                      const SerializeOptions& opt = {});
 
@@ -125,6 +125,6 @@ Decoded<Entry> deserialize_entry(std::vector<uint8_t> bytes, const EntryExpect& 
 // Writes the entry's KV and positions into `pages` (entry.info.n_pages() of them) of
 // `kv`. Slots of the last page beyond n_tokens get position -1. Returns kWrongShape
 // when kv's shape differs, kCorrupt when the page count differs.
-EntryError restore_entry(const Entry& entry, KvStorage& kv, std::span<const int32_t> pages);
+EntryError restore_entry(const Entry& entry, KvPageStore& kv, std::span<const int32_t> pages);
 
 }  // namespace pc

@@ -5,7 +5,7 @@
 namespace pc {
 
 bool restore_pages(PagePool& pool, const Entry& entry, PageTable& table) {
-  KvStorage* kv = pool.storage();
+  KvPageStore* kv = pool.store();
   const KvShape& s = pool.shape();
   const KvShape& e = entry.info.shape;
   if (!kv || s.n_layer != e.n_layer || s.n_kv_head != e.n_kv_head || s.head_dim != e.head_dim ||
@@ -52,10 +52,10 @@ PrefixSnapshot snapshot_prefix(PagePool& pool, RadixIndex& index, const KvNamesp
 
 std::vector<uint8_t> save_prefix(PagePool& pool, RadixIndex& index, const KvNamespace& ns,
                                  std::span<const int32_t> tokens, const SerializeOptions& opt) {
-  if (!pool.storage()) return {};
+  if (!pool.store()) return {};
   PrefixSnapshot snap = snapshot_prefix(pool, index, ns, tokens);
   if (snap.empty()) return {};
-  std::vector<uint8_t> bytes = serialize_entry(*pool.storage(), snap.pages, snap.tokens, ns, opt);
+  std::vector<uint8_t> bytes = serialize_entry(*pool.store(), snap.pages, snap.tokens, ns, opt);
   snap.table.release();
   return bytes;
 }

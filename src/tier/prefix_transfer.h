@@ -7,7 +7,7 @@
 //
 // Demotion (memory is evicting, or write-through):
 //   PrefixSnapshot s = snapshot_prefix(pool, index, ns, tokens);    // engine: takes refs
-//   bytes = serialize_entry(*pool.storage(), s.pages, s.tokens, ns); // worker: reads pages
+//   bytes = serialize_entry(*pool.store(), s.pages, s.tokens, ns);   // worker: reads pages
 //   s.table.release();                                               // engine: drops refs
 // While the snapshot holds its references the pages cannot be freed or reused, and the
 // slots it covers are below their pages' fill, hence read-only: the worker may read them

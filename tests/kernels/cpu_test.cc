@@ -36,5 +36,22 @@ TEST(Cpu, DetectAndClamp) {
   EXPECT_EQ(cpu_level_name(CpuLevel::Avx512), "avx512");
 }
 
+// The cap a caller passes (the CLI: PROMPTCACHE_KERNELS) lowers the default
+// level and the level in use; Avx512, the initial cap, is no cap.
+TEST(Cpu, KernelCapLowersTheDefaultLevel) {
+  const CpuLevel best = detect_cpu_level();
+  EXPECT_EQ(kernel_cap(), CpuLevel::Avx512);
+  EXPECT_EQ(default_cpu_level(), best);
+  set_kernel_cap(CpuLevel::Scalar);
+  EXPECT_EQ(default_cpu_level(), CpuLevel::Scalar);
+  EXPECT_EQ(cpu_level(), CpuLevel::Scalar);
+  set_kernel_cap(CpuLevel::Avx2);
+  EXPECT_EQ(default_cpu_level(), best < CpuLevel::Avx2 ? best : CpuLevel::Avx2);
+  EXPECT_EQ(cpu_level(), default_cpu_level());
+  set_kernel_cap(CpuLevel::Avx512);
+  EXPECT_EQ(default_cpu_level(), best);
+  EXPECT_EQ(cpu_level(), best);
+}
+
 }  // namespace
 }  // namespace pc

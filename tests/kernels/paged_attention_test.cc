@@ -40,8 +40,8 @@ using test::levels;
 float round_f16(float v) { return fp16_to_fp32(fp32_to_fp16(v)); }
 
 // A sequence of n slots in pages of P, stored in shuffled page order, for
-// n_kv KV heads of head_dim hd (layout of kv/kv_storage.h: per page K then V,
-// each [n_kv][P × hd]; K by kv/k_layout.h, V slot-major).
+// n_kv KV heads of head_dim hd (the KV page layout: per page K then V,
+// each [n_kv][P × hd]; K by kernels/k_layout.h, V slot-major).
 struct Kv {
   int P, hd, n_kv, n;
   std::vector<uint16_t> mem;

@@ -75,7 +75,7 @@ void Stress::write(Live& s, int32_t first) {
   for (size_t i = 0; i < slots.size(); ++i) {
     const int32_t t = first + int32_t(i);
     const uint64_t h = prefix_hash(s.ns, s.tokens, t);
-    uint16_t* k = storage_.k(slots[i].page, 0);  // (kv/k_layout.h)
+    uint16_t* k = storage_.k(slots[i].page, 0);  // (kernels/k_layout.h)
     uint16_t* v = storage_.v(slots[i].page, 0) + slots[i].slot * 2;
     k[k_index(4, 2, slots[i].slot, 0)] = uint16_t(h), k[k_index(4, 2, slots[i].slot, 1)] = uint16_t(h >> 16);
     v[0] = uint16_t(h >> 32), v[1] = uint16_t(h >> 48);

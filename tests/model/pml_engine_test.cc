@@ -192,7 +192,7 @@ TEST(PmlEngine, RelocatedKeysMatchDirectComputation) {
     for (int h = 0; h < c.n_kv_head; ++h)
       for (size_t s = 0; s < toks.size(); ++s) {
         const int P = kv.shape().page_size, hd = int(c.head_dim);
-        auto key = [&](int32_t page, int d) {  // (kv/k_layout.h)
+        auto key = [&](int32_t page, int d) {  // (kernels/k_layout.h)
           return double(fp16_to_fp32(kv.k(page, l)[size_t(h) * P * hd + k_index(P, hd, int(s), d)]));
         };
         double scale = 1e-6;

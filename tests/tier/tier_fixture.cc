@@ -46,7 +46,7 @@ KvImage kv_image(const KvStorage& kv, const std::vector<int32_t>& pages, int32_t
     for (int l = 0; l < s.n_layer; ++l) {
       for (int h = 0; h < s.n_kv_head; ++h) {
         const size_t slab = size_t(h) * s.page_size * s.head_dim;
-        for (int d = 0; d < s.head_dim; ++d) {  // the slot's key (kv/k_layout.h)
+        for (int d = 0; d < s.head_dim; ++d) {  // the slot's key (kernels/k_layout.h)
           const uint16_t kd = kv.k(page, l)[slab + k_index(s.page_size, s.head_dim, slot, d)];
           img.bytes.push_back(uint8_t(kd));
           img.bytes.push_back(uint8_t(kd >> 8));

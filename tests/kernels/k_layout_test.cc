@@ -1,8 +1,8 @@
-// Tests of the K page layout (kv/k_layout.h): k_index() places every (slot,
+// Tests of the K page layout (kernels/k_layout.h): k_index() places every (slot,
 // dimension) of a head's slab at its own index inside the slab, with each
 // block of 8 slots dimension-major, and copy_k_slots() copies exactly the
 // keys of the first n slots.
-#include "kv/k_layout.h"
+#include "kernels/k_layout.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,6 @@
-// Layout of the keys in a KV page (kv_storage.h), shared by the storage, the
-// code that writes or rotates keys, and the attention kernels.
+// Layout of the keys in a KV page: the attention kernels read keys in this
+// form straight from the pages, so the kernels own it; the KV page stores
+// keep and serialize K blocks laid out this way.
 #pragma once
 #include <cstddef>
 #include <cstdint>
