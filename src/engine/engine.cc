@@ -211,6 +211,7 @@ void Engine::finish(Seq& s, FinishReason reason) {
   s.table.release();
   s.hold.release();
   s.lease.reset();
+  if (s.keep_logits) kept_logits_[s.id] = std::move(s.logits);
   if (s.kind == Seq::Kind::kEncode) {
     // An encoding that did not complete: whoever waits for it will ask again.
     if (ModuleCache::Pending* p = modules_->pending(s.ns, s.spec(s.module).digest); p && p->encoder == s.id)
@@ -274,24 +275,9 @@ std::vector<float> Engine::plan_logits(KvPlan plan, const std::string& tenant) {
   req.max_tokens = 0;
   req.tenant = tenant;
   const int64_t id = start(std::move(plan), req, nullptr, true);
-  std::vector<float> out;
-  for (;;) {
-    auto it = active_.find(id);
-    if (it == active_.end()) break;
-    Seq& s = *it->second;
-    if (!s.logits.empty()) {
-      out = std::move(s.logits);
-      break;
-    }
-    step();
-  }
-  // The sequence finished at its first sample (max_tokens 0), logits kept just before.
-  for (auto it = finished_.begin(); it != finished_.end(); ++it)
-    if (it->first == id) {
-      if (it->second.finish_reason == FinishReason::kError) throw Error(it->second.error);
-      finished_.erase(it);
-      break;
-    }
+  wait(id);  // finishes at its first sample (max_tokens 0), keeping the logits there
+  std::vector<float> out = std::move(kept_logits_[id]);
+  kept_logits_.erase(id);
   return out;
 }
 

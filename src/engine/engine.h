@@ -217,6 +217,7 @@ class Engine {
   std::unique_ptr<CacheAdmin> admin_;
   std::map<int64_t, std::unique_ptr<Seq>> active_;  // by id: oldest first
   std::vector<std::pair<int64_t, GenerateResult>> finished_;
+  std::map<int64_t, std::vector<float>> kept_logits_;  // plan_logits(): by sequence id
   int64_t next_id_ = 1;
   EngineStats stats_;
 };

@@ -90,7 +90,7 @@ KvTiers::KvTiers(const TierOptions& opt, PagePool& pool, RadixIndex& index)
 KvTiers::KvTiers(std::vector<std::unique_ptr<KvTier>> tiers, const TierOptions& opt, PagePool& pool,
                  RadixIndex& index)
     : opt_(opt), pool_(pool), index_(index), tiers_(std::move(tiers)) {
-  if (!pool.storage()) throw Error("KV tiers need a page pool with storage");
+  if (!pool.store()) throw Error("KV tiers need a page pool with a page store");
   for (const auto& t : tiers_)
     if (!t) throw Error("KV tiers: a null tier");
   stats_.hits.assign(tiers_.size(), 0);
@@ -188,7 +188,7 @@ bool KvTiers::should_write(uint64_t key) {
 }
 
 void KvTiers::submit_write(std::shared_ptr<Write> w) {
-  const KvStorage* kv = pool_.storage();
+  const KvPageStore* kv = pool_.store();
   worker_->submit(
       [this, w, kv] {
         const std::vector<uint8_t> bytes = serialize_entry(*kv, w->pages, w->tokens, w->ns);

@@ -87,7 +87,7 @@ bool ModuleCache::relocated(const KvNamespace& ns, const ModuleSpec& spec, const
       }
     grown = *have;
   }
-  KvStorage& kv = *pool_.storage();
+  KvPageStore& kv = *pool_.store();
   PageTable copy(pool_);
   for (const PageEntry& e : seg.entries) {
     copy.seal();

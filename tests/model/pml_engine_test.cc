@@ -55,6 +55,7 @@ struct Fixture {
 
 void expect_same(const std::vector<float>& a, const std::vector<float>& b, const char* what) {
   ASSERT_EQ(a.size(), b.size());
+  ASSERT_FALSE(a.empty()) << what;
   EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << what;
 }
 
