@@ -58,6 +58,10 @@ struct EngineOptions {
   int page_size = 16;
   int max_batch_tokens = 512;  // tokens per forward step (prompt chunks + decodes)
   bool prefix_cache = true;    // reuse and insert prefixes
+  // While sequences decode, module-encoding chunks are sized so that a step takes at
+  // most this many times a decode-only step (measured as the engine runs); at least
+  // one token a step. 0: encodings take the whole step budget like prompt chunks.
+  double encode_stall_factor = 2.0;
   TierOptions tiers;           // disk / Redis tiers (with prefix_cache)
 };
 
@@ -197,6 +201,7 @@ class Engine {
   // Steps (engine/step.cc).
   void resume_waiting();
   bool plan_part(Seq& s, int64_t& budget, std::vector<Part>& parts);
+  int64_t encode_budget() const;
   bool preempt_for(Seq& s, std::vector<Part>& parts, int64_t& budget);
   void preempt(Seq& s);
   void run_parts(std::vector<Part>& parts);
@@ -218,6 +223,10 @@ class Engine {
   std::map<int64_t, std::unique_ptr<Seq>> active_;  // by id: oldest first
   std::vector<std::pair<int64_t, GenerateResult>> finished_;
   std::map<int64_t, std::vector<float>> kept_logits_;  // plan_logits(): by sequence id
+  // Step costs, moving averages (step.cc): a decode-only step, and each prompt token
+  // beyond it. 0 until measured.
+  double decode_step_ms_ = 0;
+  double prompt_token_ms_ = 0;
   int64_t next_id_ = 1;
   EngineStats stats_;
 };

@@ -9,6 +9,7 @@
 // the prefix cache (a plain prompt) and releases its pages; it is reassembled — a
 // prefix hit for the tokens still cached — once the pages it needs are free.
 #include <algorithm>
+#include <chrono>
 
 #include "engine/engine.h"
 #include "engine/kv_tiers.h"
@@ -122,12 +123,26 @@ bool Engine::preempt_for(Seq& s, std::vector<Part>& parts, int64_t& budget) {
   return false;
 }
 
+// Tokens of module encoding this step may carry: with sequences decoding, what keeps
+// the step within encode_stall_factor of a decode-only step.
+int64_t Engine::encode_budget() const {
+  const bool decoding = std::any_of(active_.begin(), active_.end(), [](const auto& kv) {
+    const Seq& s = *kv.second;
+    return s.kind == Seq::Kind::kRequest && s.state == Seq::State::kRunning && s.prompt_done();
+  });
+  if (!decoding || opt_.encode_stall_factor <= 0 || decode_step_ms_ <= 0) return opt_.max_batch_tokens;
+  if (prompt_token_ms_ <= 0) return 16;  // a first chunk to measure the cost of
+  const double tokens = decode_step_ms_ * (opt_.encode_stall_factor - 1) / prompt_token_ms_;
+  return std::clamp<int64_t>(int64_t(tokens), 1, opt_.max_batch_tokens);
+}
+
 void Engine::step() {
   if (tiers_) tiers_->poll();
   if (active_.empty()) return;
   resume_waiting();
   std::vector<Part> parts;
   int64_t budget = opt_.max_batch_tokens;
+  int64_t encoding = encode_budget();
   std::vector<Seq*> failed, encoded;
   for (int pass = 0; pass < 2; ++pass) {
     for (auto& [id, sp] : active_) {
@@ -135,8 +150,17 @@ void Engine::step() {
       if (s.state != Seq::State::kRunning || budget == 0) continue;
       if ((pass == 0) != (s.prompt_done() && s.kind == Seq::Kind::kRequest)) continue;
       if (std::any_of(parts.begin(), parts.end(), [&](const Part& p) { return p.seq == &s; })) continue;
-      while (!plan_part(s, budget, parts)) {
-        if (preempt_for(s, parts, budget)) continue;
+      const bool enc = s.kind == Seq::Kind::kEncode;
+      if (enc && encoding <= 0) continue;
+      // An encoding's share: at most `encoding` tokens of the step budget.
+      int64_t share = enc ? std::min(budget, encoding) : budget;
+      int64_t share0 = share;
+      bool ok;
+      while (!(ok = plan_part(s, share, parts))) {
+        if (preempt_for(s, parts, budget)) {
+          share0 = share = enc ? std::min(budget, encoding) : budget;  // a preempted part's tokens came back
+          continue;
+        }
         // Nobody younger to take pages from: wait for the older ones to finish, or,
         // when no other sequence holds pages, the request cannot run at all.
         const bool others = std::any_of(active_.begin(), active_.end(), [&](const auto& kv) {
@@ -148,6 +172,10 @@ void Engine::step() {
           failed.push_back(&s);
         }
         break;
+      }
+      if (ok) {
+        budget -= share0 - share;
+        if (enc) encoding -= share0 - share;
       }
       if (s.state == Seq::State::kRunning && s.kind == Seq::Kind::kEncode && s.n_kv == int32_t(s.tokens.size()))
         encoded.push_back(&s);  // nothing (left) to compute: its context was all it had
@@ -180,7 +208,18 @@ void Engine::run_parts(std::vector<Part>& parts) {
       batch.push_back(BatchEntry{s.tokens[t], s.positions[t], int32_t(i), t, logits});
     }
   }
+  const auto t0 = std::chrono::steady_clock::now();
   const float* logits = fwd_->run(batch, seqs);
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  int64_t prompt_tokens = 0;
+  for (const Part& p : parts)
+    if (!(p.seq->kind == Seq::Kind::kRequest && p.seq->prompt_done() && p.n == 1)) prompt_tokens += p.n;
+  auto average = [](double& avg, double x) { avg = avg <= 0 ? x : 0.8 * avg + 0.2 * x; };
+  if (prompt_tokens == 0) {
+    average(decode_step_ms_, ms);
+  } else if (decode_step_ms_ > 0) {
+    average(prompt_token_ms_, std::max(0.0, ms - decode_step_ms_) / double(prompt_tokens));
+  }
   const int64_t V = model_.config().n_vocab;
   int64_t row = 0;
   for (Part& p : parts) {
