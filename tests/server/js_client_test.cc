@@ -1,6 +1,6 @@
 // The official `openai` npm package against a real server (tests/server/js).
-// Needs node and `npm install` run in tests/server/js (scripts/test.sh does it);
-// skipped when either is missing.
+// Needs node and `npm ci` run in tests/server/js (scripts/test.sh does it); fails,
+// saying what to run, when either is missing.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
