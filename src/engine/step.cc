@@ -181,10 +181,29 @@ void Engine::step() {
         encoded.push_back(&s);  // nothing (left) to compute: its context was all it had
     }
   }
-  for (Seq* s : encoded) finish_encoding(*s);
+  for (Seq* s : encoded)
+    if (s->state == Seq::State::kRunning) finish_encoding(*s);
   for (Seq* s : failed) {
-    s->result.error = "out of KV memory: the sequence needs " + std::to_string(s->tokens.size()) +
-                      " token slots; raise --kv-memory";
+    const std::string error = "out of KV memory: the sequence needs " + std::to_string(s->tokens.size()) +
+                              " token slots; raise --kv-memory";
+    if (s->kind == Seq::Kind::kEncode) {
+      // A module that cannot be encoded even alone: the requests waiting for it fail
+      // with it instead of asking for it again.
+      const uint64_t digest = s->spec(s->module).digest;
+      std::vector<Seq*> waiting;
+      for (auto& [id, q] : active_)
+        if (q->kind == Seq::Kind::kRequest && q->state == Seq::State::kWaiting && q->plan.modules)
+          for (const ModuleSpec& m : *q->plan.modules)
+            if (m.digest == digest) {
+              waiting.push_back(q.get());
+              break;
+            }
+      for (Seq* q : waiting) {
+        q->result.error = "a module of the prompt does not fit in the KV memory: " + error;
+        finish(*q, FinishReason::kError);
+      }
+    }
+    s->result.error = error;
     finish(*s, FinishReason::kError);
   }
   if (parts.empty()) {
