@@ -60,6 +60,8 @@ bool Engine::assemble(Seq& s) {
     s.runs.push_back(Run{false, h.length, int32_t(s.tokens.size())});
     cached = h.length;
     computed = s.n_prompt - h.length;
+    if (first && !s.plan.blocks.empty())
+      s.result.n_reusable = prefix_->reusable_tokens(s.ns, s.tokens, s.plan.blocks, h.length);
     t = int32_t(s.tokens.size());
   } else {
     for (size_t i = 0; i < s.plan.spans.size(); ++i) {

@@ -182,6 +182,10 @@ int CacheAdmin::drop_modules(const std::string& tenant, const std::set<uint64_t>
   return n;
 }
 
+std::optional<BlockHit> CacheAdmin::find_block(const std::string& tenant, const std::vector<int32_t>& tokens) {
+  return e_.prefix_->blocks().find(e_.prefix_->index(), e_.ns(tenant), tokens);
+}
+
 const KvTiers* CacheAdmin::tiers() const { return e_.tiers_.get(); }
 
 int64_t CacheAdmin::pinned_pages() const {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/block_index.h"
 #include "engine/engine.h"
 #include "engine/kv_tiers.h"
 #include "kv/module_store.h"
@@ -100,6 +101,9 @@ class CacheAdmin {
   // Drops the modules with these digests — each with its relocated copies — from
   // memory. Tier copies are keyed by content and stay. Returns entries dropped.
   int drop_modules(const std::string& tenant, const std::set<uint64_t>& digests);
+  // Where the block index finds a block's KV (tokens of one request part), or nothing.
+  std::optional<BlockHit> find_block(const std::string& tenant, const std::vector<int32_t>& tokens);
+
   // The tiers below memory (their own stats), or null.
   const KvTiers* tiers() const;
   // Pages held by pinned entries (prefix paths and modules): never free for requests.

@@ -207,7 +207,7 @@ void Engine::finish(Seq& s, FinishReason reason) {
     s.result.decode_ms = ms_between(s.t_first, now);
   }
   if (s.prefix_plan && s.n_kv > 0 && reason != FinishReason::kError && s.state == Seq::State::kRunning)
-    prefix_->insert(s.ns, std::span<const int32_t>(s.tokens.data(), s.n_kv), s.table, s.n_prompt);
+    prefix_->insert(s.ns, std::span<const int32_t>(s.tokens.data(), s.n_kv), s.table, s.n_prompt, s.plan.blocks);
   s.table.release();
   s.hold.release();
   s.lease.reset();

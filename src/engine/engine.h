@@ -88,6 +88,9 @@ struct GenerateResult {
   int64_t n_module_misses = 0;  // PML: modules encoded for this request
   int64_t n_promoted = 0;       // cached tokens restored from the disk or Redis tier
   int64_t n_preempted = 0;      // times the sequence was preempted (KV admission)
+  // Prompt tokens computed although their block's KV is cached at another position
+  // (the block index): what approximate reuse of moved blocks could save.
+  int64_t n_reusable = 0;
   FinishReason finish_reason = FinishReason::kNone;
   std::string error;            // when finish_reason == kError
   std::vector<TokenLogprobs> logprobs;  // [i] for tokens[i] when req.logprobs >= 0

@@ -27,6 +27,16 @@ PrefixHit PrefixCache::attach(const KvNamespace& ns, std::span<const int32_t> to
   return h;
 }
 
+int64_t PrefixCache::reusable_tokens(const KvNamespace& ns, std::span<const int32_t> tokens,
+                                     std::span<const KvBlock> blocks, int32_t from) {
+  int64_t n = 0;
+  for (const KvBlock& b : blocks)
+    if (b.begin >= from && b.begin < b.end && b.end <= int32_t(tokens.size()) &&
+        blocks_.find(index_, ns, tokens.subspan(b.begin, b.end - b.begin)))
+      n += b.end - b.begin;
+  return n;
+}
+
 bool PrefixCache::promote(const KvNamespace& ns, std::span<const int32_t> tokens,
                           std::function<void(int32_t)> done) {
   if (!enabled_ || !tiers_ || tokens.size() < 2) return false;
@@ -43,9 +53,15 @@ void PrefixCache::promote_now(const KvNamespace& ns, std::span<const int32_t> to
 }
 
 void PrefixCache::insert(const KvNamespace& ns, std::span<const int32_t> tokens, const PageTable& table,
-                         int32_t n_prompt) {
+                         int32_t n_prompt, std::span<const KvBlock> blocks) {
   if (!enabled_ || tokens.empty()) return;
   index_.insert(ns, tokens, table);
+  if (!blocks.empty()) {
+    const RadixIndex::Anchor a = index_.anchor(ns, tokens);
+    for (const KvBlock& b : blocks)
+      if (b.begin < b.end && b.end <= int32_t(tokens.size()))
+        blocks_.add(ns, tokens.subspan(b.begin, b.end - b.begin), a, b.begin);
+  }
   if (!tiers_) return;
   // Tiers find entries by exact page-aligned length (tier/entry_key.h): write what the
   // next turn probes and what a repeat of this prompt probes; the second is skipped

@@ -18,7 +18,9 @@
 #include <span>
 #include <vector>
 
+#include "engine/block_index.h"
 #include "kv/kv_namespace.h"
+#include "kv/kv_plan.h"
 #include "kv/page_pool.h"
 #include "kv/page_table.h"
 #include "kv/radix_index.h"
@@ -92,8 +94,15 @@ class PrefixCache {
   // Publishes the KV of a finished (or preempted) sequence: tokens[i] is the token in
   // the table's slot i. With tiers, writes through what the next turn probes (all of
   // it) and what a repeat of the prompt probes (its first n_prompt - 1 tokens).
+  // `blocks` (token ranges within `tokens`) are recorded in the block index.
   void insert(const KvNamespace& ns, std::span<const int32_t> tokens, const PageTable& table,
-              int32_t n_prompt);
+              int32_t n_prompt, std::span<const KvBlock> blocks = {});
+
+  // Tokens of `blocks` (ranges of `tokens`) from `from` on whose KV the block index
+  // holds at some position: what reusing moved blocks could save.
+  int64_t reusable_tokens(const KvNamespace& ns, std::span<const int32_t> tokens,
+                          std::span<const KvBlock> blocks, int32_t from);
+  BlockIndex& blocks() { return blocks_; }
 
   bool enabled() const { return enabled_; }
   RadixIndex& index() { return index_; }
@@ -102,6 +111,7 @@ class PrefixCache {
  private:
   PagePool& pool_;
   RadixIndex index_;
+  BlockIndex blocks_;
   KvTiers* tiers_ = nullptr;
   bool enabled_;
 };

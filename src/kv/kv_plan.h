@@ -65,9 +65,17 @@ struct KvSpan {
   int32_t n_tokens() const { return kind == Kind::kModule ? end - begin : int32_t(tokens.size()); }
 };
 
+// Tokens [begin, end) of the plan (in attention order) that are one part of the request
+// — a tool definition, a message — whose KV the engine indexes by content
+// (engine/block_index.h), so it can be found later at whatever position it sat.
+struct KvBlock {
+  int32_t begin = 0, end = 0;
+};
+
 struct KvPlan {
   std::shared_ptr<const ModuleSet> modules;  // what kModule spans refer to (null: none)
   std::vector<KvSpan> spans;
+  std::vector<KvBlock> blocks;               // in order, not overlapping (optional)
 
   // A plain prompt: one kPrefix span over tokens at positions 0..n-1.
   static KvPlan prompt(const std::vector<int32_t>& tokens);

@@ -321,6 +321,56 @@ int32_t RadixIndex::insert(const KvNamespace& ns, std::span<const int32_t> token
   return added;
 }
 
+RadixIndex::Anchor RadixIndex::anchor(const KvNamespace& ns, std::span<const int32_t> tokens) const {
+  int32_t node = find_root(ns);
+  if (node < 0 || tokens.empty()) return {};
+  size_t at = 0;
+  while (at < tokens.size()) {
+    const int32_t c = find_child(node, tokens[at]);
+    if (c < 0) return {};
+    const std::vector<int32_t>& run = nodes_[c].tokens;
+    const size_t n = std::min(run.size(), tokens.size() - at);
+    if (!std::equal(run.begin(), run.begin() + n, tokens.begin() + at)) return {};
+    at += n;
+    node = c;
+  }
+  return {node, nodes_[node].gen};
+}
+
+bool RadixIndex::path_slices(const KvNamespace& ns, Anchor a, int32_t begin, std::span<const int32_t> tokens,
+                             std::vector<PageSlice>* out) const {
+  if (a.node < 0 || a.node >= int32_t(nodes_.size())) return false;
+  const Node& leaf = nodes_[a.node];
+  if (!leaf.alive || leaf.gen != a.gen || leaf.parent < 0) return false;
+  const int32_t end = begin + int32_t(tokens.size());
+  if (begin < 0 || end > leaf.depth + int32_t(leaf.tokens.size())) return false;
+  // The path's nodes overlapping [begin, end), deepest first.
+  std::vector<int32_t> path;
+  int32_t n = a.node;
+  for (; nodes_[n].parent >= 0; n = nodes_[n].parent)
+    if (nodes_[n].depth < end) path.push_back(n);
+  if (n != find_root(ns)) return false;  // another namespace's tree
+  std::vector<PageSlice> got;
+  for (auto it = path.rbegin(); it != path.rend(); ++it) {
+    const Node& x = nodes_[*it];
+    const int32_t lo = std::max(begin, x.depth), hi = std::min(end, x.depth + int32_t(x.tokens.size()));
+    if (lo >= hi) continue;
+    if (!std::equal(x.tokens.begin() + (lo - x.depth), x.tokens.begin() + (hi - x.depth),
+                    tokens.begin() + (lo - begin)))
+      return false;
+    // Slices of the run's tokens [lo - depth, hi - depth).
+    int32_t acc = 0;
+    for (const PageSlice& s : x.slices) {
+      const int32_t s0 = x.depth + acc, s1 = s0 + s.size();
+      acc += s.size();
+      const int32_t a0 = std::max(lo, s0), a1 = std::min(hi, s1);
+      if (a0 < a1) got.push_back({s.page, s.begin + (a0 - s0), s.begin + (a1 - s0)});
+    }
+  }
+  out->insert(out->end(), got.begin(), got.end());
+  return true;
+}
+
 // The node ending exactly after `tokens` (splitting one if do_split), or -1.
 int32_t RadixIndex::find_exact(const KvNamespace& ns, std::span<const int32_t> tokens,
                                bool do_split) {

@@ -89,6 +89,22 @@ class RadixIndex : public PageReclaimer {
   PrefixMatch match_prefix(const KvNamespace& ns, std::span<const int32_t> tokens,
                            MatchUse use = MatchUse::kRequest);
 
+  // Where a cached token sequence ends: the node whose run holds its last token, and
+  // that node's generation. Splits keep the deeper half under the node's id, so an
+  // anchor stays valid until the node is evicted; then path_slices() rejects it.
+  struct Anchor {
+    int32_t node = -1;
+    uint32_t gen = 0;
+  };
+  // The anchor of `tokens` when the whole sequence is cached (no split, no use
+  // recorded); node -1 otherwise.
+  Anchor anchor(const KvNamespace& ns, std::span<const int32_t> tokens) const;
+  // When the anchor is still alive in ns's tree and the tokens at depths
+  // [begin, begin + tokens.size()) of its path are `tokens`: appends their KV slices
+  // to *out and returns true.
+  bool path_slices(const KvNamespace& ns, Anchor a, int32_t begin, std::span<const int32_t> tokens,
+                   std::vector<PageSlice>* out) const;
+
   // Lock references along node → root; locked nodes are not evicted. -1 is a no-op.
   void lock(int32_t node);
   void unlock(int32_t node);
