@@ -150,6 +150,7 @@ CacheReport finish(Server::State& st, const Generation& g) {
   CacheReport c;
   c.prompt_tokens = g.prompt_tokens;
   c.cached_tokens = o.result.n_cached;
+  c.reusable_tokens = o.result.n_reusable;
   // A plan also computes the modules it encodes, so its count comes from the engine.
   c.computed_tokens = g.pml ? o.result.n_computed : c.prompt_tokens - c.cached_tokens;
   if (g.pml) {

@@ -154,7 +154,15 @@ json usage_json(const CacheReport& c, int64_t completion_tokens) {
 }
 
 json cache_json(const CacheReport& c) {
-  json j = {{"cached_tokens", c.cached_tokens}, {"computed_tokens", c.computed_tokens}};
+  // prompt_tokens = cached_tokens + approximate_tokens + recomputed_tokens + fresh_tokens;
+  // computed_tokens counts every prompt token the forward pass computed for the request
+  // (a PML request's module encodings too).
+  json j = {{"cached_tokens", c.cached_tokens},
+            {"approximate_tokens", c.approximate_tokens},
+            {"recomputed_tokens", c.recomputed_tokens},
+            {"fresh_tokens", c.fresh_tokens()},
+            {"computed_tokens", c.computed_tokens},
+            {"reusable_tokens", c.reusable_tokens}};
   if (c.module_hits >= 0) {
     j["module_hits"] = c.module_hits;
     j["module_misses"] = c.module_misses;

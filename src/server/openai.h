@@ -43,6 +43,12 @@ struct CacheReport {
   std::string reason;            // "" = none
   int64_t module_hits = -1;      // PML only: modules reused from the module store
   int64_t module_misses = -1;    // PML only: modules encoded by this request
+  // Prompt tokens whose KV was reused approximately (moved blocks) and recomputed for
+  // them; 0 in exact mode. prompt_tokens = cached + approximate + recomputed + fresh.
+  int64_t approximate_tokens = 0;
+  int64_t recomputed_tokens = 0;
+  int64_t reusable_tokens = 0;   // fresh tokens whose block's KV is cached at another position
+  int64_t fresh_tokens() const { return prompt_tokens - cached_tokens - approximate_tokens - recomputed_tokens; }
 };
 
 json usage_json(const CacheReport& c, int64_t completion_tokens);

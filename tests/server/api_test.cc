@@ -378,3 +378,34 @@ TEST_F(Api, CompletionLogprobsLegacyFormat) {
 
 }  // namespace
 }  // namespace pc::test
+
+namespace pc::test {
+namespace {
+
+// prompt_tokens = cached + approximate + recomputed + fresh, cold and warm, for
+// completions and chat; computed_tokens counts what the forward pass computed.
+TEST_F(Api, UsageAddsUp) {
+  auto check = [](const Reply& r) -> int64_t {
+    EXPECT_EQ(r.status, 200) << r.raw;
+    if (r.status != 200) return -1;
+    const json& p = r.body["promptcache"];
+    const int64_t prompt = r.body["usage"]["prompt_tokens"];
+    EXPECT_EQ(prompt, p["cached_tokens"].get<int64_t>() + p["approximate_tokens"].get<int64_t>() +
+                          p["recomputed_tokens"].get<int64_t>() + p["fresh_tokens"].get<int64_t>())
+        << r.raw;
+    EXPECT_EQ(p["approximate_tokens"], 0);
+    EXPECT_EQ(p["computed_tokens"], p["fresh_tokens"]);
+    EXPECT_EQ(r.body["usage"]["prompt_tokens_details"]["cached_tokens"], p["cached_tokens"]);
+    return p["cached_tokens"].get<int64_t>();
+  };
+  const json req = completion("The usage of a prompt adds up", 4);
+  EXPECT_EQ(check(post(c, "/v1/completions", req)), 0);
+  EXPECT_GT(check(post(c, "/v1/completions", req)), 0);
+  const json chat = {{"messages", {{{"role", "user"}, {"content", "Count the tokens, please."}}}},
+                     {"max_tokens", 4}, {"temperature", 0}};
+  check(post(c, "/v1/chat/completions", chat));
+  EXPECT_GT(check(post(c, "/v1/chat/completions", chat)), 0);
+}
+
+}  // namespace
+}  // namespace pc::test
