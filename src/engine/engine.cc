@@ -183,7 +183,9 @@ int64_t Engine::start(KvPlan plan, const GenerateRequest& req, TokenCallback on_
 
 int64_t Engine::add(const GenerateRequest& req, TokenCallback on_token) {
   if (req.prompt.empty()) throw Error("the prompt is empty");
-  return start(KvPlan::prompt(req.prompt), req, std::move(on_token), false);
+  KvPlan plan = KvPlan::prompt(req.prompt);
+  plan.blocks = req.blocks;
+  return start(std::move(plan), req, std::move(on_token), false);
 }
 
 int64_t Engine::add_plan(KvPlan plan, const GenerateRequest& req, TokenCallback on_token) {

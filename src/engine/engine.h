@@ -74,6 +74,9 @@ struct GenerateRequest {
   // Log-probabilities of the sampled tokens (TokenLogprobs, engine/sampler.h):
   // -1 = off (nothing computed); N >= 0 = each token's own and the N most likely.
   int32_t logprobs = -1;
+  // Token ranges of the prompt that are parts of the request (tools, messages): their
+  // KV is indexed by content when the sequence finishes (engine/block_index.h).
+  std::vector<KvBlock> blocks;
 };
 
 struct GenerateResult {

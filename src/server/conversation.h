@@ -71,6 +71,11 @@ struct ChatPrompt {
   int64_t expected_hit = 0;        // tokens that should hit if nothing diverged/was evicted
   int64_t diverged_at = -1;        // first prompt token differing from it; -1 = none
   std::string reason;              // "" or why history cannot fully hit
+  // The rendered text, and the byte offset in it where each id starts (ids.size() + 1
+  // entries, the last = text size); empty when the ids do not spell the text byte for
+  // byte (then the request has no blocks).
+  std::string text;
+  std::vector<int64_t> token_offsets;
 };
 
 // Renders `messages` with the template and tokenizes with replies spliced in.

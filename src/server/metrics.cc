@@ -33,6 +33,8 @@ Metrics::Metrics() : reg_(std::make_shared<Registry>()) {
   cached_tokens_ = &tokens_->Add({{"kind", "cached"}});
   misses_ = &BuildCounter().Name("promptcache_cache_miss_total")
                  .Help("Chat requests whose history did not fully hit, by reason").Register(*reg_);
+  miss_tokens_ = &BuildCounter().Name("promptcache_cache_miss_tokens_total")
+                      .Help("Prompt tokens computed because history did not fully hit, by reason").Register(*reg_);
   disconnects_ = &BuildCounter().Name("promptcache_client_disconnects_total")
                       .Help("Requests (streamed or whole) cancelled because the client went away").Register(*reg_).Add({});
   ttft_ = &BuildHistogram().Name("promptcache_time_to_first_token_seconds")
@@ -91,8 +93,9 @@ void Metrics::count_tokens(int64_t prompt, int64_t cached, int64_t computed, int
   hit_rate_->Set(p > 0 ? cached_tokens_->Value() / p : 0.0);
 }
 
-void Metrics::count_miss(const std::string& reason) {
+void Metrics::count_miss(const std::string& reason, int64_t tokens) {
   misses_->Add({{"reason", reason}}).Increment();
+  miss_tokens_->Add({{"reason", reason}}).Increment(double(std::max<int64_t>(0, tokens)));
 }
 
 void Metrics::count_disconnect() { disconnects_->Increment(); }

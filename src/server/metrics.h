@@ -40,7 +40,8 @@ class Metrics {
 
   void count_request(const std::string& route, int status);
   void count_tokens(int64_t prompt, int64_t cached, int64_t computed, int64_t generated);
-  void count_miss(const std::string& reason);  // why a chat request did not hit all history
+  // Why a chat request did not hit all history, and the prompt tokens that cost.
+  void count_miss(const std::string& reason, int64_t tokens = 0);
   void count_disconnect();
   void observe_ttft(double seconds);
   void observe_itl(double seconds);
@@ -58,6 +59,7 @@ class Metrics {
   prometheus::Family<prometheus::Counter>* requests_;
   prometheus::Family<prometheus::Counter>* tokens_;
   prometheus::Family<prometheus::Counter>* misses_;
+  prometheus::Family<prometheus::Counter>* miss_tokens_;
   prometheus::Counter* disconnects_;
   prometheus::Histogram* ttft_;
   prometheus::Histogram* itl_;

@@ -1,0 +1,208 @@
+#include "server/request_structure.h"
+
+#include <xxhash.h>
+
+#include <algorithm>
+#include <set>
+#include <tuple>
+
+namespace pc::server {
+
+namespace {
+
+uint64_t hash_text(const std::string& s) { return XXH64(s.data(), s.size(), 0x5eedULL); }
+
+// The request data a part renders, hashed: equal hashes mean the client sent the same.
+uint64_t part_hash(const RequestPart& p, const nlohmann::json& messages, const nlohmann::json& tools) {
+  auto dump = [](const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); };
+  switch (p.kind) {
+    case RequestPart::Kind::kTool:
+      if (tools.is_array() && p.index >= 0 && p.index < int(tools.size())) return hash_text("tool" + dump(tools[p.index]));
+      break;
+    case RequestPart::Kind::kMessage:
+      if (messages.is_array() && p.index >= 0 && p.index < int(messages.size()))
+        return hash_text("message" + dump(messages[p.index]));
+      break;
+    case RequestPart::Kind::kToolCall:
+      if (messages.is_array() && p.index >= 0 && p.index < int(messages.size())) {
+        const nlohmann::json& m = messages[p.index];
+        if (auto c = m.find("tool_calls"); c != m.end() && c->is_array() && p.sub >= 0 && p.sub < int(c->size()))
+          return hash_text("call" + dump((*c)[p.sub]));
+      }
+      break;
+    case RequestPart::Kind::kGenerationPrompt:
+      return hash_text("generation prompt");
+  }
+  return 0;
+}
+
+RequestPart::Kind kind_of(int k) {
+  switch (k) {
+    case 0: return RequestPart::Kind::kTool;
+    case 3: return RequestPart::Kind::kToolCall;
+    case 4: return RequestPart::Kind::kGenerationPrompt;
+    default: return RequestPart::Kind::kMessage;  // messages and their content parts
+  }
+}
+
+}  // namespace
+
+std::vector<RequestPart> request_parts(const std::vector<PartSpan>& spans, const nlohmann::json& messages,
+                                       const nlohmann::json& tools, const std::vector<int64_t>& offsets) {
+  // One part per (kind, index, sub); content parts count as their message.
+  std::map<std::tuple<int, int, int>, RequestPart> by_key;
+  for (const PartSpan& s : spans) {
+    if (s.kind < 0 || s.begin >= s.end) continue;
+    const RequestPart::Kind k = kind_of(s.kind);
+    const int sub = k == RequestPart::Kind::kToolCall ? s.sub : -1;
+    auto [it, fresh] = by_key.try_emplace({int(k), s.index, sub});
+    RequestPart& p = it->second;
+    if (fresh) {
+      p.kind = k;
+      p.index = s.index;
+      p.sub = sub;
+      p.byte_begin = s.begin;
+      p.byte_end = s.end;
+    }
+    p.byte_begin = std::min(p.byte_begin, s.begin);
+    p.byte_end = std::max(p.byte_end, s.end);
+  }
+  std::vector<RequestPart> parts;
+  for (auto& [key, p] : by_key) parts.push_back(p);
+  std::sort(parts.begin(), parts.end(), [](const RequestPart& a, const RequestPart& b) { return a.byte_begin < b.byte_begin; });
+  for (RequestPart& p : parts) {
+    p.hash = part_hash(p, messages, tools);
+    if (p.kind == RequestPart::Kind::kMessage && messages.is_array() && p.index < int(messages.size()) &&
+        messages[p.index].is_object())
+      p.role = messages[p.index].value("role", "");
+    if (offsets.size() < 2) continue;
+    // Tokens overlapping the part's bytes, and whether token boundaries fall exactly
+    // on its first and last byte.
+    const auto lo = std::upper_bound(offsets.begin(), offsets.end(), int64_t(p.byte_begin)) - offsets.begin() - 1;
+    const auto hi = std::lower_bound(offsets.begin(), offsets.end(), int64_t(p.byte_end)) - offsets.begin();
+    p.tok_begin = int32_t(std::max<int64_t>(0, lo));
+    p.tok_end = int32_t(std::min<int64_t>(int64_t(offsets.size()) - 1, hi));
+    p.is_block = offsets[p.tok_begin] == int64_t(p.byte_begin) && size_t(p.tok_end) < offsets.size() &&
+                 offsets[p.tok_end] == int64_t(p.byte_end) && p.tok_begin < p.tok_end;
+  }
+  // A part whose extent holds another part's bytes (a template interleaving them) is
+  // no block of its own.
+  for (size_t i = 0; i < parts.size(); ++i)
+    for (size_t j = 0; j < parts.size(); ++j)
+      if (i != j && parts[j].byte_begin < parts[i].byte_end && parts[j].byte_end > parts[i].byte_begin)
+        parts[i].is_block = false;
+  return parts;
+}
+
+std::vector<KvBlock> blocks_of(const std::vector<RequestPart>& parts) {
+  std::vector<KvBlock> out;
+  for (const RequestPart& p : parts)
+    if (p.is_block && p.kind != RequestPart::Kind::kGenerationPrompt) out.push_back({p.tok_begin, p.tok_end});
+  return out;
+}
+
+namespace {
+
+size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+  const size_t n = std::min(a.size(), b.size());
+  size_t i = 0;
+  while (i < n && a[i] == b[i]) ++i;
+  return i;
+}
+
+// The first part whose tokens reach past token d.
+const RequestPart* part_at(const std::vector<RequestPart>& parts, int64_t d) {
+  for (const RequestPart& p : parts)
+    if (p.tok_end > d) return &p;
+  return nullptr;
+}
+
+std::vector<uint64_t> message_hashes(const std::vector<RequestPart>& parts) {
+  std::vector<uint64_t> h;
+  for (const RequestPart& p : parts)
+    if (p.kind == RequestPart::Kind::kMessage) {
+      if (int(h.size()) <= p.index) h.resize(p.index + 1, 0);
+      h[p.index] = p.hash;
+    }
+  return h;
+}
+
+}  // namespace
+
+MissReport StructureMemory::compare(const std::string& ns, const std::vector<int32_t>& ids,
+                                    const std::vector<RequestPart>& parts) const {
+  MissReport r;
+  std::lock_guard lk(mu_);
+  auto it = by_ns_.find(ns);
+  if (it == by_ns_.end() || it->second.empty()) return r;
+  const Entry* best = nullptr;
+  size_t best_len = 0;
+  for (const Entry& e : it->second) {
+    const size_t n = common_prefix(e.ids, ids);
+    if (!best || n > best_len) {
+      best = &e;
+      best_len = n;
+    }
+  }
+  // The new request repeats all of the earlier one (a continuation): nothing diverged.
+  if (best_len >= best->ids.size() || best_len >= ids.size()) return r;
+  const int64_t d = int64_t(best_len);
+  r.diverged_at = d;
+  const RequestPart* now = part_at(parts, d);
+  const RequestPart* was = part_at(best->parts, d);
+  const RequestPart* p = now ? now : was;
+  const bool tool = (now && now->kind == RequestPart::Kind::kTool) || (was && was->kind == RequestPart::Kind::kTool);
+  if (!p) {
+    r.reason = "template_rerender";
+  } else if (tool) {
+    r.reason = "tools_changed";
+    r.index = (now && now->kind == RequestPart::Kind::kTool) ? now->index : was->index;
+  } else if (p->kind == RequestPart::Kind::kMessage && p->role == "system") {
+    r.reason = "system_changed";
+    r.index = p->index;
+  } else if (p->kind == RequestPart::Kind::kMessage || p->kind == RequestPart::Kind::kToolCall) {
+    const std::vector<uint64_t> hn = message_hashes(parts), ho = message_hashes(best->parts);
+    const int i = p->index;
+    const uint64_t hi = i < int(hn.size()) ? hn[i] : 0;
+    r.index = i;
+    if (i < int(ho.size()) && hi != 0 && hi == ho[i]) {
+      r.reason = "template_rerender";  // the same message, rendered or tokenized differently
+    } else {
+      r.reason = "messages_changed";
+      if (i + 1 < int(ho.size()) && hi != 0 && hi == ho[i + 1]) {
+        r.change = "removed";
+      } else if (i + 1 < int(hn.size()) && i < int(ho.size()) && hn[i + 1] == ho[i]) {
+        r.change = "inserted";
+      } else if (hi != 0 && std::find(ho.begin(), ho.end(), hi) != ho.end()) {
+        r.change = "reordered";
+      } else {
+        r.change = "edited";
+      }
+    }
+  } else {
+    r.reason = "template_rerender";
+  }
+  // The cost: tokens after the divergence of parts the earlier request also had.
+  std::set<uint64_t> before;
+  for (const RequestPart& q : best->parts) before.insert(q.hash);
+  for (const RequestPart& q : parts)
+    if (q.tok_begin >= d && q.hash != 0 && q.kind != RequestPart::Kind::kGenerationPrompt && before.count(q.hash))
+      r.tokens += q.tok_end - q.tok_begin;
+  return r;
+}
+
+void StructureMemory::remember(const std::string& ns, std::vector<int32_t> ids, std::vector<RequestPart> parts) {
+  std::lock_guard lk(mu_);
+  std::vector<Entry>& v = by_ns_[ns];
+  for (auto e = v.begin(); e != v.end(); ++e)
+    if (e->ids == ids) {
+      v.erase(e);
+      break;
+    }
+  v.push_back({std::move(ids), std::move(parts), ++clock_});
+  if (v.size() > per_ns_)
+    v.erase(std::min_element(v.begin(), v.end(), [](const Entry& a, const Entry& b) { return a.last_use < b.last_use; }));
+  if (by_ns_.size() > 4096) by_ns_.erase(by_ns_.begin());  // a bound on namespaces
+}
+
+}  // namespace pc::server

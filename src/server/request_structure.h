@@ -1,0 +1,87 @@
+// The structure of a chat request: its parts (tools, messages), the tokens each part's
+// block is, and — against the request before it in the namespace — why an exact prefix
+// stopped where it did and what that cost.
+//
+//   rendered text   <|im_start|>system\nYou ...<|im_end|>\n<|im_start|>user\nHi<|im_end|>...
+//   template spans  [ none     ][ message 0 ][ none          ][msg 1][ none ...
+//   token offsets   byte offset where each prompt token starts (from its piece)
+//   blocks          a part's tokens, when whole tokens cover exactly its bytes
+//
+// A part whose first or last byte falls inside a token (its tokens depend on the text
+// around it) is no block: `block` is false and it is neither indexed nor reported as
+// reusable.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "kv/kv_plan.h"
+
+namespace pc::server {
+
+// One part of a request, as the template spans attribute rendered bytes to it.
+struct RequestPart {
+  enum class Kind { kTool, kMessage, kToolCall, kGenerationPrompt };
+  Kind kind = Kind::kMessage;
+  int index = -1;             // tools[index] / messages[index]
+  int sub = -1;               // kToolCall: the call's index in the message
+  std::string role;           // kMessage: its role
+  uint64_t hash = 0;          // of the part's request data (what the client sent)
+  size_t byte_begin = 0, byte_end = 0;  // its rendered bytes (first to last)
+  int32_t tok_begin = -1, tok_end = -1; // tokens overlapping those bytes (-1: unknown)
+  bool is_block = false;                // whole tokens cover exactly its bytes (and only its)
+};
+
+// A rendered byte range attributed to a part (kind/index/sub as in RequestPart;
+// kind < 0: template text).
+struct PartSpan {
+  size_t begin = 0, end = 0;
+  int kind = -1;
+  int index = -1;
+  int sub = -1;
+};
+
+// Parts of a request from its rendered spans and the byte offset of each prompt token
+// (token_offsets.size() == ids + 1, the last = text size; empty = unknown: no blocks).
+std::vector<RequestPart> request_parts(const std::vector<PartSpan>& spans, const nlohmann::json& messages,
+                                       const nlohmann::json& tools, const std::vector<int64_t>& token_offsets);
+std::vector<KvBlock> blocks_of(const std::vector<RequestPart>& parts);
+
+// Why the exact prefix of a request stopped before the request before it in its
+// namespace did, and the prompt tokens that cost.
+struct MissReport {
+  std::string reason;            // "" = none; tools_changed, system_changed,
+                                 // messages_changed, template_rerender
+  int index = -1;                // the tool / message that changed
+  std::string change;            // messages_changed: edited, inserted, removed, reordered
+  int64_t diverged_at = -1;      // first prompt token differing from the earlier request
+  int64_t tokens = 0;            // computed tokens of parts unchanged since that request
+};
+
+// Recent requests' structure per namespace (bounded, least recently used out),
+// thread-safe.
+class StructureMemory {
+ public:
+  explicit StructureMemory(size_t per_namespace = 32) : per_ns_(per_namespace) {}
+  // Compares with the remembered request sharing the longest token prefix.
+  MissReport compare(const std::string& ns, const std::vector<int32_t>& ids,
+                     const std::vector<RequestPart>& parts) const;
+  void remember(const std::string& ns, std::vector<int32_t> ids, std::vector<RequestPart> parts);
+
+ private:
+  struct Entry {
+    std::vector<int32_t> ids;
+    std::vector<RequestPart> parts;
+    uint64_t last_use = 0;
+  };
+  mutable std::mutex mu_;
+  std::map<std::string, std::vector<Entry>> by_ns_;
+  size_t per_ns_;
+  uint64_t clock_ = 0;
+};
+
+}  // namespace pc::server
