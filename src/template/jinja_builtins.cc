@@ -640,10 +640,12 @@ Value f_tojson(Interp& in, const Value& v, CallArgs& a) {
     key_sep = separators->as_list()[1].str();
   }
   if (v.is_undefined()) fail("Object of type Undefined is not JSON serializable");
-  std::string out = to_json(v, ind_ptr, item_sep, key_sep, sort_keys);
+  Runs runs;
+  const bool track = in.tracking() && !ensure_ascii;  // ensure_ascii moves bytes: inherit() tags it
+  std::string out = to_json(v, ind_ptr, item_sep, key_sep, sort_keys, track ? &runs : nullptr);
   in.check_string(out.size());
   if (ensure_ascii) out = ascii_escape_json(out);
-  return Value(std::move(out));
+  return Value::tagged_string(std::move(out), std::move(runs));
 }
 
 Value f_trim(Interp&, const Value& v, CallArgs& a) {
@@ -1472,7 +1474,9 @@ Value Interp::apply_filter(const std::string& name, const Value& v, CallArgs& ar
   tick();
   auto it = filters().find(name);
   if (it == filters().end()) fail("No filter named '" + name + "'.");
-  return it->second(*this, v, args);
+  Value r = it->second(*this, v, args);
+  if (tracking_) inherit(r, v, &args);
+  return r;
 }
 
 bool Interp::apply_test(const std::string& name, const Value& v, CallArgs& args) {
@@ -1502,7 +1506,11 @@ Value bound_method(const Value& obj, const std::string& name, bool* found) {
   c->name = name;
   MethodFn fn = it->second;
   Value self = obj;
-  c->fn = [fn, self](Interp& in, CallArgs& a) -> Value { return fn(in, self, a); };
+  c->fn = [fn, self](Interp& in, CallArgs& a) -> Value {
+    Value r = fn(in, self, a);
+    if (in.tracking()) in.inherit(r, self, &a);
+    return r;
+  };
   return Value::func(std::move(c));
 }
 

@@ -111,19 +111,176 @@ void Interp::check_list(size_t size) const {
   if (size > limits_.max_list) fail("list exceeds the size limit");
 }
 
-void Interp::append_out(std::string& out, const std::string& s) {
-  if (out.size() + s.size() > limits_.max_output) fail("template output exceeds the size limit");
-  out += s;
+void Interp::append_out(Output& out, const std::string& s) {
+  if (out.text.size() + s.size() > limits_.max_output) fail("template output exceeds the size limit");
+  out.text += s;
+  if (out.writes) out.writes->push_back(out.text.size());
+}
+
+void Interp::append_out(Output& out, const Value& v) {
+  if (!tracking_) {
+    if (v.is_string()) append_out(out, v.as_string());
+    else append_out(out, v.str());
+    return;
+  }
+  Value t = tracked_str(v);
+  const size_t at = out.text.size();
+  append_out(out, t.as_string());
+  t.append_runs(at, out.runs);
+}
+
+Value Interp::concat(const Value& a, const Value& b) {
+  if (!tracking_ || (!a.tagged() && !b.tagged() && a.is_string() && b.is_string())) {
+    std::string s = a.str();
+    s += b.str();
+    check_string(s.size());
+    return Value(std::move(s));
+  }
+  Value ta = tracked_str(a);
+  Value tb = tracked_str(b);
+  std::string s = ta.as_string();
+  s += tb.as_string();
+  check_string(s.size());
+  Runs runs;
+  ta.append_runs(0, runs);
+  tb.append_runs(ta.as_string().size(), runs);
+  return Value::tagged_string(std::move(s), std::move(runs));
+}
+
+namespace {
+
+// Whether every tagged thing in v came from part p (untagged things are
+// ignored; a string mixing parts never qualifies).
+bool uniformly(const Value& v, int32_t p, int depth = 0) {
+  if (v.runs()) return false;
+  if (v.part() != kNoPart && v.part() != p) return false;
+  if (depth > 64) return false;
+  if (v.is_list()) {
+    for (const auto& x : v.as_list())
+      if (!uniformly(x, p, depth + 1)) return false;
+  } else if (v.is_dict() && !v.is_namespace() && !v.is_callable()) {
+    for (const auto& kv : v.as_dict().items)
+      if (!uniformly(kv.second, p, depth + 1)) return false;
+  }
+  return true;
+}
+
+// The first part anything in v came from.
+int32_t first_part(const Value& v) {
+  if (v.part() != kNoPart) return v.part();
+  if (v.runs()) return v.runs()->front().part;
+  Value t = tracked_str(v);
+  if (t.part() != kNoPart) return t.part();
+  return t.runs() ? t.runs()->front().part : kNoPart;
+}
+
+// The runs of text's bytes [begin, end), relative to begin.
+Runs slice_runs(const Value& text, size_t begin, size_t end) {
+  Runs out;
+  if (text.part() != kNoPart) {
+    push_run(out, 0, end - begin, text.part());
+  } else if (text.runs()) {
+    for (const Run& r : *text.runs())
+      if (r.end > begin && r.begin < end) push_run(out, std::max(r.begin, begin) - begin, std::min(r.end, end) - begin, r.part);
+  }
+  return out;
+}
+
+bool untagged_string(const Value& v) { return v.is_string() && !v.tagged(); }
+
+bool needs_tags(const Value& r) {
+  if (untagged_string(r)) return true;
+  if (!r.is_list()) return false;
+  for (const auto& x : r.as_list()) {
+    if (untagged_string(x)) return true;
+    if (x.is_tuple())
+      for (const auto& y : x.as_list())
+        if (untagged_string(y)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+void Interp::inherit(Value& result, const Value& self, const CallArgs* args) {
+  if (!tracking_ || !needs_tags(result)) return;
+  std::vector<const Value*> inputs;
+  auto add = [&](const Value& v) {
+    if (v.tagged()) {
+      inputs.push_back(&v);
+    } else if (v.is_list()) {  // e.g. join over tagged strings
+      for (const auto& x : v.as_list())
+        if (x.tagged()) inputs.push_back(&x);
+    }
+  };
+  add(self);
+  if (args) {
+    for (const auto& v : args->pos) add(v);
+    for (const auto& kv : args->kw) add(kv.second);
+  }
+  if (inputs.empty()) return;
+  int32_t p = first_part(*inputs[0]);
+  bool uniform = p != kNoPart;
+  for (const Value* v : inputs) uniform = uniform && uniformly(*v, p);
+  Value text;  // computed on first use
+  auto tag = [&](Value& r) {
+    if (!untagged_string(r)) return;
+    if (uniform) {
+      r.set_part(p);
+      return;
+    }
+    if (text.is_undefined()) text = tracked_str(*inputs[0]);
+    const std::string& s = r.as_string();
+    size_t at = s.empty() ? std::string::npos : text.as_string().find(s);
+    if (at != std::string::npos) r = Value::tagged_string(s, slice_runs(text, at, at + s.size()));
+    else r.set_part(p);
+  };
+  if (result.is_string()) {
+    tag(result);
+    return;
+  }
+  // Lists are immutable once built: tag a copy.
+  ValueList items = result.as_list();
+  for (auto& x : items) {
+    if (x.is_tuple()) {
+      ValueList inner = x.as_list();
+      for (auto& y : inner) tag(y);
+      Value t = Value::tuple(std::move(inner));
+      t.set_part(x.part());
+      x = std::move(t);
+    } else {
+      tag(x);
+    }
+  }
+  Value r = result.is_tuple() ? Value::tuple(std::move(items)) : Value::list(std::move(items));
+  r.set_part(result.part());
+  result = std::move(r);
 }
 
 std::string Interp::render(const Template& t, const std::vector<std::pair<std::string, Value>>& vars) {
+  tracking_ = false;
+  Output out;
+  run(t, vars, out);
+  return std::move(out.text);
+}
+
+Output Interp::render_tracked(const Template& t, const std::vector<std::pair<std::string, Value>>& vars,
+                              std::vector<size_t>* writes) {
+  tracking_ = true;
+  Output out;
+  out.writes = writes;
+  run(t, vars, out);
+  out.writes = nullptr;
+  return out;
+}
+
+void Interp::run(const Template& t, const std::vector<std::pair<std::string, Value>>& vars, Output& out) {
   root_ = std::make_shared<Frame>();
   add_builtin_globals(*root_);
   for (const auto& [k, v] : vars) root_->vars[k] = v;
   steps_ = 0;
   call_depth_ = 0;
   eval_depth_ = 0;
-  std::string out;
   struct Reset {
     FramePtr& r;
     ~Reset() { r.reset(); }
@@ -141,10 +298,9 @@ std::string Interp::render(const Template& t, const std::vector<std::pair<std::s
   } catch (const std::exception& e) {
     throw ChatTemplateError(location(line_, col_) + e.what(), line_, col_);
   }
-  return out;
 }
 
-Flow Interp::exec(const StmtList& body, const FramePtr& f, std::string& out) {
+Flow Interp::exec(const StmtList& body, const FramePtr& f, Output& out) {
   for (const auto& s : body) {
     Flow fl = exec_stmt(*s, f, out);
     if (fl != Flow::Normal) return fl;
@@ -152,7 +308,7 @@ Flow Interp::exec(const StmtList& body, const FramePtr& f, std::string& out) {
   return Flow::Normal;
 }
 
-Flow Interp::exec_stmt(const Stmt& s, const FramePtr& f, std::string& out) {
+Flow Interp::exec_stmt(const Stmt& s, const FramePtr& f, Output& out) {
   tick();
   if (eval_depth_ >= limits_.max_eval_depth) fail("maximum recursion depth exceeded");
   struct Depth {
@@ -165,9 +321,7 @@ Flow Interp::exec_stmt(const Stmt& s, const FramePtr& f, std::string& out) {
   switch (s.kind) {
     case StmtKind::Text: append_out(out, s.text); return Flow::Normal;
     case StmtKind::Output: {
-      Value v = eval(*s.expr, f);
-      if (v.is_string()) append_out(out, v.as_string());
-      else append_out(out, v.str());
+      append_out(out, eval(*s.expr, f));
       return Flow::Normal;
     }
     case StmtKind::If:
@@ -184,9 +338,9 @@ Flow Interp::exec_stmt(const Stmt& s, const FramePtr& f, std::string& out) {
     case StmtKind::SetBlock: {
       auto inner = std::make_shared<Frame>();
       inner->parent = f;
-      std::string buf;
+      Output buf;
       exec(s.body, inner, buf);
-      Value v(std::move(buf));
+      Value v = output_value(std::move(buf));
       if (s.expr) v = eval_filter(*s.expr, f, &v);
       assign(s.target, v, f);
       return Flow::Normal;
@@ -199,17 +353,16 @@ Flow Interp::exec_stmt(const Stmt& s, const FramePtr& f, std::string& out) {
       CallArgs args;
       eval_call_args(call_expr, 1, f, args);
       args.kw.emplace_back("caller", caller);
-      Value r = call(callee, args);
-      append_out(out, r.str());
+      append_out(out, call(callee, args));
       return Flow::Normal;
     }
     case StmtKind::FilterBlock: {
       auto inner = std::make_shared<Frame>();
       inner->parent = f;
-      std::string buf;
+      Output buf;
       exec(s.body, inner, buf);
-      Value v(std::move(buf));
-      append_out(out, eval_filter(*s.expr, f, &v).str());
+      Value v = output_value(std::move(buf));
+      append_out(out, eval_filter(*s.expr, f, &v));
       return Flow::Normal;
     }
     case StmtKind::With: {
@@ -253,7 +406,10 @@ ValueList Interp::iterate(const Value& v) {
       if (v.is_namespace() || v.is_callable()) break;
       ValueList keys;
       keys.reserve(v.as_dict().size());
-      for (const auto& kv : v.as_dict().items) keys.emplace_back(kv.first);
+      for (const auto& kv : v.as_dict().items) {
+        keys.emplace_back(kv.first);
+        if (tracking_) keys.back().set_part(v.part());
+      }
       return keys;
     }
     case Kind::String: {
@@ -269,6 +425,14 @@ ValueList Interp::iterate(const Value& v) {
           chars.emplace_back(std::move(one));
         }
       }
+      if (tracking_ && v.tagged()) {
+        size_t at = 0;
+        for (auto& c : chars) {
+          size_t n = c.as_string().size();
+          c = Value::tagged_string(c.as_string(), slice_runs(v, at, at + n));
+          at += n;
+        }
+      }
       return chars;
     }
     case Kind::Undefined: return {};
@@ -277,7 +441,7 @@ ValueList Interp::iterate(const Value& v) {
   fail("'" + v.type_name() + "' object is not iterable");
 }
 
-void Interp::exec_for(const Stmt& s, const FramePtr& f, std::string& out, const Value& iterable, int depth) {
+void Interp::exec_for(const Stmt& s, const FramePtr& f, Output& out, const Value& iterable, int depth) {
   // Lists are immutable once built, so a plain list is iterated in place.
   ListPtr holder = iterable.is_list() && !s.cond ? iterable.list_ptr() : std::make_shared<ValueList>(iterate(iterable));
   ValueList& items = *holder;
@@ -330,9 +494,9 @@ void Interp::exec_for(const Stmt& s, const FramePtr& f, std::string& out, const 
       if (depth + 1 > in.limits_.max_call_depth) fail("maximum recursion depth exceeded");
       FramePtr parent = wf.lock();
       if (!parent) parent = in.root_;
-      std::string o;
+      Output o;
       in.exec_for(*sp, parent, o, a.pos[0], depth + 1);
-      return Value(std::move(o));
+      return output_value(std::move(o));
     };
   }
 
@@ -416,9 +580,9 @@ Value Interp::make_macro(const Stmt& s, const FramePtr& f, bool is_caller) {
     }
     mf->vars["varargs"] = Value::tuple(std::move(varargs));
     mf->vars["kwargs"] = Value::dict(std::move(kwargs));
-    std::string out;
+    Output out;
     in.exec(sp->body, mf, out);
-    return Value(std::move(out));
+    return output_value(std::move(out));
   };
   return Value::func(std::move(c));
 }
@@ -508,7 +672,9 @@ Value Interp::eval_inner(const Expr& e, const FramePtr& f) {
           std::u32string u = utf8_decode(s);
           for (size_t i : slice_indices(u.size(), a, b, c)) utf8_append(r, u[i]);
         }
-        return Value(std::move(r));
+        Value rv(std::move(r));
+        if (tracking_) inherit(rv, obj, nullptr);
+        return rv;
       }
       return Value::undefined("'" + obj_repr(obj) + "' is not subscriptable");
     }
@@ -709,12 +875,7 @@ static std::string percent_format(Interp& in, const std::string& fmt, const Valu
 }
 
 Value Interp::eval_binop(const std::string& op, const Value& a, const Value& b) {
-  if (op == "~") {
-    std::string s = a.str();
-    s += b.str();
-    check_string(s.size());
-    return Value(std::move(s));
-  }
+  if (op == "~") return concat(a, b);
   if (a.is_undefined()) fail_undefined(a);
   if (b.is_undefined()) fail_undefined(b);
   const char o = op[0];
@@ -782,6 +943,7 @@ Value Interp::eval_binop(const std::string& op, const Value& a, const Value& b) 
   if (op == "+") {
     if (a.is_string() && b.is_string()) {
       check_string(a.as_string().size() + b.as_string().size());
+      if (tracking_) return concat(a, b);
       return Value(a.as_string() + b.as_string());
     }
     if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple()) {
@@ -808,7 +970,9 @@ Value Interp::eval_binop(const std::string& op, const Value& a, const Value& b) 
       std::string r;
       r.reserve(s.size() * n);
       for (int64_t i = 0; i < n; ++i) r += s;
-      return Value(std::move(r));
+      Value rv(std::move(r));
+      if (tracking_) inherit(rv, *seq, nullptr);
+      return rv;
     }
     const auto& l = seq->as_list();
     if (!l.empty() && static_cast<uint64_t>(n) > limits_.max_list / l.size()) check_list(limits_.max_list + 1);
@@ -816,7 +980,15 @@ Value Interp::eval_binop(const std::string& op, const Value& a, const Value& b) 
     for (int64_t i = 0; i < n; ++i) r.insert(r.end(), l.begin(), l.end());
     return seq->is_tuple() ? Value::tuple(std::move(r)) : Value::list(std::move(r));
   }
-  if (op == "%" && a.is_string()) return Value(percent_format(*this, a.as_string(), b));
+  if (op == "%" && a.is_string()) {
+    Value r(percent_format(*this, a.as_string(), b));
+    if (tracking_) {
+      CallArgs in;
+      in.pos.push_back(b);
+      inherit(r, a, &in);
+    }
+    return r;
+  }
   return unsupported();
 }
 
@@ -878,7 +1050,9 @@ Value Interp::getitem(const Value& obj, const Value& key) {
           int64_t n = static_cast<int64_t>(s.size());
           if (i < 0) i += n;
           if (i < 0 || i >= n) return undefined_elem(obj, key);
-          return Value(std::string(1, s[static_cast<size_t>(i)]));
+          Value c(std::string(1, s[static_cast<size_t>(i)]));
+          if (tracking_) inherit(c, obj, nullptr);
+          return c;
         }
         std::u32string u = utf8_decode(s);
         int64_t n = static_cast<int64_t>(u.size());
@@ -886,7 +1060,9 @@ Value Interp::getitem(const Value& obj, const Value& key) {
         if (i < 0 || i >= n) return undefined_elem(obj, key);
         std::string one;
         utf8_append(one, u[static_cast<size_t>(i)]);
-        return Value(std::move(one));
+        Value c(std::move(one));
+        if (tracking_) inherit(c, obj, nullptr);
+        return c;
       }
       if (key.is_string()) return getattr(obj, key.as_string());
       return undefined_elem(obj, key);

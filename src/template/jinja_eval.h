@@ -43,6 +43,16 @@ using FramePtr = std::shared_ptr<Frame>;
 
 enum class Flow { Normal, Break, Continue };
 
+// What a template body writes: its text and, when the interpreter tracks
+// provenance, the runs of the text's bytes that came from tagged data.
+struct Output {
+  std::string text;
+  Runs runs;
+  // Top-level output only (else nullptr): receives text.size() after each
+  // write, so two renderings can be compared write by write.
+  std::vector<size_t>* writes = nullptr;
+};
+
 class Interp {
  public:
   explicit Interp(Limits limits = {}) : limits_(limits) {}
@@ -50,6 +60,12 @@ class Interp {
   // Renders `t` with the given variables (plus the built-in globals).
   // Throws RaiseError for raise_exception, ChatTemplateError otherwise.
   std::string render(const Template& t, const std::vector<std::pair<std::string, Value>>& vars);
+  // render() that also tracks provenance: string values carry the parts of
+  // tagged inputs (Value::part/runs) through concatenation, filters, methods,
+  // slicing, formatting and printing, and the output records them. writes:
+  // see Output::writes (may be null).
+  Output render_tracked(const Template& t, const std::vector<std::pair<std::string, Value>>& vars,
+                        std::vector<size_t>* writes);
 
   // ---- used by the built-ins ----
   Value eval(const Expr& e, const FramePtr& f);
@@ -69,11 +85,23 @@ class Interp {
   void check_string(size_t size) const;
   void check_list(size_t size) const;
   const Limits& limits() const { return limits_; }
+  // Whether this rendering tracks provenance (render_tracked).
+  bool tracking() const { return tracking_; }
+  // Gives `result`, computed from `self` and `args` by a filter or method,
+  // the provenance of its inputs when it has none of its own (strings, and
+  // the strings directly inside a list/tuple result):
+  //  - when every tagged input is uniformly one part, that part;
+  //  - else when the result occurs in the text of the first tagged input
+  //    (a string, or the tracked str() of a container), that range's runs;
+  //  - else the first tagged input's first part.
+  // Does nothing unless tracking().
+  void inherit(Value& result, const Value& self, const CallArgs* args);
 
  private:
-  Flow exec(const StmtList& body, const FramePtr& f, std::string& out);
-  Flow exec_stmt(const Stmt& s, const FramePtr& f, std::string& out);
-  void exec_for(const Stmt& s, const FramePtr& f, std::string& out, const Value& iterable, int depth);
+  void run(const Template& t, const std::vector<std::pair<std::string, Value>>& vars, Output& out);
+  Flow exec(const StmtList& body, const FramePtr& f, Output& out);
+  Flow exec_stmt(const Stmt& s, const FramePtr& f, Output& out);
+  void exec_for(const Stmt& s, const FramePtr& f, Output& out, const Value& iterable, int depth);
   void assign(const Target& t, const Value& v, const FramePtr& f);
   Value eval_inner(const Expr& e, const FramePtr& f);
   Value eval_filter(const Expr& e, const FramePtr& f, const Value* inject);
@@ -81,9 +109,14 @@ class Interp {
   Value eval_binop(const std::string& op, const Value& a, const Value& b);
   Value eval_compare(const Expr& e, const FramePtr& f);
   Value make_macro(const Stmt& s, const FramePtr& f, bool is_caller);
-  void append_out(std::string& out, const std::string& s);
+  void append_out(Output& out, const std::string& s);
+  void append_out(Output& out, const Value& v);  // str(v), with its provenance
+  Value concat(const Value& a, const Value& b);  // a ~ b, or str + str
+  // The string a body wrote, keeping its provenance.
+  static Value output_value(Output&& o) { return Value::tagged_string(std::move(o.text), std::move(o.runs)); }
 
   Limits limits_;
+  bool tracking_ = false;
   FramePtr root_;
   uint64_t steps_ = 0;
   int call_depth_ = 0;

@@ -52,42 +52,141 @@ std::string Value::str() const {
   }
 }
 
-std::string Value::repr() const {
-  switch (kind_) {
-    case Kind::Undefined: return "Undefined";
-    case Kind::None: return "None";
-    case Kind::Bool: return b_ ? "True" : "False";
-    case Kind::Int: return std::to_string(i_);
-    case Kind::Float: return py_float_repr(f_);
-    case Kind::String: return py_str_repr(*s_);
+namespace {
+
+// Provenance of a serialization (repr, JSON) of nested values: each tagged
+// value opens a range at its first byte and closes it after its last; ranges
+// are kept in pre-order, so painting them in order lets an item's part
+// override its container's.
+struct Painter {
+  struct Range {
+    size_t begin, end;
+    int32_t part;
+  };
+  std::vector<Range> ranges;
+
+  static constexpr size_t kNone = static_cast<size_t>(-1);
+  // The part of v's whole serialization (a mixed string: its first part).
+  static int32_t part_of(const Value& v) {
+    if (v.part() != kNoPart) return v.part();
+    if (v.runs() && !v.runs()->empty()) return v.runs()->front().part;
+    return kNoPart;
+  }
+  size_t open(const Value& v, size_t at) {
+    int32_t p = part_of(v);
+    if (p == kNoPart) return kNone;
+    ranges.push_back({at, at, p});
+    return ranges.size() - 1;
+  }
+  void close(size_t i, size_t at) {
+    if (i != kNone) ranges[i].end = at;
+  }
+  Runs finish(size_t len) const {
+    Runs out;
+    if (ranges.empty()) return out;
+    std::vector<int32_t> owner(len, kNoPart);
+    for (const Range& r : ranges) std::fill(owner.begin() + r.begin, owner.begin() + r.end, r.part);
+    for (size_t i = 0; i < len;) {
+      size_t j = i;
+      while (j < len && owner[j] == owner[i]) ++j;
+      push_run(out, i, j, owner[i]);
+      i = j;
+    }
+    return out;
+  }
+};
+
+void repr_into(const Value& v, std::string& out, Painter* painter) {
+  size_t range = painter ? painter->open(v, out.size()) : Painter::kNone;
+  switch (v.kind()) {
+    case Kind::Undefined: out += "Undefined"; break;
+    case Kind::None: out += "None"; break;
+    case Kind::Bool: out += v.as_bool() ? "True" : "False"; break;
+    case Kind::Int: out += std::to_string(v.as_int()); break;
+    case Kind::Float: out += py_float_repr(v.as_float()); break;
+    case Kind::String: out += py_str_repr(v.as_string()); break;
     case Kind::List: {
-      std::string out = is_tuple() ? "(" : "[";
-      for (size_t i = 0; i < l_->size(); ++i) {
+      const ValueList& l = v.as_list();
+      out += v.is_tuple() ? "(" : "[";
+      for (size_t i = 0; i < l.size(); ++i) {
         if (i) out += ", ";
-        out += (*l_)[i].repr();
+        repr_into(l[i], out, painter);
       }
-      if (is_tuple() && l_->size() == 1) out += ",";
-      out += is_tuple() ? ")" : "]";
-      return out;
+      if (v.is_tuple() && l.size() == 1) out += ",";
+      out += v.is_tuple() ? ")" : "]";
+      break;
     }
     case Kind::Dict: {
-      std::string out = "{";
+      if (!v.is_namespace() && v.is_callable()) {
+        out += "<LoopContext>";
+        break;
+      }
+      if (v.is_namespace()) out += "<Namespace ";
+      out += "{";
       bool first = true;
-      for (auto& [k, v] : d_->items) {
+      for (auto& [k, item] : v.as_dict().items) {
         if (!first) out += ", ";
         first = false;
         out += py_str_repr(k);
         out += ": ";
-        out += v.repr();
+        repr_into(item, out, painter);
       }
       out += "}";
-      if (is_namespace()) return "<Namespace " + out + ">";
-      if (fn_) return "<LoopContext>";
-      return out;
+      if (v.is_namespace()) out += ">";
+      break;
     }
-    case Kind::Func: return "<function " + (fn_ ? fn_->name : std::string("?")) + ">";
+    case Kind::Func:
+      out += "<function " + (v.func_ptr() ? v.func_ptr()->name : std::string("?")) + ">";
+      break;
   }
-  return "";
+  if (painter) painter->close(range, out.size());
+}
+
+}  // namespace
+
+std::string Value::repr() const {
+  std::string out;
+  repr_into(*this, out, nullptr);
+  return out;
+}
+
+Value tracked_str(const Value& v) {
+  if (v.is_string()) return v;
+  if (v.is_undefined()) return Value(std::string());
+  Painter painter;
+  std::string out;
+  repr_into(v, out, &painter);
+  Runs runs = painter.finish(out.size());
+  return Value::tagged_string(std::move(out), std::move(runs));
+}
+
+void push_run(Runs& runs, size_t begin, size_t end, int32_t part) {
+  if (begin >= end || part == kNoPart) return;
+  if (!runs.empty() && runs.back().end == begin && runs.back().part == part) {
+    runs.back().end = end;
+    return;
+  }
+  runs.push_back({begin, end, part});
+}
+
+Value Value::tagged_string(std::string s, Runs runs) {
+  const size_t n = s.size();
+  Value v(std::move(s));
+  if (runs.empty() || n == 0) return v;
+  if (runs.size() == 1 && runs[0].begin == 0 && runs[0].end == n) {
+    v.part_ = runs[0].part;
+    return v;
+  }
+  v.runs_ = std::make_shared<const Runs>(std::move(runs));
+  return v;
+}
+
+void Value::append_runs(size_t offset, Runs& out) const {
+  if (part_ != kNoPart) {
+    push_run(out, offset, offset + s_->size(), part_);
+  } else if (runs_) {
+    for (const Run& r : *runs_) push_run(out, offset + r.begin, offset + r.end, r.part);
+  }
 }
 
 // ---------------------------------------------------------------------------
@@ -159,7 +258,7 @@ int values_compare(const Value& a, const Value& b) {
 // ---------------------------------------------------------------------------
 // conversions
 
-Value from_json(const nlohmann::json& j) {
+static Value from_json_untagged(const nlohmann::json& j, int32_t part) {
   switch (j.type()) {
     case nlohmann::json::value_t::null: return Value::none();
     case nlohmann::json::value_t::boolean: return Value(j.get<bool>());
@@ -174,16 +273,22 @@ Value from_json(const nlohmann::json& j) {
     case nlohmann::json::value_t::array: {
       ValueList items;
       items.reserve(j.size());
-      for (const auto& e : j) items.push_back(from_json(e));
+      for (const auto& e : j) items.push_back(from_json(e, part));
       return Value::list(std::move(items));
     }
     case nlohmann::json::value_t::object: {
       auto d = std::make_shared<Dict>();
-      for (auto it = j.begin(); it != j.end(); ++it) d->set(it.key(), from_json(it.value()));
+      for (auto it = j.begin(); it != j.end(); ++it) d->set(it.key(), from_json(it.value(), part));
       return Value::dict(std::move(d));
     }
     default: return Value::none();
   }
+}
+
+Value from_json(const nlohmann::json& j, int32_t part) {
+  Value v = from_json_untagged(j, part);
+  v.set_part(part);
+  return v;
 }
 
 std::string py_float_repr(double d) {
@@ -305,6 +410,7 @@ struct JsonWriter {
   const std::string& item_sep;
   const std::string& key_sep;
   bool sort_keys;
+  Painter* painter;
   std::string out;
   int depth = 0;
 
@@ -315,6 +421,7 @@ struct JsonWriter {
 
   void write(const Value& v) {
     if (++depth > 512) fail("maximum recursion depth exceeded while encoding a JSON object");
+    size_t range = painter ? painter->open(v, out.size()) : Painter::kNone;
     switch (v.kind()) {
       case Kind::None: out += "null"; break;
       case Kind::Bool: out += v.as_bool() ? "true" : "false"; break;
@@ -369,15 +476,18 @@ struct JsonWriter {
       }
       default: fail("Object of type " + v.type_name() + " is not JSON serializable");
     }
+    if (painter) painter->close(range, out.size());
     --depth;
   }
 };
 }  // namespace
 
 std::string to_json(const Value& v, const std::string* indent, const std::string& item_sep,
-                    const std::string& key_sep, bool sort_keys) {
-  JsonWriter w{indent, item_sep, key_sep, sort_keys, {}};
+                    const std::string& key_sep, bool sort_keys, Runs* runs) {
+  Painter painter;
+  JsonWriter w{indent, item_sep, key_sep, sort_keys, runs ? &painter : nullptr, {}};
   w.write(v);
+  if (runs) *runs = painter.finish(w.out.size());
   return std::move(w.out);
 }
 

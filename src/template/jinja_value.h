@@ -34,6 +34,22 @@ using DictPtr = std::shared_ptr<Dict>;
 
 enum class Kind : uint8_t { Undefined, None, Bool, Int, Float, String, List, Dict, Func };
 
+// Provenance: which part of the caller's data a value (or a byte range of a
+// string) came from. Parts are small integers the caller assigns (ChatTemplate
+// numbers its tools, messages, content parts and tool calls); kNoPart marks
+// template text and values the template computed from nothing tagged.
+constexpr int32_t kNoPart = -1;
+// Bytes [begin, end) of a string came from `part`. A Runs vector is sorted,
+// its runs do not overlap and never have part == kNoPart; bytes no run covers
+// are untagged.
+struct Run {
+  size_t begin;
+  size_t end;
+  int32_t part;
+};
+using Runs = std::vector<Run>;
+using RunsPtr = std::shared_ptr<const Runs>;
+
 class Value {
  public:
   Value() = default;  // undefined without a name
@@ -59,6 +75,9 @@ class Value {
   static Value new_dict();
   static Value namespace_(DictPtr d) { Value v = dict(std::move(d)); v.flags_ |= kNamespace; return v; }
   static Value func(std::shared_ptr<Callable> f) { Value v; v.kind_ = Kind::Func; v.fn_ = std::move(f); return v; }
+  // A string whose bytes came from the parts `runs` names (see Run); a
+  // single run covering the whole string is stored as the value's part.
+  static Value tagged_string(std::string s, Runs runs);
 
   Kind kind() const { return kind_; }
   bool is_undefined() const { return kind_ == Kind::Undefined; }
@@ -88,6 +107,19 @@ class Value {
   void set_call(std::shared_ptr<Callable> f) { fn_ = std::move(f); }
   const std::string& undefined_message() const;
 
+  // ---- provenance (only set when a caller tags its data; see Run) ----
+  // The part the whole value came from (kNoPart: untagged, or a string
+  // whose bytes came from several parts, then runs() says which).
+  int32_t part() const { return part_; }
+  void set_part(int32_t p) { part_ = p; }
+  // Per-byte provenance of a string mixing parts and/or template text;
+  // nullptr when the string is uniform (part()) or untagged.
+  const Runs* runs() const { return runs_.get(); }
+  bool tagged() const { return part_ != kNoPart || runs_ != nullptr; }
+  // Appends this string's runs, shifted by `offset`, to `out` (merging with
+  // a touching run of the same part). Precondition: is_string().
+  void append_runs(size_t offset, Runs& out) const;
+
   // Python truthiness.
   bool truthy() const;
   // str(value) as Jinja prints it (undefined -> "", None -> "None", ...).
@@ -109,6 +141,7 @@ class Value {
 
   Kind kind_ = Kind::Undefined;
   uint8_t flags_ = 0;
+  int32_t part_ = kNoPart;  // fits the padding before the union
   union {
     bool b_;
     int64_t i_ = 0;
@@ -118,6 +151,7 @@ class Value {
   ListPtr l_;
   DictPtr d_;
   std::shared_ptr<Callable> fn_;
+  RunsPtr runs_;  // strings only
 };
 
 // Insertion-ordered dict with string keys.
@@ -170,11 +204,20 @@ bool values_equal(const Value& a, const Value& b);
 int values_compare(const Value& a, const Value& b);
 
 // ---- conversions ----
-Value from_json(const nlohmann::json& j);
+// part: the provenance given to the value and everything inside it.
+Value from_json(const nlohmann::json& j, int32_t part = kNoPart);
 // json.dumps(v, ensure_ascii=False, indent=indent, separators=...).
 // indent: nullptr for none, otherwise the per-level indent string.
+// runs: when non-null, receives the provenance of the output's bytes (each
+// value's bytes belong to its part, or to its container's when untagged;
+// a string mixing parts gives its whole encoding to its first part).
 std::string to_json(const Value& v, const std::string* indent, const std::string& item_sep,
-                    const std::string& key_sep, bool sort_keys);
+                    const std::string& key_sep, bool sort_keys, Runs* runs = nullptr);
+// str(v) carrying provenance like to_json's runs (strings keep theirs).
+Value tracked_str(const Value& v);
+// Appends run [begin, end) -> part to `runs`, merging with the last run when
+// it touches and has the same part. Empty runs and kNoPart are ignored.
+void push_run(Runs& runs, size_t begin, size_t end, int32_t part);
 std::string py_float_repr(double d);
 std::string py_str_repr(const std::string& s);
 
