@@ -189,6 +189,7 @@ std::optional<BlockHit> CacheAdmin::find_block(const std::string& tenant, const 
 const KvTiers* CacheAdmin::tiers() const { return e_.tiers_.get(); }
 
 int64_t CacheAdmin::pinned_pages() const {
+  if (!e_.prefix_->index().has_pins() && !e_.modules_->store().has_pins()) return 0;
   std::set<int32_t> pages;
   const RadixIndex& idx = e_.prefix_->index();
   for (const KvNamespace& ns : idx.namespaces())

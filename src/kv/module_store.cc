@@ -69,6 +69,7 @@ void ModuleStore::insert(const ModuleKey& key, ModuleEntry entry, bool keep_poli
     gen_.push_back(0);
   }
   entry.id = id;
+  if (entry.pins > 0) ++n_pinned_;
   auto [it, added] = entries_.emplace(key, std::move(entry));
   by_id_[id] = it;
   touch(it->second);
@@ -77,14 +78,17 @@ void ModuleStore::insert(const ModuleKey& key, ModuleEntry entry, bool keep_poli
 bool ModuleStore::pin(const ModuleKey& key) {
   auto it = entries_.find(key);
   if (it == entries_.end()) return false;
-  ++it->second.pins;
+  if (it->second.pins++ == 0) ++n_pinned_;
   return true;
 }
 
 bool ModuleStore::unpin(const ModuleKey& key) {
   auto it = entries_.find(key);
   if (it == entries_.end() || it->second.pins == 0) return false;
-  if (--it->second.pins == 0) touch(it->second);  // a candidate again
+  if (--it->second.pins == 0) {
+    --n_pinned_;
+    touch(it->second);  // a candidate again
+  }
   return true;
 }
 
@@ -114,6 +118,7 @@ size_t ModuleStore::drop(Iter it) {
     for (const PageEntry& e : s.entries)
       if (pool_->unref_cache(e.page)) freed += pool_->page_bytes();
   const int32_t id = it->second.id;
+  if (it->second.pins > 0) --n_pinned_;
   by_id_[id] = entries_.end();
   ++gen_[id];
   free_ids_.push_back(id);

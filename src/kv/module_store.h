@@ -100,6 +100,7 @@ class ModuleStore {
   size_t evict_expired(ModuleEntry::Clock::time_point now);
 
   ModuleStats stats() const;
+  bool has_pins() const { return n_pinned_ > 0; }  // O(1)
   const std::map<ModuleKey, ModuleEntry>& entries() const { return entries_; }
 
  private:
@@ -114,6 +115,7 @@ class ModuleStore {
   std::vector<uint32_t> gen_;        // [id] bumped when the id is freed
   std::vector<int32_t> free_ids_;
   LruHeap lru_;
+  int64_t n_pinned_ = 0;             // entries with pins > 0
   uint64_t clock_ = 0;
   int64_t hits_ = 0, misses_ = 0, evicted_ = 0;
 };

@@ -41,6 +41,8 @@ int32_t RadixIndex::new_node() {
 void RadixIndex::free_node(int32_t id) {
   Node& n = nodes_[id];
   set_node_expiry(id, Clock::time_point::max());
+  if (n.pins > 0) --n_pinned_;
+  n.pins = 0;
   n.alive = false;
   ++n.gen;
   n.parent = -1;
@@ -391,14 +393,14 @@ int32_t RadixIndex::find_exact(const KvNamespace& ns, std::span<const int32_t> t
 bool RadixIndex::pin(const KvNamespace& ns, std::span<const int32_t> tokens) {
   const int32_t node = find_exact(ns, tokens, /*do_split=*/true);
   if (node < 0) return false;
-  ++nodes_[node].pins;
+  if (nodes_[node].pins++ == 0) ++n_pinned_;
   return true;
 }
 
 bool RadixIndex::unpin(const KvNamespace& ns, std::span<const int32_t> tokens) {
   const int32_t node = find_exact(ns, tokens, /*do_split=*/false);
   if (node < 0 || nodes_[node].pins == 0) return false;
-  --nodes_[node].pins;
+  if (--nodes_[node].pins == 0) --n_pinned_;
   push_lru(node);
   return true;
 }

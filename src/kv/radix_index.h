@@ -136,6 +136,8 @@ class RadixIndex : public PageReclaimer {
   size_t reclaim(size_t bytes) override { return evict(bytes); }
 
   RadixStats stats() const;
+  // Whether any entry is pinned (O(1): admission checks ask on every request).
+  bool has_pins() const { return n_pinned_ > 0; }
   // Approximate heap bytes of the index's own metadata (nodes, runs, slices).
   size_t metadata_bytes() const;
 
@@ -217,6 +219,7 @@ class RadixIndex : public PageReclaimer {
   std::vector<int32_t> path_;        // scratch for match_prefix
   uint64_t clock_ = 0;
   int64_t n_expiring_ = 0;           // alive nodes with an expiry
+  int64_t n_pinned_ = 0;             // alive nodes with pins > 0
   RadixStats stats_;
 };
 

@@ -121,7 +121,8 @@ void check_divergence(const Splice& s, ChatPrompt& p) {
 ChatPrompt build_chat_prompt(const ChatTemplate& tmpl, const Tokenizer& tok,
                              ConversationMemory& memory, const std::string& ns,
                              const nlohmann::json& messages, const nlohmann::json& extra) {
-  const std::string text = tmpl.apply(messages, /*add_generation_prompt=*/true, extra);
+  const RenderedChat rendered = tmpl.apply_with_spans(messages, /*add_generation_prompt=*/true, extra);
+  const std::string& text = rendered.text;
   ChatPrompt p;
   bool offsets_ok = true;
   std::optional<Splice> latest;
@@ -163,6 +164,21 @@ ChatPrompt build_chat_prompt(const ChatTemplate& tmpl, const Tokenizer& tok,
   p.token_offsets.push_back(int64_t(text.size()));
   if (!offsets_ok || p.token_offsets.size() != p.ids.size() + 1) p.token_offsets.clear();
   p.text = text;
+  std::vector<PartSpan> spans;
+  for (const TemplateSpan& s : rendered.spans) {
+    PartSpan ps{s.begin, s.end, -1, s.part.index, s.part.sub};
+    switch (s.part.kind) {
+      case TemplatePart::Kind::kTool: ps.kind = 0; break;
+      case TemplatePart::Kind::kMessage: ps.kind = 1; break;
+      case TemplatePart::Kind::kContentPart: ps.kind = 2; break;
+      case TemplatePart::Kind::kToolCall: ps.kind = 3; break;
+      case TemplatePart::Kind::kGenerationPrompt: ps.kind = 4; break;
+      case TemplatePart::Kind::kNone: break;
+    }
+    spans.push_back(ps);
+  }
+  const auto tools = extra.is_object() ? extra.find("tools") : extra.end();
+  p.parts = request_parts(spans, messages, tools != extra.end() ? *tools : nlohmann::json(), p.token_offsets);
   if (latest) check_divergence(*latest, p);
   if (latest_unknown && p.reason.empty()) p.reason = "unknown_reply";
   return p;

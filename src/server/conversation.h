@@ -28,6 +28,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "server/request_structure.h"
+
 namespace pc {
 class Tokenizer;
 class ChatTemplate;
@@ -76,6 +78,7 @@ struct ChatPrompt {
   // byte (then the request has no blocks).
   std::string text;
   std::vector<int64_t> token_offsets;
+  std::vector<RequestPart> parts;  // tools and messages, with their blocks' tokens
 };
 
 // Renders `messages` with the template and tokenizes with replies spliced in.

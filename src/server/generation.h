@@ -21,6 +21,7 @@ struct Generation {
   ResponseMeta meta;
   int64_t prompt_tokens = 0;       // what usage.prompt_tokens reports
   std::optional<ChatPrompt> chat;  // chat requests
+  MissReport miss;                 // chat: the first divergence from the request it continues
   bool pml = false;                // a PML plan (module hits in the report)
   std::shared_ptr<Job> job;
 };

@@ -132,6 +132,8 @@ Generation prepare(Server::State& st, const httplib::Request& req, bool chat) {
     g.chat = build_chat_prompt(*st.chat_template, st.model->tokenizer(), st.memory, g.ns,
                                flatten_content(body["messages"]), chat_extra(body));
     g.params.gen.prompt = g.chat->ids;
+    g.params.gen.blocks = blocks_of(g.chat->parts);
+    g.miss = st.structure.compare(g.ns, g.chat->ids, g.chat->parts);
   } else {
     g.params.gen.prompt = completion_prompt(st, body);
   }
@@ -165,8 +167,26 @@ CacheReport finish(Server::State& st, const Generation& g) {
   c.spliced_replies = p.spliced;
   c.diverged_at = p.diverged_at;
   c.reason = p.reason;
-  if (c.reason.empty() && p.expected_hit > c.cached_tokens) c.reason = "evicted";
-  if (!c.reason.empty()) st.metrics.count_miss(c.reason);
+  if (!g.miss.reason.empty() && c.reason != "template_rerender") {
+    // What changed since the request this one continues: the first divergence.
+    c.reason = g.miss.reason;
+    c.diverged_at = g.miss.diverged_at;
+    c.miss_index = g.miss.index;
+    c.miss_change = g.miss.change;
+    c.miss_tokens = g.miss.tokens;
+  } else if (c.reason == "unknown_reply") {
+    // The reply's tokens were computed: the last assistant message's.
+    for (const RequestPart& q : p.parts)
+      if (q.kind == RequestPart::Kind::kMessage && q.role == "assistant" && q.tok_begin >= 0)
+        c.miss_tokens = q.tok_end - q.tok_begin;
+  } else if (c.reason.empty() && p.expected_hit > c.cached_tokens) {
+    c.reason = "evicted";
+    c.miss_tokens = p.expected_hit - c.cached_tokens;
+  } else if (c.reason == "template_rerender") {
+    c.miss_tokens = std::max<int64_t>(0, p.expected_hit - c.cached_tokens);
+  }
+  if (!c.reason.empty()) st.metrics.count_miss(c.reason, c.miss_tokens);
+  st.structure.remember(g.ns, g.params.gen.prompt, p.parts);
   RememberedReply r;
   r.ids = o.reply_ids;
   r.tail = o.reply_tail;

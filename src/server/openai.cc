@@ -170,6 +170,13 @@ json cache_json(const CacheReport& c) {
   if (c.spliced_replies >= 0) j["spliced_replies"] = c.spliced_replies;
   j["diverged_at"] = c.diverged_at >= 0 ? json(c.diverged_at) : json(nullptr);
   j["reason"] = c.reason.empty() ? json(nullptr) : json(c.reason);
+  if (!c.reason.empty()) {
+    json m = {{"reason", c.reason}, {"tokens", c.miss_tokens}};
+    if (c.reason == "tools_changed") m["tool"] = c.miss_index;
+    if (c.reason == "messages_changed" || c.reason == "system_changed") m["message"] = c.miss_index;
+    if (!c.miss_change.empty()) m["change"] = c.miss_change;
+    j["miss"] = m;
+  }
   return j;
 }
 

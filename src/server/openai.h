@@ -41,6 +41,9 @@ struct CacheReport {
   int32_t spliced_replies = -1;  // chat only
   int64_t diverged_at = -1;
   std::string reason;            // "" = none
+  int miss_index = -1;           // tools_changed / messages_changed: which tool or message
+  std::string miss_change;       // messages_changed: edited, inserted, removed, reordered
+  int64_t miss_tokens = 0;       // prompt tokens the miss cost
   int64_t module_hits = -1;      // PML only: modules reused from the module store
   int64_t module_misses = -1;    // PML only: modules encoded by this request
   // Prompt tokens whose KV was reused approximately (moved blocks) and recomputed for

@@ -165,16 +165,21 @@ MissReport StructureMemory::compare(const std::string& ns, const std::vector<int
     const int i = p->index;
     const uint64_t hi = i < int(hn.size()) ? hn[i] : 0;
     r.index = i;
-    if (i < int(ho.size()) && hi != 0 && hi == ho[i]) {
-      r.reason = "template_rerender";  // the same message, rendered or tokenized differently
+    if ((i < int(ho.size()) && hi != 0 && hi == ho[i]) || i >= int(ho.size())) {
+      // The same message rendered or tokenized differently, or a message appended after
+      // all the earlier ones where that request's generation prompt was: the template
+      // renders what the model saw differently.
+      r.reason = "template_rerender";
     } else {
       r.reason = "messages_changed";
-      if (i + 1 < int(ho.size()) && hi != 0 && hi == ho[i + 1]) {
-        r.change = "removed";
-      } else if (i + 1 < int(hn.size()) && i < int(ho.size()) && hn[i + 1] == ho[i]) {
-        r.change = "inserted";
-      } else if (hi != 0 && std::find(ho.begin(), ho.end(), hi) != ho.end()) {
-        r.change = "reordered";
+      auto in = [](const std::vector<uint64_t>& v, uint64_t h) { return h != 0 && std::find(v.begin(), v.end(), h) != v.end(); };
+      const uint64_t was_i = i < int(ho.size()) ? ho[i] : 0;
+      if (i + 1 < int(ho.size()) && hi != 0 && hi == ho[i + 1] && !in(hn, was_i)) {
+        r.change = "removed";   // the earlier request's message i is gone
+      } else if (i + 1 < int(hn.size()) && was_i != 0 && hn[i + 1] == was_i && !in(ho, hi)) {
+        r.change = "inserted";  // a new message i, the earlier one follows it
+      } else if (in(ho, hi)) {
+        r.change = "reordered"; // message i was elsewhere before
       } else {
         r.change = "edited";
       }

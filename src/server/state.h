@@ -41,6 +41,7 @@ struct Server::State {
   int64_t kv_tokens = 0;                       // KV capacity (tokens)
   Metrics metrics;
   ConversationMemory memory;
+  StructureMemory structure;  // recent chat requests' parts, for miss reasons
   std::unique_ptr<Engine> engine;
   std::unique_ptr<Scheduler> scheduler;
   httplib::Server http;

@@ -399,8 +399,8 @@ TEST_F(Api, UsageAddsUp) {
     return p["cached_tokens"].get<int64_t>();
   };
   const json req = completion("The usage of a prompt adds up", 4);
-  EXPECT_EQ(check(post(c, "/v1/completions", req)), 0);
-  EXPECT_GT(check(post(c, "/v1/completions", req)), 0);
+  const int64_t cold = check(post(c, "/v1/completions", req));
+  EXPECT_GT(check(post(c, "/v1/completions", req)), cold);
   const json chat = {{"messages", {{{"role", "user"}, {"content", "Count the tokens, please."}}}},
                      {"max_tokens", 4}, {"temperature", 0}};
   check(post(c, "/v1/chat/completions", chat));
