@@ -67,31 +67,29 @@ std::vector<int32_t> encode_piece(const Tokenizer& tok, const std::string& text,
 
 namespace {
 
-// Appends the byte offsets of `ids`, which spell text[start, end): each token's piece
-// (none for an added BOS; without the space SentencePiece adds at the start of a
-// prompt). False when they do not add up to the range.
-bool add_offsets(const Tokenizer& tok, std::span<const int32_t> ids, size_t start, size_t end, bool first,
-                 std::vector<int64_t>& out) {
-  std::vector<size_t> len(ids.size());
-  size_t sum = 0;
-  int first_text = -1;
-  for (size_t i = 0; i < ids.size(); ++i) {
-    if (first && i == 0 && tok.add_bos() && ids[i] == tok.bos()) continue;  // added, not in the text
-    const std::string piece = tok.token_to_piece(ids[i]);
-    len[i] = piece.size();
-    sum += len[i];
-    if (first_text < 0 && !tok.is_control(ids[i])) first_text = int(i);
-  }
-  // SentencePiece's space prefix: the first text token spells one byte more than the text.
-  if (first && sum == end - start + 1 && first_text >= 0 && len[first_text] > 0 &&
-      tok.token_to_piece(ids[first_text])[0] == ' ') {
-    --len[first_text];
-    --sum;
-  }
+// Appends the byte offsets of `ids`, which spell text[start, end): each token is the
+// text's next bytes — its piece, the vocabulary text of a special token parsed from the
+// text, or (SentencePiece's space prefix) its piece without the leading space; an added
+// BOS spells nothing. False when the ids do not spell the range.
+bool add_offsets(const Tokenizer& tok, std::span<const int32_t> ids, const std::string& text, size_t start,
+                 size_t end, bool first, std::vector<int64_t>& out) {
   size_t at = start;
+  auto here = [&](const std::string& s) { return at + s.size() <= end && text.compare(at, s.size(), s) == 0; };
   for (size_t i = 0; i < ids.size(); ++i) {
     out.push_back(int64_t(at));
-    at += len[i];
+    const std::string piece = tok.token_to_piece(ids[i]);
+    if (!piece.empty() && here(piece)) {
+      at += piece.size();
+    } else if (const std::string& vt = tok.token_text(ids[i]); !vt.empty() && here(vt)) {
+      at += vt.size();
+    } else if (piece.size() > 1 && piece[0] == ' ' && here(piece.substr(1)) &&
+               ((at == start && first) || (i > 0 && tok.is_control(ids[i - 1])))) {
+      // The space SentencePiece puts before the first text of a prompt and after a
+      // special token.
+      at += piece.size() - 1;
+    } else if (!(first && i == 0 && ids[i] == tok.bos())) {
+      return false;
+    }
   }
   return at == end;
 }
@@ -148,18 +146,18 @@ ChatPrompt build_chat_prompt(const ChatTemplate& tmpl, const Tokenizer& tok,
       continue;
     }
     const std::vector<int32_t> before = encode_piece(tok, text.substr(cursor, pos - cursor), cursor == 0);
-    offsets_ok = offsets_ok && add_offsets(tok, before, cursor, pos, cursor == 0, p.token_offsets);
+    offsets_ok = offsets_ok && add_offsets(tok, before, text, cursor, pos, cursor == 0, p.token_offsets);
     p.ids.insert(p.ids.end(), before.begin(), before.end());
     latest = Splice{*r};
     latest_unknown = false;
-    offsets_ok = offsets_ok && add_offsets(tok, r->ids, pos, pos + content.size() - r->tail.size(), false, p.token_offsets);
+    offsets_ok = offsets_ok && add_offsets(tok, r->ids, text, pos, pos + content.size() - r->tail.size(), false, p.token_offsets);
     p.ids.insert(p.ids.end(), r->ids.begin(), r->ids.end());
     ++p.spliced;
     // The tail (text the ids do not cover) is tokenized with the next piece.
     cursor = pos + content.size() - r->tail.size();
   }
   const std::vector<int32_t> rest = encode_piece(tok, text.substr(cursor), cursor == 0);
-  offsets_ok = offsets_ok && add_offsets(tok, rest, cursor, text.size(), cursor == 0, p.token_offsets);
+  offsets_ok = offsets_ok && add_offsets(tok, rest, text, cursor, text.size(), cursor == 0, p.token_offsets);
   p.ids.insert(p.ids.end(), rest.begin(), rest.end());
   p.token_offsets.push_back(int64_t(text.size()));
   if (!offsets_ok || p.token_offsets.size() != p.ids.size() + 1) p.token_offsets.clear();

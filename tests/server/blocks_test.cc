@@ -1,0 +1,106 @@
+// Blocks of chat requests: for every template in ../shared/templates and requests with
+// tools, tool calls, tool results and reasoning, each part's block is made of the very
+// token ids the server computes for the prompt, and those ids spell exactly the bytes
+// the template spans give the part.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "gguf/gguf.h"
+#include "server/conversation.h"
+#include "template/chat_template.h"
+#include "test_util.h"
+#include "tokenizer/tokenizer.h"
+
+namespace pc::server {
+namespace {
+
+using json = nlohmann::json;
+
+std::vector<std::pair<std::string, json>> requests() {
+  const json tools = json::array(
+      {{{"type", "function"}, {"function", {{"name", "get_weather"}, {"description", "Weather for a city"},
+                                            {"parameters", {{"type", "object"}, {"properties", {{"city", {{"type", "string"}}}}}}}}}},
+       {{"type", "function"}, {"function", {{"name", "get_time"}, {"description", "The time in a city"},
+                                            {"parameters", {{"type", "object"}, {"properties", json::object()}}}}}}});
+  std::vector<std::pair<std::string, json>> out;
+  out.push_back({"chat", {{"messages", json::array({{{"role", "system"}, {"content", "You are terse."}},
+                                                    {{"role", "user"}, {"content", "What is 2+2?"}},
+                                                    {{"role", "assistant"}, {"content", "4."}},
+                                                    {{"role", "user"}, {"content", "And times three?"}}})}}});
+  out.push_back({"tools", {{"messages", json::array({{{"role", "user"}, {"content", "Weather in Paris?"}}})},
+                           {"tools", tools}}});
+  out.push_back({"tool_round_trip",
+                 {{"messages",
+                   json::array({{{"role", "user"}, {"content", "Weather in Paris?"}},
+                                {{"role", "assistant"}, {"content", ""},
+                                 {"tool_calls", json::array({{{"id", "call_1"}, {"type", "function"},
+                                                              {"function", {{"name", "get_weather"}, {"arguments", "{\"city\": \"Paris\"}"}}}}})}},
+                                {{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "Sunny, 21 C"}},
+                                {{"role", "user"}, {"content", "Thanks!"}}})},
+                  {"tools", tools}}});
+  out.push_back({"reasoning", {{"messages", json::array({{{"role", "user"}, {"content", "Is 17 prime?"}},
+                                                         {{"role", "assistant"}, {"content", "<think>\nCheck.\n</think>\n\nYes."}},
+                                                         {{"role", "user"}, {"content", "Is 21?"}}})}}});
+  return out;
+}
+
+TEST(ChatBlocks, BlockTokensSpellTheirPartForEveryTemplate) {
+  const std::string dir = test::shared_dir() + "/templates";
+  for (const char* vocab : {"vocab/ggml-vocab-llama-spm.gguf", "vocab/ggml-vocab-qwen2.gguf"}) {
+    auto f = GgufFile::open(test::shared_dir() + "/" + vocab);
+    const std::unique_ptr<Tokenizer> tok = Tokenizer::from_gguf(*f);
+    int templates = 0;
+    int64_t total = 0;
+    for (const auto& e : std::filesystem::directory_iterator(dir)) {
+      if (e.path().extension() != ".jinja") continue;
+      ++templates;
+      const ChatTemplate tmpl(test::read_file(e.path().string()));
+      int64_t blocks = 0;
+      for (const auto& [name, req] : requests()) {
+        SCOPED_TRACE(std::string(vocab) + " " + e.path().filename().string() + " " + name);
+        ConversationMemory memory;
+        json extra = json::object();
+        if (req.contains("tools")) extra["tools"] = req["tools"];
+        ChatPrompt p;
+        try {
+          p = build_chat_prompt(tmpl, *tok, memory, "", req["messages"], extra);
+        } catch (const ChatTemplateError&) {
+          continue;  // the template refuses this request (e.g. no system role)
+        }
+        std::string pieces;
+        for (int32_t id : p.ids) pieces += "[" + tok->token_to_piece(id) + "|" + tok->token_text(id) + "]";
+        ASSERT_EQ(p.token_offsets.size(), p.ids.size() + 1) << "the ids spell the rendered text:\n" << p.text << "\n" << pieces;
+        EXPECT_EQ(p.token_offsets.back(), int64_t(p.text.size()));
+        for (const RequestPart& part : p.parts) {
+          if (!part.is_block) continue;
+          ++blocks;
+          if (part.kind == RequestPart::Kind::kGenerationPrompt) continue;  // never a block
+          // Each token spells its piece; a special token parsed from the text (or a
+          // piece the vocabulary prints otherwise, like SentencePiece's ▁) its vocabulary text.
+          std::string spelled;
+          for (int32_t t = part.tok_begin; t < part.tok_end; ++t) {
+            const std::string piece = tok->token_to_piece(p.ids[t]);
+            const size_t at = part.byte_begin + spelled.size();
+            spelled += !piece.empty() && p.text.compare(at, piece.size(), piece) == 0 ? piece : tok->token_text(p.ids[t]);
+          }
+          const std::string bytes = p.text.substr(part.byte_begin, part.byte_end - part.byte_begin);
+          // A SentencePiece prompt's first text token carries the space it adds.
+          const bool space_prefix = part.tok_begin <= 1 && spelled == " " + bytes;
+          EXPECT_TRUE(spelled == bytes || space_prefix) << "part " << part.index << ": '" << spelled << "' vs '" << bytes << "'";
+        }
+      }
+      total += blocks;
+      // With the vocabulary the template was written for (its markers are special
+      // tokens), every part of these requests is a block.
+      if (std::string(vocab).find("qwen2") != std::string::npos &&
+          e.path().filename().string().find("Qwen2.5") != std::string::npos)
+        EXPECT_GE(blocks, 4 + 2 + 6 + 3) << e.path();
+    }
+    EXPECT_GT(total, 0) << vocab;
+    EXPECT_GE(templates, 8);
+  }
+}
+
+}  // namespace
+}  // namespace pc::server
