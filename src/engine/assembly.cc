@@ -8,12 +8,14 @@
 // segment, each starting on a fresh page. So an encoding waits for its context
 // modules exactly as a request waits for its modules.
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "engine/engine.h"
 #include "engine/kv_tiers.h"
 #include "engine/module_cache.h"
 #include "engine/prefix_cache.h"
+#include "engine/relocation.h"
 #include "engine/sequence.h"
 #include "gguf/error.h"
 
@@ -25,6 +27,59 @@ bool Engine::take_module(Seq& s, const KvSpan& span, std::vector<int32_t>* missi
     if (std::find(missing->begin(), missing->end(), span.module) == missing->end())
       missing->push_back(span.module);
     return false;
+  }
+  return true;
+}
+
+// After the exact prefix [0, exact): runs that reuse each later block found in the block
+// index at another position (K rotated to here), recomputing the first
+// ceil(budget * length) tokens of each; everything else is computed.
+bool Engine::assemble_approximate(Seq& s, int32_t exact) {
+  const double budget = std::clamp(s.req.reuse.budget, 0.0, 1.0);
+  int64_t approx = 0, recomputed = 0;
+  int32_t t = exact;
+  const int32_t n = int32_t(s.tokens.size());
+  for (const KvBlock& b : s.plan.blocks) {
+    if (b.begin < t || b.end > n || b.begin >= b.end) continue;
+    const std::span<const int32_t> toks(s.tokens.data() + b.begin, size_t(b.end - b.begin));
+    std::optional<BlockHit> hit = prefix_->blocks().find(prefix_->index(), s.ns, toks);
+    if (!hit) continue;
+    const int32_t len = b.end - b.begin;
+    const int32_t redo = std::min<int32_t>(len, int32_t(std::ceil(budget * len - 1e-9)));
+    // The prompt's last token is always computed: it produces the logits.
+    const int32_t end = std::min(b.end, n - 1);
+    recomputed += redo;
+    if (b.begin + redo >= end) continue;  // all of it recomputed: the same as computing it
+    if (b.begin > t) s.runs.push_back(Run{false, t, b.begin});
+    if (redo > 0) s.runs.push_back(Run{false, b.begin, b.begin + redo});
+    // The reused part's KV, from its slot `redo` on, moved to where it sits now.
+    std::vector<PageSlice> from;
+    int32_t skip = redo, take = end - (b.begin + redo);
+    for (const PageSlice& sl : hit->slices) {
+      if (skip >= sl.size()) {
+        skip -= sl.size();
+        continue;
+      }
+      const int32_t n_here = std::min(sl.size() - skip, take);
+      if (n_here <= 0) break;
+      from.push_back({sl.page, sl.begin + skip, sl.begin + skip + n_here});
+      take -= n_here;
+      skip = 0;
+    }
+    PageTable copy(*pages_);
+    if (!relocated_copy(*pages_, model_, from, (b.begin + redo) - (hit->position + redo), copy)) return false;
+    Run r{true, b.begin + redo, end};
+    r.pages.assign(copy.entries().begin(), copy.entries().end());
+    s.hold.attach(r.pages);
+    s.runs.push_back(std::move(r));
+    approx += end - (b.begin + redo);
+    t = end;
+  }
+  if (t < n) s.runs.push_back(Run{false, t, n});
+  s.approximate = approx > 0;
+  if (!s.assembled_once) {
+    s.result.n_approximate = approx;
+    s.result.n_recomputed = recomputed;
   }
   return true;
 }
@@ -57,9 +112,24 @@ bool Engine::assemble(Seq& s) {
     s.lease = std::move(h.lease);
     s.n_kv = h.length;
     if (h.length > 0) s.runs.push_back(Run{true, 0, h.length, {}, false, true});
-    s.runs.push_back(Run{false, h.length, int32_t(s.tokens.size())});
     cached = h.length;
     computed = s.n_prompt - h.length;
+    if (s.req.reuse.mode == CacheReuse::kApproximate && s.kind == Seq::Kind::kRequest) {
+      if (!assemble_approximate(s, h.length)) {
+        s.runs.clear();
+        s.hold.release();
+        s.table.release();
+        s.lease.reset();
+        s.n_kv = 0;
+        s.state = Seq::State::kWaiting;  // no pages to relocate into: try again next step
+        return false;
+      }
+      if (first) {
+        computed -= s.result.n_approximate;
+      }
+    } else {
+      s.runs.push_back(Run{false, h.length, int32_t(s.tokens.size())});
+    }
     if (first && !s.plan.blocks.empty())
       s.result.n_reusable = prefix_->reusable_tokens(s.ns, s.tokens, s.plan.blocks, h.length);
     t = int32_t(s.tokens.size());

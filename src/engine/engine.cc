@@ -208,7 +208,8 @@ void Engine::finish(Seq& s, FinishReason reason) {
   } else {
     s.result.decode_ms = ms_between(s.t_first, now);
   }
-  if (s.prefix_plan && s.n_kv > 0 && reason != FinishReason::kError && s.state == Seq::State::kRunning)
+  if (s.prefix_plan && !s.approximate && s.n_kv > 0 && reason != FinishReason::kError &&
+      s.state == Seq::State::kRunning)
     prefix_->insert(s.ns, std::span<const int32_t>(s.tokens.data(), s.n_kv), s.table, s.n_prompt, s.plan.blocks);
   s.table.release();
   s.hold.release();
@@ -270,6 +271,20 @@ GenerateResult Engine::wait(int64_t id) {
 
 void Engine::wait_idle() {
   while (!active_.empty()) step();
+}
+
+std::vector<float> Engine::request_logits(const GenerateRequest& req, GenerateResult* result) {
+  if (req.prompt.empty()) throw Error("the prompt is empty");
+  GenerateRequest r = req;
+  r.max_tokens = 0;
+  KvPlan plan = KvPlan::prompt(r.prompt);
+  plan.blocks = r.blocks;
+  const int64_t id = start(std::move(plan), r, nullptr, true);
+  GenerateResult got = wait(id);
+  if (result) *result = std::move(got);
+  std::vector<float> out = std::move(kept_logits_[id]);
+  kept_logits_.erase(id);
+  return out;
 }
 
 std::vector<float> Engine::plan_logits(KvPlan plan, const std::string& tenant) {

@@ -65,6 +65,20 @@ struct EngineOptions {
   TierOptions tiers;           // disk / Redis tiers (with prefix_cache)
 };
 
+// How a request may reuse KV (docs/api.md "Approximate reuse").
+//   kExact        a hit never changes the answer: only an exact token prefix is reused.
+//   kApproximate  after the exact prefix, each block (a request part, KvPlan::blocks)
+//                 found at another position in the block index is reused with K rotated
+//                 to its new position; the policy recomputes `budget` (0-1) of those
+//                 tokens — each reused block's first ones, which restore attention across
+//                 the block boundary — and everything not found is computed. Budget 1
+//                 is bitwise the exact result. KV made this way is never published.
+enum class CacheReuse { kExact, kApproximate };
+struct ReusePolicy {
+  CacheReuse mode = CacheReuse::kExact;
+  double budget = 0.15;
+};
+
 struct GenerateRequest {
   std::vector<int32_t> prompt;  // token ids (BOS included if wanted); ignored by add_plan
   int32_t max_tokens = 64;
@@ -77,6 +91,7 @@ struct GenerateRequest {
   // Token ranges of the prompt that are parts of the request (tools, messages): their
   // KV is indexed by content when the sequence finishes (engine/block_index.h).
   std::vector<KvBlock> blocks;
+  ReusePolicy reuse;
 };
 
 struct GenerateResult {
@@ -94,6 +109,8 @@ struct GenerateResult {
   // Prompt tokens computed although their block's KV is cached at another position
   // (the block index): what approximate reuse of moved blocks could save.
   int64_t n_reusable = 0;
+  int64_t n_approximate = 0;    // prompt tokens whose KV was reused approximately (moved blocks)
+  int64_t n_recomputed = 0;     // tokens of found blocks the policy recomputed
   FinishReason finish_reason = FinishReason::kNone;
   std::string error;            // when finish_reason == kError
   std::vector<TokenLogprobs> logprobs;  // [i] for tokens[i] when req.logprobs >= 0
@@ -147,6 +164,9 @@ class Engine {
   GenerateResult generate_plan(KvPlan plan, const GenerateRequest& req, const TokenCallback& on_token = nullptr);
   // Logits at the end of a plan (no generation), [n_vocab]. For tests.
   std::vector<float> plan_logits(KvPlan plan, const std::string& tenant = "");
+  // Logits after a request's prompt (its plan built as add() does; max_tokens ignored),
+  // with its result's counts in *result. For tests and quality measurements.
+  std::vector<float> request_logits(const GenerateRequest& req, GenerateResult* result = nullptr);
   // Encodes (or restores) every cacheable module of a set now (--preload). Returns
   // the tokens encoded.
   int64_t preload(std::shared_ptr<const ModuleSet> modules, const std::string& tenant = "");
@@ -191,6 +211,7 @@ class Engine {
   friend class CacheAdmin;
   Seq& new_seq(const GenerateRequest& req, TokenCallback on_token);
   int64_t start(KvPlan plan, const GenerateRequest& req, TokenCallback on_token, bool keep_logits);
+  bool assemble_approximate(Seq& s, int32_t exact);
   void check_fits(const Seq& s) const;
   GenerateResult wait(int64_t id);
   void wait_idle();

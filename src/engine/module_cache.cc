@@ -6,7 +6,7 @@
 #include "engine/kv_tiers.h"
 #include "kv/kv_storage.h"
 #include "model/model.h"
-#include "model/relocate.h"
+#include "engine/relocation.h"
 
 namespace pc {
 
@@ -87,15 +87,10 @@ bool ModuleCache::relocated(const KvNamespace& ns, const ModuleSpec& spec, const
       }
     grown = *have;
   }
-  KvPageStore& kv = *pool_.store();
+  std::vector<PageSlice> slices;
+  for (const PageEntry& e : seg.entries) slices.push_back({e.page, 0, e.filled});
   PageTable copy(pool_);
-  for (const PageEntry& e : seg.entries) {
-    copy.seal();
-    if (!copy.prepare_append(e.filled)) return false;
-    const int32_t dst = copy.entries().back().page;
-    kv.copy_slots(dst, e.page, e.filled);
-    shift_positions(model_, kv, dst, e.filled, shift);
-  }
+  if (!relocated_copy(pool_, model_, slices, shift, copy)) return false;
   const std::vector<PageEntry> pages(copy.entries().begin(), copy.entries().end());
   out.insert(out.end(), pages.begin(), pages.end());
   held.attach(pages);

@@ -57,6 +57,7 @@ struct Engine::Seq {
   KvNamespace ns;
   KvPlan plan;                     // what the prompt is assembled from (kept to reassemble)
   bool prefix_plan = false;        // plan.is_prefix(): published in the prefix cache
+  bool approximate = false;        // holds approximately reused KV: never published
   std::vector<int32_t> tokens;     // assembled prompt, then generated tokens
   std::vector<int32_t> positions;  // position id of each token
   int32_t n_prompt = 0;            // tokens[0, n_prompt) are the prompt

@@ -92,7 +92,7 @@ bool Engine::plan_part(Seq& s, int64_t& budget, std::vector<Part>& parts) {
 }
 
 void Engine::preempt(Seq& s) {
-  if (s.prefix_plan && s.n_kv > 0)
+  if (s.prefix_plan && !s.approximate && s.n_kv > 0)
     prefix_->index().insert(s.ns, std::span<const int32_t>(s.tokens.data(), s.n_kv), s.table);
   s.table.release();
   s.hold.release();

@@ -92,6 +92,9 @@ class KvPageStore {
   // Copies slots [0, n_slots) of src into dst: K and V of every layer and
   // their positions; dst's other slots keep their bytes.
   virtual void copy_slots(int32_t dst, int32_t src, int n_slots) = 0;
+  // Copies slots [src_slot, src_slot + n) of src to [dst_slot, dst_slot + n) of dst
+  // (K, V, positions).
+  virtual void copy_range(int32_t dst, int dst_slot, int32_t src, int src_slot, int n) = 0;
 
   // Runs op over the keys of slots [0, n_slots) of `page`, once per layer and
   // KV head, and keeps the result (RoPE relocation). Positions are untouched.

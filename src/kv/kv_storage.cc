@@ -58,6 +58,22 @@ void KvStorage::copy_slots(int32_t dst, int32_t src, int n_slots) {
   std::memcpy(pos(dst), pos(src), n_slots * sizeof(int32_t));
 }
 
+void KvStorage::copy_range(int32_t dst, int dst_slot, int32_t src, int src_slot, int n) {
+  const KvShape& s = shape();
+  const int P = s.page_size, hd = s.head_dim;
+  for (int l = 0; l < s.n_layer; ++l)
+    for (int h = 0; h < s.n_kv_head; ++h) {
+      const size_t off = size_t(h) * P * hd;
+      uint16_t* kd = k(dst, l) + off;
+      const uint16_t* ks = k(src, l) + off;
+      for (int t = 0; t < n; ++t)
+        for (int d = 0; d < hd; ++d) kd[k_index(P, hd, dst_slot + t, d)] = ks[k_index(P, hd, src_slot + t, d)];
+      std::memcpy(v(dst, l) + off + size_t(dst_slot) * hd, v(src, l) + off + size_t(src_slot) * hd,
+                  size_t(n) * hd * sizeof(uint16_t));
+    }
+  std::memcpy(pos(dst) + dst_slot, pos(src) + src_slot, size_t(n) * sizeof(int32_t));
+}
+
 void KvStorage::update_keys(int32_t page, int n_slots, KeyRowsOp& op) {
   const KvShape& s = shape();
   const int P = s.page_size, hd = s.head_dim;

@@ -46,6 +46,7 @@ class KvStorage final : public KvPageStore {
   void write_slots(int layer, int kv_head, std::span<const KvSlot> slots, const uint16_t* k16,
                    const uint16_t* v16, size_t stride) override;
   void copy_slots(int32_t dst, int32_t src, int n_slots) override;
+  void copy_range(int32_t dst, int dst_slot, int32_t src, int src_slot, int n) override;
   void update_keys(int32_t page, int n_slots, KeyRowsOp& op) override;
   void read_page(int32_t page, int n_slots, uint8_t* out) const override;
   void write_page(int32_t page, const uint8_t* bytes) override;

@@ -1,0 +1,22 @@
+// KV moved to other positions: a copy of some cached slots into fresh pages, with K
+// rotated by RoPE for the position shift (model/relocate.h). Used for PML's compact
+// layout (module segments) and for blocks reused at another position. Relocation is
+// deterministic: a copy made twice is the same bit for bit.
+#pragma once
+#include <cstdint>
+#include <span>
+
+#include "kv/page_pool.h"
+#include "kv/page_table.h"
+
+namespace pc {
+
+class Model;
+
+// Fills `out`, an empty table, with the KV of the slices, in order, moved by `shift`
+// positions: packed into fresh pages from slot 0. False when the pool has no pages left
+// (out then holds what was copied so far; the caller drops it).
+bool relocated_copy(PagePool& pool, const Model& model, std::span<const PageSlice> src, int32_t shift,
+                    PageTable& out);
+
+}  // namespace pc
