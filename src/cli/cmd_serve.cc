@@ -18,6 +18,7 @@ namespace {
 struct ServeArgs {
   server::ServerOptions opt;
   std::string kv_memory = "1GiB";
+  std::string reuse_mode = "exact";
   TierArgs tiers;
 };
 
@@ -30,6 +31,7 @@ void on_signal(int) {
 int run_serve(ServeArgs& a) {
   a.opt.kv_memory_bytes = parse_bytes(a.kv_memory);
   a.opt.tiers = tier_options(a.tiers);
+  a.opt.reuse.mode = a.reuse_mode == "approximate" ? CacheReuse::kApproximate : CacheReuse::kExact;
   server::Server srv(a.opt);
   const int port = srv.bind();
   std::signal(SIGPIPE, SIG_IGN);
@@ -71,6 +73,15 @@ Run add_serve(CLI::App& app) {
       ->capture_default_str()->check(CLI::Range(1, 1 << 20));
   add_tier_options(app, a->tiers);
   app.add_flag("!--no-prefix-cache", o.prefix_cache, "Do not reuse or keep prompt KV (for comparisons)");
+  app.add_option("--cache-reuse-default", a->reuse_mode,
+                 "KV reuse of chat requests that do not say (cache_reuse): 'exact' (a hit never "
+                 "changes the answer) or 'approximate' (moved parts reused with K rotated, part "
+                 "recomputed; see docs/api.md)")
+      ->capture_default_str()->check(CLI::IsMember({"exact", "approximate"}));
+  app.add_option("--cache-reuse-budget", o.reuse.budget,
+                 "Share (0-1) of approximately reused tokens recomputed: each moved block's first "
+                 "tokens (cache_reuse_budget); 1 = exact result")
+      ->capture_default_str()->check(CLI::Range(0.0, 1.0));
   app.add_option("--chat-template-file", o.chat_template_file,
                  "Jinja chat template (default: tokenizer.chat_template in the GGUF)")
       ->check(CLI::ExistingFile);

@@ -82,7 +82,7 @@ bool add_offsets(const Tokenizer& tok, std::span<const int32_t> ids, const std::
       at += piece.size();
     } else if (const std::string& vt = tok.token_text(ids[i]); !vt.empty() && here(vt)) {
       at += vt.size();
-    } else if (piece.size() > 1 && piece[0] == ' ' && here(piece.substr(1)) &&
+    } else if (!piece.empty() && piece[0] == ' ' && here(piece.substr(1)) &&
                ((at == start && first) || (i > 0 && tok.is_control(ids[i - 1])))) {
       // The space SentencePiece puts before the first text of a prompt and after a
       // special token.

@@ -123,6 +123,17 @@ Generation prepare(Server::State& st, const httplib::Request& req, bool chat) {
                        st.model_id + "')",
                    "model", "model_not_found");
   g.ns = st.namespace_of(req, g.params.cache_salt);
+  g.params.gen.reuse = st.reuse_default;
+  if (auto m = body.find("cache_reuse"); m != body.end() && !m->is_null()) {
+    if (!m->is_string() || (*m != "exact" && *m != "approximate"))
+      throw bad_field("cache_reuse", "'cache_reuse' must be \"exact\" or \"approximate\"");
+    g.params.gen.reuse.mode = *m == "approximate" ? CacheReuse::kApproximate : CacheReuse::kExact;
+  }
+  if (auto b = body.find("cache_reuse_budget"); b != body.end() && !b->is_null()) {
+    if (!b->is_number() || !(b->get<double>() >= 0 && b->get<double>() <= 1))
+      throw bad_field("cache_reuse_budget", "'cache_reuse_budget' must be a number in [0, 1]");
+    g.params.gen.reuse.budget = b->get<double>();
+  }
   if (chat) {
     check_messages(body);
     if (!st.chat_template)
@@ -153,8 +164,11 @@ CacheReport finish(Server::State& st, const Generation& g) {
   c.prompt_tokens = g.prompt_tokens;
   c.cached_tokens = o.result.n_cached;
   c.reusable_tokens = o.result.n_reusable;
+  c.approximate_tokens = o.result.n_approximate;
+  c.recomputed_tokens = o.result.n_recomputed;
+  c.reuse = g.params.gen.reuse;
   // A plan also computes the modules it encodes, so its count comes from the engine.
-  c.computed_tokens = g.pml ? o.result.n_computed : c.prompt_tokens - c.cached_tokens;
+  c.computed_tokens = o.result.n_computed;
   if (g.pml) {
     c.module_hits = o.result.n_module_hits;
     c.module_misses = o.result.n_module_misses;

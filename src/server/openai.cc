@@ -162,7 +162,10 @@ json cache_json(const CacheReport& c) {
             {"recomputed_tokens", c.recomputed_tokens},
             {"fresh_tokens", c.fresh_tokens()},
             {"computed_tokens", c.computed_tokens},
-            {"reusable_tokens", c.reusable_tokens}};
+            {"reusable_tokens", c.reusable_tokens},
+            {"cache_reuse", c.reuse.mode == CacheReuse::kApproximate
+                                ? json{{"mode", "approximate"}, {"policy", "block_prefix"}, {"budget", c.reuse.budget}}
+                                : json{{"mode", "exact"}}}};
   if (c.module_hits >= 0) {
     j["module_hits"] = c.module_hits;
     j["module_misses"] = c.module_misses;

@@ -175,6 +175,7 @@ Server::Server(const ServerOptions& opt) : st_(std::make_unique<State>()) {
   st.pml_encoder = std::make_unique<pml::Encoder>(tok, pml::RoleMarkers::from_template_source(source, tok));
   if (!opt.api_keys_file.empty()) st.api_keys = load_api_keys(opt.api_keys_file);
   st.n_ctx = st.model->config().n_ctx_train > 0 ? st.model->config().n_ctx_train : 4096;
+  st.reuse_default = opt.reuse;
 
   EngineOptions eo;
   eo.threads = opt.threads;

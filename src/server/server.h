@@ -29,6 +29,7 @@ struct ServerOptions {
   int64_t kv_memory_bytes = int64_t(1) << 30;
   int max_batch_tokens = 512;
   bool prefix_cache = true;
+  ReusePolicy reuse;                // --cache-reuse-default, --cache-reuse-budget
   TierOptions tiers;                // --disk-cache, --redis (tier/tier_options.h)
   std::string chat_template_file;   // "" = tokenizer.chat_template from the GGUF
   std::string fallback_chat_template;  // template source for a model without one ("" = none)

@@ -42,6 +42,7 @@ struct Server::State {
   Metrics metrics;
   ConversationMemory memory;
   StructureMemory structure;  // recent chat requests' parts, for miss reasons
+  ReusePolicy reuse_default;  // a request's cache_reuse / cache_reuse_budget when it gives none
   std::unique_ptr<Engine> engine;
   std::unique_ptr<Scheduler> scheduler;
   httplib::Server http;

@@ -47,7 +47,7 @@ std::vector<std::pair<std::string, json>> requests() {
 
 TEST(ChatBlocks, BlockTokensSpellTheirPartForEveryTemplate) {
   const std::string dir = test::shared_dir() + "/templates";
-  for (const char* vocab : {"vocab/ggml-vocab-llama-spm.gguf", "vocab/ggml-vocab-qwen2.gguf"}) {
+  for (const char* vocab : {"vocab/ggml-vocab-llama-spm.gguf", "vocab/ggml-vocab-qwen2.gguf", "models/stories260K.gguf"}) {
     auto f = GgufFile::open(test::shared_dir() + "/" + vocab);
     const std::unique_ptr<Tokenizer> tok = Tokenizer::from_gguf(*f);
     int templates = 0;

@@ -141,5 +141,39 @@ TEST_F(MissReasons, Evicted) {
   EXPECT_NE(metrics.raw.find("promptcache_cache_miss_tokens_total{reason=\"evicted\"}"), std::string::npos);
 }
 
+// Approximate reuse happens only when asked, says so, and its usage adds up; an exact
+// request afterwards answers as a cold server does. Bad values are 400s naming the field.
+TEST_F(MissReasons, ApproximateReuseOnlyWhenAsked) {
+  const std::vector<json> first = {msg("system", kSys), msg("user", kA), msg("user", kB), msg("user", kC)};
+  const std::vector<json> moved = {msg("system", kSys), msg("user", kB), msg("user", kA), msg("user", kC)};
+  const Reply cold = chat(c, "approx-cold", moved);
+  chat(c, "approx", first);
+  json body = {{"messages", json(moved)}, {"max_tokens", 3}, {"temperature", 0}, {"cache_salt", "approx"},
+               {"cache_reuse", "approximate"}, {"cache_reuse_budget", 0.0}};
+  const Reply r = post(c, "/v1/chat/completions", body);
+  ASSERT_EQ(r.status, 200) << r.raw;
+  json p = r.body["promptcache"];
+  EXPECT_EQ(p["cache_reuse"]["mode"], "approximate") << r.raw;
+  EXPECT_EQ(p["cache_reuse"]["budget"], 0.0);
+  EXPECT_GT(p["approximate_tokens"].get<int64_t>(), 0) << r.raw;
+  const int64_t prompt = r.body["usage"]["prompt_tokens"];
+  EXPECT_EQ(prompt, p["cached_tokens"].get<int64_t>() + p["approximate_tokens"].get<int64_t>() +
+                        p["recomputed_tokens"].get<int64_t>() + p["fresh_tokens"].get<int64_t>());
+  const Reply exact = chat(c, "approx", moved);
+  json q = exact.body["promptcache"];
+  EXPECT_EQ(q["cache_reuse"]["mode"], "exact");
+  EXPECT_EQ(q["approximate_tokens"], 0);
+  EXPECT_EQ(exact.body["choices"][0]["message"]["content"], cold.body["choices"][0]["message"]["content"]);
+  body["cache_reuse"] = "fast";
+  Reply bad = post(c, "/v1/chat/completions", body);
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_EQ(bad.body["error"]["param"], "cache_reuse");
+  body["cache_reuse"] = "approximate";
+  body["cache_reuse_budget"] = 2;
+  bad = post(c, "/v1/chat/completions", body);
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_EQ(bad.body["error"]["param"], "cache_reuse_budget");
+}
+
 }  // namespace
 }  // namespace pc::test
