@@ -39,11 +39,6 @@ namespace {
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-// For generated models, which carry no chat template: ChatML, as Qwen uses it.
-constexpr const char* kChatMl =
-    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
-
 struct BenchServeArgs {
   std::string model;               // "" = a generated model in `dir`
   std::string dir;
@@ -205,7 +200,7 @@ RunResult run_in_process(const BenchServeArgs& a, const std::string& model, bool
   o.kv_memory_bytes = parse_bytes(a.kv_memory);
   o.prefix_cache = prefix_cache;
   o.chat_template_file = a.chat_template_file;
-  o.fallback_chat_template = kChatMl;
+  o.chat_template_name = "chatml";  // generated models carry no chat template
   server::Server srv(o);
   const int port = srv.bind();
   std::thread listener([&srv] { srv.listen(); });

@@ -10,6 +10,7 @@
 #include "cli/units.h"
 #include "kernels/cpu.h"
 #include "server/server.h"
+#include "template/builtin_templates.h"
 
 namespace pc::cli {
 
@@ -55,10 +56,14 @@ Run add_serve(CLI::App& app) {
       "Serve the OpenAI-compatible API (/v1/completions, /v1/chat/completions, /v1/models;\n"
       "streaming, logprobs), the PML API (PUT/GET/DELETE /v1/schemas/{name}, GET /v1/schemas,\n"
       "POST /v1/pml/completions), the cache API (/v1/cache/stats, entries, pin, unpin, ttl,\n"
-      "evict), /health and /metrics, reusing cached KV across requests. See docs/api.md.");
+      "evict), /health and /metrics, and llama-server's /tokenize, /detokenize,\n"
+      "/apply-template and /props, reusing cached KV across requests. See docs/api.md.");
   app.add_option("-m,--model", o.model_path, "GGUF model file")->required()->check(CLI::ExistingFile);
   app.add_flag("--mmap", o.mmap, kMmapHelp);
   app.add_option("--alias", o.model_alias, "Model id in the API (default: the file name without .gguf)");
+  app.add_flag("--any-model", o.any_model,
+               "Answer requests for any 'model' name with this model (default: another name is "
+               "404 model_not_found)");
   app.add_option("--host", o.host, "Address to listen on")->capture_default_str();
   app.add_option("--port", o.port, "Port to listen on (0 = any free port)")
       ->capture_default_str()->check(CLI::Range(0, 65535));
@@ -85,6 +90,14 @@ Run add_serve(CLI::App& app) {
   app.add_option("--chat-template-file", o.chat_template_file,
                  "Jinja chat template (default: tokenizer.chat_template in the GGUF)")
       ->check(CLI::ExistingFile);
+  app.add_option("--chat-template", o.chat_template_name,
+                 "Built-in chat template for a model whose GGUF has none (the model's own, or "
+                 "--chat-template-file, wins); without one such a model's chat requests are 400 "
+                 "no_chat_template")
+      ->check(CLI::IsMember(builtin_chat_template_names()));
+  app.add_option("--cors-origin", o.cors_origin,
+                 "Send Access-Control-Allow-Origin: ORIGIN (e.g. https://app.example or *) and "
+                 "answer CORS preflights (default: no CORS headers)");
   app.add_option("--api-keys", o.api_keys_file,
                  "File of 'KEY TENANT' lines: requests need 'Authorization: Bearer KEY'; the "
                  "tenant selects the cache namespace")

@@ -235,14 +235,14 @@ void add_cache_routes(Server::State& st) {
       guard(res, [&] { fn(st, req, res); });
     };
   };
-  st.http.Get("/v1/cache/stats", route(stats));
-  st.http.Get("/v1/cache/entries", route(entries));
-  st.http.Post("/v1/cache/pin", route([](Server::State& s, const httplib::Request& q,
+  add_route(st, "GET", "/v1/cache/stats", route(stats));
+  add_route(st, "GET", "/v1/cache/entries", route(entries));
+  add_route(st, "POST", "/v1/cache/pin", route([](Server::State& s, const httplib::Request& q,
                                          httplib::Response& r) { pin(s, q, r, true); }));
-  st.http.Post("/v1/cache/unpin", route([](Server::State& s, const httplib::Request& q,
+  add_route(st, "POST", "/v1/cache/unpin", route([](Server::State& s, const httplib::Request& q,
                                            httplib::Response& r) { pin(s, q, r, false); }));
-  st.http.Post("/v1/cache/evict", route(evict));
-  st.http.Post("/v1/cache/ttl", route(ttl));
+  add_route(st, "POST", "/v1/cache/evict", route(evict));
+  add_route(st, "POST", "/v1/cache/ttl", route(ttl));
 }
 
 std::map<std::string, std::map<std::string, NamespaceUsage>> tier_usage(Engine& e) { return e.cache().tier_usage(); }

@@ -26,6 +26,15 @@ struct Generation {
   std::shared_ptr<Job> job;
 };
 
+// Chat request helpers shared with POST /apply-template (llama_routes.cc).
+// 400 naming the message unless `messages` is a non-empty array of {role, content}.
+void check_messages(const json& body);
+// Content parts ([{"type":"text","text":...}]) joined into one string, as templates expect.
+json flatten_content(json messages);
+// The template's extra variables: chat_template_kwargs, tools (unless tool_choice is
+// "none"), documents.
+json chat_extra(const json& body);
+
 // Queues g.job (built by the caller); ApiError 503 when the queue is full.
 void submit(Server::State& st, Generation& g);
 

@@ -38,54 +38,6 @@ std::vector<int32_t> completion_prompt(const Server::State& st, const json& body
   throw bad_field("prompt", "'prompt' must be a string, an array of token ids, or a one-element array");
 }
 
-json chat_extra(const json& body) {
-  json extra = json::object();
-  if (auto it = body.find("chat_template_kwargs"); it != body.end() && !it->is_null()) {
-    if (!it->is_object())
-      throw bad_field("chat_template_kwargs", "'chat_template_kwargs' must be an object", "invalid_type");
-    extra = *it;
-  }
-  for (const char* k : {"tools", "documents"})
-    if (auto it = body.find(k); it != body.end() && !it->is_null()) extra[k] = *it;
-  return extra;
-}
-
-void check_messages(const json& body) {
-  auto it = body.find("messages");
-  if (it == body.end() || it->is_null())
-    throw bad_field("messages", "'messages' is required", "missing_required_parameter");
-  if (!it->is_array() || it->empty())
-    throw bad_field("messages", "'messages' must be a non-empty array");
-  for (size_t i = 0; i < it->size(); ++i) {
-    const json& m = (*it)[i];
-    const std::string where = "messages[" + std::to_string(i) + "]";
-    if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
-      throw bad_field(where + ".role", where + " must be an object with a string 'role'");
-    const std::string role = m["role"];
-    if (role != "system" && role != "user" && role != "assistant" && role != "tool" &&
-        role != "developer" && role != "function")
-      throw bad_field(where + ".role", "unknown role '" + role + "'");
-    if (m.contains("content") && !m["content"].is_null() && !m["content"].is_string() &&
-        !m["content"].is_array())
-      throw bad_field(where + ".content", where + ".content must be a string or an array of parts");
-  }
-}
-
-// Content parts ([{"type":"text","text":...}]) → one string, as templates expect.
-json flatten_content(json messages) {
-  for (json& m : messages) {
-    if (!m.contains("content") || !m["content"].is_array()) continue;
-    std::string text;
-    for (const json& part : m["content"]) {
-      if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
-          !part["text"].is_string())
-        throw bad_field("messages", "only text content parts are supported");
-      text += part["text"].get<std::string>();
-    }
-    m["content"] = text;
-  }
-  return messages;
-}
 
 // Prompt length and max_tokens against the context and the KV capacity.
 void fit_context(const Server::State& st, Generation& g, bool chat) {
@@ -117,11 +69,7 @@ Generation prepare(Server::State& st, const httplib::Request& req, bool chat) {
   const std::string tenant = st.tenant_of(req);  // 401 before anything else
   (void)tenant;
   g.params = parse_common(body, chat);
-  if (!g.params.model.empty() && g.params.model != st.model_id)
-    throw ApiError(404, "invalid_request_error",
-                   "The model '" + g.params.model + "' does not exist (this server has '" +
-                       st.model_id + "')",
-                   "model", "model_not_found");
+  st.check_model(g.params.model);
   g.ns = st.namespace_of(req, g.params.cache_salt);
   g.params.gen.reuse = st.reuse_default;
   if (auto m = body.find("cache_reuse"); m != body.end() && !m->is_null()) {
@@ -138,7 +86,8 @@ Generation prepare(Server::State& st, const httplib::Request& req, bool chat) {
     check_messages(body);
     if (!st.chat_template)
       throw ApiError(400, "invalid_request_error",
-                     "the model has no chat template; start the server with --chat-template-file",
+                     "the model has no chat template; start the server with --chat-template-file or "
+                     "--chat-template chatml",
                      "messages", "no_chat_template");
     g.chat = build_chat_prompt(*st.chat_template, st.model->tokenizer(), st.memory, g.ns,
                                flatten_content(body["messages"]), chat_extra(body));
@@ -312,6 +261,60 @@ void handle(Server::State& st, const httplib::Request& req, httplib::Response& r
 
 }  // namespace
 
+json chat_extra(const json& body) {
+  json extra = json::object();
+  if (auto it = body.find("chat_template_kwargs"); it != body.end() && !it->is_null()) {
+    if (!it->is_object())
+      throw bad_field("chat_template_kwargs", "'chat_template_kwargs' must be an object", "invalid_type");
+    extra = *it;
+  }
+  // tool_choice "none": the model is not told about the tools (parse_common allows
+  // only "none" and "auto").
+  const auto choice = body.find("tool_choice");
+  const bool no_tools = choice != body.end() && *choice == "none";
+  for (const char* k : {"tools", "documents"})
+    if (auto it = body.find(k); it != body.end() && !it->is_null()) extra[k] = *it;
+  if (no_tools) extra.erase("tools");
+  return extra;
+}
+
+void check_messages(const json& body) {
+  auto it = body.find("messages");
+  if (it == body.end() || it->is_null())
+    throw bad_field("messages", "'messages' is required", "missing_required_parameter");
+  if (!it->is_array() || it->empty())
+    throw bad_field("messages", "'messages' must be a non-empty array");
+  for (size_t i = 0; i < it->size(); ++i) {
+    const json& m = (*it)[i];
+    const std::string where = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
+      throw bad_field(where + ".role", where + " must be an object with a string 'role'");
+    const std::string role = m["role"];
+    if (role != "system" && role != "user" && role != "assistant" && role != "tool" &&
+        role != "developer" && role != "function")
+      throw bad_field(where + ".role", "unknown role '" + role + "'");
+    if (m.contains("content") && !m["content"].is_null() && !m["content"].is_string() &&
+        !m["content"].is_array())
+      throw bad_field(where + ".content", where + ".content must be a string or an array of parts");
+  }
+}
+
+// Content parts ([{"type":"text","text":...}]) → one string, as templates expect.
+json flatten_content(json messages) {
+  for (json& m : messages) {
+    if (!m.contains("content") || !m["content"].is_array()) continue;
+    std::string text;
+    for (const json& part : m["content"]) {
+      if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
+          !part["text"].is_string())
+        throw bad_field("messages", "only text content parts are supported");
+      text += part["text"].get<std::string>();
+    }
+    m["content"] = text;
+  }
+  return messages;
+}
+
 void submit(Server::State& st, Generation& g) {
   if (!st.scheduler->submit(g.job))
     throw ApiError(503, "server_error", "the server is busy (request queue full); retry later", "",
@@ -330,12 +333,10 @@ void respond(Server::State& st, std::shared_ptr<Generation> g, const httplib::Re
 }
 
 void add_generation_routes(Server::State& st) {
-  st.http.Post("/v1/completions", [&st](const httplib::Request& req, httplib::Response& res) {
-    handle(st, req, res, false);
-  });
-  st.http.Post("/v1/chat/completions", [&st](const httplib::Request& req, httplib::Response& res) {
-    handle(st, req, res, true);
-  });
+  add_route(st, "POST", "/v1/completions",
+            [&st](const httplib::Request& req, httplib::Response& res) { handle(st, req, res, false); });
+  add_route(st, "POST", "/v1/chat/completions",
+            [&st](const httplib::Request& req, httplib::Response& res) { handle(st, req, res, true); });
 }
 
 }  // namespace pc::server

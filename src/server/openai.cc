@@ -48,6 +48,44 @@ bool boolean(const json& body, const char* name, bool def) {
   return v->get<bool>();
 }
 
+ApiError unsupported(const char* name, const std::string& why) {
+  return bad_field(name, std::string("'") + name + "' " + why, "unsupported_parameter");
+}
+
+// Fields whose effect the server cannot give: a 400 naming the field rather than an
+// answer that silently ignores what the client asked for. Fields it accepts with no
+// effect (store, metadata, service_tier, parallel_tool_calls, user, prompt_cache_key)
+// and unknown ones are ignored, as llama-server and vLLM do (docs/api.md).
+void reject_unsupported(const json& body) {
+  for (const char* name : {"frequency_penalty", "presence_penalty"})
+    if (number(body, name, -2, 2, 0) != 0)
+      throw unsupported(name, "is not supported; use repetition_penalty");
+  if (integer(body, "n", 1, INT32_MAX, 1) > 1) throw unsupported("n", "> 1 is not supported (one choice per request)");
+  if (integer(body, "best_of", 1, INT32_MAX, 1) > 1) throw unsupported("best_of", "> 1 is not supported");
+  if (boolean(body, "echo", false)) throw unsupported("echo", "is not supported");
+  if (const json* s = field(body, "suffix"); s && !(s->is_string() && s->get<std::string>().empty()))
+    throw unsupported("suffix", "is not supported (no fill-in-the-middle)");
+  if (const json* lb = field(body, "logit_bias")) {
+    if (!lb->is_object()) throw bad_field("logit_bias", "'logit_bias' must be an object", "invalid_type");
+    if (!lb->empty()) throw unsupported("logit_bias", "is not supported");
+  }
+  if (const json* rf = field(body, "response_format")) {
+    if (!rf->is_object() || !rf->contains("type") || !(*rf)["type"].is_string())
+      throw bad_field("response_format", "'response_format' must be an object with a string 'type'",
+                      "invalid_type");
+    const std::string type = (*rf)["type"];
+    if (type != "text")
+      throw unsupported("response_format", "of type '" + type + "' is not supported (no constrained "
+                                           "decoding); only {\"type\": \"text\"}");
+  }
+  if (const json* tc = field(body, "tool_choice")) {
+    const bool ok = tc->is_string() && (*tc == "none" || *tc == "auto");
+    if (!ok)
+      throw unsupported("tool_choice", "= " + tc->dump() + " cannot be enforced (no constrained decoding); use "
+                                           "\"auto\" or \"none\"");
+  }
+}
+
 std::string next_id(const char* prefix) {
   static std::atomic<uint64_t> counter{0};
   static const uint64_t boot = std::random_device{}();
@@ -93,11 +131,7 @@ CommonParams parse_common(const json& body, bool chat) {
   } else {
     s.seed = std::random_device{}() | (uint64_t(std::random_device{}()) << 32);
   }
-  for (const char* name : {"frequency_penalty", "presence_penalty"})
-    if (number(body, name, -2, 2, 0) != 0)
-      throw bad_field(name, std::string("'") + name + "' is not supported; use repetition_penalty",
-                      "unsupported_parameter");
-  if (integer(body, "n", 1, 1, 1) != 1) throw bad_field("n", "only n = 1 is supported");
+  reject_unsupported(body);
   // Log-probabilities (TokenLogprobs: of the raw logits, before sampling settings).
   // Completions: "logprobs": N; chat: "logprobs": true with "top_logprobs": N.
   if (chat) {
@@ -110,7 +144,6 @@ CommonParams parse_common(const json& body, bool chat) {
   } else if (field(body, "logprobs")) {
     p.gen.logprobs = int32_t(integer(body, "logprobs", 0, 20, 0));
   }
-  if (boolean(body, "echo", false)) throw bad_field("echo", "'echo' is not supported", "unsupported_parameter");
   if (const json* t = field(body, "max_completion_tokens")) {
     p.gen.max_tokens = int32_t(integer(body, "max_completion_tokens", 0, INT32_MAX, 0));
     p.max_tokens_given = t != nullptr;

@@ -224,11 +224,7 @@ void pml_completion(Server::State& st, const httplib::Request& req, httplib::Res
   st.tenant_of(req);
   auto g = std::make_shared<Generation>();
   g->params = parse_common(body, /*chat=*/false);
-  if (!g->params.model.empty() && g->params.model != st.model_id)
-    throw ApiError(404, "invalid_request_error",
-                   "The model '" + g->params.model + "' does not exist (this server has '" +
-                       st.model_id + "')",
-                   "model", "model_not_found");
+  st.check_model(g->params.model);
   auto p = body.find("prompt");
   if (p == body.end() || !p->is_string())
     throw bad_field("prompt", "'prompt' must be the PML text of a <prompt schema=\"...\">",
@@ -269,11 +265,11 @@ void add_pml_routes(Server::State& st) {
   };
   // Names as PML allows them (docs/pml.md); anything else is no route.
   const char* named = R"(/v1/schemas/([^/?#]+))";
-  st.http.Put(named, route(put_schema));
-  st.http.Get(named, route(get_schema));
-  st.http.Delete(named, route(delete_schema));
-  st.http.Get("/v1/schemas", route(list_schemas));
-  st.http.Post("/v1/pml/completions", route(pml_completion));
+  add_route(st, "PUT", named, route(put_schema));
+  add_route(st, "GET", named, route(get_schema));
+  add_route(st, "DELETE", named, route(delete_schema));
+  add_route(st, "GET", "/v1/schemas", route(list_schemas));
+  add_route(st, "POST", "/v1/pml/completions", route(pml_completion));
 }
 
 }  // namespace pc::server

@@ -4,13 +4,17 @@
 
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
+#include <stdexcept>
+#include <tuple>
 
 #include "gguf/error.h"
 #include "gguf/gguf.h"
 #include "engine/cache_admin.h"
 #include "kv/page_pool.h"
 #include "pml/encoder.h"
+#include "template/builtin_templates.h"
 #include "server/api_error.h"
 #include "server/openai.h"
 #include "server/state.h"
@@ -53,7 +57,8 @@ std::string route_label(const httplib::Request& req, int status) {
   static const char* known[] = {"/v1/completions", "/v1/chat/completions", "/v1/models", "/health",
                                 "/metrics", "/v1/cache/stats", "/v1/cache/entries",
                                 "/v1/cache/pin", "/v1/cache/unpin", "/v1/cache/evict",
-                                "/v1/cache/ttl", "/v1/schemas", "/v1/pml/completions"};
+                                "/v1/cache/ttl", "/v1/schemas", "/v1/pml/completions",
+                                "/tokenize", "/detokenize", "/apply-template", "/props"};
   for (const char* k : known)
     if (req.path == k) return k;
   if (req.path.rfind("/v1/schemas/", 0) == 0) return "/v1/schemas/{name}";
@@ -61,13 +66,13 @@ std::string route_label(const httplib::Request& req, int status) {
 }
 
 void add_misc_routes(Server::State& st) {
-  st.http.Get("/health", [&st](const httplib::Request&, httplib::Response& res) {
+  add_route(st, "GET", "/health", [&st](const httplib::Request&, httplib::Response& res) {
     send_json(res, 200, {{"status", "ok"},
                          {"model", st.model_id},
                          {"running", st.scheduler->running()},
                          {"queued", st.scheduler->queued()}});
   });
-  st.http.Get("/metrics", [&st](const httplib::Request&, httplib::Response& res) {
+  add_route(st, "GET", "/metrics", [&st](const httplib::Request&, httplib::Response& res) {
     // Per-namespace usage walks the prefix trees: done per scrape, not per step.
     try {
       st.scheduler->call([&](Engine& e) {
@@ -82,7 +87,7 @@ void add_misc_routes(Server::State& st) {
     }
     res.set_content(st.metrics.render(), "text/plain; version=0.0.4");
   });
-  st.http.Get("/v1/models", [&st](const httplib::Request& req, httplib::Response& res) {
+  add_route(st, "GET", "/v1/models", [&st](const httplib::Request& req, httplib::Response& res) {
     guard(res, [&] {
       st.tenant_of(req);
       const json model = {{"id", st.model_id}, {"object", "model"}, {"created", 0},
@@ -94,20 +99,95 @@ void add_misc_routes(Server::State& st) {
       send_json(res, 200, {{"object", "list"}, {"data", json::array({model})}});
     });
   });
-  st.http.Get(R"(/v1/models/(.+))", [&st](const httplib::Request& req, httplib::Response& res) {
+  add_route(st, "GET", R"(/v1/models/(.+))", [&st](const httplib::Request& req, httplib::Response& res) {
     guard(res, [&] {
       st.tenant_of(req);
-      const std::string id = req.matches[1];
-      if (id != st.model_id)
-        throw ApiError(404, "invalid_request_error", "The model '" + id + "' does not exist",
-                       "model", "model_not_found");
+      st.check_model(req.matches[1]);
       send_json(res, 200, {{"id", st.model_id}, {"object", "model"}, {"created", 0},
                            {"owned_by", "promptcache"}});
     });
   });
 }
 
+// The chat template's source and where it came from ("" when the model has none).
+std::pair<std::string, std::string> chat_template_source(const ServerOptions& opt, const Model& m) {
+  if (!opt.chat_template_file.empty())
+    return {read_file(opt.chat_template_file, "chat template file"), "file"};
+  std::string source = m.file().get_string("tokenizer.chat_template", "");
+  if (!source.empty()) return {source, "gguf"};
+  if (opt.chat_template_name.empty()) return {"", ""};
+  const std::string* builtin = builtin_chat_template(opt.chat_template_name);
+  if (!builtin) {
+    std::string names;
+    for (const std::string& n : builtin_chat_template_names()) names += (names.empty() ? "" : ", ") + n;
+    throw Error("unknown chat template '" + opt.chat_template_name + "' (built-in: " + names + ")");
+  }
+  return {*builtin, "builtin:" + opt.chat_template_name};
+}
+
+// OPTIONS on a served path (a CORS preflight), and the answer to a method the path
+// does not serve. CORS headers themselves are default headers (every response).
+void add_method_handling(Server::State& st) {
+  st.http.Options(".*", [&st](const httplib::Request& req, httplib::Response& res) {
+    const std::string methods = allowed_methods(st, req.path);
+    if (methods.empty()) {
+      res.status = 404;  // the error handler answers
+      return;
+    }
+    res.status = 204;
+    res.set_header("Allow", methods + ", OPTIONS");
+    if (!st.opt.cors_origin.empty()) {
+      res.set_header("Access-Control-Allow-Methods", methods + ", OPTIONS");
+      const std::string asked = req.get_header_value("Access-Control-Request-Headers");
+      res.set_header("Access-Control-Allow-Headers",
+                     asked.empty() ? "Authorization, Content-Type, X-Api-Key" : asked);
+      res.set_header("Access-Control-Max-Age", "86400");
+    }
+  });
+  st.http.set_error_handler([&st](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;  // a handler already answered
+    if (res.status == 404) {
+      const std::string methods = allowed_methods(st, req.path);
+      if (!methods.empty() && req.method != "OPTIONS") {
+        res.set_header("Allow", methods + ", OPTIONS");
+        send_json(res, 405, error_json(req.method + " is not allowed on " + req.path + " (allowed: " +
+                                           methods + ")",
+                                       "invalid_request_error", "", "method_not_allowed"));
+        return;
+      }
+      send_json(res, 404, error_json("no route " + req.method + " " + req.path,
+                                     "invalid_request_error", "", "unknown_route"));
+    } else {
+      send_json(res, res.status, error_json("HTTP " + std::to_string(res.status),
+                                            "invalid_request_error", "", ""));
+    }
+  });
+  if (!st.opt.cors_origin.empty()) {
+    httplib::Headers h = {{"Access-Control-Allow-Origin", st.opt.cors_origin}};
+    if (st.opt.cors_origin != "*") h.emplace("Vary", "Origin");
+    st.http.set_default_headers(std::move(h));
+  }
+}
+
 }  // namespace
+
+void add_route(Server::State& st, const std::string& method, const std::string& pattern,
+               httplib::Server::Handler handler) {
+  st.routes.push_back({method, std::regex(pattern)});
+  if (method == "GET") st.http.Get(pattern, std::move(handler));
+  else if (method == "POST") st.http.Post(pattern, std::move(handler));
+  else if (method == "PUT") st.http.Put(pattern, std::move(handler));
+  else if (method == "DELETE") st.http.Delete(pattern, std::move(handler));
+  else throw std::logic_error("add_route: method " + method);
+}
+
+std::string allowed_methods(const Server::State& st, const std::string& path) {
+  std::string out;
+  for (const Server::State::Route& r : st.routes)
+    if (std::regex_match(path, r.pattern) && out.find(r.method) == std::string::npos)
+      out += (out.empty() ? "" : ", ") + r.method;
+  return out;
+}
 
 void send_json(httplib::Response& res, int status, const json& j) {
   res.status = status;
@@ -143,6 +223,13 @@ std::string Server::State::tenant_of(const httplib::Request& req) const {
   return it->second;
 }
 
+void Server::State::check_model(const std::string& requested) const {
+  if (requested.empty() || requested == model_id || opt.any_model) return;
+  throw ApiError(404, "invalid_request_error",
+                 "The model '" + requested + "' does not exist (this server has '" + model_id + "')",
+                 "model", "model_not_found");
+}
+
 std::string Server::State::namespace_of(const httplib::Request& req, const std::string& cache_salt) {
   std::string ns = tenant_of(req);
   if (!cache_salt.empty()) ns += (ns.empty() ? "salt:" : "/salt:") + cache_salt;
@@ -158,10 +245,8 @@ Server::Server(const ServerOptions& opt) : st_(std::make_unique<State>()) {
   st.model_id = opt.model_alias.empty() ? std::filesystem::path(opt.model_path).stem().string()
                                         : opt.model_alias;
   const Tokenizer& tok = st.model->tokenizer();
-  std::string source = opt.chat_template_file.empty()
-                           ? st.model->file().get_string("tokenizer.chat_template", "")
-                           : read_file(opt.chat_template_file, "chat template file");
-  if (source.empty()) source = opt.fallback_chat_template;
+  std::string source;
+  std::tie(source, st.chat_template_origin) = chat_template_source(opt, *st.model);
   if (!source.empty()) {
     const std::string bos = tok.bos() >= 0 ? tok.token_text(tok.bos()) : "";
     const std::string eos = tok.eos() >= 0 ? tok.token_text(tok.eos()) : "";
@@ -203,19 +288,12 @@ Server::Server(const ServerOptions& opt) : st_(std::make_unique<State>()) {
   st.http.set_logger([&st](const httplib::Request& req, const httplib::Response& res) {
     st.metrics.count_request(route_label(req, res.status), res.status);
   });
-  st.http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return;  // a handler already answered
-    if (res.status == 404)
-      send_json(res, 404, error_json("no route " + req.method + " " + req.path,
-                                     "invalid_request_error", "", "unknown_route"));
-    else
-      send_json(res, res.status, error_json("HTTP " + std::to_string(res.status),
-                                            "invalid_request_error", "", ""));
-  });
   add_misc_routes(st);
   add_generation_routes(st);
   add_cache_routes(st);
   add_pml_routes(st);
+  add_llama_routes(st);
+  add_method_handling(st);
 }
 
 Server::~Server() {

@@ -32,7 +32,10 @@ struct ServerOptions {
   ReusePolicy reuse;                // --cache-reuse-default, --cache-reuse-budget
   TierOptions tiers;                // --disk-cache, --redis (tier/tier_options.h)
   std::string chat_template_file;   // "" = tokenizer.chat_template from the GGUF
-  std::string fallback_chat_template;  // template source for a model without one ("" = none)
+  std::string chat_template_name;   // built-in template (builtin_templates.h) for a model
+                                    // without one ("" = none: chat requests answer 400)
+  std::string cors_origin;          // Access-Control-Allow-Origin ("" = no CORS headers; "*")
+  bool any_model = false;           // answer any requested model name (no 404 model_not_found)
   std::string api_keys_file;        // lines "KEY TENANT"; "" = no authentication
   int http_threads = 0;             // 0 = parallel + queue + 8
 };

@@ -4,8 +4,10 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <regex>
 #include <set>
 #include <string>
+#include <vector>
 
 #include <httplib.h>
 
@@ -36,6 +38,7 @@ struct Server::State {
   std::unique_ptr<Model> model;
   std::string model_id;
   std::optional<ChatTemplate> chat_template;   // none: chat routes answer 400
+  std::string chat_template_origin;            // "gguf", "file", "builtin:NAME"; "" = none
   std::map<std::string, std::string> api_keys; // key → tenant
   int64_t n_ctx = 0;                           // context length (tokens)
   int64_t kv_tokens = 0;                       // KV capacity (tokens)
@@ -46,6 +49,13 @@ struct Server::State {
   std::unique_ptr<Engine> engine;
   std::unique_ptr<Scheduler> scheduler;
   httplib::Server http;
+  // Every route served (add_route), for OPTIONS and 405: registered before listening,
+  // read-only after.
+  struct Route {
+    std::string method;
+    std::regex pattern;
+  };
+  std::vector<Route> routes;
   int listen_socket = -1;  // the listening socket, once bound (Server::bind)
 
   std::mutex ns_mu;
@@ -59,12 +69,23 @@ struct Server::State {
   // when keys are configured and the request has no valid one.
   std::string tenant_of(const httplib::Request& req) const;
   std::string namespace_of(const httplib::Request& req, const std::string& cache_salt);
+  // ApiError 404 model_not_found unless `requested` is "" or this server's model id
+  // (any name with --any-model).
+  void check_model(const std::string& requested) const;
 };
+
+// Registers `handler` for METHOD and PATTERN (an httplib regex over the path) and
+// remembers the route, so that OPTIONS and a wrong method on a served path get answers.
+void add_route(Server::State& st, const std::string& method, const std::string& pattern,
+               httplib::Server::Handler handler);
+// The methods served at `path`, e.g. "GET, POST" ("" = no route).
+std::string allowed_methods(const Server::State& st, const std::string& path);
 
 // Route registration (one file per group).
 void add_generation_routes(Server::State& st);
 void add_cache_routes(Server::State& st);
 void add_pml_routes(Server::State& st);
+void add_llama_routes(Server::State& st);  // llama-server's /tokenize, /props, ...
 
 // Entries and bytes of each namespace's prefix tree (engine thread: Scheduler::call).
 std::map<std::string, NamespaceUsage> namespace_usage(Engine& e);
