@@ -34,6 +34,8 @@ json flatten_content(json messages);
 // The template's extra variables: chat_template_kwargs, tools (unless tool_choice is
 // "none"), documents.
 json chat_extra(const json& body);
+// The server's chat template; ApiError 400 no_chat_template when it has none.
+const ChatTemplate& chat_template_of(const Server::State& st);
 
 // Queues g.job (built by the caller); ApiError 503 when the queue is full.
 void submit(Server::State& st, Generation& g);

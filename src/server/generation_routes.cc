@@ -84,12 +84,7 @@ Generation prepare(Server::State& st, const httplib::Request& req, bool chat) {
   }
   if (chat) {
     check_messages(body);
-    if (!st.chat_template)
-      throw ApiError(400, "invalid_request_error",
-                     "the model has no chat template; start the server with --chat-template-file or "
-                     "--chat-template chatml",
-                     "messages", "no_chat_template");
-    g.chat = build_chat_prompt(*st.chat_template, st.model->tokenizer(), st.memory, g.ns,
+    g.chat = build_chat_prompt(chat_template_of(st), st.model->tokenizer(), st.memory, g.ns,
                                flatten_content(body["messages"]), chat_extra(body));
     g.params.gen.prompt = g.chat->ids;
     g.params.gen.blocks = blocks_of(g.chat->parts);
@@ -260,6 +255,15 @@ void handle(Server::State& st, const httplib::Request& req, httplib::Response& r
 }
 
 }  // namespace
+
+const ChatTemplate& chat_template_of(const Server::State& st) {
+  if (!st.chat_template)
+    throw ApiError(400, "invalid_request_error",
+                   "the model has no chat template; start the server with --chat-template-file or "
+                   "--chat-template chatml",
+                   "messages", "no_chat_template");
+  return *st.chat_template;
+}
 
 json chat_extra(const json& body) {
   json extra = json::object();

@@ -112,13 +112,8 @@ void apply_template(Server::State& st, const httplib::Request& req, httplib::Res
   const json body = parse_body(req.body);
   st.tenant_of(req);
   check_messages(body);
-  if (!st.chat_template)
-    throw ApiError(400, "invalid_request_error",
-                   "the model has no chat template; start the server with --chat-template-file "
-                   "or --chat-template chatml",
-                   "messages", "no_chat_template");
   const std::string prompt =
-      st.chat_template->apply(flatten_content(body["messages"]), /*add_generation_prompt=*/true,
+      chat_template_of(st).apply(flatten_content(body["messages"]), /*add_generation_prompt=*/true,
                               chat_extra(body));
   send_json(res, 200, {{"prompt", prompt}});
 }
