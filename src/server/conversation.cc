@@ -119,7 +119,10 @@ void check_divergence(const Splice& s, ChatPrompt& p) {
 ChatPrompt build_chat_prompt(const ChatTemplate& tmpl, const Tokenizer& tok,
                              ConversationMemory& memory, const std::string& ns,
                              const nlohmann::json& messages, const nlohmann::json& extra) {
-  const RenderedChat rendered = tmpl.apply_with_spans(messages, /*add_generation_prompt=*/true, extra);
+  // The generation prompt is left as template text: no block needs it, and finding it
+  // takes a second render.
+  const RenderedChat rendered =
+      tmpl.apply_with_spans(messages, /*add_generation_prompt=*/true, extra, /*find_generation_prompt=*/false);
   const std::string& text = rendered.text;
   ChatPrompt p;
   bool offsets_ok = true;

@@ -116,7 +116,7 @@ std::string ChatTemplate::apply(const nlohmann::json& messages, bool add_generat
 }
 
 RenderedChat ChatTemplate::apply_with_spans(const nlohmann::json& messages, bool add_generation_prompt,
-                                            const nlohmann::json& extra) const {
+                                            const nlohmann::json& extra, bool find_generation_prompt) const {
   std::vector<TemplatePart> parts;
   Vars vars = make_vars(messages, add_generation_prompt, extra, &parts);
   std::vector<size_t> writes;
@@ -124,7 +124,7 @@ RenderedChat ChatTemplate::apply_with_spans(const nlohmann::json& messages, bool
 
   // Template text from gen_start on is the generation prompt.
   size_t gen_start = out.text.size();
-  if (add_generation_prompt) {
+  if (add_generation_prompt && find_generation_prompt) {
     gen_start = out.runs.empty() ? 0 : out.runs.back().end;
     Vars plain = make_vars(messages, false, extra, nullptr);
     std::vector<size_t> plain_writes;
