@@ -24,6 +24,15 @@ std::optional<double> ttl_left(CacheAdmin::Clock::time_point expires, CacheAdmin
 
 }  // namespace
 
+CacheStats CacheAdmin::counters() const {
+  CacheStats s;
+  const PagePool& p = *e_.pages_;
+  s.pool = PoolView{p.page_size(), int64_t(p.page_bytes()), p.n_pages(), p.n_in_use(), p.n_cached(), p.n_free()};
+  s.prefix = e_.prefix_->index().stats();
+  s.engine = e_.stats_;
+  return s;
+}
+
 CacheStats CacheAdmin::stats() const {
   CacheStats s;
   const PagePool& p = *e_.pages_;

@@ -78,6 +78,9 @@ class CacheAdmin {
   explicit CacheAdmin(Engine& engine) : e_(engine) {}
 
   CacheStats stats() const;
+  // The O(1) part of stats() — pool and prefix-index counters — for every step's metrics
+  // (stats() also walks the index and the module store).
+  CacheStats counters() const;
   // Tenants with cached prefixes.
   std::vector<std::string> tenants() const;
   std::vector<PrefixEntryView> prefix_entries(const std::string& tenant) const;

@@ -224,7 +224,7 @@ void Scheduler::loop() {
       engine_.take_finished();
     }
     collect_finished();
-    const CacheStats cs = engine_.cache().stats();
+    const CacheStats cs = engine_.cache().counters();
     metrics_.set_cache(cs);
     admission_tokens_ = engine_.admission_tokens();
     lk.lock();
