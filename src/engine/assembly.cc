@@ -21,7 +21,7 @@
 
 namespace pc {
 
-bool Engine::take_module(Seq& s, const KvSpan& span, std::vector<int32_t>* missing) {
+bool Engine::note_if_missing(Seq& s, const KvSpan& span, std::vector<int32_t>* missing) {
   const ModuleSpec& m = s.spec(span.module);
   if (!modules_->peek(s.ns, m)) {
     if (std::find(missing->begin(), missing->end(), span.module) == missing->end())
@@ -94,7 +94,7 @@ bool Engine::assemble(Seq& s) {
   // Every module must be ready before anything is referenced.
   std::vector<int32_t> missing;
   for (const KvSpan& span : s.plan.spans)
-    if (span.kind == KvSpan::Kind::kModule) take_module(s, span, &missing);
+    if (span.kind == KvSpan::Kind::kModule) note_if_missing(s, span, &missing);
   if (!missing.empty()) {
     for (int32_t m : missing) request_module(s, m, s.ns);
     s.state = Seq::State::kWaiting;

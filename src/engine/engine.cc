@@ -299,7 +299,6 @@ std::vector<float> Engine::plan_logits(KvPlan plan, const std::string& tenant) {
 }
 
 int64_t Engine::preload(std::shared_ptr<const ModuleSet> modules, const std::string& tenant) {
-  const int64_t before = stats_.module_encodes;
   int64_t tokens = 0;
   const KvNamespace space = ns(tenant);
   for (int32_t m = 0; m < int32_t(modules->size()); ++m) {
@@ -311,7 +310,6 @@ int64_t Engine::preload(std::shared_ptr<const ModuleSet> modules, const std::str
     wait_idle();
     if (modules_->peek(space, spec)) tokens += int64_t(spec.tokens.size());
   }
-  (void)before;
   return tokens;
 }
 

@@ -220,7 +220,8 @@ class Engine {
   // and tokens to compute; false while a module it needs is not ready yet (missing
   // modules are requested: a tier load or an encoding sequence).
   bool assemble(Seq& s);
-  bool take_module(Seq& s, const KvSpan& span, std::vector<int32_t>* missing);
+  // Adds span.module to *missing unless the module cache holds it; false when missing.
+  bool note_if_missing(Seq& s, const KvSpan& span, std::vector<int32_t>* missing);
   void request_module(Seq& owner, int32_t module, const KvNamespace& ns);
   void start_encoding(int64_t owner, std::shared_ptr<const ModuleSet> set, int32_t module, const KvNamespace& ns);
   void finish_encoding(Seq& s);
