@@ -53,12 +53,26 @@ bool Engine::reuse_approximate_prefix(Seq& s, int32_t* t) {
   const PrefixMatch m = index.match_prefix(approximate_ns(s.ns), s.tokens, RadixIndex::MatchUse::kPeek);
   if (m.length <= *t) return true;
   const PrefixLease keep(&index, m.node);  // the copy may evict: not this path
-  PageTable copy(*pages_);
-  if (!relocated_copy(*pages_, model_, cut_slices(m.slices, *t, m.length), 0, copy)) return false;
-  Run r{true, *t, m.length};
-  r.pages.assign(copy.entries().begin(), copy.entries().end());
-  s.hold.attach(r.pages);
-  s.runs.push_back(std::move(r));
+  // The path is an aligned table (token i in page i / P, slot i % P): its pages from the
+  // first page boundary at or after *t on are taken by reference; the tokens before that
+  // boundary share a page with tokens the request has from elsewhere, so they are copied.
+  const int32_t P = pages_->page_size();
+  const int32_t edge = std::min(m.length, (*t + P - 1) / P * P);
+  if (edge > *t) {
+    PageTable copy(*pages_);
+    if (!relocated_copy(*pages_, model_, cut_slices(m.slices, *t, edge), 0, copy)) return false;
+    Run r{true, *t, edge};
+    r.pages.assign(copy.entries().begin(), copy.entries().end());
+    s.hold.attach(r.pages);
+    s.runs.push_back(std::move(r));
+  }
+  if (m.length > edge) {
+    const PageTable path = PageTable::from_slices(*pages_, m.slices);
+    Run r{true, edge, m.length};
+    r.pages.assign(path.entries().begin() + edge / P, path.entries().end());
+    s.hold.attach(r.pages);
+    s.runs.push_back(std::move(r));
+  }
   *t = m.length;
   return true;
 }
