@@ -17,11 +17,8 @@ namespace {
 
 struct Chain {
   std::unique_ptr<Model> model = Model::load(test::shared_model("stories260K.gguf"));
-  std::vector<int32_t> sys = text(" Once upon a time there was a little girl named Lily who loved to play outside.");
-  std::vector<int32_t> a = text(" One day she found a big red ball in the park and kicked it very high into the sky.");
-  std::vector<int32_t> b = text(" Her friend Tom had a small dog named Max who liked to run and bark at the birds.");
-  std::vector<int32_t> c = text(" Then they all went home and had a nice warm dinner together.");
-  std::vector<int32_t> d = text(" The next morning the sun was bright and the birds sang in the tall green trees.");
+  std::vector<int32_t> sys = text(test::Story::kSys), a = text(test::Story::kA), b = text(test::Story::kB),
+                       c = text(test::Story::kC), d = text(test::Story::kD);
   std::vector<int32_t> text(const std::string& s) { return model->tokenizer().encode(s, false, false); }
   std::unique_ptr<Engine> engine() {
     EngineOptions o;
@@ -30,14 +27,7 @@ struct Chain {
     return std::make_unique<Engine>(*model, o);
   }
   GenerateRequest request(const std::vector<std::vector<int32_t>>& parts, CacheReuse mode) {
-    GenerateRequest r;
-    r.prompt = {model->tokenizer().bos()};
-    for (const auto& p : parts) {
-      r.blocks.push_back({int32_t(r.prompt.size()), int32_t(r.prompt.size() + p.size())});
-      r.prompt.insert(r.prompt.end(), p.begin(), p.end());
-    }
-    r.reuse.mode = mode;
-    r.reuse.budget = 0;
+    GenerateRequest r = test::block_request(model->tokenizer().bos(), parts, mode);
     r.max_tokens = 1;
     return r;
   }

@@ -28,4 +28,17 @@ std::string generated_model(const std::string& arch, GgmlType type) {
   return path;
 }
 
+GenerateRequest block_request(int32_t bos, const std::vector<std::vector<int32_t>>& parts, CacheReuse mode,
+                              double budget) {
+  GenerateRequest r;
+  r.prompt = {bos};
+  for (const auto& p : parts) {
+    r.blocks.push_back({int32_t(r.prompt.size()), int32_t(r.prompt.size() + p.size())});
+    r.prompt.insert(r.prompt.end(), p.begin(), p.end());
+  }
+  r.reuse.mode = mode;
+  r.reuse.budget = budget;
+  return r;
+}
+
 }  // namespace pc::test

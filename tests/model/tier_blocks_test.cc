@@ -21,10 +21,8 @@ namespace fs = std::filesystem;
 
 struct TierBlocks : ::testing::Test {
   std::unique_ptr<Model> model = Model::load(test::shared_model("stories260K.gguf"));
-  std::vector<int32_t> sys = text(" Once upon a time there was a little girl named Lily who loved to play outside.");
-  std::vector<int32_t> a = text(" One day she found a big red ball in the park and kicked it very high into the sky.");
-  std::vector<int32_t> b = text(" Her friend Tom had a small dog named Max who liked to run and bark at the birds.");
-  std::vector<int32_t> user = text(" Then they all went home and had a nice warm dinner together.");
+  std::vector<int32_t> sys = text(test::Story::kSys), a = text(test::Story::kA), b = text(test::Story::kB),
+                       user = text(test::Story::kC);
   fs::path dir = fs::temp_directory_path() / ("pc-tier-blocks-" + std::to_string(::getpid()));
 
   void SetUp() override { fs::create_directories(dir); }
@@ -42,14 +40,7 @@ struct TierBlocks : ::testing::Test {
   }
   GenerateRequest request(const std::vector<std::vector<int32_t>>& parts, CacheReuse mode = CacheReuse::kExact,
                           const std::string& tenant = "") {
-    GenerateRequest r;
-    r.prompt = {model->tokenizer().bos()};
-    for (const auto& p : parts) {
-      r.blocks.push_back({int32_t(r.prompt.size()), int32_t(r.prompt.size() + p.size())});
-      r.prompt.insert(r.prompt.end(), p.begin(), p.end());
-    }
-    r.reuse.mode = mode;
-    r.reuse.budget = 0;
+    GenerateRequest r = test::block_request(model->tokenizer().bos(), parts, mode);
     r.tenant = tenant;
     r.max_tokens = 1;
     return r;
