@@ -143,14 +143,17 @@ Run add_bench(CLI::App& app) {
   Run modules = add_bench_modules(app);
   Run serve = add_bench_serve(app);
   Run tiers = add_bench_tiers(app);
+  Run quality = add_bench_quality(app);
   CLI::App* conv = app.get_subcommand("conversation");
   CLI::App* srv = app.get_subcommand("serve");
   CLI::App* tie = app.get_subcommand("tiers");
-  return [a, p, conv, srv, tie, conversation, modules, serve, tiers] {
+  CLI::App* qua = app.get_subcommand("quality");
+  return [a, p, conv, srv, tie, qua, conversation, modules, serve, tiers, quality] {
     return p->parsed()    ? run_prefill(*a)
            : conv->parsed() ? conversation()
            : srv->parsed()  ? serve()
            : tie->parsed()  ? tiers()
+           : qua->parsed()  ? quality()
                             : modules();
   };
 }

@@ -273,10 +273,10 @@ void Engine::wait_idle() {
   while (!active_.empty()) step();
 }
 
-std::vector<float> Engine::request_logits(const GenerateRequest& req, GenerateResult* result) {
+std::vector<float> Engine::request_logits(const GenerateRequest& req, GenerateResult* result, bool generate) {
   if (req.prompt.empty()) throw Error("the prompt is empty");
   GenerateRequest r = req;
-  r.max_tokens = 0;
+  if (!generate) r.max_tokens = 0;
   KvPlan plan = KvPlan::prompt(r.prompt);
   plan.blocks = r.blocks;
   const int64_t id = start(std::move(plan), r, nullptr, true);
