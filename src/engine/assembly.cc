@@ -62,7 +62,8 @@ bool Engine::apply_recompute(Seq& s, std::vector<ReuseCandidate>& cands) {
   RecomputeMasks masks;
   std::vector<PageTable> moved;  // kDeviation: each candidate's KV at its new positions
   int64_t checked = 0;
-  if (p.policy == RecomputePolicy::kDeviation && budget_tokens(cands, budget) < total) {
+  const int64_t k = budget_tokens(cands, budget);
+  if (p.policy == RecomputePolicy::kDeviation && k > 0 && k < total) {
     for (ReuseCandidate& c : cands) {
       PageTable& m = moved.emplace_back(*pages_);
       if (!relocated_copy(*pages_, model_, c.src, c.shift, m)) return false;
@@ -74,8 +75,8 @@ bool Engine::apply_recompute(Seq& s, std::vector<ReuseCandidate>& cands) {
     if (!deviation_scores(s, cands, scores, &checked)) return false;
     masks = select_by_score(cands, scores, budget, p.run);
   } else {
-    // kPrefix; or kDeviation when the budget covers every candidate token (no check).
-    masks = select_prefix(cands, p.policy == RecomputePolicy::kPrefix ? budget : 1.0);
+    // kPrefix; or kDeviation with nothing to choose (no token, or all): no check.
+    masks = select_prefix(cands, p.policy == RecomputePolicy::kPrefix ? budget : k > 0 ? 1.0 : 0.0);
   }
   // Merge the candidates, as computed and reused runs, into the runs in prompt order.
   std::vector<Run> runs;

@@ -289,10 +289,16 @@ std::vector<float> Engine::request_logits(const GenerateRequest& req, GenerateRe
 
 std::vector<float> Engine::plan_logits(KvPlan plan, const std::string& tenant) {
   GenerateRequest req;
-  req.max_tokens = 0;
   req.tenant = tenant;
-  const int64_t id = start(std::move(plan), req, nullptr, true);
-  wait(id);  // finishes at its first sample (max_tokens 0), keeping the logits there
+  return plan_logits(std::move(plan), req);
+}
+
+std::vector<float> Engine::plan_logits(KvPlan plan, const GenerateRequest& req, GenerateResult* result) {
+  GenerateRequest r = req;
+  r.max_tokens = 0;
+  const int64_t id = start(std::move(plan), r, nullptr, true);
+  GenerateResult got = wait(id);  // finishes at its first sample (max_tokens 0), keeping the logits there
+  if (result) *result = std::move(got);
   std::vector<float> out = std::move(kept_logits_[id]);
   kept_logits_.erase(id);
   return out;

@@ -175,6 +175,9 @@ class Engine {
   GenerateResult generate_plan(KvPlan plan, const GenerateRequest& req, const TokenCallback& on_token = nullptr);
   // Logits at the end of a plan (no generation), [n_vocab]. For tests.
   std::vector<float> plan_logits(KvPlan plan, const std::string& tenant = "");
+  // The same with a request's tenant and reuse policy (req.prompt and max_tokens ignored),
+  // its result's counts in *result. For tests and quality measurements.
+  std::vector<float> plan_logits(KvPlan plan, const GenerateRequest& req, GenerateResult* result = nullptr);
   // Logits after a request's prompt (its plan built as add() does), with its result's
   // counts in *result; with `generate` it also generates its max_tokens (result->tokens),
   // else max_tokens is ignored. For tests and quality measurements.

@@ -227,8 +227,9 @@ void Forward::project_qkv(int l, int64_t m) {
 
 void Forward::attention_block(int l, std::span<const BatchEntry> batch, std::span<const SeqKv> seqs) {
   const ModelConfig& c = model_.config();
-  const int64_t m = int64_t(batch.size()), hd = c.head_dim;
-  const int64_t qd = c.n_head * hd, kvd = c.n_kv_head * hd;
+  const LayerWeights& w = model_.layers()[l];
+  const int64_t m = int64_t(batch.size()), E = c.n_embd, hd = c.head_dim;
+  const int64_t qd = c.n_head * hd;
   project_qkv(l, m);
   // In batch order within each KV head (KvPageStore::write_slots), so that
   // should two entries name one slot the last wins; the heads' slabs are
