@@ -41,9 +41,9 @@ namespace {
 
 struct QualityArgs {
   std::vector<std::string> models;
-  int prompts = 100;  // per kind of change
+  int prompts = 100;  // per kind of change (4 kinds: 400 prompts per model)
   std::vector<double> budgets{0, 0.05, 0.10, 0.15, 0.25};
-  std::vector<std::string> policies{"prefix", "deviation"};
+  std::vector<std::string> policies{"prefix", "deviation", "impact"};
   int continuation = 16;
   int threads = 1;
   uint32_t seed = 1;
@@ -57,7 +57,8 @@ const char* change_name(int c) {
   return names[c];
 }
 
-// A policy to measure: "prefix", "deviation" or "deviation:N" (windows of N tokens).
+// A policy to measure: "prefix", "deviation", "impact", or a scoring one with ":N"
+// (windows of N tokens, e.g. "impact:4").
 struct PolicyArg {
   std::string name;
   RecomputePolicy policy;
@@ -68,7 +69,7 @@ PolicyArg parse_policy(const std::string& s) {
   const size_t colon = s.find(':');
   PolicyArg p{s, RecomputePolicy::kPrefix, 1};
   const auto pol = parse_recompute_policy(s.substr(0, colon));
-  if (!pol) throw Error("--policies: unknown policy '" + s + "' (prefix, deviation, deviation:N)");
+  if (!pol) throw Error("--policies: unknown policy '" + s + "' (prefix, deviation, impact; deviation:N, impact:N)");
   p.policy = *pol;
   if (colon != std::string::npos) p.run = std::max(1, std::atoi(s.c_str() + colon + 1));
   return p;
@@ -292,7 +293,7 @@ Run add_bench_quality(CLI::App& bench) {
   q->add_option("--budgets", a->budgets, "Recompute budgets (0-1; space- or comma-separated)")
       ->capture_default_str()->delimiter(',')->check(CLI::Range(0.0, 1.0));
   q->add_option("--policies", a->policies,
-                "Recompute policies: prefix, deviation, deviation:N (windows of N tokens)")
+                "Recompute policies: prefix, deviation, impact; deviation:N or impact:N select windows of N tokens")
       ->capture_default_str()->delimiter(',');
   q->add_option("--continuation", a->continuation, "Greedy tokens compared after the prompt")
       ->capture_default_str()->check(CLI::Range(0, 4096));

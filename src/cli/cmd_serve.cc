@@ -88,9 +88,10 @@ Run add_serve(CLI::App& app) {
       ->capture_default_str()->check(CLI::IsMember({"exact", "approximate"}));
   app.add_option("--cache-reuse-policy", a->reuse_policy,
                  "Which approximately reused tokens are recomputed when a request does not say "
-                 "(cache_reuse_policy): 'prefix' (each moved block's first tokens) or 'deviation' "
-                 "(those whose layer-1 KV deviates most, found by a layer-0 check pass)")
-      ->capture_default_str()->check(CLI::IsMember({"prefix", "deviation"}));
+                 "(cache_reuse_policy): 'prefix' (each moved block's first tokens), 'deviation' "
+                 "(those whose layer-1 KV deviates most, found by a layer-0 check pass) or 'impact' "
+                 "(that deviation weighted by the last prompt token's attention); see docs/api.md")
+      ->capture_default_str()->check(CLI::IsMember({"prefix", "deviation", "impact"}));
   app.add_option("--cache-reuse-budget", o.reuse.budget,
                  "Share (0-1) of approximately reused tokens recomputed by the policy "
                  "(cache_reuse_budget); 1 = exact result")

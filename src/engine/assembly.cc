@@ -60,10 +60,10 @@ bool Engine::apply_recompute(Seq& s, std::vector<ReuseCandidate>& cands) {
   int64_t total = 0;
   for (const ReuseCandidate& c : cands) total += c.size();
   RecomputeMasks masks;
-  std::vector<PageTable> moved;  // kDeviation: each candidate's KV at its new positions
+  std::vector<PageTable> moved;  // kDeviation, kImpact: each candidate's KV at its new positions
   int64_t checked = 0;
   const int64_t k = budget_tokens(cands, budget);
-  if (p.policy == RecomputePolicy::kDeviation && k > 0 && k < total) {
+  if (p.policy != RecomputePolicy::kPrefix && k > 0 && k < total) {
     for (ReuseCandidate& c : cands) {
       PageTable& m = moved.emplace_back(*pages_);
       if (!relocated_copy(*pages_, model_, c.src, c.shift, m)) return false;
@@ -75,7 +75,7 @@ bool Engine::apply_recompute(Seq& s, std::vector<ReuseCandidate>& cands) {
     if (!deviation_scores(s, cands, scores, &checked)) return false;
     masks = select_by_score(cands, scores, budget, p.run);
   } else {
-    // kPrefix; or kDeviation with nothing to choose (no token, or all): no check.
+    // kPrefix; or a scoring policy with nothing to choose (no token, or all): no check.
     masks = select_prefix(cands, p.policy == RecomputePolicy::kPrefix ? budget : k > 0 ? 1.0 : 0.0);
   }
   // Merge the candidates, as computed and reused runs, into the runs in prompt order.

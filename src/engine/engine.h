@@ -78,13 +78,14 @@ struct EngineOptions {
 //                 never published (prefix index, block index, module store, tiers).
 enum class CacheReuse { kExact, kApproximate };
 // kPrefix: each reused block's first tokens; kDeviation: the tokens whose layer-1 KV
-// deviates most (a check pass of layer 0). engine/recompute.h.
-enum class RecomputePolicy { kPrefix, kDeviation };
+// deviates most (a check pass of layer 0); kImpact: that deviation weighted by the
+// attention the prompt's last token pays each token at layer 1. engine/recompute.h.
+enum class RecomputePolicy { kPrefix, kDeviation, kImpact };
 struct ReusePolicy {
   CacheReuse mode = CacheReuse::kExact;
   RecomputePolicy policy = RecomputePolicy::kPrefix;
   double budget = 0.15;
-  int32_t run = 1;  // kDeviation: tokens per selection window (fewer, longer recomputed runs)
+  int32_t run = 1;  // kDeviation, kImpact: tokens per selection window (fewer, longer recomputed runs)
 };
 
 struct GenerateRequest {

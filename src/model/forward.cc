@@ -137,7 +137,8 @@ void Forward::begin_batch(std::span<const BatchEntry> batch, std::span<const Seq
 }
 
 void Forward::run_to_layer(std::span<const BatchEntry> batch, std::span<const SeqKv> seqs, int layer,
-                           std::vector<uint16_t>& k16_out, std::vector<uint16_t>& v16_out) {
+                           std::vector<uint16_t>& k16_out, std::vector<uint16_t>& v16_out,
+                           std::vector<float>* q_out) {
   validate(batch, seqs);
   const ModelConfig& c = model_.config();
   if (layer < 0 || layer >= c.n_layer) throw Error("run_to_layer: layer " + std::to_string(layer) + " out of range");
@@ -156,6 +157,7 @@ void Forward::run_to_layer(std::span<const BatchEntry> batch, std::span<const Se
     f32_to_f16_row(k_.data() + i * kvd, k16_out.data() + i * kvd, kvd);
     f32_to_f16_row(v_.data() + i * kvd, v16_out.data() + i * kvd, kvd);
   }
+  if (q_out) q_out->assign(q_.begin(), q_.begin() + m * int64_t(c.n_head) * c.head_dim);
 }
 
 // For sequences whose pages are not all full (SeqKv::fills), where each

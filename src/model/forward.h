@@ -57,10 +57,12 @@ class Forward {
 
   // Runs only layers [0, layer) of the batch (their K/V written to the slots as run()
   // writes them) and returns layer `layer`'s K (after RoPE) and V of every entry, rounded
-  // to F16 as they would be stored: k16_out, v16_out [m][n_kv_head * head_dim]. The
-  // arithmetic of those layers is run()'s. For the deviation check of approximate reuse.
+  // to F16 as they would be stored: k16_out, v16_out [m][n_kv_head * head_dim], and when
+  // q_out is given the queries, F32 after RoPE: [m][n_head * head_dim]. The arithmetic of
+  // those layers is run()'s. For the deviation check of approximate reuse.
   void run_to_layer(std::span<const BatchEntry> batch, std::span<const SeqKv> seqs, int layer,
-                    std::vector<uint16_t>& k16_out, std::vector<uint16_t>& v16_out);
+                    std::vector<uint16_t>& k16_out, std::vector<uint16_t>& v16_out,
+                    std::vector<float>* q_out = nullptr);
 
   int64_t n_vocab() const;
 

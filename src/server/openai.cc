@@ -120,7 +120,7 @@ ReusePolicy parse_reuse(const json& body, ReusePolicy r) {
   }
   if (auto p = body.find("cache_reuse_policy"); p != body.end() && !p->is_null()) {
     const auto pol = p->is_string() ? parse_recompute_policy(p->get<std::string>()) : std::nullopt;
-    if (!pol) throw bad_field("cache_reuse_policy", "'cache_reuse_policy' must be \"prefix\" or \"deviation\"");
+    if (!pol) throw bad_field("cache_reuse_policy", "'cache_reuse_policy' must be \"prefix\", \"deviation\" or \"impact\"");
     r.policy = *pol;
   }
   if (auto b = body.find("cache_reuse_budget"); b != body.end() && !b->is_null()) {

@@ -29,7 +29,7 @@
 namespace pc {
 namespace {
 
-const RecomputePolicy kPolicies[] = {RecomputePolicy::kPrefix, RecomputePolicy::kDeviation};
+const RecomputePolicy kPolicies[] = {RecomputePolicy::kPrefix, RecomputePolicy::kDeviation, RecomputePolicy::kImpact};
 
 struct Fixture {
   std::unique_ptr<Model> model = Model::load(test::shared_model("stories260K.gguf"));
@@ -125,9 +125,11 @@ TEST(Approximate, EachPolicyRecomputesTowardsFull) {
     EXPECT_LE(some.n_recomputed, int64_t(std::ceil(0.25 * double(n_moved))) + 4);  // per block: ceil of each
     EXPECT_EQ(some.n_approximate + some.n_recomputed, n_moved);
     EXPECT_EQ(some.n_computed, some.n_prompt - some.n_cached - some.n_approximate);
-    if (policy == RecomputePolicy::kDeviation) {
+    if (policy != RecomputePolicy::kPrefix) {
       EXPECT_EQ(some.n_recomputed, int64_t(std::ceil(0.25 * double(n_moved))));
       EXPECT_GE(some.n_checked, n_moved);  // every candidate went through the check layer
+      // kImpact also checks up to the prompt's end (its last token's query).
+      if (policy == RecomputePolicy::kImpact) EXPECT_EQ(some.n_checked, some.n_prompt - some.n_cached);
     } else {
       EXPECT_EQ(some.n_checked, 0);
     }
@@ -284,6 +286,7 @@ TEST(Approximate, SelectionRules) {
     for (uint8_t x : m) EXPECT_EQ(x, 1);
   EXPECT_EQ(parse_recompute_policy("deviation"), RecomputePolicy::kDeviation);
   EXPECT_EQ(parse_recompute_policy("prefix"), RecomputePolicy::kPrefix);
+  EXPECT_EQ(parse_recompute_policy("impact"), RecomputePolicy::kImpact);
   EXPECT_FALSE(parse_recompute_policy("block_prefix"));
 }
 
