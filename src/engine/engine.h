@@ -83,7 +83,8 @@ enum class CacheReuse { kExact, kApproximate };
 enum class RecomputePolicy { kPrefix, kDeviation, kImpact };
 struct ReusePolicy {
   CacheReuse mode = CacheReuse::kExact;
-  RecomputePolicy policy = RecomputePolicy::kPrefix;
+  // The defaults: the setting chosen from `bench quality` (docs/benchmarks.md).
+  RecomputePolicy policy = RecomputePolicy::kImpact;
   double budget = 0.15;
   int32_t run = 1;  // kDeviation, kImpact: tokens per selection window (fewer, longer recomputed runs)
 };
