@@ -32,6 +32,18 @@ bool Engine::note_if_missing(Seq& s, const KvSpan& span, std::vector<int32_t>* m
   return true;
 }
 
+std::optional<BlockHit> Engine::find_block(Seq& s, const KvBlock& b) {
+  const std::span<const int32_t> toks(s.tokens.data() + b.begin, size_t(b.end - b.begin));
+  if (std::optional<BlockHit> hit = prefix_->blocks().find(prefix_->index(), s.ns, toks)) return hit;
+  for (const Seq::TierBlock& t : s.tier_blocks) {
+    if (t.begin != b.begin || t.kv.n_tokens() != b.end - b.begin) continue;
+    BlockHit hit;  // position 0: tier entries hold K rotated there
+    for (const PageEntry& e : t.kv.entries()) hit.slices.push_back({e.page, 0, e.filled});
+    return hit;
+  }
+  return std::nullopt;
+}
+
 // After the exact prefix [0, exact): each later block found in the block index at
 // another position is a candidate (its KV moved to where it sits now); everything else
 // is computed. The prompt's last token is always computed: it produces the logits.
@@ -40,14 +52,15 @@ bool Engine::assemble_approximate(Seq& s, int32_t exact) {
   int32_t t = exact;
   const int32_t n = int32_t(s.tokens.size());
   for (const KvBlock& b : s.plan.blocks) {
-    if (b.begin < t || b.end > n || b.begin >= b.end) continue;
-    const std::span<const int32_t> toks(s.tokens.data() + b.begin, size_t(b.end - b.begin));
-    std::optional<BlockHit> hit = prefix_->blocks().find(prefix_->index(), s.ns, toks);
+    // A block the exact prefix covers in part is reused from where the prefix ends.
+    if (b.end <= t || b.end > n || b.begin >= b.end) continue;
+    std::optional<BlockHit> hit = find_block(s, b);
     if (!hit) continue;
     const int32_t end = std::min(b.end, n - 1);
-    if (end <= b.begin) continue;
-    if (b.begin > t) s.runs.push_back(Run{false, t, b.begin});
-    cands.push_back(ReuseCandidate{b.begin, end, sub_slices(hit->slices, 0, end - b.begin), b.begin - hit->position});
+    const int32_t lo = std::max(b.begin, t);
+    if (end <= lo) continue;
+    if (lo > t) s.runs.push_back(Run{false, t, lo});
+    cands.push_back(ReuseCandidate{lo, end, sub_slices(hit->slices, lo - b.begin, end - lo), b.begin - hit->position});
     t = end;
   }
   if (t < n) s.runs.push_back(Run{false, t, n});

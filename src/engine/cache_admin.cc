@@ -122,7 +122,7 @@ std::vector<TierEntryView> CacheAdmin::tier_entries(const std::string& tenant) c
       if (it.ns.model != model) continue;
       const TierEntryOwner o = tier_entry_owner(it.ns);
       if (o.tenant != tenant) continue;
-      out.push_back({key_hex(it.key), tier->name(), o.module_segment, int64_t(it.n_tokens), int64_t(it.bytes)});
+      out.push_back({key_hex(it.key), tier->name(), o.kind, int64_t(it.n_tokens), int64_t(it.bytes)});
     }
   }
   return out;

@@ -26,6 +26,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -52,6 +53,7 @@ class CacheAdmin;
 class RadixIndex;
 class ModuleStore;
 struct ReuseCandidate;
+struct BlockHit;
 
 struct EngineOptions {
   int threads = default_thread_count();
@@ -237,6 +239,15 @@ class Engine {
   // Deviation scores of each candidate token (engine/recompute.cc): the check pass.
   bool deviation_scores(Seq& s, const std::vector<ReuseCandidate>& cands, std::vector<std::vector<float>>& scores,
                         int64_t* n_checked);
+  // The lower-tier lookups a new sequence needs (the blocks approximate reuse may take
+  // from a tier, then a longer prefix), each answered off the engine thread, then the
+  // first assembly.
+  void begin(Seq& s);
+  bool fetch_tier_blocks(Seq& s);
+  void save_tier_blocks(const Seq& s);
+  // Where block b of s's prompt has KV: memory's block index, or a block restored from
+  // a tier (position 0).
+  std::optional<BlockHit> find_block(Seq& s, const KvBlock& b);
   void check_fits(const Seq& s) const;
   GenerateResult wait(int64_t id);
   void wait_idle();

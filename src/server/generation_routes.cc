@@ -76,6 +76,7 @@ Generation prepare(Server::State& st, const httplib::Request& req, bool chat) {
     check_messages(body);
     g.chat = build_chat_prompt(chat_template_of(st), st.model->tokenizer(), st.memory, g.ns,
                                flatten_content(body["messages"]), chat_extra(body));
+    split_content_parts(g.chat->parts, body["messages"], g.chat->text, g.chat->token_offsets);
     g.params.gen.prompt = g.chat->ids;
     g.params.gen.blocks = blocks_of(g.chat->parts);
     g.miss = st.structure.compare(g.ns, g.chat->ids, g.chat->parts);
