@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "cli/tier_options.h"
 #include "cli/units.h"
+#include "engine/recompute.h"
 #include "kernels/cpu.h"
 #include "server/server.h"
 #include "template/builtin_templates.h"
@@ -20,6 +21,7 @@ struct ServeArgs {
   server::ServerOptions opt;
   std::string kv_memory = "1GiB";
   std::string reuse_mode = "exact";
+  std::string reuse_policy = recompute_policy_name(ReusePolicy{}.policy);
   TierArgs tiers;
 };
 
@@ -33,6 +35,7 @@ int run_serve(ServeArgs& a) {
   a.opt.kv_memory_bytes = parse_bytes(a.kv_memory);
   a.opt.tiers = tier_options(a.tiers);
   a.opt.reuse.mode = a.reuse_mode == "approximate" ? CacheReuse::kApproximate : CacheReuse::kExact;
+  a.opt.reuse.policy = *parse_recompute_policy(a.reuse_policy);
   server::Server srv(a.opt);
   const int port = srv.bind();
   std::signal(SIGPIPE, SIG_IGN);
@@ -83,9 +86,15 @@ Run add_serve(CLI::App& app) {
                  "changes the answer) or 'approximate' (moved parts reused with K rotated, part "
                  "recomputed; see docs/api.md)")
       ->capture_default_str()->check(CLI::IsMember({"exact", "approximate"}));
+  app.add_option("--cache-reuse-policy", a->reuse_policy,
+                 "Which approximately reused tokens are recomputed when a request does not say "
+                 "(cache_reuse_policy): 'prefix' (each moved block's first tokens), 'deviation' "
+                 "(those whose layer-1 KV deviates most, found by a layer-0 check pass) or 'impact' "
+                 "(that deviation weighted by the last prompt token's attention); see docs/api.md")
+      ->capture_default_str()->check(CLI::IsMember({"prefix", "deviation", "impact"}));
   app.add_option("--cache-reuse-budget", o.reuse.budget,
-                 "Share (0-1) of approximately reused tokens recomputed: each moved block's first "
-                 "tokens (cache_reuse_budget); 1 = exact result")
+                 "Share (0-1) of approximately reused tokens recomputed by the policy "
+                 "(cache_reuse_budget); 1 = exact result")
       ->capture_default_str()->check(CLI::Range(0.0, 1.0));
   app.add_option("--chat-template-file", o.chat_template_file,
                  "Jinja chat template (default: tokenizer.chat_template in the GGUF)")

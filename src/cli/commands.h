@@ -36,5 +36,7 @@ Run add_bench_serve(CLI::App& bench);
 Run add_bench_tiers(CLI::App& bench);
 // `bench agent`, registered by add_bench.
 Run add_bench_agent(CLI::App& bench);
+// `bench quality`, registered by add_bench.
+Run add_bench_quality(CLI::App& bench);
 
 }  // namespace pc::cli

@@ -15,6 +15,7 @@
 #include "engine/kv_tiers.h"
 #include "engine/module_cache.h"
 #include "engine/prefix_cache.h"
+#include "engine/recompute.h"
 #include "engine/relocation.h"
 #include "engine/sequence.h"
 #include "gguf/error.h"
@@ -49,6 +50,7 @@ std::vector<PageSlice> cut_slices(std::span<const PageSlice> slices, int32_t beg
 }  // namespace
 
 bool Engine::reuse_approximate_prefix(Seq& s, int32_t* t) {
+  if (!s.req.reuse.continue_approximate || s.req.reuse.budget >= 1.0) return true;
   RadixIndex& index = prefix_->index();
   const PrefixMatch m = index.match_prefix(approximate_ns(s.ns), s.tokens, RadixIndex::MatchUse::kPeek);
   if (m.length <= *t) return true;
@@ -114,61 +116,124 @@ std::optional<BlockHit> Engine::find_block(Seq& s, const KvBlock& b) {
   return std::nullopt;
 }
 
-// After the exact prefix [0, exact): runs that reuse each later block found in the block
-// index at another position (K rotated to here), recomputing the first
-// ceil(budget * length) tokens of each; everything else is computed.
+// After the exact prefix [0, exact): each later block found in the block index at
+// another position is a candidate (its KV moved to where it sits now); everything else
+// is computed. The prompt's last token is always computed: it produces the logits.
 bool Engine::assemble_approximate(Seq& s, int32_t exact) {
-  const double budget = std::clamp(s.req.reuse.budget, 0.0, 1.0);
-  int64_t approx = 0, recomputed = 0;
+  std::vector<ReuseCandidate> cands;
   int32_t t = exact;
+  // An earlier approximate request's KV first; it went through a policy already, so it is
+  // no candidate.
   if (!reuse_approximate_prefix(s, &t)) return false;
-  approx += t - exact;
+  const int32_t continued = t - exact;
   const int32_t n = int32_t(s.tokens.size());
   for (const KvBlock& b : s.plan.blocks) {
     // A block the exact prefix covers in part is reused from where the prefix ends.
     if (b.end <= t || b.end > n || b.begin >= b.end) continue;
     std::optional<BlockHit> hit = find_block(s, b);
     if (!hit) continue;
-    const int32_t len = b.end - b.begin;
-    const int32_t redo = std::min<int32_t>(len, int32_t(std::ceil(budget * len - 1e-9)));
-    // The prompt's last token is always computed: it produces the logits.
     const int32_t end = std::min(b.end, n - 1);
-    const int32_t lo = std::max(b.begin, t);               // the block's part not yet assembled
-    const int32_t first = std::max(b.begin + redo, lo);    // its first reused token
-    recomputed += std::max(0, std::min(b.begin + redo, b.end) - lo);
-    if (first >= end) continue;  // all of it recomputed: the same as computing it
+    const int32_t lo = std::max(b.begin, t);
+    if (end <= lo) continue;
     if (lo > t) s.runs.push_back(Run{false, t, lo});
-    if (first > lo) s.runs.push_back(Run{false, lo, first});
-    // The reused part's KV, from the block's slot first - begin on, moved to where it sits now.
-    std::vector<PageSlice> from;
-    int32_t skip = first - b.begin, take = end - first;
-    for (const PageSlice& sl : hit->slices) {
-      if (skip >= sl.size()) {
-        skip -= sl.size();
-        continue;
-      }
-      const int32_t n_here = std::min(sl.size() - skip, take);
-      if (n_here <= 0) break;
-      from.push_back({sl.page, sl.begin + skip, sl.begin + skip + n_here});
-      take -= n_here;
-      skip = 0;
-    }
-    PageTable copy(*pages_);
-    if (!relocated_copy(*pages_, model_, from, b.begin - hit->position, copy)) return false;
-    Run r{true, first, end};
-    r.pages.assign(copy.entries().begin(), copy.entries().end());
-    s.hold.attach(r.pages);
-    s.runs.push_back(std::move(r));
-    approx += end - first;
+    cands.push_back(ReuseCandidate{lo, end, sub_slices(hit->slices, lo - b.begin, end - lo), b.begin - hit->position});
     t = end;
   }
   if (t < n) s.runs.push_back(Run{false, t, n});
+  if (!apply_recompute(s, cands)) return false;
+  if (continued > 0) {
+    s.approximate = true;
+    if (!s.assembled_once) s.result.n_approximate += continued;
+  }
+  return true;
+}
+
+bool Engine::apply_recompute(Seq& s, std::vector<ReuseCandidate>& cands) {
+  const ReusePolicy& p = s.req.reuse;
+  const double budget = std::clamp(p.budget, 0.0, 1.0);
+  int64_t total = 0;
+  for (const ReuseCandidate& c : cands) total += c.size();
+  RecomputeMasks masks;
+  std::vector<PageTable> moved;  // kDeviation, kImpact: each candidate's KV at its new positions
+  int64_t checked = 0;
+  const int64_t k = budget_tokens(cands, budget);
+  if (p.policy != RecomputePolicy::kPrefix && k > 0 && k < total) {
+    for (ReuseCandidate& c : cands) {
+      PageTable& m = moved.emplace_back(*pages_);
+      if (!relocated_copy(*pages_, model_, c.src, c.shift, m)) return false;
+      c.src.clear();
+      for (const PageEntry& e : m.entries()) c.src.push_back({e.page, 0, e.filled});
+      c.shift = 0;
+    }
+    std::vector<std::vector<float>> scores;
+    if (!deviation_scores(s, cands, scores, &checked)) return false;
+    masks = select_by_score(cands, scores, budget, p.run);
+  } else {
+    // kPrefix; or a scoring policy with nothing to choose (no token, or all): no check.
+    masks = select_prefix(cands, p.policy == RecomputePolicy::kPrefix ? budget : k > 0 ? 1.0 : 0.0);
+  }
+  // Merge the candidates, as computed and reused runs, into the runs in prompt order.
+  std::vector<Run> runs;
+  auto compute = [&](int32_t b, int32_t e) {
+    if (!runs.empty() && !runs.back().cached && !runs.back().fresh_page && runs.back().end == b)
+      runs.back().end = e;
+    else
+      runs.push_back(Run{false, b, e});
+  };
+  int64_t approx = 0, recomputed = 0;
+  size_t ci = 0;
+  auto emit = [&](size_t i) -> bool {
+    const ReuseCandidate& c = cands[i];
+    const std::vector<uint8_t>& m = masks[i];
+    for (int32_t a = 0; a < c.size();) {
+      int32_t b = a;
+      while (b < c.size() && m[size_t(b)] == m[size_t(a)]) ++b;
+      if (m[size_t(a)]) {
+        compute(c.begin + a, c.begin + b);
+        recomputed += b - a;
+      } else {
+        PageTable copy(*pages_);
+        if (!relocated_copy(*pages_, model_, sub_slices(c.src, a, b - a), c.shift, copy)) return false;
+        Run r{true, c.begin + a, c.begin + b};
+        r.pages.assign(copy.entries().begin(), copy.entries().end());
+        s.hold.attach(r.pages);
+        runs.push_back(std::move(r));
+        approx += b - a;
+      }
+      a = b;
+    }
+    return true;
+  };
+  for (Run& r : s.runs) {
+    for (; ci < cands.size() && cands[ci].begin < r.begin; ++ci)
+      if (!emit(ci)) return false;
+    if (r.cached)
+      runs.push_back(std::move(r));
+    else
+      compute(r.begin, r.end);
+  }
+  for (; ci < cands.size(); ++ci)
+    if (!emit(ci)) return false;
+  s.runs = std::move(runs);
   s.approximate = approx > 0;
   if (!s.assembled_once) {
     s.result.n_approximate = approx;
     s.result.n_recomputed = recomputed;
+    s.result.n_checked = checked;
   }
   return true;
+}
+
+// A PML module span whose KV saw everything before it in the prompt: only module spans
+// come before it, as many tokens as its context and its own earlier tokens.
+static bool sees_all_before(const KvPlan& plan, size_t i, int32_t t) {
+  const KvSpan& span = plan.spans[i];
+  const ModuleSpec& m = (*plan.modules)[span.module];
+  int32_t visible = span.begin;
+  for (const ModuleSpec::Context& c : m.context) visible += c.n_tokens;
+  for (size_t j = 0; j < i; ++j)
+    if (plan.spans[j].kind != KvSpan::Kind::kModule && plan.spans[j].n_tokens() > 0) return false;
+  return visible == t;
 }
 
 bool Engine::assemble(Seq& s) {
@@ -191,6 +256,7 @@ bool Engine::assemble(Seq& s) {
   int64_t cached = 0, computed = 0;
   std::set<int32_t> hit_modules;
   int32_t t = 0;
+  std::vector<ReuseCandidate> cands;  // approximate PML reuse: module spans for the policy
   if (s.prefix_plan) {
     // All tokens so far (a resumed sequence's generated ones too) may come from the
     // prefix cache; the last one is always computed.
@@ -241,6 +307,10 @@ bool Engine::assemble(Seq& s) {
         case KvSpan::Kind::kModule: {
           Run r{true, t, t + n};
           const ModuleSpec& m = s.spec(span.module);
+          // Approximate reuse asked for: a module that did not see everything before it
+          // is a candidate for the recompute policy (never the prompt's last token).
+          const bool candidate = s.req.reuse.mode == CacheReuse::kApproximate && s.kind == Seq::Kind::kRequest &&
+                                 t + n < int32_t(s.tokens.size()) && !sees_all_before(s.plan, i, t);
           if (!modules_->take(s.ns, m, span.begin, span.end, span.shift, s.hold, r.pages)) {
             // Evicted meanwhile, or no page left to relocate into: try again next step.
             s.runs.clear();
@@ -251,12 +321,16 @@ bool Engine::assemble(Seq& s) {
             s.state = Seq::State::kWaiting;
             return false;
           }
-          s.runs.push_back(std::move(r));
           const bool mine = std::find(s.encoded_by_me.begin(), s.encoded_by_me.end(), span.module) !=
                             s.encoded_by_me.end();
-          if (!mine) {
-            cached += n;
-            hit_modules.insert(span.module);
+          if (!mine) hit_modules.insert(span.module);
+          if (candidate) {
+            ReuseCandidate c{t, t + n, {}, 0};
+            for (const PageEntry& e : r.pages) c.src.push_back({e.page, 0, e.filled});
+            cands.push_back(std::move(c));
+          } else {
+            if (!mine) cached += n;
+            s.runs.push_back(std::move(r));
           }
           break;
         }
@@ -269,6 +343,18 @@ bool Engine::assemble(Seq& s) {
     }
     // A resumed sequence's generated tokens.
     if (t < int32_t(s.tokens.size())) s.runs.push_back(Run{false, t, int32_t(s.tokens.size())});
+    if (!cands.empty()) {
+      if (!apply_recompute(s, cands)) {
+        s.runs.clear();
+        s.hold.release();
+        s.table.release();
+        s.lease.reset();
+        s.n_kv = 0;
+        s.state = Seq::State::kWaiting;  // no pages for the copies: try again next step
+        return false;
+      }
+      if (first) computed += s.result.n_recomputed;
+    }
     // Modules that are not cached live only as long as the sequences holding them.
     for (const KvSpan& span : s.plan.spans)
       if (span.kind == KvSpan::Kind::kModule && !s.spec(span.module).cache) modules_->drop(s.ns, s.spec(span.module).digest);

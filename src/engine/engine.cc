@@ -352,10 +352,10 @@ void Engine::wait_idle() {
   while (!active_.empty()) step();
 }
 
-std::vector<float> Engine::request_logits(const GenerateRequest& req, GenerateResult* result) {
+std::vector<float> Engine::request_logits(const GenerateRequest& req, GenerateResult* result, bool generate) {
   if (req.prompt.empty()) throw Error("the prompt is empty");
   GenerateRequest r = req;
-  r.max_tokens = 0;
+  if (!generate) r.max_tokens = 0;
   KvPlan plan = KvPlan::prompt(r.prompt);
   plan.blocks = r.blocks;
   const int64_t id = start(std::move(plan), r, nullptr, true);
@@ -368,10 +368,16 @@ std::vector<float> Engine::request_logits(const GenerateRequest& req, GenerateRe
 
 std::vector<float> Engine::plan_logits(KvPlan plan, const std::string& tenant) {
   GenerateRequest req;
-  req.max_tokens = 0;
   req.tenant = tenant;
-  const int64_t id = start(std::move(plan), req, nullptr, true);
-  wait(id);  // finishes at its first sample (max_tokens 0), keeping the logits there
+  return plan_logits(std::move(plan), req);
+}
+
+std::vector<float> Engine::plan_logits(KvPlan plan, const GenerateRequest& req, GenerateResult* result) {
+  GenerateRequest r = req;
+  r.max_tokens = 0;
+  const int64_t id = start(std::move(plan), r, nullptr, true);
+  GenerateResult got = wait(id);  // finishes at its first sample (max_tokens 0), keeping the logits there
+  if (result) *result = std::move(got);
   std::vector<float> out = std::move(kept_logits_[id]);
   kept_logits_.erase(id);
   return out;

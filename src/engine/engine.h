@@ -52,6 +52,7 @@ class ModuleCache;
 class CacheAdmin;
 class RadixIndex;
 class ModuleStore;
+struct ReuseCandidate;
 struct BlockHit;
 
 struct EngineOptions {
@@ -71,14 +72,27 @@ struct EngineOptions {
 //   kExact        a hit never changes the answer: only an exact token prefix is reused.
 //   kApproximate  after the exact prefix, each block (a request part, KvPlan::blocks)
 //                 found at another position in the block index is reused with K rotated
-//                 to its new position; the policy recomputes `budget` (0-1) of those
-//                 tokens — each reused block's first ones, which restore attention across
-//                 the block boundary — and everything not found is computed. Budget 1
-//                 is bitwise the exact result. KV made this way is never published.
+//                 to its new position; for a PML plan, each module segment whose KV did
+//                 not see everything before it in the prompt. The recompute policy
+//                 (engine/recompute.h) computes `budget` (0-1) of those tokens again,
+//                 attending to everything before them, and everything not found is
+//                 computed. Budget 1 is bitwise the exact result. KV made this way is
+//                 never published (prefix index, block index, module store, tiers).
 enum class CacheReuse { kExact, kApproximate };
+// kPrefix: each reused block's first tokens; kDeviation: the tokens whose layer-1 KV
+// deviates most (a check pass of layer 0); kImpact: that deviation weighted by the
+// attention the prompt's last token pays each token at layer 1. engine/recompute.h.
+enum class RecomputePolicy { kPrefix, kDeviation, kImpact };
 struct ReusePolicy {
   CacheReuse mode = CacheReuse::kExact;
+  // The defaults: the setting chosen from `bench quality` (docs/benchmarks.md).
+  RecomputePolicy policy = RecomputePolicy::kImpact;
   double budget = 0.15;
+  int32_t run = 1;  // kDeviation, kImpact: tokens per selection window (fewer, longer recomputed runs)
+  // Continue from KV an earlier approximate request built (approximate_ns) where it
+  // extends the exact prefix (never at budget 1, which is the exact result). Off: every
+  // approximate request starts from exact KV (bench quality measures one step so).
+  bool continue_approximate = true;
 };
 
 struct GenerateRequest {
@@ -112,7 +126,10 @@ struct GenerateResult {
   // (the block index): what approximate reuse of moved blocks could save.
   int64_t n_reusable = 0;
   int64_t n_approximate = 0;    // prompt tokens whose KV was reused approximately (moved blocks)
-  int64_t n_recomputed = 0;     // tokens of found blocks the policy recomputed
+  int64_t n_recomputed = 0;     // tokens of found blocks the policy recomputed (all layers)
+  // kDeviation: tokens run through layer 0 for the deviation check (each costs about
+  // 1 / n_layer of a computed token; not counted in n_computed).
+  int64_t n_checked = 0;
   FinishReason finish_reason = FinishReason::kNone;
   std::string error;            // when finish_reason == kError
   std::vector<TokenLogprobs> logprobs;  // [i] for tokens[i] when req.logprobs >= 0
@@ -166,9 +183,14 @@ class Engine {
   GenerateResult generate_plan(KvPlan plan, const GenerateRequest& req, const TokenCallback& on_token = nullptr);
   // Logits at the end of a plan (no generation), [n_vocab]. For tests.
   std::vector<float> plan_logits(KvPlan plan, const std::string& tenant = "");
-  // Logits after a request's prompt (its plan built as add() does; max_tokens ignored),
-  // with its result's counts in *result. For tests and quality measurements.
-  std::vector<float> request_logits(const GenerateRequest& req, GenerateResult* result = nullptr);
+  // The same with a request's tenant and reuse policy (req.prompt and max_tokens ignored),
+  // its result's counts in *result. For tests and quality measurements.
+  std::vector<float> plan_logits(KvPlan plan, const GenerateRequest& req, GenerateResult* result = nullptr);
+  // Logits after a request's prompt (its plan built as add() does), with its result's
+  // counts in *result; with `generate` it also generates its max_tokens (result->tokens),
+  // else max_tokens is ignored. For tests and quality measurements.
+  std::vector<float> request_logits(const GenerateRequest& req, GenerateResult* result = nullptr,
+                                    bool generate = false);
   // Encodes (or restores) every cacheable module of a set now (--preload). Returns
   // the tokens encoded.
   int64_t preload(std::shared_ptr<const ModuleSet> modules, const std::string& tenant = "");
@@ -220,6 +242,13 @@ class Engine {
   bool reuse_approximate_prefix(Seq& s, int32_t* t);
   // Publishes an approximate sequence's KV in approximate_ns (memory only).
   void publish_approximate(Seq& s);
+  // Turns the candidates into runs by the request's recompute policy (s.runs holds the
+  // rest of the prompt's runs, in order, disjoint from the candidates). False when no
+  // pages are left for the copies or the check (the caller waits and retries).
+  bool apply_recompute(Seq& s, std::vector<ReuseCandidate>& cands);
+  // Deviation scores of each candidate token (engine/recompute.cc): the check pass.
+  bool deviation_scores(Seq& s, const std::vector<ReuseCandidate>& cands, std::vector<std::vector<float>>& scores,
+                        int64_t* n_checked);
   // The lower-tier lookups a new sequence needs (the blocks approximate reuse may take
   // from a tier, then a longer prefix), each answered off the engine thread, then the
   // first assembly.

@@ -105,16 +105,7 @@ const float* Forward::run(std::span<const BatchEntry> batch, std::span<const Seq
   reserve(m, n_logits);
   if (m == 0) return logits_.data();
 
-  const WeightView& embd = model_.token_embd();
-  for (int64_t i = 0; i < m; ++i) {
-    dequantize_row(embd.type, embd.data + batch[i].token * embd.row_bytes, x_.data() + i * E, E);
-    rope_.angles(batch[i].pos, cs_.data() + i * c.n_rot);
-  }
-  kptr_.resize(seqs.size());
-  vptr_.resize(seqs.size());
-  map_slots(batch, seqs);
-  // Positions are per slot, not per layer: written once, in batch order.
-  for (int64_t i = 0; i < m; ++i) kv_.pos(slots_[i].page)[slots_[i].slot] = batch[i].pos;
+  begin_batch(batch, seqs);
   for (int l = 0; l < c.n_layer; ++l) {
     attention_block(l, batch, seqs);
     ffn_block(l, m);
@@ -128,6 +119,45 @@ const float* Forward::run(std::span<const BatchEntry> batch, std::span<const Seq
   }
   matmul(model_.output(), xn_.data(), n_logits, logits_.data(), pool_);
   return logits_.data();
+}
+
+void Forward::begin_batch(std::span<const BatchEntry> batch, std::span<const SeqKv> seqs) {
+  const ModelConfig& c = model_.config();
+  const int64_t m = int64_t(batch.size()), E = c.n_embd;
+  const WeightView& embd = model_.token_embd();
+  for (int64_t i = 0; i < m; ++i) {
+    dequantize_row(embd.type, embd.data + batch[i].token * embd.row_bytes, x_.data() + i * E, E);
+    rope_.angles(batch[i].pos, cs_.data() + i * c.n_rot);
+  }
+  kptr_.resize(seqs.size());
+  vptr_.resize(seqs.size());
+  map_slots(batch, seqs);
+  // Positions are per slot, not per layer: written once, in batch order.
+  for (int64_t i = 0; i < m; ++i) kv_.pos(slots_[i].page)[slots_[i].slot] = batch[i].pos;
+}
+
+void Forward::run_to_layer(std::span<const BatchEntry> batch, std::span<const SeqKv> seqs, int layer,
+                           std::vector<uint16_t>& k16_out, std::vector<uint16_t>& v16_out,
+                           std::vector<float>* q_out) {
+  validate(batch, seqs);
+  const ModelConfig& c = model_.config();
+  if (layer < 0 || layer >= c.n_layer) throw Error("run_to_layer: layer " + std::to_string(layer) + " out of range");
+  const int64_t m = int64_t(batch.size()), kvd = int64_t(c.n_kv_head) * c.head_dim;
+  reserve(m, 0);
+  k16_out.resize(size_t(m * kvd));
+  v16_out.resize(size_t(m * kvd));
+  if (m == 0) return;
+  begin_batch(batch, seqs);
+  for (int l = 0; l < layer; ++l) {
+    attention_block(l, batch, seqs);
+    ffn_block(l, m);
+  }
+  project_qkv(layer, m);
+  for (int64_t i = 0; i < m; ++i) {
+    f32_to_f16_row(k_.data() + i * kvd, k16_out.data() + i * kvd, kvd);
+    f32_to_f16_row(v_.data() + i * kvd, v16_out.data() + i * kvd, kvd);
+  }
+  if (q_out) q_out->assign(q_.begin(), q_.begin() + m * int64_t(c.n_head) * c.head_dim);
 }
 
 // For sequences whose pages are not all full (SeqKv::fills), where each
@@ -168,10 +198,10 @@ void Forward::store_kv(int layer, int64_t h, int64_t m) {
                   v16_.data() + h * hd, size_t(kvd));
 }
 
-void Forward::attention_block(int l, std::span<const BatchEntry> batch, std::span<const SeqKv> seqs) {
+void Forward::project_qkv(int l, int64_t m) {
   const ModelConfig& c = model_.config();
   const LayerWeights& w = model_.layers()[l];
-  const int64_t m = int64_t(batch.size()), E = c.n_embd, hd = c.head_dim;
+  const int64_t E = c.n_embd, hd = c.head_dim;
   const int64_t qd = c.n_head * hd, kvd = c.n_kv_head * hd;
   for_rows(pool_, m, [&](int64_t i) {
     rms_norm(x_.data() + i * E, w.attn_norm.data(), xn_.data() + i * E, E, c.rms_eps);
@@ -195,6 +225,14 @@ void Forward::attention_block(int l, std::span<const BatchEntry> batch, std::spa
       rope_.apply(kh, cs);
     }
   });
+}
+
+void Forward::attention_block(int l, std::span<const BatchEntry> batch, std::span<const SeqKv> seqs) {
+  const ModelConfig& c = model_.config();
+  const LayerWeights& w = model_.layers()[l];
+  const int64_t m = int64_t(batch.size()), E = c.n_embd, hd = c.head_dim;
+  const int64_t qd = c.n_head * hd;
+  project_qkv(l, m);
   // In batch order within each KV head (KvPageStore::write_slots), so that
   // should two entries name one slot the last wins; the heads' slabs are
   // disjoint, so heads run in parallel.

@@ -55,11 +55,24 @@ class Forward {
   // invalid entries (token out of range, slot outside the page table).
   const float* run(std::span<const BatchEntry> batch, std::span<const SeqKv> seqs);
 
+  // Runs only layers [0, layer) of the batch (their K/V written to the slots as run()
+  // writes them) and returns layer `layer`'s K (after RoPE) and V of every entry, rounded
+  // to F16 as they would be stored: k16_out, v16_out [m][n_kv_head * head_dim], and when
+  // q_out is given the queries, F32 after RoPE: [m][n_head * head_dim]. The arithmetic of
+  // those layers is run()'s. For the deviation check of approximate reuse.
+  void run_to_layer(std::span<const BatchEntry> batch, std::span<const SeqKv> seqs, int layer,
+                    std::vector<uint16_t>& k16_out, std::vector<uint16_t>& v16_out,
+                    std::vector<float>* q_out = nullptr);
+
   int64_t n_vocab() const;
 
  private:
   void validate(std::span<const BatchEntry> batch, std::span<const SeqKv> seqs) const;
   void reserve(int64_t m, int64_t n_logits);
+  // Embeddings, RoPE angles and slot mapping of a batch; positions written.
+  void begin_batch(std::span<const BatchEntry> batch, std::span<const SeqKv> seqs);
+  // Normed input, Q/K/V projections, biases, Q/K norms and RoPE of a layer (q_, k_, v_).
+  void project_qkv(int layer, int64_t m);
   void attention_block(int layer, std::span<const BatchEntry> batch, std::span<const SeqKv> seqs);
   bool plan_split(int64_t n_blocks, int group);
   void ffn_block(int layer, int64_t m);

@@ -71,17 +71,7 @@ Generation prepare(Server::State& st, const httplib::Request& req, bool chat) {
   g.params = parse_common(body, chat);
   st.check_model(g.params.model);
   g.ns = st.namespace_of(req, g.params.cache_salt);
-  g.params.gen.reuse = st.reuse_default;
-  if (auto m = body.find("cache_reuse"); m != body.end() && !m->is_null()) {
-    if (!m->is_string() || (*m != "exact" && *m != "approximate"))
-      throw bad_field("cache_reuse", "'cache_reuse' must be \"exact\" or \"approximate\"");
-    g.params.gen.reuse.mode = *m == "approximate" ? CacheReuse::kApproximate : CacheReuse::kExact;
-  }
-  if (auto b = body.find("cache_reuse_budget"); b != body.end() && !b->is_null()) {
-    if (!b->is_number() || !(b->get<double>() >= 0 && b->get<double>() <= 1))
-      throw bad_field("cache_reuse_budget", "'cache_reuse_budget' must be a number in [0, 1]");
-    g.params.gen.reuse.budget = b->get<double>();
-  }
+  g.params.gen.reuse = parse_reuse(body, st.reuse_default);
   if (chat) {
     check_messages(body);
     g.chat = build_chat_prompt(chat_template_of(st), st.model->tokenizer(), st.memory, g.ns,
@@ -111,6 +101,7 @@ CacheReport finish(Server::State& st, const Generation& g) {
   c.reusable_tokens = o.result.n_reusable;
   c.approximate_tokens = o.result.n_approximate;
   c.recomputed_tokens = o.result.n_recomputed;
+  c.checked_tokens = o.result.n_checked;
   c.reuse = g.params.gen.reuse;
   // A plan also computes the modules it encodes, so its count comes from the engine.
   c.computed_tokens = o.result.n_computed;

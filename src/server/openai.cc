@@ -5,6 +5,7 @@
 #include <cmath>
 #include <random>
 
+#include "engine/recompute.h"
 #include "server/api_error.h"
 #include "tokenizer/tokenizer.h"
 
@@ -111,6 +112,25 @@ json parse_body(const std::string& body) {
   return j;
 }
 
+ReusePolicy parse_reuse(const json& body, ReusePolicy r) {
+  if (auto m = body.find("cache_reuse"); m != body.end() && !m->is_null()) {
+    if (!m->is_string() || (*m != "exact" && *m != "approximate"))
+      throw bad_field("cache_reuse", "'cache_reuse' must be \"exact\" or \"approximate\"");
+    r.mode = *m == "approximate" ? CacheReuse::kApproximate : CacheReuse::kExact;
+  }
+  if (auto p = body.find("cache_reuse_policy"); p != body.end() && !p->is_null()) {
+    const auto pol = p->is_string() ? parse_recompute_policy(p->get<std::string>()) : std::nullopt;
+    if (!pol) throw bad_field("cache_reuse_policy", "'cache_reuse_policy' must be \"prefix\", \"deviation\" or \"impact\"");
+    r.policy = *pol;
+  }
+  if (auto b = body.find("cache_reuse_budget"); b != body.end() && !b->is_null()) {
+    if (!b->is_number() || !(b->get<double>() >= 0 && b->get<double>() <= 1))
+      throw bad_field("cache_reuse_budget", "'cache_reuse_budget' must be a number in [0, 1]");
+    r.budget = b->get<double>();
+  }
+  return r;
+}
+
 CommonParams parse_common(const json& body, bool chat) {
   CommonParams p;
   if (const json* m = field(body, "model")) {
@@ -197,8 +217,11 @@ json cache_json(const CacheReport& c) {
             {"computed_tokens", c.computed_tokens},
             {"reusable_tokens", c.reusable_tokens},
             {"cache_reuse", c.reuse.mode == CacheReuse::kApproximate
-                                ? json{{"mode", "approximate"}, {"policy", "block_prefix"}, {"budget", c.reuse.budget}}
+                                ? json{{"mode", "approximate"},
+                                       {"policy", recompute_policy_name(c.reuse.policy)},
+                                       {"budget", c.reuse.budget}}
                                 : json{{"mode", "exact"}}}};
+  if (c.reuse.mode == CacheReuse::kApproximate) j["checked_tokens"] = c.checked_tokens;
   if (c.module_hits >= 0) {
     j["module_hits"] = c.module_hits;
     j["module_misses"] = c.module_misses;

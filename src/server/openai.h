@@ -30,6 +30,10 @@ struct CommonParams {
 // `chat` selects the defaults (chat: max_tokens up to the context; completions: 16).
 CommonParams parse_common(const json& body, bool chat);
 
+// The request's cache_reuse, cache_reuse_policy and cache_reuse_budget over `defaults`
+// (what the server uses when a field is absent or null); ApiError 400 naming a bad field.
+ReusePolicy parse_reuse(const json& body, ReusePolicy defaults);
+
 // The request body as a JSON object; ApiError 400 when it is not one.
 json parse_body(const std::string& body);
 
@@ -50,6 +54,7 @@ struct CacheReport {
   // them; 0 in exact mode. prompt_tokens = cached + approximate + recomputed + fresh.
   int64_t approximate_tokens = 0;
   int64_t recomputed_tokens = 0;
+  int64_t checked_tokens = 0;    // policy "deviation": tokens run through layer 0 for its check
   int64_t reusable_tokens = 0;   // fresh tokens whose block's KV is cached at another position
   ReusePolicy reuse;             // what the request asked for
   int64_t fresh_tokens() const { return prompt_tokens - cached_tokens - approximate_tokens - recomputed_tokens; }

@@ -230,6 +230,11 @@ void pml_completion(Server::State& st, const httplib::Request& req, httplib::Res
     throw bad_field("prompt", "'prompt' must be the PML text of a <prompt schema=\"...\">",
                     p == body.end() ? "missing_required_parameter" : "invalid_type");
   g->ns = st.namespace_of(req, g->params.cache_salt);
+  // Exact unless the request asks: modules then attend to the modules before them
+  // through the recompute policy (docs/api.md "Approximate reuse").
+  ReusePolicy exact = st.reuse_default;
+  exact.mode = CacheReuse::kExact;
+  g->params.gen.reuse = parse_reuse(body, exact);
   pml::PromptPlan plan;
   std::shared_ptr<const pml::SchemaLayout> layout;
   try {

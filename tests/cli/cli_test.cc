@@ -234,5 +234,34 @@ TEST(Cli, BenchTiersRunsEveryRow) {
   EXPECT_GE(j["ttft"][2]["tokens_reused"].get<int>(), 64);
 }
 
+// `bench quality` on a few prompts: budget 1 is the full recomputation (agreement 1,
+// KL 0, identical continuations) for every policy, budget 0 reuses tokens; a bad
+// policy name fails before the model loads.
+TEST(Cli, BenchQualityBudgetOneIsExact) {
+  const std::string dir = test::temp_dir();
+  CmdResult r = run("bench quality -m " + kStories + " --prompts 3 --pool 12 --budgets 0,1 --continuation 4 --json " +
+                    dir + "/q.json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  std::ifstream in(dir + "/q.json");
+  const nlohmann::json j = nlohmann::json::parse(in);
+  ASSERT_EQ(j["models"].size(), 1u);
+  int exact_rows = 0;
+  for (const auto& row : j["models"][0]["results"]) {
+    EXPECT_EQ(row["prompts"].get<int>(), row["change"] == "all" ? 12 : 3) << row.dump();
+    if (row["budget"].get<double>() == 1.0) {
+      ++exact_rows;
+      EXPECT_EQ(row["top1_agreement"].get<double>(), 1.0) << row.dump();
+      EXPECT_EQ(row["mean_kl"].get<double>(), 0.0) << row.dump();
+      EXPECT_EQ(row["same_continuation"].get<double>(), 1.0) << row.dump();
+    } else if (row["change"] != "all") {
+      EXPECT_GT(row["mean_reused_tokens"].get<double>(), 0.0) << row.dump();
+    }
+  }
+  EXPECT_EQ(exact_rows, 5 * 3);  // (4 changes + all) x 3 policies
+  CmdResult bad = run("bench quality -m " + kStories + " --policies cacheblend");
+  EXPECT_NE(bad.status, 0);
+  EXPECT_NE(bad.out.find("cacheblend"), std::string::npos) << bad.out;
+}
+
 }  // namespace
 }  // namespace pc

@@ -60,6 +60,10 @@ TEST(ApproximateChain, NextTurnContinuesFromApproximateKv) {
   EXPECT_TRUE(bitwise(e->request_logits(exact, &x), f.engine()->request_logits(exact)));
   EXPECT_EQ(x.n_approximate, 0);
   EXPECT_EQ(x.n_cached, t2.n_cached);
+  // Budget 1 is the exact result: it does not continue from approximate KV.
+  auto all = turn3;
+  all.reuse.budget = 1.0;
+  EXPECT_TRUE(bitwise(e->request_logits(all), f.engine()->request_logits(turn3)));
   e->page_pool().check_invariants();
 }
 

@@ -175,5 +175,25 @@ TEST_F(MissReasons, ApproximateReuseOnlyWhenAsked) {
   EXPECT_EQ(bad.body["error"]["param"], "cache_reuse_budget");
 }
 
+// The recompute policy is chosen per request and reported; an unknown one is a 400
+// naming the field.
+TEST_F(MissReasons, ReusePolicyField) {
+  const std::vector<json> first = {msg("system", kSys), msg("user", kA), msg("user", kB), msg("user", kC)};
+  const std::vector<json> moved = {msg("system", kSys), msg("user", kB), msg("user", kA), msg("user", kC)};
+  chat(c, "policy", first);
+  json body = {{"messages", json(moved)}, {"max_tokens", 2}, {"temperature", 0}, {"cache_salt", "policy"},
+               {"cache_reuse", "approximate"}, {"cache_reuse_policy", "deviation"}, {"cache_reuse_budget", 0.2}};
+  const Reply r = post(c, "/v1/chat/completions", body);
+  ASSERT_EQ(r.status, 200) << r.raw;
+  const json p = r.body["promptcache"];
+  EXPECT_EQ(p["cache_reuse"]["policy"], "deviation") << r.raw;
+  EXPECT_GT(p["recomputed_tokens"].get<int64_t>(), 0) << r.raw;
+  EXPECT_GT(p["checked_tokens"].get<int64_t>(), 0) << r.raw;
+  body["cache_reuse_policy"] = "cacheblend";
+  const Reply bad = post(c, "/v1/chat/completions", body);
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_EQ(bad.body["error"]["param"], "cache_reuse_policy") << bad.raw;
+}
+
 }  // namespace
 }  // namespace pc::test
