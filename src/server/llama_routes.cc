@@ -113,7 +113,7 @@ void apply_template(Server::State& st, const httplib::Request& req, httplib::Res
   st.tenant_of(req);
   check_messages(body);
   const std::string prompt =
-      chat_template_of(st).apply(flatten_content(body["messages"]), /*add_generation_prompt=*/true,
+      chat_template_of(st).apply(parse_tool_arguments(flatten_content(body["messages"])), /*add_generation_prompt=*/true,
                               chat_extra(body));
   send_json(res, 200, {{"prompt", prompt}});
 }
