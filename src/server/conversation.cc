@@ -132,25 +132,28 @@ size_t spelled_bytes(const Tokenizer& tok, std::span<const int32_t> ids, const s
   };
   for (size_t i = 0; i < ids.size(); ++i) {
     const int32_t before = i ? ids[i - 1] : prev;
-    if (first && i == 0 && ids[i] == tok.bos()) {
-      offsets->push_back(int64_t(at));
-      continue;
-    }
-    std::string piece = tok.token_to_piece(ids[i]);
-    if (!piece.empty() && piece[0] == ' ' && ((at == start && first) || (before >= 0 && tok.is_control(before))) &&
-        common(piece) < piece.size())
-      piece.erase(0, 1);  // SentencePiece's space prefix spells nothing there
-    size_t n = common(piece);
-    if (n < piece.size() || piece.empty()) {
-      const std::string& vt = tok.token_text(ids[i]);
-      if (!vt.empty() && common(vt) == vt.size()) {
-        piece = vt;
-        n = vt.size();
+    // What the token may spell here: its piece, a special token's vocabulary text, or
+    // its piece without SentencePiece's space prefix (at the start, after a special
+    // token); an added BOS spells nothing.
+    const std::string piece = tok.token_to_piece(ids[i]);
+    const std::string& vt = tok.token_text(ids[i]);
+    const bool space_prefix = !piece.empty() && piece[0] == ' ' &&
+                              ((at == start && first) || (before >= 0 && tok.is_control(before)));
+    const std::string candidates[] = {piece, vt, space_prefix ? piece.substr(1) : std::string()};
+    size_t spelled = std::string::npos, partial = 0;
+    for (const std::string& c : candidates) {
+      if (c.empty()) continue;
+      const size_t n = common(c);
+      if (n == c.size()) {
+        spelled = n;
+        break;
       }
+      partial = std::max(partial, n);
     }
-    if (n < piece.size() || piece.empty()) return at + n - start;
+    if (spelled == std::string::npos && first && i == 0 && ids[i] == tok.bos()) spelled = 0;
+    if (spelled == std::string::npos) return at + partial - start;
     offsets->push_back(int64_t(at));
-    at += n;
+    at += spelled;
   }
   return at - start;
 }
