@@ -150,6 +150,7 @@ size_t spelled_bytes(const Tokenizer& tok, std::span<const int32_t> ids, const s
       }
       partial = std::max(partial, n);
     }
+    if (spelled == std::string::npos && space_prefix && piece.size() == 1) spelled = 0;  // the lone prefix
     if (spelled == std::string::npos && first && i == 0 && ids[i] == tok.bos()) spelled = 0;
     if (spelled == std::string::npos) return at + partial - start;
     offsets->push_back(int64_t(at));
@@ -234,6 +235,18 @@ void check_divergence(const Splice& s, ChatPrompt& p) {
 
 }  // namespace
 
+std::optional<nlohmann::json> tool_call_content_as_empty(const nlohmann::json& messages) {
+  nlohmann::json fixed = messages;
+  bool changed = false;
+  for (auto& m : fixed)
+    if (m.is_object() && m.contains("tool_calls") && (!m.contains("content") || m["content"].is_null())) {
+      m["content"] = "";
+      changed = true;
+    }
+  if (!changed) return std::nullopt;
+  return fixed;
+}
+
 nlohmann::json parse_tool_arguments(nlohmann::json messages) {
   if (!messages.is_array()) return messages;
   for (auto& m : messages) {
@@ -263,18 +276,9 @@ ChatPrompt build_chat_prompt(const ChatTemplate& tmpl, const Tokenizer& tok,
   try {
     rendered = tmpl.apply_with_spans(messages, /*add_generation_prompt=*/true, extra, /*find_generation_prompt=*/false);
   } catch (const ChatTemplateError&) {
-    // OpenAI clients send a tool-call message's content as null; a template that needs
-    // a string there (Qwen3: '</think>' in message.content) gets "" instead, as others
-    // (DeepSeek: content is not none) would render an empty turn for "".
-    nlohmann::json fixed = messages;
-    bool changed = false;
-    for (auto& m : fixed)
-      if (m.is_object() && m.contains("tool_calls") && (!m.contains("content") || m["content"].is_null())) {
-        m["content"] = "";
-        changed = true;
-      }
-    if (!changed) throw;
-    rendered = tmpl.apply_with_spans(fixed, /*add_generation_prompt=*/true, extra, /*find_generation_prompt=*/false);
+    const std::optional<nlohmann::json> fixed = tool_call_content_as_empty(messages);
+    if (!fixed) throw;
+    rendered = tmpl.apply_with_spans(*fixed, /*add_generation_prompt=*/true, extra, /*find_generation_prompt=*/false);
   }
   const std::string& text = rendered.text;
   ChatPrompt p;

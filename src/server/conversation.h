@@ -119,6 +119,13 @@ ChatPrompt build_chat_prompt(const ChatTemplate& tmpl, const Tokenizer& tok,
 // a JSON object becomes that object (other strings are left as they are).
 nlohmann::json parse_tool_arguments(nlohmann::json messages);
 
+// OpenAI clients send a tool-call message's content as null. A template that needs a
+// string there (Qwen3: '</think>' in message.content) fails on it; it is rendered again
+// with these messages: content "" for each tool-call message whose content is null or
+// absent (not up front: DeepSeek-R1 tests `content is not none` and would render an
+// empty turn for ""). nullopt when there is no such message.
+std::optional<nlohmann::json> tool_call_content_as_empty(const nlohmann::json& messages);
+
 // Ids of `text` as a continuation piece (the text after a spliced reply: no BOS,
 // no SentencePiece space prefix; special tokens parsed), or as the start of a
 // prompt (BOS when the model wants one and the text does not begin with the BOS
