@@ -64,6 +64,9 @@ Run add_serve(CLI::App& app) {
   app.add_option("-m,--model", o.model_path, "GGUF model file")->required()->check(CLI::ExistingFile);
   app.add_flag("--mmap", o.mmap, kMmapHelp);
   app.add_option("--alias", o.model_alias, "Model id in the API (default: the file name without .gguf)");
+  app.add_flag("--test-hooks", o.test_hooks,
+               "For tests only: accept the request field test_forced_reply (the reply text the "
+               "model is made to generate); without this flag such requests are 400");
   app.add_flag("--any-model", o.any_model,
                "Answer requests for any 'model' name with this model (default: another name is "
                "404 model_not_found)");

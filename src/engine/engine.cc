@@ -319,7 +319,9 @@ void Engine::sample(Seq& s, const float* logits) {
   if (s.keep_logits && s.logits.empty()) s.logits.assign(logits, logits + V);
   if (s.result.tokens.empty()) s.result.prompt_ms = ms_between(s.t_start, Clock::now());
   if (int32_t(s.result.tokens.size()) >= s.req.max_tokens) return finish(s, FinishReason::kLength);
-  const int32_t tok = s.sampler.sample(std::span<const float>(logits, V), s.tokens);
+  const size_t n_out = s.result.tokens.size();
+  const int32_t tok = n_out < s.req.forced.size() ? s.req.forced[n_out]
+                                                  : s.sampler.sample(std::span<const float>(logits, V), s.tokens);
   if (s.req.logprobs >= 0)
     s.result.logprobs.push_back(token_logprobs(std::span<const float>(logits, V), tok, s.req.logprobs));
   if (s.result.tokens.empty()) {
@@ -333,6 +335,7 @@ void Engine::sample(Seq& s, const float* logits) {
   const bool keep_going = !s.on_token || s.on_token(tok);
   if (!keep_going || (s.req.stop_at_eog && model_.tokenizer().is_eog(tok))) return finish(s, FinishReason::kStop);
   if (int32_t(s.result.tokens.size()) >= s.req.max_tokens) return finish(s, FinishReason::kLength);
+  if (!s.req.forced.empty() && s.result.tokens.size() >= s.req.forced.size()) return finish(s, FinishReason::kStop);
 }
 
 GenerateResult Engine::wait(int64_t id) {

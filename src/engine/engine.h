@@ -108,6 +108,11 @@ struct GenerateRequest {
   // KV is indexed by content when the sequence finishes (engine/block_index.h).
   std::vector<KvBlock> blocks;
   ReusePolicy reuse;
+  // Test hook (serve --test-hooks): when non-empty, the generated tokens are these, in
+  // order, instead of sampled ones (their KV is computed and cached as a sampled
+  // token's is); the sequence finishes after the last one (kStop), or earlier at an
+  // end-of-generation token or max_tokens.
+  std::vector<int32_t> forced;
 };
 
 struct GenerateResult {

@@ -24,11 +24,13 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "server/request_structure.h"
+#include "server/tool_calls.h"
 
 namespace pc {
 class Tokenizer;
@@ -47,18 +49,27 @@ struct RememberedReply {
 };
 
 // Bounded (by total remembered tokens, least recently used out), thread-safe.
+// A reply is found by its text (a plain reply comes back as the assistant message's
+// content) or, when it made tool calls, by the ids of its calls (the message comes
+// back with tool_calls whose JSON the client re-serialized, so its text differs).
 class ConversationMemory {
  public:
   explicit ConversationMemory(int64_t max_tokens = int64_t(16) << 20) : max_tokens_(max_tokens) {}
   void remember(const std::string& ns, const std::string& text, RememberedReply r);
   std::optional<RememberedReply> find(const std::string& ns, const std::string& text);
+  // `call_ids`: the reply's tool call ids, in order.
+  void remember_calls(const std::string& ns, const std::vector<std::string>& call_ids, RememberedReply r);
+  std::optional<RememberedReply> find_calls(const std::string& ns, const std::vector<std::string>& call_ids);
   size_t size() const;
   int64_t tokens() const;
 
  private:
+  using Key = std::tuple<std::string, bool, std::string>;  // namespace, by call ids, text or ids
+  void put(Key key, RememberedReply r);
+  std::optional<RememberedReply> get(const Key& key);
   void evict_locked();
   mutable std::mutex mu_;
-  std::map<std::pair<std::string, std::string>, RememberedReply> replies_;
+  std::map<Key, RememberedReply> replies_;
   int64_t tokens_ = 0;
   int64_t max_tokens_;
   uint64_t clock_ = 0;
@@ -83,9 +94,37 @@ struct ChatPrompt {
 
 // Renders `messages` with the template and tokenizes with replies spliced in.
 // Throws ChatTemplateError (template) or pc::Error.
+//
+// An assistant message with tool_calls this server generated (found by its call ids)
+// is spliced as a whole turn: the template renders its calls as its own JSON (other
+// spacing and key order than the model wrote), so the rendered text from the end of
+// the previous piece up to the end of the calls (call_region_end(format)) is replaced
+// by what the model saw and generated there — the rest of that turn's prompt (the
+// messages since the previous splice, as then rendered, and the generation prompt)
+// and the reply's ids:
+//
+//   rendered:  ... ][ tool result ][ <|im_start|>assistant\n<tool_call>{"name": ...}</tool_call> ][<|im_end|>...
+//   tokens:    ... ][ context[ids.size():]                  reply ids                   ][ enc(text)
+//
+// This needs the ids so far to be a prefix of that turn's context and the context to
+// spell the rendered text up to the last data byte before the message (nothing the
+// client sent since was changed); otherwise the message is tokenized as rendered.
 ChatPrompt build_chat_prompt(const ChatTemplate& tmpl, const Tokenizer& tok,
                              ConversationMemory& memory, const std::string& ns,
-                             const nlohmann::json& messages, const nlohmann::json& extra);
+                             const nlohmann::json& messages, const nlohmann::json& extra,
+                             ToolFormat tool_format = ToolFormat::kNone);
+
+// OpenAI clients send tool_calls[].function.arguments as a JSON string; templates
+// render `arguments | tojson` or iterate it as an object. Each string that parses as
+// a JSON object becomes that object (other strings are left as they are).
+nlohmann::json parse_tool_arguments(nlohmann::json messages);
+
+// OpenAI clients send a tool-call message's content as null. A template that needs a
+// string there (Qwen3: '</think>' in message.content) fails on it; it is rendered again
+// with these messages: content "" for each tool-call message whose content is null or
+// absent (not up front: DeepSeek-R1 tests `content is not none` and would render an
+// empty turn for ""). nullopt when there is no such message.
+std::optional<nlohmann::json> tool_call_content_as_empty(const nlohmann::json& messages);
 
 // Ids of `text` as a continuation piece (the text after a spliced reply: no BOS,
 // no SentencePiece space prefix; special tokens parsed), or as the start of a

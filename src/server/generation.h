@@ -23,6 +23,14 @@ struct Generation {
   std::optional<ChatPrompt> chat;  // chat requests
   MissReport miss;                 // chat: the first divergence from the request it continues
   bool pml = false;                // a PML plan (module hits in the report)
+  // Chat with tools (tool_choice not "none"): the reply is parsed for calls in this
+  // format (kNone: plain content).
+  ToolFormat tools = ToolFormat::kNone;
+  // tool_choice "required" / named: the call opener the reply starts with
+  // (forced_call_prefix), appended to the prompt as prefill_ids; the parser and the
+  // conversation memory see it as the start of the reply.
+  std::string prefill;
+  std::vector<int32_t> prefill_ids;
   std::shared_ptr<Job> job;
 };
 

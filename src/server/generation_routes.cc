@@ -72,16 +72,40 @@ Generation prepare(Server::State& st, const httplib::Request& req, bool chat) {
   st.check_model(g.params.model);
   g.ns = st.namespace_of(req, g.params.cache_salt);
   g.params.gen.reuse = parse_reuse(body, st.reuse_default);
+  const Tokenizer& tok = st.model->tokenizer();
   if (chat) {
     check_messages(body);
-    g.chat = build_chat_prompt(chat_template_of(st), st.model->tokenizer(), st.memory, g.ns,
-                               flatten_content(body["messages"]), chat_extra(body));
+    const ChatTemplate& tmpl = chat_template_of(st);
+    const ToolChoice choice = parse_tool_choice(body, st.tool_format);
+    g.chat = build_chat_prompt(tmpl, tok, st.memory, g.ns, parse_tool_arguments(flatten_content(body["messages"])),
+                               chat_extra(body), st.tool_format);
     split_content_parts(g.chat->parts, body["messages"], g.chat->text, g.chat->token_offsets);
     g.params.gen.prompt = g.chat->ids;
     g.params.gen.blocks = blocks_of(g.chat->parts);
     g.miss = st.structure.compare(g.ns, g.chat->ids, g.chat->parts);
+    const auto tools = body.find("tools");
+    if (tools != body.end() && tools->is_array() && !tools->empty() && choice.mode != ToolChoice::Mode::kNone)
+      g.tools = st.tool_format;
+    if (choice.forces()) {
+      // Enforced by prefilling the reply with the call opener (and the name).
+      g.prefill = forced_call_prefix(st.tool_format, choice.name);
+      g.prefill_ids = tok.encode_continuation(g.prefill, /*parse_special=*/true);
+      g.params.gen.prompt.insert(g.params.gen.prompt.end(), g.prefill_ids.begin(), g.prefill_ids.end());
+    }
   } else {
     g.params.gen.prompt = completion_prompt(st, body);
+  }
+  if (auto f = body.find("test_forced_reply"); f != body.end() && !f->is_null()) {
+    if (!st.opt.test_hooks)
+      throw ApiError(400, "invalid_request_error",
+                     "'test_forced_reply' is a test hook; the server accepts it only with --test-hooks",
+                     "test_forced_reply", "test_hooks_disabled");
+    if (!f->is_string() || f->get_ref<const std::string&>().empty())
+      throw bad_field("test_forced_reply", "'test_forced_reply' must be a non-empty string", "invalid_type");
+    // The engine emits these tokens as the generated ones (after any prefill), then
+    // the end of generation.
+    g.params.gen.forced = tok.encode_continuation(f->get<std::string>(), /*parse_special=*/true);
+    if (tok.eos() >= 0) g.params.gen.forced.push_back(tok.eos());
   }
   fit_context(st, g, chat);
   g.params.gen.tenant = g.ns;
@@ -92,8 +116,9 @@ Generation prepare(Server::State& st, const httplib::Request& req, bool chat) {
   return g;
 }
 
-// After the job ended: cache report, metrics, and the reply remembered for the next turn.
-CacheReport finish(Server::State& st, const Generation& g) {
+// After the job ended: cache report, metrics, and the reply remembered for the next turn
+// (by its tool call ids when it made `calls`, else by its text).
+CacheReport finish(Server::State& st, const Generation& g, const std::vector<ToolCall>& calls = {}) {
   const JobOutcome& o = g.job->outcome();
   CacheReport c;
   c.prompt_tokens = g.prompt_tokens;
@@ -137,14 +162,23 @@ CacheReport finish(Server::State& st, const Generation& g) {
   }
   if (!c.reason.empty()) st.metrics.count_miss(c.reason, c.miss_tokens);
   st.structure.remember(g.ns, g.params.gen.prompt, p.parts);
+  // The reply is the prefill (tool_choice's call opener, part of the engine's prompt)
+  // and the generated ids; it followed the chat prompt.
   RememberedReply r;
-  r.ids = o.reply_ids;
+  r.ids = g.prefill_ids;
+  r.ids.insert(r.ids.end(), o.reply_ids.begin(), o.reply_ids.end());
   r.tail = o.reply_tail;
-  r.context = g.params.gen.prompt;
+  r.context = p.ids;
   // KV exists for the prompt and every generated token but the last sampled one.
-  r.kv_tokens = std::min<int64_t>(c.prompt_tokens + int64_t(r.ids.size()),
+  r.kv_tokens = std::min<int64_t>(c.prompt_tokens + int64_t(o.reply_ids.size()),
                                   c.prompt_tokens + generated - 1);
-  st.memory.remember(g.ns, o.text, std::move(r));
+  if (calls.empty()) {
+    st.memory.remember(g.ns, g.prefill + o.text, std::move(r));
+  } else if (r.tail.empty()) {
+    std::vector<std::string> ids;
+    for (const ToolCall& call : calls) ids.push_back(call.id);
+    st.memory.remember_calls(g.ns, ids, std::move(r));
+  }
   return c;
 }
 
@@ -156,6 +190,12 @@ void throw_outcome_error(const JobOutcome& o) {
 }
 
 bool wants_logprobs(const Generation& g) { return g.params.gen.logprobs >= 0; }
+
+// "tool_calls" when a reply that stopped made calls.
+std::string finish_reason(const JobOutcome& o, const std::vector<ToolCall>& calls) {
+  const std::string f = to_string(o.finish_reason);
+  return !calls.empty() && f == "stop" ? "tool_calls" : f;
+}
 
 json delta_logprobs(const Server::State& st, const Generation& g, const Delta& d) {
   if (!wants_logprobs(g)) return nullptr;
@@ -183,9 +223,16 @@ void respond_whole(Server::State& st, Generation& g, const httplib::Request& req
   if (o.finish_reason == FinishReason::kError) throw_outcome_error(o);
   if (o.finish_reason == FinishReason::kCancelled)
     throw ApiError(503, "server_error", "the request was cancelled (server shutting down)", "", "cancelled");
-  const CacheReport c = finish(st, g);
-  send_json(res, 200, full_response(g.meta, all.text, to_string(o.finish_reason), c,
-                                    int64_t(o.result.tokens.size()), delta_logprobs(st, g, all)));
+  std::string content = all.text;
+  std::vector<ToolCall> calls;
+  if (g.tools != ToolFormat::kNone) {
+    ToolParse parsed = parse_tool_calls(g.tools, g.prefill + all.text);
+    content = std::move(parsed.content);
+    calls = std::move(parsed.calls);
+  }
+  const CacheReport c = finish(st, g, calls);
+  send_json(res, 200, full_response(g.meta, content, finish_reason(o, calls), c,
+                                    int64_t(o.result.tokens.size()), delta_logprobs(st, g, all), calls));
 }
 
 bool write_event(httplib::DataSink& sink, const std::string& data) {
@@ -193,29 +240,66 @@ bool write_event(httplib::DataSink& sink, const std::string& data) {
   return sink.write(ev.data(), ev.size());
 }
 
+// A streamed reply's tool calls: the parser over prefill + text, the calls sent so far,
+// and the logprobs of text it holds back (sent with the next content, or at the end).
+struct StreamTools {
+  explicit StreamTools(ToolFormat f) : parser(f) {}
+  ToolCallParser parser;
+  bool fed_prefill = false;
+  std::vector<ToolCall> calls;
+  Delta held;  // logprobs only
+};
+
 void respond_stream(Server::State& st, std::shared_ptr<Generation> g, httplib::Response& res) {
   auto first = std::make_shared<bool>(true);
   auto last_write = std::make_shared<Clock::time_point>(Clock::now());
+  auto tools = g->tools != ToolFormat::kNone ? std::make_shared<StreamTools>(g->tools) : nullptr;
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
   res.set_chunked_content_provider(
       "text/event-stream",
-      [&st, g, first, last_write](size_t, httplib::DataSink& sink) {
+      [&st, g, first, last_write, tools](size_t, httplib::DataSink& sink) {
         bool done = false;
-        const Delta d = g->job->wait_delta(100ms, &done);
+        Delta d = g->job->wait_delta(100ms, &done);
         auto gone = [&] {
           st.scheduler->cancel(*g->job);
           st.metrics.count_disconnect();
           return false;
         };
+        std::vector<ToolCall> new_calls;
+        if (tools) {
+          // Text that may open a call is held until decided; calls go out whole.
+          std::string text = std::move(d.text);
+          if (!tools->fed_prefill) text = g->prefill + text;
+          tools->fed_prefill = true;
+          ToolParse parsed = tools->parser.push(text);
+          if (done) {
+            ToolParse rest = tools->parser.finish();
+            parsed.content += rest.content;
+            for (ToolCall& c : rest.calls) parsed.calls.push_back(std::move(c));
+          }
+          for (TokenLogprobInfo& t : d.logprobs) tools->held.logprobs.push_back(std::move(t));
+          d.logprobs.clear();
+          if (!parsed.content.empty()) std::swap(d.logprobs, tools->held.logprobs);
+          d.text = std::move(parsed.content);
+          new_calls = std::move(parsed.calls);
+        }
         if (!d.text.empty() || (*first && g->meta.chat)) {
           const json ev = chunk(g->meta, d.text, "", *first, delta_logprobs(st, *g, d));
           if (!write_event(sink, dump(ev))) return gone();
           *first = false;
           *last_write = Clock::now();
-        } else if (!done && Clock::now() - *last_write > 5s) {
+        } else if (!done && new_calls.empty() && Clock::now() - *last_write > 5s) {
           // An SSE comment: keeps proxies patient and notices a client that left.
           if (!sink.write(": keep-alive\n\n", 14)) return gone();
+          *last_write = Clock::now();
+        }
+        for (ToolCall& call : new_calls) {
+          const int index = int(tools->calls.size());
+          if (!write_event(sink, dump(tool_call_chunk(g->meta, index, call, true, *first)))) return gone();
+          *first = false;
+          if (!write_event(sink, dump(tool_call_chunk(g->meta, index, call, false, false)))) return gone();
+          tools->calls.push_back(std::move(call));
           *last_write = Clock::now();
         }
         if (!done) return true;
@@ -224,9 +308,12 @@ void respond_stream(Server::State& st, std::shared_ptr<Generation> g, httplib::R
           const std::string msg = o.finish_reason == FinishReason::kError ? o.error : "the request was cancelled";
           write_event(sink, dump(error_json(msg, "server_error", "", "generation_failed")));
         } else {
-          const CacheReport c = finish(st, *g);
+          static const std::vector<ToolCall> kNoCalls;
+          const std::vector<ToolCall>& calls = tools ? tools->calls : kNoCalls;
+          const CacheReport c = finish(st, *g, calls);
           const int64_t n = int64_t(o.result.tokens.size());
-          if (!write_event(sink, dump(chunk(g->meta, "", to_string(o.finish_reason), *first)))) return false;
+          const json held = tools && !tools->held.logprobs.empty() ? delta_logprobs(st, *g, tools->held) : json(nullptr);
+          if (!write_event(sink, dump(chunk(g->meta, "", finish_reason(o, calls), *first, held)))) return false;
           if (g->params.include_usage && !write_event(sink, dump(usage_chunk(g->meta, c, n))))
             return false;
         }
@@ -264,8 +351,7 @@ json chat_extra(const json& body) {
       throw bad_field("chat_template_kwargs", "'chat_template_kwargs' must be an object", "invalid_type");
     extra = *it;
   }
-  // tool_choice "none": the model is not told about the tools (parse_common allows
-  // only "none" and "auto").
+  // tool_choice "none": the model is not told about the tools.
   const auto choice = body.find("tool_choice");
   const bool no_tools = choice != body.end() && *choice == "none";
   for (const char* k : {"tools", "documents"})
@@ -292,6 +378,19 @@ void check_messages(const json& body) {
     if (m.contains("content") && !m["content"].is_null() && !m["content"].is_string() &&
         !m["content"].is_array())
       throw bad_field(where + ".content", where + ".content must be a string or an array of parts");
+    if (auto calls = m.find("tool_calls"); calls != m.end() && !calls->is_null()) {
+      if (!calls->is_array()) throw bad_field(where + ".tool_calls", where + ".tool_calls must be an array");
+      for (size_t k = 0; k < calls->size(); ++k) {
+        const json& c = (*calls)[k];
+        const std::string at = where + ".tool_calls[" + std::to_string(k) + "]";
+        if (!c.is_object() || !c.contains("function") || !c["function"].is_object() ||
+            !c["function"].contains("name") || !c["function"]["name"].is_string())
+          throw bad_field(at + ".function.name", at + " must be an object with function.name a string");
+        if (auto a = c["function"].find("arguments");
+            a != c["function"].end() && !a->is_null() && !a->is_string() && !a->is_object())
+          throw bad_field(at + ".function.arguments", at + ".function.arguments must be a JSON string or an object");
+      }
+    }
   }
 }
 

@@ -112,9 +112,16 @@ void apply_template(Server::State& st, const httplib::Request& req, httplib::Res
   const json body = parse_body(req.body);
   st.tenant_of(req);
   check_messages(body);
-  const std::string prompt =
-      chat_template_of(st).apply(flatten_content(body["messages"]), /*add_generation_prompt=*/true,
-                              chat_extra(body));
+  const ChatTemplate& tmpl = chat_template_of(st);
+  const json messages = parse_tool_arguments(flatten_content(body["messages"]));
+  std::string prompt;
+  try {
+    prompt = tmpl.apply(messages, /*add_generation_prompt=*/true, chat_extra(body));
+  } catch (const ChatTemplateError&) {
+    const std::optional<json> fixed = tool_call_content_as_empty(messages);
+    if (!fixed) throw;
+    prompt = tmpl.apply(*fixed, /*add_generation_prompt=*/true, chat_extra(body));
+  }
   send_json(res, 200, {{"prompt", prompt}});
 }
 

@@ -79,12 +79,12 @@ void reject_unsupported(const json& body) {
       throw unsupported("response_format", "of type '" + type + "' is not supported (no constrained "
                                            "decoding); only {\"type\": \"text\"}");
   }
-  if (const json* tc = field(body, "tool_choice")) {
-    const bool ok = tc->is_string() && (*tc == "none" || *tc == "auto");
-    if (!ok)
-      throw unsupported("tool_choice", "= " + tc->dump() + " cannot be enforced (no constrained decoding); use "
-                                           "\"auto\" or \"none\"");
-  }
+}
+
+// Completions have no tools: only the choices that ask for nothing are accepted there.
+void reject_completion_tool_choice(const json& body) {
+  if (const json* tc = field(body, "tool_choice"); tc && !(tc->is_string() && (*tc == "none" || *tc == "auto")))
+    throw unsupported("tool_choice", "= " + tc->dump() + " applies to /v1/chat/completions (a completion has no tools)");
 }
 
 std::string next_id(const char* prefix) {
@@ -131,6 +131,42 @@ ReusePolicy parse_reuse(const json& body, ReusePolicy r) {
   return r;
 }
 
+ToolChoice parse_tool_choice(const json& body, ToolFormat format) {
+  ToolChoice tc;
+  const json* v = field(body, "tool_choice");
+  if (!v) return tc;
+  if (v->is_string() && *v == "auto") return tc;
+  if (v->is_string() && *v == "none") {
+    tc.mode = ToolChoice::Mode::kNone;
+    return tc;
+  }
+  if (v->is_string() && *v == "required") {
+    tc.mode = ToolChoice::Mode::kRequired;
+  } else if (v->is_object() && v->value("type", json()) == "function" && v->contains("function") &&
+             (*v)["function"].is_object() && (*v)["function"].contains("name") && (*v)["function"]["name"].is_string()) {
+    tc.mode = ToolChoice::Mode::kNamed;
+    tc.name = (*v)["function"]["name"];
+  } else {
+    throw bad_field("tool_choice", "'tool_choice' must be \"auto\", \"none\", \"required\" or {\"type\": "
+                                   "\"function\", \"function\": {\"name\": ...}}, got " + v->dump(), "invalid_value");
+  }
+  const json* tools = field(body, "tools");
+  if (!tools || !tools->is_array() || tools->empty())
+    throw bad_field("tool_choice", "'tool_choice' = " + v->dump() + " needs a non-empty 'tools'");
+  if (tc.mode == ToolChoice::Mode::kNamed) {
+    bool found = false;
+    for (const json& t : *tools)
+      if (t.is_object() && t.contains("function") && t["function"].is_object() &&
+          t["function"].value("name", json()) == tc.name)
+        found = true;
+    if (!found) throw bad_field("tool_choice", "'tool_choice' names function '" + tc.name + "', which is not in 'tools'");
+  }
+  if (format == ToolFormat::kNone)
+    throw unsupported("tool_choice", "= " + v->dump() + " cannot be enforced: the chat template renders no tool "
+                                     "calls, so there is no call opener to start the reply with; use \"auto\" or \"none\"");
+  return tc;
+}
+
 CommonParams parse_common(const json& body, bool chat) {
   CommonParams p;
   if (const json* m = field(body, "model")) {
@@ -152,6 +188,7 @@ CommonParams parse_common(const json& body, bool chat) {
     s.seed = std::random_device{}() | (uint64_t(std::random_device{}()) << 32);
   }
   reject_unsupported(body);
+  if (!chat) reject_completion_tool_choice(body);
   // Log-probabilities (TokenLogprobs: of the raw logits, before sampling settings).
   // Completions: "logprobs": N; chat: "logprobs": true with "top_logprobs": N.
   if (chat) {
@@ -257,13 +294,26 @@ json base(const ResponseMeta& m, const char* object) {
 json finish_json(const std::string& f) { return f.empty() ? json(nullptr) : json(f); }
 }  // namespace
 
+namespace {
+json call_json(const ToolCall& c) {
+  return {{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}};
+}
+}  // namespace
+
 json full_response(const ResponseMeta& m, const std::string& text, const std::string& finish,
-                   const CacheReport& c, int64_t completion_tokens, const json& logprobs) {
+                   const CacheReport& c, int64_t completion_tokens, const json& logprobs,
+                   const std::vector<ToolCall>& calls) {
   json r = base(m, m.chat ? "chat.completion" : "text_completion");
   json choice = {{"index", 0}, {"logprobs", logprobs}, {"finish_reason", finish_json(finish)}};
-  if (m.chat)
-    choice["message"] = {{"role", "assistant"}, {"content", text}, {"refusal", nullptr}};
-  else
+  if (m.chat) {
+    const json content = calls.empty() || !text.empty() ? json(text) : json(nullptr);
+    choice["message"] = {{"role", "assistant"}, {"content", content}, {"refusal", nullptr}};
+    if (!calls.empty()) {
+      json tc = json::array();
+      for (const ToolCall& call : calls) tc.push_back(call_json(call));
+      choice["message"]["tool_calls"] = tc;
+    }
+  } else
     choice["text"] = text;
   r["choices"] = json::array({choice});
   r["usage"] = usage_json(c, completion_tokens);
@@ -284,6 +334,18 @@ json chunk(const ResponseMeta& m, const std::string& text, const std::string& fi
     choice["text"] = text;
   }
   r["choices"] = json::array({choice});
+  return r;
+}
+
+json tool_call_chunk(const ResponseMeta& m, int index, const ToolCall& call, bool header, bool first) {
+  json r = base(m, "chat.completion.chunk");
+  json delta = json::object();
+  if (first) delta["role"] = "assistant";
+  json tc = header ? json{{"index", index}, {"id", call.id}, {"type", "function"},
+                          {"function", {{"name", call.name}, {"arguments", ""}}}}
+                   : json{{"index", index}, {"function", {{"arguments", call.arguments}}}};
+  delta["tool_calls"] = json::array({tc});
+  r["choices"] = json::array({{{"index", 0}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", nullptr}}});
   return r;
 }
 

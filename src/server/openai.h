@@ -10,6 +10,7 @@
 
 #include "engine/engine.h"
 #include "server/job.h"
+#include "server/tool_calls.h"
 
 namespace pc::server {
 
@@ -25,6 +26,21 @@ struct CommonParams {
   bool include_usage = false;        // stream_options.include_usage
   std::string cache_salt;
 };
+
+// A chat request's tool_choice.
+struct ToolChoice {
+  enum class Mode { kAuto, kNone, kRequired, kNamed };
+  Mode mode = Mode::kAuto;
+  std::string name;  // kNamed: the function
+  bool forces() const { return mode == Mode::kRequired || mode == Mode::kNamed; }
+};
+
+// tool_choice ("auto" default, "none", "required", {"type": "function", "function":
+// {"name": ...}}) checked against `tools` and the template's call format. 400 naming
+// tool_choice when it is malformed, needs tools the request lacks, names no given
+// tool, or forces a call the template has no format for (unsupported_parameter:
+// enforcing starts the reply with the format's call opener).
+ToolChoice parse_tool_choice(const json& body, ToolFormat format);
 
 // Validates and maps the fields; throws ApiError (400, naming the field).
 // `chat` selects the defaults (chat: max_tokens up to the context; completions: 16).
@@ -74,11 +90,17 @@ ResponseMeta new_meta(const std::string& model, bool chat);
 
 // Non-streamed response.
 // `logprobs`: the choice's logprobs (logprobs_json), null when not asked for.
+// `calls`: the reply's tool calls (chat): message.tool_calls, and content null when
+// there is no other text.
 json full_response(const ResponseMeta& m, const std::string& text, const std::string& finish,
-                   const CacheReport& c, int64_t completion_tokens, const json& logprobs = nullptr);
+                   const CacheReport& c, int64_t completion_tokens, const json& logprobs = nullptr,
+                   const std::vector<ToolCall>& calls = {});
 // One streamed chunk: text delta (finish "" = null); role only in the first chat chunk.
 json chunk(const ResponseMeta& m, const std::string& text, const std::string& finish,
            bool first, const json& logprobs = nullptr);
+// A streamed tool call, as OpenAI streams one: the header chunk carries index, id,
+// type, function.name and arguments ""; the next carries index and the arguments.
+json tool_call_chunk(const ResponseMeta& m, int index, const ToolCall& call, bool header, bool first);
 // A choice's "logprobs" for these tokens: chat {"content": [{token, logprob, bytes,
 // top_logprobs}]}, completions the legacy {tokens, token_logprobs, top_logprobs,
 // text_offset}.

@@ -252,6 +252,7 @@ Server::Server(const ServerOptions& opt) : st_(std::make_unique<State>()) {
     const std::string eos = tok.eos() >= 0 ? tok.token_text(tok.eos()) : "";
     try {
       st.chat_template.emplace(source, bos, eos);
+      st.tool_format = detect_tool_format(source);
     } catch (const ChatTemplateError& e) {
       throw Error(std::string("chat template: ") + e.what());
     }

@@ -38,6 +38,7 @@ struct ServerOptions {
   bool any_model = false;           // answer any requested model name (no 404 model_not_found)
   std::string api_keys_file;        // lines "KEY TENANT"; "" = no authentication
   int http_threads = 0;             // 0 = parallel + queue + 8
+  bool test_hooks = false;          // accept the test-only request fields (test_forced_reply)
 };
 
 class Server {

@@ -17,6 +17,7 @@
 #include "server/metrics.h"
 #include "server/scheduler.h"
 #include "server/server.h"
+#include "server/tool_calls.h"
 #include "template/chat_template.h"
 
 namespace pc::pml {
@@ -39,6 +40,7 @@ struct Server::State {
   std::string model_id;
   std::optional<ChatTemplate> chat_template;   // none: chat routes answer 400
   std::string chat_template_origin;            // "gguf", "file", "builtin:NAME"; "" = none
+  ToolFormat tool_format = ToolFormat::kNone;  // how the template renders tool calls
   std::map<std::string, std::string> api_keys; // key → tenant
   int64_t n_ctx = 0;                           // context length (tokens)
   int64_t kv_tokens = 0;                       // KV capacity (tokens)

@@ -58,5 +58,69 @@ TEST(Conversation, TextAfterSplicedReplyContinuesIt) {
   EXPECT_EQ(tok->decode(cold.ids), tmpl.apply(messages, true));
 }
 
+// A tool-call reply comes back re-serialized (the template's JSON spacing, arguments
+// sent as a JSON string): found by its call id, the whole turn is spliced, so the next
+// prompt starts with what the model saw and generated. When an earlier message changed
+// or the id is unknown, nothing is spliced.
+TEST(Conversation, ToolCallTurnSplicedByCallId) {
+  auto f = GgufFile::open(shared_dir() + "/models/stories260K.gguf");
+  auto tok = Tokenizer::from_gguf(*f);
+  const ChatTemplate tmpl(read_file(shared_dir() + "/templates/Qwen-Qwen2.5-7B-Instruct.jinja"));
+  const json tools = json::array({{{"type", "function"},
+                                   {"function", {{"name", "get_weather"}, {"parameters", {{"type", "object"}}}}}}});
+  const json extra = {{"tools", tools}};
+  server::ConversationMemory memory;
+  json messages = json::array({{{"role", "user"}, {"content", "Weather in Paris?"}}});
+  const server::ChatPrompt t1 =
+      server::build_chat_prompt(tmpl, *tok, memory, "ns", messages, extra, server::ToolFormat::kQwen);
+
+  // The model wrote compact JSON; the template renders `{"city": "Paris"}`.
+  const std::string reply = "<tool_call>\n{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}}\n</tool_call>";
+  server::RememberedReply r;
+  r.ids = tok->encode_continuation(reply, false);
+  r.context = t1.ids;
+  r.kv_tokens = int64_t(t1.ids.size() + r.ids.size());
+  memory.remember_calls("ns", {"call_1"}, r);
+
+  const json call = {{"id", "call_1"}, {"type", "function"},
+                     {"function", {{"name", "get_weather"}, {"arguments", "{\"city\": \"Paris\"}"}}}};
+  messages.push_back({{"role", "assistant"}, {"content", nullptr}, {"tool_calls", json::array({call})}});
+  messages.push_back({{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "Sunny"}});
+  const json parsed = server::parse_tool_arguments(messages);
+  EXPECT_TRUE(parsed[1]["tool_calls"][0]["function"]["arguments"].is_object());
+  EXPECT_EQ(parsed[1]["tool_calls"][0]["function"]["arguments"]["city"], "Paris");
+  const server::ChatPrompt t2 =
+      server::build_chat_prompt(tmpl, *tok, memory, "ns", parsed, extra, server::ToolFormat::kQwen);
+  EXPECT_EQ(t2.spliced, 1);
+  EXPECT_TRUE(t2.reason.empty()) << t2.reason;
+  std::vector<int32_t> seen = t1.ids;
+  seen.insert(seen.end(), r.ids.begin(), r.ids.end());
+  ASSERT_GT(t2.ids.size(), seen.size());
+  EXPECT_TRUE(std::equal(seen.begin(), seen.end(), t2.ids.begin()));
+  // After the spliced turn: the template's end of turn and the tool result, as rendered.
+  const std::string after = tok->decode(std::vector<int32_t>(t2.ids.begin() + seen.size(), t2.ids.end()));
+  EXPECT_EQ(after, "<|im_end|>\n<|im_start|>user\n<tool_response>\nSunny\n</tool_response><|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(t2.token_offsets.size(), t2.ids.size() + 1);
+
+  // The question before the call was edited: the turn is tokenized as rendered.
+  json edited = parsed;
+  edited[0]["content"] = "Weather in Rome?";
+  const server::ChatPrompt t3 =
+      server::build_chat_prompt(tmpl, *tok, memory, "ns", edited, extra, server::ToolFormat::kQwen);
+  EXPECT_EQ(t3.spliced, 0);
+  EXPECT_EQ(tok->decode(t3.ids), tmpl.apply(edited, true, extra));
+  // An id the server did not generate.
+  json unknown = parsed;
+  unknown[1]["tool_calls"][0]["id"] = "call_2";
+  const server::ChatPrompt t4 =
+      server::build_chat_prompt(tmpl, *tok, memory, "ns", unknown, extra, server::ToolFormat::kQwen);
+  EXPECT_EQ(t4.spliced, 0);
+  EXPECT_EQ(t4.reason, "unknown_reply");
+  // Arguments that are no JSON object stay strings.
+  json odd = messages;
+  odd[1]["tool_calls"][0]["function"]["arguments"] = "not json";
+  EXPECT_EQ(server::parse_tool_arguments(odd)[1]["tool_calls"][0]["function"]["arguments"], "not json");
+}
+
 }  // namespace
 }  // namespace pc::test

@@ -17,7 +17,7 @@ TEST(ServerJs, OpenAiNpmClient) {
   ASSERT_EQ(std::system("node --version > /dev/null 2>&1"), 0) << "node is not installed (scripts/setup.sh)";
   ASSERT_TRUE(std::filesystem::exists(js / "node_modules" / "openai"))
       << "run `npm ci` in " << js.string() << " (scripts/test.sh does)";
-  ServeProcess srv({"-m", shared_path("models/stories260K.gguf"), "--chat-template-file",
+  ServeProcess srv({"-m", shared_path("models/stories260K.gguf"), "--test-hooks", "--chat-template-file",
                     shared_path("templates/Qwen-Qwen2.5-7B-Instruct.jinja")});
   const std::string cmd = "cd '" + js.string() + "' && PC_SERVER_URL=" + srv.url() +
                           "/v1 node openai_client_test.mjs 2>&1";

@@ -49,6 +49,73 @@ const stream = await client.completions.create({
 for await (const chunk of stream) text += chunk.choices[0]?.text ?? "";
 assert.equal(text, completion.choices[0].text);
 
+// Tool calls (the server runs with --test-hooks: test_forced_reply makes the model
+// write the given reply, here a call in the Qwen2.5 template's format).
+const tools = [{
+  type: "function",
+  function: {
+    name: "get_weather", description: "Current weather in a city",
+    parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] },
+  },
+}];
+const callText = (city) =>
+  `<tool_call>\n{"name": "get_weather", "arguments": {"city": "${city}"}}\n</tool_call>`;
+const history = [{ role: "user", content: "Weather in Paris?" }];
+const toolTurn = await client.chat.completions.create({
+  model, messages: history, tools, temperature: 0, test_forced_reply: "Checking.\n" + callText("Paris"),
+});
+assert.equal(toolTurn.choices[0].finish_reason, "tool_calls");
+const toolMsg = toolTurn.choices[0].message;
+assert.equal(toolMsg.content, "Checking.");
+assert.equal(toolMsg.tool_calls.length, 1);
+assert.equal(toolMsg.tool_calls[0].type, "function");
+assert.equal(toolMsg.tool_calls[0].function.name, "get_weather");
+assert.deepEqual(JSON.parse(toolMsg.tool_calls[0].function.arguments), { city: "Paris" });
+assert.match(toolMsg.tool_calls[0].id, /^call_[A-Za-z0-9]{24}$/);
+
+// Streamed: the raw chunks, and the client's own accumulation of them.
+const toolStream = await client.chat.completions.create({
+  model, messages: history, tools, temperature: 0, stream: true,
+  test_forced_reply: "Checking.\n" + callText("Paris"),
+});
+let streamedContent = "";
+const streamedCalls = [];
+let streamedFinish = null;
+for await (const chunk of toolStream) {
+  const choice = chunk.choices[0];
+  if (!choice) continue;
+  streamedContent += choice.delta?.content ?? "";
+  for (const tc of choice.delta?.tool_calls ?? []) {
+    if (tc.id) streamedCalls[tc.index] = { id: tc.id, name: tc.function.name, arguments: tc.function.arguments };
+    else streamedCalls[tc.index].arguments += tc.function.arguments;
+  }
+  if (choice.finish_reason) streamedFinish = choice.finish_reason;
+}
+assert.equal(streamedFinish, "tool_calls");
+assert.equal(streamedContent, "Checking.");
+assert.equal(streamedCalls.length, 1);
+assert.equal(streamedCalls[0].name, "get_weather");
+assert.equal(streamedCalls[0].arguments, toolMsg.tool_calls[0].function.arguments);
+const runner = client.beta.chat.completions.stream({
+  model, messages: history, tools, temperature: 0, test_forced_reply: callText("Oslo"),
+});
+const final = await runner.finalChatCompletion();
+assert.equal(final.choices[0].finish_reason, "tool_calls");
+assert.equal(final.choices[0].message.tool_calls[0].function.name, "get_weather");
+assert.deepEqual(JSON.parse(final.choices[0].message.tool_calls[0].function.arguments), { city: "Oslo" });
+
+// The next turn sends the assistant message back as the client returned it
+// (arguments a JSON string, content as given) with the tool's result: it hits the
+// whole previous prompt and reply but the final end-of-generation token.
+const next = await client.chat.completions.create({
+  model, tools, temperature: 0, test_forced_reply: "It is sunny in Paris.",
+  messages: [...history, toolMsg, { role: "tool", tool_call_id: toolMsg.tool_calls[0].id, content: "Sunny, 21 C" }],
+});
+assert.equal(next.choices[0].finish_reason, "stop");
+assert.equal(next.choices[0].message.content, "It is sunny in Paris.");
+assert.equal(next.usage.prompt_tokens_details.cached_tokens,
+             toolTurn.usage.prompt_tokens + toolTurn.usage.completion_tokens - 1);
+
 const models = await client.models.list();
 assert.equal(models.data[0].id, model);
 
