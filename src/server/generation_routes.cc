@@ -5,6 +5,7 @@
 #include "server/api_error.h"
 #include "server/connection.h"
 #include "server/generation.h"
+#include "server/lifetime.h"
 #include "server/openai.h"
 #include "server/state.h"
 #include "tokenizer/tokenizer.h"
@@ -84,25 +85,37 @@ Generation prepare(Server::State& st, const httplib::Request& req, bool chat) {
   }
   if (chat) {
     check_messages(body);
-    g.chat = build_chat_prompt(chat_template_of(st), st.model->tokenizer(), st.memory, g.ns,
-                               flatten_content(body["messages"]), chat_extra(body));
-    g.params.gen.prompt = g.chat->ids;
-    g.params.gen.blocks = blocks_of(g.chat->parts);
-    g.miss = st.structure.compare(g.ns, g.chat->ids, g.chat->parts);
+    prepare_chat(st, g, flatten_content(body["messages"]), chat_extra(body));
   } else {
     g.params.gen.prompt = completion_prompt(st, body);
   }
+  // prompt_cache_retention: a lifetime for the whole prompt.
+  if (const std::optional<double> life = openai_retention_seconds(body))
+    g.params.gen.retain.push_back({int32_t(g.params.gen.prompt.size()), *life * st.opt.test_time_scale});
+  start_generation(st, g);
+  return g;
+}
+
+}  // namespace
+
+void prepare_chat(Server::State& st, Generation& g, const json& messages, const json& extra) {
+  g.chat = build_chat_prompt(chat_template_of(st), st.model->tokenizer(), st.memory, g.ns, messages, extra);
+  g.params.gen.prompt = g.chat->ids;
+  g.params.gen.blocks = blocks_of(g.chat->parts);
+  g.miss = st.structure.compare(g.ns, g.chat->ids, g.chat->parts);
+}
+
+void start_generation(Server::State& st, Generation& g) {
+  const bool chat = g.chat.has_value();
   fit_context(st, g, chat);
   g.params.gen.tenant = g.ns;
   g.prompt_tokens = int64_t(g.params.gen.prompt.size());
   g.meta = new_meta(st.model_id, chat);
   g.job = std::make_shared<Job>(g.params.gen, g.params.stops, st.model->tokenizer());
   submit(st, g);
-  return g;
 }
 
-// After the job ended: cache report, metrics, and the reply remembered for the next turn.
-CacheReport finish(Server::State& st, const Generation& g) {
+CacheReport finish_generation(Server::State& st, const Generation& g) {
   const JobOutcome& o = g.job->outcome();
   CacheReport c;
   c.prompt_tokens = g.prompt_tokens;
@@ -111,6 +124,7 @@ CacheReport finish(Server::State& st, const Generation& g) {
   c.approximate_tokens = o.result.n_approximate;
   c.recomputed_tokens = o.result.n_recomputed;
   c.reuse = g.params.gen.reuse;
+  c.retention = o.result.retention;
   // A plan also computes the modules it encodes, so its count comes from the engine.
   c.computed_tokens = o.result.n_computed;
   if (g.pml) {
@@ -156,6 +170,25 @@ CacheReport finish(Server::State& st, const Generation& g) {
   return c;
 }
 
+bool wait_whole(Server::State& st, Generation& g, const httplib::Request& req, Delta* all) {
+  // Nothing is written until the end, so a client that left is noticed by
+  // watching its socket; it cancels the sequence as a closed stream does.
+  const ConnectionWatch conn(req);
+  for (bool done = false; !done;) {
+    Delta d = g.job->wait_delta(100ms, &done);
+    all->text += d.text;
+    for (TokenLogprobInfo& t : d.logprobs) all->logprobs.push_back(std::move(t));
+    if (!done && conn.closed()) {
+      st.scheduler->cancel(*g.job);
+      st.metrics.count_disconnect();
+      return false;
+    }
+  }
+  return true;
+}
+
+namespace {
+
 void throw_outcome_error(const JobOutcome& o) {
   if (o.error_code == "context_length_exceeded")
     throw ApiError(400, "invalid_request_error", o.error, "max_tokens", o.error_code);
@@ -172,26 +205,16 @@ json delta_logprobs(const Server::State& st, const Generation& g, const Delta& d
 
 void respond_whole(Server::State& st, Generation& g, const httplib::Request& req,
                    httplib::Response& res) {
-  // Nothing is written until the end, so a client that left is noticed by
-  // watching its socket; it cancels the sequence as a closed stream does.
-  const ConnectionWatch conn(req);
   Delta all;
-  for (bool done = false; !done;) {
-    Delta d = g.job->wait_delta(100ms, &done);
-    all.text += d.text;
-    for (TokenLogprobInfo& t : d.logprobs) all.logprobs.push_back(std::move(t));
-    if (!done && conn.closed()) {
-      st.scheduler->cancel(*g.job);
-      st.metrics.count_disconnect();
-      res.status = 499;  // nginx's "client closed request"; nobody reads it
-      return;
-    }
+  if (!wait_whole(st, g, req, &all)) {
+    res.status = 499;  // nginx's "client closed request"; nobody reads it
+    return;
   }
   const JobOutcome& o = g.job->outcome();
   if (o.finish_reason == FinishReason::kError) throw_outcome_error(o);
   if (o.finish_reason == FinishReason::kCancelled)
     throw ApiError(503, "server_error", "the request was cancelled (server shutting down)", "", "cancelled");
-  const CacheReport c = finish(st, g);
+  const CacheReport c = finish_generation(st, g);
   send_json(res, 200, full_response(g.meta, all.text, to_string(o.finish_reason), c,
                                     int64_t(o.result.tokens.size()), delta_logprobs(st, g, all)));
 }
@@ -232,7 +255,7 @@ void respond_stream(Server::State& st, std::shared_ptr<Generation> g, httplib::R
           const std::string msg = o.finish_reason == FinishReason::kError ? o.error : "the request was cancelled";
           write_event(sink, dump(error_json(msg, "server_error", "", "generation_failed")));
         } else {
-          const CacheReport c = finish(st, *g);
+          const CacheReport c = finish_generation(st, *g);
           const int64_t n = int64_t(o.result.tokens.size());
           if (!write_event(sink, dump(chunk(g->meta, "", to_string(o.finish_reason), *first)))) return false;
           if (g->params.include_usage && !write_event(sink, dump(usage_chunk(g->meta, c, n))))
