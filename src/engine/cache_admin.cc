@@ -214,20 +214,18 @@ std::optional<BlockHit> CacheAdmin::find_block(const std::string& tenant, const 
 const KvTiers* CacheAdmin::tiers() const { return e_.tiers_.get(); }
 
 int64_t CacheAdmin::pinned_pages() const {
-  if (!e_.prefix_->index().has_pins() && !e_.prefix_->index().has_retained() &&
-      !e_.modules_->store().has_pins())
-    return 0;
+  if (!e_.prefix_->index().has_pins() && !e_.modules_->store().has_pins()) return 0;
   std::set<int32_t> pages;
   const RadixIndex& idx = e_.prefix_->index();
   for (const KvNamespace& ns : idx.namespaces())
     idx.for_each_leaf(ns, [&](int32_t leaf) {
-      // A pin or a retention on a node keeps it and its ancestors: walk up,
-      // collecting from the first such node on.
+      // A pin on a node keeps it and its ancestors: walk up, collecting from the
+      // first pinned node on.
       bool pinned = false;
       for (int32_t n = leaf; n >= 0;) {
         const RadixIndex::NodeView x = idx.node(n);
         if (x.parent < 0) break;
-        pinned = pinned || x.pins > 0 || x.retain_until != Clock::time_point::min();
+        pinned = pinned || x.pins > 0;
         if (pinned)
           for (const PageSlice& s : x.slices) pages.insert(s.page);
         n = x.parent;

@@ -120,8 +120,7 @@ class CacheAdmin {
 
   // The tiers below memory (their own stats), or null.
   const KvTiers* tiers() const;
-  // Pages held by pinned or retained entries (prefix paths and modules): never free
-  // for requests.
+  // Pages held by pinned entries (prefix paths and modules): never free for requests.
   int64_t pinned_pages() const;
 
  private:

@@ -99,8 +99,9 @@ std::span<const TokenLogprobs> Engine::logprobs(int64_t id) const {
 }
 
 int64_t Engine::admission_tokens() const {
-  const int64_t pinned = admin_->pinned_pages();
-  return std::max<int64_t>(0, pages_->n_pages() - pinned) * pages_->page_size();
+  // Retained prefixes count their charge (O(1), an upper bound: RadixIndex::retain).
+  const int64_t held = admin_->pinned_pages() + prefix_->index().stats().retained_pages;
+  return std::max<int64_t>(0, pages_->n_pages() - held) * pages_->page_size();
 }
 
 Engine::Seq& Engine::new_seq(const GenerateRequest& req, TokenCallback on_token) {
@@ -126,7 +127,7 @@ void Engine::check_fits(const Seq& s) const {
     throw ContextLengthError("the request needs " + std::to_string(tokens) + " tokens of KV (" +
                                  std::to_string(s.n_prompt) + " in the prompt, " +
                                  std::to_string(s.req.max_tokens) + " for the completion); the KV memory holds " +
-                                 std::to_string(limit) + " besides pinned entries; raise --kv-memory",
+                                 std::to_string(limit) + " besides pinned and retained entries; raise --kv-memory",
                              tokens, limit);
 }
 

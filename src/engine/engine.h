@@ -205,7 +205,7 @@ class Engine {
   // The admin face of the caches (stats, listings, pins, TTLs, eviction).
   CacheAdmin& cache() { return *admin_; }
   // Tokens a request may need (prompt + max_tokens) to be admitted: the KV capacity
-  // minus the pages pinned entries hold.
+  // minus the pages pinned entries hold and those retained prefixes are charged.
   int64_t admission_tokens() const;
 
   // The caches themselves, for tests and tools (the server uses cache()).

@@ -10,7 +10,9 @@
 // prefix ending at the end of the tool or message that holds the block, located with
 // the template's byte spans (request parts). Errors are Anthropic's shape
 // ({"type": "error", "error": {"type", "message"}}), through guard().
+#include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <random>
 
 #include "server/api_error.h"

@@ -100,7 +100,7 @@ TEST(ServerLifetime, RetainedPrefixSurvivesPressureIsReArmedAndLapses) {
   EXPECT_EQ(a2.body["promptcache"]["expires_tier"], "memory");
   EXPECT_GT(rearmed, expires + 0.2);
   const Reply b2 = post(c, "/v1/completions", completion(story("Anna")));
-  EXPECT_EQ(cached(b2), 0) << b2.raw;
+  EXPECT_LE(cached(b2), 1) << b2.raw;  // at most the BOS every prompt starts with
 
   // Past the re-armed end the guarantee is gone: the listing shows none, and LRU
   // pressure evicts A like any other entry.
@@ -110,7 +110,7 @@ TEST(ServerLifetime, RetainedPrefixSurvivesPressureIsReArmedAndLapses) {
   pressure(c, "2");
   EXPECT_EQ(get(c, "/v1/cache/stats").body["index"]["retained"], 0);
   const Reply a3 = post(c, "/v1/completions", completion(story("Lily")));
-  EXPECT_EQ(cached(a3), 0) << a3.raw;
+  EXPECT_LE(cached(a3), 1) << a3.raw;
 }
 
 TEST(ServerLifetime, AdminEvictionEndsLifetimesAndSaysSo) {
