@@ -31,6 +31,18 @@ bool Engine::note_if_missing(Seq& s, const KvSpan& span, std::vector<int32_t>* m
   return true;
 }
 
+std::optional<BlockHit> Engine::find_block(Seq& s, const KvBlock& b) {
+  const std::span<const int32_t> toks(s.tokens.data() + b.begin, size_t(b.end - b.begin));
+  if (std::optional<BlockHit> hit = prefix_->blocks().find(prefix_->index(), s.ns, toks)) return hit;
+  for (const Seq::TierBlock& t : s.tier_blocks) {
+    if (t.begin != b.begin || t.kv.n_tokens() != b.end - b.begin) continue;
+    BlockHit hit;  // position 0: tier entries hold K rotated there
+    for (const PageEntry& e : t.kv.entries()) hit.slices.push_back({e.page, 0, e.filled});
+    return hit;
+  }
+  return std::nullopt;
+}
+
 // After the exact prefix [0, exact): runs that reuse each later block found in the block
 // index at another position (K rotated to here), recomputing the first
 // ceil(budget * length) tokens of each; everything else is computed.
@@ -40,21 +52,23 @@ bool Engine::assemble_approximate(Seq& s, int32_t exact) {
   int32_t t = exact;
   const int32_t n = int32_t(s.tokens.size());
   for (const KvBlock& b : s.plan.blocks) {
-    if (b.begin < t || b.end > n || b.begin >= b.end) continue;
-    const std::span<const int32_t> toks(s.tokens.data() + b.begin, size_t(b.end - b.begin));
-    std::optional<BlockHit> hit = prefix_->blocks().find(prefix_->index(), s.ns, toks);
+    // A block the exact prefix covers in part is reused from where the prefix ends.
+    if (b.end <= t || b.end > n || b.begin >= b.end) continue;
+    std::optional<BlockHit> hit = find_block(s, b);
     if (!hit) continue;
     const int32_t len = b.end - b.begin;
     const int32_t redo = std::min<int32_t>(len, int32_t(std::ceil(budget * len - 1e-9)));
     // The prompt's last token is always computed: it produces the logits.
     const int32_t end = std::min(b.end, n - 1);
-    recomputed += redo;
-    if (b.begin + redo >= end) continue;  // all of it recomputed: the same as computing it
-    if (b.begin > t) s.runs.push_back(Run{false, t, b.begin});
-    if (redo > 0) s.runs.push_back(Run{false, b.begin, b.begin + redo});
-    // The reused part's KV, from its slot `redo` on, moved to where it sits now.
+    const int32_t lo = std::max(b.begin, t);               // the block's part not yet assembled
+    const int32_t first = std::max(b.begin + redo, lo);    // its first reused token
+    recomputed += std::max(0, std::min(b.begin + redo, b.end) - lo);
+    if (first >= end) continue;  // all of it recomputed: the same as computing it
+    if (lo > t) s.runs.push_back(Run{false, t, lo});
+    if (first > lo) s.runs.push_back(Run{false, lo, first});
+    // The reused part's KV, from the block's slot first - begin on, moved to where it sits now.
     std::vector<PageSlice> from;
-    int32_t skip = redo, take = end - (b.begin + redo);
+    int32_t skip = first - b.begin, take = end - first;
     for (const PageSlice& sl : hit->slices) {
       if (skip >= sl.size()) {
         skip -= sl.size();
@@ -67,12 +81,12 @@ bool Engine::assemble_approximate(Seq& s, int32_t exact) {
       skip = 0;
     }
     PageTable copy(*pages_);
-    if (!relocated_copy(*pages_, model_, from, (b.begin + redo) - (hit->position + redo), copy)) return false;
-    Run r{true, b.begin + redo, end};
+    if (!relocated_copy(*pages_, model_, from, b.begin - hit->position, copy)) return false;
+    Run r{true, first, end};
     r.pages.assign(copy.entries().begin(), copy.entries().end());
     s.hold.attach(r.pages);
     s.runs.push_back(std::move(r));
-    approx += end - (b.begin + redo);
+    approx += end - first;
     t = end;
   }
   if (t < n) s.runs.push_back(Run{false, t, n});

@@ -133,7 +133,7 @@ std::vector<TierEntryView> CacheAdmin::tier_entries(const std::string& tenant) c
       if (it.ns.model != model) continue;
       const TierEntryOwner o = tier_entry_owner(it.ns);
       if (o.tenant != tenant) continue;
-      TierEntryView v{key_hex(it.key), tier->name(), o.module_segment, int64_t(it.n_tokens), int64_t(it.bytes)};
+      TierEntryView v{key_hex(it.key), tier->name(), o.kind, int64_t(it.n_tokens), int64_t(it.bytes)};
       if (it.keep_until > 0 && it.keep_until > int64_t(std::time(nullptr))) v.expires_at = double(it.keep_until);
       out.push_back(std::move(v));
     }

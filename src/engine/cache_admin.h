@@ -68,7 +68,7 @@ struct ModuleEntryView {
 struct TierEntryView {
   std::string id;               // the entry key, hex
   std::string tier;             // "disk", ...
-  bool module_segment = false;  // a module's segment rather than a prefix
+  const char* kind = "prefix";   // "prefix", "module_segment" or "block"
   int64_t tokens = 0, bytes = 0;
   std::optional<double> expires_at;  // unix seconds the tier keeps it until (a lifetime)
 };

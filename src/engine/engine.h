@@ -26,6 +26,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -51,6 +52,7 @@ class ModuleCache;
 class CacheAdmin;
 class RadixIndex;
 class ModuleStore;
+struct BlockHit;
 
 struct EngineOptions {
   int threads = default_thread_count();
@@ -235,6 +237,15 @@ class Engine {
   Seq& new_seq(const GenerateRequest& req, TokenCallback on_token);
   int64_t start(KvPlan plan, const GenerateRequest& req, TokenCallback on_token, bool keep_logits);
   bool assemble_approximate(Seq& s, int32_t exact);
+  // The lower-tier lookups a new sequence needs (the blocks approximate reuse may take
+  // from a tier, then a longer prefix), each answered off the engine thread, then the
+  // first assembly.
+  void begin(Seq& s);
+  bool fetch_tier_blocks(Seq& s);
+  void save_tier_blocks(const Seq& s);
+  // Where block b of s's prompt has KV: memory's block index, or a block restored from
+  // a tier (position 0).
+  std::optional<BlockHit> find_block(Seq& s, const KvBlock& b);
   void check_fits(const Seq& s) const;
   GenerateResult wait(int64_t id);
   void wait_idle();

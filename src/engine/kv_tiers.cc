@@ -337,6 +337,7 @@ void KvTiers::load_module_async(const KvNamespace& ns, uint64_t digest, std::vec
       });
 }
 
+
 bool KvTiers::load_module(const KvNamespace& ns, uint64_t digest, std::span<const int32_t> tokens,
                           const Segments& segments, ModuleEntry* out, std::vector<PageTable>* hold) {
   check_segments(segments, tokens.size());
@@ -351,10 +352,73 @@ bool KvTiers::load_module(const KvNamespace& ns, uint64_t digest, std::span<cons
   return true;
 }
 
+KvNamespace block_entry_ns(const KvNamespace& ns) {
+  return KvNamespace{ns.model, ns.kv_type, ns.tenant + "\x1f" "block"};
+}
+
+bool KvTiers::block_written(const KvNamespace& ns, std::span<const int32_t> tokens) const {
+  const auto it = written_.find(entry_key(block_entry_ns(ns), pool_.shape(), tokens));
+  return it != written_.end() && now_seconds() - it->second < std::max(1, opt_.redis_ttl_seconds / 2);
+}
+
+void KvTiers::save_block(const KvNamespace& ns, std::span<const int32_t> tokens, const PageTable& at_zero) {
+  if (tokens.empty() || at_zero.n_tokens() != int32_t(tokens.size())) return;
+  const KvNamespace bns = block_entry_ns(ns);
+  const uint64_t key = entry_key(bns, pool_.shape(), tokens);
+  if (!should_write(key)) return;
+  auto w = std::make_shared<Write>(pool_);
+  w->ns = bns;
+  w->key = key;
+  w->tokens.assign(tokens.begin(), tokens.end());
+  w->hold.attach(at_zero.entries());
+  for (const PageEntry& e : at_zero.entries()) w->pages.push_back(e.page);
+  submit_write(std::move(w));
+}
+
+void KvTiers::find_blocks(const KvNamespace& ns, std::vector<std::vector<int32_t>> blocks,
+                          std::function<void(std::vector<PageTable>&)> done) {
+  const KvShape shape = pool_.shape();
+  const KvNamespace bns = block_entry_ns(ns);
+  auto query = std::make_shared<std::vector<std::vector<int32_t>>>(std::move(blocks));
+  struct Found {
+    std::vector<Entry> entries;  // [block]; n_tokens 0 on a miss
+    std::vector<int> tiers;
+  };
+  worker_->submit_value<Found>(
+      [this, bns, shape, query] {
+        Found f;
+        for (const std::vector<int32_t>& b : *query) {
+          int tier = -1;
+          TierLookup r = find([&](KvTier& t) { return t.get(bns, shape, b); }, &tier);
+          f.tiers.push_back(r.hit() ? tier : -1);
+          f.entries.push_back(r.hit() ? std::move(r.entry) : Entry{});
+        }
+        return f;
+      },
+      [this, query, done = std::move(done)](std::optional<Found>& f, std::exception_ptr e) {
+        std::vector<PageTable> out;
+        for (size_t i = 0; i < query->size(); ++i) out.emplace_back(pool_);
+        if (e) {
+          ++stats_.errors;
+          log_error("block lookup", e);
+        } else if (f) {
+          for (size_t i = 0; i < out.size(); ++i) {
+            if (f->tiers[i] < 0) continue;
+            if (!restore_pages(pool_, f->entries[i], out[i])) continue;  // out of KV memory
+            ++stats_.hits[size_t(f->tiers[i])];
+            ++stats_.block_loads;
+            stats_.promoted_tokens += out[i].n_tokens();
+          }
+        }
+        if (done) done(out);
+      });
+}
+
 TierEntryOwner tier_entry_owner(const KvNamespace& ns) {
   const size_t cut = ns.tenant.find('\x1f');
-  if (cut == std::string::npos) return {ns.tenant, false};
-  return {ns.tenant.substr(0, cut), true};
+  if (cut == std::string::npos) return {ns.tenant, "prefix"};
+  const bool block = ns.tenant.compare(cut + 1, std::string::npos, "block") == 0;
+  return {ns.tenant.substr(0, cut), block ? "block" : "module_segment"};
 }
 
 }  // namespace pc

@@ -32,6 +32,12 @@
 // (MatchUse::kPeek) and restores only insert, so the index counts the same requests
 // whether or not tiers are configured.
 //
+// Block entries (the KV of one request part, engine/block_index.h) let a restarted
+// server, or another one behind the same Redis, reuse blocks approximately. A block's
+// entry holds its KV with K rotated back to position 0, so the key is the namespace and
+// the block's tokens alone, whatever position it was computed at; a reuse rotates it to
+// where it sits then. Its namespace tenant is "<tenant>\x1fblock".
+//
 // Module entries use the entry format of prefixes. Each segment of a module (a run of
 // its tokens starting on a fresh page, see kv/module_store.h) is one entry whose
 // namespace tenant is "<tenant>\x1fmodule:<digest>:<segment>": the digest covers the
@@ -63,6 +69,7 @@ struct KvTierStats {
   int64_t misses = 0;            // lookups that found nothing longer than memory had
   int64_t promoted_tokens = 0;   // tokens restored into memory
   int64_t module_loads = 0;      // modules restored from a tier
+  int64_t block_loads = 0;       // blocks restored from a tier (approximate reuse)
   int64_t writes = 0;            // entries written (to at least one tier)
   int64_t write_failures = 0;    // entries no tier stored
   int64_t writes_skipped = 0;    // write-through skipped: too many writes in flight
@@ -117,6 +124,17 @@ class KvTiers {
   void save_module(const KvNamespace& ns, uint64_t digest, std::span<const int32_t> tokens,
                    const std::vector<std::vector<PageEntry>>& segments);
 
+  // Whether a block's entry was written recently (then save_block would skip it).
+  bool block_written(const KvNamespace& ns, std::span<const int32_t> tokens) const;
+  // Writes a block's entry: `at_zero` holds its KV rotated to positions 0..n-1, packed
+  // from slot 0 (a relocated_copy). The table need only live until this returns.
+  void save_block(const KvNamespace& ns, std::span<const int32_t> tokens, const PageTable& at_zero);
+  // Looks each block up down the tiers (off this thread), restores the ones found into
+  // fresh pages in poll() and calls done(tables) there: tables[i] holds block i's KV at
+  // positions 0..n-1, or is empty (a miss, or KV memory could not hold it).
+  void find_blocks(const KvNamespace& ns, std::vector<std::vector<int32_t>> blocks,
+                   std::function<void(std::vector<PageTable>&)> done);
+
   // The synchronous module forms, over the ones above (the lookup runs on the calling
   // thread). load_module: on success fills `out` (segments with their pages) and
   // appends the table holding the pages' sequence references to `hold` (the caller
@@ -167,10 +185,13 @@ class KvTiers {
 // The namespace of a module segment's entry (see above).
 KvNamespace module_entry_ns(const KvNamespace& ns, uint64_t digest, size_t segment);
 
-// Whose a tier entry is: the tenant, and whether it is a module segment.
+// The namespace of a block's entry (see above).
+KvNamespace block_entry_ns(const KvNamespace& ns);
+
+// Whose a tier entry is, and what kind of entry.
 struct TierEntryOwner {
   std::string tenant;
-  bool module_segment = false;
+  const char* kind = "prefix";  // "prefix", "module_segment" or "block"
 };
 TierEntryOwner tier_entry_owner(const KvNamespace& entry_ns);
 

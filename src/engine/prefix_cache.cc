@@ -31,9 +31,9 @@ int64_t PrefixCache::reusable_tokens(const KvNamespace& ns, std::span<const int3
                                      std::span<const KvBlock> blocks, int32_t from) {
   int64_t n = 0;
   for (const KvBlock& b : blocks)
-    if (b.begin >= from && b.begin < b.end && b.end <= int32_t(tokens.size()) &&
+    if (b.end > from && b.begin < b.end && b.end <= int32_t(tokens.size()) &&
         blocks_.find(index_, ns, tokens.subspan(b.begin, b.end - b.begin)))
-      n += b.end - b.begin;
+      n += b.end - std::max(b.begin, from);
   return n;
 }
 

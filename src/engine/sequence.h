@@ -73,6 +73,14 @@ struct Engine::Seq {
   bool keep_logits = false;        // plan_logits(): keep the last prompt position's logits
   std::vector<float> logits;
   std::vector<int32_t> encoded_by_me;  // modules this request had encoded (misses)
+  // Approximate reuse: blocks restored from the KV tiers (not in memory's block index),
+  // their KV at positions 0..n-1; looked up once, before the first assembly.
+  struct TierBlock {
+    int32_t begin = 0;  // where the block sits in `tokens`
+    PageTable kv;
+  };
+  std::vector<TierBlock> tier_blocks;
+  bool tier_blocks_fetched = false;
   // kEncode: the module (index into plan.modules) and the request it was started for.
   int32_t module = -1;
   int64_t owner = 0;

@@ -40,7 +40,7 @@ json pool_json(const PoolView& p) {
 json tiers_json(const KvTiers& t) {
   const KvTierStats s = t.stats();
   json out = {{"lookups", s.lookups}, {"misses", s.misses}, {"promoted_tokens", s.promoted_tokens},
-              {"module_loads", s.module_loads}, {"writes", s.writes}, {"write_failures", s.write_failures},
+              {"module_loads", s.module_loads}, {"block_loads", s.block_loads}, {"writes", s.writes}, {"write_failures", s.write_failures},
               {"writes_skipped", s.writes_skipped}, {"written_bytes", s.written_bytes}, {"errors", s.errors},
               {"in_flight", t.in_flight()}};
   const std::vector<TierStats> tiers = t.tier_stats();
@@ -137,7 +137,7 @@ void entries(Server::State& st, const httplib::Request& req, httplib::Response& 
                            {"hits", m.hits}, {"pinned", m.pinned}, {"ttl_seconds", ttl_json(m.ttl_seconds)}});
       for (const TierEntryView& t : cache.tier_entries(ns))
         list.push_back({{"id", t.id}, {"tokens", t.tokens}, {"bytes", t.bytes}, {"tier", t.tier},
-                        {"kind", t.module_segment ? "module_segment" : "prefix"},
+                        {"kind", t.kind},
                         {"expires_at", ttl_json(t.expires_at)}});
       out["namespaces"].push_back({{"namespace", ns}, {"entries", list}, {"modules", modules}});
     }

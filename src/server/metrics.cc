@@ -144,6 +144,7 @@ void Metrics::set_tiers(const KvTiers* tiers) {
   set("all", "misses", t.misses);
   set("all", "promoted_tokens", t.promoted_tokens);
   set("all", "module_loads", t.module_loads);
+  set("all", "block_loads", t.block_loads);
   set("all", "writes", t.writes);
   set("all", "write_failures", t.write_failures);
   set("all", "writes_skipped", t.writes_skipped);

@@ -187,12 +187,13 @@ MissReport StructureMemory::compare(const std::string& ns, const std::vector<int
   } else {
     r.reason = "template_rerender";
   }
-  // The cost: tokens after the divergence of parts the earlier request also had.
+  // The cost: tokens after the divergence of parts the earlier request also had (of a
+  // part the divergence falls inside, those after it).
   std::set<uint64_t> before;
   for (const RequestPart& q : best->parts) before.insert(q.hash);
   for (const RequestPart& q : parts)
-    if (q.tok_begin >= d && q.hash != 0 && q.kind != RequestPart::Kind::kGenerationPrompt && before.count(q.hash))
-      r.tokens += q.tok_end - q.tok_begin;
+    if (q.tok_end > d && q.hash != 0 && q.kind != RequestPart::Kind::kGenerationPrompt && before.count(q.hash))
+      r.tokens += q.tok_end - std::max<int64_t>(q.tok_begin, d);
   return r;
 }
 
