@@ -7,8 +7,9 @@
 //   Anthropic response ◄── text (and tool calls) + usage ◄──────── scheduler as chat)
 //
 // cache_control breakpoints become lifetimes (GenerateRequest::retain) for the prompt
-// prefix ending at the end of the tool or message that holds the block, located with
-// the template's byte spans (request parts). Errors are Anthropic's shape
+// prefix ending at the block: a message's text blocks are sent on as content parts,
+// whose template spans (request parts) locate each; a tool, a tool_result or a message
+// the template does not render verbatim ends at its own end. Errors are Anthropic's shape
 // ({"type": "error", "error": {"type", "message"}}), through guard().
 #include <atomic>
 #include <chrono>
@@ -27,10 +28,12 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// A cache_control breakpoint: the tool or (translated) message holding the block.
+// A cache_control breakpoint: the tool or (translated) message holding the block, and
+// the block's index among the message's text parts (-1: the whole message).
 struct Breakpoint {
   RequestPart::Kind kind = RequestPart::Kind::kMessage;
   int index = 0;
+  int sub = -1;
   double seconds = 300;
 };
 
@@ -42,14 +45,14 @@ struct Translated {
 
 // Records a block's cache_control (if any) as a breakpoint on `kind`/`index`.
 void note_cache_control(const json& block, const std::string& where, RequestPart::Kind kind, int index,
-                        Translated& t) {
+                        Translated& t, int sub = -1) {
   auto cc = block.find("cache_control");
   if (cc == block.end() || cc->is_null()) return;
   if (!cc->is_object() || cc->value("type", "") != "ephemeral")
     throw bad_field(where + ".cache_control", "'cache_control' must be {\"type\": \"ephemeral\"} (optionally with ttl)");
   auto ttl = cc->find("ttl");
   t.breakpoints.push_back(
-      {kind, index, anthropic_ttl_seconds(ttl == cc->end() ? nullptr : &*ttl, where + ".cache_control.ttl")});
+      {kind, index, sub, anthropic_ttl_seconds(ttl == cc->end() ? nullptr : &*ttl, where + ".cache_control.ttl")});
 }
 
 std::string text_of_block(const json& b, const std::string& where) {
@@ -58,7 +61,8 @@ std::string text_of_block(const json& b, const std::string& where) {
   return b["text"];
 }
 
-// system: a string or text blocks → one system message (message 0).
+// system: a string or text blocks → one system message (message 0), its blocks as
+// content parts (joined by the chat path; each part's span locates a breakpoint).
 void translate_system(const json& body, Translated& t) {
   auto it = body.find("system");
   if (it == body.end() || it->is_null()) return;
@@ -67,16 +71,16 @@ void translate_system(const json& body, Translated& t) {
     return;
   }
   if (!it->is_array()) throw bad_field("system", "'system' must be a string or an array of text blocks");
-  std::string text;
+  json parts = json::array();
   for (size_t i = 0; i < it->size(); ++i) {
     const json& b = (*it)[i];
     const std::string where = "system[" + std::to_string(i) + "]";
     if (!b.is_object() || b.value("type", "") != "text")
       throw bad_field(where + ".type", where + " must be a text block");
-    text += text_of_block(b, where);
-    note_cache_control(b, where, RequestPart::Kind::kMessage, 0, t);
+    parts.push_back({{"type", "text"}, {"text", text_of_block(b, where)}});
+    note_cache_control(b, where, RequestPart::Kind::kMessage, 0, t, int(parts.size()) - 1);
   }
-  t.messages.push_back({{"role", "system"}, {"content", text}});
+  t.messages.push_back({{"role", "system"}, {"content", parts}});
 }
 
 // tool_result content: a string or text blocks.
@@ -112,11 +116,11 @@ void translate_message(const json& m, size_t i, Translated& t) {
     return;
   }
   if (!content.is_array()) throw bad_field(where + ".content", where + ".content must be a string or an array of blocks");
-  json current = {{"role", role}, {"content", ""}};
+  json current = {{"role", role}, {"content", json::array()}};
   bool has_current = false;
   auto flush = [&] {
     if (has_current) t.messages.push_back(current);
-    current = {{"role", role}, {"content", ""}};
+    current = {{"role", role}, {"content", json::array()}};
     has_current = false;
   };
   for (size_t j = 0; j < content.size(); ++j) {
@@ -126,8 +130,11 @@ void translate_message(const json& m, size_t i, Translated& t) {
       throw bad_field(w + ".type", w + " must be a block with a string 'type'");
     const std::string type = b["type"];
     if (type == "text") {
-      current["content"] = current["content"].get<std::string>() + text_of_block(b, w);
+      current["content"].push_back({{"type", "text"}, {"text", text_of_block(b, w)}});
       has_current = true;
+      note_cache_control(b, w, RequestPart::Kind::kMessage, int(t.messages.size()), t,
+                         int(current["content"].size()) - 1);
+      continue;
     } else if (type == "tool_use" && role == "assistant") {
       if (!b.contains("id") || !b["id"].is_string() || !b.contains("name") || !b["name"].is_string())
         throw bad_field(w + ".id", w + " of type tool_use needs string 'id' and 'name'");
@@ -210,9 +217,14 @@ json common_body(const json& body) {
   return o;
 }
 
-// Prompt tokens up to the end of the breakpoint's tool or message (the whole prompt
-// when the spans do not place it).
+// Prompt tokens up to the end of the breakpoint's block: its content part's span when
+// the template renders the message's text parts as sent (request_structure.h), else the
+// end of its tool or message; the whole prompt when the spans place neither.
 int32_t breakpoint_tokens(const ChatPrompt& p, const Breakpoint& b) {
+  if (b.sub >= 0)
+    for (const RequestPart& q : p.parts)
+      if (q.kind == RequestPart::Kind::kContentPart && q.index == b.index && q.sub == b.sub && q.tok_end > 0)
+        return q.tok_end;
   int32_t end = -1;
   for (const RequestPart& q : p.parts) {
     const bool same = q.index == b.index &&
@@ -241,7 +253,7 @@ AnthropicGeneration prepare(Server::State& st, const httplib::Request& req) {
   const bool no_tools = body.contains("tool_choice") && body["tool_choice"].is_object() &&
                         body["tool_choice"].value("type", "") == "none";
   if (!t.tools.empty() && !no_tools) extra["tools"] = t.tools;
-  prepare_chat(st, g, flatten_content(t.messages), extra);
+  prepare_chat(st, g, t.messages, extra);
   for (const Breakpoint& b : t.breakpoints) {
     const int32_t n = breakpoint_tokens(*g.chat, b);
     g.params.gen.retain.push_back({n, b.seconds * st.opt.test_time_scale});

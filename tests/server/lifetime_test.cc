@@ -34,7 +34,11 @@ json completion(const std::string& prompt, const char* retention = nullptr) {
   return j;
 }
 
-int64_t cached(const Reply& r) { return r.body["usage"]["prompt_tokens_details"]["cached_tokens"]; }
+// -1 for a failed request (the assertion then shows its body).
+int64_t cached(const Reply& r) {
+  if (r.status != 200 || !r.body.contains("usage")) return -1;
+  return r.body["usage"]["prompt_tokens_details"]["cached_tokens"];
+}
 
 // Memory entries of the shared namespace.
 json memory_entries(httplib::Client& c) {
@@ -55,7 +59,7 @@ void pressure(httplib::Client& c, const std::string& tag) {
 }
 
 TEST(ServerLifetime, RetainedPrefixSurvivesPressureIsReArmedAndLapses) {
-  ServeProcess srv({"-m", shared_path(kModel), "--threads", "1", "--kv-memory", "200KiB",
+  ServeProcess srv({"-m", shared_path(kModel), "--threads", "1", "--kv-memory", "240KiB",
                     "--test-time-scale", "0.01"});
   auto c = srv.client();
   const double t0 = unix_now();
@@ -114,7 +118,7 @@ TEST(ServerLifetime, RetainedPrefixSurvivesPressureIsReArmedAndLapses) {
 }
 
 TEST(ServerLifetime, AdminEvictionEndsLifetimesAndSaysSo) {
-  ServeProcess srv({"-m", shared_path(kModel), "--threads", "1", "--kv-memory", "200KiB"});
+  ServeProcess srv({"-m", shared_path(kModel), "--threads", "1", "--kv-memory", "240KiB"});
   auto c = srv.client();
   const Reply a = post(c, "/v1/completions", completion(story("Lily"), "24h"));
   ASSERT_EQ(a.status, 200) << a.raw;
@@ -135,7 +139,7 @@ TEST(ServerLifetime, AdminEvictionEndsLifetimesAndSaysSo) {
 // memory was emptied.
 TEST(ServerLifetime, BeyondTheMemoryShareTheDiskKeepsIt) {
   const std::string dir = temp_dir() + "/lifetime-disk";
-  ServeProcess srv({"-m", shared_path(kModel), "--threads", "1", "--kv-memory", "200KiB",
+  ServeProcess srv({"-m", shared_path(kModel), "--threads", "1", "--kv-memory", "240KiB",
                     "--retention-share", "0", "--disk-cache", dir, "--disk-cache-size", "250KiB",
                     "--test-time-scale", "0.01"});
   auto c = srv.client();
