@@ -41,9 +41,11 @@ const ChatTemplate& chat_template_of(const Server::State& st);
 void submit(Server::State& st, Generation& g);
 
 // The chat path shared by /v1/chat/completions and /v1/messages (anthropic_routes.cc):
-//   prepare_chat      renders OpenAI-style `messages` (content flattened) with `extra`
-//                     (chat_extra: tools, kwargs), tokenizes with replies spliced in;
-//                     sets g.chat, the prompt, its blocks and the miss report
+//   prepare_chat      renders OpenAI-style `messages` as sent (content a string or text
+//                     parts, joined here) with `extra` (chat_extra: tools, kwargs),
+//                     tokenizes with replies spliced in; sets g.chat, the prompt, its
+//                     parts (text parts of a message split out, request_structure.h),
+//                     blocks and the miss report
 //   start_generation  checks the prompt against the context (400
 //                     context_length_exceeded), builds and queues g.job
 //   wait_whole        collects the whole reply; false when the client left (the job is

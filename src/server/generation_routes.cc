@@ -85,7 +85,7 @@ Generation prepare(Server::State& st, const httplib::Request& req, bool chat) {
   }
   if (chat) {
     check_messages(body);
-    prepare_chat(st, g, flatten_content(body["messages"]), chat_extra(body));
+    prepare_chat(st, g, body["messages"], chat_extra(body));
   } else {
     g.params.gen.prompt = completion_prompt(st, body);
   }
@@ -99,7 +99,9 @@ Generation prepare(Server::State& st, const httplib::Request& req, bool chat) {
 }  // namespace
 
 void prepare_chat(Server::State& st, Generation& g, const json& messages, const json& extra) {
-  g.chat = build_chat_prompt(chat_template_of(st), st.model->tokenizer(), st.memory, g.ns, messages, extra);
+  g.chat = build_chat_prompt(chat_template_of(st), st.model->tokenizer(), st.memory, g.ns,
+                             flatten_content(messages), extra);
+  split_content_parts(g.chat->parts, messages, g.chat->text, g.chat->token_offsets);
   g.params.gen.prompt = g.chat->ids;
   g.params.gen.blocks = blocks_of(g.chat->parts);
   g.miss = st.structure.compare(g.ns, g.chat->ids, g.chat->parts);

@@ -32,8 +32,22 @@ uint64_t part_hash(const RequestPart& p, const nlohmann::json& messages, const n
       break;
     case RequestPart::Kind::kGenerationPrompt:
       return hash_text("generation prompt");
+    case RequestPart::Kind::kContentPart:
+      break;  // hashed from its text (split_content_parts)
   }
   return 0;
+}
+
+// The tokens overlapping bytes [p.byte_begin, p.byte_end), and whether whole tokens
+// cover exactly those bytes.
+void locate_tokens(RequestPart& p, const std::vector<int64_t>& offsets) {
+  if (offsets.size() < 2) return;
+  const auto lo = std::upper_bound(offsets.begin(), offsets.end(), int64_t(p.byte_begin)) - offsets.begin() - 1;
+  const auto hi = std::lower_bound(offsets.begin(), offsets.end(), int64_t(p.byte_end)) - offsets.begin();
+  p.tok_begin = int32_t(std::max<int64_t>(0, lo));
+  p.tok_end = int32_t(std::min<int64_t>(int64_t(offsets.size()) - 1, hi));
+  p.is_block = offsets[p.tok_begin] == int64_t(p.byte_begin) && size_t(p.tok_end) < offsets.size() &&
+               offsets[p.tok_end] == int64_t(p.byte_end) && p.tok_begin < p.tok_end;
 }
 
 RequestPart::Kind kind_of(int k) {
@@ -75,15 +89,7 @@ std::vector<RequestPart> request_parts(const std::vector<PartSpan>& spans, const
     if (p.kind == RequestPart::Kind::kMessage && messages.is_array() && p.index < int(messages.size()) &&
         messages[p.index].is_object())
       p.role = messages[p.index].value("role", "");
-    if (offsets.size() < 2) continue;
-    // Tokens overlapping the part's bytes, and whether token boundaries fall exactly
-    // on its first and last byte.
-    const auto lo = std::upper_bound(offsets.begin(), offsets.end(), int64_t(p.byte_begin)) - offsets.begin() - 1;
-    const auto hi = std::lower_bound(offsets.begin(), offsets.end(), int64_t(p.byte_end)) - offsets.begin();
-    p.tok_begin = int32_t(std::max<int64_t>(0, lo));
-    p.tok_end = int32_t(std::min<int64_t>(int64_t(offsets.size()) - 1, hi));
-    p.is_block = offsets[p.tok_begin] == int64_t(p.byte_begin) && size_t(p.tok_end) < offsets.size() &&
-                 offsets[p.tok_end] == int64_t(p.byte_end) && p.tok_begin < p.tok_end;
+    locate_tokens(p, offsets);
   }
   // A part whose extent holds another part's bytes (a template interleaving them) is
   // no block of its own.
@@ -92,6 +98,52 @@ std::vector<RequestPart> request_parts(const std::vector<PartSpan>& spans, const
       if (i != j && parts[j].byte_begin < parts[i].byte_end && parts[j].byte_end > parts[i].byte_begin)
         parts[i].is_block = false;
   return parts;
+}
+
+void split_content_parts(std::vector<RequestPart>& parts, const nlohmann::json& messages, const std::string& text,
+                         const std::vector<int64_t>& token_offsets) {
+  if (!messages.is_array()) return;
+  std::vector<RequestPart> out;
+  for (RequestPart& p : parts) {
+    out.push_back(p);
+    if (p.kind != RequestPart::Kind::kMessage || p.index < 0 || p.index >= int(messages.size())) continue;
+    const nlohmann::json& m = messages[p.index];
+    const auto c = m.is_object() ? m.find("content") : m.end();
+    if (c == m.end() || !c->is_array() || c->size() < 2) continue;
+    std::string joined;
+    std::vector<RequestPart> subs;
+    for (size_t j = 0; j < c->size(); ++j) {
+      const nlohmann::json& part = (*c)[j];
+      const auto t = part.is_object() ? part.find("text") : part.end();
+      if (t == part.end() || !t->is_string()) {
+        subs.clear();
+        break;
+      }
+      const std::string& s = t->get_ref<const std::string&>();
+      RequestPart q;
+      q.kind = RequestPart::Kind::kContentPart;
+      q.index = p.index;
+      q.sub = int(j);
+      q.role = p.role;
+      q.hash = hash_text("content part" + s);
+      q.byte_begin = joined.size();  // within the content, for now
+      q.byte_end = q.byte_begin + s.size();
+      joined += s;
+      if (!s.empty()) subs.push_back(q);
+    }
+    // Only where the template rendered the content as it is, inside the message's
+    // bytes (which may hold its role too).
+    const size_t at = subs.empty() ? std::string::npos : text.find(joined, p.byte_begin);
+    if (at == std::string::npos || at + joined.size() > p.byte_end) continue;
+    out.back().is_block = false;
+    for (RequestPart& q : subs) {
+      q.byte_begin += at;
+      q.byte_end += at;
+      locate_tokens(q, token_offsets);
+      out.push_back(q);
+    }
+  }
+  parts = std::move(out);
 }
 
 std::vector<KvBlock> blocks_of(const std::vector<RequestPart>& parts) {
@@ -187,12 +239,13 @@ MissReport StructureMemory::compare(const std::string& ns, const std::vector<int
   } else {
     r.reason = "template_rerender";
   }
-  // The cost: tokens after the divergence of parts the earlier request also had (of a
-  // part the divergence falls inside, those after it).
+  // The cost: tokens after the divergence of blocks the earlier request also had (of a
+  // block the divergence falls inside, those after it).
   std::set<uint64_t> before;
   for (const RequestPart& q : best->parts) before.insert(q.hash);
   for (const RequestPart& q : parts)
-    if (q.tok_end > d && q.hash != 0 && q.kind != RequestPart::Kind::kGenerationPrompt && before.count(q.hash))
+    if (q.is_block && q.tok_end > d && q.hash != 0 && q.kind != RequestPart::Kind::kGenerationPrompt &&
+        before.count(q.hash))
       r.tokens += q.tok_end - std::max<int64_t>(q.tok_begin, d);
   return r;
 }

@@ -25,10 +25,12 @@ namespace pc::server {
 
 // One part of a request, as the template spans attribute rendered bytes to it.
 struct RequestPart {
-  enum class Kind { kTool, kMessage, kToolCall, kGenerationPrompt };
+  // kContentPart: one text part of a message whose content the client sent as several
+  // (documents of a RAG request); `sub` is its index in the content array.
+  enum class Kind { kTool, kMessage, kToolCall, kGenerationPrompt, kContentPart };
   Kind kind = Kind::kMessage;
   int index = -1;             // tools[index] / messages[index]
-  int sub = -1;               // kToolCall: the call's index in the message
+  int sub = -1;               // kToolCall: the call's index in the message; kContentPart: the part's
   std::string role;           // kMessage: its role
   uint64_t hash = 0;          // of the part's request data (what the client sent)
   size_t byte_begin = 0, byte_end = 0;  // its rendered bytes (first to last)
@@ -50,6 +52,14 @@ struct PartSpan {
 std::vector<RequestPart> request_parts(const std::vector<PartSpan>& spans, const nlohmann::json& messages,
                                        const nlohmann::json& tools, const std::vector<int64_t>& token_offsets);
 std::vector<KvBlock> blocks_of(const std::vector<RequestPart>& parts);
+
+// A message whose content the client sent as several text parts (`messages` as sent,
+// before flattening) gets one kContentPart per text part, after its own part, when the
+// message's rendered bytes hold its content verbatim; those parts are the blocks then,
+// not the message, so documents that moved inside a message are found at their old
+// positions. `text` and `token_offsets` as for request_parts.
+void split_content_parts(std::vector<RequestPart>& parts, const nlohmann::json& messages, const std::string& text,
+                         const std::vector<int64_t>& token_offsets);
 
 // Why the exact prefix of a request stopped before the request before it in its
 // namespace did, and the prompt tokens that cost.
