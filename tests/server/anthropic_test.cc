@@ -259,7 +259,7 @@ TEST(ServerAnthropic, ErrorsHaveAnthropicsShape) {
 // cache_creation_input_tokens, and a later conversation with the same system prompt
 // reads them.
 TEST(ServerAnthropic, CacheControlTtlKeepsThePrefixThroughPressure) {
-  ServeProcess srv(qwen_args({"--kv-memory", "240KiB", "--test-time-scale", "0.01"}));
+  ServeProcess srv(qwen_args({"--kv-memory", "400KiB", "--test-time-scale", "0.01"}));
   auto c = srv.client();
   std::string system_text;
   for (int i = 0; i < 6; ++i) system_text += "You tell short stories about a cat named Tom. ";

@@ -104,7 +104,7 @@ TEST(ServerLifetime, RetainedPrefixSurvivesPressureIsReArmedAndLapses) {
   EXPECT_EQ(a2.body["promptcache"]["expires_tier"], "memory");
   EXPECT_GT(rearmed, expires + 0.2);
   const Reply b2 = post(c, "/v1/completions", completion(story("Anna")));
-  EXPECT_LE(cached(b2), 1) << b2.raw;  // at most the BOS every prompt starts with
+  EXPECT_LT(cached(b2), 8) << b2.raw;  // at most the start (BOS, a piece) other prompts share
 
   // Past the re-armed end the guarantee is gone: the listing shows none, and LRU
   // pressure evicts A like any other entry.
@@ -114,7 +114,7 @@ TEST(ServerLifetime, RetainedPrefixSurvivesPressureIsReArmedAndLapses) {
   pressure(c, "2");
   EXPECT_EQ(get(c, "/v1/cache/stats").body["index"]["retained"], 0);
   const Reply a3 = post(c, "/v1/completions", completion(story("Lily")));
-  EXPECT_LE(cached(a3), 1) << a3.raw;
+  EXPECT_LT(cached(a3), 8) << a3.raw;
 }
 
 TEST(ServerLifetime, AdminEvictionEndsLifetimesAndSaysSo) {
@@ -156,12 +156,17 @@ TEST(ServerLifetime, BeyondTheMemoryShareTheDiskKeepsIt) {
   // The kept entry is listed with its expiry (whole seconds: the disk keeps unix seconds).
   auto disk_kept = [&] {
     json found;
-    for (const json& ns : get(c, "/v1/cache/entries").body["namespaces"])
+    const Reply listing = get(c, "/v1/cache/entries");
+    for (const json& ns : listing.body["namespaces"])
       for (const json& e : ns["entries"])
         if (e["tier"] == "disk" && !e["expires_at"].is_null()) found = e;
     return found;
   };
-  const json e = disk_kept();
+  json e = disk_kept();
+  for (int i = 0; i < 40 && e.is_null(); ++i) {  // tier writes run in the background
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    e = disk_kept();
+  }
   ASSERT_FALSE(e.is_null()) << get(c, "/v1/cache/entries").raw;
   EXPECT_EQ(e["tokens"], kept);
   EXPECT_NEAR(e["expires_at"].get<double>(), expires, 1.0);
