@@ -143,14 +143,17 @@ Run add_bench(CLI::App& app) {
   Run modules = add_bench_modules(app);
   Run serve = add_bench_serve(app);
   Run tiers = add_bench_tiers(app);
+  Run agent = add_bench_agent(app);
   CLI::App* conv = app.get_subcommand("conversation");
   CLI::App* srv = app.get_subcommand("serve");
   CLI::App* tie = app.get_subcommand("tiers");
-  return [a, p, conv, srv, tie, conversation, modules, serve, tiers] {
+  CLI::App* agt = app.get_subcommand("agent");
+  return [a, p, conv, srv, tie, agt, conversation, modules, serve, tiers, agent] {
     return p->parsed()    ? run_prefill(*a)
            : conv->parsed() ? conversation()
            : srv->parsed()  ? serve()
            : tie->parsed()  ? tiers()
+           : agt->parsed()  ? agent()
                             : modules();
   };
 }

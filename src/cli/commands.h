@@ -34,5 +34,7 @@ Run add_bench_modules(CLI::App& bench);
 Run add_bench_serve(CLI::App& bench);
 // `bench tiers`, registered by add_bench.
 Run add_bench_tiers(CLI::App& bench);
+// `bench agent`, registered by add_bench.
+Run add_bench_agent(CLI::App& bench);
 
 }  // namespace pc::cli

@@ -31,9 +31,80 @@ bool Engine::note_if_missing(Seq& s, const KvSpan& span, std::vector<int32_t>* m
   return true;
 }
 
+namespace {
+
+// The slots of tokens [begin, end) of `slices` (which cover tokens 0, 1, ... in order).
+std::vector<PageSlice> cut_slices(std::span<const PageSlice> slices, int32_t begin, int32_t end) {
+  std::vector<PageSlice> out;
+  int32_t at = 0;
+  for (const PageSlice& sl : slices) {
+    const int32_t lo = std::max(begin, at), hi = std::min(end, at + sl.size());
+    if (lo < hi) out.push_back({sl.page, sl.begin + (lo - at), sl.begin + (hi - at)});
+    at += sl.size();
+    if (at >= end) break;
+  }
+  return out;
+}
+
+}  // namespace
+
+bool Engine::reuse_approximate_prefix(Seq& s, int32_t* t) {
+  RadixIndex& index = prefix_->index();
+  const PrefixMatch m = index.match_prefix(approximate_ns(s.ns), s.tokens, RadixIndex::MatchUse::kPeek);
+  if (m.length <= *t) return true;
+  const PrefixLease keep(&index, m.node);  // the copy may evict: not this path
+  // The path is an aligned table (token i in page i / P, slot i % P): its pages from the
+  // first page boundary at or after *t on are taken by reference; the tokens before that
+  // boundary share a page with tokens the request has from elsewhere, so they are copied.
+  const int32_t P = pages_->page_size();
+  const int32_t edge = std::min(m.length, (*t + P - 1) / P * P);
+  if (edge > *t) {
+    PageTable copy(*pages_);
+    if (!relocated_copy(*pages_, model_, cut_slices(m.slices, *t, edge), 0, copy)) return false;
+    Run r{true, *t, edge};
+    r.pages.assign(copy.entries().begin(), copy.entries().end());
+    s.hold.attach(r.pages);
+    s.runs.push_back(std::move(r));
+  }
+  if (m.length > edge) {
+    const PageTable path = PageTable::from_slices(*pages_, m.slices);
+    Run r{true, edge, m.length};
+    r.pages.assign(path.entries().begin() + edge / P, path.entries().end());
+    s.hold.attach(r.pages);
+    s.runs.push_back(std::move(r));
+  }
+  *t = m.length;
+  return true;
+}
+
+void Engine::publish_approximate(Seq& s) {
+  // The radix index takes aligned tables (every page full but the last): keep the full
+  // pages the table starts with, copy the rest packed after them.
+  const auto entries = s.table.entries();
+  const int32_t P = pages_->page_size();
+  size_t head = 0;
+  while (head + 1 < entries.size() && entries[head].filled == P) ++head;
+  if (head + 1 == entries.size() || entries.empty()) {
+    prefix_->insert(approximate_ns(s.ns), std::span<const int32_t>(s.tokens.data(), s.n_kv), s.table, s.n_prompt,
+                    s.plan.blocks, false);
+    return;
+  }
+  PageTable pub(*pages_);
+  pub.attach(entries.first(head));
+  std::vector<PageSlice> rest;
+  for (size_t i = head; i < entries.size(); ++i) rest.push_back({entries[i].page, 0, entries[i].filled});
+  if (!relocated_copy(*pages_, model_, rest, 0, pub)) return;  // no pages left: not published
+  if (pub.n_tokens() != s.n_kv) return;
+  prefix_->insert(approximate_ns(s.ns), std::span<const int32_t>(s.tokens.data(), s.n_kv), pub, s.n_prompt,
+                  s.plan.blocks, false);
+}
+
 std::optional<BlockHit> Engine::find_block(Seq& s, const KvBlock& b) {
   const std::span<const int32_t> toks(s.tokens.data() + b.begin, size_t(b.end - b.begin));
   if (std::optional<BlockHit> hit = prefix_->blocks().find(prefix_->index(), s.ns, toks)) return hit;
+  // Blocks an approximate request computed (after approximately reused KV): only
+  // approximate requests come here.
+  if (std::optional<BlockHit> hit = prefix_->blocks().find(prefix_->index(), approximate_ns(s.ns), toks)) return hit;
   for (const Seq::TierBlock& t : s.tier_blocks) {
     if (t.begin != b.begin || t.kv.n_tokens() != b.end - b.begin) continue;
     BlockHit hit;  // position 0: tier entries hold K rotated there
@@ -50,6 +121,8 @@ bool Engine::assemble_approximate(Seq& s, int32_t exact) {
   const double budget = std::clamp(s.req.reuse.budget, 0.0, 1.0);
   int64_t approx = 0, recomputed = 0;
   int32_t t = exact;
+  if (!reuse_approximate_prefix(s, &t)) return false;
+  approx += t - exact;
   const int32_t n = int32_t(s.tokens.size());
   for (const KvBlock& b : s.plan.blocks) {
     // A block the exact prefix covers in part is reused from where the prefix ends.

@@ -57,7 +57,10 @@ CacheStats CacheAdmin::stats() const {
 
 std::vector<std::string> CacheAdmin::tenants() const {
   std::vector<std::string> out;
-  for (const KvNamespace& ns : e_.prefix_->index().namespaces()) out.push_back(ns.tenant);
+  // A tenant's derived namespaces ("<tenant>\x1f...": approximately built KV) are not
+  // tenants of their own.
+  for (const KvNamespace& ns : e_.prefix_->index().namespaces())
+    if (ns.tenant.find('\x1f') == std::string::npos) out.push_back(ns.tenant);
   return out;
 }
 

@@ -290,6 +290,9 @@ void Engine::finish(Seq& s, FinishReason reason) {
     prefix_->insert(s.ns, std::span<const int32_t>(s.tokens.data(), s.n_kv), s.table, s.n_prompt, s.plan.blocks);
     if (tiers_ && prefix_->enabled()) save_tier_blocks(s);
     if (s.kind == Seq::Kind::kRequest) apply_retention(s);
+  } else if (s.prefix_plan && s.approximate && s.n_kv > 0 && reason != FinishReason::kError &&
+             s.state == Seq::State::kRunning && prefix_->enabled()) {
+    publish_approximate(s);
   }
   s.table.release();
   s.tier_blocks.clear();

@@ -237,6 +237,12 @@ class Engine {
   Seq& new_seq(const GenerateRequest& req, TokenCallback on_token);
   int64_t start(KvPlan plan, const GenerateRequest& req, TokenCallback on_token, bool keep_logits);
   bool assemble_approximate(Seq& s, int32_t exact);
+  // Approximate requests: the longest prefix an earlier approximate request published
+  // (approximate_ns) beyond `*t`, copied in as a cached run; advances *t. False when no
+  // pages are left for the copy.
+  bool reuse_approximate_prefix(Seq& s, int32_t* t);
+  // Publishes an approximate sequence's KV in approximate_ns (memory only).
+  void publish_approximate(Seq& s);
   // The lower-tier lookups a new sequence needs (the blocks approximate reuse may take
   // from a tier, then a longer prefix), each answered off the engine thread, then the
   // first assembly.

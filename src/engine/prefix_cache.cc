@@ -52,8 +52,12 @@ void PrefixCache::promote_now(const KvNamespace& ns, std::span<const int32_t> to
   if (promote(ns, tokens, nullptr)) tiers_->flush();
 }
 
+KvNamespace approximate_ns(const KvNamespace& ns) {
+  return KvNamespace{ns.model, ns.kv_type, ns.tenant + "\x1f" "approximate"};
+}
+
 void PrefixCache::insert(const KvNamespace& ns, std::span<const int32_t> tokens, const PageTable& table,
-                         int32_t n_prompt, std::span<const KvBlock> blocks) {
+                         int32_t n_prompt, std::span<const KvBlock> blocks, bool write_through) {
   if (!enabled_ || tokens.empty()) return;
   index_.insert(ns, tokens, table);
   if (!blocks.empty()) {
@@ -62,7 +66,7 @@ void PrefixCache::insert(const KvNamespace& ns, std::span<const int32_t> tokens,
       if (b.begin < b.end && b.end <= int32_t(tokens.size()))
         blocks_.add(ns, tokens.subspan(b.begin, b.end - b.begin), a, b.begin);
   }
-  if (!tiers_) return;
+  if (!tiers_ || !write_through) return;
   // Tiers find entries by exact page-aligned length (tier/entry_key.h): write what the
   // next turn probes and what a repeat of this prompt probes; the second is skipped
   // when it is the same entry.

@@ -29,6 +29,11 @@ namespace pc {
 
 class KvTiers;
 
+// Where approximately built KV is published: a namespace of its own per tenant, which
+// only approximate requests look in, so an exact request never sees it and never
+// writes to it.
+KvNamespace approximate_ns(const KvNamespace& ns);
+
 // Keeps a matched radix path from eviction (RadixIndex::lock) until destroyed or reset.
 class PrefixLease {
  public:
@@ -95,8 +100,9 @@ class PrefixCache {
   // the table's slot i. With tiers, writes through what the next turn probes (all of
   // it) and what a repeat of the prompt probes (its first n_prompt - 1 tokens).
   // `blocks` (token ranges within `tokens`) are recorded in the block index.
+  // write_through = false: memory only (KV that must not reach the tiers).
   void insert(const KvNamespace& ns, std::span<const int32_t> tokens, const PageTable& table,
-              int32_t n_prompt, std::span<const KvBlock> blocks = {});
+              int32_t n_prompt, std::span<const KvBlock> blocks = {}, bool write_through = true);
 
   // Tokens of `blocks` (ranges of `tokens`) from `from` on whose KV the block index
   // holds at some position: what reusing moved blocks could save.

@@ -38,16 +38,23 @@ uint64_t part_hash(const RequestPart& p, const nlohmann::json& messages, const n
   return 0;
 }
 
-// The tokens overlapping bytes [p.byte_begin, p.byte_end), and whether whole tokens
-// cover exactly those bytes.
+// The tokens overlapping bytes [p.byte_begin, p.byte_end), and the block: the tokens
+// inside them.
 void locate_tokens(RequestPart& p, const std::vector<int64_t>& offsets) {
   if (offsets.size() < 2) return;
-  const auto lo = std::upper_bound(offsets.begin(), offsets.end(), int64_t(p.byte_begin)) - offsets.begin() - 1;
-  const auto hi = std::lower_bound(offsets.begin(), offsets.end(), int64_t(p.byte_end)) - offsets.begin();
+  const int64_t B = int64_t(p.byte_begin), E = int64_t(p.byte_end);
+  const auto lo = std::upper_bound(offsets.begin(), offsets.end(), B) - offsets.begin() - 1;
+  const auto hi = std::lower_bound(offsets.begin(), offsets.end(), E) - offsets.begin();
   p.tok_begin = int32_t(std::max<int64_t>(0, lo));
   p.tok_end = int32_t(std::min<int64_t>(int64_t(offsets.size()) - 1, hi));
-  p.is_block = offsets[p.tok_begin] == int64_t(p.byte_begin) && size_t(p.tok_end) < offsets.size() &&
-               offsets[p.tok_end] == int64_t(p.byte_end) && p.tok_begin < p.tok_end;
+  // Token i spans bytes [offsets[i], offsets[i + 1]).
+  const int64_t first = std::lower_bound(offsets.begin(), offsets.end(), B) - offsets.begin();
+  const int64_t end = std::upper_bound(offsets.begin(), offsets.end(), E) - offsets.begin() - 1;
+  p.is_block = first < end && end <= int64_t(offsets.size()) - 1;
+  if (!p.is_block) return;
+  p.block_begin = int32_t(first);
+  p.block_end = int32_t(end);
+  p.whole_block = offsets[first] == B && offsets[end] == E;
 }
 
 RequestPart::Kind kind_of(int k) {
@@ -96,7 +103,7 @@ std::vector<RequestPart> request_parts(const std::vector<PartSpan>& spans, const
   for (size_t i = 0; i < parts.size(); ++i)
     for (size_t j = 0; j < parts.size(); ++j)
       if (i != j && parts[j].byte_begin < parts[i].byte_end && parts[j].byte_end > parts[i].byte_begin)
-        parts[i].is_block = false;
+        parts[i].is_block = parts[i].whole_block = false;
   return parts;
 }
 
@@ -135,7 +142,7 @@ void split_content_parts(std::vector<RequestPart>& parts, const nlohmann::json& 
     // bytes (which may hold its role too).
     const size_t at = subs.empty() ? std::string::npos : text.find(joined, p.byte_begin);
     if (at == std::string::npos || at + joined.size() > p.byte_end) continue;
-    out.back().is_block = false;
+    out.back().is_block = out.back().whole_block = false;
     for (RequestPart& q : subs) {
       q.byte_begin += at;
       q.byte_end += at;
@@ -149,7 +156,7 @@ void split_content_parts(std::vector<RequestPart>& parts, const nlohmann::json& 
 std::vector<KvBlock> blocks_of(const std::vector<RequestPart>& parts) {
   std::vector<KvBlock> out;
   for (const RequestPart& p : parts)
-    if (p.is_block && p.kind != RequestPart::Kind::kGenerationPrompt) out.push_back({p.tok_begin, p.tok_end});
+    if (p.is_block && p.kind != RequestPart::Kind::kGenerationPrompt) out.push_back({p.block_begin, p.block_end});
   return out;
 }
 
@@ -244,9 +251,9 @@ MissReport StructureMemory::compare(const std::string& ns, const std::vector<int
   std::set<uint64_t> before;
   for (const RequestPart& q : best->parts) before.insert(q.hash);
   for (const RequestPart& q : parts)
-    if (q.is_block && q.tok_end > d && q.hash != 0 && q.kind != RequestPart::Kind::kGenerationPrompt &&
+    if (q.is_block && q.block_end > d && q.hash != 0 && q.kind != RequestPart::Kind::kGenerationPrompt &&
         before.count(q.hash))
-      r.tokens += q.tok_end - std::max<int64_t>(q.tok_begin, d);
+      r.tokens += q.block_end - std::max<int64_t>(q.block_begin, d);
   return r;
 }
 

@@ -5,11 +5,11 @@
 //   rendered text   <|im_start|>system\nYou ...<|im_end|>\n<|im_start|>user\nHi<|im_end|>...
 //   template spans  [ none     ][ message 0 ][ none          ][msg 1][ none ...
 //   token offsets   byte offset where each prompt token starts (from its piece)
-//   blocks          a part's tokens, when whole tokens cover exactly its bytes
+//   blocks          a part's whole tokens: those inside its bytes
 //
-// A part whose first or last byte falls inside a token (its tokens depend on the text
-// around it) is no block: `block` is false and it is neither indexed nor reported as
-// reusable.
+// A token that straddles a part's first or last byte depends on the text around the part,
+// so it is left out of the block; a part with no whole token, or with another part's
+// bytes inside it, has no block and is neither indexed nor reported as reusable.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -35,7 +35,11 @@ struct RequestPart {
   uint64_t hash = 0;          // of the part's request data (what the client sent)
   size_t byte_begin = 0, byte_end = 0;  // its rendered bytes (first to last)
   int32_t tok_begin = -1, tok_end = -1; // tokens overlapping those bytes (-1: unknown)
-  bool is_block = false;                // whole tokens cover exactly its bytes (and only its)
+  // Its block: the whole tokens inside its bytes (a token that straddles its first or
+  // last byte depends on the text around it and is left out).
+  int32_t block_begin = -1, block_end = -1;
+  bool is_block = false;                // it has a block (no other part's bytes inside it)
+  bool whole_block = false;             // the block's tokens spell all of its bytes
 };
 
 // A rendered byte range attributed to a part (kind/index/sub as in RequestPart;

@@ -1,0 +1,443 @@
+// `promptcache bench agent`: agent sessions whose requests change in the middle, over
+// the HTTP API, with exact and approximate cache reuse side by side.
+//
+// Each session is a tool loop of --turns chat requests. Turn 1 sends a system prompt of
+// about 400 words, 8 tool definitions and a user message whose content is 3 documents
+// of about 250 words (text parts) and a question; every later turn appends the
+// previous turn's assistant tool call and its result (about 120 words), and every 4th
+// a new user question. The requests change in the middle the way agents change them:
+//
+//   turn 3   a tool is added to the tool list
+//   turn 6   the oldest tool result is replaced by a one-line summary (compaction)
+//   turn 8   the documents are re-ordered
+//
+// and the last session uses the Qwen3 template, whose assistant turns carry reasoning
+// that the template drops once a new user question follows (history re-rendered).
+//
+// Per turn: prompt tokens, the tokens the server computed (prompt tokens neither
+// reused exactly nor reused approximately), the ideal (prompt tokens never sent before
+// in the session: tokens whose preceding 8-token window is new to the session), and
+// time to the first streamed token; for `exact`, for `approximate` at the server's
+// default budget, and for a simulated 16-token block-hash prefix cache (a block hits
+// when it and every block before it were in an earlier prompt of the session).
+// The assistant tool calls are written by the benchmark (a random-weight model's
+// replies are not tool calls), so every one of them counts as new tokens.
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <thread>
+#include <unistd.h>
+#include <unordered_set>
+#include <vector>
+
+#include <httplib.h>
+#include <xxhash.h>
+
+#include "cli/commands.h"
+#include "cli/units.h"
+#include "gguf/error.h"
+#include "kernels/cpu_count.h"
+#include "model/make_model.h"
+#include "server/server.h"
+
+namespace pc::cli {
+
+namespace {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+struct BenchAgentArgs {
+  std::string model;  // "" = a generated model in `dir`
+  std::string dir;
+  std::string vocab = "../shared/vocab/ggml-vocab-qwen2.gguf";
+  std::string template_file = "../shared/templates/Qwen-Qwen2.5-7B-Instruct.jinja";
+  std::string reasoning_template_file = "../shared/templates/Qwen-Qwen3-0.6B.jinja";
+  int sessions = 4;
+  int turns = 12;
+  int max_tokens = 4;
+  double budget = -1;  // < 0: the server's default
+  int threads = default_thread_count();
+  std::string kv_memory = "1GiB";
+  std::string json_out;
+};
+
+// Deterministic text of `words` words from a small vocabulary, seeded by `seed`.
+std::string words_text(uint64_t seed, int words) {
+  static const char* vocab[] = {"the", "router", "signal", "customer", "reports", "that", "cable", "light",
+                                "blinks", "after", "firmware", "update", "network", "ticket", "reset",
+                                "button", "power", "manual", "warranty", "model", "port", "office",
+                                "engineer", "checked", "replaced", "device", "status", "green", "red",
+                                "slow", "connection", "drops", "every", "hour", "since", "monday"};
+  std::string s;
+  uint64_t x = 0x9E3779B97F4A7C15ull * (seed + 1);
+  for (int i = 0; i < words; ++i) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    if (i > 0) s += (i % 14 == 0 ? ". " : " ");
+    s += vocab[x % (sizeof vocab / sizeof *vocab)];
+  }
+  return s + ".";
+}
+
+json tool_def(int k) {
+  static const char* names[] = {"get_ticket", "search_kb", "run_diagnostic", "reset_device", "send_email",
+                                "schedule_visit", "check_warranty", "escalate", "lookup_customer"};
+  return {{"type", "function"},
+          {"function",
+           {{"name", names[k % 9]},
+            {"description", words_text(1000 + k, 24)},
+            {"parameters",
+             {{"type", "object"},
+              {"properties",
+               {{"id", {{"type", "string"}, {"description", words_text(1100 + k, 6)}}},
+                {"detail", {{"type", "string"}, {"description", words_text(1200 + k, 6)}}}}},
+              {"required", json::array({"id"})}}}}}};
+}
+
+// One session's conversation state, and the request of each turn.
+struct Session {
+  int index = 0;
+  bool reasoning = false;  // the Qwen3 session: assistant turns carry reasoning
+  std::vector<std::string> docs;
+  int n_tools = 8;
+  std::vector<int> doc_order = {0, 1, 2};
+  json history = json::array();  // messages after the first user message
+  int first_result = -1;         // index in history of the oldest tool result
+
+  std::string salt() const { return "agent-" + std::to_string(index); }
+
+  json first_user() const {
+    json content = json::array();
+    for (int d : doc_order)
+      content.push_back({{"type", "text"}, {"text", "Document " + std::to_string(d + 1) + ":\n" + docs[d] + "\n\n"}});
+    content.push_back({{"type", "text"}, {"text", "The customer's router keeps dropping. What should we do?"}});
+    return {{"role", "user"}, {"content", content}};
+  }
+
+  // Applies turn t's change and appends turn t-1's call and result; returns what changed.
+  std::string advance(int t) {
+    std::string change;
+    if (t >= 2) {
+      const std::string id = "call_" + std::to_string(index) + "_" + std::to_string(t - 1);
+      const json call = {{"id", id},
+                         {"type", "function"},
+                         {"function",
+                          {{"name", tool_def((t - 2) % n_tools)["function"]["name"]},
+                           {"arguments", json{{"id", "T-" + std::to_string(4000 + t)}, {"detail", "step " + std::to_string(t)}}.dump()}}}};
+      json assistant = {{"role", "assistant"}, {"content", ""}, {"tool_calls", json::array({call})}};
+      if (reasoning) assistant["reasoning_content"] = words_text(3000 + 100 * index + t, 40);
+      history.push_back(assistant);
+      if (first_result < 0) first_result = int(history.size());
+      history.push_back({{"role", "tool"}, {"tool_call_id", id}, {"content", words_text(2000 + 100 * index + t, 120)}});
+      if (t % 4 == 1)
+        history.push_back({{"role", "user"}, {"content", "Thanks. Next: " + words_text(5000 + 100 * index + t, 12)}});
+    }
+    if (t == 3) {
+      n_tools = 9;
+      change = "tool added";
+    } else if (t == 6 && first_result >= 0) {
+      history[size_t(first_result)]["content"] = "(Summary: the ticket was found and the router was reset.)";
+      change = "oldest result summarized";
+    } else if (t == 8) {
+      doc_order = {2, 0, 1};
+      change = "documents re-ordered";
+    }
+    return change;
+  }
+
+  json messages() const {
+    json m = json::array({{{"role", "system"}, {"content", words_text(900 + index, 400)}}, first_user()});
+    for (const json& h : history) m.push_back(h);
+    return m;
+  }
+  json tools() const {
+    json t = json::array();
+    for (int k = 0; k < n_tools; ++k) t.push_back(tool_def(k));
+    return t;
+  }
+};
+
+struct Turn {
+  int session = 0, turn = 0;
+  std::string change;
+  int64_t prompt = 0, ideal = 0, block_hash = 0;
+  int64_t computed[2] = {0, 0};  // exact, approximate
+  double ttft_ms[2] = {0, 0};
+};
+
+// Streams one chat request; returns {ttft ms, final usage + promptcache}.
+std::pair<double, json> stream_chat(httplib::Client& cli, const json& body, std::string* error) {
+  const Clock::time_point t0 = Clock::now();
+  double ttft = -1;
+  std::string buf;
+  json last;
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/chat/completions";
+  req.set_header("Content-Type", "application/json");
+  req.body = body.dump();
+  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+    buf.append(data, n);
+    for (size_t end; (end = buf.find("\n\n")) != std::string::npos; buf.erase(0, end + 2)) {
+      const std::string ev = buf.substr(0, end);
+      if (ev.rfind("data: ", 0) != 0 || ev == "data: [DONE]") continue;
+      json j = json::parse(ev.substr(6), nullptr, false);
+      if (j.is_discarded()) continue;
+      if (j.contains("error")) *error = j["error"].value("message", "error event");
+      if (ttft < 0 && j.contains("choices") && j["choices"].is_array() && !j["choices"].empty() &&
+          j["choices"][0].value("delta", json::object()).contains("content"))
+        ttft = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+      if (j.contains("usage") && j["usage"].is_object()) last = std::move(j);
+    }
+    return true;
+  };
+  const httplib::Result res = cli.send(req);
+  if (!res) *error = "HTTP: " + httplib::to_string(res.error());
+  else if (res->status != 200) *error = "HTTP status " + std::to_string(res->status) + ": " + res->body;
+  else if (last.is_null()) *error = "no usage in the stream";
+  return {ttft, last};
+}
+
+std::vector<int32_t> prompt_ids(httplib::Client& cli, const json& body, std::string* error) {
+  const httplib::Result r = cli.Post("/apply-template", body.dump(), "application/json");
+  if (!r || r->status != 200) {
+    *error = "/apply-template failed";
+    return {};
+  }
+  const json t = {{"content", json::parse(r->body)["prompt"]}, {"add_special", true}, {"parse_special", true}};
+  const httplib::Result k = cli.Post("/tokenize", t.dump(), "application/json");
+  if (!k || k->status != 200) {
+    *error = "/tokenize failed";
+    return {};
+  }
+  return json::parse(k->body)["tokens"].get<std::vector<int32_t>>();
+}
+
+// Client-side measures over a session's prompts: the ideal (tokens whose preceding
+// 8-token window the session never sent) and a 16-token block-hash prefix cache.
+struct SessionMeasure {
+  std::unordered_set<uint64_t> windows, blocks;
+  int64_t ideal(const std::vector<int32_t>& ids) {
+    int64_t n = 0;
+    std::vector<uint64_t> mine;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const size_t b = i >= 7 ? i - 7 : 0;
+      const uint64_t h = XXH64(ids.data() + b, (i + 1 - b) * sizeof(int32_t), i < 7 ? i : 7);
+      if (!windows.count(h)) ++n;
+      mine.push_back(h);
+    }
+    windows.insert(mine.begin(), mine.end());
+    return n;
+  }
+  int64_t block_hash(const std::vector<int32_t>& ids) {
+    const size_t B = 16;
+    uint64_t chain = 0;
+    size_t hit = 0;
+    bool hitting = true;
+    std::vector<uint64_t> mine;
+    for (size_t j = 0; (j + 1) * B <= ids.size(); ++j) {
+      chain = XXH64(ids.data() + j * B, B * sizeof(int32_t), chain);
+      mine.push_back(chain);
+      if (hitting && blocks.count(chain) && (j + 1) * B < ids.size()) ++hit;  // the last token is computed
+      else hitting = false;
+    }
+    blocks.insert(mine.begin(), mine.end());
+    return int64_t(ids.size() - hit * B);
+  }
+};
+
+std::string generated_model(const BenchAgentArgs& a) {
+  namespace fs = std::filesystem;
+  fs::create_directories(a.dir);
+  const bool bpe = fs::exists(a.vocab);
+  const fs::path path = fs::path(a.dir) / (bpe ? "agent-small-qwen2-q8_0.gguf" : "agent-small-bytes-q8_0.gguf");
+  if (!fs::exists(path)) {
+    std::fprintf(stderr, "generating a random-weight 'small' model at %s ...\n", path.c_str());
+    MakeModelOptions mo;
+    mo.shape = "small";
+    mo.arch = bpe ? "qwen2" : "llama";
+    mo.type = GgmlType::Q8_0;
+    if (bpe) mo.vocab_path = a.vocab;
+    mo.context_length = 16384;
+    make_random_model(mo, path.string());
+  }
+  return path.string();
+}
+
+struct InProcessServer {
+  server::Server srv;
+  std::thread listener;
+  int port = 0;
+  explicit InProcessServer(const server::ServerOptions& o) : srv(o) {
+    port = srv.bind();
+    listener = std::thread([this] { srv.listen(); });
+  }
+  ~InProcessServer() {
+    srv.stop();
+    listener.join();
+  }
+};
+
+int run_bench_agent(const BenchAgentArgs& a) {
+  for (const std::string* f : {&a.template_file, &a.reasoning_template_file})
+    if (!std::filesystem::exists(*f))
+      throw Error("chat template " + *f + " not found (--chat-template-file / --reasoning-template-file; "
+                  "the defaults are ../shared/templates/ relative to the working directory)");
+  std::signal(SIGPIPE, SIG_IGN);
+  const std::string model = a.model.empty() ? generated_model(a) : a.model;
+  std::vector<Turn> turns;
+  std::string error;
+  const char* mode_name[2] = {"exact", "approximate"};
+  const bool tty = ::isatty(2);
+  for (int mode = 0; mode < 2; ++mode) {
+    // One server per template, fresh for each mode.
+    auto options = [&](const std::string& tmpl) {
+      server::ServerOptions o;
+      o.model_path = model;
+      o.port = 0;
+      o.threads = a.threads;
+      o.kv_memory_bytes = parse_bytes(a.kv_memory);
+      o.chat_template_file = tmpl;
+      return o;
+    };
+    InProcessServer plain(options(a.template_file)), reasoning(options(a.reasoning_template_file));
+    for (int si = 0; si < a.sessions; ++si) {
+      Session s;
+      s.index = si;
+      s.reasoning = si == a.sessions - 1;
+      for (int d = 0; d < 3; ++d) s.docs.push_back(words_text(700 + 10 * si + d, 250));
+      httplib::Client cli("127.0.0.1", s.reasoning ? reasoning.port : plain.port);
+      cli.set_read_timeout(600);
+      SessionMeasure measure;
+      for (int t = 1; t <= a.turns; ++t) {
+        const std::string change = s.advance(t);
+        json body = {{"messages", s.messages()}, {"tools", s.tools()}, {"max_tokens", a.max_tokens},
+                     {"temperature", 0}, {"ignore_eos", true}, {"stream", true},
+                     {"stream_options", {{"include_usage", true}}}, {"cache_salt", s.salt()},
+                     {"cache_reuse", mode_name[mode]}};
+        if (mode == 1 && a.budget >= 0) body["cache_reuse_budget"] = a.budget;
+        Turn* row;
+        if (mode == 0) {
+          turns.push_back(Turn{si, t, change});
+          row = &turns.back();
+          const std::vector<int32_t> ids = prompt_ids(cli, body, &error);
+          if (!error.empty()) throw Error("bench agent: " + error);
+          row->prompt = int64_t(ids.size());
+          row->ideal = measure.ideal(ids);
+          row->block_hash = measure.block_hash(ids);
+        } else {
+          row = &*std::find_if(turns.begin(), turns.end(), [&](const Turn& r) { return r.session == si && r.turn == t; });
+        }
+        auto [ttft, last] = stream_chat(cli, body, &error);
+        if (!error.empty()) throw Error(std::string("bench agent: ") + mode_name[mode] + " session " +
+                                        std::to_string(si) + " turn " + std::to_string(t) + ": " + error);
+        const json& pc = last.value("promptcache", json::object());
+        const int64_t prompt = last["usage"].value("prompt_tokens", int64_t(0));
+        if (prompt != row->prompt)
+          std::fprintf(stderr, "warning: session %d turn %d: %lld prompt tokens, /tokenize said %lld\n", si, t,
+                       (long long)prompt, (long long)row->prompt);
+        row->computed[mode] = prompt - pc.value("cached_tokens", int64_t(0)) - pc.value("approximate_tokens", int64_t(0));
+        row->ttft_ms[mode] = ttft;
+        if (tty) std::fprintf(stderr, "\r%s: session %d/%d turn %2d/%d", mode_name[mode], si + 1, a.sessions, t, a.turns);
+      }
+      if (!tty) std::fprintf(stderr, "%s: session %d/%d done\n", mode_name[mode], si + 1, a.sessions);
+    }
+    if (tty) std::fprintf(stderr, "\n");
+  }
+
+  // Per turn (summed over sessions), then totals.
+  json out = {{"model", model}, {"sessions", a.sessions}, {"turns", a.turns}, {"rows", json::array()}};
+  std::printf("bench agent: %s, %d sessions x %d turns (the last session on the reasoning template)\n\n",
+              model.c_str(), a.sessions, a.turns);
+  std::printf("%4s  %-26s %8s %8s %10s %8s %8s %10s %10s\n", "turn", "change", "prompt", "ideal", "blockhash",
+              "exact", "approx", "exact ms", "approx ms");
+  int64_t tot_prompt = 0, tot_ideal = 0, tot_hash = 0, tot[2] = {0, 0};
+  double ttft_change[2] = {0, 0}, ttft_plain[2] = {0, 0};
+  int n_change = 0, n_plain = 0;
+  for (int t = 1; t <= a.turns; ++t) {
+    int64_t prompt = 0, ideal = 0, hash = 0, comp[2] = {0, 0};
+    double ms[2] = {0, 0};
+    std::string change;
+    int n = 0;
+    for (const Turn& r : turns) {
+      if (r.turn != t) continue;
+      prompt += r.prompt, ideal += r.ideal, hash += r.block_hash;
+      for (int m = 0; m < 2; ++m) comp[m] += r.computed[m], ms[m] += r.ttft_ms[m];
+      if (!r.change.empty()) change = r.change;
+      ++n;
+    }
+    for (int m = 0; m < 2; ++m) ms[m] /= std::max(1, n);
+    std::printf("%4d  %-26s %8lld %8lld %10lld %8lld %8lld %10.1f %10.1f\n", t, change.c_str(), (long long)prompt,
+                (long long)ideal, (long long)hash, (long long)comp[0], (long long)comp[1], ms[0], ms[1]);
+    out["rows"].push_back({{"turn", t}, {"change", change}, {"prompt_tokens", prompt}, {"ideal_tokens", ideal},
+                           {"block_hash_computed", hash}, {"exact_computed", comp[0]},
+                           {"approximate_computed", comp[1]}, {"exact_ttft_ms", ms[0]}, {"approximate_ttft_ms", ms[1]}});
+    tot_prompt += prompt, tot_ideal += ideal, tot_hash += hash;
+    for (int m = 0; m < 2; ++m) tot[m] += comp[m];
+    if (t > 1) {  // turn 1 computes everything in every mode
+      double* acc = change.empty() ? ttft_plain : ttft_change;
+      for (int m = 0; m < 2; ++m) acc[m] += ms[m];
+      (change.empty() ? n_plain : n_change) += 1;
+    }
+  }
+  auto ratio = [](double x, double y) { return y > 0 ? x / y : 0.0; };
+  std::printf("%4s  %-26s %8lld %8lld %10lld %8lld %8lld\n", "all", "", (long long)tot_prompt, (long long)tot_ideal,
+              (long long)tot_hash, (long long)tot[0], (long long)tot[1]);
+  std::printf("\ncomputed / ideal: block-hash %.2f, exact %.2f, approximate %.2f\n", ratio(tot_hash, tot_ideal),
+              ratio(tot[0], tot_ideal), ratio(tot[1], tot_ideal));
+  for (int m = 0; m < 2; ++m)
+    std::printf("%s: mean TTFT of turns with a change / without: %.1f / %.1f ms = %.2f\n", mode_name[m],
+                ttft_change[m] / std::max(1, n_change), ttft_plain[m] / std::max(1, n_plain),
+                ratio(ttft_change[m] / std::max(1, n_change), ttft_plain[m] / std::max(1, n_plain)));
+  out["totals"] = {{"prompt_tokens", tot_prompt},
+                   {"ideal_tokens", tot_ideal},
+                   {"block_hash_computed", tot_hash},
+                   {"exact_computed", tot[0]},
+                   {"approximate_computed", tot[1]},
+                   {"exact_over_ideal", ratio(tot[0], tot_ideal)},
+                   {"approximate_over_ideal", ratio(tot[1], tot_ideal)},
+                   {"block_hash_over_ideal", ratio(tot_hash, tot_ideal)}};
+  if (!a.json_out.empty()) std::ofstream(a.json_out) << out.dump(2) << "\n";
+  return 0;
+}
+
+}  // namespace
+
+Run add_bench_agent(CLI::App& bench) {
+  auto a = std::make_shared<BenchAgentArgs>();
+  CLI::App* c = bench.add_subcommand(
+      "agent", "Agent tool-loop sessions whose requests change in the middle (a tool added, a result "
+               "compacted, documents re-ordered, reasoning dropped) over HTTP: tokens computed vs the "
+               "ideal and TTFT per turn, for exact and approximate reuse and a simulated block-hash cache");
+  c->add_option("-m,--model", a->model,
+                "GGUF model (default: a generated random-weight 'small' Qwen2-shape model, made once in --dir)")
+      ->check(CLI::ExistingFile);
+  const char* home = std::getenv("HOME");
+  a->dir = std::string(home ? home : "/tmp") + "/.cache/promptcache";
+  c->add_option("--dir", a->dir, "Where the generated model is kept")->capture_default_str();
+  c->add_option("--vocab", a->vocab, "Tokenizer of the generated model (byte-level when the file is missing)")
+      ->capture_default_str();
+  c->add_option("--chat-template-file", a->template_file, "Template of every session but the last")
+      ->capture_default_str();
+  c->add_option("--reasoning-template-file", a->reasoning_template_file,
+                "Template of the last session (one that drops earlier reasoning)")
+      ->capture_default_str();
+  c->add_option("--sessions", a->sessions, "Sessions")->capture_default_str()->check(CLI::Range(1, 64));
+  c->add_option("--turns", a->turns, "Turns per session")->capture_default_str()->check(CLI::Range(1, 64));
+  c->add_option("--max-tokens", a->max_tokens, "Tokens generated per turn")->capture_default_str()->check(CLI::Range(1, 1024));
+  c->add_option("--budget", a->budget, "cache_reuse_budget of the approximate run (default: the server's)")
+      ->check(CLI::Range(0.0, 1.0));
+  c->add_option("-t,--threads", a->threads, kThreadsHelp)->capture_default_str()->check(CLI::Range(1, 256));
+  c->add_option("--kv-memory", a->kv_memory, "Server KV cache memory")->capture_default_str();
+  c->add_option("--json", a->json_out, "Also write the results as JSON to this file");
+  return [a] { return run_bench_agent(*a); };
+}
+
+}  // namespace pc::cli
