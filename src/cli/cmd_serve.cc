@@ -99,6 +99,13 @@ Run add_serve(CLI::App& app) {
                  "Share (0-1) of approximately reused tokens recomputed by the policy "
                  "(cache_reuse_budget); 1 = exact result")
       ->capture_default_str()->check(CLI::Range(0.0, 1.0));
+  app.add_option("--retention-share", o.retention_share,
+                 "Share (0-1) of the KV memory that prefixes under a lifetime (cache_control ttl, "
+                 "prompt_cache_retention) may hold; beyond it the disk/Redis tiers keep them")
+      ->capture_default_str()->check(CLI::Range(0.0, 1.0));
+  app.add_option("--test-time-scale", o.test_time_scale,
+                 "For tests only: multiplies every requested lifetime (0.01 makes \"5m\" 3 s)")
+      ->capture_default_str()->check(CLI::Range(1e-6, 1.0));
   app.add_option("--chat-template-file", o.chat_template_file,
                  "Jinja chat template (default: tokenizer.chat_template in the GGUF)")
       ->check(CLI::ExistingFile);

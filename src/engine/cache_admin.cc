@@ -1,6 +1,7 @@
 #include "engine/cache_admin.h"
 
 #include <algorithm>
+#include <ctime>
 
 #include "engine/engine.h"
 #include "engine/module_cache.h"
@@ -23,6 +24,11 @@ std::optional<double> ttl_left(CacheAdmin::Clock::time_point expires, CacheAdmin
 }
 
 }  // namespace
+
+double unix_seconds(CacheAdmin::Clock::time_point t, CacheAdmin::Clock::time_point now) {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count() +
+         seconds_between(now, t);
+}
 
 CacheStats CacheAdmin::counters() const {
   CacheStats s;
@@ -75,6 +81,11 @@ std::vector<PrefixEntryView> CacheAdmin::prefix_entries(const std::string& tenan
     for (int32_t n = leaf; n >= 0;) {
       const RadixIndex::NodeView x = idx.node(n);
       if (x.parent < 0) break;  // the namespace root holds nothing
+      if (x.retain_until > now && e.retained_tokens == 0) {  // the deepest retention on the path
+        e.retained_tokens = x.depth + int64_t(x.tokens.size());
+        e.expires_at = unix_seconds(x.retain_until, now);
+        e.retention_seconds = std::chrono::duration<double>(x.retain_for).count();
+      }
       for (const PageSlice& s : x.slices) pages.insert(s.page);
       pins += x.pins;  // a pin keeps every ancestor
       e.hits = x.hits;  // matches that reused any of it: its first run's count
@@ -125,7 +136,9 @@ std::vector<TierEntryView> CacheAdmin::tier_entries(const std::string& tenant) c
       if (it.ns.model != model) continue;
       const TierEntryOwner o = tier_entry_owner(it.ns);
       if (o.tenant != tenant) continue;
-      out.push_back({key_hex(it.key), tier->name(), o.kind, int64_t(it.n_tokens), int64_t(it.bytes)});
+      TierEntryView v{key_hex(it.key), tier->name(), o.kind, int64_t(it.n_tokens), int64_t(it.bytes)};
+      if (it.keep_until > 0 && it.keep_until > int64_t(std::time(nullptr))) v.expires_at = double(it.keep_until);
+      out.push_back(std::move(v));
     }
   }
   return out;
@@ -178,8 +191,11 @@ bool CacheAdmin::set_expiry(const std::string& tenant, const std::vector<int32_t
   return e_.prefix_->index().set_expiry(e_.ns(tenant), tokens, at);
 }
 
-size_t CacheAdmin::evict(size_t bytes) {
-  size_t freed = e_.prefix_->index().evict(bytes);
+size_t CacheAdmin::evict(size_t bytes, int64_t* retentions_ended) {
+  RadixIndex& idx = e_.prefix_->index();
+  const int64_t ended_before = idx.stats().retention_overridden;
+  size_t freed = idx.evict(bytes, RadixIndex::Retention::kOverrideRetention);
+  if (retentions_ended) *retentions_ended = idx.stats().retention_overridden - ended_before;
   if (freed < bytes) freed += e_.modules_->store().evict(bytes - freed);
   return freed;
 }

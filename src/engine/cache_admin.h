@@ -48,6 +48,11 @@ struct PrefixEntryView {
   int64_t hits = 0, leaf_hits = 0;
   bool pinned = false, in_use = false;
   std::optional<double> ttl_seconds;  // left until it expires
+  // The longest prefix of it under a lifetime (RadixIndex::retain): its length (0:
+  // none), when the guarantee runs out (unix seconds) and the lifetime a hit re-arms.
+  int64_t retained_tokens = 0;
+  std::optional<double> expires_at;
+  double retention_seconds = 0;
 };
 
 struct ModuleEntryView {
@@ -65,7 +70,11 @@ struct TierEntryView {
   std::string tier;             // "disk", ...
   const char* kind = "prefix";   // "prefix", "module_segment" or "block"
   int64_t tokens = 0, bytes = 0;
+  std::optional<double> expires_at;  // unix seconds the tier keeps it until (a lifetime)
 };
+
+// A steady-clock time as unix seconds.
+double unix_seconds(std::chrono::steady_clock::time_point t, std::chrono::steady_clock::time_point now);
 
 struct NamespaceBytes {
   int64_t entries = 0;
@@ -97,8 +106,10 @@ class CacheAdmin {
   bool unpin(const std::string& tenant, const std::vector<int32_t>& tokens);
   bool set_expiry(const std::string& tenant, const std::vector<int32_t>& tokens, Clock::time_point at);
   // Frees at least `bytes` of cached pages (prefix entries first, then modules)
-  // where something is evictable. Returns the bytes freed.
-  size_t evict(size_t bytes);
+  // where something is evictable. Lifetimes do not stop it (pins do): when LRU
+  // candidates are not enough, retained entries go too, soonest to lapse first, and
+  // *retentions_ended counts them. Returns the bytes freed.
+  size_t evict(size_t bytes, int64_t* retentions_ended = nullptr);
   // Drops expired entries of both caches (the server calls it periodically).
   size_t evict_expired(Clock::time_point now);
   // Drops the modules with these digests — each with its relocated copies — from

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <utility>
 
 #include "engine/cache_admin.h"
@@ -65,6 +66,8 @@ Engine::Engine(const Model& model, const EngineOptions& opt)
   modules_ = std::make_unique<ModuleCache>(*pages_, model);
   reclaimer_ = std::make_unique<Reclaimer>(prefix_->index(), modules_->store());
   pages_->set_reclaimer(reclaimer_.get());
+  prefix_->index().set_retention_limit(
+      int64_t(std::clamp(opt_.retention_share, 0.0, 1.0) * double(pages_->n_pages())));
   fwd_ = std::make_unique<Forward>(model, *kv_, *pool_);
   if (opt.tiers.enabled() && opt.prefix_cache) {
     tiers_ = std::make_unique<KvTiers>(opt.tiers, *pages_, prefix_->index());
@@ -97,8 +100,9 @@ std::span<const TokenLogprobs> Engine::logprobs(int64_t id) const {
 }
 
 int64_t Engine::admission_tokens() const {
-  const int64_t pinned = admin_->pinned_pages();
-  return std::max<int64_t>(0, pages_->n_pages() - pinned) * pages_->page_size();
+  // Retained prefixes count their charge (O(1), an upper bound: RadixIndex::retain).
+  const int64_t held = admin_->pinned_pages() + prefix_->index().stats().retained_pages;
+  return std::max<int64_t>(0, pages_->n_pages() - held) * pages_->page_size();
 }
 
 Engine::Seq& Engine::new_seq(const GenerateRequest& req, TokenCallback on_token) {
@@ -124,7 +128,7 @@ void Engine::check_fits(const Seq& s) const {
     throw ContextLengthError("the request needs " + std::to_string(tokens) + " tokens of KV (" +
                                  std::to_string(s.n_prompt) + " in the prompt, " +
                                  std::to_string(s.req.max_tokens) + " for the completion); the KV memory holds " +
-                                 std::to_string(limit) + " besides pinned entries; raise --kv-memory",
+                                 std::to_string(limit) + " besides pinned and retained entries; raise --kv-memory",
                              tokens, limit);
 }
 
@@ -285,6 +289,7 @@ void Engine::finish(Seq& s, FinishReason reason) {
       s.state == Seq::State::kRunning) {
     prefix_->insert(s.ns, std::span<const int32_t>(s.tokens.data(), s.n_kv), s.table, s.n_prompt, s.plan.blocks);
     if (tiers_ && prefix_->enabled()) save_tier_blocks(s);
+    if (s.kind == Seq::Kind::kRequest) apply_retention(s);
   } else if (s.prefix_plan && s.approximate && s.n_kv > 0 && reason != FinishReason::kError &&
              s.state == Seq::State::kRunning && prefix_->enabled()) {
     publish_approximate(s);
@@ -303,6 +308,32 @@ void Engine::finish(Seq& s, FinishReason reason) {
   }
   finished_.emplace_back(s.id, std::move(s.result));
   active_.erase(s.id);
+}
+
+void Engine::apply_retention(Seq& s) {
+  RadixIndex& idx = prefix_->index();
+  const Clock::time_point now = Clock::now();
+  const auto unix_at = [&](Clock::time_point t) { return unix_seconds(t, now); };
+  RetentionReport tier_kept;
+  for (const RetainRequest& r : s.req.retain) {
+    const int32_t n = std::min(r.tokens, std::min(s.n_prompt, s.n_kv));
+    if (n <= 0 || r.seconds <= 0) continue;
+    const auto life = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(r.seconds));
+    const std::span<const int32_t> prefix(s.tokens.data(), size_t(n));
+    Clock::time_point until;
+    if (idx.retain(s.ns, prefix, life, now, &until) || !tiers_) continue;
+    // Beyond the memory share: the tiers keep the prefix's whole pages that long.
+    const int32_t kept = tiers_->save_prefix(s.ns, prefix, int64_t(std::ceil(r.seconds)));
+    if (kept > tier_kept.tokens && !tiers_->tiers().empty())
+      tier_kept = {kept, unix_at(now + life), tiers_->tiers().front()->name()};
+  }
+  const RadixIndex::Retained m =
+      idx.retained_prefix(s.ns, std::span<const int32_t>(s.tokens.data(), size_t(s.n_prompt)));
+  if (m.tokens > 0 && m.tokens >= tier_kept.tokens) {
+    s.result.retention = {m.tokens, unix_at(m.until), "memory"};
+  } else {
+    s.result.retention = tier_kept;
+  }
 }
 
 void Engine::cancel(int64_t id) {

@@ -66,6 +66,24 @@ struct EngineOptions {
   // one token a step. 0: encodings take the whole step budget like prompt chunks.
   double encode_stall_factor = 2.0;
   TierOptions tiers;           // disk / Redis tiers (with prefix_cache)
+  // Share of the KV pages that retained prefixes (GenerateRequest::retain) may hold in
+  // memory; a retention beyond it is kept by the tiers instead (docs/api.md "Lifetimes").
+  double retention_share = 0.5;
+};
+
+// A lifetime asked for a prefix of the prompt: the prefix of `tokens` tokens stays
+// cached for `seconds` after the request finishes, re-armed by every request that
+// uses it (a sliding guarantee; docs/api.md "Lifetimes").
+struct RetainRequest {
+  int32_t tokens = 0;
+  double seconds = 0;
+};
+
+// Where the longest guaranteed prefix of a request's prompt is kept, after it ran.
+struct RetentionReport {
+  int32_t tokens = 0;      // its length; 0: no prefix of the prompt is guaranteed
+  double expires_at = 0;   // unix seconds
+  std::string tier;        // "memory", or the tier that holds it ("disk", "redis")
 };
 
 // How a request may reuse KV (docs/api.md "Approximate reuse").
@@ -113,6 +131,8 @@ struct GenerateRequest {
   // token's is); the sequence finishes after the last one (kStop), or earlier at an
   // end-of-generation token or max_tokens.
   std::vector<int32_t> forced;
+  // Lifetimes for prefixes of the prompt, applied when the sequence finishes.
+  std::vector<RetainRequest> retain;
 };
 
 struct GenerateResult {
@@ -138,6 +158,9 @@ struct GenerateResult {
   FinishReason finish_reason = FinishReason::kNone;
   std::string error;            // when finish_reason == kError
   std::vector<TokenLogprobs> logprobs;  // [i] for tokens[i] when req.logprobs >= 0
+  // The longest prefix of the prompt under a lifetime (asked by this request or by an
+  // earlier one and re-armed by this one), when it finished.
+  RetentionReport retention;
 };
 
 // Called with each new token; return false to stop the sequence.
@@ -211,7 +234,7 @@ class Engine {
   // The admin face of the caches (stats, listings, pins, TTLs, eviction).
   CacheAdmin& cache() { return *admin_; }
   // Tokens a request may need (prompt + max_tokens) to be admitted: the KV capacity
-  // minus the pages pinned entries hold.
+  // minus the pages pinned entries hold and those retained prefixes are charged.
   int64_t admission_tokens() const;
 
   // The caches themselves, for tests and tools (the server uses cache()).
@@ -286,6 +309,8 @@ class Engine {
   void run_parts(std::vector<Part>& parts);
 
   void finish(Seq& s, FinishReason reason);
+  // Applies s.req.retain and reports the prompt's longest guaranteed prefix (finish()).
+  void apply_retention(Seq& s);
   void sample(Seq& s, const float* logits);
 
   const Model& model_;

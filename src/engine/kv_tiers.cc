@@ -57,6 +57,7 @@ struct KvTiers::Write {
   std::vector<int32_t> pages;
   PageTable hold;
   uint64_t key = 0;
+  int64_t keep_seconds = 0;  // KvTier::put
   // Filled by the worker.
   uint64_t bytes = 0;
   bool stored = false;
@@ -194,7 +195,7 @@ void KvTiers::submit_write(std::shared_ptr<Write> w) {
         const std::vector<uint8_t> bytes = serialize_entry(*kv, w->pages, w->tokens, w->ns);
         w->bytes = bytes.size();
         for (const auto& t : tiers_)
-          if (t->put(bytes) == TierStatus::kOk) w->stored = true;
+          if (t->put(bytes, w->keep_seconds) == TierStatus::kOk) w->stored = true;
       },
       [this, w](std::exception_ptr e) {
         w->hold.release();
@@ -212,23 +213,28 @@ void KvTiers::submit_write(std::shared_ptr<Write> w) {
       });
 }
 
-void KvTiers::save_prefix(const KvNamespace& ns, std::span<const int32_t> tokens) {
+int32_t KvTiers::save_prefix(const KvNamespace& ns, std::span<const int32_t> tokens, int64_t keep_seconds) {
   const int32_t P = pool_.page_size();
-  if (int32_t(tokens.size()) < P) return;
+  if (int32_t(tokens.size()) < P) return 0;
   // Entries are page-aligned prefixes (tier/entry_key.h): cut before snapshotting.
   const std::span<const int32_t> aligned = tokens.first(tokens.size() / P * P);
   const uint64_t key = entry_key(ns, pool_.shape(), aligned);
-  if (!should_write(key)) return;
+  if (keep_seconds > 0) {
+    written_[key] = now_seconds();  // a lifetime is always written: it sets the entry's own
+  } else if (!should_write(key)) {
+    return 0;
+  }
   // Peek at all of `tokens`, then cut: a peek that ends inside a radix node still splits
   // it, which would change the index's node counts and per-node hits with a tier
   // configured. The sequence the engine just inserted ends on a node boundary; its
   // page-aligned cut mostly does not.
   PrefixSnapshot snap = snapshot_prefix(pool_, index_, ns, tokens, false);
-  if (snap.tokens.size() < aligned.size()) return;  // not all cached (evicted)
+  if (snap.tokens.size() < aligned.size()) return 0;  // not all cached (evicted)
   const size_t n_pages = aligned.size() / size_t(P);
   auto w = std::make_shared<Write>(pool_);
   w->ns = ns;
   w->key = key;
+  w->keep_seconds = keep_seconds;
   w->tokens.assign(aligned.begin(), aligned.end());
   w->pages.assign(snap.pages.begin(), snap.pages.begin() + n_pages);
   // Hold only the pages written: a reference on a partial last page would make the
@@ -236,6 +242,7 @@ void KvTiers::save_prefix(const KvNamespace& ns, std::span<const int32_t> tokens
   w->hold.attach(snap.table.entries().first(n_pages));
   snap.table.release();
   submit_write(std::move(w));
+  return int32_t(aligned.size());
 }
 
 void KvTiers::save_module(const KvNamespace& ns, uint64_t digest, std::span<const int32_t> tokens,

@@ -104,8 +104,10 @@ class KvTiers {
   void promote_prefix(const KvNamespace& ns, std::span<const int32_t> tokens, int32_t have,
                       std::function<void(int32_t)> done);
   // Writes the longest page-aligned cached prefix of `tokens` to every tier, in the
-  // background.
-  void save_prefix(const KvNamespace& ns, std::span<const int32_t> tokens);
+  // background. keep_seconds > 0: a lifetime for the entry (KvTier::put), written even
+  // when the entry was written before. Returns the tokens the entry covers (0: none
+  // written).
+  int32_t save_prefix(const KvNamespace& ns, std::span<const int32_t> tokens, int64_t keep_seconds = 0);
 
   // A module's segments: [begin, end) ranges of its own tokens, consecutive from 0.
   using Segments = std::vector<std::pair<int32_t, int32_t>>;

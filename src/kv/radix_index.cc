@@ -35,12 +35,16 @@ int32_t RadixIndex::new_node() {
   n.hits = 0;
   n.created = n.used = Clock::now();
   n.expires = Clock::time_point::max();
+  n.retain_until = Clock::time_point::min();
+  n.retain_for = {};
+  n.retain_pages = 0;
   return id;
 }
 
 void RadixIndex::free_node(int32_t id) {
   Node& n = nodes_[id];
   set_node_expiry(id, Clock::time_point::max());
+  end_retention(id);
   if (n.pins > 0) --n_pinned_;
   n.pins = 0;
   n.alive = false;
@@ -202,7 +206,8 @@ int32_t RadixIndex::add_leaf(int32_t parent, std::span<const int32_t> tokens, in
 
 bool RadixIndex::evictable(int32_t id) const {
   const Node& n = nodes_[id];
-  return n.alive && n.parent >= 0 && n.children.empty() && n.lock_ref == 0 && n.pins == 0;
+  return n.alive && n.parent >= 0 && n.children.empty() && n.lock_ref == 0 && n.pins == 0 &&
+         n.retain_until == Clock::time_point::min();
 }
 
 // Marks node → root used now; a leaf at the end becomes the most recent candidate.
@@ -210,8 +215,11 @@ void RadixIndex::touch(int32_t node) {
   ++clock_;
   const Clock::time_point now = Clock::now();
   for (int32_t n = node; n >= 0; n = nodes_[n].parent) {
-    nodes_[n].last_use = clock_;
-    nodes_[n].used = now;
+    Node& x = nodes_[n];
+    x.last_use = clock_;
+    x.used = now;
+    // Retention slides: a request through a retained node re-arms it.
+    if (retained(n) && x.retain_until > now) x.retain_until = std::max(x.retain_until, now + x.retain_for);
   }
   push_lru(node);
 }
@@ -249,12 +257,30 @@ size_t RadixIndex::remove_leaf(int32_t id) {
   return freed;
 }
 
-size_t RadixIndex::evict(size_t bytes) {
+size_t RadixIndex::evict(size_t bytes, Retention r) {
   size_t freed = evict_expired(Clock::now());  // expired entries go first, whatever their age
-  while (freed < bytes) {
-    const int32_t leaf = pop_lru();
-    if (leaf < 0) break;
-    freed += remove_leaf(leaf);
+  auto lru = [&] {
+    while (freed < bytes) {
+      const int32_t leaf = pop_lru();
+      if (leaf < 0) break;
+      freed += remove_leaf(leaf);
+    }
+  };
+  lru();
+  if (freed >= bytes || r != Retention::kOverrideRetention || !has_retained()) return freed;
+  // Admin eviction wins: end retentions, soonest to lapse first, evicting as they free.
+  std::vector<int32_t> held;
+  for (int32_t id = 0; id < int32_t(nodes_.size()); ++id)
+    if (nodes_[id].alive && retained(id) && nodes_[id].lock_ref == 0 && nodes_[id].pins == 0) held.push_back(id);
+  std::sort(held.begin(), held.end(),
+            [&](int32_t a, int32_t b) { return nodes_[a].retain_until < nodes_[b].retain_until; });
+  for (int32_t id : held) {
+    if (freed >= bytes) break;
+    if (!nodes_[id].alive || !retained(id)) continue;
+    end_retention(id);
+    ++stats_.retention_overridden;
+    push_lru(id);
+    lru();
   }
   return freed;
 }
@@ -405,6 +431,78 @@ bool RadixIndex::unpin(const KvNamespace& ns, std::span<const int32_t> tokens) {
   return true;
 }
 
+// ---- retention ----------------------------------------------------------------
+void RadixIndex::end_retention(int32_t id) {
+  Node& n = nodes_[id];
+  if (!retained(id)) return;
+  --stats_.retained;
+  stats_.retained_pages -= n.retain_pages;
+  n.retain_until = Clock::time_point::min();
+  n.retain_for = {};
+  n.retain_pages = 0;
+}
+
+bool RadixIndex::retain(const KvNamespace& ns, std::span<const int32_t> tokens, Clock::duration lifetime,
+                        Clock::time_point now, Clock::time_point* until) {
+  const int32_t node = find_exact(ns, tokens, /*do_split=*/true);
+  if (node < 0 || lifetime <= Clock::duration::zero()) return false;
+  Node& n = nodes_[node];
+  const Clock::time_point end = now + lifetime;
+  if (retained(node) && n.retain_until > now) {
+    n.retain_until = std::max(n.retain_until, end);
+    n.retain_for = std::max(n.retain_for, lifetime);
+  } else {
+    end_retention(node);  // a lapsed one not yet released
+    const int32_t P = pool_->page_size();
+    const int64_t pages = (int64_t(tokens.size()) + P - 1) / P;
+    if (stats_.retained_pages + pages > retention_limit_) {
+      ++stats_.retention_refused;
+      return false;
+    }
+    n.retain_until = end;
+    n.retain_for = lifetime;
+    n.retain_pages = pages;
+    ++stats_.retained;
+    stats_.retained_pages += pages;
+  }
+  next_lapse_ = std::min(next_lapse_, n.retain_until);
+  if (until) *until = n.retain_until;
+  return true;
+}
+
+RadixIndex::Retained RadixIndex::retained_prefix(const KvNamespace& ns,
+                                                 std::span<const int32_t> tokens) const {
+  Retained r;
+  int32_t node = find_root(ns);
+  if (node < 0 || !has_retained()) return r;
+  const Clock::time_point now = Clock::now();
+  size_t at = 0;
+  while (at < tokens.size()) {
+    const int32_t c = find_child(node, tokens[at]);
+    if (c < 0) break;
+    const std::vector<int32_t>& run = nodes_[c].tokens;
+    if (run.size() > tokens.size() - at || !std::equal(run.begin(), run.end(), tokens.begin() + at)) break;
+    at += run.size();
+    node = c;
+    if (retained(c) && nodes_[c].retain_until > now) r = {int32_t(at), nodes_[c].retain_until};
+  }
+  return r;
+}
+
+void RadixIndex::release_lapsed(Clock::time_point now) {
+  if (!has_retained() || now < next_lapse_) return;
+  next_lapse_ = Clock::time_point::max();
+  for (int32_t id = 0; id < int32_t(nodes_.size()); ++id) {
+    if (!nodes_[id].alive || !retained(id)) continue;
+    if (nodes_[id].retain_until <= now) {
+      end_retention(id);
+      push_lru(id);
+    } else {
+      next_lapse_ = std::min(next_lapse_, nodes_[id].retain_until);
+    }
+  }
+}
+
 // ---- expiry -------------------------------------------------------------------
 
 void RadixIndex::set_node_expiry(int32_t id, Clock::time_point at) {
@@ -428,6 +526,7 @@ size_t RadixIndex::remove_subtree(int32_t id) {
 }
 
 size_t RadixIndex::evict_expired(Clock::time_point now) {
+  release_lapsed(now);
   if (n_expiring_ == 0) return 0;
   size_t freed = 0;
   // Removal frees ids but never moves the arena, so the scan may go on.
@@ -461,7 +560,7 @@ RadixIndex::NodeView RadixIndex::node(int32_t id) const {
   PC_KV_CHECK(id >= 0 && id < int32_t(nodes_.size()) && nodes_[id].alive, "no such node");
   const Node& n = nodes_[id];
   return {n.parent, n.tokens,  n.slices, n.lock_ref, n.pins,    n.children.empty(),
-          n.depth,  n.hits,    n.created, n.used,    n.expires};
+          n.depth,  n.hits,    n.created, n.used,    n.expires, n.retain_until, n.retain_for};
 }
 
 std::vector<KvNamespace> RadixIndex::namespaces() const {

@@ -22,6 +22,14 @@
 //  - expiry (TTL): a node past its expiry goes with its whole subtree (pinned or
 //    not) once no sequence locks it, before any LRU eviction; a split node's upper
 //    half inherits the expiry, so the run up to the entry's branch point expires.
+//  - retention (a sliding lifetime, retain()): until `retain_until` the node and its
+//    ancestors are not evicted by LRU (like a pin); every request match or insert
+//    through the node re-arms it to now + its lifetime. Retained nodes are charged the pages of
+//    their whole prefix (ceil(end depth / page size), shared ancestors counted once
+//    per retained node: an upper bound) and the charges stay within the retention
+//    limit. A lapsed retention is released (the node is an LRU candidate again) by
+//    release_lapsed(), which evict() and evict_expired() call first. Expiry (TTL)
+//    and evict(..., kOverrideRetention) win over retention.
 //
 // Engine protocol for one request:
 //   PrefixMatch m = index.match_prefix(ns, prompt);   // length < prompt.size()
@@ -35,6 +43,7 @@
 // Not thread-safe: the engine thread owns the index.
 #pragma once
 #include <chrono>
+#include <climits>
 #include <compare>
 #include <cstddef>
 #include <cstdint>
@@ -67,6 +76,10 @@ struct RadixStats {
   int64_t misses = 0;      // matches with length 0
   int64_t hit_tokens = 0;  // sum of matched lengths
   int64_t evicted = 0;     // nodes evicted
+  int64_t retained = 0;            // nodes under a retention now
+  int64_t retained_pages = 0;      // pages charged to them (see retention above)
+  int64_t retention_refused = 0;   // retain() calls refused by the retention limit
+  int64_t retention_overridden = 0;  // retentions ended early by an admin eviction
 };
 
 class RadixIndex : public PageReclaimer {
@@ -123,8 +136,32 @@ class RadixIndex : public PageReclaimer {
 
   // Evicts expired entries (evict_expired), then least recently used evictable
   // leaves until `bytes` bytes of pages became free or nothing is evictable.
+  // kOverrideRetention (admin eviction): when that is not enough, retentions are
+  // ended too, soonest to lapse first, and their entries evicted (pins still hold).
   // Returns the bytes freed.
-  size_t evict(size_t bytes);
+  enum class Retention { kRespect, kOverrideRetention };
+  size_t evict(size_t bytes, Retention r = Retention::kRespect);
+
+  // Retention: the entry ending exactly at `tokens` (splitting a node if needed) is
+  // kept from LRU eviction until now + lifetime, re-armed by every match through it.
+  // An entry already retained keeps the later end and the longer lifetime. False
+  // (nothing changes) when the prefix is not cached or retaining it would take the
+  // charged pages past the limit; *until gets the end on success.
+  bool retain(const KvNamespace& ns, std::span<const int32_t> tokens, Clock::duration lifetime,
+              Clock::time_point now, Clock::time_point* until);
+  // Pages retained entries may be charged in all (retain() refuses beyond it).
+  void set_retention_limit(int64_t pages) { retention_limit_ = pages; }
+  int64_t retention_limit() const { return retention_limit_; }
+  // Ends retentions that lapsed by `now` (their nodes become LRU candidates).
+  void release_lapsed(Clock::time_point now);
+  bool has_retained() const { return stats_.retained > 0; }
+  // The longest retained prefix of `tokens` (no split, nothing re-armed): its length
+  // (0: none) and when its retention ends.
+  struct Retained {
+    int32_t tokens = 0;
+    Clock::time_point until = Clock::time_point::min();
+  };
+  Retained retained_prefix(const KvNamespace& ns, std::span<const int32_t> tokens) const;
 
   // Sets the expiry of the entry ending exactly at `tokens` (splitting a node if
   // needed); it and every entry extending it are dropped once `at` has passed.
@@ -154,6 +191,8 @@ class RadixIndex : public PageReclaimer {
     Clock::time_point created;   // when its tokens were inserted
     Clock::time_point used;      // last match or insert through it
     Clock::time_point expires;   // Clock::time_point::max(): never
+    Clock::time_point retain_until;  // Clock::time_point::min(): not retained
+    Clock::duration retain_for;      // the lifetime each match re-arms
   };
   NodeView node(int32_t id) const;
   // Namespaces that have a tree, and the leaves of one namespace's tree (the
@@ -182,6 +221,9 @@ class RadixIndex : public PageReclaimer {
     int64_t hits = 0;                // matches through it (listings)
     Clock::time_point created, used; // wall time of insertion and last use (listings)
     Clock::time_point expires = Clock::time_point::max();
+    Clock::time_point retain_until = Clock::time_point::min();
+    Clock::duration retain_for{};
+    int64_t retain_pages = 0;        // pages charged while retained
     std::vector<int32_t> tokens;     // the run
     std::vector<PageSlice> slices;   // its KV, sizes summing to tokens.size()
     std::vector<Child> children;     // sorted by token
@@ -207,6 +249,8 @@ class RadixIndex : public PageReclaimer {
   size_t remove_leaf(int32_t id);
   size_t remove_subtree(int32_t id);  // bytes freed
   void set_node_expiry(int32_t id, Clock::time_point at);
+  void end_retention(int32_t id);
+  bool retained(int32_t id) const { return nodes_[id].retain_until != Clock::time_point::min(); }
   int32_t find_exact(const KvNamespace& ns, std::span<const int32_t> tokens, bool split);
 
   PagePool* pool_;
@@ -220,6 +264,8 @@ class RadixIndex : public PageReclaimer {
   uint64_t clock_ = 0;
   int64_t n_expiring_ = 0;           // alive nodes with an expiry
   int64_t n_pinned_ = 0;             // alive nodes with pins > 0
+  int64_t retention_limit_ = INT64_MAX;  // pages retained nodes may be charged
+  Clock::time_point next_lapse_ = Clock::time_point::max();  // earliest retain_until
   RadixStats stats_;
 };
 

@@ -10,7 +10,7 @@ namespace pc {
 void RadixIndex::check_invariants() const {
   const int32_t P = pool_->page_size();
   std::vector<int32_t> refs(page_refs_.size(), 0);
-  int64_t entries = 0, tokens = 0, expiring = 0, pinned = 0;
+  int64_t entries = 0, tokens = 0, expiring = 0, pinned = 0, retained = 0, retained_pages = 0;
   for (const auto& [ns, root] : roots_) {
     PC_KV_CHECK(nodes_[root].alive && nodes_[root].parent < 0, "bad root");
     PC_KV_CHECK(nodes_[root].tokens.empty() && nodes_[root].depth == 0, "root holds tokens");
@@ -20,6 +20,10 @@ void RadixIndex::check_invariants() const {
     if (!n.alive) continue;
     expiring += n.expires != Clock::time_point::max();
     pinned += n.pins > 0;
+    if (n.retain_until != Clock::time_point::min()) {
+      ++retained;
+      retained_pages += n.retain_pages;
+    }
     // Children: sorted, linked back, keyed by their first token, locks add up.
     int32_t child_locks = 0;
     for (size_t i = 0; i < n.children.size(); ++i) {
@@ -57,6 +61,8 @@ void RadixIndex::check_invariants() const {
   PC_KV_CHECK(entries == stats_.entries && tokens == stats_.tokens, "stats drifted");
   PC_KV_CHECK(expiring == n_expiring_, "expiring node counter drifted");
   PC_KV_CHECK(pinned == n_pinned_, "pinned node counter drifted");
+  PC_KV_CHECK(retained == stats_.retained && retained_pages == stats_.retained_pages,
+              "retained node counters drifted");
 }
 
 }  // namespace pc

@@ -73,7 +73,10 @@ void stats(Server::State& st, const httplib::Request& req, httplib::Response& re
     out["memory"] = pool_json(c.pool);
     out["index"] = {{"entries", r.entries}, {"tokens", r.tokens}, {"bytes", r.bytes},
                     {"hits", r.hits}, {"misses", r.misses}, {"hit_tokens", r.hit_tokens},
-                    {"evicted", r.evicted}, {"metadata_bytes", c.prefix_metadata_bytes}};
+                    {"evicted", r.evicted}, {"metadata_bytes", c.prefix_metadata_bytes},
+                    {"retained", r.retained}, {"retained_pages", r.retained_pages},
+                    {"retention_refused", r.retention_refused},
+                    {"retentions_ended", r.retention_overridden}};
     out["modules"] = {{"entries", m.entries}, {"tokens", m.tokens}, {"bytes", m.bytes},
                       {"hits", m.hits}, {"misses", m.misses}, {"evicted", m.evicted}};
     out["engine"] = {{"requests", s.requests}, {"prompt_tokens", s.prompt_tokens},
@@ -122,14 +125,20 @@ void entries(Server::State& st, const httplib::Request& req, httplib::Response& 
                         {"leaf_hits", v.leaf_hits},
                         {"pinned", v.pinned},
                         {"in_use", v.in_use},
-                        {"ttl_seconds", ttl_json(v.ttl_seconds)}});
+                        {"ttl_seconds", ttl_json(v.ttl_seconds)},
+                        {"retention", v.expires_at ? json{{"tokens", v.retained_tokens},
+                                                          {"expires_at", *v.expires_at},
+                                                          {"seconds", v.retention_seconds}}
+                                                   : json(nullptr)},
+                        {"expires_at", ttl_json(v.expires_at)}});
       json modules = json::array();
       for (const ModuleEntryView& m : cache.module_entries(ns))
         modules.push_back({{"path", m.path}, {"shift", m.shift}, {"tokens", m.tokens}, {"bytes", m.bytes},
                            {"hits", m.hits}, {"pinned", m.pinned}, {"ttl_seconds", ttl_json(m.ttl_seconds)}});
       for (const TierEntryView& t : cache.tier_entries(ns))
         list.push_back({{"id", t.id}, {"tokens", t.tokens}, {"bytes", t.bytes}, {"tier", t.tier},
-                        {"kind", t.kind}});
+                        {"kind", t.kind},
+                        {"expires_at", ttl_json(t.expires_at)}});
       out["namespaces"].push_back({{"namespace", ns}, {"entries", list}, {"modules", modules}});
     }
   });
@@ -218,13 +227,14 @@ void evict(Server::State& st, const httplib::Request& req, httplib::Response& re
     bytes = b->get<int64_t>();
   }
   size_t freed = 0;
+  int64_t ended = 0;
   json after;
   st.scheduler->call([&](Engine& e) {
     const PoolView before = e.cache().stats().pool;
-    freed = e.cache().evict(bytes < 0 ? size_t(before.pages) * size_t(before.page_bytes) : size_t(bytes));
+    freed = e.cache().evict(bytes < 0 ? size_t(before.pages) * size_t(before.page_bytes) : size_t(bytes), &ended);
     after = pool_json(e.cache().stats().pool);
   });
-  send_json(res, 200, {{"freed_bytes", freed}, {"memory", after}});
+  send_json(res, 200, {{"freed_bytes", freed}, {"retentions_ended", ended}, {"memory", after}});
 }
 
 }  // namespace

@@ -48,6 +48,27 @@ const ChatTemplate& chat_template_of(const Server::State& st);
 // Queues g.job (built by the caller); ApiError 503 when the queue is full.
 void submit(Server::State& st, Generation& g);
 
+// The chat path shared by /v1/chat/completions and /v1/messages (anthropic_routes.cc):
+//   prepare_chat      renders OpenAI-style `messages` as sent (content a string or text
+//                     parts, joined here) with `extra` (chat_extra: tools, kwargs),
+//                     tokenizes with replies spliced in; sets g.chat, the prompt, its
+//                     parts (text parts of a message split out, request_structure.h),
+//                     blocks and the miss report
+//   start_generation  checks the prompt against the context (400
+//                     context_length_exceeded), builds and queues g.job
+//   wait_whole        collects the whole reply; false when the client left (the job is
+//                     cancelled)
+//   finish_generation after the job ended: the cache report, metrics, and the reply
+//                     remembered for the next turn (by its tool call ids when it made
+//                     `calls`, else by its text)
+// g.params (sampling, stops, g.params.gen.retain) and g.ns are the caller's to set first.
+void prepare_chat(Server::State& st, Generation& g, const json& messages, const json& extra);
+// --test-hooks: the request field test_forced_reply (400 without the flag).
+void apply_test_hooks(Server::State& st, Generation& g, const json& body);
+void start_generation(Server::State& st, Generation& g);
+bool wait_whole(Server::State& st, Generation& g, const httplib::Request& req, Delta* all);
+CacheReport finish_generation(Server::State& st, const Generation& g, const std::vector<ToolCall>& calls = {});
+
 // Waits for the job and answers: one JSON response, or (params.stream) events as
 // the text comes. A client that disconnects cancels the job either way.
 void respond(Server::State& st, std::shared_ptr<Generation> g, const httplib::Request& req,

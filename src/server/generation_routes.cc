@@ -5,6 +5,7 @@
 #include "server/api_error.h"
 #include "server/connection.h"
 #include "server/generation.h"
+#include "server/lifetime.h"
 #include "server/openai.h"
 #include "server/state.h"
 #include "tokenizer/tokenizer.h"
@@ -75,14 +76,8 @@ Generation prepare(Server::State& st, const httplib::Request& req, bool chat) {
   const Tokenizer& tok = st.model->tokenizer();
   if (chat) {
     check_messages(body);
-    const ChatTemplate& tmpl = chat_template_of(st);
     const ToolChoice choice = parse_tool_choice(body, st.tool_format);
-    g.chat = build_chat_prompt(tmpl, tok, st.memory, g.ns, parse_tool_arguments(flatten_content(body["messages"])),
-                               chat_extra(body), st.tool_format);
-    split_content_parts(g.chat->parts, body["messages"], g.chat->text, g.chat->token_offsets);
-    g.params.gen.prompt = g.chat->ids;
-    g.params.gen.blocks = blocks_of(g.chat->parts);
-    g.miss = st.structure.compare(g.ns, g.chat->ids, g.chat->parts);
+    prepare_chat(st, g, body["messages"], chat_extra(body));
     const auto tools = body.find("tools");
     if (tools != body.end() && tools->is_array() && !tools->empty() && choice.mode != ToolChoice::Mode::kNone)
       g.tools = st.tool_format;
@@ -95,6 +90,18 @@ Generation prepare(Server::State& st, const httplib::Request& req, bool chat) {
   } else {
     g.params.gen.prompt = completion_prompt(st, body);
   }
+  apply_test_hooks(st, g, body);
+  // prompt_cache_retention: a lifetime for the whole prompt.
+  if (const std::optional<double> life = openai_retention_seconds(body))
+    g.params.gen.retain.push_back({int32_t(g.params.gen.prompt.size()), *life * st.opt.test_time_scale});
+  start_generation(st, g);
+  return g;
+}
+
+}  // namespace
+
+void apply_test_hooks(Server::State& st, Generation& g, const json& body) {
+  const Tokenizer& tok = st.model->tokenizer();
   if (auto f = body.find("test_forced_reply"); f != body.end() && !f->is_null()) {
     if (!st.opt.test_hooks)
       throw ApiError(400, "invalid_request_error",
@@ -107,18 +114,30 @@ Generation prepare(Server::State& st, const httplib::Request& req, bool chat) {
     g.params.gen.forced = tok.encode_continuation(f->get<std::string>(), /*parse_special=*/true);
     if (tok.eos() >= 0) g.params.gen.forced.push_back(tok.eos());
   }
+}
+
+void prepare_chat(Server::State& st, Generation& g, const json& messages, const json& extra) {
+  g.chat = build_chat_prompt(chat_template_of(st), st.model->tokenizer(), st.memory, g.ns,
+                             parse_tool_arguments(flatten_content(messages)), extra, st.tool_format);
+  split_content_parts(g.chat->parts, messages, g.chat->text, g.chat->token_offsets);
+  g.params.gen.prompt = g.chat->ids;
+  g.params.gen.blocks = blocks_of(g.chat->parts);
+  g.miss = st.structure.compare(g.ns, g.chat->ids, g.chat->parts);
+}
+
+void start_generation(Server::State& st, Generation& g) {
+  const bool chat = g.chat.has_value();
   fit_context(st, g, chat);
   g.params.gen.tenant = g.ns;
   g.prompt_tokens = int64_t(g.params.gen.prompt.size());
   g.meta = new_meta(st.model_id, chat);
   g.job = std::make_shared<Job>(g.params.gen, g.params.stops, st.model->tokenizer());
   submit(st, g);
-  return g;
 }
 
 // After the job ended: cache report, metrics, and the reply remembered for the next turn
 // (by its tool call ids when it made `calls`, else by its text).
-CacheReport finish(Server::State& st, const Generation& g, const std::vector<ToolCall>& calls = {}) {
+CacheReport finish_generation(Server::State& st, const Generation& g, const std::vector<ToolCall>& calls) {
   const JobOutcome& o = g.job->outcome();
   CacheReport c;
   c.prompt_tokens = g.prompt_tokens;
@@ -128,6 +147,7 @@ CacheReport finish(Server::State& st, const Generation& g, const std::vector<Too
   c.recomputed_tokens = o.result.n_recomputed;
   c.checked_tokens = o.result.n_checked;
   c.reuse = g.params.gen.reuse;
+  c.retention = o.result.retention;
   // A plan also computes the modules it encodes, so its count comes from the engine.
   c.computed_tokens = o.result.n_computed;
   if (g.pml) {
@@ -182,6 +202,25 @@ CacheReport finish(Server::State& st, const Generation& g, const std::vector<Too
   return c;
 }
 
+bool wait_whole(Server::State& st, Generation& g, const httplib::Request& req, Delta* all) {
+  // Nothing is written until the end, so a client that left is noticed by
+  // watching its socket; it cancels the sequence as a closed stream does.
+  const ConnectionWatch conn(req);
+  for (bool done = false; !done;) {
+    Delta d = g.job->wait_delta(100ms, &done);
+    all->text += d.text;
+    for (TokenLogprobInfo& t : d.logprobs) all->logprobs.push_back(std::move(t));
+    if (!done && conn.closed()) {
+      st.scheduler->cancel(*g.job);
+      st.metrics.count_disconnect();
+      return false;
+    }
+  }
+  return true;
+}
+
+namespace {
+
 void throw_outcome_error(const JobOutcome& o) {
   if (o.error_code == "context_length_exceeded")
     throw ApiError(400, "invalid_request_error", o.error, "max_tokens", o.error_code);
@@ -204,20 +243,10 @@ json delta_logprobs(const Server::State& st, const Generation& g, const Delta& d
 
 void respond_whole(Server::State& st, Generation& g, const httplib::Request& req,
                    httplib::Response& res) {
-  // Nothing is written until the end, so a client that left is noticed by
-  // watching its socket; it cancels the sequence as a closed stream does.
-  const ConnectionWatch conn(req);
   Delta all;
-  for (bool done = false; !done;) {
-    Delta d = g.job->wait_delta(100ms, &done);
-    all.text += d.text;
-    for (TokenLogprobInfo& t : d.logprobs) all.logprobs.push_back(std::move(t));
-    if (!done && conn.closed()) {
-      st.scheduler->cancel(*g.job);
-      st.metrics.count_disconnect();
-      res.status = 499;  // nginx's "client closed request"; nobody reads it
-      return;
-    }
+  if (!wait_whole(st, g, req, &all)) {
+    res.status = 499;  // nginx's "client closed request"; nobody reads it
+    return;
   }
   const JobOutcome& o = g.job->outcome();
   if (o.finish_reason == FinishReason::kError) throw_outcome_error(o);
@@ -230,7 +259,7 @@ void respond_whole(Server::State& st, Generation& g, const httplib::Request& req
     content = std::move(parsed.content);
     calls = std::move(parsed.calls);
   }
-  const CacheReport c = finish(st, g, calls);
+  const CacheReport c = finish_generation(st, g, calls);
   send_json(res, 200, full_response(g.meta, content, finish_reason(o, calls), c,
                                     int64_t(o.result.tokens.size()), delta_logprobs(st, g, all), calls));
 }
@@ -310,7 +339,7 @@ void respond_stream(Server::State& st, std::shared_ptr<Generation> g, httplib::R
         } else {
           static const std::vector<ToolCall> kNoCalls;
           const std::vector<ToolCall>& calls = tools ? tools->calls : kNoCalls;
-          const CacheReport c = finish(st, *g, calls);
+          const CacheReport c = finish_generation(st, *g, calls);
           const int64_t n = int64_t(o.result.tokens.size());
           const json held = tools && !tools->held.logprobs.empty() ? delta_logprobs(st, *g, tools->held) : json(nullptr);
           if (!write_event(sink, dump(chunk(g->meta, "", finish_reason(o, calls), *first, held)))) return false;

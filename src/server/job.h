@@ -52,6 +52,7 @@ struct JobOutcome {
   std::vector<int32_t> reply_ids;  // ids whose text is the reply (no trailing EOG)
   std::string reply_tail;          // reply text not covered by reply_ids (stop cut a token)
   std::string text;                // the whole reply text (what the client received)
+  std::string stop_sequence;       // the stop string that ended it ("" = none)
 };
 
 class Job {

@@ -1,5 +1,7 @@
 #include "server/openai.h"
 
+#include "server/lifetime.h"
+
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -263,6 +265,7 @@ json cache_json(const CacheReport& c) {
     j["module_hits"] = c.module_hits;
     j["module_misses"] = c.module_misses;
   }
+  add_retention_json(j, c.retention);
   if (c.spliced_replies >= 0) j["spliced_replies"] = c.spliced_replies;
   j["diverged_at"] = c.diverged_at >= 0 ? json(c.diverged_at) : json(nullptr);
   j["reason"] = c.reason.empty() ? json(nullptr) : json(c.reason);

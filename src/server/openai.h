@@ -73,6 +73,7 @@ struct CacheReport {
   int64_t checked_tokens = 0;    // policy "deviation": tokens run through layer 0 for its check
   int64_t reusable_tokens = 0;   // fresh tokens whose block's KV is cached at another position
   ReusePolicy reuse;             // what the request asked for
+  RetentionReport retention;     // the prompt's longest prefix under a lifetime, if any
   int64_t fresh_tokens() const { return prompt_tokens - cached_tokens - approximate_tokens - recomputed_tokens; }
 };
 

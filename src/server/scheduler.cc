@@ -170,6 +170,7 @@ void Scheduler::end_job(Job& job, const GenerateResult& r) {
   } else {
     job.post_text(job.stream.finish());
     o.finish_reason = job.stream.stopped() ? FinishReason::kStop : r.finish_reason;
+    if (job.stream.stopped()) o.stop_sequence = job.stream.matched_stop();
   }
   o.reply_ids = job.stream.ids_for_text(&o.reply_tail);
   o.text = job.stream.text();

@@ -194,18 +194,41 @@ void send_json(httplib::Response& res, int status, const json& j) {
   res.set_content(dump(j), "application/json");
 }
 
-void guard(httplib::Response& res, const std::function<void()>& handler) {
+namespace {
+
+const char* anthropic_error_type(int status) {
+  switch (status) {
+    case 400: return "invalid_request_error";
+    case 401: return "authentication_error";
+    case 403: return "permission_error";
+    case 404: return "not_found_error";
+    case 413: return "request_too_large";
+    case 429: return "rate_limit_error";
+    case 503: return "overloaded_error";
+    default: return "api_error";
+  }
+}
+
+void send_error(httplib::Response& res, ErrorStyle style, int status, const std::string& message,
+                const std::string& type, const std::string& param, const std::string& code) {
+  if (style == ErrorStyle::kOpenAI) return send_json(res, status, error_json(message, type, param, code));
+  send_json(res, status, {{"type", "error"}, {"error", {{"type", anthropic_error_type(status)}, {"message", message}}}});
+}
+
+}  // namespace
+
+void guard(httplib::Response& res, const std::function<void()>& handler, ErrorStyle style) {
   try {
     handler();
   } catch (const ApiError& e) {
-    send_json(res, e.status, error_json(e.what(), e.type, e.param, e.code));
+    send_error(res, style, e.status, e.what(), e.type, e.param, e.code);
   } catch (const ChatTemplateError& e) {
-    send_json(res, 400, error_json(std::string("chat template: ") + e.what(),
-                                   "invalid_request_error", "messages", "template_error"));
+    send_error(res, style, 400, std::string("chat template: ") + e.what(), "invalid_request_error", "messages",
+               "template_error");
   } catch (const Error& e) {
-    send_json(res, 400, error_json(e.what(), "invalid_request_error", "", ""));
+    send_error(res, style, 400, e.what(), "invalid_request_error", "", "");
   } catch (const std::exception& e) {
-    send_json(res, 500, error_json(std::string("internal error: ") + e.what(), "server_error", "", ""));
+    send_error(res, style, 500, std::string("internal error: ") + e.what(), "server_error", "", "");
   }
 }
 
@@ -268,6 +291,7 @@ Server::Server(const ServerOptions& opt) : st_(std::make_unique<State>()) {
   eo.kv_memory_bytes = opt.kv_memory_bytes;
   eo.max_batch_tokens = opt.max_batch_tokens;
   eo.prefix_cache = opt.prefix_cache;
+  eo.retention_share = opt.retention_share;
   eo.tiers = opt.tiers;
   st.engine = std::make_unique<Engine>(*st.model, eo);
   st.kv_tokens = int64_t(st.engine->page_pool().n_pages()) * st.engine->page_pool().page_size();
@@ -294,6 +318,7 @@ Server::Server(const ServerOptions& opt) : st_(std::make_unique<State>()) {
   add_cache_routes(st);
   add_pml_routes(st);
   add_llama_routes(st);
+  add_anthropic_routes(st);
   add_method_handling(st);
 }
 

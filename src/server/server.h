@@ -30,6 +30,8 @@ struct ServerOptions {
   int max_batch_tokens = 512;
   bool prefix_cache = true;
   ReusePolicy reuse;                // --cache-reuse-default, --cache-reuse-budget
+  double retention_share = 0.5;     // --retention-share: KV share lifetimes may hold in memory
+  double test_time_scale = 1;       // --test-time-scale (tests only): lifetimes are multiplied by it
   TierOptions tiers;                // --disk-cache, --redis (tier/tier_options.h)
   std::string chat_template_file;   // "" = tokenizer.chat_template from the GGUF
   std::string chat_template_name;   // built-in template (builtin_templates.h) for a model

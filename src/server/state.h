@@ -88,6 +88,7 @@ void add_generation_routes(Server::State& st);
 void add_cache_routes(Server::State& st);
 void add_pml_routes(Server::State& st);
 void add_llama_routes(Server::State& st);  // llama-server's /tokenize, /props, ...
+void add_anthropic_routes(Server::State& st);  // POST /v1/messages
 
 // Entries and bytes of each namespace's prefix tree (engine thread: Scheduler::call).
 std::map<std::string, NamespaceUsage> namespace_usage(Engine& e);
@@ -96,8 +97,13 @@ std::map<std::string, NamespaceUsage> namespace_usage(Engine& e);
 std::map<std::string, std::map<std::string, NamespaceUsage>> tier_usage(Engine& e);
 
 // Runs a handler, turning ApiError / pc::Error / ChatTemplateError / anything else
-// into an OpenAI error response. The one place exceptions become HTTP statuses.
-void guard(httplib::Response& res, const std::function<void()>& handler);
+// into an error response. The one place exceptions become HTTP statuses.
+//   kOpenAI     {"error": {"message", "type", "param", "code"}}
+//   kAnthropic  {"type": "error", "error": {"type", "message"}} (/v1/messages): type
+//               from the status (invalid_request_error, authentication_error,
+//               not_found_error, overloaded_error, api_error)
+enum class ErrorStyle { kOpenAI, kAnthropic };
+void guard(httplib::Response& res, const std::function<void()>& handler, ErrorStyle style = ErrorStyle::kOpenAI);
 void send_json(httplib::Response& res, int status, const nlohmann::json& j);
 
 }  // namespace pc::server

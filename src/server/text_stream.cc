@@ -25,7 +25,13 @@ std::string TextStream::push(int32_t id) {
 
   // Earliest complete stop string.
   size_t cut = std::string::npos;
-  for (const std::string& s : stops_) cut = std::min(cut, held_.find(s));
+  for (const std::string& s : stops_) {
+    const size_t at = held_.find(s);
+    if (at < cut) {
+      cut = at;
+      matched_ = s;
+    }
+  }
   if (cut != std::string::npos) {
     stopped_ = true;
     std::string out = held_.substr(0, cut);

@@ -24,6 +24,8 @@ class TextStream {
   std::string finish();
 
   bool stopped() const { return stopped_; }
+  // The stop string that matched (earliest in the text), when stopped().
+  const std::string& matched_stop() const { return matched_; }
   const std::string& text() const { return emitted_; }  // everything released so far
   const std::vector<int32_t>& ids() const { return ids_; }
 
@@ -51,6 +53,7 @@ class TextStream {
   std::vector<int32_t> ids_;        // every generated id
   std::vector<size_t> piece_end_;   // [i]: bytes of text of ids_[0..i]
   bool stopped_ = false;
+  std::string matched_;
 };
 
 }  // namespace pc::server

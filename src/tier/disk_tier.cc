@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <utility>
 
@@ -17,6 +18,8 @@
 namespace pc {
 
 namespace {
+
+int64_t unix_now() { return int64_t(::time(nullptr)); }
 
 constexpr const char* kSuffix = ".kv";
 constexpr const char* kTempSuffix = ".part";
@@ -172,11 +175,16 @@ void DiskTier::remove(uint64_t key, bool count_corrupt) {
   if (count_corrupt) ++stats_.corrupt_deleted;
 }
 
+// The least recently used entry not kept by a lifetime (put's keep_seconds).
 bool DiskTier::evict_one() {
-  if (lru_.empty()) return false;
-  remove(lru_.back(), false);
-  ++stats_.evicted;
-  return true;
+  const int64_t now = unix_now();
+  for (auto it = lru_.rbegin(); it != lru_.rend(); ++it) {
+    if (items_.at(*it).item.keep_until > now) continue;
+    remove(*it, false);
+    ++stats_.evicted;
+    return true;
+  }
+  return false;
 }
 
 void DiskTier::evict_to(uint64_t target_bytes) {
@@ -203,13 +211,15 @@ int DiskTier::write_file(uint64_t key, std::span<const uint8_t> bytes) {
   return 0;
 }
 
-TierStatus DiskTier::put(std::span<const uint8_t> entry_bytes) {
+TierStatus DiskTier::put(std::span<const uint8_t> entry_bytes, int64_t keep_seconds) {
   Decoded<EntryInfo> h = parse_entry_header(entry_bytes, entry_bytes.size());
   if (!h.ok()) return TierStatus::kInvalid;
   const uint64_t key = entry_key(h.value.ns, h.value.shape, h.value.tokens);
   const uint64_t size = entry_bytes.size();
+  const int64_t keep_until = keep_seconds > 0 ? unix_now() + keep_seconds : 0;
   std::lock_guard<std::mutex> lock(mu_);
-  if (items_.count(key)) {
+  if (auto it = items_.find(key); it != items_.end()) {
+    it->second.item.keep_until = std::max(it->second.item.keep_until, keep_until);
     touch(key, true);
     return TierStatus::kOk;
   }
@@ -218,6 +228,10 @@ TierStatus DiskTier::put(std::span<const uint8_t> entry_bytes) {
     return TierStatus::kTooLarge;
   }
   evict_to(opt_.capacity_bytes - size);
+  if (bytes_ + size > opt_.capacity_bytes) {  // what is left is kept by lifetimes
+    ++stats_.put_failures;
+    return TierStatus::kNoSpace;
+  }
   int err = write_file(key, entry_bytes);
   if (is_no_space(err)) {
     // The file system is fuller than our capacity says: free the entry's size once more.
@@ -232,7 +246,7 @@ TierStatus DiskTier::put(std::span<const uint8_t> entry_bytes) {
     return is_no_space(err) ? TierStatus::kNoSpace : TierStatus::kIoError;
   }
   lru_.push_front(key);
-  Item item{key, size, h.value.n_tokens(), std::move(h.value.ns)};
+  Item item{key, size, h.value.n_tokens(), std::move(h.value.ns), keep_until};
   items_.emplace(key, Slot{std::move(item), lru_.begin()});
   bytes_ += size;
   ++stats_.puts;

@@ -16,7 +16,9 @@
 // restart through file mtimes: a hit touches its file.
 //
 // Capacity is the sum of entry file sizes. put() evicts least recently used files to
-// make room. A write that fails with ENOSPC/EDQUOT (the disk is full before the
+// make room, skipping entries whose lifetime (put's keep_seconds, kept in the index
+// only: a restart forgets it) has not run out; when those fill the capacity, put()
+// gives up with kNoSpace. A write that fails with ENOSPC/EDQUOT (the disk is full before the
 // capacity is) evicts at least the entry's size more and retries once, then gives up
 // with kNoSpace; nothing is left behind and nothing throws.
 //
@@ -65,7 +67,7 @@ class DiskTier final : public KvTier {
 
   // Stores a serialized entry (serialize_entry output) under the key of its namespace,
   // shape and tokens. An entry already present is only marked recently used.
-  TierStatus put(std::span<const uint8_t> entry_bytes) override;
+  TierStatus put(std::span<const uint8_t> entry_bytes, int64_t keep_seconds = 0) override;
 
   // The entry of exactly `tokens`.
   TierLookup get(const KvNamespace& ns, const KvShape& shape, std::span<const int32_t> tokens) override;

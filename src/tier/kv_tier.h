@@ -57,6 +57,7 @@ struct TierItem {
   uint64_t bytes = 0;
   int32_t n_tokens = 0;
   KvNamespace ns;
+  int64_t keep_until = 0;  // unix seconds the tier keeps it until (put's keep_seconds); 0: none
 };
 
 class KvTier {
@@ -67,7 +68,10 @@ class KvTier {
   virtual const char* name() const = 0;
 
   // Stores serialized entry bytes under the key of their namespace, shape and tokens.
-  virtual TierStatus put(std::span<const uint8_t> entry_bytes) = 0;
+  // keep_seconds > 0: the entry's own lifetime, from now — the tier keeps it at least
+  // that long (disk: not evicted for capacity before then; Redis: its TTL is the
+  // longer of this and the tier's). An entry already stored is given the later end.
+  virtual TierStatus put(std::span<const uint8_t> entry_bytes, int64_t keep_seconds = 0) = 0;
   // The entry of exactly `tokens`.
   virtual TierLookup get(const KvNamespace& ns, const KvShape& shape, std::span<const int32_t> tokens) = 0;
   // The entry covering the longest prefix of `tokens` of at least min_length tokens

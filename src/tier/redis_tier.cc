@@ -144,11 +144,11 @@ bool RedisTier::ensure_connected() {
   return true;
 }
 
-TierStatus RedisTier::put(std::span<const uint8_t> entry_bytes) {
+TierStatus RedisTier::put(std::span<const uint8_t> entry_bytes, int64_t keep_seconds) {
   Decoded<EntryInfo> h = parse_entry_header(entry_bytes, entry_bytes.size());
   if (!h.ok()) return TierStatus::kInvalid;
   const std::string name = key_name(entry_key(h.value.ns, h.value.shape, h.value.tokens));
-  const std::string ttl = std::to_string(opt_.ttl_seconds);
+  const std::string ttl = std::to_string(std::max<int64_t>(opt_.ttl_seconds, keep_seconds));
   std::lock_guard<std::mutex> lock(mu_);
   if (!ensure_connected()) {
     ++stats_.unavailable;

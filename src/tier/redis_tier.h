@@ -72,7 +72,7 @@ class RedisTier final : public KvTier {
   RedisTier& operator=(const RedisTier&) = delete;
 
   // SET key value EX ttl. kInvalid when the bytes are not an entry.
-  TierStatus put(std::span<const uint8_t> entry_bytes) override;
+  TierStatus put(std::span<const uint8_t> entry_bytes, int64_t keep_seconds = 0) override;
   TierLookup get(const KvNamespace& ns, const KvShape& shape, std::span<const int32_t> tokens) override;
   TierLookup longest_prefix(const KvNamespace& ns, const KvShape& shape, std::span<const int32_t> tokens,
                             int32_t min_length = 1) override;

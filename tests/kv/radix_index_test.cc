@@ -248,6 +248,85 @@ TEST_F(RadixEvictionTest, ExpiryWaitsForLocksAndSurvivesSplits) {
   EXPECT_EQ(index_.evict_expired(later + std::chrono::hours(1)), 0u);
 }
 
+// Lifetimes (retain): kept from LRU like a pin until they lapse, re-armed by use.
+TEST_F(RadixEvictionTest, RetainedEntriesSurviveLruUntilTheyLapse) {
+  using std::chrono::seconds;
+  const auto now = RadixIndex::Clock::now();
+  RadixIndex::Clock::time_point until;
+  EXPECT_FALSE(index_.retain(ns_, seq({1, 2, 9}), seconds(10), now, &until));  // not cached
+  ASSERT_TRUE(index_.retain(ns_, a_, seconds(60), now, &until));  // A, the oldest entry
+  EXPECT_EQ(until, now + seconds(60));
+  EXPECT_EQ(index_.stats().retained, 1);
+  EXPECT_EQ(index_.stats().retained_pages, 2);  // A's whole prefix: pages 0 and 1
+  EXPECT_EQ(index_.node(index_.anchor(ns_, a_).node).retain_until, now + seconds(60));
+  // LRU pressure takes B and C but neither A's tail nor the [1..4] it extends.
+  EXPECT_EQ(index_.evict(1000), 48u);
+  EXPECT_TRUE(pool_.is_free(2));
+  EXPECT_FALSE(pool_.is_free(0));
+  EXPECT_FALSE(pool_.is_free(1));
+  EXPECT_EQ(match_len(cat(a_, {0})), 8);
+  EXPECT_EQ(index_.retained_prefix(ns_, cat(a_, {0})).tokens, 8);
+  EXPECT_EQ(index_.retained_prefix(ns_, range(1, 4)).tokens, 0);  // only A's end is retained
+  // Still within the lifetime nothing is released; past it, LRU takes A.
+  index_.release_lapsed(now + seconds(30));
+  EXPECT_EQ(index_.evict(1000), 0u);
+  index_.release_lapsed(RadixIndex::Clock::now() + seconds(61));
+  EXPECT_EQ(index_.stats().retained, 0);
+  EXPECT_EQ(index_.stats().retained_pages, 0);
+  EXPECT_EQ(index_.evict(1000), 32u);
+  EXPECT_EQ(pool_.n_free(), 11);
+}
+
+TEST_F(RadixEvictionTest, AHitReArmsTheLifetime) {
+  using std::chrono::seconds;
+  const auto now = RadixIndex::Clock::now();
+  RadixIndex::Clock::time_point until;
+  // Granted 10 s ago for 15 s: 5 s left.
+  ASSERT_TRUE(index_.retain(ns_, c_, seconds(15), now - seconds(10), &until));
+  EXPECT_EQ(until, now + seconds(5));
+  EXPECT_EQ(match_len(cat(c_, {0})), 5);  // a request through C re-arms it to 15 s from now
+  const RadixIndex::Retained r = index_.retained_prefix(ns_, c_);
+  EXPECT_EQ(r.tokens, 5);
+  EXPECT_GE(r.until, now + seconds(15));
+  index_.release_lapsed(now + seconds(10));  // the old end has passed; the new one has not
+  EXPECT_EQ(index_.stats().retained, 1);
+  EXPECT_EQ(index_.evict(1000), 48u);  // A's tail, B's, then [1..4]; C stays
+  EXPECT_EQ(index_.stats().entries, 1);
+  EXPECT_EQ(match_len(cat(c_, {0})), 5);
+  // Asking again keeps the later end and the longer lifetime.
+  ASSERT_TRUE(index_.retain(ns_, c_, seconds(1), now, &until));
+  EXPECT_GE(until, now + seconds(15));
+}
+
+TEST_F(RadixEvictionTest, RetentionLimitRefusesAndAdminEvictionOverrides) {
+  using std::chrono::seconds;
+  const auto now = RadixIndex::Clock::now();
+  RadixIndex::Clock::time_point until;
+  index_.set_retention_limit(3);
+  ASSERT_TRUE(index_.retain(ns_, a_, seconds(60), now, &until));   // 2 pages
+  EXPECT_FALSE(index_.retain(ns_, c_, seconds(60), now, &until));  // 2 more: over 3
+  EXPECT_EQ(index_.stats().retention_refused, 1);
+  ASSERT_TRUE(index_.retain(ns_, range(1, 4), seconds(120), now, &until));  // 1 page: fits
+  EXPECT_EQ(index_.stats().retained_pages, 3);
+  // Mid-run retention split [1..4] off nothing new (it already ends there).
+  EXPECT_EQ(index_.stats().entries, 4);
+  // LRU alone frees B and C; an override ends A's retention (sooner to lapse) first.
+  EXPECT_EQ(index_.evict(48), 48u);
+  EXPECT_EQ(index_.stats().retention_overridden, 0);
+  EXPECT_EQ(index_.evict(16, RadixIndex::Retention::kOverrideRetention), 16u);  // A's tail
+  EXPECT_EQ(index_.stats().retention_overridden, 1);
+  EXPECT_TRUE(pool_.is_free(1));
+  EXPECT_FALSE(pool_.is_free(0));  // [1..4] keeps its own lifetime
+  EXPECT_EQ(index_.stats().retained, 1);
+  // Pins still hold against an override.
+  ASSERT_TRUE(index_.pin(ns_, range(1, 4)));
+  EXPECT_EQ(index_.evict(1000, RadixIndex::Retention::kOverrideRetention), 0u);
+  EXPECT_TRUE(index_.unpin(ns_, range(1, 4)));
+  EXPECT_EQ(index_.evict(1000, RadixIndex::Retention::kOverrideRetention), 16u);
+  EXPECT_EQ(index_.stats().retained, 0);
+  EXPECT_EQ(pool_.n_free(), 11);
+}
+
 TEST_F(RadixEvictionTest, ListingVisitsEveryLeaf) {
   EXPECT_EQ(index_.namespaces(), std::vector<KvNamespace>{ns_});
   EXPECT_EQ(match_len(cat(a_, {0})), 8);

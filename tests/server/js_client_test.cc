@@ -1,4 +1,5 @@
-// The official `openai` npm package against a real server (tests/server/js).
+// The official `openai` and `@anthropic-ai/sdk` npm packages against a real server
+// (tests/server/js).
 // Needs node and `npm ci` run in tests/server/js (scripts/test.sh does it); fails,
 // saying what to run, when either is missing.
 #include <gtest/gtest.h>
@@ -21,6 +22,19 @@ TEST(ServerJs, OpenAiNpmClient) {
                     shared_path("templates/Qwen-Qwen2.5-7B-Instruct.jinja")});
   const std::string cmd = "cd '" + js.string() + "' && PC_SERVER_URL=" + srv.url() +
                           "/v1 node openai_client_test.mjs 2>&1";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+}
+
+TEST(ServerJs, AnthropicNpmClient) {
+  const std::filesystem::path js = std::filesystem::path(__FILE__).parent_path() / "js";
+  ASSERT_EQ(std::system("node --version > /dev/null 2>&1"), 0) << "node is not installed (scripts/setup.sh)";
+  ASSERT_TRUE(std::filesystem::exists(js / "node_modules" / "@anthropic-ai" / "sdk"))
+      << "run `npm ci` in " << js.string() << " (scripts/test.sh does)";
+  ServeProcess srv({"-m", shared_path("models/stories260K.gguf"), "--chat-template-file",
+                    shared_path("templates/Qwen-Qwen2.5-7B-Instruct.jinja")});
+  // The client appends /v1/messages to its base URL.
+  const std::string cmd = "cd '" + js.string() + "' && PC_SERVER_URL=" + srv.url() +
+                          " node anthropic_client_test.mjs 2>&1";
   EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
 }
 

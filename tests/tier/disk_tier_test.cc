@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 
@@ -180,6 +181,35 @@ TEST_F(DiskTierTest, CapacityEvictsLeastRecentlyUsed) {
   EXPECT_TRUE(disk.contains(small_ns(), small_shape(), test::token_run(16, 4)));
   EXPECT_EQ(disk.put(entry(64, 6)), TierStatus::kTooLarge);
   EXPECT_LE(disk.stats().bytes, int64_t(3 * one));
+}
+
+// An entry put with a lifetime is not evicted for capacity before it runs out; when
+// such entries fill the capacity, a put is refused rather than evicting them.
+TEST_F(DiskTierTest, LifetimesKeepEntriesFromCapacityEviction) {
+  const uint64_t one = entry(16, 1).size();
+  DiskTier disk(dir, 2 * one);
+  const int64_t now = int64_t(std::time(nullptr));
+  ASSERT_EQ(disk.put(entry(16, 1), 3600), TierStatus::kOk);  // the oldest, kept an hour
+  ASSERT_EQ(disk.put(entry(16, 2)), TierStatus::kOk);
+  ASSERT_EQ(disk.put(entry(16, 3)), TierStatus::kOk);  // evicts seed 2, not the kept seed 1
+  EXPECT_TRUE(disk.contains(small_ns(), small_shape(), test::token_run(16, 1)));
+  EXPECT_FALSE(disk.contains(small_ns(), small_shape(), test::token_run(16, 2)));
+  std::vector<int64_t> ends;
+  for (const TierItem& it : disk.list())
+    if (it.keep_until != 0) ends.push_back(it.keep_until);
+  ASSERT_EQ(ends.size(), 1u);
+  EXPECT_GE(ends[0], now + 3600);
+  EXPECT_LE(ends[0], now + 3601);
+  // Putting an entry again keeps the later end.
+  ASSERT_EQ(disk.put(entry(16, 3), 7200), TierStatus::kOk);
+  int64_t kept = 0;
+  for (const TierItem& it : disk.list()) kept += it.keep_until > 0;
+  EXPECT_EQ(kept, 2);
+  // Both kept: nothing may go, so the next put is refused.
+  EXPECT_EQ(disk.put(entry(16, 4)), TierStatus::kNoSpace);
+  EXPECT_EQ(disk.stats().counter("evicted"), 1);
+  EXPECT_TRUE(disk.contains(small_ns(), small_shape(), test::token_run(16, 1)));
+  EXPECT_TRUE(disk.contains(small_ns(), small_shape(), test::token_run(16, 3)));
 }
 
 TEST_F(DiskTierTest, RestartWithSmallerCapacityTrims) {

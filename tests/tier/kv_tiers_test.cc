@@ -24,7 +24,7 @@ using test::small_shape;
 class MapTier final : public KvTier {
  public:
   const char* name() const override { return "map"; }
-  TierStatus put(std::span<const uint8_t> bytes) override {
+  TierStatus put(std::span<const uint8_t> bytes, int64_t = 0) override {
     Decoded<EntryInfo> h = parse_entry_header(bytes, bytes.size());
     if (!h.ok()) return TierStatus::kInvalid;
     ++puts_;

@@ -82,6 +82,18 @@ TEST_F(RedisTierTest, HitRearmsTheTtl) {
   EXPECT_GT(test::redis_int(server.port(), {"TTL", key(16)}), 90);
 }
 
+// A lifetime longer than the tier's TTL is the entry's own TTL; a shorter one leaves
+// the tier's.
+TEST_F(RedisTierTest, LifetimeSetsTheEntrysTtl) {
+  RedisTier a(fast(100));
+  ASSERT_EQ(a.put(entry(16), 7200), TierStatus::kOk);
+  const long long kept = test::redis_int(server.port(), {"TTL", key(16)});
+  EXPECT_GT(kept, 7190);
+  EXPECT_LE(kept, 7200);
+  ASSERT_EQ(a.put(entry(32), 10), TierStatus::kOk);
+  EXPECT_GT(test::redis_int(server.port(), {"TTL", key(32)}), 90);
+}
+
 TEST_F(RedisTierTest, CorruptEntryIsDeletedAndShorterUsed) {
   RedisTier a(server.url(), 600);
   ASSERT_EQ(a.put(entry(16)), TierStatus::kOk);

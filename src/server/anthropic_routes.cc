@@ -1,0 +1,499 @@
+// POST /v1/messages: Anthropic's Messages API as a translation layer over the chat path.
+//
+//   Anthropic request ──► OpenAI-style chat messages + tools ──► prepare_chat /
+//   (system, messages,     (tool_use → assistant tool_calls,     start_generation
+//    tools, cache_control)  tool_result → "tool" messages)        (generation.h: the same
+//                                                                  template, caches and
+//   Anthropic response ◄── text (and tool calls) + usage ◄──────── scheduler as chat)
+//
+// cache_control breakpoints become lifetimes (GenerateRequest::retain) for the prompt
+// prefix ending at the block: a message's text blocks are sent on as content parts,
+// whose template spans (request parts) locate each; a tool, a tool_result or a message
+// the template does not render verbatim ends at its own end. Errors are Anthropic's shape
+// ({"type": "error", "error": {"type", "message"}}), through guard().
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <random>
+
+#include "server/api_error.h"
+#include "server/generation.h"
+#include "server/lifetime.h"
+#include "server/openai.h"
+#include "server/state.h"
+
+namespace pc::server {
+
+namespace {
+
+using namespace std::chrono_literals;
+
+// A cache_control breakpoint: the tool or (translated) message holding the block, and
+// the block's index among the message's text parts (-1: the whole message).
+struct Breakpoint {
+  RequestPart::Kind kind = RequestPart::Kind::kMessage;
+  int index = 0;
+  int sub = -1;
+  double seconds = 300;
+};
+
+struct Translated {
+  json messages = json::array();  // OpenAI-style
+  json tools = json::array();     // OpenAI-style
+  std::vector<Breakpoint> breakpoints;
+};
+
+// Records a block's cache_control (if any) as a breakpoint on `kind`/`index`.
+void note_cache_control(const json& block, const std::string& where, RequestPart::Kind kind, int index,
+                        Translated& t, int sub = -1) {
+  auto cc = block.find("cache_control");
+  if (cc == block.end() || cc->is_null()) return;
+  if (!cc->is_object() || cc->value("type", "") != "ephemeral")
+    throw bad_field(where + ".cache_control", "'cache_control' must be {\"type\": \"ephemeral\"} (optionally with ttl)");
+  auto ttl = cc->find("ttl");
+  t.breakpoints.push_back(
+      {kind, index, sub, anthropic_ttl_seconds(ttl == cc->end() ? nullptr : &*ttl, where + ".cache_control.ttl")});
+}
+
+std::string text_of_block(const json& b, const std::string& where) {
+  if (!b.contains("text") || !b["text"].is_string())
+    throw bad_field(where + ".text", where + " of type text needs a string 'text'");
+  return b["text"];
+}
+
+// system: a string or text blocks → one system message (message 0), its blocks as
+// content parts (joined by the chat path; each part's span locates a breakpoint).
+void translate_system(const json& body, Translated& t) {
+  auto it = body.find("system");
+  if (it == body.end() || it->is_null()) return;
+  if (it->is_string()) {
+    t.messages.push_back({{"role", "system"}, {"content", *it}});
+    return;
+  }
+  if (!it->is_array()) throw bad_field("system", "'system' must be a string or an array of text blocks");
+  json parts = json::array();
+  for (size_t i = 0; i < it->size(); ++i) {
+    const json& b = (*it)[i];
+    const std::string where = "system[" + std::to_string(i) + "]";
+    if (!b.is_object() || b.value("type", "") != "text")
+      throw bad_field(where + ".type", where + " must be a text block");
+    parts.push_back({{"type", "text"}, {"text", text_of_block(b, where)}});
+    note_cache_control(b, where, RequestPart::Kind::kMessage, 0, t, int(parts.size()) - 1);
+  }
+  t.messages.push_back({{"role", "system"}, {"content", parts}});
+}
+
+// tool_result content: a string or text blocks.
+std::string tool_result_text(const json& b, const std::string& where) {
+  auto c = b.find("content");
+  if (c == b.end() || c->is_null()) return "";
+  if (c->is_string()) return *c;
+  if (!c->is_array()) throw bad_field(where + ".content", where + ".content must be a string or an array of text blocks");
+  std::string text;
+  for (size_t i = 0; i < c->size(); ++i) {
+    const json& p = (*c)[i];
+    const std::string w = where + ".content[" + std::to_string(i) + "]";
+    if (!p.is_object() || p.value("type", "") != "text") throw bad_field(w + ".type", w + " must be a text block");
+    text += text_of_block(p, w);
+  }
+  return text;
+}
+
+// One Anthropic message → one or more OpenAI-style messages: a user message's
+// tool_result blocks become "tool" messages (in order, text between them a user
+// message); an assistant message's tool_use blocks become its tool_calls.
+void translate_message(const json& m, size_t i, Translated& t) {
+  const std::string where = "messages[" + std::to_string(i) + "]";
+  if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
+    throw bad_field(where + ".role", where + " must be an object with a string 'role'");
+  const std::string role = m["role"];
+  if (role != "user" && role != "assistant")
+    throw bad_field(where + ".role", where + ".role must be \"user\" or \"assistant\"");
+  if (!m.contains("content")) throw bad_field(where + ".content", where + ".content is required");
+  const json& content = m["content"];
+  if (content.is_string()) {
+    t.messages.push_back({{"role", role}, {"content", content}});
+    return;
+  }
+  if (!content.is_array()) throw bad_field(where + ".content", where + ".content must be a string or an array of blocks");
+  json current = {{"role", role}, {"content", json::array()}};
+  bool has_current = false;
+  auto flush = [&] {
+    if (has_current) t.messages.push_back(current);
+    current = {{"role", role}, {"content", json::array()}};
+    has_current = false;
+  };
+  for (size_t j = 0; j < content.size(); ++j) {
+    const json& b = content[j];
+    const std::string w = where + ".content[" + std::to_string(j) + "]";
+    if (!b.is_object() || !b.contains("type") || !b["type"].is_string())
+      throw bad_field(w + ".type", w + " must be a block with a string 'type'");
+    const std::string type = b["type"];
+    if (type == "text") {
+      current["content"].push_back({{"type", "text"}, {"text", text_of_block(b, w)}});
+      has_current = true;
+      note_cache_control(b, w, RequestPart::Kind::kMessage, int(t.messages.size()), t,
+                         int(current["content"].size()) - 1);
+      continue;
+    } else if (type == "tool_use" && role == "assistant") {
+      if (!b.contains("id") || !b["id"].is_string() || !b.contains("name") || !b["name"].is_string())
+        throw bad_field(w + ".id", w + " of type tool_use needs string 'id' and 'name'");
+      const json input = b.value("input", json::object());
+      if (!input.is_object()) throw bad_field(w + ".input", w + ".input must be an object");
+      current["tool_calls"].push_back(
+          {{"id", b["id"]}, {"type", "function"}, {"function", {{"name", b["name"]}, {"arguments", input}}}});
+      has_current = true;
+    } else if (type == "tool_result" && role == "user") {
+      if (!b.contains("tool_use_id") || !b["tool_use_id"].is_string())
+        throw bad_field(w + ".tool_use_id", w + " of type tool_result needs a string 'tool_use_id'");
+      flush();
+      t.messages.push_back({{"role", "tool"}, {"tool_call_id", b["tool_use_id"]}, {"content", tool_result_text(b, w)}});
+      note_cache_control(b, w, RequestPart::Kind::kMessage, int(t.messages.size()) - 1, t);
+      continue;
+    } else {
+      throw bad_field(w + ".type", "block type '" + type + "' is not supported in " + role + " messages");
+    }
+    // The block lies in the message being built (pushed at the next flush).
+    note_cache_control(b, w, RequestPart::Kind::kMessage, int(t.messages.size()), t);
+  }
+  flush();
+}
+
+void translate_tools(const json& body, Translated& t) {
+  auto it = body.find("tools");
+  if (it == body.end() || it->is_null()) return;
+  if (!it->is_array()) throw bad_field("tools", "'tools' must be an array");
+  for (size_t i = 0; i < it->size(); ++i) {
+    const json& tool = (*it)[i];
+    const std::string where = "tools[" + std::to_string(i) + "]";
+    if (!tool.is_object() || !tool.contains("name") || !tool["name"].is_string())
+      throw bad_field(where + ".name", where + " needs a string 'name'");
+    if (!tool.contains("input_schema") || !tool["input_schema"].is_object())
+      throw bad_field(where + ".input_schema", where + ".input_schema must be an object (a JSON schema)");
+    json fn = {{"name", tool["name"]}, {"parameters", tool["input_schema"]}};
+    if (tool.contains("description") && tool["description"].is_string()) fn["description"] = tool["description"];
+    t.tools.push_back({{"type", "function"}, {"function", fn}});
+    note_cache_control(tool, where, RequestPart::Kind::kTool, int(i), t);
+  }
+}
+
+Translated translate(const json& body) {
+  Translated t;
+  translate_tools(body, t);
+  translate_system(body, t);
+  auto it = body.find("messages");
+  if (it == body.end() || it->is_null())
+    throw bad_field("messages", "'messages' is required", "missing_required_parameter");
+  if (!it->is_array() || it->empty()) throw bad_field("messages", "'messages' must be a non-empty array");
+  for (size_t i = 0; i < it->size(); ++i) translate_message((*it)[i], i, t);
+  return t;
+}
+
+// Anthropic's sampling fields → the OpenAI-style body parse_common validates.
+json common_body(const json& body) {
+  auto mt = body.find("max_tokens");
+  if (mt == body.end() || mt->is_null())
+    throw bad_field("max_tokens", "'max_tokens' is required", "missing_required_parameter");
+  if (!mt->is_number_integer() || mt->get<int64_t>() < 1)
+    throw bad_field("max_tokens", "'max_tokens' must be a positive integer");
+  json o = {{"max_tokens", *mt}};
+  for (const char* k : {"model", "temperature", "top_p", "top_k", "stream", "cache_salt"})
+    if (auto v = body.find(k); v != body.end() && !v->is_null()) o[k] = *v;
+  if (auto t = body.find("temperature"); t != body.end() && t->is_number() && (t->get<double>() < 0 || t->get<double>() > 1))
+    throw bad_field("temperature", "'temperature' must be between 0 and 1");
+  if (auto s = body.find("stop_sequences"); s != body.end() && !s->is_null()) {
+    if (!s->is_array()) throw bad_field("stop_sequences", "'stop_sequences' must be an array of strings");
+    for (const json& x : *s)
+      if (!x.is_string() || x.get<std::string>().empty())
+        throw bad_field("stop_sequences", "'stop_sequences' must be an array of non-empty strings");
+    o["stop"] = *s;
+  }
+  if (auto c = body.find("tool_choice"); c != body.end() && !c->is_null()) {
+    const std::string type = c->is_object() ? c->value("type", "") : "";
+    if (type == "any" || type == "tool")
+      throw bad_field("tool_choice", "'tool_choice' of type '" + type + "' cannot be enforced (no constrained decoding); use auto or none");
+    if (type != "auto" && type != "none") throw bad_field("tool_choice", "'tool_choice' must be {\"type\": \"auto\" | \"none\"}");
+  }
+  return o;
+}
+
+// Prompt tokens up to the end of the breakpoint's block: its content part's span when
+// the template renders the message's text parts as sent (request_structure.h), else the
+// end of its tool or message; the whole prompt when the spans place neither.
+int32_t breakpoint_tokens(const ChatPrompt& p, const Breakpoint& b) {
+  if (b.sub >= 0)
+    for (const RequestPart& q : p.parts)
+      if (q.kind == RequestPart::Kind::kContentPart && q.index == b.index && q.sub == b.sub && q.tok_end > 0)
+        return q.tok_end;
+  int32_t end = -1;
+  for (const RequestPart& q : p.parts) {
+    const bool same = q.index == b.index &&
+                      (q.kind == b.kind || (b.kind == RequestPart::Kind::kMessage && q.kind == RequestPart::Kind::kToolCall));
+    if (same && q.tok_end > end) end = q.tok_end;
+  }
+  return end > 0 ? end : int32_t(p.ids.size());
+}
+
+struct AnthropicGeneration {
+  Generation g;
+  int32_t breakpoint_end = 0;  // tokens at or before the last cache_control breakpoint (0: none)
+  std::string id;
+};
+
+AnthropicGeneration prepare(Server::State& st, const httplib::Request& req) {
+  AnthropicGeneration a;
+  Generation& g = a.g;
+  const json body = parse_body(req.body);
+  st.tenant_of(req);  // 401 before anything else
+  const Translated t = translate(body);
+  g.params = parse_common(common_body(body), /*chat=*/true);
+  st.check_model(g.params.model);
+  g.ns = st.namespace_of(req, g.params.cache_salt);
+  json extra = json::object();
+  const bool no_tools = body.contains("tool_choice") && body["tool_choice"].is_object() &&
+                        body["tool_choice"].value("type", "") == "none";
+  if (!t.tools.empty() && !no_tools) extra["tools"] = t.tools;
+  prepare_chat(st, g, t.messages, extra);
+  if (extra.contains("tools")) g.tools = st.tool_format;  // replies parsed into tool_use blocks
+  apply_test_hooks(st, g, body);
+  for (const Breakpoint& b : t.breakpoints) {
+    const int32_t n = breakpoint_tokens(*g.chat, b);
+    g.params.gen.retain.push_back({n, b.seconds * st.opt.test_time_scale});
+    a.breakpoint_end = std::max(a.breakpoint_end, n);
+  }
+  start_generation(st, g);
+  static std::atomic<uint64_t> counter{0};
+  std::mt19937_64 rng(uint64_t(std::chrono::steady_clock::now().time_since_epoch().count()) ^ ++counter);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "msg_%016llx", static_cast<unsigned long long>(rng()));
+  a.id = buf;
+  return a;
+}
+
+// usage: input_tokens + cache_creation_input_tokens + cache_read_input_tokens = the prompt.
+json usage_of(const AnthropicGeneration& a, const CacheReport& c, int64_t output_tokens) {
+  const int64_t read = c.cached_tokens;
+  const int64_t creation = std::max<int64_t>(0, std::min<int64_t>(a.breakpoint_end, c.prompt_tokens) - read);
+  return {{"input_tokens", c.prompt_tokens - read - creation},
+          {"cache_creation_input_tokens", creation},
+          {"cache_read_input_tokens", read},
+          {"output_tokens", output_tokens}};
+}
+
+const char* stop_reason(const JobOutcome& o, bool tool_use = false) {
+  if (tool_use) return "tool_use";
+  if (o.finish_reason == FinishReason::kLength) return "max_tokens";
+  if (!o.stop_sequence.empty()) return "stop_sequence";
+  return "end_turn";
+}
+
+json stop_sequence_json(const JobOutcome& o) {
+  return o.stop_sequence.empty() ? json(nullptr) : json(o.stop_sequence);
+}
+
+json message_json(const Server::State& st, const AnthropicGeneration& a, json content) {
+  return {{"id", a.id},           {"type", "message"},       {"role", "assistant"},
+          {"model", st.model_id}, {"content", std::move(content)}, {"stop_reason", nullptr},
+          {"stop_sequence", nullptr}};
+}
+
+void throw_outcome_error(const JobOutcome& o) {
+  if (o.error_code == "context_length_exceeded")
+    throw ApiError(400, "invalid_request_error", o.error, "max_tokens", o.error_code);
+  if (o.finish_reason == FinishReason::kCancelled)
+    throw ApiError(503, "server_error", "the request was cancelled (server shutting down)", "", "cancelled");
+  throw ApiError(500, "server_error", o.error.empty() ? "generation failed" : o.error, "", "generation_failed");
+}
+
+// Anthropic's tool ids ("toolu_" + 24 alphanumerics), or what the template requires
+// (Mistral's 9 alphanumerics: the id comes back in the history it renders).
+std::function<std::string()> tool_use_ids(ToolFormat f) {
+  if (f == ToolFormat::kMistral) return [f] { return new_tool_call_id(f); };
+  return [] { return "toolu_" + new_tool_call_id(ToolFormat::kNone).substr(5); };
+}
+
+json tool_input(const ToolCall& call) {
+  json in = json::parse(call.arguments, nullptr, false);
+  return in.is_object() ? in : json::object();
+}
+
+json tool_use_block(const ToolCall& call) {
+  return {{"type", "tool_use"}, {"id", call.id}, {"name", call.name}, {"input", tool_input(call)}};
+}
+
+void respond_whole(Server::State& st, AnthropicGeneration& a, const httplib::Request& req, httplib::Response& res) {
+  Delta all;
+  if (!wait_whole(st, a.g, req, &all)) {
+    res.status = 499;  // the client left; nobody reads it
+    return;
+  }
+  const JobOutcome& o = a.g.job->outcome();
+  if (o.finish_reason == FinishReason::kError || o.finish_reason == FinishReason::kCancelled) throw_outcome_error(o);
+  ToolParse parsed;
+  if (a.g.tools != ToolFormat::kNone)
+    parsed = parse_tool_calls(a.g.tools, all.text, tool_use_ids(a.g.tools));
+  else
+    parsed.content = all.text;
+  const CacheReport c = finish_generation(st, a.g, parsed.calls);
+  json content = json::array();
+  if (!parsed.content.empty()) content.push_back({{"type", "text"}, {"text", parsed.content}});
+  for (const ToolCall& call : parsed.calls) content.push_back(tool_use_block(call));
+  json m = message_json(st, a, std::move(content));
+  m["stop_reason"] = stop_reason(o, !parsed.calls.empty());
+  m["stop_sequence"] = stop_sequence_json(o);
+  m["usage"] = usage_of(a, c, int64_t(o.result.tokens.size()));
+  m["promptcache"] = cache_json(c);
+  send_json(res, 200, m);
+}
+
+// Anthropic's SSE framing: a named event and its JSON (whose "type" is the name).
+bool write_event(httplib::DataSink& sink, const char* name, const json& data) {
+  const std::string ev = std::string("event: ") + name + "\ndata: " + dump(data) + "\n\n";
+  return sink.write(ev.data(), ev.size());
+}
+
+// The stream's state across provider calls.
+struct StreamState {
+  std::optional<ToolCallParser> tools;  // when the request has tools: text held until decided
+  std::vector<ToolCall> calls;
+  bool started = false;     // message_start sent
+  bool pinged = false;
+  int open_block = -1;      // index of the open text block (-1: none)
+  int blocks = 0;           // blocks started
+  Clock::time_point last_write = Clock::now();
+};
+
+void respond_stream(Server::State& st, std::shared_ptr<AnthropicGeneration> a, httplib::Response& res) {
+  auto s = std::make_shared<StreamState>();
+  if (a->g.tools != ToolFormat::kNone) s->tools.emplace(a->g.tools, tool_use_ids(a->g.tools));
+  res.set_header("Cache-Control", "no-cache");
+  res.set_header("X-Accel-Buffering", "no");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [&st, a, s](size_t, httplib::DataSink& sink) {
+        auto gone = [&] {
+          st.scheduler->cancel(*a->g.job);
+          st.metrics.count_disconnect();
+          return false;
+        };
+        if (!s->started) {
+          // The prompt's cache figures are known when it ends: message_delta carries the
+          // final usage; here input_tokens counts the whole prompt.
+          json m = message_json(st, *a, json::array());
+          m["usage"] = {{"input_tokens", a->g.prompt_tokens},
+                        {"cache_creation_input_tokens", 0},
+                        {"cache_read_input_tokens", 0},
+                        {"output_tokens", 0}};
+          if (!write_event(sink, "message_start", {{"type", "message_start"}, {"message", m}})) return gone();
+          s->started = true;
+          s->last_write = Clock::now();
+        }
+        bool done = false;
+        const Delta d = a->g.job->wait_delta(100ms, &done);
+        ToolParse piece;
+        if (s->tools) {
+          piece = s->tools->push(d.text);
+          if (done && a->g.job->outcome().finish_reason != FinishReason::kError) {
+            ToolParse rest = s->tools->finish();
+            piece.content += rest.content;
+            for (ToolCall& c : rest.calls) piece.calls.push_back(std::move(c));
+          }
+        } else {
+          piece.content = d.text;
+        }
+        if (!piece.content.empty()) {
+          if (s->open_block < 0) {
+            s->open_block = s->blocks++;
+            if (!write_event(sink, "content_block_start",
+                             {{"type", "content_block_start"}, {"index", s->open_block},
+                              {"content_block", {{"type", "text"}, {"text", ""}}}}))
+              return gone();
+          }
+          if (!s->pinged) {
+            if (!write_event(sink, "ping", {{"type", "ping"}})) return gone();
+            s->pinged = true;
+          }
+          if (!write_event(sink, "content_block_delta",
+                           {{"type", "content_block_delta"}, {"index", s->open_block},
+                            {"delta", {{"type", "text_delta"}, {"text", piece.content}}}}))
+            return gone();
+          s->last_write = Clock::now();
+        }
+        // A completed call: its own block, the input as one input_json_delta.
+        for (ToolCall& call : piece.calls) {
+          if (s->open_block >= 0) {
+            if (!write_event(sink, "content_block_stop", {{"type", "content_block_stop"}, {"index", s->open_block}}))
+              return gone();
+            s->open_block = -1;
+          }
+          const int index = s->blocks++;
+          json block = tool_use_block(call);
+          block["input"] = json::object();
+          if (!write_event(sink, "content_block_start",
+                           {{"type", "content_block_start"}, {"index", index}, {"content_block", block}}) ||
+              !write_event(sink, "content_block_delta",
+                           {{"type", "content_block_delta"}, {"index", index},
+                            {"delta", {{"type", "input_json_delta"}, {"partial_json", dump(tool_input(call))}}}}) ||
+              !write_event(sink, "content_block_stop", {{"type", "content_block_stop"}, {"index", index}}))
+            return gone();
+          s->calls.push_back(std::move(call));
+          s->last_write = Clock::now();
+        }
+        if (piece.content.empty() && piece.calls.empty() && !done && Clock::now() - s->last_write > 5s) {
+          if (!write_event(sink, "ping", {{"type", "ping"}})) return gone();  // keeps proxies patient
+          s->last_write = Clock::now();
+        }
+        if (!done) return true;
+        const JobOutcome& o = a->g.job->outcome();
+        if (o.finish_reason == FinishReason::kError || o.finish_reason == FinishReason::kCancelled) {
+          const std::string msg = o.finish_reason == FinishReason::kError ? o.error : "the request was cancelled";
+          write_event(sink, "error", {{"type", "error"}, {"error", {{"type", "api_error"}, {"message", msg}}}});
+          sink.done();
+          return true;
+        }
+        const CacheReport c = finish_generation(st, a->g, s->calls);
+        if (s->open_block >= 0 &&
+            !write_event(sink, "content_block_stop", {{"type", "content_block_stop"}, {"index", s->open_block}}))
+          return false;
+        if (!s->pinged) write_event(sink, "ping", {{"type", "ping"}});
+        json md = {{"type", "message_delta"},
+                   {"delta", {{"stop_reason", stop_reason(o, !s->calls.empty())}, {"stop_sequence", stop_sequence_json(o)}}},
+                   {"usage", usage_of(*a, c, int64_t(o.result.tokens.size()))},
+                   {"promptcache", cache_json(c)}};
+        if (!write_event(sink, "message_delta", md)) return false;
+        write_event(sink, "message_stop", {{"type", "message_stop"}});
+        sink.done();
+        return true;
+      },
+      [&st, a](bool) {
+        // The connection ended; a generation still running has no reader any more.
+        bool done = false;
+        a->g.job->wait_delta(0ms, &done);
+        if (!done) st.scheduler->cancel(*a->g.job);
+      });
+}
+
+void handle(Server::State& st, const httplib::Request& req, httplib::Response& res) {
+  guard(
+      res,
+      [&] {
+        auto a = std::make_shared<AnthropicGeneration>(prepare(st, req));
+        if (a->g.params.stream) return respond_stream(st, std::move(a), res);
+        try {
+          respond_whole(st, *a, req, res);
+        } catch (...) {
+          st.scheduler->cancel(*a->g.job);
+          throw;
+        }
+      },
+      ErrorStyle::kAnthropic);
+}
+
+}  // namespace
+
+void add_anthropic_routes(Server::State& st) {
+  add_route(st, "POST", "/v1/messages",
+            [&st](const httplib::Request& req, httplib::Response& res) { handle(st, req, res); });
+}
+
+}  // namespace pc::server
