@@ -24,6 +24,10 @@ struct Generation {
   MissReport miss;                 // chat: the first divergence from the request it continues
   bool pml = false;                // a PML plan (module hits in the report)
   std::shared_ptr<Job> job;
+  // Held from submit() until the response is written (Server::generations_in_flight):
+  // a stream's Generation lives in its content provider, which httplib keeps until
+  // the last chunk went out.
+  std::shared_ptr<void> in_flight;
 };
 
 // Chat request helpers shared with POST /apply-template (llama_routes.cc).
@@ -37,7 +41,8 @@ json chat_extra(const json& body);
 // The server's chat template; ApiError 400 no_chat_template when it has none.
 const ChatTemplate& chat_template_of(const Server::State& st);
 
-// Queues g.job (built by the caller); ApiError 503 when the queue is full.
+// Queues g.job (built by the caller); ApiError 503 `server_draining` while the server
+// drains, 503 `server_overloaded` when the queue is full.
 void submit(Server::State& st, Generation& g);
 
 // Waits for the job and answers: one JSON response, or (params.stream) events as

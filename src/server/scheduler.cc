@@ -29,12 +29,14 @@ Scheduler::Scheduler(Engine& engine, const SchedulerOptions& opt, Metrics& metri
 }
 
 Scheduler::~Scheduler() {
-  {
-    std::lock_guard lk(mu_);
-    stop_ = true;
-    cv_.notify_all();
-  }
+  shutdown();
   thread_.join();
+}
+
+void Scheduler::shutdown() {
+  std::lock_guard lk(mu_);
+  stop_ = true;
+  cv_.notify_all();
 }
 
 bool Scheduler::submit(std::shared_ptr<Job> job) {
