@@ -232,9 +232,13 @@ void Scheduler::loop() {
     lk.lock();
     n_running_ = running_.size();
   }
-  // Shutdown: end everything still running or queued.
+  // Shutdown: end everything still running or queued, as cancelled (Engine::cancel
+  // alone would end a sequence as a normal stop).
   lk.unlock();
-  for (auto& [id, job] : running_) engine_.cancel(id);
+  for (auto& [id, job] : running_) {
+    job->cancel();
+    engine_.cancel(id);
+  }
   collect_finished();
   lk.lock();
   for (auto& job : queue_) {

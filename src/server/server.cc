@@ -2,11 +2,13 @@
 
 #include <sys/socket.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 #include <tuple>
 
 #include "gguf/error.h"
@@ -326,6 +328,12 @@ int64_t Server::generations_in_flight() const { return st_->generations.load(); 
 
 void Server::abort() {
   st_->scheduler->shutdown();
+  // The cancelled requests answer within a wait_delta period (100 ms): give them up to
+  // a second so that streams end with their error event rather than mid-chunk
+  // (httplib stops writing chunks once stopped).
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  while (st_->generations.load() > 0 && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   st_->http.stop();
 }
 

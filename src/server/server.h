@@ -68,7 +68,8 @@ class Server {
   // nothing.
   int64_t generations_in_flight() const;
   // Ends every queued and running generation now (whole requests answer 503
-  // `cancelled`, streams end with an error event), then stop().
+  // `cancelled`, streams end with an error event; up to 1 s for them to be written),
+  // then stop().
   void abort();
   // Waits until the KV tier writes already queued have finished (after listen()).
   void flush_tiers();
