@@ -51,6 +51,13 @@ live_pid() {  # FILE PROGRAM
   echo "$pid"
 }
 
+# Whether a process is running (a zombie, exited but not yet reaped, is not).
+alive() {  # PID
+  local state
+  state=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) || return 1
+  [ -n "$state" ] && [ "$state" != Z ]
+}
+
 # GET URL; prints "HTTP_CODE BODY" (code 000 when nothing answered).
 http_get() {
   curl -s -m 2 -w '\n%{http_code}' "$1" 2>/dev/null | { body=$(cat); echo "${body##*$'\n'} ${body%$'\n'*}"; } || true
@@ -110,7 +117,7 @@ wait_http_ok() {  # URL SECONDS WHAT LOG
 
 wait_redis() {  # SECONDS
   for _ in $(seq $(( $1 * 10 ))); do
-    if exec 3<>"/dev/tcp/127.0.0.1/$REDIS_PORT" 2>/dev/null; then
+    if { exec 3<>"/dev/tcp/127.0.0.1/$REDIS_PORT"; } 2>/dev/null; then
       printf 'PING\r\n' >&3
       local reply=""
       read -r -t 1 reply <&3 || true
@@ -177,10 +184,10 @@ stop_one() {  # NAME PROGRAM SECONDS
   if pid=$(live_pid "$f" "$prog"); then
     kill -TERM "$pid" 2>/dev/null || true
     for _ in $(seq $(( secs * 10 ))); do
-      kill -0 "$pid" 2>/dev/null || break
+      alive "$pid" || break
       sleep 0.1
     done
-    if kill -0 "$pid" 2>/dev/null; then
+    if alive "$pid"; then
       log "$name (pid $pid) still running after ${secs}s: SIGKILL"
       kill -KILL "$pid" 2>/dev/null || true
     fi
@@ -221,7 +228,7 @@ for path in sys.argv[2:]:
     for k in path.split("."):
         v = v.get(k) if isinstance(v, dict) else None
     if v is not None:
-        out.append("%s=%s" % (path.split(".")[-1] if path.count(".") < 2 else path, v))
+        out.append("%s=%s" % (path.split(".", 1)[-1], v))
 print(" ".join(out))' "$j" "$@"
   else
     echo "$j"
@@ -253,8 +260,9 @@ cmd_status() {
     read -r code body <<< "$(http_get "http://127.0.0.1:$port/health")"
     echo "pc$i      pid $pid  127.0.0.1:$port  health $code $(json_fields "$body" status running queued)"
     read -r code body <<< "$(http_get "http://127.0.0.1:$port/v1/cache/stats")"
-    [ "$code" = 200 ] && echo "         cache: $(json_fields "$body" engine.hit_rate engine.tokens_prompt engine.tokens_cached \
-      memory.bytes_in_use index.entries tiers.promoted_tokens tiers.redis.hits tiers.redis.connected)"
+    [ "$code" = 200 ] && echo "         cache: $(json_fields "$body" engine.requests engine.prompt_tokens \
+      engine.cached_tokens engine.hit_rate memory.bytes.in_use index.entries tiers.promoted_tokens \
+      tiers.redis.hits tiers.redis.connected)"
   done
 }
 
