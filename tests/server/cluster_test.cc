@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -345,6 +346,80 @@ TEST(Cluster, BodyBeyondTheBufferIsForwardedAndTheHeaderRoutesIt) {
     ASSERT_TRUE(answered) << read_file(dir + "/haproxy.log");
   }
   EXPECT_EQ(answered_by.size(), 1u);
+}
+
+
+// Draining behind HAProxy: SIGTERM to the server of a session whose stream is running;
+// the stream completes, the session's next requests are answered by the other server
+// (a 503 server_draining is retried there by HAProxy, then the check takes the
+// draining server out), and the drained server exits 0.
+TEST(Cluster, DrainingServerFinishesItsStreamAndHandsOverItsSessions) {
+  const std::string haproxy = find_haproxy();
+  ASSERT_FALSE(haproxy.empty()) << "HAProxy is not installed: scripts/setup.sh installs it (Debian package haproxy)";
+  const std::string tmpl_path = source_dir() + "/deploy/haproxy.cfg";
+  ASSERT_TRUE(fs::exists(tmpl_path)) << tmpl_path;
+  std::vector<std::unique_ptr<ServeProcess>> servers;
+  for (int i = 0; i < 2; ++i)
+    servers.push_back(std::make_unique<ServeProcess>(std::vector<std::string>{
+        "-m", shared_path("models/stories260K.gguf"), "--threads", "1", "--parallel", "1", "--kv-memory",
+        "32MiB"}));
+  const std::string dir = temp_dir();
+  const int front = free_port();
+  const std::string cfg = dir + "/haproxy.cfg";
+  {
+    std::ofstream(cfg) << render_haproxy_config(read_file(tmpl_path), front,
+                                                {servers[0]->port(), servers[1]->port()});
+  }
+  HaproxyProcess ha(haproxy, cfg, dir + "/haproxy.log");
+  const httplib::Headers key = {{"X-Session-Id", "draining-session"}};
+  std::string owner;
+  for (int k = 0; k < 200 && owner.empty(); ++k) {
+    httplib::Client c("127.0.0.1", front);
+    const httplib::Result r = c.Post("/v1/completions", key, R"({"prompt":"Once","max_tokens":2})", "application/json");
+    if (r && r->status == 200) owner = r->get_header_value("X-Promptcache-Server");
+    else std::this_thread::sleep_for(25ms);  // HAProxy still starting
+  }
+  ASSERT_TRUE(owner == "pc1" || owner == "pc2") << owner << read_file(dir + "/haproxy.log");
+  const int oi = owner == "pc1" ? 0 : 1;
+
+  std::atomic<bool> started{false};
+  std::string stream_body;
+  int stream_status = 0;
+  std::thread stream([&] {
+    httplib::Client c("127.0.0.1", front);
+    c.set_read_timeout(60);
+    httplib::Request r;
+    r.method = "POST";
+    r.path = "/v1/completions";
+    r.headers = key;
+    r.body = json{{"prompt", "Once upon a time"}, {"max_tokens", 1500}, {"ignore_eos", true},
+                  {"stream", true}}.dump();
+    r.set_header("Content-Type", "application/json");
+    r.content_receiver = [&](const char* d, size_t n, uint64_t, uint64_t) {
+      stream_body.append(d, n);
+      started = true;
+      return true;
+    };
+    const httplib::Result res = c.send(r);
+    if (res) stream_status = res->status;
+  });
+  for (int i = 0; i < 1000 && !started; ++i) std::this_thread::sleep_for(5ms);
+  ASSERT_TRUE(started);
+  servers[oi]->signal(SIGTERM);
+  for (int i = 0; i < 5; ++i) {
+    httplib::Client c("127.0.0.1", front);
+    const httplib::Result r = c.Post("/v1/completions", key, R"({"prompt":"Once","max_tokens":2})", "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200) << r->body;
+    EXPECT_EQ(r->get_header_value("X-Promptcache-Server"), oi == 0 ? "pc2" : "pc1");
+  }
+  stream.join();
+  EXPECT_EQ(stream_status, 200);
+  const std::vector<std::string> events = sse_events(stream_body);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back(), "[DONE]");
+  EXPECT_EQ(stream_body.find("\"error\""), std::string::npos);
+  EXPECT_EQ(servers[oi]->wait_exit(10), 0);
 }
 
 }  // namespace
