@@ -99,7 +99,8 @@ int run_serve(ServeArgs& a) {
   server::Server srv(a.opt);
   const int port = srv.bind();
   std::signal(SIGPIPE, SIG_IGN);
-  if (::pipe2(g_signal_pipe, O_CLOEXEC) != 0) throw Error("cannot create the signal pipe");
+  // Non-blocking: a burst of signals can never block the handler on a full pipe.
+  if (::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) throw Error("cannot create the signal pipe");
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
   bool clean = true;
