@@ -63,7 +63,7 @@ int free_port() {
 }
 
 // deploy/haproxy.cfg with the front door on `port`, the given members, and health
-// checks every 200 ms (down after 2 failures, up after 1 success).
+// checks every 200 ms (down after 2 failures, up after 1 success; 2 s to answer one).
 std::string render_haproxy_config(const std::string& tmpl, int port, const std::vector<int>& members) {
   std::istringstream in(tmpl);
   std::ostringstream out;
@@ -83,6 +83,9 @@ std::string render_haproxy_config(const std::string& tmpl, int port, const std::
       bind_done = true;
     } else if (trimmed.rfind("default-server ", 0) == 0) {
       out << "    default-server inter 200ms fastinter 100ms downinter 200ms fall 2 rise 1\n";
+      // Without it a check times out after `inter`: a loaded test machine would take
+      // healthy servers out.
+      out << "    timeout check 2s\n";
     } else {
       out << line << "\n";
     }
