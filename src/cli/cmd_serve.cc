@@ -1,7 +1,15 @@
 // `promptcache serve`: the OpenAI-compatible HTTP server (src/server).
 #include <CLI/CLI.hpp>
+#include <fcntl.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <thread>
 
@@ -9,6 +17,7 @@
 #include "cli/tier_options.h"
 #include "cli/units.h"
 #include "engine/recompute.h"
+#include "gguf/error.h"
 #include "kernels/cpu.h"
 #include "server/server.h"
 #include "template/builtin_templates.h"
@@ -22,32 +31,98 @@ struct ServeArgs {
   std::string kv_memory = "1GiB";
   std::string reuse_mode = "exact";
   std::string reuse_policy = recompute_policy_name(ReusePolicy{}.policy);
+  std::string drain_timeout = "30s";
   TierArgs tiers;
 };
 
-server::Server* g_server = nullptr;
+// SIGTERM and SIGINT write a byte here; the shutdown thread reads it. A pipe, because
+// a signal handler may do little more than write(2).
+int g_signal_pipe[2] = {-1, -1};
+constexpr char kSignalled = 'S';
+constexpr char kServerEnded = 'E';  // listen() returned: the shutdown thread leaves
 
 void on_signal(int) {
-  if (g_server) g_server->stop();
+  const int saved = errno;
+  const char c = kSignalled;
+  const ssize_t n = ::write(g_signal_pipe[1], &c, 1);
+  (void)n;
+  errno = saved;
+}
+
+// The next byte from the signal pipe within timeout_ms (-1: no limit); 0 when none.
+char next_event(int timeout_ms) {
+  pollfd p{g_signal_pipe[0], POLLIN, 0};
+  const int r = ::poll(&p, 1, timeout_ms);
+  if (r <= 0) return 0;
+  char c = 0;
+  return ::read(g_signal_pipe[0], &c, 1) == 1 ? c : 0;
+}
+
+// Shutdown on the first signal: drain (the server answers what it has, /health says
+// 503 so balancers move new sessions away), then stop. A second signal, or the drain
+// timeout, ends the requests still running at once. Returns true when nothing was cut.
+bool shutdown_on_signal(server::Server& srv, int64_t drain_timeout_ms) {
+  if (next_event(-1) != kSignalled) return true;
+  const auto start = std::chrono::steady_clock::now();
+  srv.begin_drain();
+  std::fprintf(stderr,
+               "promptcache: draining: %lld generation requests in flight; new ones get 503 "
+               "(a second signal stops at once, --drain-timeout %.1fs)\n",
+               static_cast<long long>(srv.generations_in_flight()), double(drain_timeout_ms) / 1000);
+  for (;;) {
+    if (srv.generations_in_flight() == 0) {
+      srv.stop();
+      return true;
+    }
+    const int64_t waited = std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::steady_clock::now() - start).count();
+    if (waited >= drain_timeout_ms) {
+      std::fprintf(stderr, "promptcache: drain timeout: cancelling %lld generation requests\n",
+                   static_cast<long long>(srv.generations_in_flight()));
+      break;
+    }
+    const char c = next_event(int(std::min<int64_t>(50, drain_timeout_ms - waited)));
+    if (c == kServerEnded) return true;
+    if (c == kSignalled) {
+      std::fprintf(stderr, "promptcache: second signal: cancelling %lld generation requests\n",
+                   static_cast<long long>(srv.generations_in_flight()));
+      break;
+    }
+  }
+  srv.abort();
+  return false;
 }
 
 int run_serve(ServeArgs& a) {
   a.opt.kv_memory_bytes = parse_bytes(a.kv_memory);
+  const int64_t drain_timeout_ms = parse_duration_ms(a.drain_timeout);
   a.opt.tiers = tier_options(a.tiers);
   a.opt.reuse.mode = a.reuse_mode == "approximate" ? CacheReuse::kApproximate : CacheReuse::kExact;
   a.opt.reuse.policy = *parse_recompute_policy(a.reuse_policy);
   server::Server srv(a.opt);
   const int port = srv.bind();
   std::signal(SIGPIPE, SIG_IGN);
-  g_server = &srv;
+  // Non-blocking: a burst of signals can never block the handler on a full pipe.
+  if (::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) throw Error("cannot create the signal pipe");
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
+  bool clean = true;
+  std::thread shutdown([&] { clean = shutdown_on_signal(srv, drain_timeout_ms); });
   std::fprintf(stderr, "promptcache: listening on http://%s:%d (%d threads, kernels %s)\n", a.opt.host.c_str(), port,
                a.opt.threads, cpu_level_name(cpu_level()).c_str());
   std::fflush(stderr);
   const bool ok = srv.listen();
-  g_server = nullptr;
-  return ok ? 0 : 1;
+  const char end = kServerEnded;
+  if (::write(g_signal_pipe[1], &end, 1) != 1) std::abort();  // the thread would never leave
+  shutdown.join();
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
+  if (!ok) return 1;
+  if (clean && srv.draining()) {
+    srv.flush_tiers();
+    std::fprintf(stderr, "promptcache: drained; tier writes flushed; exiting\n");
+  }
+  return clean ? 0 : 1;
 }
 
 }  // namespace
@@ -83,6 +158,11 @@ Run add_serve(CLI::App& app) {
   app.add_option("--batch-tokens", o.max_batch_tokens, "Tokens per forward step (prompt chunks + decodes)")
       ->capture_default_str()->check(CLI::Range(1, 1 << 20));
   add_tier_options(app, a->tiers);
+  app.add_option("--drain-timeout", a->drain_timeout,
+                 "On SIGTERM/SIGINT, how long requests in flight may run on while /health answers "
+                 "503 and new requests are refused (e.g. 30s, 2m; 0 = stop at once); a second "
+                 "signal stops at once")
+      ->capture_default_str();
   app.add_flag("!--no-prefix-cache", o.prefix_cache, "Do not reuse or keep prompt KV (for comparisons)");
   app.add_option("--cache-reuse-default", a->reuse_mode,
                  "KV reuse of chat requests that do not say (cache_reuse): 'exact' (a hit never "

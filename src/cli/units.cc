@@ -30,6 +30,25 @@ int64_t parse_bytes(const std::string& s) {
   return int64_t(v * mul);
 }
 
+int64_t parse_duration_ms(const std::string& s) {
+  size_t i = 0;
+  int dots = 0;
+  while (i < s.size() && (std::isdigit(static_cast<unsigned char>(s[i])) || s[i] == '.')) dots += s[i++] == '.';
+  if (i == 0 || dots > 1 || s[0] == '.' || s[i - 1] == '.')
+    throw Error("invalid duration '" + s + "' (expected e.g. 30s, 500ms, 2m, 1h)");
+  const double v = std::stod(s.substr(0, i));
+  const std::string unit = s.substr(i);
+  double mul = 0;
+  if (unit.empty() || unit == "s") mul = 1000;
+  else if (unit == "ms") mul = 1;
+  else if (unit == "m") mul = 60e3;
+  else if (unit == "h") mul = 3600e3;
+  else throw Error("invalid duration unit in '" + s + "' (use ms, s, m, h)");
+  const double ms = v * mul;
+  if (ms > 1e15) throw Error("duration '" + s + "' is too long");
+  return int64_t(ms);
+}
+
 std::string format_bytes(int64_t n) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   double v = double(n);

@@ -32,6 +32,10 @@ struct Generation {
   std::string prefill;
   std::vector<int32_t> prefill_ids;
   std::shared_ptr<Job> job;
+  // Held from submit() until the response is written (Server::generations_in_flight):
+  // a stream's Generation lives in its content provider, which httplib keeps until
+  // the last chunk went out.
+  std::shared_ptr<void> in_flight;
 };
 
 // Chat request helpers shared with POST /apply-template (llama_routes.cc).
@@ -45,7 +49,8 @@ json chat_extra(const json& body);
 // The server's chat template; ApiError 400 no_chat_template when it has none.
 const ChatTemplate& chat_template_of(const Server::State& st);
 
-// Queues g.job (built by the caller); ApiError 503 when the queue is full.
+// Queues g.job (built by the caller); ApiError 503 `server_draining` while the server
+// drains, 503 `server_overloaded` when the queue is full.
 void submit(Server::State& st, Generation& g);
 
 // The chat path shared by /v1/chat/completions and /v1/messages (anthropic_routes.cc):

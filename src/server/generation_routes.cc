@@ -440,6 +440,13 @@ json flatten_content(json messages) {
 }
 
 void submit(Server::State& st, Generation& g) {
+  // Counted before the draining check: begin_drain() sets the flag and then waits for
+  // the count, so a request either sees the flag or is waited for.
+  g.in_flight = st.track_generation();
+  if (st.draining.load())
+    throw ApiError(503, "server_error",
+                   "the server is shutting down (draining); send new requests to another server", "",
+                   "server_draining");
   if (!st.scheduler->submit(g.job))
     throw ApiError(503, "server_error", "the server is busy (request queue full); retry later", "",
                    "server_overloaded");

@@ -29,12 +29,14 @@ Scheduler::Scheduler(Engine& engine, const SchedulerOptions& opt, Metrics& metri
 }
 
 Scheduler::~Scheduler() {
-  {
-    std::lock_guard lk(mu_);
-    stop_ = true;
-    cv_.notify_all();
-  }
+  shutdown();
   thread_.join();
+}
+
+void Scheduler::shutdown() {
+  std::lock_guard lk(mu_);
+  stop_ = true;
+  cv_.notify_all();
 }
 
 bool Scheduler::submit(std::shared_ptr<Job> job) {
@@ -231,9 +233,13 @@ void Scheduler::loop() {
     lk.lock();
     n_running_ = running_.size();
   }
-  // Shutdown: end everything still running or queued.
+  // Shutdown: end everything still running or queued, as cancelled (Engine::cancel
+  // alone would end a sequence as a normal stop).
   lk.unlock();
-  for (auto& [id, job] : running_) engine_.cancel(id);
+  for (auto& [id, job] : running_) {
+    job->cancel();
+    engine_.cancel(id);
+  }
   collect_finished();
   lk.lock();
   for (auto& job : queue_) {

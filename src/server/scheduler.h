@@ -26,10 +26,13 @@ struct SchedulerOptions {
 class Scheduler {
  public:
   Scheduler(Engine& engine, const SchedulerOptions& opt, Metrics& metrics);
-  ~Scheduler();  // stops the thread; unfinished jobs end as "cancelled"
+  ~Scheduler();  // shutdown(), then joins the thread
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
 
+  // Stops the engine thread: queued and running jobs end as "cancelled", later
+  // submit() and call() fail. Returns without waiting.
+  void shutdown();
   // Queues a job. False when the queue is full (the caller answers 503).
   bool submit(std::shared_ptr<Job> job);
   // Marks a job cancelled (client gone); its sequence ends and its pages are freed.

@@ -2,11 +2,13 @@
 
 #include <sys/socket.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 #include <tuple>
 
 #include "gguf/error.h"
@@ -67,7 +69,8 @@ std::string route_label(const httplib::Request& req, int status) {
 
 void add_misc_routes(Server::State& st) {
   add_route(st, "GET", "/health", [&st](const httplib::Request&, httplib::Response& res) {
-    send_json(res, 200, {{"status", "ok"},
+    const bool draining = st.draining.load();
+    send_json(res, draining ? 503 : 200, {{"status", draining ? "draining" : "ok"},
                          {"model", st.model_id},
                          {"running", st.scheduler->running()},
                          {"queued", st.scheduler->queued()}});
@@ -344,5 +347,33 @@ int Server::bind() {
 
 bool Server::listen() { return st_->http.listen_after_bind(); }
 void Server::stop() { st_->http.stop(); }
+
+void Server::begin_drain() { st_->draining.store(true); }
+bool Server::draining() const { return st_->draining.load(); }
+int64_t Server::generations_in_flight() const { return st_->generations.load(); }
+
+void Server::abort() {
+  st_->scheduler->shutdown();
+  // The cancelled requests answer within a wait_delta period (100 ms): give them up to
+  // a second so that streams end with their error event rather than mid-chunk
+  // (httplib stops writing chunks once stopped).
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  while (st_->generations.load() > 0 && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  st_->http.stop();
+}
+
+void Server::flush_tiers() {
+  try {
+    st_->scheduler->call([](Engine& e) { e.flush_tiers(); });
+  } catch (const std::exception&) {
+    // The engine thread is gone (abort): ~KvTiers still finishes the queued writes.
+  }
+}
+
+std::shared_ptr<void> Server::State::track_generation() {
+  generations.fetch_add(1);
+  return std::shared_ptr<void>(nullptr, [this](void*) { generations.fetch_sub(1); });
+}
 
 }  // namespace pc::server

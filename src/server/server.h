@@ -56,7 +56,26 @@ class Server {
   int bind();
   // Serves until stop(). Returns false if the server could not run.
   bool listen();
+  // Closes the listening socket; listen() returns once the requests being served
+  // are answered. A stream still being written is cut (drain first).
   void stop();
+
+  // Draining, for a shutdown that loses no request: from now on /health answers 503
+  // {"status": "draining"} (a balancer's health check moves new sessions away) and
+  // new generation requests 503 `server_draining`; requests already submitted run to
+  // their end, streams included. Thread-safe, idempotent.
+  void begin_drain();
+  bool draining() const;
+  // Generation requests in flight: submitted and not yet fully answered (a stream
+  // counts until its last byte is written). 0 after begin_drain() means stop() cuts
+  // nothing.
+  int64_t generations_in_flight() const;
+  // Ends every queued and running generation now (whole requests answer 503
+  // `cancelled`, streams end with an error event; up to 1 s for them to be written),
+  // then stop().
+  void abort();
+  // Waits until the KV tier writes already queued have finished (after listen()).
+  void flush_tiers();
 
   struct State;
 

@@ -1,5 +1,6 @@
 // Everything the route handlers share (internal to src/server).
 #pragma once
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -59,6 +60,12 @@ struct Server::State {
   };
   std::vector<Route> routes;
   int listen_socket = -1;  // the listening socket, once bound (Server::bind)
+
+  std::atomic<bool> draining{false};       // Server::begin_drain
+  std::atomic<int64_t> generations{0};     // generation requests in flight (track_generation)
+  // Counts one generation request in flight until the returned token is released
+  // (Generation::in_flight: when the response, a stream included, is written).
+  std::shared_ptr<void> track_generation();
 
   std::mutex ns_mu;
   std::set<std::string> namespaces;  // tenant strings seen (for the cache API)

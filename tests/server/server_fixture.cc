@@ -76,6 +76,24 @@ ServeProcess::~ServeProcess() {
   waitpid(pid_, nullptr, 0);
 }
 
+void ServeProcess::signal(int sig) const {
+  if (pid_ > 0) kill(pid_, sig);
+}
+
+int ServeProcess::wait_exit(double seconds) {
+  if (pid_ <= 0) return -1;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  for (;;) {
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    if (std::chrono::steady_clock::now() >= until) return -1;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
 httplib::Client ServeProcess::client(const std::string& api_key) const {
   httplib::Client c("127.0.0.1", port_);
   c.set_read_timeout(120);

@@ -21,6 +21,12 @@ class ServeProcess {
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
   httplib::Client client(const std::string& api_key = "") const;
   const std::string& log_path() const { return log_; }
+  pid_t pid() const { return pid_; }
+  // Sends a signal to the process (nothing once it has exited).
+  void signal(int sig) const;
+  // Waits up to `seconds` for the process to exit; its exit status (WEXITSTATUS), 128 +
+  // the signal that killed it, or -1 when it is still running after the wait.
+  int wait_exit(double seconds);
 
  private:
   pid_t pid_ = -1;

@@ -1,0 +1,429 @@
+// Three real `promptcache serve` processes sharing a redis-server, behind HAProxy
+// configured from deploy/haproxy.cfg (rendered as scripts/cluster.sh does, with fast
+// health checks): 20 interleaved multi-turn sessions, routed by the X-Session-Id or
+// X-Prompt-Cache-Key header or by the body's prompt_cache_key (last field, after 70 KB
+// of other fields) or user, each stick to one server, and each server's /metrics
+// counts the requests the balancer sent it. Then the busiest server is killed: no
+// request fails, its sessions move to the others and reuse their earlier turns' KV
+// from Redis, they stay where they moved once HAProxy marked it down, and no other
+// session moves.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "server_fixture.h"
+#include "test_util.h"
+#include "tier/tier_fixture.h"
+
+namespace pc::test {
+namespace {
+
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+std::string find_haproxy() {
+  for (const char* p : {"/usr/sbin/haproxy", "/usr/bin/haproxy", "/usr/local/sbin/haproxy", "/usr/local/bin/haproxy"})
+    if (::access(p, X_OK) == 0) return p;
+  return "";
+}
+
+// The repository root: $PC_SOURCE_DIR, else the parent of the build directory that
+// holds this test binary.
+std::string source_dir() {
+  if (const char* s = std::getenv("PC_SOURCE_DIR")) return s;
+  return fs::read_symlink("/proc/self/exe").parent_path().parent_path().string();
+}
+
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  int port = 0;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+    port = ntohs(a.sin_port);
+  ::close(fd);
+  return port;
+}
+
+// deploy/haproxy.cfg with the front door on `port`, the given members, and health
+// checks every 200 ms (down after 2 failures, up after 1 success; 2 s to answer one).
+std::string render_haproxy_config(const std::string& tmpl, int port, const std::vector<int>& members) {
+  std::istringstream in(tmpl);
+  std::ostringstream out;
+  std::string line;
+  bool in_servers = false, bind_done = false;
+  while (std::getline(in, line)) {
+    const std::string trimmed = line.substr(std::min(line.find_first_not_of(' '), line.size()));
+    if (trimmed == "# END SERVERS") {
+      in_servers = false;
+      for (size_t i = 0; i < members.size(); ++i)
+        out << "    server pc" << i + 1 << " 127.0.0.1:" << members[i] << " check\n";
+    }
+    if (in_servers) continue;
+    if (trimmed == "# BEGIN SERVERS") in_servers = true;
+    if (!bind_done && trimmed.rfind("bind ", 0) == 0) {
+      out << "    bind 127.0.0.1:" << port << "\n";
+      bind_done = true;
+    } else if (trimmed.rfind("default-server ", 0) == 0) {
+      out << "    default-server inter 200ms fastinter 100ms downinter 200ms fall 2 rise 1\n";
+      // Without it a check times out after `inter`: a loaded test machine would take
+      // healthy servers out.
+      out << "    timeout check 2s\n";
+    } else {
+      out << line << "\n";
+    }
+  }
+  return out.str();
+}
+
+class HaproxyProcess {
+ public:
+  HaproxyProcess(const std::string& bin, const std::string& cfg_path, const std::string& log) {
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      FILE* f = std::freopen(log.c_str(), "w", stderr);
+      (void)f;
+      ::execl(bin.c_str(), bin.c_str(), "-db", "-f", cfg_path.c_str(), static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+  }
+  ~HaproxyProcess() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+  }
+  bool exited() {
+    return pid_ <= 0 || ::waitpid(pid_, nullptr, WNOHANG) == pid_;
+  }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+// promptcache_requests_total{route="/v1/completions",status="200"} of one server.
+int64_t completions_200(ServeProcess& srv) {
+  auto c = srv.client();
+  const Reply m = get(c, "/metrics");
+  const std::regex re(R"re(promptcache_requests_total\{route="/v1/completions",status="200"\} (\d+))re");
+  std::smatch sm;
+  return std::regex_search(m.raw, sm, re) ? std::stoll(sm[1]) : 0;
+}
+
+int64_t redis_hits(ServeProcess& srv) {
+  auto c = srv.client();
+  const Reply s = get(c, "/v1/cache/stats");
+  return s.body["tiers"]["redis"].value("hits", int64_t(0));
+}
+
+// A session and how it names its routing key.
+struct Session {
+  enum class Key { kSessionHeader, kCacheKeyHeader, kBodyKeyLast, kBodyUser } how;
+  std::string key;
+  std::string prompt;
+  std::vector<std::string> servers;  // the member that answered each turn
+  std::vector<int64_t> cached;       // usage.prompt_tokens_details.cached_tokens per turn
+};
+
+const char* kNames[] = {"Lily", "Tom", "Ben", "Mia", "Sue", "Max", "Ann", "Sam", "Tim", "Zoe",
+                        "Kim", "Joe", "Amy", "Bob", "Eve", "Dan", "Liz", "Ray", "Pam", "Ned"};
+const char* kPlaces[] = {"park", "sea", "farm", "shop", "forest"};
+
+// The request body as the client sends it: the routing key, when in the body, is its
+// last field (after a 70 KB `metadata` field for kBodyKeyLast), which HAProxy must
+// buffer to see.
+std::string body_of(const Session& s) {
+  json j = {{"prompt", s.prompt}, {"max_tokens", 8}, {"temperature", 0}};
+  std::string b = j.dump();
+  b.pop_back();  // '}'
+  if (s.how == Session::Key::kBodyKeyLast) {
+    b += ",\"metadata\":{\"pad\":\"" + std::string(70 * 1024, 'x') + "\"}";
+    b += ",\"prompt_cache_key\":" + json(s.key).dump();
+  } else if (s.how == Session::Key::kBodyUser) {
+    b += ",\"user\":" + json(s.key).dump();
+  }
+  return b + "}";
+}
+
+struct Turn {
+  bool ok = false;
+  int attempts = 0;
+  std::string server;
+  json body;
+};
+
+// One turn through the front door; retried (at most 5 attempts, 100 ms apart) when the
+// transport fails or the answer is not 200.
+Turn send_turn(int front_port, const Session& s) {
+  Turn t;
+  const std::string body = body_of(s);
+  httplib::Headers h;
+  if (s.how == Session::Key::kSessionHeader) h.emplace("X-Session-Id", s.key);
+  if (s.how == Session::Key::kCacheKeyHeader) h.emplace("X-Prompt-Cache-Key", s.key);
+  for (t.attempts = 1; t.attempts <= 5; ++t.attempts) {
+    httplib::Client c("127.0.0.1", front_port);
+    c.set_read_timeout(60);
+    const httplib::Result r = c.Post("/v1/completions", h, body, "application/json");
+    if (r && r->status == 200) {
+      t.ok = true;
+      t.server = r->get_header_value("X-Promptcache-Server");
+      t.body = json::parse(r->body, nullptr, false);
+      return t;
+    }
+    std::this_thread::sleep_for(100ms);
+  }
+  return t;
+}
+
+TEST(Cluster, SessionsStickAndMoveOnlyFromAKilledServer) {
+  const std::string haproxy = find_haproxy();
+  ASSERT_FALSE(haproxy.empty()) << "HAProxy is not installed: scripts/setup.sh installs it (Debian package haproxy)";
+  const std::string tmpl_path = source_dir() + "/deploy/haproxy.cfg";
+  ASSERT_TRUE(fs::exists(tmpl_path)) << tmpl_path << " not found (set PC_SOURCE_DIR to the repository root)";
+  RedisServer redis;
+  ASSERT_TRUE(redis.available()) << "redis-server is not installed (scripts/setup.sh installs it)";
+  ASSERT_TRUE(redis.running());
+
+  std::vector<std::unique_ptr<ServeProcess>> servers;
+  for (int i = 0; i < 3; ++i)
+    servers.push_back(std::make_unique<ServeProcess>(std::vector<std::string>{
+        "-m", shared_path("models/stories260K.gguf"), "--threads", "1", "--kv-memory", "64MiB", "--redis",
+        redis.url()}));
+  std::vector<int> ports;
+  for (auto& s : servers) ports.push_back(s->port());
+
+  const std::string dir = temp_dir();
+  const int front = free_port();
+  const std::string cfg = dir + "/haproxy.cfg";
+  {
+    std::ofstream(cfg) << render_haproxy_config(read_file(tmpl_path), front, ports);
+  }
+  HaproxyProcess ha(haproxy, cfg, dir + "/haproxy.log");
+  bool up = false;
+  for (int i = 0; i < 200 && !up; ++i) {
+    httplib::Client c("127.0.0.1", front);
+    const httplib::Result r = c.Get("/health");
+    up = r && r->status == 200;
+    if (!up) std::this_thread::sleep_for(25ms);
+  }
+  ASSERT_TRUE(up) << "HAProxy did not answer on " << front << ": " << read_file(dir + "/haproxy.log");
+
+  std::vector<Session> sessions;
+  for (int i = 0; i < 20; ++i) {
+    Session s;
+    s.how = Session::Key(i % 4);
+    s.key = "session-" + std::to_string(i);
+    s.prompt = std::string(kNames[i]) + " went to the " + kPlaces[i % 5] + " with a red ball.";
+    sessions.push_back(std::move(s));
+  }
+  int client_retries = 0;
+  auto run_turn = [&](Session& s) {
+    const Turn t = send_turn(front, s);
+    client_retries += t.attempts - 1;
+    ASSERT_TRUE(t.ok) << s.key << ": no answer after " << t.attempts - 1 << " attempts";
+    ASSERT_TRUE(t.body.is_object());
+    s.servers.push_back(t.server);
+    s.cached.push_back(t.body["usage"]["prompt_tokens_details"]["cached_tokens"]);
+    s.prompt += std::string(t.body["choices"][0]["text"]) + " Then they played.";
+  };
+
+  // Three turns of every session, interleaved.
+  for (int turn = 0; turn < 3; ++turn)
+    for (Session& s : sessions) run_turn(s);
+  if (HasFatalFailure()) return;
+
+  std::map<std::string, int> sessions_on, requests_on;
+  for (const Session& s : sessions) {
+    for (const std::string& srv : s.servers) {
+      EXPECT_EQ(srv, s.servers[0]) << s.key << " moved between servers";
+      ++requests_on[srv];
+    }
+    ++sessions_on[s.servers[0]];
+    // Later turns continue from the server's memory.
+    EXPECT_GE(s.cached[2], 16) << s.key;
+  }
+  // The servers' own counts agree with the balancer's X-Promptcache-Server headers.
+  for (int i = 0; i < 3; ++i)
+    EXPECT_EQ(completions_200(*servers[i]), requests_on["pc" + std::to_string(i + 1)]) << "pc" << i + 1;
+
+  // Kill the member with the most sessions; HAProxy sees it down within ~0.4 s, and
+  // retries (redispatched) a request that met it before.
+  std::string victim = sessions_on.begin()->first;
+  for (const auto& [srv, n] : sessions_on)
+    if (n > sessions_on[victim]) victim = srv;
+  ASSERT_GE(sessions_on[victim], 1);
+  const int vi = std::stoi(victim.substr(2)) - 1;
+  ::kill(servers[vi]->pid(), SIGKILL);
+  servers[vi]->wait_exit(5);
+  std::vector<int64_t> hits_before(3, 0);
+  for (int i = 0; i < 3; ++i)
+    if (i != vi) hits_before[i] = redis_hits(*servers[i]);
+
+  // Turn 3 right after the kill: a request that meets the dead server is retried by
+  // HAProxy on another one (conn-failure, redispatch), possibly not the one the hash
+  // ring settles on once the server is marked down; it must not fail.
+  for (Session& s : sessions) run_turn(s);
+  if (HasFatalFailure()) return;
+  std::this_thread::sleep_for(800ms);  // down after 2 failed checks (~0.4 s)
+  client_retries = 0;
+  for (int turn = 4; turn < 6; ++turn)
+    for (Session& s : sessions) run_turn(s);
+  if (HasFatalFailure()) return;
+  EXPECT_EQ(client_retries, 0) << "requests failed after HAProxy marked " << victim << " down";
+
+  int moved = 0;
+  for (const Session& s : sessions) {
+    const bool was_on_victim = s.servers[0] == victim;
+    for (int turn = 3; turn < 6; ++turn) EXPECT_NE(s.servers[turn], victim) << s.key;
+    EXPECT_EQ(s.servers[5], s.servers[4]) << s.key << " moved again after " << victim << " was marked down";
+    if (!was_on_victim) {
+      for (int turn = 3; turn < 6; ++turn)
+        EXPECT_EQ(s.servers[turn], s.servers[0]) << s.key << " moved though its server stayed up";
+      continue;
+    }
+    ++moved;
+    // The first turn on another server reuses the earlier turns' KV from Redis.
+    for (int turn = 3; turn < 6; ++turn)
+      EXPECT_GE(s.cached[turn], 16) << s.key << " turn " << turn << " found no KV on " << s.servers[turn];
+  }
+  EXPECT_EQ(moved, sessions_on[victim]);
+  int64_t new_hits = 0;
+  for (int i = 0; i < 3; ++i)
+    if (i != vi) new_hits += redis_hits(*servers[i]) - hits_before[i];
+  EXPECT_GE(new_hits, moved) << "the moved sessions' KV did not come from Redis";
+  EXPECT_FALSE(ha.exited()) << read_file(dir + "/haproxy.log");
+}
+
+// A body beyond HAProxy's buffer still reaches a server whole (routed without its body
+// key); the header routes it to the session's server.
+TEST(Cluster, BodyBeyondTheBufferIsForwardedAndTheHeaderRoutesIt) {
+  const std::string haproxy = find_haproxy();
+  ASSERT_FALSE(haproxy.empty()) << "HAProxy is not installed: scripts/setup.sh installs it (Debian package haproxy)";
+  const std::string tmpl_path = source_dir() + "/deploy/haproxy.cfg";
+  ASSERT_TRUE(fs::exists(tmpl_path)) << tmpl_path;
+  std::vector<std::unique_ptr<ServeProcess>> servers;
+  for (int i = 0; i < 2; ++i)
+    servers.push_back(std::make_unique<ServeProcess>(std::vector<std::string>{
+        "-m", shared_path("models/stories260K.gguf"), "--threads", "1", "--kv-memory", "32MiB"}));
+  const std::string dir = temp_dir();
+  const int front = free_port();
+  const std::string cfg = dir + "/haproxy.cfg";
+  {
+    std::ofstream(cfg) << render_haproxy_config(read_file(tmpl_path), front,
+                                                {servers[0]->port(), servers[1]->port()});
+  }
+  HaproxyProcess ha(haproxy, cfg, dir + "/haproxy.log");
+  std::set<std::string> answered_by;
+  for (int i = 0; i < 4; ++i) {
+    const std::string body = json{{"prompt", "Once upon a time"}, {"max_tokens", 2},
+                                  {"metadata", {{"pad", std::string(2 << 20, 'y')}}}}.dump();
+    bool answered = false;
+    for (int k = 0; k < 200 && !answered; ++k) {
+      httplib::Client c("127.0.0.1", front);
+      const httplib::Result r = c.Post("/v1/completions", {{"X-Session-Id", "big-body"}}, body, "application/json");
+      if (!r) {
+        std::this_thread::sleep_for(25ms);  // HAProxy still starting
+        continue;
+      }
+      answered = true;
+      EXPECT_EQ(r->status, 200) << r->body;
+      answered_by.insert(r->get_header_value("X-Promptcache-Server"));
+    }
+    ASSERT_TRUE(answered) << read_file(dir + "/haproxy.log");
+  }
+  EXPECT_EQ(answered_by.size(), 1u);
+}
+
+
+// Draining behind HAProxy: SIGTERM to the server of a session whose stream is running;
+// the stream completes, the session's next requests are answered by the other server
+// (a 503 server_draining is retried there by HAProxy, then the check takes the
+// draining server out), and the drained server exits 0.
+TEST(Cluster, DrainingServerFinishesItsStreamAndHandsOverItsSessions) {
+  const std::string haproxy = find_haproxy();
+  ASSERT_FALSE(haproxy.empty()) << "HAProxy is not installed: scripts/setup.sh installs it (Debian package haproxy)";
+  const std::string tmpl_path = source_dir() + "/deploy/haproxy.cfg";
+  ASSERT_TRUE(fs::exists(tmpl_path)) << tmpl_path;
+  std::vector<std::unique_ptr<ServeProcess>> servers;
+  for (int i = 0; i < 2; ++i)
+    servers.push_back(std::make_unique<ServeProcess>(std::vector<std::string>{
+        "-m", shared_path("models/stories260K.gguf"), "--threads", "1", "--parallel", "1", "--kv-memory",
+        "32MiB"}));
+  const std::string dir = temp_dir();
+  const int front = free_port();
+  const std::string cfg = dir + "/haproxy.cfg";
+  {
+    std::ofstream(cfg) << render_haproxy_config(read_file(tmpl_path), front,
+                                                {servers[0]->port(), servers[1]->port()});
+  }
+  HaproxyProcess ha(haproxy, cfg, dir + "/haproxy.log");
+  const httplib::Headers key = {{"X-Session-Id", "draining-session"}};
+  std::string owner;
+  for (int k = 0; k < 200 && owner.empty(); ++k) {
+    httplib::Client c("127.0.0.1", front);
+    const httplib::Result r = c.Post("/v1/completions", key, R"({"prompt":"Once","max_tokens":2})", "application/json");
+    if (r && r->status == 200) owner = r->get_header_value("X-Promptcache-Server");
+    else std::this_thread::sleep_for(25ms);  // HAProxy still starting
+  }
+  ASSERT_TRUE(owner == "pc1" || owner == "pc2") << owner << read_file(dir + "/haproxy.log");
+  const int oi = owner == "pc1" ? 0 : 1;
+
+  std::atomic<bool> started{false};
+  std::string stream_body;
+  int stream_status = 0;
+  std::thread stream([&] {
+    httplib::Client c("127.0.0.1", front);
+    c.set_read_timeout(60);
+    httplib::Request r;
+    r.method = "POST";
+    r.path = "/v1/completions";
+    r.headers = key;
+    r.body = json{{"prompt", "Once upon a time"}, {"max_tokens", 1500}, {"ignore_eos", true},
+                  {"stream", true}}.dump();
+    r.set_header("Content-Type", "application/json");
+    r.content_receiver = [&](const char* d, size_t n, uint64_t, uint64_t) {
+      stream_body.append(d, n);
+      started = true;
+      return true;
+    };
+    const httplib::Result res = c.send(r);
+    if (res) stream_status = res->status;
+  });
+  for (int i = 0; i < 1000 && !started; ++i) std::this_thread::sleep_for(5ms);
+  ASSERT_TRUE(started);
+  servers[oi]->signal(SIGTERM);
+  for (int i = 0; i < 5; ++i) {
+    httplib::Client c("127.0.0.1", front);
+    const httplib::Result r = c.Post("/v1/completions", key, R"({"prompt":"Once","max_tokens":2})", "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200) << r->body;
+    EXPECT_EQ(r->get_header_value("X-Promptcache-Server"), oi == 0 ? "pc2" : "pc1");
+  }
+  stream.join();
+  EXPECT_EQ(stream_status, 200);
+  const std::vector<std::string> events = sse_events(stream_body);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back(), "[DONE]");
+  EXPECT_EQ(stream_body.find("\"error\""), std::string::npos);
+  EXPECT_EQ(servers[oi]->wait_exit(10), 0);
+}
+
+}  // namespace
+}  // namespace pc::test
