@@ -64,6 +64,7 @@ struct BenchAgentArgs {
   int turns = 12;
   int max_tokens = 4;
   double budget = -1;  // < 0: the server's default
+  std::string policy;  // "": the server's default
   int threads = default_thread_count();
   std::string kv_memory = "1GiB";
   std::string json_out;
@@ -323,6 +324,7 @@ int run_bench_agent(const BenchAgentArgs& a) {
                      {"stream_options", {{"include_usage", true}}}, {"cache_salt", s.salt()},
                      {"cache_reuse", mode_name[mode]}};
         if (mode == 1 && a.budget >= 0) body["cache_reuse_budget"] = a.budget;
+        if (mode == 1 && !a.policy.empty()) body["cache_reuse_policy"] = a.policy;
         Turn* row;
         if (mode == 0) {
           turns.push_back(Turn{si, t, change});
@@ -434,6 +436,8 @@ Run add_bench_agent(CLI::App& bench) {
   c->add_option("--max-tokens", a->max_tokens, "Tokens generated per turn")->capture_default_str()->check(CLI::Range(1, 1024));
   c->add_option("--budget", a->budget, "cache_reuse_budget of the approximate run (default: the server's)")
       ->check(CLI::Range(0.0, 1.0));
+  c->add_option("--policy", a->policy, "cache_reuse_policy of the approximate run (default: the server's)")
+      ->check(CLI::IsMember({"prefix", "deviation", "impact"}));
   c->add_option("-t,--threads", a->threads, kThreadsHelp)->capture_default_str()->check(CLI::Range(1, 256));
   c->add_option("--kv-memory", a->kv_memory, "Server KV cache memory")->capture_default_str();
   c->add_option("--json", a->json_out, "Also write the results as JSON to this file");
