@@ -13,5 +13,7 @@ std::string temp_dir();
 // The whole file, byte for byte; throws std::runtime_error naming it if it
 // cannot be opened.
 std::string read_file(const std::string& path);
+// A loopback TCP port free right now (0 when none could be had).
+int free_port();
 
 }  // namespace pc::test

@@ -33,10 +33,8 @@ const RecomputePolicy kPolicies[] = {RecomputePolicy::kPrefix, RecomputePolicy::
 
 struct Fixture {
   std::unique_ptr<Model> model = Model::load(test::shared_model("stories260K.gguf"));
-  std::vector<int32_t> sys = text(" Once upon a time there was a little girl named Lily who loved to play outside.");
-  std::vector<int32_t> a = text(" One day she found a big red ball in the park and kicked it very high into the sky.");
-  std::vector<int32_t> b = text(" Her friend Tom had a small dog named Max who liked to run and bark at the birds.");
-  std::vector<int32_t> user = text(" Then they all went home and had a nice warm dinner together.");
+  std::vector<int32_t> sys = text(test::Story::kSys), a = text(test::Story::kA), b = text(test::Story::kB),
+                       user = text(test::Story::kC);
   std::vector<int32_t> text(const std::string& s) { return model->tokenizer().encode(s, false, false); }
   std::unique_ptr<Engine> engine() {
     EngineOptions o;
@@ -46,14 +44,7 @@ struct Fixture {
   }
   GenerateRequest request(const std::vector<std::vector<int32_t>>& parts, CacheReuse mode = CacheReuse::kExact,
                           double budget = 0, RecomputePolicy policy = RecomputePolicy::kPrefix) {
-    GenerateRequest r;
-    r.prompt = {model->tokenizer().bos()};
-    for (const auto& p : parts) {
-      r.blocks.push_back({int32_t(r.prompt.size()), int32_t(r.prompt.size() + p.size())});
-      r.prompt.insert(r.prompt.end(), p.begin(), p.end());
-    }
-    r.reuse.mode = mode;
-    r.reuse.budget = budget;
+    GenerateRequest r = test::block_request(model->tokenizer().bos(), parts, mode, budget);
     r.reuse.policy = policy;
     return r;
   }

@@ -48,20 +48,6 @@ std::string source_dir() {
   return fs::read_symlink("/proc/self/exe").parent_path().parent_path().string();
 }
 
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  int port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
-    port = ntohs(a.sin_port);
-  ::close(fd);
-  return port;
-}
-
 // deploy/haproxy.cfg with the front door on `port`, the given members, and health
 // checks every 200 ms (down after 2 failures, up after 1 success; 2 s to answer one).
 std::string render_haproxy_config(const std::string& tmpl, int port, const std::vector<int>& members) {
