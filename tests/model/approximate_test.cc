@@ -36,12 +36,7 @@ struct Fixture {
   std::vector<int32_t> sys = text(test::Story::kSys), a = text(test::Story::kA), b = text(test::Story::kB),
                        user = text(test::Story::kC);
   std::vector<int32_t> text(const std::string& s) { return model->tokenizer().encode(s, false, false); }
-  std::unique_ptr<Engine> engine() {
-    EngineOptions o;
-    o.kv_memory_bytes = 32 << 20;
-    o.threads = 1;
-    return std::make_unique<Engine>(*model, o);
-  }
+  std::unique_ptr<Engine> engine() { return test::block_engine(*model); }
   GenerateRequest request(const std::vector<std::vector<int32_t>>& parts, CacheReuse mode = CacheReuse::kExact,
                           double budget = 0, RecomputePolicy policy = RecomputePolicy::kPrefix) {
     GenerateRequest r = test::block_request(model->tokenizer().bos(), parts, mode, budget);

@@ -28,6 +28,14 @@ std::string generated_model(const std::string& arch, GgmlType type) {
   return path;
 }
 
+std::unique_ptr<Engine> block_engine(const Model& model, const TierOptions& tiers) {
+  EngineOptions o;
+  o.kv_memory_bytes = 32 << 20;
+  o.threads = 1;
+  o.tiers = tiers;
+  return std::make_unique<Engine>(model, o);
+}
+
 GenerateRequest block_request(int32_t bos, const std::vector<std::vector<int32_t>>& parts, CacheReuse mode,
                               double budget) {
   GenerateRequest r;

@@ -1,5 +1,6 @@
 // Shared fixtures of the model tests: generated models and paths.
 #pragma once
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,9 @@ struct Story {
   static constexpr const char* kD =
       " The next morning the sun was bright and the birds sang in the tall green trees.";
 };
+
+// An engine for the block tests: 32 MiB of KV, one thread, `tiers` below memory.
+std::unique_ptr<Engine> block_engine(const Model& model, const TierOptions& tiers = {});
 
 // BOS, then each part's tokens, each part a block (GenerateRequest::blocks).
 GenerateRequest block_request(int32_t bos, const std::vector<std::vector<int32_t>>& parts,

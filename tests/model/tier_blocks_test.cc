@@ -29,14 +29,12 @@ struct TierBlocks : ::testing::Test {
   void TearDown() override { fs::remove_all(dir); }
   std::vector<int32_t> text(const std::string& s) { return model->tokenizer().encode(s, false, false); }
   std::unique_ptr<Engine> engine(bool disk) {
-    EngineOptions o;
-    o.kv_memory_bytes = 32 << 20;
-    o.threads = 1;
+    TierOptions t;
     if (disk) {
-      o.tiers.disk_dir = dir.string();
-      o.tiers.disk_fsync = false;
+      t.disk_dir = dir.string();
+      t.disk_fsync = false;
     }
-    return std::make_unique<Engine>(*model, o);
+    return test::block_engine(*model, t);
   }
   GenerateRequest request(const std::vector<std::vector<int32_t>>& parts, CacheReuse mode = CacheReuse::kExact,
                           const std::string& tenant = "") {
