@@ -237,12 +237,21 @@ static bool sees_all_before(const KvPlan& plan, size_t i, int32_t t) {
 }
 
 bool Engine::assemble(Seq& s) {
-  s.runs.clear();
-  s.run = 0;
-  s.n_kv = 0;
-  s.table.release();
-  s.hold.release();
-  s.lease.reset();
+  auto release = [&s] {
+    s.runs.clear();
+    s.run = 0;
+    s.n_kv = 0;
+    s.table.release();
+    s.hold.release();
+    s.lease.reset();
+  };
+  // Out of pages for copies: everything let go, the next step tries again.
+  auto retry_later = [&] {
+    release();
+    s.state = Seq::State::kWaiting;
+    return false;
+  };
+  release();
   // Every module must be ready before anything is referenced.
   std::vector<int32_t> missing;
   for (const KvSpan& span : s.plan.spans)
@@ -268,15 +277,7 @@ bool Engine::assemble(Seq& s) {
     cached = h.length;
     computed = s.n_prompt - h.length;
     if (s.req.reuse.mode == CacheReuse::kApproximate && s.kind == Seq::Kind::kRequest) {
-      if (!assemble_approximate(s, h.length)) {
-        s.runs.clear();
-        s.hold.release();
-        s.table.release();
-        s.lease.reset();
-        s.n_kv = 0;
-        s.state = Seq::State::kWaiting;  // no pages to relocate into: try again next step
-        return false;
-      }
+      if (!assemble_approximate(s, h.length)) return retry_later();  // no pages to relocate into
       if (first) {
         computed -= s.result.n_approximate;
       }
@@ -344,15 +345,7 @@ bool Engine::assemble(Seq& s) {
     // A resumed sequence's generated tokens.
     if (t < int32_t(s.tokens.size())) s.runs.push_back(Run{false, t, int32_t(s.tokens.size())});
     if (!cands.empty()) {
-      if (!apply_recompute(s, cands)) {
-        s.runs.clear();
-        s.hold.release();
-        s.table.release();
-        s.lease.reset();
-        s.n_kv = 0;
-        s.state = Seq::State::kWaiting;  // no pages for the copies: try again next step
-        return false;
-      }
+      if (!apply_recompute(s, cands)) return retry_later();  // no pages for the copies
       if (first) computed += s.result.n_recomputed;
     }
     // Modules that are not cached live only as long as the sequences holding them.

@@ -79,6 +79,18 @@ std::string render_haproxy_config(const std::string& tmpl, int port, const std::
   return out.str();
 }
 
+// The HAProxy binary, and deploy/haproxy.cfg rendered into `dir` with the front door on
+// `front` and the given members; a fatal failure naming what is missing otherwise.
+void write_haproxy_config(const std::string& dir, int front, const std::vector<int>& ports, std::string* bin,
+                          std::string* cfg) {
+  *bin = find_haproxy();
+  ASSERT_FALSE(bin->empty()) << "HAProxy is not installed: scripts/setup.sh installs it (Debian package haproxy)";
+  const std::string tmpl_path = source_dir() + "/deploy/haproxy.cfg";
+  ASSERT_TRUE(fs::exists(tmpl_path)) << tmpl_path << " not found (set PC_SOURCE_DIR to the repository root)";
+  *cfg = dir + "/haproxy.cfg";
+  std::ofstream(*cfg) << render_haproxy_config(read_file(tmpl_path), front, ports);
+}
+
 class HaproxyProcess {
  public:
   HaproxyProcess(const std::string& bin, const std::string& cfg_path, const std::string& log) {
@@ -179,10 +191,6 @@ Turn send_turn(int front_port, const Session& s) {
 }
 
 TEST(Cluster, SessionsStickAndMoveOnlyFromAKilledServer) {
-  const std::string haproxy = find_haproxy();
-  ASSERT_FALSE(haproxy.empty()) << "HAProxy is not installed: scripts/setup.sh installs it (Debian package haproxy)";
-  const std::string tmpl_path = source_dir() + "/deploy/haproxy.cfg";
-  ASSERT_TRUE(fs::exists(tmpl_path)) << tmpl_path << " not found (set PC_SOURCE_DIR to the repository root)";
   RedisServer redis;
   ASSERT_TRUE(redis.available()) << "redis-server is not installed (scripts/setup.sh installs it)";
   ASSERT_TRUE(redis.running());
@@ -197,10 +205,9 @@ TEST(Cluster, SessionsStickAndMoveOnlyFromAKilledServer) {
 
   const std::string dir = temp_dir();
   const int front = free_port();
-  const std::string cfg = dir + "/haproxy.cfg";
-  {
-    std::ofstream(cfg) << render_haproxy_config(read_file(tmpl_path), front, ports);
-  }
+  std::string haproxy, cfg;
+  write_haproxy_config(dir, front, ports, &haproxy, &cfg);
+  if (::testing::Test::HasFatalFailure()) return;
   HaproxyProcess ha(haproxy, cfg, dir + "/haproxy.log");
   bool up = false;
   for (int i = 0; i < 200 && !up; ++i) {
@@ -300,21 +307,15 @@ TEST(Cluster, SessionsStickAndMoveOnlyFromAKilledServer) {
 // A body beyond HAProxy's buffer still reaches a server whole (routed without its body
 // key); the header routes it to the session's server.
 TEST(Cluster, BodyBeyondTheBufferIsForwardedAndTheHeaderRoutesIt) {
-  const std::string haproxy = find_haproxy();
-  ASSERT_FALSE(haproxy.empty()) << "HAProxy is not installed: scripts/setup.sh installs it (Debian package haproxy)";
-  const std::string tmpl_path = source_dir() + "/deploy/haproxy.cfg";
-  ASSERT_TRUE(fs::exists(tmpl_path)) << tmpl_path;
   std::vector<std::unique_ptr<ServeProcess>> servers;
   for (int i = 0; i < 2; ++i)
     servers.push_back(std::make_unique<ServeProcess>(std::vector<std::string>{
         "-m", shared_path("models/stories260K.gguf"), "--threads", "1", "--kv-memory", "32MiB"}));
   const std::string dir = temp_dir();
   const int front = free_port();
-  const std::string cfg = dir + "/haproxy.cfg";
-  {
-    std::ofstream(cfg) << render_haproxy_config(read_file(tmpl_path), front,
-                                                {servers[0]->port(), servers[1]->port()});
-  }
+  std::string haproxy, cfg;
+  write_haproxy_config(dir, front, {servers[0]->port(), servers[1]->port()}, &haproxy, &cfg);
+  if (::testing::Test::HasFatalFailure()) return;
   HaproxyProcess ha(haproxy, cfg, dir + "/haproxy.log");
   std::set<std::string> answered_by;
   for (int i = 0; i < 4; ++i) {
@@ -343,10 +344,6 @@ TEST(Cluster, BodyBeyondTheBufferIsForwardedAndTheHeaderRoutesIt) {
 // (a 503 server_draining is retried there by HAProxy, then the check takes the
 // draining server out), and the drained server exits 0.
 TEST(Cluster, DrainingServerFinishesItsStreamAndHandsOverItsSessions) {
-  const std::string haproxy = find_haproxy();
-  ASSERT_FALSE(haproxy.empty()) << "HAProxy is not installed: scripts/setup.sh installs it (Debian package haproxy)";
-  const std::string tmpl_path = source_dir() + "/deploy/haproxy.cfg";
-  ASSERT_TRUE(fs::exists(tmpl_path)) << tmpl_path;
   std::vector<std::unique_ptr<ServeProcess>> servers;
   for (int i = 0; i < 2; ++i)
     servers.push_back(std::make_unique<ServeProcess>(std::vector<std::string>{
@@ -354,11 +351,9 @@ TEST(Cluster, DrainingServerFinishesItsStreamAndHandsOverItsSessions) {
         "32MiB"}));
   const std::string dir = temp_dir();
   const int front = free_port();
-  const std::string cfg = dir + "/haproxy.cfg";
-  {
-    std::ofstream(cfg) << render_haproxy_config(read_file(tmpl_path), front,
-                                                {servers[0]->port(), servers[1]->port()});
-  }
+  std::string haproxy, cfg;
+  write_haproxy_config(dir, front, {servers[0]->port(), servers[1]->port()}, &haproxy, &cfg);
+  if (::testing::Test::HasFatalFailure()) return;
   HaproxyProcess ha(haproxy, cfg, dir + "/haproxy.log");
   const httplib::Headers key = {{"X-Session-Id", "draining-session"}};
   std::string owner;
