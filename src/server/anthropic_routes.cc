@@ -240,7 +240,7 @@ struct AnthropicGeneration {
   std::string id;
 };
 
-AnthropicGeneration prepare(Server::State& st, const httplib::Request& req) {
+AnthropicGeneration prepare(Server::State& st, const HttpRequest& req) {
   AnthropicGeneration a;
   Generation& g = a.g;
   const json body = parse_body(req.body);
@@ -321,7 +321,7 @@ json tool_use_block(const ToolCall& call) {
   return {{"type", "tool_use"}, {"id", call.id}, {"name", call.name}, {"input", tool_input(call)}};
 }
 
-void respond_whole(Server::State& st, AnthropicGeneration& a, const httplib::Request& req, httplib::Response& res) {
+void respond_whole(Server::State& st, AnthropicGeneration& a, const HttpRequest& req, HttpResponse& res) {
   Delta all;
   if (!wait_whole(st, a.g, req, &all)) {
     res.status = 499;  // the client left; nobody reads it
@@ -347,7 +347,7 @@ void respond_whole(Server::State& st, AnthropicGeneration& a, const httplib::Req
 }
 
 // Anthropic's SSE framing: a named event and its JSON (whose "type" is the name).
-bool write_event(httplib::DataSink& sink, const char* name, const json& data) {
+bool write_event(DataSink& sink, const char* name, const json& data) {
   const std::string ev = std::string("event: ") + name + "\ndata: " + dump(data) + "\n\n";
   return sink.write(ev.data(), ev.size());
 }
@@ -363,14 +363,14 @@ struct StreamState {
   Clock::time_point last_write = Clock::now();
 };
 
-void respond_stream(Server::State& st, std::shared_ptr<AnthropicGeneration> a, httplib::Response& res) {
+void respond_stream(Server::State& st, std::shared_ptr<AnthropicGeneration> a, HttpResponse& res) {
   auto s = std::make_shared<StreamState>();
   if (a->g.tools != ToolFormat::kNone) s->tools.emplace(a->g.tools, tool_use_ids(a->g.tools));
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
   res.set_chunked_content_provider(
       "text/event-stream",
-      [&st, a, s](size_t, httplib::DataSink& sink) {
+      [&st, a, s](size_t, DataSink& sink) {
         auto gone = [&] {
           st.scheduler->cancel(*a->g.job);
           st.metrics.count_disconnect();
@@ -473,7 +473,7 @@ void respond_stream(Server::State& st, std::shared_ptr<AnthropicGeneration> a, h
       });
 }
 
-void handle(Server::State& st, const httplib::Request& req, httplib::Response& res) {
+void handle(Server::State& st, const HttpRequest& req, HttpResponse& res) {
   guard(
       res,
       [&] {
@@ -493,7 +493,7 @@ void handle(Server::State& st, const httplib::Request& req, httplib::Response& r
 
 void add_anthropic_routes(Server::State& st) {
   add_route(st, "POST", "/v1/messages",
-            [&st](const httplib::Request& req, httplib::Response& res) { handle(st, req, res); });
+            [&st](const HttpRequest& req, HttpResponse& res) { handle(st, req, res); });
 }
 
 }  // namespace pc::server

@@ -62,7 +62,7 @@ json tiers_json(const KvTiers& t) {
   return out;
 }
 
-void stats(Server::State& st, const httplib::Request& req, httplib::Response& res) {
+void stats(Server::State& st, const HttpRequest& req, HttpResponse& res) {
   st.tenant_of(req);
   json out;
   st.scheduler->call([&](Engine& e) {
@@ -98,7 +98,7 @@ json ttl_json(const std::optional<double>& t) { return t ? json(*t) : json(nullp
 
 // Lists each visible namespace's entries: prefix entries in memory, modules in
 // memory, and entries of the tiers that can list theirs.
-void entries(Server::State& st, const httplib::Request& req, httplib::Response& res) {
+void entries(Server::State& st, const HttpRequest& req, HttpResponse& res) {
   const std::string tenant = st.tenant_of(req);
   const bool keys = !st.api_keys.empty();
   std::set<std::string> all = {""};
@@ -169,7 +169,7 @@ std::vector<int32_t> body_tokens(Server::State& st, const json& body, const std:
   throw bad_field("prompt", "give 'prompt' or 'messages'", "missing_required_parameter");
 }
 
-void pin(Server::State& st, const httplib::Request& req, httplib::Response& res, bool on) {
+void pin(Server::State& st, const HttpRequest& req, HttpResponse& res, bool on) {
   const json body = parse_body(req.body);
   std::string salt;
   if (auto s = body.find("cache_salt"); s != body.end() && s->is_string()) salt = *s;
@@ -190,7 +190,7 @@ void pin(Server::State& st, const httplib::Request& req, httplib::Response& res,
 // POST /v1/cache/ttl: the entry ending exactly at the prompt expires after
 // ttl_seconds (0 clears it); the engine thread drops expired entries within a
 // quarter second, or at once when it needs pages.
-void ttl(Server::State& st, const httplib::Request& req, httplib::Response& res) {
+void ttl(Server::State& st, const HttpRequest& req, HttpResponse& res) {
   const json body = parse_body(req.body);
   std::string salt;
   if (auto s = body.find("cache_salt"); s != body.end() && s->is_string()) salt = *s;
@@ -217,7 +217,7 @@ void ttl(Server::State& st, const httplib::Request& req, httplib::Response& res)
                        {"tokens", ids.size()}, {"namespace", ns}});
 }
 
-void evict(Server::State& st, const httplib::Request& req, httplib::Response& res) {
+void evict(Server::State& st, const HttpRequest& req, HttpResponse& res) {
   st.tenant_of(req);
   const json body = req.body.empty() ? json::object() : parse_body(req.body);
   int64_t bytes = -1;
@@ -241,16 +241,16 @@ void evict(Server::State& st, const httplib::Request& req, httplib::Response& re
 
 void add_cache_routes(Server::State& st) {
   auto route = [&st](auto fn) {
-    return [&st, fn](const httplib::Request& req, httplib::Response& res) {
+    return [&st, fn](const HttpRequest& req, HttpResponse& res) {
       guard(res, [&] { fn(st, req, res); });
     };
   };
   add_route(st, "GET", "/v1/cache/stats", route(stats));
   add_route(st, "GET", "/v1/cache/entries", route(entries));
-  add_route(st, "POST", "/v1/cache/pin", route([](Server::State& s, const httplib::Request& q,
-                                         httplib::Response& r) { pin(s, q, r, true); }));
-  add_route(st, "POST", "/v1/cache/unpin", route([](Server::State& s, const httplib::Request& q,
-                                           httplib::Response& r) { pin(s, q, r, false); }));
+  add_route(st, "POST", "/v1/cache/pin", route([](Server::State& s, const HttpRequest& q,
+                                         HttpResponse& r) { pin(s, q, r, true); }));
+  add_route(st, "POST", "/v1/cache/unpin", route([](Server::State& s, const HttpRequest& q,
+                                           HttpResponse& r) { pin(s, q, r, false); }));
   add_route(st, "POST", "/v1/cache/evict", route(evict));
   add_route(st, "POST", "/v1/cache/ttl", route(ttl));
 }

@@ -31,7 +31,7 @@ bool endpoint(const sockaddr_storage& a, std::string* host, int* port) {
   return true;
 }
 
-bool is_connection(int fd, const httplib::Request& req) {
+bool is_connection(int fd, const HttpRequest& req) {
   sockaddr_storage local{}, peer{};
   socklen_t ll = sizeof local, pl = sizeof peer;
   if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &ll) != 0) return false;
@@ -44,7 +44,7 @@ bool is_connection(int fd, const httplib::Request& req) {
 
 }  // namespace
 
-ConnectionWatch::ConnectionWatch(const httplib::Request& req) {
+ConnectionWatch::ConnectionWatch(const HttpRequest& req) {
   if (req.remote_port <= 0) return;
   DIR* d = opendir("/proc/self/fd");
   if (!d) return;

@@ -8,13 +8,13 @@
 // exactly one TCP connection. The handler runs inside httplib's processing of
 // that connection, so the descriptor stays ours while it runs.
 #pragma once
-#include <httplib.h>
+#include "server/http.h"
 
 namespace pc::server {
 
 class ConnectionWatch {
  public:
-  explicit ConnectionWatch(const httplib::Request& req);
+  explicit ConnectionWatch(const HttpRequest& req);
   // True once the peer closed or reset the connection. Never true when the
   // socket was not found. A client that half-closes (shutdown(SHUT_WR)) while
   // waiting for its answer is taken as gone, as newer httplib does.

@@ -6,7 +6,7 @@
 #include <optional>
 #include <string>
 
-#include <httplib.h>
+#include "server/http.h"
 
 #include "server/conversation.h"
 #include "server/job.h"
@@ -71,12 +71,12 @@ void prepare_chat(Server::State& st, Generation& g, const json& messages, const 
 // --test-hooks: the request field test_forced_reply (400 without the flag).
 void apply_test_hooks(Server::State& st, Generation& g, const json& body);
 void start_generation(Server::State& st, Generation& g);
-bool wait_whole(Server::State& st, Generation& g, const httplib::Request& req, Delta* all);
+bool wait_whole(Server::State& st, Generation& g, const HttpRequest& req, Delta* all);
 CacheReport finish_generation(Server::State& st, const Generation& g, const std::vector<ToolCall>& calls = {});
 
 // Waits for the job and answers: one JSON response, or (params.stream) events as
 // the text comes. A client that disconnects cancels the job either way.
-void respond(Server::State& st, std::shared_ptr<Generation> g, const httplib::Request& req,
-             httplib::Response& res);
+void respond(Server::State& st, std::shared_ptr<Generation> g, const HttpRequest& req,
+             HttpResponse& res);
 
 }  // namespace pc::server

@@ -64,7 +64,7 @@ void fit_context(const Server::State& st, Generation& g, bool chat) {
   }
 }
 
-Generation prepare(Server::State& st, const httplib::Request& req, bool chat) {
+Generation prepare(Server::State& st, const HttpRequest& req, bool chat) {
   Generation g;
   const json body = parse_body(req.body);
   const std::string tenant = st.tenant_of(req);  // 401 before anything else
@@ -202,7 +202,7 @@ CacheReport finish_generation(Server::State& st, const Generation& g, const std:
   return c;
 }
 
-bool wait_whole(Server::State& st, Generation& g, const httplib::Request& req, Delta* all) {
+bool wait_whole(Server::State& st, Generation& g, const HttpRequest& req, Delta* all) {
   // Nothing is written until the end, so a client that left is noticed by
   // watching its socket; it cancels the sequence as a closed stream does.
   const ConnectionWatch conn(req);
@@ -241,8 +241,8 @@ json delta_logprobs(const Server::State& st, const Generation& g, const Delta& d
   return logprobs_json(st.model->tokenizer(), g.meta.chat, d.logprobs);
 }
 
-void respond_whole(Server::State& st, Generation& g, const httplib::Request& req,
-                   httplib::Response& res) {
+void respond_whole(Server::State& st, Generation& g, const HttpRequest& req,
+                   HttpResponse& res) {
   Delta all;
   if (!wait_whole(st, g, req, &all)) {
     res.status = 499;  // nginx's "client closed request"; nobody reads it
@@ -264,7 +264,7 @@ void respond_whole(Server::State& st, Generation& g, const httplib::Request& req
                                     int64_t(o.result.tokens.size()), delta_logprobs(st, g, all), calls));
 }
 
-bool write_event(httplib::DataSink& sink, const std::string& data) {
+bool write_event(DataSink& sink, const std::string& data) {
   const std::string ev = "data: " + data + "\n\n";
   return sink.write(ev.data(), ev.size());
 }
@@ -279,7 +279,7 @@ struct StreamTools {
   Delta held;  // logprobs only
 };
 
-void respond_stream(Server::State& st, std::shared_ptr<Generation> g, httplib::Response& res) {
+void respond_stream(Server::State& st, std::shared_ptr<Generation> g, HttpResponse& res) {
   auto first = std::make_shared<bool>(true);
   auto last_write = std::make_shared<Clock::time_point>(Clock::now());
   auto tools = g->tools != ToolFormat::kNone ? std::make_shared<StreamTools>(g->tools) : nullptr;
@@ -287,7 +287,7 @@ void respond_stream(Server::State& st, std::shared_ptr<Generation> g, httplib::R
   res.set_header("X-Accel-Buffering", "no");
   res.set_chunked_content_provider(
       "text/event-stream",
-      [&st, g, first, last_write, tools](size_t, httplib::DataSink& sink) {
+      [&st, g, first, last_write, tools](size_t, DataSink& sink) {
         bool done = false;
         Delta d = g->job->wait_delta(100ms, &done);
         auto gone = [&] {
@@ -358,7 +358,7 @@ void respond_stream(Server::State& st, std::shared_ptr<Generation> g, httplib::R
       });
 }
 
-void handle(Server::State& st, const httplib::Request& req, httplib::Response& res, bool chat) {
+void handle(Server::State& st, const HttpRequest& req, HttpResponse& res, bool chat) {
   guard(res, [&] { respond(st, std::make_shared<Generation>(prepare(st, req, chat)), req, res); });
 }
 
@@ -452,8 +452,8 @@ void submit(Server::State& st, Generation& g) {
                    "server_overloaded");
 }
 
-void respond(Server::State& st, std::shared_ptr<Generation> g, const httplib::Request& req,
-             httplib::Response& res) {
+void respond(Server::State& st, std::shared_ptr<Generation> g, const HttpRequest& req,
+             HttpResponse& res) {
   if (g->params.stream) return respond_stream(st, std::move(g), res);
   try {
     respond_whole(st, *g, req, res);
@@ -465,9 +465,9 @@ void respond(Server::State& st, std::shared_ptr<Generation> g, const httplib::Re
 
 void add_generation_routes(Server::State& st) {
   add_route(st, "POST", "/v1/completions",
-            [&st](const httplib::Request& req, httplib::Response& res) { handle(st, req, res, false); });
+            [&st](const HttpRequest& req, HttpResponse& res) { handle(st, req, res, false); });
   add_route(st, "POST", "/v1/chat/completions",
-            [&st](const httplib::Request& req, httplib::Response& res) { handle(st, req, res, true); });
+            [&st](const HttpRequest& req, HttpResponse& res) { handle(st, req, res, true); });
 }
 
 }  // namespace pc::server

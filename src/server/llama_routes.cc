@@ -51,7 +51,7 @@ bool flag(const json& body, const char* name, bool def) {
 // {"content": "...", "add_special": false, "parse_special": true, "with_pieces": false}
 //   → {"tokens": [ids]} or, with pieces, {"tokens": [{"id", "piece"}]} where the piece
 //   is a string when its bytes are valid UTF-8 and an array of byte values otherwise.
-void tokenize(Server::State& st, const httplib::Request& req, httplib::Response& res) {
+void tokenize(Server::State& st, const HttpRequest& req, HttpResponse& res) {
   const json body = parse_body(req.body);
   st.tenant_of(req);
   auto it = body.find("content");
@@ -79,7 +79,7 @@ void tokenize(Server::State& st, const httplib::Request& req, httplib::Response&
 
 // {"tokens": [ids]} → {"content": "..."}: the text decode() gives (no SentencePiece
 // space prefix at the start), control tokens as their vocabulary text.
-void detokenize(Server::State& st, const httplib::Request& req, httplib::Response& res) {
+void detokenize(Server::State& st, const HttpRequest& req, HttpResponse& res) {
   const json body = parse_body(req.body);
   st.tenant_of(req);
   auto it = body.find("tokens");
@@ -108,7 +108,7 @@ void detokenize(Server::State& st, const httplib::Request& req, httplib::Respons
 
 // {"messages": [...], "tools", "chat_template_kwargs", ...} → {"prompt": "..."}: the text
 // a chat request renders, generation prompt included (before tokenization).
-void apply_template(Server::State& st, const httplib::Request& req, httplib::Response& res) {
+void apply_template(Server::State& st, const HttpRequest& req, HttpResponse& res) {
   const json body = parse_body(req.body);
   st.tenant_of(req);
   check_messages(body);
@@ -127,7 +127,7 @@ void apply_template(Server::State& st, const httplib::Request& req, httplib::Res
 
 // Server properties, loosely llama-server's /props shape; promptcache's own under
 // "promptcache".
-void props(Server::State& st, const httplib::Request& req, httplib::Response& res) {
+void props(Server::State& st, const HttpRequest& req, HttpResponse& res) {
   st.tenant_of(req);
   const Tokenizer& tok = st.model->tokenizer();
   // The defaults parse_common gives a request that sets nothing (no seed: a random one).
@@ -172,7 +172,7 @@ void props(Server::State& st, const httplib::Request& req, httplib::Response& re
 
 void add_llama_routes(Server::State& st) {
   auto route = [&st](auto fn) {
-    return [&st, fn](const httplib::Request& req, httplib::Response& res) {
+    return [&st, fn](const HttpRequest& req, HttpResponse& res) {
       guard(res, [&] { fn(st, req, res); });
     };
   };

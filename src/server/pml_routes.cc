@@ -29,7 +29,7 @@ int64_t unix_now() {
 
 // 400 for PML text that does not parse or plan; the message names line and
 // column, and the error object carries them as numbers too.
-void send_pml_error(httplib::Response& res, const pml::PmlError& e, const std::string& param) {
+void send_pml_error(HttpResponse& res, const pml::PmlError& e, const std::string& param) {
   json err = error_json(e.what(), "invalid_request_error", param, "invalid_pml");
   err["error"]["line"] = e.loc().line;
   err["error"]["column"] = e.loc().column;
@@ -37,7 +37,7 @@ void send_pml_error(httplib::Response& res, const pml::PmlError& e, const std::s
 }
 
 // Namespace of a schema route: the tenant and the optional ?cache_salt=.
-std::string schema_namespace(Server::State& st, const httplib::Request& req) {
+std::string schema_namespace(Server::State& st, const HttpRequest& req) {
   return st.namespace_of(req, req.get_param_value("cache_salt"));
 }
 
@@ -79,7 +79,7 @@ json summary_json(const std::string& name, const SchemaEntry& e) {
 }
 
 // The body of a PUT: the PML text itself, or {"schema": "<schema ...>"}.
-std::string schema_text(const httplib::Request& req) {
+std::string schema_text(const HttpRequest& req) {
   const size_t first = req.body.find_first_not_of(" \t\r\n");
   if (first == std::string::npos) throw bad_field("schema", "the body is empty; send the PML text of a <schema>");
   if (req.body[first] != '{') return req.body;
@@ -108,7 +108,7 @@ int64_t drop_modules(Server::State& st, const std::string& ns, const pml::Schema
   return dropped;
 }
 
-void put_schema(Server::State& st, const httplib::Request& req, httplib::Response& res) {
+void put_schema(Server::State& st, const HttpRequest& req, HttpResponse& res) {
   st.tenant_of(req);
   const std::string name = req.matches[1];
   const std::string ns = schema_namespace(st, req);
@@ -159,7 +159,7 @@ SchemaEntry find_schema(Server::State& st, const std::string& ns, const std::str
                  "schema", "schema_not_found");
 }
 
-void get_schema(Server::State& st, const httplib::Request& req, httplib::Response& res) {
+void get_schema(Server::State& st, const HttpRequest& req, HttpResponse& res) {
   st.tenant_of(req);
   const std::string name = req.matches[1];
   const std::string ns = schema_namespace(st, req);
@@ -171,7 +171,7 @@ void get_schema(Server::State& st, const httplib::Request& req, httplib::Respons
   send_json(res, 200, out);
 }
 
-void list_schemas(Server::State& st, const httplib::Request& req, httplib::Response& res) {
+void list_schemas(Server::State& st, const HttpRequest& req, HttpResponse& res) {
   st.tenant_of(req);
   const std::string ns = schema_namespace(st, req);
   json data = json::array();
@@ -182,7 +182,7 @@ void list_schemas(Server::State& st, const httplib::Request& req, httplib::Respo
   send_json(res, 200, {{"object", "list"}, {"namespace", ns}, {"data", data}});
 }
 
-void delete_schema(Server::State& st, const httplib::Request& req, httplib::Response& res) {
+void delete_schema(Server::State& st, const HttpRequest& req, HttpResponse& res) {
   st.tenant_of(req);
   const std::string name = req.matches[1];
   const std::string ns = schema_namespace(st, req);
@@ -219,7 +219,7 @@ void fit_plan(const Server::State& st, const pml::PromptPlan& plan, Generation& 
   }
 }
 
-void pml_completion(Server::State& st, const httplib::Request& req, httplib::Response& res) {
+void pml_completion(Server::State& st, const HttpRequest& req, HttpResponse& res) {
   const json body = parse_body(req.body);
   st.tenant_of(req);
   auto g = std::make_shared<Generation>();
@@ -264,7 +264,7 @@ void pml_completion(Server::State& st, const httplib::Request& req, httplib::Res
 
 void add_pml_routes(Server::State& st) {
   auto route = [&st](auto fn) {
-    return [&st, fn](const httplib::Request& req, httplib::Response& res) {
+    return [&st, fn](const HttpRequest& req, HttpResponse& res) {
       guard(res, [&] { fn(st, req, res); });
     };
   };

@@ -55,7 +55,7 @@ std::map<std::string, std::string> load_api_keys(const std::string& path) {
 }
 
 // Route label for metrics (bounded set).
-std::string route_label(const httplib::Request& req, int status) {
+std::string route_label(const HttpRequest& req, int status) {
   static const char* known[] = {"/v1/completions", "/v1/chat/completions", "/v1/models", "/health",
                                 "/metrics", "/v1/cache/stats", "/v1/cache/entries",
                                 "/v1/cache/pin", "/v1/cache/unpin", "/v1/cache/evict",
@@ -68,14 +68,14 @@ std::string route_label(const httplib::Request& req, int status) {
 }
 
 void add_misc_routes(Server::State& st) {
-  add_route(st, "GET", "/health", [&st](const httplib::Request&, httplib::Response& res) {
+  add_route(st, "GET", "/health", [&st](const HttpRequest&, HttpResponse& res) {
     const bool draining = st.draining.load();
     send_json(res, draining ? 503 : 200, {{"status", draining ? "draining" : "ok"},
                          {"model", st.model_id},
                          {"running", st.scheduler->running()},
                          {"queued", st.scheduler->queued()}});
   });
-  add_route(st, "GET", "/metrics", [&st](const httplib::Request&, httplib::Response& res) {
+  add_route(st, "GET", "/metrics", [&st](const HttpRequest&, HttpResponse& res) {
     // Per-namespace usage walks the prefix trees: done per scrape, not per step.
     try {
       st.scheduler->call([&](Engine& e) {
@@ -90,7 +90,7 @@ void add_misc_routes(Server::State& st) {
     }
     res.set_content(st.metrics.render(), "text/plain; version=0.0.4");
   });
-  add_route(st, "GET", "/v1/models", [&st](const httplib::Request& req, httplib::Response& res) {
+  add_route(st, "GET", "/v1/models", [&st](const HttpRequest& req, HttpResponse& res) {
     guard(res, [&] {
       st.tenant_of(req);
       const json model = {{"id", st.model_id}, {"object", "model"}, {"created", 0},
@@ -102,7 +102,7 @@ void add_misc_routes(Server::State& st) {
       send_json(res, 200, {{"object", "list"}, {"data", json::array({model})}});
     });
   });
-  add_route(st, "GET", R"(/v1/models/(.+))", [&st](const httplib::Request& req, httplib::Response& res) {
+  add_route(st, "GET", R"(/v1/models/(.+))", [&st](const HttpRequest& req, HttpResponse& res) {
     guard(res, [&] {
       st.tenant_of(req);
       st.check_model(req.matches[1]);
@@ -131,7 +131,7 @@ std::pair<std::string, std::string> chat_template_source(const ServerOptions& op
 // OPTIONS on a served path (a CORS preflight), and the answer to a method the path
 // does not serve. CORS headers themselves are default headers (every response).
 void add_method_handling(Server::State& st) {
-  st.http.Options(".*", [&st](const httplib::Request& req, httplib::Response& res) {
+  st.http.Options(".*", [&st](const HttpRequest& req, HttpResponse& res) {
     const std::string methods = allowed_methods(st, req.path);
     if (methods.empty()) {
       res.status = 404;  // the error handler answers
@@ -147,7 +147,7 @@ void add_method_handling(Server::State& st) {
       res.set_header("Access-Control-Max-Age", "86400");
     }
   });
-  st.http.set_error_handler([&st](const httplib::Request& req, httplib::Response& res) {
+  st.http.set_error_handler([&st](const HttpRequest& req, HttpResponse& res) {
     if (!res.body.empty()) return;  // a handler already answered
     if (res.status == 404) {
       const std::string methods = allowed_methods(st, req.path);
@@ -192,7 +192,7 @@ std::string allowed_methods(const Server::State& st, const std::string& path) {
   return out;
 }
 
-void send_json(httplib::Response& res, int status, const json& j) {
+void send_json(HttpResponse& res, int status, const json& j) {
   res.status = status;
   res.set_content(dump(j), "application/json");
 }
@@ -212,7 +212,7 @@ const char* anthropic_error_type(int status) {
   }
 }
 
-void send_error(httplib::Response& res, ErrorStyle style, int status, const std::string& message,
+void send_error(HttpResponse& res, ErrorStyle style, int status, const std::string& message,
                 const std::string& type, const std::string& param, const std::string& code) {
   if (style == ErrorStyle::kOpenAI) return send_json(res, status, error_json(message, type, param, code));
   send_json(res, status, {{"type", "error"}, {"error", {{"type", anthropic_error_type(status)}, {"message", message}}}});
@@ -220,7 +220,7 @@ void send_error(httplib::Response& res, ErrorStyle style, int status, const std:
 
 }  // namespace
 
-void guard(httplib::Response& res, const std::function<void()>& handler, ErrorStyle style) {
+void guard(HttpResponse& res, const std::function<void()>& handler, ErrorStyle style) {
   try {
     handler();
   } catch (const ApiError& e) {
@@ -235,7 +235,7 @@ void guard(httplib::Response& res, const std::function<void()>& handler, ErrorSt
   }
 }
 
-std::string Server::State::tenant_of(const httplib::Request& req) const {
+std::string Server::State::tenant_of(const HttpRequest& req) const {
   if (api_keys.empty()) return "";
   std::string key = req.get_header_value("Authorization");
   if (key.rfind("Bearer ", 0) == 0) key = key.substr(7);
@@ -256,7 +256,7 @@ void Server::State::check_model(const std::string& requested) const {
                  "model", "model_not_found");
 }
 
-std::string Server::State::namespace_of(const httplib::Request& req, const std::string& cache_salt) {
+std::string Server::State::namespace_of(const HttpRequest& req, const std::string& cache_salt) {
   std::string ns = tenant_of(req);
   if (!cache_salt.empty()) ns += (ns.empty() ? "salt:" : "/salt:") + cache_salt;
   std::lock_guard lk(ns_mu);
@@ -313,7 +313,7 @@ Server::Server(const ServerOptions& opt) : st_(std::make_unique<State>()) {
   st.http.set_read_timeout(60);
   st.http.set_write_timeout(60);
   st.http.set_payload_max_length(size_t(64) << 20);
-  st.http.set_logger([&st](const httplib::Request& req, const httplib::Response& res) {
+  st.http.set_logger([&st](const HttpRequest& req, const HttpResponse& res) {
     st.metrics.count_request(route_label(req, res.status), res.status);
   });
   add_misc_routes(st);

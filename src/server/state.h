@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include <httplib.h>
+#include "server/http.h"
 
 #include "engine/engine.h"
 #include "model/model.h"
@@ -76,8 +76,8 @@ struct Server::State {
 
   // The request's namespace: API-key tenant and/or cache_salt. Throws ApiError 401
   // when keys are configured and the request has no valid one.
-  std::string tenant_of(const httplib::Request& req) const;
-  std::string namespace_of(const httplib::Request& req, const std::string& cache_salt);
+  std::string tenant_of(const HttpRequest& req) const;
+  std::string namespace_of(const HttpRequest& req, const std::string& cache_salt);
   // ApiError 404 model_not_found unless `requested` is "" or this server's model id
   // (any name with --any-model).
   void check_model(const std::string& requested) const;
@@ -110,7 +110,7 @@ std::map<std::string, std::map<std::string, NamespaceUsage>> tier_usage(Engine& 
 //               from the status (invalid_request_error, authentication_error,
 //               not_found_error, overloaded_error, api_error)
 enum class ErrorStyle { kOpenAI, kAnthropic };
-void guard(httplib::Response& res, const std::function<void()>& handler, ErrorStyle style = ErrorStyle::kOpenAI);
-void send_json(httplib::Response& res, int status, const nlohmann::json& j);
+void guard(HttpResponse& res, const std::function<void()>& handler, ErrorStyle style = ErrorStyle::kOpenAI);
+void send_json(HttpResponse& res, int status, const nlohmann::json& j);
 
 }  // namespace pc::server
