@@ -145,18 +145,21 @@ Run add_bench(CLI::App& app) {
   Run tiers = add_bench_tiers(app);
   Run agent = add_bench_agent(app);
   Run quality = add_bench_quality(app);
+  Run cluster = add_bench_cluster(app);
   CLI::App* conv = app.get_subcommand("conversation");
   CLI::App* srv = app.get_subcommand("serve");
   CLI::App* tie = app.get_subcommand("tiers");
   CLI::App* agt = app.get_subcommand("agent");
   CLI::App* qua = app.get_subcommand("quality");
-  return [a, p, conv, srv, tie, agt, qua, conversation, modules, serve, tiers, agent, quality] {
+  CLI::App* clu = app.get_subcommand("cluster");
+  return [a, p, conv, srv, tie, agt, qua, clu, conversation, modules, serve, tiers, agent, quality, cluster] {
     return p->parsed()    ? run_prefill(*a)
            : conv->parsed() ? conversation()
            : srv->parsed()  ? serve()
            : tie->parsed()  ? tiers()
            : agt->parsed()  ? agent()
            : qua->parsed()  ? quality()
+           : clu->parsed()  ? cluster()
                             : modules();
   };
 }

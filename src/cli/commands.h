@@ -38,5 +38,7 @@ Run add_bench_tiers(CLI::App& bench);
 Run add_bench_agent(CLI::App& bench);
 // `bench quality`, registered by add_bench.
 Run add_bench_quality(CLI::App& bench);
+// `bench cluster`: several servers and one Redis (src/cli/bench_cluster.cc).
+Run add_bench_cluster(CLI::App& bench);
 
 }  // namespace pc::cli

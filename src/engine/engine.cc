@@ -86,6 +86,10 @@ void Engine::flush_tiers() {
   if (tiers_) tiers_->flush();
 }
 
+void Engine::poll_tiers() {
+  if (tiers_) tiers_->tick();
+}
+
 RadixIndex& Engine::index() { return prefix_->index(); }
 ModuleStore& Engine::modules() { return modules_->store(); }
 

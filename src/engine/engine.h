@@ -252,6 +252,10 @@ class Engine {
   std::span<const TokenLogprobs> logprobs(int64_t id) const;
   // Waits until every queued tier write has finished (tests, shutdown, benchmarks).
   void flush_tiers();
+  // Runs finished tier jobs' completions, starts deferred writes and, now and then,
+  // checks whether a shared tier lost its entries (KvTiers::tick). For an idle engine:
+  // step() polls by itself.
+  void poll_tiers();
   const EngineOptions& options() const { return opt_; }
 
   // Internals other engine files share (engine/sequence.h).

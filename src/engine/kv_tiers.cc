@@ -95,21 +95,32 @@ KvTiers::KvTiers(std::vector<std::unique_ptr<KvTier>> tiers, const TierOptions& 
   for (const auto& t : tiers_)
     if (!t) throw Error("KV tiers: a null tier");
   stats_.hits.assign(tiers_.size(), 0);
+  generations_.assign(tiers_.size(), 0);
   worker_ = std::make_unique<TierWorker>(1);
 }
 
 KvTiers::~KvTiers() {
   // The worker finishes queued writes (they read pages the Write objects keep
   // referenced); its unrun completions are dropped, releasing those references.
+  // Deferred writes are queued first, so that none is lost.
+  while (!deferred_.empty()) {
+    start_write(std::move(deferred_.front()));
+    deferred_.pop_front();
+  }
   worker_.reset();
 }
 
-size_t KvTiers::poll() { return worker_->poll(); }
+size_t KvTiers::poll() {
+  const size_t n = worker_->poll();
+  pump();
+  return n;
+}
 bool KvTiers::wait(int timeout_ms) { return worker_->wait_ready(timeout_ms); }
 size_t KvTiers::in_flight() const { return worker_->in_flight(); }
 
 void KvTiers::flush() {
-  while (worker_->in_flight() > 0) {
+  pump();
+  while (worker_->in_flight() > 0 || !deferred_.empty() || !copies_.empty()) {
     worker_->wait_ready(100);
     worker_->poll();
   }
@@ -180,15 +191,128 @@ bool KvTiers::should_write(uint64_t key) {
   auto it = written_.find(key);
   // Rewrite after half the Redis TTL, so entries in use do not expire there.
   if (it != written_.end() && now - it->second < std::max(1, opt_.redis_ttl_seconds / 2)) return false;
-  if (worker_->in_flight() >= size_t(std::max(1, opt_.max_pending_writes))) {
-    ++stats_.writes_skipped;
-    return false;
-  }
   written_[key] = now;  // also while in flight: a second save of the same entry is skipped
   return true;
 }
 
+size_t KvTiers::max_pending() const { return size_t(std::max(1, opt_.max_pending_writes)); }
+
+int64_t KvTiers::max_deferred_pages() const { return std::max<int64_t>(1, int64_t(pool_.n_pages()) / 4); }
+
 void KvTiers::submit_write(std::shared_ptr<Write> w) {
+  if (worker_->in_flight() < max_pending() && deferred_.empty()) {
+    start_write(std::move(w));
+    return;
+  }
+  const int64_t pages = int64_t(w->pages.size());
+  if (deferred_pages_ + pages > max_deferred_pages()) {
+    // Holding more pages would keep too much KV memory from reuse: this one is dropped,
+    // and counted (the next save of the entry tries again).
+    ++stats_.writes_skipped;
+    written_.erase(w->key);
+    return;  // w's hold goes with it
+  }
+  deferred_pages_ += pages;
+  ++stats_.writes_deferred;
+  deferred_.push_back(std::move(w));
+}
+
+void KvTiers::pump() {
+  while (!deferred_.empty() && worker_->in_flight() < max_pending()) {
+    std::shared_ptr<Write> w = std::move(deferred_.front());
+    deferred_.pop_front();
+    deferred_pages_ -= int64_t(w->pages.size());
+    start_write(std::move(w));
+  }
+  while (!copies_.empty() && worker_->in_flight() < max_pending()) {
+    // A few entries per job, so that lookups queued behind a large copy do not wait long.
+    auto batch = std::make_shared<std::vector<Copy>>();
+    while (!copies_.empty() && batch->size() < 8) {
+      batch->push_back(copies_.front());
+      copies_.pop_front();
+    }
+    auto copied = std::make_shared<int64_t>(0);
+    worker_->submit(
+        [this, batch, copied] {
+          std::vector<uint8_t> bytes;
+          for (const Copy& c : *batch)
+            if (tiers_[c.from]->read_item(c.key, &bytes) && tiers_[c.to]->put(bytes) == TierStatus::kOk) ++*copied;
+        },
+        [this, copied](std::exception_ptr e) {
+          if (e) {
+            ++stats_.errors;
+            log_error("copy", e);
+          }
+          stats_.rewritten += *copied;
+        });
+  }
+}
+
+void KvTiers::tick() {
+  pump();
+  const auto now = std::chrono::steady_clock::now();
+  if (checking_ || now < next_check_) return;
+  next_check_ = now + std::chrono::milliseconds(opt_.check_interval_ms);
+  checking_ = true;
+  worker_->submit_value<std::vector<uint64_t>>(
+      [this] {
+        std::vector<uint64_t> g;
+        for (const auto& t : tiers_) g.push_back(t->generation());
+        return g;
+      },
+      [this](std::optional<std::vector<uint64_t>>& g, std::exception_ptr e) {
+        checking_ = false;
+        if (e) {
+          ++stats_.errors;
+          log_error("check", e);
+        }
+        if (!g) return;
+        for (size_t i = 0; i < g->size(); ++i) {
+          const uint64_t now_g = (*g)[i];
+          if (now_g == 0) continue;  // unreachable now, or no generations
+          if (generations_[i] != 0 && generations_[i] != now_g) rewrite(i);
+          generations_[i] = now_g;
+        }
+      });
+}
+
+std::vector<std::pair<KvNamespace, std::vector<int32_t>>> KvTiers::resident_prefixes() const {
+  std::vector<std::pair<KvNamespace, std::vector<int32_t>>> out;
+  for (const KvNamespace& ns : index_.namespaces()) {
+    if (ns.tenant.find('\x1f') != std::string::npos) continue;  // not a prefix tree that is written through
+    index_.for_each_leaf(ns, [&](int32_t leaf) {
+      std::vector<std::span<const int32_t>> runs;
+      for (int32_t n = leaf; n >= 0;) {
+        const RadixIndex::NodeView v = index_.node(n);
+        if (v.parent < 0) break;  // the root holds no tokens
+        runs.push_back(v.tokens);
+        n = v.parent;
+      }
+      std::vector<int32_t> tokens;
+      for (auto it = runs.rbegin(); it != runs.rend(); ++it) tokens.insert(tokens.end(), it->begin(), it->end());
+      out.emplace_back(ns, std::move(tokens));
+    });
+  }
+  return out;
+}
+
+void KvTiers::rewrite(size_t tier) {
+  ++stats_.tier_resets;
+  std::fprintf(stderr, "promptcache: tier %s lost its entries (restarted empty?): writing resident entries again\n",
+               tiers_[tier]->name());
+  // Everything written before went to the store that was lost: write it all again.
+  written_.clear();
+  for (const auto& [ns, tokens] : resident_prefixes())
+    if (save_prefix(ns, tokens) > 0) ++stats_.rewritten;
+  // What a local tier (the disk) holds that memory may not: copied entry by entry.
+  for (size_t j = 0; j < tiers_.size(); ++j) {
+    if (j == tier || !tiers_[j]->listable()) continue;
+    for (const TierItem& item : tiers_[j]->list()) copies_.push_back(Copy{j, tier, item.key});
+  }
+  pump();
+}
+
+void KvTiers::start_write(std::shared_ptr<Write> w) {
   const KvPageStore* kv = pool_.store();
   worker_->submit(
       [this, w, kv] {

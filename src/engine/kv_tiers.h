@@ -15,8 +15,19 @@
 // another server can reuse it, and on disk before a crash or restart, which eviction
 // may never precede; and an eviction has to free pages at once, while serialization
 // would have to keep them. Eviction from memory therefore never loses an entry that
-// reached a lower tier. Writes are skipped, not queued without bound, when more than
-// max_pending_writes are in flight, and an entry already written is not written again.
+// reached a lower tier. An entry already written is not written again (until half the
+// Redis TTL passed). Beyond max_pending_writes in flight, writes wait in a queue of
+// their own (deferred, holding their pages) and start as earlier ones finish; only
+// when the deferred writes would hold more than a quarter of KV memory is a write
+// dropped, and counted (writes_skipped). flush() waits for the deferred ones too.
+//
+// A shared tier losing its entries. tick() (engine thread, every loop of the
+// scheduler) asks each tier for its generation (KvTier::generation) every
+// check_interval_ms, on the worker. When a tier's generation changes (Redis restarted
+// empty), every prefix memory holds (each radix leaf) is written again, and every
+// entry a listable tier (the disk) holds is copied into it, a few per job; so sessions
+// cached before a Redis restart are found by other servers again without waiting for
+// their next turn or for half the TTL.
 //
 // Threads. Everything here is called on the engine thread. Lookups, serialization and
 // I/O run on a TierWorker thread; their completions run in poll() on the engine thread,
@@ -43,7 +54,9 @@
 // namespace tenant is "<tenant>\x1fmodule:<digest>:<segment>": the digest covers the
 // module's content, context and positions, so the key cannot meet a prefix's.
 #pragma once
+#include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <span>
@@ -72,7 +85,10 @@ struct KvTierStats {
   int64_t block_loads = 0;       // blocks restored from a tier (approximate reuse)
   int64_t writes = 0;            // entries written (to at least one tier)
   int64_t write_failures = 0;    // entries no tier stored
-  int64_t writes_skipped = 0;    // write-through skipped: too many writes in flight
+  int64_t writes_deferred = 0;   // writes queued behind max_pending_writes (then written)
+  int64_t writes_skipped = 0;    // writes dropped: deferred ones would hold too many pages
+  int64_t tier_resets = 0;       // times a tier's generation changed (it lost its entries)
+  int64_t rewritten = 0;         // entries written again after a reset (prefixes and copies)
   int64_t written_bytes = 0;
   int64_t errors = 0;            // exceptions in worker jobs (logged, never fatal)
 };
@@ -144,8 +160,11 @@ class KvTiers {
   void save_module(const KvNamespace& ns, uint64_t digest, std::span<const int32_t> tokens,
                    const ModuleEntry& entry);
 
-  // Runs finished jobs' completions (engine thread). Returns how many ran.
+  // Runs finished jobs' completions (engine thread) and starts deferred writes.
+  // Returns how many completions ran.
   size_t poll();
+  // poll(), and every check_interval_ms the tiers' generation check (see above).
+  void tick();
   // Waits up to timeout_ms for a completion to be ready.
   bool wait(int timeout_ms);
   // Waits for every job and runs its completion.
@@ -162,8 +181,23 @@ class KvTiers {
  private:
   struct Write;
   struct FoundModule;
+  // One entry to copy from a listable tier into one that lost its entries.
+  struct Copy {
+    size_t from, to;
+    uint64_t key;
+  };
   bool should_write(uint64_t key);
+  // Starts `w` now, or defers it when max_pending_writes are in flight.
   void submit_write(std::shared_ptr<Write> w);
+  void start_write(std::shared_ptr<Write> w);
+  // Starts deferred writes and copies while fewer than max_pending_writes are in flight.
+  void pump();
+  size_t max_pending() const;
+  int64_t max_deferred_pages() const;
+  // The tier `tier` lost its entries: write what memory and the other tiers hold again.
+  void rewrite(size_t tier);
+  // Every prefix tree leaf's tokens (root → leaf), with its namespace.
+  std::vector<std::pair<KvNamespace, std::vector<int32_t>>> resident_prefixes() const;
   // Runs on any thread: the first tier holding what `probe` asks for answers, and its
   // entry is copied into the tiers above it. *tier: the index of that tier (-1: none).
   TierLookup find(const std::function<TierLookup(KvTier&)>& probe, int* tier);
@@ -178,6 +212,12 @@ class KvTiers {
   RadixIndex& index_;
   std::vector<std::unique_ptr<KvTier>> tiers_;  // fastest first; fixed after construction
   std::unordered_map<uint64_t, int64_t> written_;  // entry key → when written (s)
+  std::deque<std::shared_ptr<Write>> deferred_;     // writes waiting for a slot, oldest first
+  int64_t deferred_pages_ = 0;                      // pages their holds reference
+  std::deque<Copy> copies_;                         // entries to copy after a reset
+  std::vector<uint64_t> generations_;               // [tier]: last generation seen (0: none yet)
+  bool checking_ = false;                           // a generation check is in flight
+  std::chrono::steady_clock::time_point next_check_{};
   KvTierStats stats_;
   std::unique_ptr<TierWorker> worker_;  // last: stops (finishing writes) before the tiers go
 };

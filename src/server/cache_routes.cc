@@ -14,6 +14,7 @@
 #include "tier/kv_tier.h"
 #include "server/api_error.h"
 #include "server/openai.h"
+#include "server/reply_store.h"
 #include "server/state.h"
 
 namespace pc::server {
@@ -41,7 +42,9 @@ json tiers_json(const KvTiers& t) {
   const KvTierStats s = t.stats();
   json out = {{"lookups", s.lookups}, {"misses", s.misses}, {"promoted_tokens", s.promoted_tokens},
               {"module_loads", s.module_loads}, {"block_loads", s.block_loads}, {"writes", s.writes}, {"write_failures", s.write_failures},
-              {"writes_skipped", s.writes_skipped}, {"written_bytes", s.written_bytes}, {"errors", s.errors},
+              {"writes_skipped", s.writes_skipped}, {"writes_deferred", s.writes_deferred},
+              {"tier_resets", s.tier_resets}, {"rewritten", s.rewritten},
+              {"written_bytes", s.written_bytes}, {"errors", s.errors},
               {"in_flight", t.in_flight()}};
   const std::vector<TierStats> tiers = t.tier_stats();
   json order = json::array();
@@ -91,6 +94,12 @@ void stats(Server::State& st, const HttpRequest& req, HttpResponse& res) {
     out["sequences"] = {{"running", st.scheduler->running()}, {"queued", st.scheduler->queued()}};
   });
   out["conversation_memory"] = {{"replies", st.memory.size()}, {"tokens", st.memory.tokens()}};
+  if (st.shared_replies) {
+    const ReplyStoreStats r = st.shared_replies->stats();
+    out["conversation_memory"]["shared"] = {{"lookups", r.lookups}, {"hits", r.hits}, {"stores", r.stores},
+                                            {"failures", r.failures}, {"dropped", r.dropped},
+                                            {"resets", r.resets}};
+  }
   send_json(res, 200, out);
 }
 

@@ -8,8 +8,14 @@
 
 namespace pc::server {
 
-void ConversationMemory::put(Key key, RememberedReply r) {
+std::string ConversationMemory::flat_key(const Key& key) {
+  const auto& [ns, calls, text] = key;
+  return ns + '\x1f' + (calls ? "calls" : "text") + '\x1f' + text;
+}
+
+void ConversationMemory::put(Key key, RememberedReply r, bool write_through) {
   if (r.ids.empty()) return;
+  if (write_through && shared_) shared_->store(flat_key(key), r);
   std::lock_guard lk(mu_);
   r.last_use = ++clock_;
   auto it = replies_.find(key);
@@ -23,11 +29,19 @@ void ConversationMemory::put(Key key, RememberedReply r) {
 }
 
 std::optional<RememberedReply> ConversationMemory::get(const Key& key) {
-  std::lock_guard lk(mu_);
-  auto it = replies_.find(key);
-  if (it == replies_.end()) return std::nullopt;
-  it->second.last_use = ++clock_;
-  return it->second;
+  {
+    std::lock_guard lk(mu_);
+    auto it = replies_.find(key);
+    if (it != replies_.end()) {
+      it->second.last_use = ++clock_;
+      return it->second;
+    }
+  }
+  if (!shared_) return std::nullopt;
+  // Another server generated it (this session moved here): keep it for its next turns.
+  std::optional<RememberedReply> r = shared_->load(flat_key(key));
+  if (r) put(key, *r, /*write_through=*/false);
+  return r;
 }
 
 namespace {
@@ -55,6 +69,16 @@ std::optional<RememberedReply> ConversationMemory::find_calls(const std::string&
                                                               const std::vector<std::string>& call_ids) {
   if (call_ids.empty()) return std::nullopt;
   return get({ns, true, join_ids(call_ids)});
+}
+
+void ConversationMemory::reshare() {
+  if (!shared_) return;
+  std::vector<std::pair<std::string, RememberedReply>> all;
+  {
+    std::lock_guard lk(mu_);
+    for (const auto& [k, r] : replies_) all.emplace_back(flat_key(k), r);
+  }
+  for (const auto& [k, r] : all) shared_->store(k, r);
 }
 
 size_t ConversationMemory::size() const {

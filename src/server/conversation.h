@@ -48,6 +48,16 @@ struct RememberedReply {
   uint64_t last_use = 0;
 };
 
+// Where replies are also kept beyond this server (server/reply_store.h: Redis), found
+// by the memory's key as one string (namespace, kind, text or call ids). Thread-safe;
+// never throws; load answers nullopt on a miss or a failure.
+class ReplyStore {
+ public:
+  virtual ~ReplyStore() = default;
+  virtual std::optional<RememberedReply> load(const std::string& key) = 0;
+  virtual void store(const std::string& key, const RememberedReply& r) = 0;
+};
+
 // Bounded (by total remembered tokens, least recently used out), thread-safe.
 // A reply is found by its text (a plain reply comes back as the assistant message's
 // content) or, when it made tool calls, by the ids of its calls (the message comes
@@ -62,10 +72,17 @@ class ConversationMemory {
   std::optional<RememberedReply> find_calls(const std::string& ns, const std::vector<std::string>& call_ids);
   size_t size() const;
   int64_t tokens() const;
+  // Writes every reply remembered from now on through to `shared` too, and asks it for
+  // a reply this memory does not hold (kept here once found). Set before serving;
+  // null: none. Not owned.
+  void set_shared(ReplyStore* shared) { shared_ = shared; }
+  // Stores every reply this memory holds in the shared store again (it lost them).
+  void reshare();
 
  private:
   using Key = std::tuple<std::string, bool, std::string>;  // namespace, by call ids, text or ids
-  void put(Key key, RememberedReply r);
+  static std::string flat_key(const Key& key);
+  void put(Key key, RememberedReply r, bool write_through = true);
   std::optional<RememberedReply> get(const Key& key);
   void evict_locked();
   mutable std::mutex mu_;
@@ -73,6 +90,7 @@ class ConversationMemory {
   int64_t tokens_ = 0;
   int64_t max_tokens_;
   uint64_t clock_ = 0;
+  ReplyStore* shared_ = nullptr;
 };
 
 // A chat request turned into prompt ids.

@@ -70,6 +70,10 @@ Metrics::Metrics() : reg_(std::make_shared<Registry>()) {
                          "tier's own: evicted, io_errors, unavailable, ...; tier \"all\": the engine's "
                          "lookups, promotions and write-through)")
                    .Register(*reg_);
+  redis_up_ = &BuildGauge().Name("promptcache_redis_up")
+                   .Help("1 when the Redis tier answered its last command, 0 when it is unreachable "
+                         "(the server keeps serving from memory and disk); absent without --redis")
+                   .Register(*reg_);
 }
 
 Metrics::~Metrics() = default;
@@ -148,6 +152,9 @@ void Metrics::set_tiers(const KvTiers* tiers) {
   set("all", "writes", t.writes);
   set("all", "write_failures", t.write_failures);
   set("all", "writes_skipped", t.writes_skipped);
+  set("all", "writes_deferred", t.writes_deferred);
+  set("all", "tier_resets", t.tier_resets);
+  set("all", "rewritten", t.rewritten);
   set("all", "written_bytes", t.written_bytes);
   set("all", "errors", t.errors);
   const std::vector<TierStats> per_tier = tiers->tier_stats();
@@ -165,6 +172,7 @@ void Metrics::set_tiers(const KvTiers* tiers) {
     set(name, "errors", s.errors);
     set(name, "corrupt_deleted", s.corrupt_deleted);
     set(name, "connected", s.connected ? 1 : 0);
+    if (s.name == "redis") redis_up_->Add({}).Set(s.connected ? 1 : 0);
     for (const auto& [op, v] : s.counters) set(name, op.c_str(), v);
   }
 }

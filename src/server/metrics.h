@@ -78,6 +78,7 @@ class Metrics {
   std::mutex ns_mu_;
   std::map<std::string, std::set<std::string>> ns_seen_;  // tier → namespaces with series
   prometheus::Family<prometheus::Gauge>* tier_ops_;
+  prometheus::Family<prometheus::Gauge>* redis_up_;  // one series, added at the first Redis figures
 };
 
 }  // namespace pc::server

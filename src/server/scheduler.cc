@@ -203,6 +203,7 @@ void Scheduler::loop() {
     collect_finished();
     if (stop_) break;
     sweep_expired();
+    engine_.poll_tiers();
     admit(lk);
     n_running_ = running_.size();  // collect_finished may have ended some
     metrics_.set_queue(queue_.size(), running_.size());

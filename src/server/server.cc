@@ -70,10 +70,12 @@ std::string route_label(const HttpRequest& req, int status) {
 void add_misc_routes(Server::State& st) {
   add_route(st, "GET", "/health", [&st](const HttpRequest&, HttpResponse& res) {
     const bool draining = st.draining.load();
-    send_json(res, draining ? 503 : 200, {{"status", draining ? "draining" : "ok"},
-                         {"model", st.model_id},
-                         {"running", st.scheduler->running()},
-                         {"queued", st.scheduler->queued()}});
+    json body = {{"status", draining ? "draining" : "ok"},
+                 {"model", st.model_id},
+                 {"running", st.scheduler->running()},
+                 {"queued", st.scheduler->queued()}};
+    if (const auto redis = redis_health(st)) body["redis"] = *redis;  // "down" still answers 200
+    send_json(res, draining ? 503 : 200, body);
   });
   add_route(st, "GET", "/metrics", [&st](const HttpRequest&, HttpResponse& res) {
     // Per-namespace usage walks the prefix trees: done per scrape, not per step.
@@ -300,6 +302,7 @@ Server::Server(const ServerOptions& opt) : st_(std::make_unique<State>()) {
   st.kv_tokens = int64_t(st.engine->page_pool().n_pages()) * st.engine->page_pool().page_size();
   st.scheduler = std::make_unique<Scheduler>(*st.engine, SchedulerOptions{opt.parallel, opt.queue},
                                              st.metrics);
+  open_shared_tier(st);
 
   const int n_http = opt.http_threads > 0 ? opt.http_threads : opt.parallel + opt.queue + 8;
   st.http.new_task_queue = [n_http] { return new httplib::ThreadPool(size_t(n_http)); };

@@ -28,6 +28,8 @@ struct SchemaLayout;
 
 namespace pc::server {
 
+class RedisReplyStore;
+
 // A PML schema registered with PUT /v1/schemas/{name}.
 struct SchemaEntry {
   std::string source;                               // the PML text as given
@@ -46,6 +48,7 @@ struct Server::State {
   int64_t n_ctx = 0;                           // context length (tokens)
   int64_t kv_tokens = 0;                       // KV capacity (tokens)
   Metrics metrics;
+  std::unique_ptr<RedisReplyStore> shared_replies;  // with --redis: memory's replies in Redis
   ConversationMemory memory;
   StructureMemory structure;  // recent chat requests' parts, for miss reasons
   ReusePolicy reuse_default;  // a request's cache_reuse / cache_reuse_budget when it gives none
@@ -89,6 +92,14 @@ void add_route(Server::State& st, const std::string& method, const std::string& 
                httplib::Server::Handler handler);
 // The methods served at `path`, e.g. "GET, POST" ("" = no route).
 std::string allowed_methods(const Server::State& st, const std::string& path);
+
+// With --redis: shares the conversation memory's replies through Redis
+// (server/reply_store.h), and warns on stderr when Redis cannot be reached at startup
+// (the server still starts: it serves from memory and disk and keeps retrying).
+void open_shared_tier(Server::State& st);
+// "up" or "down" for /health (whether the Redis tier answered its last command);
+// nullopt without --redis.
+std::optional<std::string> redis_health(const Server::State& st);
 
 // Route registration (one file per group).
 void add_generation_routes(Server::State& st);

@@ -293,6 +293,22 @@ TierLookup DiskTier::read_entry(uint64_t key, const KvNamespace& ns, const KvSha
   return r;
 }
 
+bool DiskTier::read_item(uint64_t key, std::vector<uint8_t>* bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!items_.count(key)) return false;
+  const int fd = ::open(path_of(key).c_str(), O_RDONLY | O_CLOEXEC);
+  struct stat st;
+  if (fd < 0 || ::fstat(fd, &st) != 0) {
+    if (fd >= 0) ::close(fd);
+    return false;
+  }
+  bytes->resize(size_t(st.st_size));
+  const bool ok = read_at(fd, bytes->data(), bytes->size(), 0);
+  ::close(fd);
+  if (!ok) ++stats_.io_errors;
+  return ok;
+}
+
 TierLookup DiskTier::get(const KvNamespace& ns, const KvShape& shape, std::span<const int32_t> tokens) {
   const uint64_t key = entry_key(ns, shape, tokens);
   std::lock_guard<std::mutex> lock(mu_);

@@ -82,6 +82,7 @@ class DiskTier final : public KvTier {
   bool listable() const override { return true; }
   // Every entry, most recently used first.
   std::vector<Item> list() const override;
+  bool read_item(uint64_t key, std::vector<uint8_t>* bytes) override;
   TierStats stats() const override;
   const std::string& dir() const { return dir_; }
   std::string path_of(uint64_t key) const;

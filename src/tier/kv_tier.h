@@ -85,6 +85,19 @@ class KvTier {
   virtual bool listable() const { return false; }
   // Every entry, most recently used first; empty when not listable().
   virtual std::vector<TierItem> list() const { return {}; }
+  // The stored bytes of the entry listed under `key` (a listable tier's list()); false
+  // when it is gone or unreadable. Not validated beyond what put() of another tier
+  // checks (its header): readers validate the whole entry.
+  virtual bool read_item(uint64_t /*key*/, std::vector<uint8_t>* /*bytes*/) { return false; }
+
+  // Whether the tier was usable at its last operation. Lock-free (an HTTP thread asks
+  // while the worker may hold the tier's lock); local tiers: always.
+  virtual bool reachable() const { return true; }
+  // A shared store's generation: a nonzero value that changes when the store lost its
+  // contents since the last call saw it (a restart that came back empty, a flush);
+  // 0 when it cannot be told now (unreachable) or the tier has no such notion (local
+  // tiers). May do I/O: called on the worker thread.
+  virtual uint64_t generation() { return 0; }
 };
 
 }  // namespace pc

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <random>
+#include <string_view>
 #include <vector>
 
 #include "gguf/error.h"
@@ -100,6 +102,7 @@ void RedisTier::disconnect() {
   if (ctx_) redisFree(ctx_);
   ctx_ = nullptr;
   stats_.connected = false;
+  up_.store(false);
 }
 
 // Drops the connection, counts the error and schedules the next attempt.
@@ -141,6 +144,7 @@ bool RedisTier::ensure_connected() {
   backoff_ms_ = 0;
   ++stats_.connects;
   stats_.connected = true;
+  up_.store(true);
   return true;
 }
 
@@ -306,6 +310,74 @@ TierStatus RedisTier::erase(const KvNamespace& ns, const KvShape& shape, std::sp
     return TierStatus::kUnavailable;
   }
   return r->type == REDIS_REPLY_INTEGER && r->integer > 0 ? TierStatus::kOk : TierStatus::kMiss;
+}
+
+TierStatus RedisTier::set_value(const std::string& name, std::span<const uint8_t> bytes, int64_t ttl_seconds) {
+  const std::string ttl = std::to_string(ttl_seconds > 0 ? ttl_seconds : int64_t(opt_.ttl_seconds));
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!ensure_connected()) {
+    ++stats_.unavailable;
+    return TierStatus::kUnavailable;
+  }
+  Reply r = command(ctx_, {arg("SET"), arg(name), {reinterpret_cast<const char*>(bytes.data()), bytes.size()},
+                           arg("EX"), arg(ttl)});
+  if (!r) {
+    fail("SET");
+    return TierStatus::kUnavailable;
+  }
+  if (r->type == REDIS_REPLY_ERROR) {
+    ++stats_.errors;
+    last_error_ = std::string("SET: ") + r->str;
+    return TierStatus::kIoError;
+  }
+  return TierStatus::kOk;
+}
+
+TierStatus RedisTier::get_value(const std::string& name, std::vector<uint8_t>* bytes) {
+  const std::string ttl = std::to_string(opt_.ttl_seconds);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!ensure_connected()) {
+    ++stats_.unavailable;
+    return TierStatus::kUnavailable;
+  }
+  const char* get_argv[] = {"GET", name.c_str()};
+  const size_t get_lens[] = {3, name.size()};
+  const char* exp_argv[] = {"EXPIRE", name.c_str(), ttl.c_str()};
+  const size_t exp_lens[] = {6, name.size(), ttl.size()};
+  redisAppendCommandArgv(ctx_, 2, get_argv, get_lens);
+  redisAppendCommandArgv(ctx_, 3, exp_argv, exp_lens);
+  void* raw = nullptr;
+  Reply value(redisGetReply(ctx_, &raw) == REDIS_OK ? static_cast<redisReply*>(raw) : nullptr);
+  raw = nullptr;
+  Reply expire(value && redisGetReply(ctx_, &raw) == REDIS_OK ? static_cast<redisReply*>(raw) : nullptr);
+  if (!value || !expire) {
+    fail("GET");
+    return TierStatus::kUnavailable;
+  }
+  if (value->type != REDIS_REPLY_STRING) return TierStatus::kMiss;
+  bytes->assign(value->str, value->str + value->len);
+  return TierStatus::kOk;
+}
+
+uint64_t RedisTier::generation() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!ensure_connected()) {
+    ++stats_.unavailable;
+    return 0;
+  }
+  std::random_device rd;
+  const std::string fresh = key_hex((uint64_t(rd()) << 32 | rd()) | 1);
+  Reply set = command(ctx_, {arg("SET"), arg(kGenerationKey), arg(fresh), arg("NX")});
+  Reply get = set ? command(ctx_, {arg("GET"), arg(kGenerationKey)}) : nullptr;
+  if (!set || !get) {
+    fail("generation");
+    return 0;
+  }
+  if (get->type != REDIS_REPLY_STRING) return 0;
+  uint64_t g = 0;
+  if (!parse_key_hex(std::string_view(get->str, get->len), &g) || g == 0)
+    g = std::hash<std::string_view>{}(std::string_view(get->str, get->len)) | 1;
+  return g;
 }
 
 TierStats RedisTier::stats() const {

@@ -20,6 +20,17 @@
 // Writing to a socket the server closed raises SIGPIPE; the constructor ignores SIGPIPE
 // process-wide when it still has its default action (as servers do).
 //
+// Generation. generation() reads the marker key "pc:generation" (no TTL), first SET NX
+// to a random 16-hex-digit value when missing, so every server behind one Redis reads
+// the same value until Redis loses its keys (a restart without persistence, FLUSHALL),
+// and a new value after that: KvTiers compares it to the one it saw last and writes its
+// resident entries again (engine/kv_tiers.h). Evicting the marker (allkeys-lru under
+// memory pressure) reads as a loss too, which costs a rewrite and nothing else.
+//
+// Other values. set_value / get_value store opaque bytes under a caller's key name
+// (the shared reply memory, server/reply_store.h: "pc:reply:<hex>"), with the same
+// TTL rules as entries (a hit re-arms it).
+//
 // Thread-safe: calls serialize on one mutex (meant to be driven from a TierWorker).
 //
 // stats(): connected, ttl_seconds; entries, bytes and capacity unknown (-1: the
@@ -27,6 +38,7 @@
 // answered kUnavailable: no connection to be had), "connects" (successful connections,
 // the first one included).
 #pragma once
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <mutex>
@@ -78,8 +90,16 @@ class RedisTier final : public KvTier {
                             int32_t min_length = 1) override;
   TierStatus erase(const KvNamespace& ns, const KvShape& shape, std::span<const int32_t> tokens);
 
+  // Opaque bytes under `name`, SET with EX ttl_seconds (the tier's when <= 0).
+  TierStatus set_value(const std::string& name, std::span<const uint8_t> bytes, int64_t ttl_seconds = 0);
+  // kOk with *bytes filled, kMiss, or kUnavailable; a hit re-arms the tier's TTL.
+  TierStatus get_value(const std::string& name, std::vector<uint8_t>* bytes);
+
   const char* name() const override { return "redis"; }
   TierStats stats() const override;
+  bool reachable() const override { return up_.load(std::memory_order_relaxed); }
+  uint64_t generation() override;
+  static constexpr const char* kGenerationKey = "pc:generation";
   const RedisTierOptions& options() const { return opt_; }
   static std::string key_name(uint64_t key);  // "pc:kv:<hex>"
 
@@ -108,6 +128,7 @@ class RedisTier final : public KvTier {
     bool connected = false;
   };
   Counters stats_;
+  std::atomic<bool> up_{false};  // stats_.connected, readable without mu_
 };
 
 }  // namespace pc

@@ -12,7 +12,8 @@ struct TierOptions {
   bool disk_fsync = true;                       // crash-safe writes (tests turn it off)
   std::string redis_url;                        // --redis redis://host:port/db
   int redis_ttl_seconds = 3600;                 // --redis-ttl
-  int max_pending_writes = 8;                   // write-through beyond this is skipped
+  int max_pending_writes = 8;                   // write-through beyond this waits (deferred)
+  int check_interval_ms = 1000;                 // how often shared tiers' generation is read
   bool enabled() const { return !disk_dir.empty() || !redis_url.empty(); }
 };
 

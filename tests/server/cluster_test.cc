@@ -7,6 +7,14 @@
 // request fails, its sessions move to the others and reuse their earlier turns' KV
 // from Redis, they stay where they moved once HAProxy marked it down, and no other
 // session moves.
+//
+// Chat sessions across the same topology, against a single-server reference run of the
+// same trace: sessions of a killed server move and their next turns splice their
+// replies from the shared reply memory and find their KV in Redis (same greedy text,
+// cached tokens within a page of the reference's); the killed server, restarted,
+// receives new sessions; Redis killed and restarted empty loses nothing that fails, and
+// the servers write their resident entries and replies again, so sessions cached
+// before the restart move with full reuse. No write-through is ever dropped.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -19,6 +27,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <regex>
 #include <set>
@@ -301,7 +310,257 @@ TEST(Cluster, SessionsStickAndMoveOnlyFromAKilledServer) {
   for (int i = 0; i < 3; ++i)
     if (i != vi) new_hits += redis_hits(*servers[i]) - hits_before[i];
   EXPECT_GE(new_hits, moved) << "the moved sessions' KV did not come from Redis";
+  for (int i = 0; i < 3; ++i) {
+    if (i == vi) continue;
+    auto c = servers[i]->client();
+    EXPECT_EQ(get(c, "/v1/cache/stats").body["tiers"].value("writes_skipped", -1), 0) << "pc" << i + 1;
+  }
   EXPECT_FALSE(ha.exited()) << read_file(dir + "/haproxy.log");
+}
+
+// A chat session of the trace: its messages so far and the key HAProxy routes it by.
+struct Chat {
+  std::string key;
+  json messages = json::array();
+  std::string owner;  // the member that answered its last turn
+};
+
+// What one chat turn reported.
+struct ChatTurn {
+  bool ok = false;
+  std::string server, text, reason;
+  int64_t cached = 0;
+  int64_t spliced = -1;
+};
+
+std::string user_message(const Chat& c, size_t turn) {
+  return "Turn " + std::to_string(turn) + " of " + c.key + ": tell me what happened to the little " +
+         std::string(kNames[turn % 20]) + " at the " + kPlaces[turn % 5] + ".";
+}
+
+// Sends the session's next turn (its next user message) to `port`, retried as send_turn
+// does; on success appends the user message and the reply to the session.
+ChatTurn chat_turn(int port, Chat& c, bool routed) {
+  ChatTurn t;
+  json messages = c.messages;
+  messages.push_back({{"role", "user"}, {"content", user_message(c, messages.size() / 2)}});
+  const json body = {{"messages", messages}, {"max_tokens", 8}, {"temperature", 0}, {"ignore_eos", true}};
+  httplib::Headers h;
+  if (routed) h.emplace("X-Session-Id", c.key);
+  for (int attempt = 0; attempt < 5 && !t.ok; ++attempt) {
+    httplib::Client cl("127.0.0.1", port);
+    cl.set_read_timeout(60);
+    const httplib::Result r = cl.Post("/v1/chat/completions", h, body.dump(), "application/json");
+    if (!r || r->status != 200) {
+      std::this_thread::sleep_for(100ms);
+      continue;
+    }
+    const json j = json::parse(r->body, nullptr, false);
+    if (!j.is_object()) continue;
+    t.ok = true;
+    t.server = r->get_header_value("X-Promptcache-Server");
+    t.text = j["choices"][0]["message"]["content"];
+    t.cached = j["usage"]["prompt_tokens_details"]["cached_tokens"];
+    const json& pc = j["promptcache"];
+    t.spliced = pc.value("spliced_replies", int64_t(-1));
+    t.reason = pc["reason"].is_string() ? pc["reason"].get<std::string>() : "";
+  }
+  if (t.ok) {
+    messages.push_back({{"role", "assistant"}, {"content", t.text}});
+    c.messages = std::move(messages);
+    if (!t.server.empty()) c.owner = t.server;
+  }
+  return t;
+}
+
+std::vector<std::string> chat_server_args(const std::string& redis_url, int port = 0) {
+  std::vector<std::string> a = {"-m", shared_path("models/stories260K.gguf"), "--chat-template-file",
+                                shared_path("templates/Qwen-Qwen2.5-7B-Instruct.jinja"), "--threads", "1",
+                                "--kv-memory", "64MiB"};
+  if (!redis_url.empty()) a.insert(a.end(), {"--redis", redis_url});
+  if (port) a.insert(a.end(), {"--port", std::to_string(port)});
+  return a;
+}
+
+json cache_stats(ServeProcess& srv) {
+  auto c = srv.client();
+  return get(c, "/v1/cache/stats").body;
+}
+
+// Polls `ok` every 50 ms for up to `seconds`; whether it held.
+bool eventually(double seconds, const std::function<bool()>& ok) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < until) {
+    if (ok()) return true;
+    std::this_thread::sleep_for(50ms);
+  }
+  return ok();
+}
+
+TEST(Cluster, MovedChatSessionsSpliceTheirRepliesAcrossKillsAndARedisRestart) {
+  constexpr int kSessions = 8, kTurns = 6;
+  std::vector<Chat> base(kSessions);
+  for (int i = 0; i < kSessions; ++i) base[i].key = "chat-" + std::to_string(i);
+
+  // The reference: every session's turns on one server, no tier.
+  std::vector<std::vector<ChatTurn>> ref(kSessions);
+  {
+    ServeProcess one(chat_server_args(""));
+    std::vector<Chat> chats = base;
+    for (int turn = 0; turn < kTurns; ++turn)
+      for (int i = 0; i < kSessions; ++i) {
+        ref[i].push_back(chat_turn(one.port(), chats[i], false));
+        ASSERT_TRUE(ref[i].back().ok) << chats[i].key << " turn " << turn << " on the reference server";
+      }
+    // The trace exercises splicing: later turns resend replies the server generated.
+    EXPECT_EQ(ref[0][2].spliced, 2);
+    EXPECT_EQ(ref[0][2].reason, "");
+  }
+
+  RedisServer redis;
+  ASSERT_TRUE(redis.available()) << "redis-server is not installed (scripts/setup.sh installs it)";
+  ASSERT_TRUE(redis.running());
+  std::vector<std::unique_ptr<ServeProcess>> servers;
+  for (int i = 0; i < 3; ++i) servers.push_back(std::make_unique<ServeProcess>(chat_server_args(redis.url())));
+  std::vector<int> ports;
+  for (auto& s : servers) ports.push_back(s->port());
+  const std::string dir = temp_dir();
+  const int front = free_port();
+  std::string haproxy, cfg;
+  write_haproxy_config(dir, front, ports, &haproxy, &cfg);
+  if (HasFatalFailure()) return;
+  HaproxyProcess ha(haproxy, cfg, dir + "/haproxy.log");
+  ASSERT_TRUE(eventually(10, [&] {
+    httplib::Client c("127.0.0.1", front);
+    const httplib::Result r = c.Get("/health");
+    return r && r->status == 200;
+  })) << read_file(dir + "/haproxy.log");
+
+  std::vector<Chat> chats = base;
+  // Checks a turn against the reference; `moved`: it ran where the session had not been.
+  auto check = [&](int i, int turn, const ChatTurn& t, bool moved) {
+    ASSERT_TRUE(t.ok) << chats[i].key << " turn " << turn;
+    const ChatTurn& r = ref[i][turn];
+    EXPECT_EQ(t.text, r.text) << chats[i].key << " turn " << turn << " on " << t.server;
+    EXPECT_EQ(t.spliced, r.spliced) << chats[i].key << " turn " << turn;
+    EXPECT_EQ(t.reason, r.reason) << chats[i].key << " turn " << turn;
+    // From Redis, KV comes in page-aligned entries (16 tokens): within a page.
+    EXPECT_GE(t.cached, moved ? r.cached - 16 : r.cached) << chats[i].key << " turn " << turn;
+  };
+  int turn = 0;
+  for (; turn < 2; ++turn)
+    for (int i = 0; i < kSessions; ++i) check(i, turn, chat_turn(front, chats[i], true), false);
+  if (HasFatalFailure()) return;
+
+  // Kill the member with the most sessions; once HAProxy marked it down its sessions
+  // move, and their turns splice replies generated on the dead server.
+  std::map<std::string, int> on;
+  for (const Chat& c : chats) ++on[c.owner];
+  std::string victim = on.begin()->first;
+  for (const auto& [srv, n] : on)
+    if (n > on[victim]) victim = srv;
+  const int vi = std::stoi(victim.substr(2)) - 1;
+  ::kill(servers[vi]->pid(), SIGKILL);
+  servers[vi]->wait_exit(5);
+  std::this_thread::sleep_for(800ms);  // down after 2 failed checks (~0.4 s)
+  int moved = 0;
+  for (int i = 0; i < kSessions; ++i) {
+    const bool was_there = chats[i].owner == victim;
+    const ChatTurn t = chat_turn(front, chats[i], true);
+    check(i, turn, t, was_there);
+    EXPECT_NE(t.server, victim);
+    moved += was_there;
+  }
+  ++turn;
+  EXPECT_EQ(moved, on[victim]);
+  ASSERT_GE(moved, 1);
+  if (HasFatalFailure()) return;
+
+  // Redis dies: every turn is still served (from memory, where each session now is);
+  // the servers say Redis is down.
+  redis.kill();
+  for (int i = 0; i < kSessions; ++i) check(i, turn, chat_turn(front, chats[i], true), false);
+  ++turn;
+  for (int k = 0; k < 3; ++k) {
+    if (k == vi) continue;
+    EXPECT_TRUE(eventually(5, [&] {
+      auto c = servers[k]->client();
+      return get(c, "/health").body.value("redis", "") == "down";
+    })) << "pc" << k + 1;
+  }
+  // Restarted empty: each server notices and writes its resident entries and replies again.
+  ASSERT_TRUE(redis.start());
+  for (int k = 0; k < 3; ++k) {
+    if (k == vi) continue;
+    EXPECT_TRUE(eventually(10, [&] {
+      const json st = cache_stats(*servers[k]);
+      return st["tiers"].value("tier_resets", 0) >= 1 && st["conversation_memory"]["shared"].value("resets", 0) >= 1;
+    })) << "pc" << k + 1 << " did not notice the Redis restart";
+    EXPECT_TRUE(eventually(10, [&] { return cache_stats(*servers[k])["tiers"].value("in_flight", 1) == 0; }));
+  }
+  std::this_thread::sleep_for(300ms);  // the replies' stores (a queue of their own)
+  // Every session's next turn straight to the other live member: the KV and replies it
+  // finds there were written to Redis again after its restart.
+  for (int i = 0; i < kSessions; ++i) {
+    const int own = std::stoi(chats[i].owner.substr(2)) - 1;
+    int other = (own + 1) % 3;
+    if (other == vi) other = (other + 1) % 3;
+    check(i, turn, chat_turn(ports[other], chats[i], false), true);
+  }
+  ++turn;
+  if (HasFatalFailure()) return;
+
+  // Restarted on its port, the killed server rejoins: new sessions reach it, and the
+  // sessions the hash ring gives back to it resume there from Redis.
+  servers[vi] = std::make_unique<ServeProcess>(chat_server_args(redis.url(), ports[vi]));
+  std::this_thread::sleep_for(600ms);  // up after one good check
+  int new_on_victim = 0;
+  for (int i = 0; i < 16; ++i) {
+    Chat c;
+    c.key = "new-" + std::to_string(i);
+    const ChatTurn t = chat_turn(front, c, true);
+    ASSERT_TRUE(t.ok) << c.key;
+    new_on_victim += t.server == victim;
+  }
+  EXPECT_GE(new_on_victim, 1) << "no new session reached the restarted " << victim;
+  int back = 0;
+  for (int i = 0; i < kSessions; ++i) {
+    const ChatTurn t = chat_turn(front, chats[i], true);
+    check(i, turn, t, t.server == victim);
+    back += t.server == victim;
+  }
+  ++turn;
+  EXPECT_EQ(back, moved) << "the ring gives " << victim << " its sessions back";
+  ASSERT_EQ(turn, kTurns);
+  for (auto& s : servers) {
+    const json st = cache_stats(*s);
+    EXPECT_EQ(st["tiers"].value("writes_skipped", -1), 0) << "port " << s->port();
+    EXPECT_GE(st["tiers"].value("writes", 0), 1) << "port " << s->port();
+  }
+  EXPECT_FALSE(ha.exited()) << read_file(dir + "/haproxy.log");
+}
+
+// --redis naming a server that is not there: the server starts, warns, serves, and says
+// Redis is down in /health (still 200) and /metrics until Redis comes up.
+TEST(Cluster, UnreachableRedisIsReportedAndServingGoesOn) {
+  RedisServer redis;
+  ASSERT_TRUE(redis.available()) << "redis-server is not installed (scripts/setup.sh installs it)";
+  redis.kill();
+  ServeProcess srv(chat_server_args(redis.url()));
+  EXPECT_NE(read_file(srv.log_path()).find("Redis at " + redis.url() + " is unreachable"), std::string::npos)
+      << read_file(srv.log_path());
+  auto c = srv.client();
+  const Reply h = get(c, "/health");
+  EXPECT_EQ(h.status, 200);
+  EXPECT_EQ(h.body.value("redis", ""), "down");
+  EXPECT_NE(get(c, "/metrics").raw.find("promptcache_redis_up 0"), std::string::npos);
+  Chat chat;
+  chat.key = "alone";
+  EXPECT_TRUE(chat_turn(srv.port(), chat, false).ok);
+  EXPECT_TRUE(chat_turn(srv.port(), chat, false).ok);
+  ASSERT_TRUE(redis.start());
+  EXPECT_TRUE(eventually(6, [&] { return get(c, "/health").body.value("redis", "") == "up"; }));
+  EXPECT_NE(get(c, "/metrics").raw.find("promptcache_redis_up 1"), std::string::npos);
 }
 
 // A body beyond HAProxy's buffer still reaches a server whole (routed without its body

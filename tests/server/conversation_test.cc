@@ -2,8 +2,11 @@
 // chat with a remembered reply spliced in.
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "gguf/gguf.h"
 #include "server/conversation.h"
+#include "server/reply_store.h"
 #include "template/chat_template.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
@@ -120,6 +123,69 @@ TEST(Conversation, ToolCallTurnSplicedByCallId) {
   json odd = messages;
   odd[1]["tool_calls"][0]["function"]["arguments"] = "not json";
   EXPECT_EQ(server::parse_tool_arguments(odd)[1]["tool_calls"][0]["function"]["arguments"], "not json");
+}
+
+// A reply store in a map, standing in for Redis.
+class MapStore : public server::ReplyStore {
+ public:
+  std::optional<server::RememberedReply> load(const std::string& key) override {
+    ++loads;
+    auto it = values.find(key);
+    if (it == values.end()) return std::nullopt;
+    return server::decode_reply(key, it->second);
+  }
+  void store(const std::string& key, const server::RememberedReply& r) override {
+    ++stores;
+    values[key] = server::encode_reply(key, r);
+  }
+  std::map<std::string, std::vector<uint8_t>> values;
+  int loads = 0, stores = 0;
+};
+
+// Replies one server remembered are found by another through the shared store (and
+// kept locally after that); reshare() stores them all again.
+TEST(Conversation, SharedStoreAnswersALocalMiss) {
+  MapStore shared;
+  server::ConversationMemory a, b;
+  a.set_shared(&shared);
+  b.set_shared(&shared);
+  server::RememberedReply r;
+  r.ids = {5, 6, 7};
+  r.tail = "!";
+  r.context = {1, 2, 3, 4};
+  r.kv_tokens = 6;
+  a.remember("tenant", "Once upon a time", r);
+  a.remember_calls("tenant", {"call_1", "call_2"}, r);
+  EXPECT_EQ(shared.stores, 2);
+  const auto found = b.find("tenant", "Once upon a time");
+  ASSERT_TRUE(found);
+  EXPECT_EQ(found->ids, r.ids);
+  EXPECT_EQ(found->tail, r.tail);
+  EXPECT_EQ(found->context, r.context);
+  EXPECT_EQ(found->kv_tokens, r.kv_tokens);
+  EXPECT_TRUE(b.find_calls("tenant", {"call_1", "call_2"}));
+  EXPECT_FALSE(b.find_calls("tenant", {"call_1"}));
+  EXPECT_FALSE(b.find("other tenant", "Once upon a time"));  // namespaced
+  const int loads = shared.loads;
+  EXPECT_TRUE(b.find("tenant", "Once upon a time"));  // now local
+  EXPECT_EQ(shared.loads, loads);
+  EXPECT_EQ(b.size(), 2u);
+  shared.values.clear();  // the store lost everything
+  a.reshare();
+  EXPECT_EQ(shared.values.size(), 2u);
+}
+
+// A stored value read under another key, or cut short, is no reply.
+TEST(Conversation, ReplyValuesAreCheckedWhenDecoded) {
+  server::RememberedReply r;
+  r.ids = {9, 8};
+  r.context = {1};
+  const std::vector<uint8_t> v = server::encode_reply("k1", r);
+  EXPECT_TRUE(server::decode_reply("k1", v));
+  EXPECT_FALSE(server::decode_reply("k2", v));
+  for (size_t n = 0; n < v.size(); ++n)
+    EXPECT_FALSE(server::decode_reply("k1", std::vector<uint8_t>(v.begin(), v.begin() + n))) << n;
+  EXPECT_NE(server::RedisReplyStore::key_name("model-a", "k1"), server::RedisReplyStore::key_name("model-b", "k1"));
 }
 
 }  // namespace

@@ -26,7 +26,9 @@ std::string shared_path(const std::string& rel) { return shared_dir() + "/" + re
 
 ServeProcess::ServeProcess(std::vector<std::string> args) {
   log_ = temp_dir() + "/serve.log";
-  std::vector<std::string> argv = {promptcache_path(), "serve", "--port", "0"};
+  std::vector<std::string> argv = {promptcache_path(), "serve"};
+  // Port 0 (any free one) unless the test names one (a restart on the same port).
+  if (std::find(args.begin(), args.end(), "--port") == args.end()) argv.insert(argv.end(), {"--port", "0"});
   // Tests run in parallel (ctest -j): two compute threads per server unless a
   // test asks otherwise, not every core of the machine each.
   if (std::find(args.begin(), args.end(), "--threads") == args.end() &&
