@@ -39,6 +39,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -191,7 +192,8 @@ struct TraceResult {
   std::string label;
   int servers = 0;
   bool redis = false, affinity = false;
-  int64_t requests = 0, errors = 0, prompt_tokens = 0, cached_tokens = 0, unknown_replies = 0;
+  int64_t requests = 0, errors = 0, prompt_tokens = 0, cached_tokens = 0;
+  int64_t replies_resent = 0, replies_spliced = 0;  // assistant messages sent back; spliced as generated
   double elapsed_s = 0;
   std::vector<double> ttft_ms;
   std::string first_error;
@@ -255,7 +257,8 @@ std::string chat_turn(int port, const json& messages, int max_tokens, TraceResul
   ++r.requests;
   r.prompt_tokens += usage.value("prompt_tokens", 0);
   r.cached_tokens += usage.value("prompt_tokens_details", json::object()).value("cached_tokens", 0);
-  if (pc.is_object() && pc.value("reason", json()).is_string() && pc["reason"] == "unknown_reply") ++r.unknown_replies;
+  for (const json& m : messages) r.replies_resent += m.value("role", "") == "assistant";
+  if (pc.is_object()) r.replies_spliced += pc.value("spliced_replies", int64_t(0));
   if (ttft >= 0) r.ttft_ms.push_back(ttft);
   return text;
 }
@@ -403,7 +406,7 @@ std::string default_trace_model(const std::string& dir) {
 }
 
 int run_bench_cluster(const ClusterArgs& a) {
-  std::signal(SIGPIPE, SIG_IGN);
+  ::signal(SIGPIPE, SIG_IGN);
   std::unique_ptr<LocalRedis> local;
   std::string redis = a.redis_url;
   if (redis.empty()) {
@@ -426,20 +429,21 @@ int run_bench_cluster(const ClusterArgs& a) {
     runs.push_back(run_trace(a, model, "affinity", a.servers, "", true));
     if (!redis.empty()) runs.push_back(run_trace(a, model, "affinity + Redis", a.servers, fresh_db(redis, 2), true));
     const double ideal = double(std::max<int64_t>(1, runs[0].computed()));
-    std::printf("%-22s %8s %9s %10s %9s %8s %12s %12s %7s %7s\n", "run", "requests", "computed", "vs ideal",
-                "hit rate", "req/s", "TTFT p50 ms", "TTFT p99 ms", "errors", "unknown");
+    std::printf("%-22s %8s %9s %10s %9s %8s %12s %12s %7s %8s\n", "run", "requests", "computed", "vs ideal",
+                "hit rate", "req/s", "TTFT p50 ms", "TTFT p99 ms", "errors", "spliced");
     for (const TraceResult& r : runs) {
       const double hit = r.prompt_tokens ? double(r.cached_tokens) / double(r.prompt_tokens) : 0;
-      std::printf("%-22s %8lld %9lld %9.2fx %8.1f%% %8.2f %12.1f %12.1f %7lld %7lld\n", r.label.c_str(),
+      std::printf("%-22s %8lld %9lld %9.2fx %8.1f%% %8.2f %12.1f %12.1f %7lld %7.1f%%\n", r.label.c_str(),
                   (long long)r.requests, (long long)r.computed(), double(r.computed()) / ideal, 100 * hit,
                   r.elapsed_s > 0 ? double(r.requests) / r.elapsed_s : 0, r.percentile(0.5), r.percentile(0.99),
-                  (long long)r.errors, (long long)r.unknown_replies);
+                  (long long)r.errors,
+                  r.replies_resent ? 100.0 * double(r.replies_spliced) / double(r.replies_resent) : 0.0);
       out["trace"].push_back({{"label", r.label}, {"servers", r.servers}, {"redis", r.redis},
                               {"affinity", r.affinity}, {"requests", r.requests}, {"errors", r.errors},
                               {"prompt_tokens", r.prompt_tokens}, {"cached_tokens", r.cached_tokens},
                               {"computed_tokens", r.computed()}, {"computed_vs_ideal", double(r.computed()) / ideal},
                               {"hit_rate", r.prompt_tokens ? double(r.cached_tokens) / double(r.prompt_tokens) : 0.0},
-                              {"unknown_replies", r.unknown_replies},
+                              {"replies_resent", r.replies_resent}, {"replies_spliced", r.replies_spliced},
                               {"requests_per_s", r.elapsed_s > 0 ? double(r.requests) / r.elapsed_s : 0},
                               {"ttft_p50_ms", r.percentile(0.5)}, {"ttft_p99_ms", r.percentile(0.99)},
                               {"first_error", r.first_error.empty() ? json(nullptr) : json(r.first_error)}});
@@ -450,7 +454,7 @@ int run_bench_cluster(const ClusterArgs& a) {
     out["turns"] = a.turns;
     out["clients"] = a.clients;
     out["model"] = model;
-    std::printf("(unknown: turns whose resent reply the server did not know, so it was re-tokenized)\n\n");
+    std::printf("(spliced: resent replies the server knew the generated ids of; the others were re-tokenized)\n\n");
   }
   if (a.promotion && !a.history.empty() && !redis.empty()) {
     std::printf("promotion from Redis vs recomputation (TTFT of the same prompt, --threads %d):\n",

@@ -122,7 +122,7 @@ void KvTiers::flush() {
   pump();
   while (worker_->in_flight() > 0 || !deferred_.empty() || !copies_.empty()) {
     worker_->wait_ready(100);
-    worker_->poll();
+    poll();  // completions, then the next deferred writes and copies
   }
 }
 
@@ -249,7 +249,7 @@ void KvTiers::pump() {
 }
 
 void KvTiers::tick() {
-  pump();
+  poll();
   const auto now = std::chrono::steady_clock::now();
   if (checking_ || now < next_check_) return;
   next_check_ = now + std::chrono::milliseconds(opt_.check_interval_ms);

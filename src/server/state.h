@@ -16,6 +16,7 @@
 #include "model/model.h"
 #include "server/conversation.h"
 #include "server/metrics.h"
+#include "server/reply_store.h"
 #include "server/scheduler.h"
 #include "server/server.h"
 #include "server/tool_calls.h"
@@ -27,8 +28,6 @@ struct SchemaLayout;
 }  // namespace pc::pml
 
 namespace pc::server {
-
-class RedisReplyStore;
 
 // A PML schema registered with PUT /v1/schemas/{name}.
 struct SchemaEntry {

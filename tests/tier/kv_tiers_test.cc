@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <map>
 #include <stdexcept>
 
@@ -51,6 +52,11 @@ class MapTier final : public KvTier {
       if (TierLookup r = get(ns, shape, tokens.first(size_t(k.length))); r.hit()) return r;
     return {};
   }
+  uint64_t generation() override { return gen; }
+  void clear() { items_.clear(); }
+  size_t size() const { return items_.size(); }
+  std::atomic<uint64_t> gen{0};  // 0: no generations (a local tier)
+
   TierStats stats() const override {
     TierStats s;
     s.name = name();
@@ -189,6 +195,45 @@ TEST_F(KvTiersTest, SynchronousFormsStillWork) {
   EXPECT_FALSE(t.load_module(small_ns(), 6, tokens, ranges, &got, &hold));
   EXPECT_THROW(t.load_module(small_ns(), 5, tokens, {{0, 41}}, &got, &hold), std::invalid_argument);
   EXPECT_THROW(t.save_module(small_ns(), 5, std::span(tokens).first(39), segments()), std::invalid_argument);
+}
+
+// Beyond max_pending_writes, writes wait (deferred) instead of being dropped; a tier
+// whose generation changes (Redis restarted empty) gets every prefix memory holds again.
+TEST_F(KvTiersTest, DeferredWritesAllLandAndALostTierIsWrittenAgain) {
+  auto owned = std::make_unique<MapTier>();
+  MapTier* map = owned.get();
+  std::vector<std::unique_ptr<KvTier>> list;
+  list.push_back(std::move(owned));
+  TierOptions o;
+  o.max_pending_writes = 1;
+  o.check_interval_ms = 0;
+  KvTiers t(std::move(list), o, pool, index);
+  std::vector<std::vector<int32_t>> prefixes;
+  for (int k = 0; k < 4; ++k) {
+    prefixes.push_back(test::token_run(16, 1000 + 100 * k));
+    PageTable p(pool);
+    ASSERT_TRUE(p.prepare_append(16));
+    index.insert(small_ns(), prefixes.back(), p);
+  }
+  for (const auto& p : prefixes) EXPECT_EQ(t.save_prefix(small_ns(), p), 16);
+  t.flush();
+  EXPECT_EQ(t.stats().writes, 4);
+  EXPECT_EQ(t.stats().writes_deferred, 3);  // one in flight at a time
+  EXPECT_EQ(t.stats().writes_skipped, 0);
+  EXPECT_EQ(map->size(), 4u);
+
+  map->gen = 1;  // first sight: nothing to do
+  t.tick();
+  t.flush();
+  EXPECT_EQ(t.stats().tier_resets, 0);
+  map->clear();  // the store lost everything, and says so
+  map->gen = 2;
+  t.tick();
+  t.flush();
+  EXPECT_EQ(t.stats().tier_resets, 1);
+  EXPECT_EQ(t.stats().rewritten, 4);
+  EXPECT_EQ(map->size(), 4u);
+  EXPECT_EQ(t.stats().writes_skipped, 0);
 }
 
 TEST_F(KvTiersTest, LookupGoesDownTheListAndCopiesUp) {
