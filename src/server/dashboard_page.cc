@@ -23,6 +23,7 @@ table{border-collapse:collapse;width:100%}
 th,td{text-align:left;padding:3px 6px;border-bottom:1px solid #e4e6eb;white-space:nowrap}
 th{font-weight:600;color:#555}
 td.num,th.num{text-align:right}
+#capacity td{white-space:normal}
 .big{font-size:22px;font-weight:600}
 .kpis{display:flex;gap:24px;flex-wrap:wrap}
 .kpi span{display:block;color:#666;font-size:11px}

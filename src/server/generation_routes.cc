@@ -130,7 +130,6 @@ void start_generation(Server::State& st, Generation& g) {
   fit_context(st, g, chat);
   g.params.gen.tenant = g.ns;
   g.prompt_tokens = int64_t(g.params.gen.prompt.size());
-  g.trace = RequestTrace::current();
   g.meta = new_meta(st.model_id, chat);
   g.job = std::make_shared<Job>(g.params.gen, g.params.stops, st.model->tokenizer());
   submit(st, g);
@@ -479,6 +478,7 @@ void submit(Server::State& st, Generation& g) {
   // Counted before the draining check: begin_drain() sets the flag and then waits for
   // the count, so a request either sees the flag or is waited for.
   g.in_flight = st.track_generation();
+  g.trace = RequestTrace::current();
   if (st.draining.load())
     throw ApiError(503, "server_error",
                    "the server is shutting down (draining); send new requests to another server", "",
