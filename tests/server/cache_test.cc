@@ -254,8 +254,10 @@ TEST(ServerCache, NamespaceMetrics) {
   post(c, "/v1/completions", req);
   // The label is each namespace's keyed hash, never its name (the cache API gives it).
   std::map<std::string, std::string> label;
-  for (const json& ns : get(c, "/v1/cache/entries").body["namespaces"]) label[ns["namespace"]] = ns["metrics_label"];
-  ASSERT_EQ(label.count("salt:A"), 1u);
+  const Reply listing = get(c, "/v1/cache/entries");
+  for (const json& ns : listing.body["namespaces"])
+    label[ns["namespace"].get<std::string>()] = ns["metrics_label"].get<std::string>();
+  ASSERT_EQ(label.count("salt:A"), 1u) << listing.raw;
   ASSERT_EQ(label.count("salt:B"), 1u);
   EXPECT_NE(label["salt:A"], label["salt:B"]);
   const std::string a = "{namespace=\"" + label["salt:A"] + "\",tier=\"memory\"}";
