@@ -33,7 +33,7 @@ try:
 
     matplotlib.use("Agg")  # files only, no display
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
+    from matplotlib.ticker import MaxNLocator, ScalarFormatter
 except ImportError:
     sys.exit("plot_bench: matplotlib is missing: apt-get install python3-matplotlib "
              "(scripts/setup.sh), and run this with /usr/bin/python3")
@@ -86,7 +86,8 @@ def plot(name):
 
 
 def figure(ncols, title, nrows=1, width=5.2, height=3.8):
-    fig, axes = plt.subplots(nrows, ncols, figsize=(width * ncols, height * nrows), squeeze=False)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(width * ncols, height * nrows), squeeze=False,
+                             layout="constrained")
     fig.suptitle(title, fontsize=11)
     return fig, axes
 
@@ -99,6 +100,12 @@ def finish(ax, xlabel, ylabel, legend=True):
     ax.grid(True, alpha=0.3)
     if legend and ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=8)
+
+
+def lengths_axis(ax):
+    """A log-2 x axis of token counts, labelled in plain numbers."""
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_formatter(ScalarFormatter())
 
 
 def base(path):
@@ -129,7 +136,8 @@ def plot_prefill(d):
         if dec:
             ax[0][1].plot([p[0] for p in dec], [p[1] for p in dec], marker="o", label=k)
     for a, what in ((ax[0][0], "prompt tokens/s"), (ax[0][1], "decode tokens/s")):
-        a.set_xscale("log", base=2)
+        lengths_axis(a)
+        a.set_yscale("log")
         finish(a, "prompt length (tokens)", what)
     if not ax[0][1].lines:
         ax[0][1].text(0.5, 0.5, "no decode (--decode 0)", ha="center", transform=ax[0][1].transAxes)
@@ -199,7 +207,7 @@ def plot_modules(d):
         ax[0][1].annotate(f"{p[3]:.1f}x", (xi, p[3]), textcoords="offset points", xytext=(0, 5), ha="center", fontsize=8)
     ax[0][1].set_ylim(bottom=0)
     for a in ax[0]:
-        a.set_xscale("log", base=2)
+        lengths_axis(a)
     finish(ax[0][0], "document length (tokens)", "TTFT (ms)")
     finish(ax[0][1], "document length (tokens)", "speed-up (full / cached)", legend=False)
     return fig
@@ -260,7 +268,6 @@ def plot_tiers(d):
         a.set_xticks(range(len(names)), names, rotation=20, ha="right", fontsize=8)
         a.margins(y=0.2)
         finish(a, "", ylabel, legend=False)
-    fig.tight_layout()
     return fig
 
 
