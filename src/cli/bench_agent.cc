@@ -344,10 +344,11 @@ int run_bench_agent(const BenchAgentArgs& a) {
                                         std::to_string(si) + " turn " + std::to_string(t) + ": " + error);
         const json& pc = last.value("promptcache", json::object());
         const int64_t prompt = last["usage"].value("prompt_tokens", int64_t(0));
-        if (prompt != row->prompt) progress.clear();
-        if (prompt != row->prompt)
+        if (prompt != row->prompt) {
+          progress.clear();
           std::fprintf(stderr, "warning: session %d turn %d: %lld prompt tokens, /tokenize said %lld\n", si, t,
                        (long long)prompt, (long long)row->prompt);
+        }
         row->computed[mode] = prompt - pc.value("cached_tokens", int64_t(0)) - pc.value("approximate_tokens", int64_t(0));
         row->ttft_ms[mode] = ttft;
         progress.step("turns (session " + std::to_string(si + 1) + "/" + std::to_string(a.sessions) + ")");
