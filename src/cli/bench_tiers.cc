@@ -76,13 +76,14 @@ int run_tiers(const TiersArgs& a) {
   int64_t step = 0;
   auto running = [&](const std::string& what) { progress.set(step++, what); };
   if (a.throughput) {
+    std::printf("== restoring one entry from each tier\n");
+    std::fflush(stdout);
     running("restore throughput");
     TierBenchOptions to;
     to.n_tokens = a.throughput_tokens;
     to.dir = scratch + "/throughput";
     to.redis_url = a.redis_url;
     fs::create_directories(to.dir);
-    std::printf("== restoring one entry from each tier\n");
     const auto rows = run_tier_bench(to);
     progress.clear();
     std::printf("%s\n", format_tier_bench(to, rows).c_str());
