@@ -5,7 +5,9 @@
     scripts/plot_bench.py -o docs/bench -f svg,png a.json b.json
 
 Each file's "bench" key names the bench that wrote it; the plot of each bench is
-one function below, registered with @plot("name"). What each draws:
+one function below, registered with @plot("name"). A new bench writes "bench": NAME
+in its JSON, gets one @plot(NAME) function here, and a small recorded run as
+tests/plots/NAME.json (tests/plots requires one per plot). What each draws:
 
     prefill       prompt and decode tokens/s by prompt length, a line per kernel path
     conversation  TTFT by turn per cache, at full and at a quarter of the capacity
