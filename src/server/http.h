@@ -4,8 +4,8 @@
 
 namespace pc::server {
 
-using HttpRequest = HttpRequest;
-using HttpResponse = HttpResponse;
-using DataSink = DataSink;
+using HttpRequest = httplib::Request;
+using HttpResponse = httplib::Response;
+using DataSink = httplib::DataSink;
 
 }  // namespace pc::server
