@@ -264,7 +264,7 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
   auto visible = [&](int qi, int b) -> int {
     const int vis = ctx[qi] - blk_pos[b];
     if (vis <= 0) return -1;
-    return int(window_bits(a, kpos[b], vis < blk_len[b] ? vis : blk_len[b], int(qpos(qi))));
+    return int(window_bits(a, kpos[b], vis < blk_len[b] ? vis : blk_len[b], windowed ? int(qpos(qi)) : 0));
   };
   auto run_chunk = [&] {
     const int first = blk_pos[0], end = blk_pos[n_blk - 1] + blk_len[n_blk - 1];

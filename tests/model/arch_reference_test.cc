@@ -22,7 +22,7 @@ namespace pc {
 namespace {
 
 const std::string& arch_dir() {
-  static const std::string d = shared_dir() + "/models/arch";
+  static const std::string d = test::shared_dir() + "/models/arch";
   return d;
 }
 
