@@ -24,13 +24,13 @@ struct Shape {
 constexpr Shape kShapes[] = {
     {"smollm-135m", 576, 30, 9, 3, 1536, 0, 4096},
     {"tinyllama-1.1b", 2048, 22, 32, 4, 5632, 0, 4096},
-    // Gemma 2 2B's widths (head size 256 > n_embd / n_head) and window.
-    {"gemma2-2b", 2304, 26, 8, 4, 9216, 256, 4096},
     // A window of 32 positions: prompts of a test cross it.
     {"tiny", 64, 2, 4, 2, 128, 0, 32},
     {"micro", 32, 1, 2, 1, 64, 0, 32},
     // Row lengths that are multiples of 256, so K-quant weights stay K-quants.
     {"small", 256, 2, 4, 2, 512, 0, 32},
+    // Gemma 2 2B's widths (head size 256 > n_embd / n_head) and window.
+    {"gemma2-2b", 2304, 26, 8, 4, 9216, 256, 4096},
 };
 
 // What a file of the architecture holds, as llama.cpp's converter writes it

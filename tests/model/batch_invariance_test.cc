@@ -74,9 +74,8 @@ TEST_P(BatchInvariance, GeneratedQwen3) { check_invariance(test::generated_model
 // Sliding-window layers (window 32, prompts of 90), soft-caps, GeGLU, fused
 // projections, per-layer RoPE.
 TEST_P(BatchInvariance, GeneratedGemma2) { check_invariance(test::generated_model("gemma2", GgmlType::Q8_0), 90); }
-TEST_P(BatchInvariance, GeneratedGemma3) { check_invariance(test::generated_model("gemma3", GgmlType::F16), 90); }
+TEST_P(BatchInvariance, GeneratedGemma3) { check_invariance(test::generated_model("gemma3", GgmlType::Q4_0), 90); }
 TEST_P(BatchInvariance, GeneratedPhi3) { check_invariance(test::generated_model("phi3", GgmlType::Q4_0), 90); }
-TEST_P(BatchInvariance, ArchGemma2Tiny) { check_invariance(test::shared_model("arch/gemma2-tiny.gguf"), 120); }
 TEST_P(BatchInvariance, GeneratedF16) { check_invariance(test::generated_model("llama", GgmlType::F16), 90); }
 TEST_P(BatchInvariance, GeneratedQ6K) { check_invariance(test::generated_model("qwen3", GgmlType::Q6_K), 90); }
 
@@ -94,7 +93,7 @@ TEST_P(BatchInvariance, LongContextSplitAttention) {
 // The same with sliding-window layers: decode steps split by segment skip the
 // segments outside the window, and stay bitwise the whole prompt's.
 TEST_P(BatchInvariance, LongContextSplitAttentionWindowed) {
-  check_invariance(test::generated_model("gemma2", GgmlType::F16), 600, {1, 2}, {0, 1, 20});
+  check_invariance(test::generated_model("gemma2", GgmlType::F16), 300, {1, 2}, {0, 1});
 }
 
 // The AVX-512 kernels (matmul prompt tiles, attention tiles) keep the

@@ -135,7 +135,7 @@ TEST(MakeModel, GemmaAndPhi3Load) {
       const ModelConfig& c = m->config();
       EXPECT_EQ(c.arch_name, arch);
       EXPECT_EQ(c.layers[0].window, std::string(arch) == "phi3" ? 0 : 32);
-      EXPECT_EQ(c.layers[1].window, 0);
+      EXPECT_EQ(c.layers[1].window, std::string(arch) == "gemma3" ? 32 : 0);  // (gemma3: 5 local : 1 global)
       EXPECT_EQ(c.layers[0].activation,
                 std::string(arch) == "phi3" ? Activation::kSwiGlu : Activation::kGeGluTanh);
       EXPECT_EQ(c.final_softcap, std::string(arch) == "gemma2" ? 30.f : 0.f);
@@ -244,7 +244,7 @@ TEST(MakeModel, Errors) {
   bad = o;
   bad.vocab_path = test::shared_dir() + "/vocab/README.md";
   expect_error(bad, "README.md");
-  EXPECT_EQ(make_model_shapes(), (std::vector<std::string>{"smollm-135m", "tinyllama-1.1b", "tiny", "micro", "small"}));
+  EXPECT_EQ(make_model_shapes(), (std::vector<std::string>{"smollm-135m", "tinyllama-1.1b", "tiny", "micro", "small", "gemma2-2b"}));
 }
 
 TEST(MakeModel, BuiltinVocabulary) {
