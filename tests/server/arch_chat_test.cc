@@ -53,7 +53,7 @@ INSTANTIATE_TEST_SUITE_P(
     Templates, ArchChatTest,
     ::testing::Values(ArchChat{"gemma2-tiny.gguf", "google-gemma-2-2b-it.jinja", "<start_of_turn>user\n"},
                       ArchChat{"phi3-tiny.gguf", "microsoft-Phi-3.5-mini-instruct.jinja", "<|user|>\n"}),
-    [](const auto& info) { return std::string(info.param.model).substr(0, 6); });
+    [](const auto& info) { const std::string m = info.param.model; return m.substr(0, m.find('-')); });
 
 }  // namespace
 }  // namespace pc::test
