@@ -260,7 +260,7 @@ void Forward::attention_block(int l, std::span<const BatchEntry> batch, std::spa
   const ModelConfig& c = model_.config();
   const LayerWeights& w = model_.layers()[l];
   const LayerConfig& lc = c.layers[l];
-  const int64_t m = int64_t(batch.size()), E = c.n_embd, hd = c.head_dim;
+  const int64_t m = int64_t(batch.size()), hd = c.head_dim;
   const int64_t qd = c.n_head * hd;
   project_qkv(l, m);
   // In batch order within each KV head (KvPageStore::write_slots), so that
