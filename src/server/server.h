@@ -39,6 +39,9 @@ struct ServerOptions {
   std::string cors_origin;          // Access-Control-Allow-Origin ("" = no CORS headers; "*")
   bool any_model = false;           // answer any requested model name (no 404 model_not_found)
   std::string api_keys_file;        // lines "KEY TENANT"; "" = no authentication
+  std::string admin_tenant;         // with api keys: the tenant whose cache-admin calls act on all
+  std::string metrics_key;          // "" = /metrics is public; else it needs Bearer KEY
+  std::string log_level = "info";   // error, warn, info (a line per request), debug
   int http_threads = 0;             // 0 = parallel + queue + 8
   bool test_hooks = false;          // accept the test-only request fields (test_forced_reply)
 };
