@@ -10,7 +10,7 @@
 int main(int argc, char** argv) {
   CLI::App app{
       "promptcache — LLM inference that never computes the same attention state twice.\n"
-      "Loads Llama-family GGUF models (llama, qwen2, qwen3) and runs them on the CPU."};
+      "Loads GGUF models (llama, qwen2, qwen3, gemma2, gemma3, phi3) and runs them on the CPU."};
   app.require_subcommand(1);
   app.set_version_flag("--version", "promptcache 0.1.0");
   using namespace pc::cli;

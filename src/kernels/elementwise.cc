@@ -27,7 +27,7 @@ void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) {
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale * w[i];
 }
 
-Rope::Rope(const RopeParams& p) : freq_(p.n_rot / 2), neox_(p.neox) {
+Rope::Rope(const RopeParams& p) : freq_(p.n_rot / 2), attn_factor_(p.attn_factor), neox_(p.neox) {
   for (int64_t i = 0; i < int64_t(freq_.size()); ++i) {
     double f = double(p.freq_scale) * std::pow(double(p.base), -2.0 * double(i) / double(p.n_rot));
     if (p.factors) f /= p.factors[i];
@@ -38,8 +38,8 @@ Rope::Rope(const RopeParams& p) : freq_(p.n_rot / 2), neox_(p.neox) {
 void Rope::angles(int32_t pos, float* cs) const {
   for (size_t i = 0; i < freq_.size(); ++i) {
     const double theta = double(pos) * freq_[i];
-    cs[2 * i] = float(std::cos(theta));
-    cs[2 * i + 1] = float(std::sin(theta));
+    cs[2 * i] = float(std::cos(theta) * attn_factor_);
+    cs[2 * i + 1] = float(std::sin(theta) * attn_factor_);
   }
 }
 
@@ -61,6 +61,23 @@ void swiglu(const float* gate, const float* up, float* out, int64_t n) {
     return;
   }
   for (int64_t i = 0; i < n; ++i) out[i] = swiglu1(gate[i], up[i]);
+}
+
+void geglu_tanh(const float* gate, const float* up, float* out, int64_t n) {
+  if (cpu_level() >= CpuLevel::Avx2) {
+    geglu_tanh_avx2(gate, up, out, n);
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) out[i] = geglu1(gate[i], up[i]);
+}
+
+void softcap_inplace(float* x, int64_t n, float cap) {
+  if (cpu_level() >= CpuLevel::Avx2) {
+    softcap_avx2(x, n, cap);
+    return;
+  }
+  const float inv = 1.f / cap;
+  for (int64_t i = 0; i < n; ++i) x[i] = softcap1(x[i], cap, inv);
 }
 
 void f32_to_f16_row(const float* x, uint16_t* y, int64_t n) {

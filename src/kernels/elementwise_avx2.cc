@@ -23,6 +23,29 @@ void swiglu_avx2(const float* gate, const float* up, float* out, int64_t n) {
   for (; i < n; ++i) out[i] = swiglu1(gate[i], up[i]);
 }
 
+void geglu_tanh_avx2(const float* gate, const float* up, float* out, int64_t n) {
+  const __m256 half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.f);
+  const __m256 c = _mm256_set1_ps(kGeluC), a = _mm256_set1_ps(kGeluA);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 g = _mm256_loadu_ps(gate + i);
+    const __m256 x3 = _mm256_mul_ps(_mm256_mul_ps(g, g), g);
+    const __m256 t = fixed_tanh8(_mm256_mul_ps(c, _mm256_add_ps(g, _mm256_mul_ps(a, x3))));
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_mul_ps(half, g), _mm256_add_ps(one, t)),
+                                            _mm256_loadu_ps(up + i)));
+  }
+  for (; i < n; ++i) out[i] = geglu1(gate[i], up[i]);
+}
+
+void softcap_avx2(float* x, int64_t n, float cap) {
+  const float inv = 1.f / cap;
+  const __m256 cv = _mm256_set1_ps(cap), iv = _mm256_set1_ps(inv);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(x + i, _mm256_mul_ps(cv, fixed_tanh8(_mm256_mul_ps(_mm256_loadu_ps(x + i), iv))));
+  for (; i < n; ++i) x[i] = softcap1(x[i], cap, inv);
+}
+
 void rms_norm_avx2(const float* x, const float* w, float* y, int64_t n, float eps) {
   // Lane l of acc is the scalar path's s[l]: squares of floats are exact in
   // double, so fma(x, x, s) rounds exactly like s + x * x.
@@ -76,6 +99,12 @@ void swiglu_avx2(const float* gate, const float* up, float* out, int64_t n) {
 }
 void fixed_exp8_avx2(float* x, int n) {
   for (int i = 0; i < n; ++i) x[i] = fixed_exp(x[i]);
+}
+void geglu_tanh_avx2(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = geglu1(gate[i], up[i]);
+}
+void softcap_avx2(float* x, int64_t n, float cap) {
+  for (int64_t i = 0; i < n; ++i) x[i] = softcap1(x[i], cap, 1.f / cap);
 }
 
 }  // namespace pc

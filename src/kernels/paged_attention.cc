@@ -6,13 +6,18 @@
 //   shorter; fills of partial pages end a page early); a block belongs to
 //   softmax segment floor(pos / segment), pos its first slot's position in
 //   the sequence (segment = PagedAttentionArgs::segment, 256 in the model).
+//   With a sliding window (PagedAttentionArgs::window > 0), a slot is visible
+//   only when q_pos - its position id < window; a block without a visible slot
+//   is skipped, and only the visible slots of a block take part below.
 //   Per segment, from M = -inf, S = 0, acc = 0 (float), for each of its blocks:
-//     s_t = dot(q16, K[t]) * scale                 for each slot t of the block
+//     s_t = dot(q16, K[t]) * scale                 for each visible slot t
+//     s_t = softcap * tanh(s_t * (1 / softcap))    with a soft-cap (tanh:
+//                                                  fixed_tanh(), fixed_exp.h)
 //     m = max(M, max_t s_t)
 //     if m > M:  c = exp(M - m); S = S * c; acc = acc * c; M = m
 //                                                  (exp: fixed_exp(), see
 //                                                  fixed_exp.h)
-//     for each slot t of the block, in order:
+//     for each visible slot t of the block, in order:
 //       p = exp(s_t - M); S = S + p; acc = fma(V[t], p, acc)
 //   The segments' states merged in order, (Mm, Sm, accm) from segment 0's,
 //   then for each next segment's (M, S, acc) (merge_attention_state):
@@ -65,8 +70,8 @@ float dot(const float* q, const uint16_t* K, int kw, int u, int hd) {
 // One token's query heads over the blocks of slots [lo, hi) (all, or one
 // segment): to out (normalized) or, with st, the merged state to st at query
 // qi0 + j.
-void attention_scalar(const PagedAttentionArgs& a, const float* q, int group, int n_ctx, int lo, int hi,
-                      float* out, const AttentionState* st, int64_t qi0, float* scratch) {
+void attention_scalar(const PagedAttentionArgs& a, const float* q, int group, int n_ctx, int q_pos, int lo,
+                      int hi, float* out, const AttentionState* st, int64_t qi0, float* scratch) {
   const int hd = a.head_dim;
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   float* q16 = scratch;           // [hd]
@@ -80,7 +85,8 @@ void attention_scalar(const PagedAttentionArgs& a, const float* q, int group, in
     }
     float M = kNegInf, S = 0.f, Mm = kNegInf, Sm = 0.f;
     int cur = -1;  // this segment
-    for_each_key_block(a, n_ctx, [&](const uint16_t* K, int kw, const uint16_t* V, int nb, int pos) {
+    for_each_key_block(a, n_ctx, [&](const uint16_t* K, int kw, const uint16_t* V, int nb, int pos,
+                                     const int32_t* kpos) {
       if (pos / a.segment != cur) {
         merge_attention_state(hd, &Mm, &Sm, accm, M, S, acc);
         M = kNegInf;
@@ -88,10 +94,14 @@ void attention_scalar(const PagedAttentionArgs& a, const float* q, int group, in
         for (int d = 0; d < hd; ++d) acc[d] = 0.f;
         cur = pos / a.segment;
       }
+      const unsigned vis = window_bits(a, kpos, nb, q_pos);
+      if (vis == 0) return;
       float s[8];
       float m = M;
       for (int u = 0; u < nb; ++u) {
+        if (!(vis >> u & 1u)) continue;
         s[u] = dot(q16, K, kw, u, hd) * a.scale;
+        if (a.softcap > 0) s[u] = softcap_score(s[u], a.softcap);
         m = s[u] > m ? s[u] : m;
       }
       if (m > M) {
@@ -101,6 +111,7 @@ void attention_scalar(const PagedAttentionArgs& a, const float* q, int group, in
         M = m;
       }
       for (int u = 0; u < nb; ++u) {
+        if (!(vis >> u & 1u)) continue;
         const float pu = fixed_exp(s[u] - M);
         S = S + pu;
         const uint16_t* Vt = V + size_t(u) * hd;
@@ -142,15 +153,16 @@ void paged_attention(const PagedAttentionArgs& a, const float* q, int group, flo
                      float* scratch) {
   if (cpu_level() >= CpuLevel::Avx2 && a.head_dim % 8 == 0) {
     // One token through the prompt kernel: the same arithmetic.
-    const int n_ctx = a.n_ctx;
+    const int n_ctx = a.n_ctx, q_pos = a.q_pos;
     PagedAttentionTokens t;
     t.n_tok = 1;
     t.q = q;
     t.n_ctx = &n_ctx;
+    t.q_pos = &q_pos;
     t.out = out;
     if (paged_attention_tokens_avx2(a, group, t, scratch, level_tiles(a.head_dim))) return;
   }
-  attention_scalar(a, q, group, a.n_ctx, 0, std::numeric_limits<int>::max(), out, nullptr, 0, scratch);
+  attention_scalar(a, q, group, a.n_ctx, a.q_pos, 0, std::numeric_limits<int>::max(), out, nullptr, 0, scratch);
 }
 
 void paged_attention_tokens(const PagedAttentionArgs& a, int group, const PagedAttentionTokens& t,
@@ -162,7 +174,7 @@ void paged_attention_tokens(const PagedAttentionArgs& a, int group, const PagedA
   int lo, hi;
   segment_range(a, t.seg, &lo, &hi);
   for (int i = 0; i < t.n_tok; ++i)
-    attention_scalar(a, t.q + i * t.q_stride, group, t.n_ctx[i], lo, hi, t.seg >= 0 ? nullptr : t.out + i * t.out_stride,
+    attention_scalar(a, t.q + i * t.q_stride, group, t.n_ctx[i], t.q_pos ? t.q_pos[i] : 0, lo, hi, t.seg >= 0 ? nullptr : t.out + i * t.out_stride,
                      t.seg >= 0 ? &t.state : nullptr, int64_t(i) * group, scratch);
 }
 
@@ -173,7 +185,11 @@ void paged_attention_prefetch(const PagedAttentionArgs& a, int n_ctx, int seg) {
   uint32_t sink = 0;
   for (int t0 = 0, p = 0; t0 < n_ctx && t0 < hi; ++p) {
     const int pg = a.fills ? a.fills[p] : a.page_size;
-    if (t0 + pg > lo) {
+    // With a window, a page none of whose slots a query at a.q_pos or later sees
+    // is not read.
+    bool seen = a.window <= 0;
+    for (int u = 0; !seen && u < pg && t0 + u < n_ctx; ++u) seen = int64_t(a.q_pos) - a.pos_pages[p][u] < a.window;
+    if (t0 + pg > lo && seen) {
       for (const uint16_t* block : {a.k_pages[p], a.v_pages[p]}) {
         const auto* w = reinterpret_cast<const uint32_t*>(block);
         for (size_t i = 0; i < words; i += 16) sink += w[i];  // a word per 64-byte line

@@ -28,6 +28,15 @@ struct PagedAttentionArgs {
   // 1's first fills[1], ... (PML plans reference module pages ending mid-page).
   const int32_t* fills = nullptr;
   float scale = 1.f;   // usually 1/sqrt(head_dim)
+  // Logit soft-capping (gemma2): each score s becomes softcap * tanh(s / softcap)
+  // (paged_attention.cc states the operations); 0: none.
+  float softcap = 0.f;
+  // Sliding window, in position ids: a query at position q_pos sees the slot
+  // holding position j only when q_pos - j < window (0: no window). Needs
+  // pos_pages: per page of the sequence, in order, the position id of each slot.
+  int window = 0;
+  const int32_t* const* pos_pages = nullptr;
+  int q_pos = 0;       // the query's position (paged_attention(); the tokens form has its own)
   // Softmax segment length in slots (paged_attention.cc): a block belongs to
   // segment floor(its first slot's position / segment); the online softmax
   // restarts at each segment's first block, and the segments' states are
@@ -77,6 +86,7 @@ struct PagedAttentionTokens {
   const float* q = nullptr;
   int64_t q_stride = 0;
   const int* n_ctx = nullptr;  // [n_tok]
+  const int* q_pos = nullptr;  // [n_tok] the tokens' positions (with a window; else unused)
   float* out = nullptr;
   int64_t out_stride = 0;
   // Split form (decode over many threads): with seg >= 0, only the blocks of
@@ -95,7 +105,8 @@ void paged_attention_tokens(const PagedAttentionArgs& a, int group, const PagedA
                             float* scratch);
 
 // Reads the K and V of every KV head in the pages that hold slots of segment
-// seg visible to a context of n_ctx slots, in address order, so that calls for
+// seg visible to a context of n_ctx slots (with a window: to a query at
+// a.q_pos, the earliest of those the calls serve), in address order, so that calls for
 // that segment, one per KV head, find them in cache. (A decode step reads a
 // head's K or V of a page as a 2 KiB run, which the hardware prefetchers
 // stream at about two thirds of the speed of the page's whole K or V run of

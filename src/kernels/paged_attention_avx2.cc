@@ -208,9 +208,12 @@ inline void merge_state(float* mm, float* sm, float* accm, float mk, float sk, c
 //   3. per query and visible block, in order: the block maximum, the rescale
 //      factor c (1 when the maximum did not grow; multiplying by 1 is exact),
 //      the exps p (in place of the scores), S = S * c, S = S + p_t;
+//      With a soft-cap, the scores of those queries capped in place (8 lanes
+//      at a time, fixed_tanh8: the operations of fixed_tanh);
 //   4. the accumulators: queries that see the whole chunk in tiles of 3
 //      queries × DV vectors (each V load serves 3 queries); the others (the
-//      causal diagonal) one at a time over their visible slots.
+//      causal diagonal, the edge of a sliding window) one at a time over their
+//      visible slots (window_bits), skipping blocks they see none of.
 // A chunk never spans two softmax segments; at each segment's end every
 // query's state (M, S, acc) is merged into its merged state (Mm, Sm, accm)
 // and restarted.
@@ -253,12 +256,34 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
   int blk_pos[kChunkBlocks], blk_len[kChunkBlocks], n_blk = 0;
   const uint16_t* kblk[kChunkBlocks];
   const uint16_t* vblk[kChunkBlocks];
+  const int32_t* kpos[kChunkBlocks];
+  const bool windowed = a.window > 0;
+  auto qpos = [&](int qi) { return int64_t(tk.q_pos[qi / group]); };
+  // The visible slots of block b for query qi (window_bits); 0: none, -1: none
+  // of this block or the chunk's later ones (causally).
+  auto visible = [&](int qi, int b) -> int {
+    const int vis = ctx[qi] - blk_pos[b];
+    if (vis <= 0) return -1;
+    return int(window_bits(a, kpos[b], vis < blk_len[b] ? vis : blk_len[b], windowed ? int(qpos(qi)) : 0));
+  };
   auto run_chunk = [&] {
     const int first = blk_pos[0], end = blk_pos[n_blk - 1] + blk_len[n_blk - 1];
-    // 2. scores of the queries that see any of it
+    // The chunk's smallest and largest key positions: a query sees all its keys
+    // through the window when q_pos - lo_pos < window, none when q_pos - hi_pos >= window.
+    int64_t lo_pos = 0, hi_pos = 0;
+    if (windowed) {
+      lo_pos = std::numeric_limits<int64_t>::max();
+      hi_pos = std::numeric_limits<int64_t>::min();
+      for (int b = 0; b < n_blk; ++b)
+        for (int u = 0; u < blk_len[b]; ++u) {
+          lo_pos = kpos[b][u] < lo_pos ? kpos[b][u] : lo_pos;
+          hi_pos = kpos[b][u] > hi_pos ? kpos[b][u] : hi_pos;
+        }
+    }
+    // 2. scores of the queries that may see any of it
     int n_live = 0, n_full = 0, n_part = 0;
     for (int qi = 0; qi < nq; ++qi)
-      if (ctx[qi] > first) live[n_live++] = qi;
+      if (ctx[qi] > first && (!windowed || qpos(qi) - hi_pos < a.window)) live[n_live++] = qi;
     for (int l = 0; l < n_live; l += QT) {
       const float* qv[QT];
       float* row[QT];
@@ -275,11 +300,20 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
         tiles.score[n_here - 1][nb - 1](qv, kblk + b0, a.scale, rb);
       }
     }
+    if (a.softcap > 0) {
+      const __m256 cap = _mm256_set1_ps(a.softcap), inv = _mm256_set1_ps(1.f / a.softcap);
+      for (int l = 0; l < n_live; ++l) {
+        float* row = sc + live[l] * kChunkSlots;
+        for (int b = 0; b < n_blk; ++b)
+          _mm256_storeu_ps(row + 8 * b, _mm256_mul_ps(cap, fixed_tanh8(_mm256_mul_ps(_mm256_loadu_ps(row + 8 * b), inv))));
+      }
+    }
     // 3. softmax steps: the queries that see the whole chunk (live[0, n_full))
     // eight at a time with a lane per query, the others one at a time.
     for (int l = 0; l < n_live; ++l) {
       const int qi = live[l];
-      if (ctx[qi] >= end) live[n_full++] = qi;  // (n_full <= l: entries already read)
+      if (ctx[qi] >= end && (!windowed || qpos(qi) - lo_pos < a.window))
+        live[n_full++] = qi;  // (n_full <= l: entries already read)
       else part[n_part++] = qi;
     }
     int l8 = 0;
@@ -290,17 +324,18 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
       float* c = cf + qi * kChunkBlocks;
       float m = M[qi], sum = S[qi];
       for (int b = 0; b < n_blk; ++b) {
-        const int vis = ctx[qi] - blk_pos[b];
-        const int nb = vis < blk_len[b] ? vis : blk_len[b];
-        if (nb <= 0) break;
-        const __m256 livem = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(nb), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
+        const int bits = visible(qi, b);
+        c[b] = 1.f;
+        if (bits < 0) break;
+        if (bits == 0) continue;
+        const __m256i lane = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+        const __m256 livem = _mm256_castsi256_ps(_mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32(bits), lane), lane));
         const __m256 sv = _mm256_loadu_ps(s + 8 * b);
         __m256 mx = _mm256_blendv_ps(_mm256_set1_ps(neg_inf), sv, livem);
         mx = _mm256_max_ps(mx, _mm256_permute2f128_ps(mx, mx, 1));
         mx = _mm256_max_ps(mx, _mm256_shuffle_ps(mx, mx, _MM_SHUFFLE(1, 0, 3, 2)));
         mx = _mm256_max_ps(mx, _mm256_shuffle_ps(mx, mx, _MM_SHUFFLE(2, 3, 0, 1)));
         const float bm = _mm256_cvtss_f32(mx);  // max is exact: any order
-        c[b] = 1.f;
         if (bm > m) {
           c[b] = _mm256_cvtss_f32(fixed_exp8(_mm256_set1_ps(m - bm)));
           sum = sum * c[b];
@@ -308,7 +343,8 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
         }
         const __m256 e = fixed_exp8(_mm256_sub_ps(sv, _mm256_set1_ps(m)));
         _mm256_storeu_ps(s + 8 * b, e);
-        for (int u = 0; u < nb; ++u) sum = sum + s[8 * b + u];
+        for (int u = 0; u < blk_len[b]; ++u)
+          if (bits >> u & 1) sum = sum + s[8 * b + u];
       }
       M[qi] = m;
       S[qi] = sum;
@@ -335,14 +371,14 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
       __m256 ac[NV];
       PC_UNROLL for (int v = 0; v < NV; ++v) ac[v] = _mm256_loadu_ps(acc + qi * hd + 8 * v);
       for (int b = 0; b < n_blk; ++b) {
-        const int vis = ctx[qi] - blk_pos[b];
-        const int nb = vis < blk_len[b] ? vis : blk_len[b];
-        if (nb <= 0) break;
+        const int bits = visible(qi, b);
+        if (bits < 0) break;
         if (c[b] != 1.f) {
           const __m256 cv = _mm256_set1_ps(c[b]);
           PC_UNROLL for (int v = 0; v < NV; ++v) ac[v] = _mm256_mul_ps(ac[v], cv);
         }
-        for (int u = 0; u < nb; ++u) {
+        for (int u = 0; u < blk_len[b]; ++u) {
+          if (!(bits >> u & 1)) continue;
           const __m256 pv = _mm256_broadcast_ss(p + 8 * b + u);
           PC_UNROLL for (int v = 0; v < NV; ++v) ac[v] = _mm256_fmadd_ps(load_f16(vblk[b] + u * hd + 8 * v), pv, ac[v]);
         }
@@ -366,7 +402,8 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
   // chunks, a segment's end ending a chunk
   int lo, hi, cur = -1;  // cur: the segment of the blocks gathered
   segment_range(a, tk.seg, &lo, &hi);
-  for_each_key_block(a, n_max, [&](const uint16_t* K, int kw, const uint16_t* V, int len, int pos) {
+  for_each_key_block(a, n_max, [&](const uint16_t* K, int kw, const uint16_t* V, int len, int pos,
+                                   const int32_t* kp) {
     if (pos / a.segment != cur) {
       if (n_blk > 0) run_chunk();
       end_segment();
@@ -389,6 +426,7 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
       kblk[n_blk] = kp;
     }
     vblk[n_blk] = V;
+    kpos[n_blk] = kp;
     blk_pos[n_blk] = pos;
     blk_len[n_blk] = len;
     if (++n_blk == kChunkBlocks) run_chunk();

@@ -11,12 +11,13 @@
 
 namespace pc {
 
-// The walk of the arithmetic (paged_attention.cc): f(K, kw, V, nb, pos) for
-// each block of a query's visible slots in order — a page's slots [b, b + nb),
-// b a multiple of 8, nb <= 8, the block's first slot at sequence position pos
-// — with K the block's keys ([head_dim][kw], kw its width in the page: key u,
-// dimension d at K[d * kw + u]; k_layout.h) and V its values ([nb][head_dim]),
-// in the page's slab for a.kv_head. Only blocks with lo <= pos < hi.
+// The walk of the arithmetic (paged_attention.cc): f(K, kw, V, nb, pos, kpos)
+// for each block of a query's causally visible slots in order — a page's slots
+// [b, b + nb), b a multiple of 8, nb <= 8, the block's first slot at sequence
+// position pos — with K the block's keys ([head_dim][kw], kw its width in the
+// page: key u, dimension d at K[d * kw + u]; k_layout.h), V its values
+// ([nb][head_dim]), in the page's slab for a.kv_head, and kpos the position ids
+// of its slots ([nb]; null without a.pos_pages). Only blocks with lo <= pos < hi.
 template <class F>
 inline void for_each_key_block(const PagedAttentionArgs& a, int n_ctx, F&& f, int lo = 0,
                                int hi = std::numeric_limits<int>::max()) {
@@ -29,11 +30,26 @@ inline void for_each_key_block(const PagedAttentionArgs& a, int n_ctx, F&& f, in
         if (t0 + b < lo) continue;
         if (t0 + b >= hi) return;
         f(a.k_pages[p] + slab + size_t(b) * a.head_dim, k_block_width(a.page_size, b),
-          a.v_pages[p] + slab + size_t(b) * a.head_dim, nk - b < 8 ? nk - b : 8, t0 + b);
+          a.v_pages[p] + slab + size_t(b) * a.head_dim, nk - b < 8 ? nk - b : 8, t0 + b,
+          a.pos_pages ? a.pos_pages[p] + b : nullptr);
       }
     t0 += pg;
   }
 }
+
+// Which of a block's first nb slots (causally visible) a query at position
+// q_pos sees through the window (paged_attention.cc): bit u set when slot u is
+// visible. All nb bits without a window.
+inline unsigned window_bits(const PagedAttentionArgs& a, const int32_t* kpos, int nb, int q_pos) {
+  unsigned bits = (1u << nb) - 1u;
+  if (a.window > 0)
+    for (int u = 0; u < nb; ++u)
+      if (int64_t(q_pos) - kpos[u] >= a.window) bits &= ~(1u << u);
+  return bits;
+}
+
+// Soft-capped score (paged_attention.cc): softcap * tanh(s * (1 / softcap)).
+inline float softcap_score(float s, float softcap) { return softcap * fixed_tanh(s * (1.f / softcap)); }
 
 // The slots [lo, hi) whose blocks a call of the tokens form covers: all, or
 // one softmax segment (PagedAttentionTokens::seg).

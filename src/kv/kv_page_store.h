@@ -52,10 +52,11 @@ struct KvSlot {
 
 // An operation on the keys of one KV head of one layer of a page, given as F16
 // rows: rows[s * head_dim + d] is dimension d of slot s, s in [0, n_rows).
-// The store gathers the rows, calls apply() and stores what it left there.
+// The store gathers the rows, calls apply() with their layer and stores what it
+// left there.
 class KeyRowsOp {
  public:
-  virtual void apply(uint16_t* rows, int n_rows) = 0;
+  virtual void apply(int layer, uint16_t* rows, int n_rows) = 0;
 
  protected:
   ~KeyRowsOp() = default;

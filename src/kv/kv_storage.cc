@@ -83,7 +83,7 @@ void KvStorage::update_keys(int32_t page, int n_slots, KeyRowsOp& op) {
       uint16_t* K = k(page, l) + size_t(h) * P * hd;  // the head's slab
       for (int t = 0; t < n_slots; ++t)
         for (int d = 0; d < hd; ++d) rows[size_t(t) * hd + d] = K[k_index(P, hd, t, d)];
-      op.apply(rows.data(), n_slots);
+      op.apply(l, rows.data(), n_slots);
       for (int t = 0; t < n_slots; ++t)
         for (int d = 0; d < hd; ++d) K[k_index(P, hd, t, d)] = rows[size_t(t) * hd + d];
     }

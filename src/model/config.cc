@@ -1,5 +1,6 @@
 #include "model/config.h"
 
+#include <cmath>
 #include <sstream>
 
 #include "gguf/gguf.h"
@@ -8,28 +9,72 @@ namespace pc {
 
 namespace {
 
+// What an architecture fixes, as llama.cpp runs it. Everything else comes from
+// the file's metadata (read_shape, read_rope, describe_layers).
+struct ArchTraits {
+  const char* name;
+  Arch arch;
+  bool rope_neox;          // NeoX RoPE (halves) instead of adjacent pairs
+  bool qkv_bias;           // attn_{q,k,v}.bias
+  bool qk_norm;            // per-head attn_{q,k}_norm
+  bool sandwich_norms;     // post_attention_norm and post_ffw_norm
+  Projections projections;
+  Activation activation;
+  bool embd_scale;         // embeddings times sqrt(n_embd)
+  // Sliding-window layers when the file has no attention.sliding_window_pattern:
+  // layer il is local when il % period < period - 1 (0: none). gemma2: 2 (even
+  // layers local), gemma3: 6 (five local to one global).
+  int swa_period;
+  int32_t default_window;  // when attention.sliding_window is absent (0: required)
+  // Soft-caps read from <arch>.attn_logit_softcapping / final_logit_softcapping,
+  // with these defaults (llama.cpp's for gemma2); only where `softcaps`.
+  bool softcaps;
+  float default_attn_softcap, default_final_softcap;
+  // The layer count at which llama.cpp scales queries by 1/sqrt(n_embd / n_head)
+  // instead of 1/sqrt(head_dim) (the 27B models' query_pre_attn_scalar); 0: never.
+  int64_t wide_query_scale_layers;
+  // Local layers' RoPE: rope.freq_base_swa, else this base (0: the global
+  // base), and no linear scaling when `swa_unscaled` (gemma3).
+  float swa_rope_base;
+  bool swa_unscaled;
+  bool longrope;           // phi3: LongRoPE factors when original_context_length < context_length
+  bool rope_freqs;         // llama: the rope_freqs tensor's factors when the file has one
+};
+
+constexpr ArchTraits kArchTraits[] = {
+    // name     arch          neox   bias   qkn    sandw  proj                   act                      embd   swa win   caps   attn   final  wide sbase    sunsc  lrope  rfreq
+    {"llama",  Arch::Llama,  false, false, false, false, Projections::kSeparate, Activation::kSwiGlu,    false, 0, 0,    false, 0,     0,     0,  0,       false, false, true},
+    {"qwen2",  Arch::Qwen2,  true,  true,  false, false, Projections::kSeparate, Activation::kSwiGlu,    false, 0, 0,    false, 0,     0,     0,  0,       false, false, false},
+    {"qwen3",  Arch::Qwen3,  true,  false, true,  false, Projections::kSeparate, Activation::kSwiGlu,    false, 0, 0,    false, 0,     0,     0,  0,       false, false, false},
+    {"gemma2", Arch::Gemma2, true,  false, false, true,  Projections::kSeparate, Activation::kGeGluTanh, true,  2, 4096, true,  50.f,  30.f,  46, 0,       false, false, false},
+    {"gemma3", Arch::Gemma3, true,  false, true,  true,  Projections::kSeparate, Activation::kGeGluTanh, true,  6, 0,    false, 0,     0,     62, 10000.f, true,  false, false},
+    {"phi3",   Arch::Phi3,   true,  false, false, false, Projections::kFused,    Activation::kSwiGlu,    false, 0, 0,    false, 0,     0,     0,  0,       false, true,  false},
+};
+
+const ArchTraits& find_traits(const GgufFile& f, const std::string& name) {
+  std::string known;
+  for (const ArchTraits& t : kArchTraits) {
+    if (name == t.name) return t;
+    known += (known.empty() ? "" : ", ") + std::string(t.name);
+  }
+  throw Error(f.path() + ": unsupported architecture '" + name + "' (supported: " + known + ")");
+}
+
 int64_t require_int(const GgufFile& f, const std::string& key) {
   int64_t v = f.get_int(key, -1);
   if (v <= 0) throw Error(f.path() + ": missing or invalid metadata key '" + key + "'");
   return v;
 }
 
-}  // namespace
+float positive_float(const GgufFile& f, const std::string& key, double def) {
+  const double v = f.get_float(key, def);
+  if (!(v > 0) || !std::isfinite(v))
+    throw Error(f.path() + ": metadata key '" + key + "' must be a positive number, got " + std::to_string(v));
+  return float(v);
+}
 
-ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
-  ModelConfig c;
-  c.arch_name = f.get_string("general.architecture");
-  if (c.arch_name == "llama") {
-    c.arch = Arch::Llama;
-  } else if (c.arch_name == "qwen2") {
-    c.arch = Arch::Qwen2;
-  } else if (c.arch_name == "qwen3") {
-    c.arch = Arch::Qwen3;
-  } else {
-    throw Error(f.path() + ": unsupported architecture '" + c.arch_name +
-                "' (supported: llama, qwen2, qwen3)");
-  }
-  const std::string a = c.arch_name + ".";
+// Widths and counts.
+void read_shape(const GgufFile& f, const std::string& a, ModelConfig& c) {
   c.n_embd = require_int(f, a + "embedding_length");
   c.n_layer = require_int(f, a + "block_count");
   c.n_head = require_int(f, a + "attention.head_count");
@@ -37,33 +82,146 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
   c.n_ff = require_int(f, a + "feed_forward_length");
   c.n_ctx_train = f.get_int(a + "context_length", 2048);
   c.head_dim = f.get_int(a + "attention.key_length", c.n_embd / c.n_head);
+  if (c.head_dim <= 0) throw Error(f.path() + ": invalid metadata key '" + a + "attention.key_length'");
   if (f.get_int(a + "attention.value_length", c.head_dim) != c.head_dim)
-    throw Error(f.path() + ": key_length != value_length is not supported");
+    throw Error(f.path() + ": '" + a + "attention.value_length' != '" + a +
+                "attention.key_length' is not supported");
   if (c.n_kv_head <= 0 || c.n_head % c.n_kv_head != 0)
-    throw Error(f.path() + ": head_count " + std::to_string(c.n_head) +
-                " is not a multiple of head_count_kv " + std::to_string(c.n_kv_head));
-  c.rms_eps = float(f.get_float(a + "attention.layer_norm_rms_epsilon", 1e-5));
-  c.rope_base = float(f.get_float(a + "rope.freq_base", 10000.0));
+    throw Error(f.path() + ": '" + a + "attention.head_count' " + std::to_string(c.n_head) +
+                " is not a multiple of '" + a + "attention.head_count_kv' " + std::to_string(c.n_kv_head));
+  if (c.head_dim % 2 != 0) throw Error(f.path() + ": head dimension must be even");
+  c.rms_eps = positive_float(f, a + "attention.layer_norm_rms_epsilon", 1e-5);
+}
+
+// The global RoPE settings; per-layer base and scale come from describe_layers.
+void read_rope(const GgufFile& f, const std::string& a, const ArchTraits& t, int64_t context_length,
+               ModelConfig& c, float* freq_scale) {
   c.n_rot = f.get_int(a + "rope.dimension_count", c.head_dim);
   if (c.n_rot <= 0 || c.n_rot > c.head_dim || c.n_rot % 2 != 0)
-    throw Error(f.path() + ": bad rope.dimension_count " + std::to_string(c.n_rot));
-  c.rope_neox = c.arch != Arch::Llama;
-  std::string scaling = f.get_string(a + "rope.scaling.type", "none");
-  double factor = f.get_float(a + "rope.scaling.factor", 0.0);
+    throw Error(f.path() + ": bad '" + a + "rope.dimension_count' " + std::to_string(c.n_rot));
+  c.rope_neox = t.rope_neox;
+  const std::string scaling = f.get_string(a + "rope.scaling.type", "none");
+  const double factor = f.get_float(a + "rope.scaling.factor", 0.0);
+  *freq_scale = 1.f;
   if (scaling == "linear" && factor > 0) {
-    c.rope_freq_scale = float(1.0 / factor);
+    *freq_scale = float(1.0 / factor);
   } else if (scaling != "none" && scaling != "linear" && factor > 0 && factor != 1.0) {
-    throw Error(f.path() + ": unsupported rope scaling '" + scaling + "'");
+    throw Error(f.path() + ": unsupported '" + a + "rope.scaling.type' '" + scaling + "'");
   }
-  if (c.head_dim % 2 != 0) throw Error(f.path() + ": head dimension must be even");
+  c.n_ctx_orig = f.get_int(a + "rope.scaling.original_context_length", c.n_ctx_train);
+  if (t.longrope && c.n_ctx_orig < c.n_ctx_train) {
+    if (c.n_ctx_orig <= 0)
+      throw Error(f.path() + ": invalid metadata key '" + a + "rope.scaling.original_context_length'");
+    const int64_t n_ctx = context_length > 0 ? context_length : c.n_ctx_train;
+    c.longrope_long = n_ctx > c.n_ctx_orig;
+    c.rope_attn_factor = positive_float(f, a + "rope.scaling.attn_factor", 1.0);
+  }
+}
+
+// Which layers attend through the sliding window: <arch>.attention.sliding_window_pattern
+// when the file has it (an integer period, or one flag per layer), else the
+// architecture's period.
+std::vector<bool> local_layers(const GgufFile& f, const std::string& a, const ArchTraits& t, int64_t n_layer) {
+  const std::string key = a + "attention.sliding_window_pattern";
+  std::vector<bool> local(size_t(n_layer), false);
+  int64_t period = t.swa_period;
+  if (const GgufValue* v = f.find(key)) {
+    if (v->type == GgufType::ARRAY) {
+      if (int64_t(v->arr.size()) != n_layer)
+        throw Error(f.path() + ": '" + key + "' has " + std::to_string(v->arr.size()) + " entries, expected " +
+                    std::to_string(n_layer) + " (one per block)");
+      for (int64_t il = 0; il < n_layer; ++il) local[il] = v->arr[il].i != 0 || v->arr[il].u != 0;
+      return local;
+    }
+    period = f.get_int(key, 0);
+    if (period <= 0) throw Error(f.path() + ": invalid metadata key '" + key + "'");
+  }
+  if (period > 0)
+    for (int64_t il = 0; il < n_layer; ++il) local[il] = il % period < period - 1;
+  return local;
+}
+
+void describe_layers(const GgufFile& f, const std::string& a, const ArchTraits& t, float freq_scale,
+                     ModelConfig& c) {
+  const float base = positive_float(f, a + "rope.freq_base", 10000.0);
+  int32_t window = 0;
+  if (t.swa_period > 0) {
+    const std::string key = a + "attention.sliding_window";
+    const int64_t w = t.default_window > 0 ? f.get_int(key, t.default_window) : require_int(f, key);
+    if (w <= 0 || w > INT32_MAX) throw Error(f.path() + ": invalid metadata key '" + key + "'");
+    window = int32_t(w);
+  }
+  const std::vector<bool> local = local_layers(f, a, t, c.n_layer);
+  float swa_base = base;
+  if (t.swa_period > 0) swa_base = positive_float(f, a + "rope.freq_base_swa", t.swa_rope_base > 0 ? t.swa_rope_base : base);
+  const int64_t scale_dim =
+      t.wide_query_scale_layers > 0 && c.n_layer == t.wide_query_scale_layers ? c.n_embd / c.n_head : c.head_dim;
+  float attn_softcap = 0.f;
+  if (t.softcaps) {
+    attn_softcap = positive_float(f, a + "attn_logit_softcapping", t.default_attn_softcap);
+    c.final_softcap = positive_float(f, a + "final_logit_softcapping", t.default_final_softcap);
+  }
+  c.embd_scale = t.embd_scale ? float(std::sqrt(double(c.n_embd))) : 1.f;
+  c.layers.assign(size_t(c.n_layer), LayerConfig{});
+  for (int64_t il = 0; il < c.n_layer; ++il) {
+    LayerConfig& l = c.layers[il];
+    l.qkv_bias = t.qkv_bias;
+    l.qk_norm = t.qk_norm;
+    l.post_attn_norm = l.post_ffn_norm = t.sandwich_norms;
+    l.projections = t.projections;
+    l.activation = t.activation;
+    l.window = local[il] ? window : 0;
+    l.rope_base = local[il] ? swa_base : base;
+    l.rope_freq_scale = local[il] && t.swa_unscaled ? 1.f : freq_scale;
+    l.rope_factors = t.longrope && c.n_ctx_orig < c.n_ctx_train ? RopeFactors::kLongRope
+                     : t.rope_freqs                            ? RopeFactors::kRopeFreqs
+                                                               : RopeFactors::kNone;
+    l.attn_scale = float(1.0 / std::sqrt(double(scale_dim)));
+    l.attn_softcap = attn_softcap;
+  }
+}
+
+}  // namespace
+
+ModelConfig ModelConfig::from_gguf(const GgufFile& f, int64_t context_length) {
+  ModelConfig c;
+  c.arch_name = f.get_string("general.architecture");
+  const ArchTraits& t = find_traits(f, c.arch_name);
+  c.arch = t.arch;
+  const std::string a = c.arch_name + ".";
+  read_shape(f, a, c);
+  float freq_scale = 1.f;
+  read_rope(f, a, t, context_length, c, &freq_scale);
+  describe_layers(f, a, t, freq_scale, c);
   return c;
+}
+
+bool ModelConfig::has_window() const {
+  for (const LayerConfig& l : layers)
+    if (l.window > 0) return true;
+  return false;
 }
 
 std::string ModelConfig::describe() const {
   std::ostringstream o;
   o << arch_name << ": " << n_layer << " blocks, embedding " << n_embd << ", heads " << n_head
     << "/" << n_kv_head << " (dim " << head_dim << "), feed-forward " << n_ff << ", vocab "
-    << n_vocab << ", rope base " << rope_base << (rope_neox ? " neox" : " normal");
+    << n_vocab << ", rope " << (rope_neox ? "neox" : "normal");
+  int64_t n_local = 0;
+  for (const LayerConfig& l : layers) n_local += l.window > 0;
+  if (!layers.empty()) o << " base " << layers.back().rope_base;
+  if (n_local > 0) {
+    for (const LayerConfig& l : layers)
+      if (l.window > 0) {
+        o << ", sliding window " << l.window << " on " << n_local << " of " << n_layer << " blocks (rope base "
+          << l.rope_base << ")";
+        break;
+      }
+  }
+  if (!layers.empty() && layers[0].rope_factors == RopeFactors::kLongRope)
+    o << ", LongRoPE " << (longrope_long ? "long" : "short") << " factors";
+  if (!layers.empty() && layers[0].attn_softcap > 0) o << ", attention soft-cap " << layers[0].attn_softcap;
+  if (final_softcap > 0) o << ", final soft-cap " << final_softcap;
   return o.str();
 }
 

@@ -38,8 +38,22 @@ void for_rows(ThreadPool& pool, int64_t m, F&& fn) {
 }  // namespace
 
 Forward::Forward(const Model& model, KvPageStore& kv, ThreadPool& pool)
-    : model_(model), kv_(kv), pool_(pool), rope_(model.rope_params()) {
+    : model_(model), kv_(kv), pool_(pool) {
   const ModelConfig& c = model.config();
+  // One Rope per distinct setting, in layer order.
+  std::vector<RopeParams> seen;
+  for (int l = 0; l < c.n_layer; ++l) {
+    const RopeParams p = model.rope_params(l);
+    size_t i = 0;
+    while (i < seen.size() && !(seen[i].base == p.base && seen[i].freq_scale == p.freq_scale &&
+                                seen[i].factors == p.factors && seen[i].attn_factor == p.attn_factor))
+      ++i;
+    if (i == seen.size()) {
+      seen.push_back(p);
+      ropes_.emplace_back(p);
+    }
+    layer_rope_.push_back(int(i));
+  }
   const KvShape& s = kv.shape();
   if (s.n_layer != c.n_layer || s.n_kv_head != c.n_kv_head || s.head_dim != c.head_dim)
     throw Error("KV storage shape does not match the model");
@@ -67,7 +81,8 @@ void Forward::reserve(int64_t m, int64_t n_logits) {
     o_.resize(m * c.n_embd);
     gate_.resize(m * c.n_ff);
     up_.resize(m * c.n_ff);
-    cs_.resize(m * c.n_rot);
+    cs_.resize(ropes_.size() * m * c.n_rot);
+    pos_.resize(m);
   }
   if (n_logits > cap_logits_) {
     cap_logits_ = n_logits;
@@ -118,6 +133,8 @@ const float* Forward::run(std::span<const BatchEntry> batch, std::span<const Seq
     ++r;
   }
   matmul(model_.output(), xn_.data(), n_logits, logits_.data(), pool_);
+  if (c.final_softcap > 0)
+    for_rows(pool_, n_logits, [&](int64_t i) { softcap_inplace(logits_.data() + i * c.n_vocab, c.n_vocab, c.final_softcap); });
   return logits_.data();
 }
 
@@ -126,11 +143,21 @@ void Forward::begin_batch(std::span<const BatchEntry> batch, std::span<const Seq
   const int64_t m = int64_t(batch.size()), E = c.n_embd;
   const WeightView& embd = model_.token_embd();
   for (int64_t i = 0; i < m; ++i) {
-    dequantize_row(embd.type, embd.data + batch[i].token * embd.row_bytes, x_.data() + i * E, E);
-    rope_.angles(batch[i].pos, cs_.data() + i * c.n_rot);
+    float* x = x_.data() + i * E;
+    dequantize_row(embd.type, embd.data + batch[i].token * embd.row_bytes, x, E);
+    if (c.embd_scale != 1.f)
+      for (int64_t d = 0; d < E; ++d) x[d] *= c.embd_scale;
+    for (size_t r = 0; r < ropes_.size(); ++r) ropes_[r].angles(batch[i].pos, cs_.data() + (r * m + i) * c.n_rot);
+    pos_[i] = batch[i].pos;
   }
   kptr_.resize(seqs.size());
   vptr_.resize(seqs.size());
+  ppos_.resize(seqs.size());
+  if (c.has_window())
+    for (size_t s = 0; s < seqs.size(); ++s) {
+      ppos_[s].resize(seqs[s].n_pages);
+      for (int32_t p = 0; p < seqs[s].n_pages; ++p) ppos_[s][p] = kv_.pos(seqs[s].pages[p]);
+    }
   map_slots(batch, seqs);
   // Positions are per slot, not per layer: written once, in batch order.
   for (int64_t i = 0; i < m; ++i) kv_.pos(slots_[i].page)[slots_[i].slot] = batch[i].pos;
@@ -201,6 +228,8 @@ void Forward::store_kv(int layer, int64_t h, int64_t m) {
 void Forward::project_qkv(int l, int64_t m) {
   const ModelConfig& c = model_.config();
   const LayerWeights& w = model_.layers()[l];
+  const Rope& rope = ropes_[layer_rope_[l]];
+  const float* cs_layer = cs_.data() + layer_rope_[l] * m * c.n_rot;
   const int64_t E = c.n_embd, hd = c.head_dim;
   const int64_t qd = c.n_head * hd, kvd = c.n_kv_head * hd;
   for_rows(pool_, m, [&](int64_t i) {
@@ -213,16 +242,16 @@ void Forward::project_qkv(int l, int64_t m) {
     add_bias(q_.data(), w.bq, i, qd);
     add_bias(k_.data(), w.bk, i, kvd);
     add_bias(v_.data(), w.bv, i, kvd);
-    const float* cs = cs_.data() + i * c.n_rot;
+    const float* cs = cs_layer + i * c.n_rot;
     for (int64_t h = 0; h < c.n_head; ++h) {
       float* qh = q_.data() + i * qd + h * hd;
       if (!w.q_norm.empty()) rms_norm(qh, w.q_norm.data(), qh, hd, c.rms_eps);
-      rope_.apply(qh, cs);
+      rope.apply(qh, cs);
     }
     for (int64_t h = 0; h < c.n_kv_head; ++h) {
       float* kh = k_.data() + i * kvd + h * hd;
       if (!w.k_norm.empty()) rms_norm(kh, w.k_norm.data(), kh, hd, c.rms_eps);
-      rope_.apply(kh, cs);
+      rope.apply(kh, cs);
     }
   });
 }
@@ -230,7 +259,8 @@ void Forward::project_qkv(int l, int64_t m) {
 void Forward::attention_block(int l, std::span<const BatchEntry> batch, std::span<const SeqKv> seqs) {
   const ModelConfig& c = model_.config();
   const LayerWeights& w = model_.layers()[l];
-  const int64_t m = int64_t(batch.size()), E = c.n_embd, hd = c.head_dim;
+  const LayerConfig& lc = c.layers[l];
+  const int64_t m = int64_t(batch.size()), hd = c.head_dim;
   const int64_t qd = c.n_head * hd;
   project_qkv(l, m);
   // In batch order within each KV head (KvPageStore::write_slots), so that
@@ -272,7 +302,10 @@ void Forward::attention_block(int l, std::span<const BatchEntry> batch, std::spa
     a.kv_head = g;
     a.fills = seqs[e.seq].fills;
     a.n_kv_head = int(c.n_kv_head);
-    a.scale = float(1.0 / std::sqrt(double(hd)));
+    a.scale = lc.attn_scale;
+    a.softcap = lc.attn_softcap;
+    a.window = lc.window;
+    if (lc.window > 0) a.pos_pages = ppos_[e.seq].data();
     return a;
   };
   auto run_tokens = [&](int64_t b, int g) {
@@ -283,6 +316,7 @@ void Forward::attention_block(int l, std::span<const BatchEntry> batch, std::spa
     t.q = q_.data() + off;
     t.q_stride = qd;
     t.n_ctx = n_ctx_.data() + i0;
+    t.q_pos = pos_.data() + i0;
     t.out = att_.data() + off;
     t.out_stride = qd;
     return t;
@@ -300,9 +334,14 @@ void Forward::attention_block(int l, std::span<const BatchEntry> batch, std::spa
       const BatchEntry& e = batch[blocks_[st.run]];
       const int g0 = st.head < 0 ? 0 : st.head, g1 = st.head < 0 ? int(c.n_kv_head) : st.head + 1;
       if (st.head < 0) {
-        int most = 0;
-        for (int64_t i = blocks_[st.run]; i < blocks_[st.run + 1]; ++i) most = std::max(most, n_ctx_[i]);
-        paged_attention_prefetch(attention_args(e, 0), most, st.seg);
+        int most = 0, earliest = pos_[blocks_[st.run]];
+        for (int64_t i = blocks_[st.run]; i < blocks_[st.run + 1]; ++i) {
+          most = std::max(most, n_ctx_[i]);
+          earliest = std::min(earliest, pos_[i]);
+        }
+        PagedAttentionArgs pa = attention_args(e, 0);
+        pa.q_pos = earliest;
+        paged_attention_prefetch(pa, most, st.seg);
       }
       for (int g = g0; g < g1; ++g) {
         PagedAttentionTokens t = run_tokens(st.run, g);
@@ -330,7 +369,18 @@ void Forward::attention_block(int l, std::span<const BatchEntry> batch, std::spa
     });
   }
   matmul(w.wo, att_.data(), m, o_.data(), pool_);
-  for_rows(pool_, m, [&](int64_t i) { add_inplace(x_.data() + i * E, o_.data() + i * E, E); });
+  add_residual(w.post_attn_norm, m);
+}
+
+// x += o, or x += rmsnorm(o, post_norm) when the layer has that norm (gemma).
+void Forward::add_residual(const std::vector<float>& post_norm, int64_t m) {
+  const ModelConfig& c = model_.config();
+  const int64_t E = c.n_embd;
+  for_rows(pool_, m, [&](int64_t i) {
+    float* o = o_.data() + i * E;
+    if (!post_norm.empty()) rms_norm(o, post_norm.data(), o, E, c.rms_eps);
+    add_inplace(x_.data() + i * E, o, E);
+  });
 }
 
 // Whether to split this step's attention by softmax segment, and if so the
@@ -395,11 +445,16 @@ void Forward::ffn_block(int l, int64_t m) {
   });
   const MatmulOut gate_up[] = {{w.w_gate, gate_.data()}, {w.w_up, up_.data()}};
   matmul_many(gate_up, xn_.data(), m, pool_);
+  const bool geglu = c.layers[l].activation == Activation::kGeGluTanh;
   for_rows(pool_, m, [&](int64_t i) {
-    swiglu(gate_.data() + i * F, up_.data() + i * F, gate_.data() + i * F, F);
+    float* g = gate_.data() + i * F;
+    if (geglu)
+      geglu_tanh(g, up_.data() + i * F, g, F);
+    else
+      swiglu(g, up_.data() + i * F, g, F);
   });
   matmul(w.w_down, gate_.data(), m, o_.data(), pool_);
-  for_rows(pool_, m, [&](int64_t i) { add_inplace(x_.data() + i * E, o_.data() + i * E, E); });
+  add_residual(w.post_ffn_norm, m);
 }
 
 }  // namespace pc

@@ -76,6 +76,7 @@ class Forward {
   void attention_block(int layer, std::span<const BatchEntry> batch, std::span<const SeqKv> seqs);
   bool plan_split(int64_t n_blocks, int group);
   void ffn_block(int layer, int64_t m);
+  void add_residual(const std::vector<float>& post_norm, int64_t m);
   // K and V of one KV head of every batch entry, rounded to F16, into their slots.
   void store_kv(int layer, int64_t head, int64_t m);
   void map_slots(std::span<const BatchEntry> batch, std::span<const SeqKv> seqs);
@@ -83,7 +84,10 @@ class Forward {
   const Model& model_;
   KvPageStore& kv_;
   ThreadPool& pool_;
-  Rope rope_;
+  // The distinct RoPE settings of the layers (gemma3: local and global) and
+  // which one each layer uses; angles are computed once per token and setting.
+  std::vector<Rope> ropes_;
+  std::vector<int> layer_rope_;  // [n_layer] index into ropes_
   // Activations, grown on demand and reused (no allocation in steady state).
   int64_t cap_m_ = 0, cap_logits_ = 0;
   std::vector<float> x_;      // [m][n_embd] residual stream
@@ -94,7 +98,8 @@ class Forward {
   std::vector<float> att_;    // [m][n_head*hd] attention output
   std::vector<float> o_;      // [m][n_embd]
   std::vector<float> gate_, up_;  // [m][n_ff]
-  std::vector<float> cs_;     // [m][n_rot] rope cos/sin
+  std::vector<float> cs_;     // [n_ropes][m][n_rot] rope cos/sin
+  std::vector<int> pos_;      // [m] position ids (the attention window's queries)
   std::vector<float> logits_; // [n_logits][n_vocab]
   std::vector<float> scratch_;  // per-thread attention scratch
   std::vector<int32_t> blocks_;  // attention: first entry of each run of tokens, then m
@@ -110,6 +115,7 @@ class Forward {
   std::vector<int64_t> split_first_;
   std::vector<float> states_;
   std::vector<std::vector<const uint16_t*>> kptr_, vptr_;  // per sequence: page block pointers
+  std::vector<std::vector<const int32_t*>> ppos_;  // per sequence: page position ids (windowed layers)
   std::vector<std::vector<int32_t>> slot_page_, slot_off_;  // per sequence with fills: slot → page, offset
   std::vector<KvSlot> slots_;  // [m] the page slot each entry writes
 };

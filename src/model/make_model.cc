@@ -17,30 +17,47 @@ namespace {
 struct Shape {
   const char* name;
   int64_t n_embd, n_layer, n_head, n_kv_head, n_ff;
+  int64_t head_dim;  // 0: n_embd / n_head
+  int32_t window;    // sliding window of the architectures that have one
 };
 
 constexpr Shape kShapes[] = {
-    {"smollm-135m", 576, 30, 9, 3, 1536},
-    {"tinyllama-1.1b", 2048, 22, 32, 4, 5632},
-    {"tiny", 64, 2, 4, 2, 128},
-    {"micro", 32, 1, 2, 1, 64},
+    {"smollm-135m", 576, 30, 9, 3, 1536, 0, 4096},
+    {"tinyllama-1.1b", 2048, 22, 32, 4, 5632, 0, 4096},
+    // A window of 32 positions: prompts of a test cross it.
+    {"tiny", 64, 2, 4, 2, 128, 0, 32},
+    {"micro", 32, 1, 2, 1, 64, 0, 32},
     // Row lengths that are multiples of 256, so K-quant weights stay K-quants.
-    {"small", 256, 2, 4, 2, 512},
+    {"small", 256, 2, 4, 2, 512, 0, 32},
+    // Gemma 2 2B's widths (head size 256 > n_embd / n_head) and window.
+    {"gemma2-2b", 2304, 26, 8, 4, 9216, 256, 4096},
 };
 
+// What a file of the architecture holds, as llama.cpp's converter writes it
+// (model/config.cc reads it back).
 struct Arch {
   const char* name;
   float rms_eps;
   float rope_base;
-  bool qkv_bias;  // qwen2: attn_{q,k,v}.bias
-  bool qk_norm;   // qwen3: per-head attn_{q,k}_norm.weight
+  bool qkv_bias;        // qwen2: attn_{q,k,v}.bias
+  bool qk_norm;         // qwen3, gemma3: per-head attn_{q,k}_norm.weight
+  bool sandwich_norms;  // gemma: post_attention_norm, post_ffw_norm
+  bool fused;           // phi3: attn_qkv, ffn_up holding gate and up
+  bool gemma2_keys;     // sliding_window and the two soft-caps
+  bool gemma3_keys;     // sliding_window, rope.freq_base_swa, linear scaling 8
+  bool tied;            // no output.weight (gemma)
 };
 
 constexpr Arch kArchs[] = {
-    {"llama", 1e-5f, 10000.0f, false, false},
-    {"qwen2", 1e-6f, 1000000.0f, true, false},
-    {"qwen3", 1e-6f, 1000000.0f, false, true},
+    {"llama", 1e-5f, 10000.0f, false, false, false, false, false, false, false},
+    {"qwen2", 1e-6f, 1000000.0f, true, false, false, false, false, false, false},
+    {"qwen3", 1e-6f, 1000000.0f, false, true, false, false, false, false, false},
+    {"gemma2", 1e-6f, 10000.0f, false, false, true, false, true, false, true},
+    {"gemma3", 1e-6f, 1000000.0f, false, true, true, false, false, true, true},
+    {"phi3", 1e-5f, 10000.0f, false, false, false, true, false, false, false},
 };
+
+int64_t head_dim_of(const Shape& s) { return s.head_dim > 0 ? s.head_dim : s.n_embd / s.n_head; }
 
 // llama.cpp's general.file_type ("mostly X") for a weight type.
 uint32_t file_type_of(GgmlType t) {
@@ -108,7 +125,9 @@ const Shape& find_shape(const std::string& name) {
 const Arch& find_arch(const std::string& name) {
   for (const Arch& a : kArchs)
     if (name == a.name) return a;
-  throw Error("make-model: unknown architecture '" + name + "' (known: llama, qwen2, qwen3)");
+  std::string known;
+  for (const Arch& a : kArchs) known += (known.empty() ? "" : ", ") + std::string(a.name);
+  throw Error("make-model: unknown architecture '" + name + "' (known: " + known + ")");
 }
 
 // Keeps the first n entries of an array value (no-op if shorter or not an array).
@@ -199,7 +218,7 @@ int64_t copy_tokenizer(const MakeModelOptions& opt, GgufWriter& w) {
 
 void set_hparams(GgufWriter& w, const MakeModelOptions& opt, const Shape& s, const Arch& a) {
   const std::string p = std::string(a.name) + ".";
-  const uint32_t head_dim = static_cast<uint32_t>(s.n_embd / s.n_head);
+  const uint32_t head_dim = static_cast<uint32_t>(head_dim_of(s));
   w.set_string("general.architecture", a.name);
   w.set_string("general.name", "random " + opt.shape + " " + opt.arch + " " + ggml_type_name(opt.type));
   w.set_u32("general.file_type", file_type_of(opt.type));
@@ -212,9 +231,19 @@ void set_hparams(GgufWriter& w, const MakeModelOptions& opt, const Shape& s, con
   w.set_f32(p + "attention.layer_norm_rms_epsilon", a.rms_eps);
   w.set_f32(p + "rope.freq_base", a.rope_base);
   w.set_u32(p + "rope.dimension_count", head_dim);
-  if (a.qk_norm) {
+  if (a.qk_norm || s.head_dim > 0 || a.sandwich_norms) {
     w.set_u32(p + "attention.key_length", head_dim);
     w.set_u32(p + "attention.value_length", head_dim);
+  }
+  if (a.gemma2_keys || a.gemma3_keys) w.set_u32(p + "attention.sliding_window", uint32_t(s.window));
+  if (a.gemma2_keys) {
+    w.set_f32(p + "attn_logit_softcapping", 50.0f);
+    w.set_f32(p + "final_logit_softcapping", 30.0f);
+  }
+  if (a.gemma3_keys) {
+    w.set_f32(p + "rope.freq_base_swa", 10000.0f);
+    w.set_string(p + "rope.scaling.type", "linear");
+    w.set_f32(p + "rope.scaling.factor", 8.0f);
   }
 }
 
@@ -234,12 +263,16 @@ void add_f32(GgufWriter& w, Rng& rng, const std::string& name, int64_t n, float 
 void add_block(GgufWriter& w, Rng& rng, const MakeModelOptions& opt, const Shape& s,
                const Arch& a, int64_t i) {
   const std::string p = "blk." + std::to_string(i) + ".";
-  const int64_t hd = s.n_embd / s.n_head;
+  const int64_t hd = head_dim_of(s);
   const int64_t q_dim = s.n_head * hd, kv_dim = s.n_kv_head * hd;
   add_f32(w, rng, p + "attn_norm.weight", s.n_embd, 1.0f, 0.02f);
-  add_matrix(w, rng, opt.type, p + "attn_q.weight", s.n_embd, q_dim);
-  add_matrix(w, rng, opt.type, p + "attn_k.weight", s.n_embd, kv_dim);
-  add_matrix(w, rng, opt.type, p + "attn_v.weight", s.n_embd, kv_dim);
+  if (a.fused) {
+    add_matrix(w, rng, opt.type, p + "attn_qkv.weight", s.n_embd, q_dim + 2 * kv_dim);
+  } else {
+    add_matrix(w, rng, opt.type, p + "attn_q.weight", s.n_embd, q_dim);
+    add_matrix(w, rng, opt.type, p + "attn_k.weight", s.n_embd, kv_dim);
+    add_matrix(w, rng, opt.type, p + "attn_v.weight", s.n_embd, kv_dim);
+  }
   if (a.qkv_bias) {
     add_f32(w, rng, p + "attn_q.bias", q_dim, 0.0f, 0.02f);
     add_f32(w, rng, p + "attn_k.bias", kv_dim, 0.0f, 0.02f);
@@ -250,10 +283,16 @@ void add_block(GgufWriter& w, Rng& rng, const MakeModelOptions& opt, const Shape
     add_f32(w, rng, p + "attn_k_norm.weight", hd, 1.0f, 0.02f);
   }
   add_matrix(w, rng, opt.type, p + "attn_output.weight", q_dim, s.n_embd);
+  if (a.sandwich_norms) add_f32(w, rng, p + "post_attention_norm.weight", s.n_embd, 1.0f, 0.02f);
   add_f32(w, rng, p + "ffn_norm.weight", s.n_embd, 1.0f, 0.02f);
-  add_matrix(w, rng, opt.type, p + "ffn_gate.weight", s.n_embd, s.n_ff);
-  add_matrix(w, rng, opt.type, p + "ffn_up.weight", s.n_embd, s.n_ff);
+  if (a.fused) {
+    add_matrix(w, rng, opt.type, p + "ffn_up.weight", s.n_embd, 2 * s.n_ff);  // rows: gate, then up
+  } else {
+    add_matrix(w, rng, opt.type, p + "ffn_gate.weight", s.n_embd, s.n_ff);
+    add_matrix(w, rng, opt.type, p + "ffn_up.weight", s.n_embd, s.n_ff);
+  }
   add_matrix(w, rng, opt.type, p + "ffn_down.weight", s.n_ff, s.n_embd);
+  if (a.sandwich_norms) add_f32(w, rng, p + "post_ffw_norm.weight", s.n_embd, 1.0f, 0.02f);
 }
 
 }  // namespace
@@ -288,7 +327,7 @@ void make_random_model(const MakeModelOptions& opt, const std::string& out_path)
   Rng rng(opt.seed);
   add_matrix(w, rng, opt.type, "token_embd.weight", s.n_embd, n_vocab);
   add_f32(w, rng, "output_norm.weight", s.n_embd, 1.0f, 0.02f);
-  if (!opt.tied_output) add_matrix(w, rng, opt.type, "output.weight", s.n_embd, n_vocab);
+  if (!opt.tied_output && !a.tied) add_matrix(w, rng, opt.type, "output.weight", s.n_embd, n_vocab);
   const int64_t steps = s.n_layer + 2;
   auto progress = [&](int64_t done) {
     if (opt.on_progress) opt.on_progress(done, steps);

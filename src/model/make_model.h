@@ -1,6 +1,7 @@
 // Random-weight GGUF models of real shapes, for tests, benchmarks and demos.
 //
-// The file looks like a llama.cpp conversion of a Llama / Qwen2 / Qwen3 model: the
+// The file looks like a llama.cpp conversion of a Llama / Qwen2 / Qwen3 / Gemma 2 /
+// Gemma 3 / Phi-3 model: the
 // same metadata keys and tensor names, the tokenizer copied from a real vocabulary
 // file, and weights drawn from a seeded generator (deterministic for a seed).
 // Depends only on src/gguf.
@@ -17,9 +18,14 @@ namespace pc {
 struct MakeModelOptions {
   // "smollm-135m" (n_embd 576, 30 blocks, 9 heads, 3 KV heads, ff 1536),
   // "tinyllama-1.1b" (2048, 22, 32, 4, 5632), "tiny" (64, 2, 4, 2, 128), "small" (256, 2, 4, 2, 512),
-  // "micro" (32, 1, 2, 1, 64). See make_model_shapes().
+  // "micro" (32, 1, 2, 1, 64), "gemma2-2b" (2304, 26, 8, 4, 9216, head size 256).
+  // See make_model_shapes(). gemma2/gemma3 files get the shape's sliding window:
+  // 4096 for the real-size shapes, 32 for tiny, small and micro.
   std::string shape = "smollm-135m";
-  std::string arch = "llama";          // llama | qwen2 | qwen3
+  // llama | qwen2 | qwen3 | gemma2 | gemma3 | phi3. gemma2: soft-caps 50 / 30;
+  // gemma3: rope base 1e6 with linear scaling 8 on global layers, 1e4 on local
+  // ones; phi3: fused attn_qkv and gate/up; gemma files are always tied.
+  std::string arch = "llama";
   // Type of the 2-D weights: F16 | Q8_0 | Q4_0 | Q4_K | Q6_K | BF16 | F32. A matrix
   // whose row length is not a multiple of the type's block size falls back (K-quants
   // → Q8_0, then F16). Norms and biases are always F32.

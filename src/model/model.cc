@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 
 #include "gguf/gguf.h"
 #include "gguf/quants.h"
@@ -60,15 +61,25 @@ std::vector<float> vector_f32(const GgufFile& f, const std::string& name, int64_
 
 Model::~Model() = default;
 
-std::unique_ptr<Model> Model::load(const std::string& path, Residency residency) {
+std::unique_ptr<Model> Model::load(const std::string& path, Residency residency, int64_t context_length) {
   std::unique_ptr<Model> m(new Model());
   m->file_ = GgufFile::open(path, residency);
-  m->config_ = ModelConfig::from_gguf(*m->file_);
+  m->config_ = ModelConfig::from_gguf(*m->file_, context_length);
   m->tokenizer_ = Tokenizer::from_gguf(*m->file_);
   m->load_weights();
   m->compute_fingerprint();
   return m;
 }
+
+namespace {
+
+// Rows [first, first + n) of a matrix view: a matrix of its own (row r of a
+// GGUF matrix is output feature r, stored contiguously).
+WeightView row_range(const WeightView& w, int64_t first, int64_t n) {
+  return WeightView{w.type, w.k, n, w.data + first * w.row_bytes, w.row_bytes};
+}
+
+}  // namespace
 
 void Model::load_weights() {
   const GgufFile& f = *file_;
@@ -83,42 +94,81 @@ void Model::load_weights() {
                 " rows but the vocabulary has " + std::to_string(tokenizer_->n_vocab()) +
                 " tokens");
   token_embd_ = matrix(f, "token_embd.weight", c.n_embd, c.n_vocab);
+  // Every architecture: the output projection is tied to the embedding when the
+  // file has no output.weight (llama.cpp's rule; gemma files never have one).
   output_ = f.tensor("output.weight") ? matrix(f, "output.weight", c.n_embd, c.n_vocab)
                                       : token_embd_;
   output_norm_ = vector_f32(f, "output_norm.weight", c.n_embd, true);
-  if (f.tensor("rope_freqs.weight")) rope_freqs_ = vector_f32(f, "rope_freqs.weight", c.n_rot / 2, true);
+  const int64_t n_pairs = c.n_rot / 2;
+  switch (c.layers.empty() ? RopeFactors::kNone : c.layers[0].rope_factors) {
+    case RopeFactors::kRopeFreqs:  // optional in Llama files (Llama 3.1+ have it)
+      if (f.tensor("rope_freqs.weight")) rope_freqs_ = vector_f32(f, "rope_freqs.weight", n_pairs, true);
+      break;
+    case RopeFactors::kLongRope:
+      rope_freqs_ = vector_f32(f, c.longrope_long ? "rope_factors_long.weight" : "rope_factors_short.weight",
+                               n_pairs, true);
+      for (float v : rope_freqs_)
+        if (!(v > 0)) throw Error(f.path() + ": LongRoPE factors must be positive");
+      break;
+    case RopeFactors::kNone: break;
+  }
 
   const int64_t q_dim = c.n_head * c.head_dim, kv_dim = c.n_kv_head * c.head_dim;
   layers_.resize(c.n_layer);
   for (int64_t i = 0; i < c.n_layer; ++i) {
     const std::string p = "blk." + std::to_string(i) + ".";
+    const LayerConfig& lc = c.layers[i];
     LayerWeights& l = layers_[i];
     l.attn_norm = vector_f32(f, p + "attn_norm.weight", c.n_embd, true);
-    l.wq = matrix(f, p + "attn_q.weight", c.n_embd, q_dim);
-    l.wk = matrix(f, p + "attn_k.weight", c.n_embd, kv_dim);
-    l.wv = matrix(f, p + "attn_v.weight", c.n_embd, kv_dim);
+    if (lc.projections == Projections::kFused) {
+      const WeightView qkv = matrix(f, p + "attn_qkv.weight", c.n_embd, q_dim + 2 * kv_dim);
+      l.wq = row_range(qkv, 0, q_dim);
+      l.wk = row_range(qkv, q_dim, kv_dim);
+      l.wv = row_range(qkv, q_dim + kv_dim, kv_dim);
+    } else {
+      l.wq = matrix(f, p + "attn_q.weight", c.n_embd, q_dim);
+      l.wk = matrix(f, p + "attn_k.weight", c.n_embd, kv_dim);
+      l.wv = matrix(f, p + "attn_v.weight", c.n_embd, kv_dim);
+    }
     l.wo = matrix(f, p + "attn_output.weight", q_dim, c.n_embd);
-    const bool qwen2 = c.arch == Arch::Qwen2;
-    l.bq = vector_f32(f, p + "attn_q.bias", q_dim, qwen2);
-    l.bk = vector_f32(f, p + "attn_k.bias", kv_dim, qwen2);
-    l.bv = vector_f32(f, p + "attn_v.bias", kv_dim, qwen2);
-    const bool qwen3 = c.arch == Arch::Qwen3;
-    l.q_norm = vector_f32(f, p + "attn_q_norm.weight", c.head_dim, qwen3);
-    l.k_norm = vector_f32(f, p + "attn_k_norm.weight", c.head_dim, qwen3);
+    if (lc.qkv_bias) {
+      l.bq = vector_f32(f, p + "attn_q.bias", q_dim, true);
+      l.bk = vector_f32(f, p + "attn_k.bias", kv_dim, true);
+      l.bv = vector_f32(f, p + "attn_v.bias", kv_dim, true);
+    }
+    if (lc.qk_norm) {
+      l.q_norm = vector_f32(f, p + "attn_q_norm.weight", c.head_dim, true);
+      l.k_norm = vector_f32(f, p + "attn_k_norm.weight", c.head_dim, true);
+    }
+    if (lc.post_attn_norm) l.post_attn_norm = vector_f32(f, p + "post_attention_norm.weight", c.n_embd, true);
     l.ffn_norm = vector_f32(f, p + "ffn_norm.weight", c.n_embd, true);
-    l.w_gate = matrix(f, p + "ffn_gate.weight", c.n_embd, c.n_ff);
-    l.w_up = matrix(f, p + "ffn_up.weight", c.n_embd, c.n_ff);
+    if (lc.projections == Projections::kFused) {
+      const WeightView gate_up = matrix(f, p + "ffn_up.weight", c.n_embd, 2 * c.n_ff);
+      l.w_gate = row_range(gate_up, 0, c.n_ff);
+      l.w_up = row_range(gate_up, c.n_ff, c.n_ff);
+    } else {
+      l.w_gate = matrix(f, p + "ffn_gate.weight", c.n_embd, c.n_ff);
+      l.w_up = matrix(f, p + "ffn_up.weight", c.n_embd, c.n_ff);
+    }
     l.w_down = matrix(f, p + "ffn_down.weight", c.n_ff, c.n_embd);
+    if (lc.post_ffn_norm) l.post_ffn_norm = vector_f32(f, p + "post_ffw_norm.weight", c.n_embd, true);
   }
 }
 
-RopeParams Model::rope_params() const {
+const std::vector<float>& Model::rope_freq_factors(int layer) const {
+  return config_.layers[layer].rope_factors == RopeFactors::kNone ? no_factors_ : rope_freqs_;
+}
+
+RopeParams Model::rope_params(int layer, bool with_attn_factor) const {
+  const LayerConfig& l = config_.layers[layer];
   RopeParams p;
   p.n_rot = config_.n_rot;
-  p.base = config_.rope_base;
-  p.freq_scale = config_.rope_freq_scale;
+  p.base = l.rope_base;
+  p.freq_scale = l.rope_freq_scale;
   p.neox = config_.rope_neox;
-  p.factors = rope_freqs_.empty() ? nullptr : rope_freqs_.data();
+  const std::vector<float>& factors = rope_freq_factors(layer);
+  p.factors = factors.empty() ? nullptr : factors.data();
+  if (with_attn_factor && l.rope_factors == RopeFactors::kLongRope) p.attn_factor = config_.rope_attn_factor;
   return p;
 }
 
@@ -132,6 +182,13 @@ void Model::compute_fingerprint() {
     for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
   };
   mix(config_.arch_name.data(), config_.arch_name.size());
+  // The RoPE factor set in use changes every stored K: KV of the long and of the
+  // short LongRoPE set live in different namespaces.
+  const bool longrope = !config_.layers.empty() && config_.layers[0].rope_factors == RopeFactors::kLongRope;
+  if (longrope) {
+    const char* set = config_.longrope_long ? "longrope:long" : "longrope:short";
+    mix(set, std::strlen(set));
+  }
   for (const GgufTensorInfo& t : file_->tensors()) {
     mix(t.name.data(), t.name.size());
     mix(t.ne.data(), t.ne.size() * sizeof(int64_t));

@@ -21,9 +21,14 @@ struct LayerWeights {
   WeightView wq, wk, wv, wo;                   // q: n_embd → n_head*hd, k/v: → n_kv*hd, o: n_head*hd → n_embd
   std::vector<float> bq, bk, bv;               // qwen2 biases, empty otherwise
   std::vector<float> q_norm, k_norm;           // qwen3 per-head RMSNorm weights [head_dim], empty otherwise
+  std::vector<float> post_attn_norm;           // [n_embd] when LayerConfig::post_attn_norm, else empty
   std::vector<float> ffn_norm;                 // [n_embd]
   WeightView w_gate, w_up, w_down;             // gate/up: n_embd → n_ff, down: n_ff → n_embd
+  std::vector<float> post_ffn_norm;            // [n_embd] when LayerConfig::post_ffn_norm, else empty
 };
+// Fused projections (LayerConfig::projections kFused) are views of row ranges of
+// the one stored matrix: attn_qkv's rows [0, q_dim) are wq, then wk, then wv;
+// ffn_up's rows [0, n_ff) are w_gate, [n_ff, 2 n_ff) w_up.
 
 class Model {
  public:
@@ -31,24 +36,32 @@ class Model {
   // tensors, tensors of unsupported types (naming tensor and type) or wrong shapes.
   // The weights are copied into huge-page memory unless `residency` says to map
   // the file (see Residency).
-  static std::unique_ptr<Model> load(const std::string& path, Residency residency = Residency::kMemory);
+  // context_length: the context size the model runs with (0: the file's
+  // context_length); it selects LongRoPE's factor set (ModelConfig).
+  static std::unique_ptr<Model> load(const std::string& path, Residency residency = Residency::kMemory,
+                                     int64_t context_length = 0);
   ~Model();
 
   const ModelConfig& config() const { return config_; }
   const GgufFile& file() const { return *file_; }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
-  // Identifies the weights for cache keys: architecture, shape and a hash of
-  // the tensor bytes sampled at fixed strides (hex string).
+  // Identifies the KV the model computes, for cache keys (KvNamespace::model):
+  // architecture, shape, a hash of the tensor bytes sampled at fixed strides and
+  // the RoPE factor set in use (LongRoPE's long or short set) (hex string).
   const std::string& fingerprint() const { return fingerprint_; }
 
   const WeightView& token_embd() const { return token_embd_; }
   const WeightView& output() const { return output_; }       // token_embd when tied
   const std::vector<float>& output_norm() const { return output_norm_; }
   const std::vector<LayerWeights>& layers() const { return layers_; }
-  // Per rotary pair frequency divisors (Llama 3 rope_freqs); empty = all 1.
-  const std::vector<float>& rope_freq_factors() const { return rope_freqs_; }
-  // The model's RoPE settings (config plus frequency factors).
-  RopeParams rope_params() const;
+  // Per rotary pair frequency divisors of a layer (Llama 3 rope_freqs, LongRoPE's
+  // set in use); empty = all 1.
+  const std::vector<float>& rope_freq_factors(int layer) const;
+  // A layer's RoPE settings (config plus frequency factors). `with_attn_factor`:
+  // cos/sin times LongRoPE's attention factor, as the forward pass applies it;
+  // false for rotating stored keys by a position shift, which must not scale them
+  // again (model/relocate.h).
+  RopeParams rope_params(int layer, bool with_attn_factor = true) const;
 
  private:
   Model() = default;
@@ -61,7 +74,8 @@ class Model {
   WeightView token_embd_, output_;
   std::vector<float> output_norm_;
   std::vector<LayerWeights> layers_;
-  std::vector<float> rope_freqs_;
+  std::vector<float> rope_freqs_;   // rope_freqs, or LongRoPE's set in use
+  std::vector<float> no_factors_;
   std::string fingerprint_;
 };
 

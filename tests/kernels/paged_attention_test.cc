@@ -27,6 +27,7 @@
 
 #include "gguf/quants.h"
 #include "kernels/cpu.h"
+#include "kernels/elementwise.h"
 #include "kernels/paged_attention_internal.h"
 
 namespace pc {
@@ -366,6 +367,172 @@ TEST(PagedAttention, SegmentsSplitAndMergeExactly) {
           }
         }
     }
+  }
+}
+
+// Sliding window and soft-capping (paged_attention.cc): the window is measured
+// in position ids, which here leave gaps and run backwards for a stretch (PML
+// layouts), so slots and positions differ. Per query: close to a plain masked
+// softmax of the capped scores; bitwise the same alone, in blocks of tokens
+// and split by segment and merged; and bitwise the same on every path.
+TEST(PagedAttention, WindowAndSoftcap) {
+  LevelGuard guard;
+  const Shape shapes[] = {{16, 64, 3, 3}, {12, 64, 3, 3}, {16, 8, 2, 4}, {16, 20, 1, 2}, {16, 256, 1, 2}};
+  const int n = 40, max_ctx = 300;
+  std::vector<std::vector<float>> first_path;  // per case, the first path's outputs
+  bool have_first = false;
+  for (const KernelPath& path : kernel_paths()) {
+    path.use();
+    size_t case_i = 0;
+    for (const Shape& sh : shapes) {
+      Kv kv(sh.P, sh.hd, sh.n_kv, max_ctx, 21);
+      // Position ids: gaps of 5 every 23 slots, and slots 120-159 counting down.
+      std::vector<std::vector<int32_t>> pos(kv.kp.size(), std::vector<int32_t>(sh.P));
+      std::vector<const int32_t*> pos_pages;
+      std::vector<int32_t> flat(max_ctx);
+      for (int t = 0; t < max_ctx; ++t) {
+        flat[t] = t + 5 * (t / 23);
+        if (t >= 120 && t < 160) flat[t] = flat[120] + (159 - t);
+        pos[t / sh.P][t % sh.P] = flat[t];
+      }
+      for (auto& p : pos) pos_pages.push_back(p.data());
+      const int64_t qd = int64_t(sh.n_kv) * sh.group * sh.hd;
+      const auto q = random_q(n * qd, 23, 6.f);
+      std::vector<int> n_ctx(n), q_pos(n);
+      for (int i = 0; i < n; ++i) n_ctx[i] = 1 + (i * 151 + i * i * 7) % max_ctx;
+      n_ctx[n - 1] = max_ctx;
+      std::vector<float> scratch(paged_attention_tokens_scratch(sh.P, sh.hd, sh.group, kAttnMaxTokens));
+      const float scale = 1.f / std::sqrt(float(sh.hd));
+      for (int window : {1, 7, 32, 100})
+        for (float softcap : {0.f, 6.f}) {
+          // Its own slot's position, or a little past it (still seeing that slot).
+          for (int i = 0; i < n; ++i) q_pos[i] = flat[n_ctx[i] - 1] + (i % 4 == 0 ? std::min(3, window - 1) : 0);
+          auto args = [&](int g) {
+            PagedAttentionArgs a = kv.args(g, scale);
+            a.window = window;
+            a.softcap = softcap;
+            a.pos_pages = pos_pages.data();
+            a.segment = 64;
+            return a;
+          };
+          const std::string where = path.name() + " hd=" + std::to_string(sh.hd) + " P=" + std::to_string(sh.P) +
+                                    " window=" + std::to_string(window) + " softcap=" + std::to_string(softcap);
+          std::vector<float> alone(n * qd), blocked(n * qd), split(n * qd);
+          for (int g = 0; g < sh.n_kv; ++g)
+            for (int i = 0; i < n; ++i) {
+              PagedAttentionArgs a = args(g);
+              a.n_ctx = n_ctx[i];
+              a.q_pos = q_pos[i];
+              paged_attention(a, q.data() + query_offset(sh, i, g), sh.group, alone.data() + query_offset(sh, i, g),
+                              scratch.data());
+            }
+          // Against the plain masked softmax (double; the kernel's tanh and exp
+          // are within 1e-6 of exact).
+          for (int g = 0; g < sh.n_kv; ++g)
+            for (int i = 0; i < n; i += 3)
+              for (int j = 0; j < sh.group; ++j) {
+                const float* qj = q.data() + query_offset(sh, i, g) + j * sh.hd;
+                std::vector<double> s, out(sh.hd, 0.0);
+                std::vector<int> seen;
+                double mx = -INFINITY, vmax = 0;
+                for (int t = 0; t < n_ctx[i]; ++t) {
+                  if (q_pos[i] - flat[t] >= window) continue;
+                  double d = 0;
+                  for (int e = 0; e < sh.hd; ++e) d += double(round_f16(qj[e])) * kv.k(g, t, e);
+                  d *= scale;
+                  if (softcap > 0) d = softcap * std::tanh(d / softcap);
+                  s.push_back(d);
+                  seen.push_back(t);
+                  mx = std::max(mx, d);
+                }
+                ASSERT_FALSE(seen.empty()) << where;
+                double sum = 0;
+                for (size_t k = 0; k < seen.size(); ++k) {
+                  const double e = std::exp(s[k] - mx);
+                  sum += e;
+                  for (int d = 0; d < sh.hd; ++d) {
+                    const double v = fp16_to_fp32(kv.v(g, seen[k])[d]);
+                    out[d] += e * v;
+                    vmax = std::max(vmax, std::fabs(v));
+                  }
+                }
+                for (int d = 0; d < sh.hd; ++d)
+                  ASSERT_NEAR(alone[query_offset(sh, i, g) + j * sh.hd + d], out[d] / sum, 2e-4 * vmax)
+                      << where << " query " << i;
+              }
+          for (int bs : {1, 7, 32}) {
+            std::fill(blocked.begin(), blocked.end(), std::nanf(""));
+            std::fill(split.begin(), split.end(), std::nanf(""));
+            for (int g = 0; g < sh.n_kv; ++g)
+              for (int i0 = 0; i0 < n; i0 += bs) {
+                PagedAttentionTokens t =
+                    token_block(sh, q.data(), n_ctx.data(), blocked.data(), i0, std::min(bs, n - i0), g);
+                t.q_pos = q_pos.data() + i0;
+                paged_attention_tokens(args(g), sh.group, t, scratch.data());
+                const int most = *std::max_element(t.n_ctx, t.n_ctx + t.n_tok);
+                const int n_seg = (most - 1) / 64 + 1;
+                const int64_t nq = int64_t(t.n_tok) * sh.group;
+                std::vector<float> states(n_seg * attention_state_floats(sh.hd, nq), std::nanf(""));
+                std::vector<AttentionState> parts;
+                for (int k = 0; k < n_seg; ++k) {
+                  PagedAttentionTokens ts = t;
+                  ts.out = nullptr;
+                  ts.seg = k;
+                  ts.state = attention_state_at(states.data() + k * attention_state_floats(sh.hd, nq), sh.hd, nq);
+                  paged_attention_tokens(args(g), sh.group, ts, scratch.data());
+                  parts.push_back(ts.state);
+                }
+                for (int64_t qi = 0; qi < nq; ++qi)
+                  attention_merge(sh.hd, parts.data(), n_seg, qi,
+                                  split.data() + query_offset(sh, i0 + int(qi / sh.group), g) + (qi % sh.group) * sh.hd);
+              }
+            ASSERT_EQ(0, std::memcmp(alone.data(), blocked.data(), alone.size() * 4)) << where << " block=" << bs;
+            ASSERT_EQ(0, std::memcmp(alone.data(), split.data(), alone.size() * 4)) << where << " block=" << bs;
+          }
+          if (!have_first) {
+            first_path.push_back(alone);
+          } else {
+            ASSERT_EQ(0, std::memcmp(first_path[case_i].data(), alone.data(), alone.size() * 4))
+                << where << " differs from " << kernel_paths()[0].name();
+          }
+          ++case_i;
+        }
+    }
+    have_first = true;
+  }
+}
+
+// The project's tanh (fixed_tanh, fixed_exp.h): close to std::tanh, odd, and
+// the AVX2 form (through softcap_inplace and geglu_tanh at each level) bitwise
+// the scalar one.
+TEST(PagedAttention, AttentionTanh) {
+  std::mt19937 rng(4);
+  std::uniform_real_distribution<float> u(-12.f, 12.f);
+  std::vector<float> x = {0.f, -0.f, 1e-6f, -1e-6f, 0.5f, 20.f, -20.f, 100.f};
+  for (int i = 0; i < 100000; ++i) x.push_back(u(rng));
+  double worst = 0;
+  for (float v : x) {
+    worst = std::max(worst, std::fabs(double(fixed_tanh(v)) - std::tanh(double(v))));
+    ASSERT_EQ(std::bit_cast<uint32_t>(fixed_tanh(-v)), std::bit_cast<uint32_t>(-fixed_tanh(v)));
+  }
+  EXPECT_LT(worst, 3e-7);
+  LevelGuard guard;
+  std::vector<std::vector<float>> caps, gelus;
+  for (CpuLevel l : levels()) {
+    set_cpu_level(l);
+    std::vector<float> c = x, g(x.size());
+    softcap_inplace(c.data(), int64_t(c.size()), 6.f);
+    geglu_tanh(x.data(), x.data(), g.data(), int64_t(x.size()));
+    caps.push_back(c);
+    gelus.push_back(g);
+  }
+  for (size_t i = 1; i < caps.size(); ++i) {
+    EXPECT_EQ(0, std::memcmp(caps[0].data(), caps[i].data(), x.size() * 4)) << cpu_level_name(levels()[i]);
+    EXPECT_EQ(0, std::memcmp(gelus[0].data(), gelus[i].data(), x.size() * 4)) << cpu_level_name(levels()[i]);
+  }
+  for (size_t i = 0; i < x.size(); i += 97) {
+    const double g = x[i], want = 0.5 * g * (1 + std::tanh(0.7978845608028654 * (g + 0.044715 * g * g * g))) * g;
+    EXPECT_NEAR(gelus[0][i], want, 1e-5 * std::max(1.0, std::fabs(want))) << x[i];
   }
 }
 

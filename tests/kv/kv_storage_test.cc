@@ -120,7 +120,7 @@ TEST(KvStorage, CopySlotsCopiesKvAndPositionsOfTheFirstSlots) {
 // Adds 1 to every element it sees and counts the rows.
 struct AddOne final : KeyRowsOp {
   int calls = 0, rows = 0;
-  void apply(uint16_t* r, int n) override {
+  void apply(int, uint16_t* r, int n) override {
     ++calls;
     rows += n;
     for (int i = 0; i < n * kShape.head_dim; ++i) ++r[i];

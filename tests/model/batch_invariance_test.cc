@@ -71,6 +71,11 @@ TEST_P(BatchInvariance, LlamaTinyRandom) {
 TEST_P(BatchInvariance, GeneratedLlama) { check_invariance(test::generated_model("llama", GgmlType::Q8_0), 90); }
 TEST_P(BatchInvariance, GeneratedQwen2) { check_invariance(test::generated_model("qwen2", GgmlType::Q4_0), 90); }
 TEST_P(BatchInvariance, GeneratedQwen3) { check_invariance(test::generated_model("qwen3", GgmlType::Q4_K), 90); }
+// Sliding-window layers (window 32, prompts of 90), soft-caps, GeGLU, fused
+// projections, per-layer RoPE.
+TEST_P(BatchInvariance, GeneratedGemma2) { check_invariance(test::generated_model("gemma2", GgmlType::Q8_0), 90); }
+TEST_P(BatchInvariance, GeneratedGemma3) { check_invariance(test::generated_model("gemma3", GgmlType::Q4_0), 90); }
+TEST_P(BatchInvariance, GeneratedPhi3) { check_invariance(test::generated_model("phi3", GgmlType::Q4_0), 90); }
 TEST_P(BatchInvariance, GeneratedF16) { check_invariance(test::generated_model("llama", GgmlType::F16), 90); }
 TEST_P(BatchInvariance, GeneratedQ6K) { check_invariance(test::generated_model("qwen3", GgmlType::Q6_K), 90); }
 
@@ -83,6 +88,12 @@ TEST_P(BatchInvariance, GeneratedQ6K) { check_invariance(test::generated_model("
 TEST_P(BatchInvariance, LongContextSplitAttention) {
   // (F16 weights: activations stay F32, so a changed bit of attention shows.)
   check_invariance(test::generated_model("llama", GgmlType::F16), 800, {1, 2}, {0, 1, 20});
+}
+
+// The same with sliding-window layers: decode steps split by segment skip the
+// segments outside the window, and stay bitwise the whole prompt's.
+TEST_P(BatchInvariance, LongContextSplitAttentionWindowed) {
+  check_invariance(test::generated_model("gemma2", GgmlType::F16), 300, {1, 2}, {0, 1});
 }
 
 // The AVX-512 kernels (matmul prompt tiles, attention tiles) keep the
@@ -105,7 +116,8 @@ TEST(BatchInvarianceAvx512, MatchesAvx2Bitwise) {
     force_attn_tiles(!avx512 ? nullptr : real ? avx512_attn_tiles : avx512_emulated_attn_tiles);
   };
   const std::pair<const char*, GgmlType> models[] = {
-      {"llama", GgmlType::Q8_0}, {"llama", GgmlType::Q4_0}, {"llama", GgmlType::F16}, {"qwen3", GgmlType::Q4_K}};
+      {"llama", GgmlType::Q8_0}, {"llama", GgmlType::Q4_0}, {"llama", GgmlType::F16}, {"qwen3", GgmlType::Q4_K},
+      {"gemma2", GgmlType::F16}, {"gemma3", GgmlType::Q8_0}};
   for (const auto& [arch, t] : models) {
     const std::string path = test::generated_model(arch, t);
     auto model = Model::load(path);

@@ -9,8 +9,10 @@
 #include <fstream>
 #include <iterator>
 
+#include "engine/engine.h"
 #include "gguf/gguf.h"
 #include "gguf/quants.h"
+#include "model/model.h"
 #include "test_util.h"
 
 namespace pc {
@@ -114,6 +116,37 @@ TEST(MakeModel, TinyEveryArchAndType) {
     }
 }
 
+// The newer architectures: the files load (every tensor the layer description
+// asks for, in the right shape), describe what the architecture is, and run.
+TEST(MakeModel, GemmaAndPhi3Load) {
+  for (const char* arch : {"gemma2", "gemma3", "phi3"})
+    for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_K}) {
+      SCOPED_TRACE(std::string(arch) + " " + ggml_type_name(t));
+      MakeModelOptions o;
+      o.shape = t == GgmlType::Q4_K ? "small" : "tiny";
+      o.arch = arch;
+      o.type = t;
+      const std::string path = generate(o);
+      auto f = GgufFile::open(path);
+      EXPECT_EQ(f->tensor("output.weight") != nullptr, std::string(arch) == "phi3");
+      EXPECT_EQ(f->tensor("blk.0.attn_qkv.weight") != nullptr, std::string(arch) == "phi3");
+      EXPECT_EQ(f->tensor("blk.1.post_ffw_norm.weight") != nullptr, std::string(arch) != "phi3");
+      auto m = Model::load(path);
+      const ModelConfig& c = m->config();
+      EXPECT_EQ(c.arch_name, arch);
+      EXPECT_EQ(c.layers[0].window, std::string(arch) == "phi3" ? 0 : 32);
+      EXPECT_EQ(c.layers[1].window, std::string(arch) == "gemma3" ? 32 : 0);  // (gemma3: 5 local : 1 global)
+      EXPECT_EQ(c.layers[0].activation,
+                std::string(arch) == "phi3" ? Activation::kSwiGlu : Activation::kGeGluTanh);
+      EXPECT_EQ(c.final_softcap, std::string(arch) == "gemma2" ? 30.f : 0.f);
+      EngineOptions eo;
+      eo.threads = 1;
+      eo.kv_memory_bytes = 8 << 20;
+      Engine e(*m, eo);
+      for (float v : e.prompt_logits({1, 450, 4996, 17354, 1701, 29916}, 6)) ASSERT_TRUE(std::isfinite(v));
+    }
+}
+
 TEST(MakeModel, WeightsHaveSaneScale) {
   MakeModelOptions o;
   o.shape = "tiny";
@@ -211,7 +244,7 @@ TEST(MakeModel, Errors) {
   bad = o;
   bad.vocab_path = test::shared_dir() + "/vocab/README.md";
   expect_error(bad, "README.md");
-  EXPECT_EQ(make_model_shapes(), (std::vector<std::string>{"smollm-135m", "tinyllama-1.1b", "tiny", "micro", "small"}));
+  EXPECT_EQ(make_model_shapes(), (std::vector<std::string>{"smollm-135m", "tinyllama-1.1b", "tiny", "micro", "small", "gemma2-2b"}));
 }
 
 TEST(MakeModel, BuiltinVocabulary) {

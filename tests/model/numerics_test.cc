@@ -82,7 +82,7 @@ void rmsnorm(std::vector<float>& x, const float* w, size_t off, size_t n, float 
 void rope(std::vector<float>& x, size_t off, int pos, const ModelConfig& c) {
   const int64_t half = c.n_rot / 2;
   for (int64_t i = 0; i < half; ++i) {
-    const double theta = pos * double(c.rope_freq_scale) * std::pow(double(c.rope_base), -2.0 * i / c.n_rot);
+    const double theta = pos * double(c.layers[0].rope_freq_scale) * std::pow(double(c.layers[0].rope_base), -2.0 * i / c.n_rot);
     const float cs = float(std::cos(theta)), sn = float(std::sin(theta));
     const int64_t a = c.rope_neox ? i : 2 * i, b = c.rope_neox ? i + half : 2 * i + 1;
     const float x0 = x[off + a], x1 = x[off + b];

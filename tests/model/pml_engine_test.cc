@@ -4,6 +4,7 @@
 // against keys computed directly at the new positions.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <thread>
@@ -39,7 +40,8 @@ const char* kSchema = R"(<schema name="story">
 </schema>)";
 
 struct Fixture {
-  std::unique_ptr<Model> model = Model::load(test::shared_model("stories260K.gguf"));
+  explicit Fixture(const std::string& path = test::shared_model("stories260K.gguf")) : model(Model::load(path)) {}
+  std::unique_ptr<Model> model;
   pml::Encoder enc = pml::Encoder::for_model(model->tokenizer(), model->file());
   pml::SchemaLayout schema = pml::compile_schema(kSchema, enc, "story.pml");
   pml::PromptPlan plan(const std::string& body, const std::string& attrs = "") {
@@ -59,8 +61,7 @@ void expect_same(const std::vector<float>& a, const std::vector<float>& b, const
   EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << what;
 }
 
-TEST(PmlEngine, SameLogitsHitOrMiss) {
-  Fixture f;
+void check_hit_or_miss(Fixture& f) {
   const auto p = f.plan("<dog/><happy/> One day Max saw a bird.");
   auto e = f.engine();
   const auto miss = e->plan_logits(pml::kv_plan(p, f.schema));              // modules encoded in this request
@@ -78,6 +79,43 @@ TEST(PmlEngine, SameLogitsHitOrMiss) {
   const auto other = e2->plan_logits(pml::kv_plan(p, f.schema));
   expect_same(miss, other, "after other combinations");
 }
+
+TEST(PmlEngine, SameLogitsHitOrMiss) {
+  Fixture f;
+  check_hit_or_miss(f);
+}
+
+// Sliding-window models (window 32 positions): the schema spans ~90 positions
+// with gaps (the union, the parameter slot, the skipped modules), so the
+// window is measured over position ids that are not slot indices; module hits
+// are exactly the misses' logits, and compact layout relocates K with each
+// layer's own RoPE (gemma3: local and global bases; phi3: LongRoPE factors,
+// attention factor not applied twice).
+class PmlEngineArch : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(PmlEngineArch, SameLogitsHitOrMiss) {
+  Fixture f(test::shared_model(std::string("arch/") + GetParam()));
+  check_hit_or_miss(f);
+}
+
+TEST_P(PmlEngineArch, CompactLayoutHitsAreExact) {
+  Fixture f(test::shared_model(std::string("arch/") + GetParam()));
+  const auto p = f.plan("<cat/><happy/> Then Tom", " layout=\"compact\"");
+  auto e = f.engine();
+  const auto a = e->plan_logits(pml::kv_plan(p, f.schema));
+  expect_same(a, e->plan_logits(pml::kv_plan(p, f.schema)), "compact layout, relocated copies from the store");
+  e->modules().evict(size_t(1) << 40);
+  expect_same(a, e->plan_logits(pml::kv_plan(p, f.schema)), "compact layout after eviction");
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, PmlEngineArch,
+                         ::testing::Values("gemma2-tiny.gguf", "gemma3-tiny.gguf", "phi3-longrope-tiny.gguf"),
+                         [](const auto& info) {
+                           std::string s = info.param;
+                           s = s.substr(0, s.find('.'));
+                           std::replace(s.begin(), s.end(), '-', '_');
+                           return s;
+                         });
 
 TEST(PmlEngine, PinnedModulesAreNotEvicted) {
   Fixture f;
@@ -168,8 +206,7 @@ TEST(PmlEngine, CompactLayoutRuns) {
 // positions: the whole sequence shifted by the same amount, so every layer's
 // K differs only by the rotation. Tolerance: F16 storage (2^-11 relative)
 // through two roundings, plus float rotation error: 4e-3 of the row's scale.
-TEST(PmlEngine, RelocatedKeysMatchDirectComputation) {
-  Fixture f;
+void check_relocated_keys(Fixture& f) {
   const Model& m = *f.model;
   const ModelConfig& c = m.config();
   KvStorage kv(KvShape{int(c.n_layer), int(c.n_kv_head), int(c.head_dim), 16}, 8);
@@ -202,6 +239,22 @@ TEST(PmlEngine, RelocatedKeysMatchDirectComputation) {
       }
   EXPECT_LT(worst, 4e-3);
   for (size_t s = 0; s < toks.size(); ++s) EXPECT_EQ(kv.pos(0)[s], shift + int32_t(s));
+}
+
+TEST(PmlEngine, RelocatedKeysMatchDirectComputation) {
+  Fixture f;
+  check_relocated_keys(f);
+}
+
+// Per-layer RoPE: gemma3's local layers (base 1e4) and global ones (base 1e6,
+// linear scaling 8), and phi3's LongRoPE factors with the attention factor the
+// stored keys already carry (applying it again would be off by 31%).
+TEST(PmlEngine, RelocatedKeysMatchDirectComputationPerLayerRope) {
+  for (const char* name : {"arch/gemma3-tiny.gguf", "arch/phi3-longrope-tiny.gguf"}) {
+    SCOPED_TRACE(name);
+    Fixture f(test::shared_model(name));
+    check_relocated_keys(f);
+  }
 }
 
 TEST(PmlEngine, PromptMustEndWithText) {

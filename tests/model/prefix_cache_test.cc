@@ -107,6 +107,21 @@ TEST(PrefixCache, ExactGeneratedQwen3) {
   EXPECT_GT(check_exact(test::generated_model("qwen3", GgmlType::Q8_0), 64 << 20, 20, 3), 0);
 }
 
+// Sliding-window models (window 32): prompts of 70-110 tokens, so cached
+// prefixes start and end inside and outside the local layers' windows.
+TEST(PrefixCache, ExactGeneratedGemma2) {
+  EXPECT_GT(check_exact(test::generated_model("gemma2", GgmlType::Q8_0), 64 << 20, 20, 6), 0);
+}
+TEST(PrefixCache, ExactGeneratedGemma3) {
+  EXPECT_GT(check_exact(test::generated_model("gemma3", GgmlType::F16), 64 << 20, 20, 7), 0);
+}
+TEST(PrefixCache, ExactGeneratedPhi3) {
+  EXPECT_GT(check_exact(test::generated_model("phi3", GgmlType::Q8_0), 64 << 20, 12, 8), 0);
+}
+TEST(PrefixCache, ExactPhi3LongRope) {
+  EXPECT_GT(check_exact(test::shared_model("arch/phi3-longrope-tiny.gguf"), 64 << 20, 12, 9), 0);
+}
+
 TEST(PrefixCache, ExactUnderEvictionPressure) {
   // stories260K: 5 layers × 4 KV heads × 8 dims × 2 (K, V) × 2 bytes = 640 bytes
   // per token; 12 pages of 16 tokens hold less than two prompts, so entries are
@@ -115,8 +130,8 @@ TEST(PrefixCache, ExactUnderEvictionPressure) {
   EXPECT_GT(check_exact(path, 12 * 16 * 640, 30, 4, /*roomy=*/false), 0);
 }
 
-TEST(PrefixCache, GreedyConversationMatchesUncached) {
-  auto model = Model::load(test::shared_model("TinyStories-656K-Q8_0.gguf"));
+void check_conversation(const std::string& path) {
+  auto model = Model::load(path);
   Engine cached(*model, options(64 << 20, true));
   Engine plain(*model, options(64 << 20, false));
   std::mt19937 rng(9);
@@ -140,6 +155,19 @@ TEST(PrefixCache, GreedyConversationMatchesUncached) {
     EXPECT_EQ(a.n_cached + a.n_computed, int64_t(conv.size()));
     conv.insert(conv.end(), a.tokens.begin(), a.tokens.end());
   }
+}
+
+TEST(PrefixCache, GreedyConversationMatchesUncached) {
+  check_conversation(test::shared_model("TinyStories-656K-Q8_0.gguf"));
+}
+
+// Conversations of ~150 tokens over windows of 32: each turn reuses the whole
+// history on the local layers too (all pages kept), token for token the
+// uncached run.
+TEST(PrefixCache, GreedyConversationSlidingWindow) {
+  check_conversation(test::shared_model("arch/gemma2-tiny.gguf"));
+  check_conversation(test::shared_model("arch/gemma3-tiny.gguf"));
+  check_conversation(test::generated_model("phi3", GgmlType::Q8_0));
 }
 
 TEST(PrefixCache, TenantsDoNotShare) {
