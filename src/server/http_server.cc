@@ -795,7 +795,9 @@ void HttpServer::Impl::stream(Connection& c, const HttpRequest& req, const std::
   if (!chunked) keep_alive = false;
   c.send(response_head(*res, req.version, keep_alive, chunked, size_t(-1)), false, false, nullptr);
   StreamSink sink(c, stopping, chunked);
-  while (!sink.finished && !c.gone() && !stopping.load()) {
+  // A client that left is found by the provider's next write failing (it cancels its
+  // job and counts the disconnect); the stopping server cuts the stream here.
+  while (!sink.finished && !stopping.load()) {
     bool more = false;
     try {
       more = res->provider(sink.written, sink);
