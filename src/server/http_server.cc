@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <deque>
+#include <limits>
 #include <list>
 #include <mutex>
 #include <optional>
@@ -264,7 +265,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void new_request() {
     parser_.emplace();
     parser_->header_limit(std::uint32_t(std::min<int64_t>(srv_.lim.max_header_bytes, UINT32_MAX)));
-    parser_->body_limit(boost::none);  // checked here: the Content-Length, chunk sizes
+    // Checked here (the Content-Length, chunk sizes). Not boost::none: Beast 1.74
+    // compares the length against the optional and takes none as the smallest.
+    parser_->body_limit(std::numeric_limits<std::uint64_t>::max());
     parser_->on_chunk_header(chunk_cb_);
     chunked_bytes_ = 0;
     chunk_error_ = 0;
