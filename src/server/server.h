@@ -39,6 +39,9 @@ struct ServerOptions {
   std::string cors_origin;          // Access-Control-Allow-Origin ("" = no CORS headers; "*")
   bool any_model = false;           // answer any requested model name (no 404 model_not_found)
   std::string api_keys_file;        // lines "KEY TENANT"; "" = no authentication
+  std::string admin_tenant;         // with api keys: the tenant whose cache-admin calls act on all
+  std::string metrics_key;          // "" = /metrics is public; else it needs Bearer KEY
+  std::string log_level = "info";   // error, warn, info (a line per request), debug
   int http_threads = 0;             // handler threads; 0 = parallel + queue + 8
   // The HTTP layer's limits (HttpLimits, http_server.h).
   int64_t header_timeout_ms = 10'000;           // --header-timeout
