@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 PACKAGES=(
   g++ cmake ninja-build pkg-config git
   libpcre2-dev nlohmann-json3-dev libcli11-dev libpugixml-dev libxxhash-dev libzstd-dev
-  libhiredis-dev libcpp-httplib-dev prometheus-cpp-dev libhwy-dev
+  libhiredis-dev libboost-dev libcpp-httplib-dev prometheus-cpp-dev libhwy-dev
   libgtest-dev libgmock-dev libbenchmark-dev redis-server
   haproxy curl  # the cluster (scripts/cluster.sh, tests/server/cluster_test.cc)
   chromium  # the dashboard's browser test (tests/server/dashboard_test.cc)

@@ -32,6 +32,10 @@ struct ServeArgs {
   std::string reuse_mode = "exact";
   std::string reuse_policy = recompute_policy_name(ReusePolicy{}.policy);
   std::string drain_timeout = "30s";
+  std::string header_timeout = "10s";
+  std::string body_timeout = "60s";
+  std::string max_body_size = "32MiB";
+  std::string max_body_memory = "256MiB";
   TierArgs tiers;
 };
 
@@ -96,6 +100,12 @@ bool shutdown_on_signal(server::Server& srv, int64_t drain_timeout_ms) {
 int run_serve(ServeArgs& a) {
   a.opt.kv_memory_bytes = parse_bytes(a.kv_memory);
   const int64_t drain_timeout_ms = parse_duration_ms(a.drain_timeout);
+  a.opt.header_timeout_ms = parse_duration_ms(a.header_timeout);
+  a.opt.body_timeout_ms = parse_duration_ms(a.body_timeout);
+  a.opt.max_body_bytes = parse_bytes(a.max_body_size);
+  a.opt.body_memory_bytes = parse_bytes(a.max_body_memory);
+  if (a.opt.header_timeout_ms <= 0 || a.opt.body_timeout_ms <= 0)
+    throw Error("--header-timeout and --body-timeout must be more than 0");
   a.opt.tiers = tier_options(a.tiers);
   a.opt.reuse.mode = a.reuse_mode == "approximate" ? CacheReuse::kApproximate : CacheReuse::kExact;
   a.opt.reuse.policy = *parse_recompute_policy(a.reuse_policy);
@@ -212,8 +222,32 @@ Run add_serve(CLI::App& app) {
                  "error, warn, info (startup summary and one line per request; monitoring reads "
                  "such as /health, /metrics and cache GETs at debug) or debug")
       ->capture_default_str()->check(CLI::IsMember({"error", "warn", "info", "debug"}));
-  app.add_option("--http-threads", o.http_threads, "HTTP worker threads (0 = parallel + queue + 8)")
+  app.add_option("--http-threads", o.http_threads,
+                 "Threads that run request handlers (a whole generation holds one while it "
+                 "waits; 0 = parallel + queue + 8)")
       ->capture_default_str()->check(CLI::Range(0, 65536));
+  app.add_option("--header-timeout", a->header_timeout,
+                 "A request's headers must arrive within this time of the connection opening or "
+                 "the previous answer (else 408; an idle keep-alive connection closes)")
+      ->capture_default_str();
+  app.add_option("--body-timeout", a->body_timeout,
+                 "A request's body must arrive within this time of its headers (else 408)")
+      ->capture_default_str();
+  app.add_option("--max-body-size", a->max_body_size,
+                 "Largest request body (e.g. 32MiB); a larger Content-Length is 413 before any of it is read")
+      ->capture_default_str();
+  app.add_option("--max-body-memory", a->max_body_memory,
+                 "Memory that the bodies of requests being read and handled take together; a body "
+                 "that does not fit waits (up to --body-timeout, then 503) for others to finish")
+      ->capture_default_str();
+  app.add_option("--max-connections", o.max_connections,
+                 "Open client connections; beyond it a new connection closes the oldest idle one of "
+                 "the address holding the most, or is refused with 503")
+      ->capture_default_str()->check(CLI::Range(16, 1 << 20));
+  app.add_option("--max-client-connections", o.max_client_connections,
+                 "Connections one client address may hold (more are refused with 503; raise it "
+                 "behind a load balancer; 0 = --max-connections)")
+      ->capture_default_str()->check(CLI::Range(0, 1 << 20));
   return [a] { return run_serve(*a); };
 }
 

@@ -33,7 +33,7 @@ struct Generation {
   std::vector<int32_t> prefill_ids;
   std::shared_ptr<Job> job;
   // Held from submit() until the response is written (Server::generations_in_flight):
-  // a stream's Generation lives in its content provider, which httplib keeps until
+  // a stream's Generation lives in its content provider, which the server keeps until
   // the last chunk went out.
   std::shared_ptr<void> in_flight;
   // The request's log line (RequestTrace::current() when it started): filled in by

@@ -3,7 +3,6 @@
 
 #include "gguf/error.h"
 #include "server/api_error.h"
-#include "server/connection.h"
 #include "server/generation.h"
 #include "server/lifetime.h"
 #include "server/openai.h"
@@ -23,7 +22,15 @@ std::vector<int32_t> completion_prompt(const Server::State& st, const json& body
   const json* p = &*it;
   // A one-element array holding a string or a token array is the same prompt.
   if (p->is_array() && p->size() == 1 && ((*p)[0].is_string() || (*p)[0].is_array())) p = &(*p)[0];
-  if (p->is_string()) return encode_piece(st.model->tokenizer(), p->get<std::string>(), true);
+  if (p->is_string()) {
+    const std::string& text = p->get_ref<const std::string&>();
+    if (int64_t(text.size()) > st.max_prompt_bytes)  // too long for the context, whatever its tokens
+      throw ApiError(400, "invalid_request_error",
+                     "This model's maximum context length is " + std::to_string(st.n_ctx) + " tokens; the prompt's " +
+                         std::to_string(text.size()) + " bytes are more tokens than that",
+                     "prompt", "context_length_exceeded");
+    return encode_piece(st.model->tokenizer(), text, true);
+  }
   if (p->is_array() && !p->empty()) {
     std::vector<int32_t> ids;
     const int64_t V = st.model->config().n_vocab;
@@ -239,13 +246,12 @@ CacheReport finish_generation(Server::State& st, const Generation& g, const std:
 
 bool wait_whole(Server::State& st, Generation& g, const HttpRequest& req, Delta* all) {
   // Nothing is written until the end, so a client that left is noticed by
-  // watching its socket; it cancels the sequence as a closed stream does.
-  const ConnectionWatch conn(req);
+  // watching its connection; it cancels the sequence as a closed stream does.
   for (bool done = false; !done;) {
     Delta d = g.job->wait_delta(100ms, &done);
     all->text += d.text;
     for (TokenLogprobInfo& t : d.logprobs) all->logprobs.push_back(std::move(t));
-    if (!done && conn.closed()) {
+    if (!done && req.is_connection_closed()) {
       st.scheduler->cancel(*g.job);
       st.metrics.count_disconnect();
       return false;

@@ -1,7 +1,5 @@
 #include "server/server.h"
 
-#include <sys/socket.h>
-
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -26,9 +24,6 @@
 namespace pc::server {
 
 namespace {
-
-// Pending connections the kernel queues before accept (capped by net.core.somaxconn).
-constexpr int kListenBacklog = 1024;
 
 std::string read_file(const std::string& path, const char* what) {
   std::ifstream in(path, std::ios::binary);
@@ -141,7 +136,7 @@ std::pair<std::string, std::string> chat_template_source(const ServerOptions& op
 // OPTIONS on a served path (a CORS preflight), and the answer to a method the path
 // does not serve. CORS headers themselves are default headers (every response).
 void add_method_handling(Server::State& st) {
-  st.http.Options(".*", [&st](const HttpRequest& req, HttpResponse& res) {
+  st.http->route("OPTIONS", ".*", [&st](const HttpRequest& req, HttpResponse& res) {
     const std::string methods = allowed_methods(st, req.path);
     if (methods.empty()) {
       res.status = 404;  // the error handler answers
@@ -157,7 +152,7 @@ void add_method_handling(Server::State& st) {
       res.set_header("Access-Control-Max-Age", "86400");
     }
   });
-  st.http.set_error_handler([&st](const HttpRequest& req, HttpResponse& res) {
+  st.http->set_error_handler([&st](const HttpRequest& req, HttpResponse& res) {
     if (!res.body.empty()) return;  // a handler already answered
     if (res.status == 404) {
       const std::string methods = allowed_methods(st, req.path);
@@ -176,9 +171,9 @@ void add_method_handling(Server::State& st) {
     }
   });
   if (!st.opt.cors_origin.empty()) {
-    httplib::Headers h = {{"Access-Control-Allow-Origin", st.opt.cors_origin}};
+    HttpHeaders h = {{"Access-Control-Allow-Origin", st.opt.cors_origin}};
     if (st.opt.cors_origin != "*") h.emplace("Vary", "Origin");
-    st.http.set_default_headers(std::move(h));
+    st.http->set_default_headers(std::move(h));
   }
 }
 
@@ -205,7 +200,9 @@ void log_startup(const Server::State& st) {
 }  // namespace
 
 void add_route(Server::State& st, const std::string& method, const std::string& pattern,
-               httplib::Server::Handler inner) {
+               HttpServer::Handler inner) {
+  if (method != "GET" && method != "POST" && method != "PUT" && method != "DELETE")
+    throw std::logic_error("add_route: method " + method);
   st.routes.push_back({method, std::regex(pattern)});
   // Every request a route serves gets its log line (RequestTrace): written when the
   // handler returned and, for a stream, once its generation has let go of it.
@@ -217,11 +214,7 @@ void add_route(Server::State& st, const std::string& method, const std::string& 
     }
     trace->set_status(res.status > 0 ? res.status : 200);
   };
-  if (method == "GET") st.http.Get(pattern, std::move(handler));
-  else if (method == "POST") st.http.Post(pattern, std::move(handler));
-  else if (method == "PUT") st.http.Put(pattern, std::move(handler));
-  else if (method == "DELETE") st.http.Delete(pattern, std::move(handler));
-  else throw std::logic_error("add_route: method " + method);
+  st.http->route(method, pattern, std::move(handler));
 }
 
 std::string allowed_methods(const Server::State& st, const std::string& path) {
@@ -362,21 +355,25 @@ Server::Server(const ServerOptions& opt) : st_(std::make_unique<State>()) {
                                              st.metrics);
   open_shared_tier(st);
 
-  const int n_http = opt.http_threads > 0 ? opt.http_threads : opt.parallel + opt.queue + 8;
-  st.http.new_task_queue = [n_http] { return new httplib::ThreadPool(size_t(n_http)); };
-  // httplib listens with a backlog of 5: a burst of clients connecting at once (the
-  // benchmark's 32) overflows it and some see their connection reset. The socket is
-  // remembered here and its backlog raised after bind (listen() again only resizes).
-  st.http.set_socket_options([&st](socket_t sock) {
-    httplib::default_socket_options(sock);
-    st.listen_socket = sock;
+  HttpLimits lim;
+  lim.header_timeout_ms = opt.header_timeout_ms;
+  lim.body_timeout_ms = opt.body_timeout_ms;
+  lim.max_connections = opt.max_connections;
+  lim.max_client_connections = opt.max_client_connections;
+  lim.max_body_bytes = opt.max_body_bytes;
+  lim.body_memory_bytes = opt.body_memory_bytes;
+  lim.workers = opt.http_threads > 0 ? opt.http_threads : opt.parallel + opt.queue + 8;
+  st.http = std::make_unique<HttpServer>(lim);
+  st.http->set_error_writer([](HttpResponse& res, int status, const std::string& message, const std::string& code) {
+    send_json(res, status, error_json(message, status >= 500 ? "server_error" : "invalid_request_error", "", code));
   });
-  st.http.set_read_timeout(60);
-  st.http.set_write_timeout(60);
-  st.http.set_payload_max_length(size_t(64) << 20);
-  st.http.set_logger([&st](const HttpRequest& req, const HttpResponse& res) {
+  st.http->set_logger([&st](const HttpRequest& req, const HttpResponse& res) {
     st.metrics.count_request(route_label(req, res.status), res.status);
   });
+  int64_t longest_token = 1;
+  for (int32_t id = 0; id < tok.n_vocab(); ++id)
+    longest_token = std::max<int64_t>(longest_token, int64_t(tok.token_text(id).size()));
+  st.max_prompt_bytes = st.n_ctx * longest_token;
   add_misc_routes(st);
   add_generation_routes(st);
   add_cache_routes(st);
@@ -393,23 +390,10 @@ Server::~Server() {
   st_->scheduler.reset();  // joins the engine thread before the engine goes
 }
 
-int Server::bind() {
-  const State& st = *st_;
-  int port = st.opt.port;
-  if (port == 0) {
-    port = st_->http.bind_to_any_port(st.opt.host);
-  } else if (!st_->http.bind_to_port(st.opt.host, port)) {
-    port = -1;
-  }
-  if (port < 0)
-    throw Error("cannot listen on " + st.opt.host + ":" + std::to_string(st.opt.port) +
-                " (in use, or not a local address)");
-  if (st.listen_socket >= 0) ::listen(st.listen_socket, kListenBacklog);
-  return port;
-}
+int Server::bind() { return st_->http->bind(st_->opt.host, st_->opt.port); }
 
-bool Server::listen() { return st_->http.listen_after_bind(); }
-void Server::stop() { st_->http.stop(); }
+bool Server::listen() { return st_->http->listen(); }
+void Server::stop() { st_->http->stop(); }
 
 void Server::begin_drain() { st_->draining.store(true); }
 bool Server::draining() const { return st_->draining.load(); }
@@ -419,11 +403,11 @@ void Server::abort() {
   st_->scheduler->shutdown();
   // The cancelled requests answer within a wait_delta period (100 ms): give them up to
   // a second so that streams end with their error event rather than mid-chunk
-  // (httplib stops writing chunks once stopped).
+  // (a stream still running when the server stops is cut).
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
   while (st_->generations.load() > 0 && std::chrono::steady_clock::now() < until)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  st_->http.stop();
+  st_->http->stop();
 }
 
 void Server::flush_tiers() {

@@ -1,7 +1,7 @@
 // `promptcache serve`: the OpenAI-compatible HTTP server.
 //
-//   HTTP threads (cpp-httplib)            engine thread (Scheduler)
-//   ──────────────────────────            ─────────────────────────
+//   HTTP workers (http_server.h)          engine thread (Scheduler)
+//   ────────────────────────────          ─────────────────────────
 //   auth → namespace, parse, template,    queue (bounded) → Engine::add
 //   tokenize (conversation splicing)      Engine::step over all running sequences
 //   submit Job, stream its text ◄──────── token callbacks, take_finished
@@ -42,7 +42,14 @@ struct ServerOptions {
   std::string admin_tenant;         // with api keys: the tenant whose cache-admin calls act on all
   std::string metrics_key;          // "" = /metrics is public; else it needs Bearer KEY
   std::string log_level = "info";   // error, warn, info (a line per request), debug
-  int http_threads = 0;             // 0 = parallel + queue + 8
+  int http_threads = 0;             // handler threads; 0 = parallel + queue + 8
+  // The HTTP layer's limits (HttpLimits, http_server.h).
+  int64_t header_timeout_ms = 10'000;           // --header-timeout
+  int64_t body_timeout_ms = 60'000;             // --body-timeout
+  int max_connections = 4096;                   // --max-connections
+  int max_client_connections = 1024;            // --max-client-connections (0 = no own cap)
+  int64_t max_body_bytes = int64_t(32) << 20;   // --max-body-size
+  int64_t body_memory_bytes = int64_t(256) << 20;  // --max-body-memory
   bool test_hooks = false;          // accept the test-only request fields (test_forced_reply)
 };
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "server/http.h"
+#include "server/http_server.h"
 
 #include "engine/engine.h"
 #include "model/model.h"
@@ -54,7 +55,7 @@ struct Server::State {
   ReusePolicy reuse_default;  // a request's cache_reuse / cache_reuse_budget when it gives none
   std::unique_ptr<Engine> engine;
   std::unique_ptr<Scheduler> scheduler;
-  httplib::Server http;
+  std::unique_ptr<HttpServer> http;
   // Every route served (add_route), for OPTIONS and 405: registered before listening,
   // read-only after.
   struct Route {
@@ -62,7 +63,9 @@ struct Server::State {
     std::regex pattern;
   };
   std::vector<Route> routes;
-  int listen_socket = -1;  // the listening socket, once bound (Server::bind)
+  // A completion prompt of more bytes than this has more tokens than the context: the
+  // context times the longest token's text (no token covers more bytes than its text).
+  int64_t max_prompt_bytes = 0;
 
   std::atomic<bool> draining{false};       // Server::begin_drain
   std::atomic<int64_t> generations{0};     // generation requests in flight (track_generation)
@@ -98,10 +101,10 @@ struct Server::State {
   void check_model(const std::string& requested) const;
 };
 
-// Registers `handler` for METHOD and PATTERN (an httplib regex over the path) and
+// Registers `handler` for METHOD and PATTERN (a regex over the whole path) and
 // remembers the route, so that OPTIONS and a wrong method on a served path get answers.
 void add_route(Server::State& st, const std::string& method, const std::string& pattern,
-               httplib::Server::Handler handler);
+               HttpServer::Handler handler);
 // The methods served at `path`, e.g. "GET, POST" ("" = no route).
 std::string allowed_methods(const Server::State& st, const std::string& path);
 
