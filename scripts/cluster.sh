@@ -159,9 +159,10 @@ cmd_up() {
   local i port
   for i in $(seq "$n"); do
     port=$((SERVER_PORT + i - 1))
+    # Every client of a member is the balancer's one address: no per-address cap.
     # shellcheck disable=SC2086  # SERVE_ARGS is a list of flags
     "$PROMPTCACHE" serve -m "$model" --host 127.0.0.1 --port "$port" --threads "$THREADS" \
-      --redis "redis://127.0.0.1:$REDIS_PORT/0" $SERVE_ARGS > "$CLUSTER_DIR/pc$i.log" 2>&1 &
+      --max-client-connections 0 --redis "redis://127.0.0.1:$REDIS_PORT/0" $SERVE_ARGS > "$CLUSTER_DIR/pc$i.log" 2>&1 &
     echo $! > "$CLUSTER_DIR/pc$i.pid"
   done
   for i in $(seq "$n"); do
