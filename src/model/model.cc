@@ -5,6 +5,7 @@
 
 #include "gguf/gguf.h"
 #include "gguf/quants.h"
+#include "model/config_check.h"
 #include "tokenizer/tokenizer.h"
 
 namespace pc {
@@ -64,6 +65,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, Residency residency)
   std::unique_ptr<Model> m(new Model());
   m->file_ = GgufFile::open(path, residency);
   m->config_ = ModelConfig::from_gguf(*m->file_);
+  check_config_against_tensors(*m->file_, m->config_);  // before anything is sized by it
   m->tokenizer_ = Tokenizer::from_gguf(*m->file_);
   m->load_weights();
   m->compute_fingerprint();

@@ -15,6 +15,7 @@
 #include "gguf/gguf.h"
 #include "engine/cache_admin.h"
 #include "kv/page_pool.h"
+#include "model/config_check.h"
 #include "pml/encoder.h"
 #include "template/builtin_templates.h"
 #include "server/api_error.h"
@@ -98,7 +99,7 @@ void add_misc_routes(Server::State& st) {
                           // What a request may use: the model's context, or less when the
                           // KV memory (besides pinned entries) holds fewer tokens.
                           {"context_length", std::min(st.n_ctx, st.scheduler->admission_tokens())},
-                          {"n_ctx_train", st.n_ctx}};
+                          {"n_ctx_train", st.model->config().n_ctx_train}};
       send_json(res, 200, {{"object", "list"}, {"data", json::array({model})}});
     });
   });
@@ -286,7 +287,10 @@ Server::Server(const ServerOptions& opt) : st_(std::make_unique<State>()) {
   // PML role tags use the same template as chat requests.
   st.pml_encoder = std::make_unique<pml::Encoder>(tok, pml::RoleMarkers::from_template_source(source, tok));
   if (!opt.api_keys_file.empty()) st.api_keys = load_api_keys(opt.api_keys_file);
-  st.n_ctx = st.model->config().n_ctx_train > 0 ? st.model->config().n_ctx_train : 4096;
+  for (const std::string& key : opt.api_keys)
+    if (!st.api_keys.emplace(key, "").second && !st.api_keys[key].empty())
+      throw Error("--api-key: the key is also in " + opt.api_keys_file + " with tenant '" + st.api_keys[key] + "'");
+  st.n_ctx = context_size(st.model->config(), opt.ctx_size);
   st.reuse_default = opt.reuse;
 
   EngineOptions eo;
