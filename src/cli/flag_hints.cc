@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cctype>
 
 #include "gguf/error.h"
 
@@ -22,7 +23,9 @@ const CLI::App* command_with_extras(const CLI::App& app) {
 
 // "--ctx" → "ctx"; "-x" → "x"; the part before '='.
 std::string bare(const std::string& arg) {
-  std::string s = arg.substr(arg.find_first_not_of('-'));
+  const size_t start = arg.find_first_not_of('-');
+  if (start == std::string::npos) return "";
+  const std::string s = arg.substr(start);
   return s.substr(0, s.find('='));
 }
 
@@ -69,7 +72,7 @@ std::string flag_hints(const CLI::App& app) {
   for (const std::string& arg : cmd->remaining()) {
     if (arg.size() < 2 || arg[0] != '-') continue;
     const std::string want = bare(arg);
-    if (want.empty()) continue;
+    if (want.empty() || std::isdigit(static_cast<unsigned char>(want[0]))) continue;  // a negative number
     // Close: a few edits apart, or one name the start of the other (--temperature, --temp).
     std::vector<std::pair<size_t, std::string>> close;
     for (const std::string& n : names) {

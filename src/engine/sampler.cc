@@ -94,10 +94,11 @@ void Sampler::truncate() {
   }
   float mx = cands_[0].logit;
   for (const Cand& c : cands_) mx = std::max(mx, c.logit);
-  const float inv_t = 1.f / p_.temperature;
+  // Divided, not multiplied by 1/T: a denormal temperature would make that infinite and
+  // the best token's 0 * inf a NaN.
   double z = 0;
   for (Cand& c : cands_) {
-    c.p = std::exp((c.logit - mx) * inv_t);
+    c.p = std::exp((c.logit - mx) / p_.temperature);
     z += c.p;
   }
   if (p_.top_p < 1.f) {

@@ -2,12 +2,14 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <cstring>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sys/wait.h>
 
 #include "kernels/cpu.h"
+#include "model/make_model.h"
 #include "test_util.h"
 
 namespace pc {
@@ -351,6 +353,53 @@ TEST(Cli, BenchPrefillTemperatures) {
   EXPECT_EQ(j["results"][1]["temperature"], 1.0);
   EXPECT_EQ(j["seed"], 3);
   for (const auto& row : j["results"]) EXPECT_GT(row["decode_tokens_per_s"].get<double>(), 0.0) << row.dump();
+}
+
+// A "micro" llama (1 block, n_embd 32, 2 heads, 1 KV head, ff 64) with the u32 value of
+// metadata key `key` replaced by `value`.
+std::string patched_model(const std::string& key, uint32_t value) {
+  MakeModelOptions o;
+  o.shape = "micro";
+  o.vocab_path = test::shared_dir() + "/vocab/ggml-vocab-llama-spm.gguf";
+  const std::string path = test::temp_dir() + "/" + key + ".gguf";
+  make_random_model(o, path);
+  std::string bytes = test::read_file(path);
+  // A key is its u64 length and its bytes, then its u32 type (4: UINT32) and value.
+  std::string k(8, '\0');
+  const uint64_t len = key.size();
+  std::memcpy(k.data(), &len, 8);
+  k += key;
+  const size_t at = bytes.find(k);
+  if (at == std::string::npos) throw std::runtime_error("no key " + key);
+  uint32_t type = 0;
+  std::memcpy(&type, bytes.data() + at + k.size(), 4);
+  if (type != 4) throw std::runtime_error(key + " is not a u32");
+  std::memcpy(bytes.data() + at + k.size() + 4, &value, 4);
+  std::ofstream(path, std::ios::binary) << bytes;
+  return path;
+}
+
+// Hyperparameters that disagree with the file's tensors are an error naming the key,
+// before anything is sized by them (a billion blocks ended in std::bad_alloc).
+TEST(Cli, AbsurdHyperparametersNameTheKey) {
+  struct Case {
+    const char* key;
+    uint32_t value;
+    const char* message;
+  };
+  const Case cases[] = {
+      {"llama.block_count", 1000000000,
+       "metadata key 'llama.block_count' is 1000000000, but the file has tensors for 1 blocks (blk.0 to blk.0)"},
+      {"llama.context_length", 3000000000u, "metadata key 'llama.context_length' is 3000000000, beyond 2147483647"},
+      {"llama.feed_forward_length", 1u << 30,
+       "'llama.feed_forward_length' is 1073741824, but blk.0.ffn_up.weight has 64 outputs"},
+      {"llama.embedding_length", 64, "'llama.embedding_length' is 64, but token_embd.weight has rows of 32 values"},
+  };
+  for (const Case& c : cases) {
+    CmdResult r = run("generate -m " + patched_model(c.key, c.value) + " -p hi -n 1");
+    EXPECT_EQ(r.status, 1) << c.key << ": " << r.out;
+    EXPECT_NE(r.out.find(c.message), std::string::npos) << c.key << ": " << r.out;
+  }
 }
 
 }  // namespace

@@ -8,10 +8,12 @@
 // the same list: add them to attacks() as Attack entries using `a` and `b`.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <sstream>
 
 #include "server_fixture.h"
@@ -24,6 +26,18 @@ namespace {
 // below (a 40,000-module schema, ~1.5 MB, laid out and returned as JSON) stay well
 // inside it; the attacks it guards against took gigabytes or the process.
 constexpr int64_t kMaxRssMiB = 512;
+
+// CPU seconds the process has used (user + system), from /proc/PID/stat.
+double cpu_seconds(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), {});
+  std::istringstream fields(stat.substr(stat.rfind(')') + 2));  // after "pid (comm) "
+  std::string f;
+  double ticks = 0;
+  for (int i = 3; fields >> f && i <= 15; ++i)
+    if (i == 14 || i == 15) ticks += std::stod(f);  // utime, stime
+  return ticks / double(sysconf(_SC_CLK_TCK));
+}
 
 // The process's peak resident set (VmHWM), MiB; -1 when unreadable.
 int64_t peak_rss_mib(pid_t pid) {
@@ -145,12 +159,13 @@ TEST_F(RedTeam, ManyFlatModules) {
   std::string s = "<schema name=\"flat\">\n";
   for (int i = 0; i < 40000; ++i) s += "<module name=\"m" + std::to_string(i) + "\">m" + std::to_string(i) + "</module>";
   s += "</schema>";
-  const auto t0 = std::chrono::steady_clock::now();
+  // The server's CPU time, not wall time: a loaded test machine stretches the latter.
+  const double cpu0 = cpu_seconds(srv_->pid());
   Answer r = send(a, "PUT", "/v1/schemas/flat", s, "application/xml");
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double secs = cpu_seconds(srv_->pid()) - cpu0;
   EXPECT_EQ(r.status, 201) << r.raw.substr(0, 300);
   EXPECT_EQ(r.body["modules"], 40000);
-  EXPECT_LT(secs, 10.0) << "PUT of 40,000 modules took " << secs << " s";
+  EXPECT_LT(secs, 5.0) << "PUT of 40,000 modules took " << secs << " s of the server's CPU";
   r = send(a, "POST", "/v1/pml/completions",
            json({{"prompt", "<prompt schema=\"flat\"><m7/><m39999/><user>go</user></prompt>"}, {"max_tokens", 2},
                  {"temperature", 0}})
