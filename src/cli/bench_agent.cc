@@ -33,7 +33,6 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
-#include <unistd.h>
 #include <unordered_set>
 #include <vector>
 
@@ -41,6 +40,7 @@
 #include <xxhash.h>
 
 #include "cli/commands.h"
+#include "cli/progress.h"
 #include "cli/units.h"
 #include "gguf/error.h"
 #include "kernels/cpu_count.h"
@@ -267,6 +267,8 @@ std::string generated_model(const BenchAgentArgs& a) {
     mo.type = GgmlType::Q8_0;
     if (bpe) mo.vocab_path = a.vocab;
     mo.context_length = 16384;
+    Progress progress("make-model", 0);
+    mo.on_progress = progress.reporter();
     make_random_model(mo, path.string());
   }
   return path.string();
@@ -296,7 +298,6 @@ int run_bench_agent(const BenchAgentArgs& a) {
   std::vector<Turn> turns;
   std::string error;
   const char* mode_name[2] = {"exact", "approximate"};
-  const bool tty = ::isatty(2);
   for (int mode = 0; mode < 2; ++mode) {
     // One server per template, fresh for each mode.
     auto options = [&](const std::string& tmpl) {
@@ -309,6 +310,7 @@ int run_bench_agent(const BenchAgentArgs& a) {
       return o;
     };
     InProcessServer plain(options(a.template_file)), reasoning(options(a.reasoning_template_file));
+    Progress progress(mode_name[mode], int64_t(a.sessions) * a.turns);
     for (int si = 0; si < a.sessions; ++si) {
       Session s;
       s.index = si;
@@ -342,20 +344,20 @@ int run_bench_agent(const BenchAgentArgs& a) {
                                         std::to_string(si) + " turn " + std::to_string(t) + ": " + error);
         const json& pc = last.value("promptcache", json::object());
         const int64_t prompt = last["usage"].value("prompt_tokens", int64_t(0));
-        if (prompt != row->prompt)
+        if (prompt != row->prompt) {
+          progress.clear();
           std::fprintf(stderr, "warning: session %d turn %d: %lld prompt tokens, /tokenize said %lld\n", si, t,
                        (long long)prompt, (long long)row->prompt);
+        }
         row->computed[mode] = prompt - pc.value("cached_tokens", int64_t(0)) - pc.value("approximate_tokens", int64_t(0));
         row->ttft_ms[mode] = ttft;
-        if (tty) std::fprintf(stderr, "\r%s: session %d/%d turn %2d/%d", mode_name[mode], si + 1, a.sessions, t, a.turns);
+        progress.step("turns (session " + std::to_string(si + 1) + "/" + std::to_string(a.sessions) + ")");
       }
-      if (!tty) std::fprintf(stderr, "%s: session %d/%d done\n", mode_name[mode], si + 1, a.sessions);
     }
-    if (tty) std::fprintf(stderr, "\n");
   }
 
   // Per turn (summed over sessions), then totals.
-  json out = {{"model", model}, {"sessions", a.sessions}, {"turns", a.turns}, {"rows", json::array()}};
+  json out = {{"bench", "agent"}, {"model", model}, {"sessions", a.sessions}, {"turns", a.turns}, {"rows", json::array()}};
   std::printf("bench agent: %s, %d sessions x %d turns (the last session on the reasoning template)\n\n",
               model.c_str(), a.sessions, a.turns);
   std::printf("%4s  %-26s %8s %8s %10s %8s %8s %10s %10s\n", "turn", "change", "prompt", "ideal", "blockhash",
@@ -440,7 +442,7 @@ Run add_bench_agent(CLI::App& bench) {
       ->check(CLI::IsMember({"prefix", "deviation", "impact"}));
   c->add_option("-t,--threads", a->threads, kThreadsHelp)->capture_default_str()->check(CLI::Range(1, 256));
   c->add_option("--kv-memory", a->kv_memory, "Server KV cache memory")->capture_default_str();
-  c->add_option("--json", a->json_out, "Also write the results as JSON to this file");
+  c->add_option("--json", a->json_out, kBenchJsonHelp);
   return [a] { return run_bench_agent(*a); };
 }
 

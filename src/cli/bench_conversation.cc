@@ -10,6 +10,7 @@
 #include <random>
 
 #include "cli/commands.h"
+#include "cli/progress.h"
 #include "cli/units.h"
 #include "engine/engine.h"
 #include "gguf/error.h"
@@ -94,7 +95,8 @@ int64_t ideal_cached(const std::vector<Request>& done, const std::vector<int32_t
 }
 
 // Runs the trace through an engine with `kv_bytes` of KV memory.
-std::vector<Request> replay(const Model& model, const ConvArgs& a, int64_t kv_bytes) {
+std::vector<Request> replay(const Model& model, const ConvArgs& a, int64_t kv_bytes, const std::string& label) {
+  Progress progress(label, int64_t(a.sessions) * a.turns);
   EngineOptions eo;
   eo.threads = a.threads;
   eo.kv_memory_bytes = kv_bytes;
@@ -136,10 +138,9 @@ std::vector<Request> replay(const Model& model, const ConvArgs& a, int64_t kv_by
       conv[s].insert(conv[s].end(), g.tokens.begin(), g.tokens.end());
       r.computed_kv.assign(conv[s].begin(), conv[s].end() - 1);
       out.push_back(std::move(r));
-      std::fprintf(stderr, "\r  %zu/%d requests", out.size(), a.sessions * a.turns);
+      progress.step("requests");
     }
   }
-  std::fprintf(stderr, "\n");
   return out;
 }
 
@@ -240,10 +241,9 @@ int run_conversation(const ConvArgs& a) {
               a.model.c_str(), c.describe().c_str(), a.sessions, a.turns, a.system_tokens, a.user_min,
               a.user_max, a.reply_min, a.reply_max, a.seed, (long long)working_tokens,
               format_bytes(working_bytes).c_str());
-  nlohmann::json j = {{"model", a.model}, {"sessions", a.sessions}, {"turns", a.turns},
+  nlohmann::json j = {{"bench", "conversation"}, {"model", a.model}, {"sessions", a.sessions}, {"turns", a.turns},
                       {"system_tokens", a.system_tokens}, {"seed", a.seed}};
-  std::fprintf(stderr, "replaying with capacity for the whole working set\n");
-  const auto full = replay(*model, a, working_bytes * 2 + (64 << 20));
+  const auto full = replay(*model, a, working_bytes * 2 + (64 << 20), "replay, whole working set");
   j["full_capacity"] = report("capacity: whole working set (* = estimated from our fitted prefill cost)",
                               evaluate(full, a, 0));
   // A quarter of the working set, but never less than the longest conversation
@@ -251,8 +251,7 @@ int run_conversation(const ConvArgs& a) {
   int64_t longest = 0;
   for (const Request& r : full) longest = std::max<int64_t>(longest, r.computed_kv.size() + 1);
   const int64_t quarter_tokens = std::max<int64_t>(working_tokens / 4, longest + 64);
-  std::fprintf(stderr, "replaying with a quarter of the working set\n");
-  const auto quarter = replay(*model, a, quarter_tokens * int64_t(shape.bytes_per_token()));
+  const auto quarter = replay(*model, a, quarter_tokens * int64_t(shape.bytes_per_token()), "replay, quarter working set");
   j["quarter_capacity"] = report("capacity: a quarter of the working set (" +
                                      std::to_string(quarter_tokens) + " tokens)",
                                  evaluate(quarter, a, quarter_tokens));
@@ -277,7 +276,7 @@ Run add_bench_conversation(CLI::App& bench) {
   p->add_option("--reply-max", a->reply_max, "Longest reply")->capture_default_str();
   p->add_option("--seed", a->seed, "Trace seed")->capture_default_str();
   p->add_option("-t,--threads", a->threads, kThreadsHelp)->capture_default_str()->check(CLI::Range(1, 256));
-  p->add_option("--json", a->json_out, "Also write the results as JSON to this file");
+  p->add_option("--json", a->json_out, kBenchJsonHelp);
   return [a] { return run_conversation(*a); };
 }
 

@@ -11,6 +11,7 @@
 #include <random>
 
 #include "cli/commands.h"
+#include "cli/progress.h"
 #include "engine/engine.h"
 #include "pml/kv_plan.h"
 #include "gguf/error.h"
@@ -70,6 +71,7 @@ int run_accuracy(const ModArgs& a, const Model& model, const pml::Encoder& enc) 
   const int64_t V = model.config().n_vocab;
   int agree = 0;
   double kl_sum = 0, kl_max = 0;
+  Progress progress("modules --accuracy", a.accuracy);
   for (int i = 0; i < a.accuracy; ++i) {
     const int d1 = int(rng() % a.docs);
     const int d2 = (d1 + 1 + int(rng() % (a.docs - 1))) % a.docs;
@@ -97,7 +99,9 @@ int run_accuracy(const ModArgs& a, const Model& model, const pml::Encoder& enc) 
     kl_max = std::max(kl_max, kl);
     agree += std::max_element(pf.begin(), pf.end()) - pf.begin() ==
              std::max_element(pm.begin(), pm.end()) - pm.begin();
+    progress.step("prompts");
   }
+  progress.done();
   std::printf("modular vs full recomputation over %d prompts (documents of %d tokens):\n"
               "  top-1 agreement %.1f%%, KL(full || modular) mean %.4f, max %.4f nats\n",
               a.accuracy, L, 100.0 * agree / a.accuracy, kl_sum / a.accuracy, kl_max);
@@ -116,6 +120,7 @@ int run_modules(const ModArgs& a) {
   std::printf("%8s %10s %14s %14s %10s\n", "doc len", "prompt", "full recompute", "cached modules", "speed-up");
   nlohmann::json rows = nlohmann::json::array();
   std::mt19937 rng(a.seed);
+  Progress progress("modules", int64_t(a.lengths.size()) * a.prompts);
   for (int L : a.lengths) {
     std::string schema = "<schema name=\"docs\"><system>Answer from the documents.</system>";
     for (int d = 0; d < a.docs; ++d)
@@ -158,15 +163,18 @@ int run_modules(const ModArgs& a) {
       }
       sum_full += best_full;
       sum_mod += best_mod;
+      progress.step("prompts (documents of " + std::to_string(L) + " tokens)");
     }
+    progress.clear();
     const double full = sum_full / a.prompts, mod = sum_mod / a.prompts;
     std::printf("%8d %10lld %14.1f %14.1f %9.1fx\n", L, (long long)n_prompt, full, mod, full / mod);
     std::fflush(stdout);
     rows.push_back({{"doc_tokens", L}, {"prompt_tokens", n_prompt}, {"ttft_full_ms", full},
                     {"ttft_cached_ms", mod}, {"speedup", full / mod}});
   }
+  progress.done();
   if (!a.json_out.empty())
-    std::ofstream(a.json_out) << nlohmann::json{{"model", a.model}, {"results", rows}}.dump(2) << "\n";
+    std::ofstream(a.json_out) << nlohmann::json{{"bench", "modules"}, {"model", a.model}, {"results", rows}}.dump(2) << "\n";
   return 0;
 }
 
@@ -183,7 +191,7 @@ Run add_bench_modules(CLI::App& bench) {
   p->add_option("--prompts", a->prompts, "Prompts per length")->capture_default_str()->check(CLI::Range(1, 100000));
   p->add_option("-t,--threads", a->threads, kThreadsHelp)->capture_default_str()->check(CLI::Range(1, 256));
   p->add_option("--seed", a->seed, "Seed")->capture_default_str();
-  p->add_option("--json", a->json_out, "Also write the results as JSON to this file");
+  p->add_option("--json", a->json_out, kBenchJsonHelp);
   p->add_option("--accuracy", a->accuracy,
                 "Instead of timing: compare next-token distributions of N module-cached prompts "
                 "with full recomputation (top-1 agreement, KL); uses the first --lengths value")

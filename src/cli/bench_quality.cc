@@ -28,6 +28,7 @@
 #include <random>
 
 #include "cli/commands.h"
+#include "cli/progress.h"
 #include "engine/engine.h"
 #include "engine/recompute.h"
 #include "gguf/error.h"
@@ -171,8 +172,8 @@ int run_quality(const QualityArgs& a) {
       r.sampling.temperature = 0;
       return r;
     };
-    int done = 0;
     const int total = a.prompts * kChanges;
+    Progress progress(path, total);
     double cold_ms = 0;  // the exact cold runs (prompt and continuation)
     for (int i = 0; i < a.prompts; ++i) {
       for (int c = 0; c < kChanges; ++c) {
@@ -218,14 +219,10 @@ int run_quality(const QualityArgs& a) {
           cell.checked += got.n_checked;
           cell.prompt_tokens += got.n_prompt;
         }
-        ++done;
-        if (done % 50 == 0 || done == total) {
-          std::fprintf(stderr, "\r  %d/%d prompts", done, total);
-          std::fflush(stderr);
-        }
+        progress.step("prompts");
       }
     }
-    std::fprintf(stderr, "\n");
+    progress.done();
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_model).count();
     std::printf("%d prompts per change (%d in all), longest prompt + continuation %lld tokens, %.1f s\n\n",
                 a.prompts, total, (long long)max_len, secs);
@@ -276,7 +273,7 @@ int run_quality(const QualityArgs& a) {
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_all).count();
   std::printf("total %.1f s (%d thread%s)\n", secs, a.threads, a.threads == 1 ? "" : "s");
   if (!a.json_out.empty()) {
-    nlohmann::json j = {{"threads", a.threads}, {"seed", a.seed}, {"continuation", a.continuation},
+    nlohmann::json j = {{"bench", "quality"}, {"threads", a.threads}, {"seed", a.seed}, {"continuation", a.continuation},
                         {"seconds", secs}, {"models", out_models}};
     std::ofstream(a.json_out) << j.dump(2) << "\n";
   }
@@ -306,7 +303,7 @@ Run add_bench_quality(CLI::App& bench) {
   q->add_option("-t,--threads", a->threads, "CPU threads (the models are tiny: 1 is fastest)")
       ->capture_default_str()->check(CLI::Range(1, 256));
   q->add_option("--seed", a->seed, "Seed of the generated blocks and the arrangements")->capture_default_str();
-  q->add_option("--json", a->json_out, "Also write the results as JSON to this file");
+  q->add_option("--json", a->json_out, kBenchJsonHelp);
   return [a] { return run_quality(*a); };
 }
 

@@ -26,6 +26,7 @@
 #include <httplib.h>
 
 #include "cli/commands.h"
+#include "cli/progress.h"
 #include "cli/units.h"
 #include "gguf/error.h"
 #include "kernels/cpu_count.h"
@@ -184,7 +185,18 @@ RunResult run_clients(const BenchServeArgs& a, const std::string& url, const std
       }
     });
   }
+  Progress progress(label, 0);
+  while (progress.shown() && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    int64_t done;
+    {
+      std::lock_guard lk(mu);
+      done = r.requests + r.errors;
+    }
+    progress.set(done, "requests");
+  }
   for (std::thread& t : threads) t.join();
+  progress.done();
   r.elapsed_s = std::chrono::duration<double>(Clock::now() - start).count();
   return r;
 }
@@ -221,6 +233,8 @@ std::string default_model(const std::string& dir) {
     MakeModelOptions mo;
     mo.shape = "small";
     mo.type = GgmlType::Q8_0;
+    Progress progress("make-model", 0);
+    mo.on_progress = progress.reporter();
     make_random_model(mo, path.string());
   }
   return path.string();
@@ -258,7 +272,7 @@ int run_bench_serve(const BenchServeArgs& a) {
     runs.push_back(run_in_process(a, model, true));
     runs.push_back(run_in_process(a, model, false));
   }
-  json out = {{"target", target}, {"clients", a.clients}, {"seconds", a.seconds},
+  json out = {{"bench", "serve"}, {"target", target}, {"clients", a.clients}, {"seconds", a.seconds},
               {"system_prompts", a.system_prompts}, {"system_words", a.system_words},
               {"max_tokens", a.max_tokens}, {"runs", json::array()}};
   for (const RunResult& r : runs) out["runs"].push_back(r.to_json());
@@ -302,7 +316,7 @@ Run add_bench_serve(CLI::App& bench) {
   c->add_option("-t,--threads", a->threads, kThreadsHelp)->capture_default_str()->check(CLI::Range(1, 256));
   c->add_option("--parallel", a->parallel, "Server sequences at once")->capture_default_str()->check(CLI::Range(1, 4096));
   c->add_option("--kv-memory", a->kv_memory, "Server KV cache memory")->capture_default_str();
-  c->add_option("--json", a->json_out, "Also write the results as JSON to this file ('-': to stdout, no table)");
+  c->add_option("--json", a->json_out, std::string(kBenchJsonHelp) + "; '-': to stdout, instead of the table");
   return [a] { return run_bench_serve(*a); };
 }
 

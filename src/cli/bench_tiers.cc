@@ -13,6 +13,7 @@
 #include <random>
 
 #include "cli/commands.h"
+#include "cli/progress.h"
 #include "engine/engine.h"
 #include "pml/kv_plan.h"
 #include "engine/kv_tiers.h"
@@ -69,15 +70,22 @@ std::string make_scratch(const std::string& dir) {
 
 int run_tiers(const TiersArgs& a) {
   const std::string scratch = make_scratch(a.dir);
-  nlohmann::json out;
+  nlohmann::json out = {{"bench", "tiers"}};
+  // Steps: the throughput table, then each TTFT row (full, memory, disk, Redis).
+  Progress progress("tiers", (a.throughput ? 1 : 0) + 3 + (a.redis_url.empty() ? 0 : 1));
+  int64_t step = 0;
+  auto running = [&](const std::string& what) { progress.set(step++, what); };
   if (a.throughput) {
+    std::printf("== restoring one entry from each tier\n");
+    std::fflush(stdout);
+    running("restore throughput");
     TierBenchOptions to;
     to.n_tokens = a.throughput_tokens;
     to.dir = scratch + "/throughput";
     to.redis_url = a.redis_url;
     fs::create_directories(to.dir);
-    std::printf("== restoring one entry from each tier\n");
     const auto rows = run_tier_bench(to);
+    progress.clear();
     std::printf("%s\n", format_tier_bench(to, rows).c_str());
     for (const auto& r : rows)
       out["throughput"].push_back({{"path", r.name}, {"bytes", r.bytes}, {"ms", r.seconds * 1e3},
@@ -89,9 +97,12 @@ int run_tiers(const TiersArgs& a) {
   if (model_path.empty()) {
     model_path = scratch + "/" + a.shape + "-q8_0.gguf";
     if (!fs::exists(model_path)) {
-      std::printf("generating a %s-shape Q8_0 model in %s\n", a.shape.c_str(), model_path.c_str());
       MakeModelOptions mo;
       mo.shape = a.shape;
+      progress.clear();
+      std::printf("generating a %s-shape Q8_0 model in %s\n", a.shape.c_str(), model_path.c_str());
+      Progress making("make-model", 0);
+      mo.on_progress = making.reporter();
       make_random_model(mo, model_path);
     }
   }
@@ -117,6 +128,7 @@ int run_tiers(const TiersArgs& a) {
     o.tiers.redis_url = redis;
     return std::make_unique<Engine>(*model, o);
   };
+  progress.clear();
   std::printf("== TTFT of a prompt importing one %d-token document module (+ ~50 tokens)\nmodel: %s\n%s\n",
               a.length, model_path.c_str(), c.describe().c_str());
   const std::string disk_dir = scratch + "/disk-cache";
@@ -128,6 +140,7 @@ int run_tiers(const TiersArgs& a) {
     int64_t cached;
   };
   std::vector<Row> rows;
+  running("full recomputation");
   {  // full recomputation: the same assembled tokens, nothing cached
     EngineOptions o = eo;
     o.prefix_cache = false;
@@ -138,6 +151,7 @@ int run_tiers(const TiersArgs& a) {
     cold.generate(full);
     rows.push_back({"full recomputation", ms_since(t0), 0});
   }
+  running("module in memory");
   {  // memory: encoded (and written through) once, then hit
     auto e = engine_with(disk_dir, a.redis_url);
     e->generate_plan(pml::kv_plan(plan, layout), req);
@@ -146,6 +160,7 @@ int run_tiers(const TiersArgs& a) {
     const GenerateResult r = e->generate_plan(pml::kv_plan(plan, layout), req);
     rows.push_back({"module in memory", ms_since(t0), r.n_cached});
   }
+  running("module on disk");
   {  // disk: a fresh engine (a restart) with only the disk tier
     auto e = engine_with(disk_dir, "");
     const auto t0 = std::chrono::steady_clock::now();
@@ -153,12 +168,14 @@ int run_tiers(const TiersArgs& a) {
     rows.push_back({"module on disk", ms_since(t0), r.n_promoted});
   }
   if (!a.redis_url.empty()) {  // Redis: a fresh engine (another server) with only Redis
+    running("module in Redis");
     auto e = engine_with("", a.redis_url);
     const auto t0 = std::chrono::steady_clock::now();
     const GenerateResult r = e->generate_plan(pml::kv_plan(plan, layout), req);
     rows.push_back({"module in Redis", ms_since(t0), r.n_promoted});
     if (r.n_promoted == 0) std::printf("note: Redis at %s held nothing (unreachable?)\n", a.redis_url.c_str());
   }
+  progress.done();
   std::printf("%-20s %10s %14s %10s\n", "module", "TTFT ms", "tokens reused", "speed-up");
   for (const Row& r : rows) {
     std::printf("%-20s %10.1f %14lld %9.1fx\n", r.where.c_str(), r.ms, (long long)r.cached, rows[0].ms / r.ms);
@@ -190,7 +207,7 @@ Run add_bench_tiers(CLI::App& bench) {
   p->add_option("--throughput-tokens", a->throughput_tokens,
                 "Tokens of the throughput entry (tinyllama-1.1b KV shape)")
       ->capture_default_str()->check(CLI::Range(1, 1 << 20));
-  p->add_option("--json", a->json_out, "Also write the results as JSON to this file");
+  p->add_option("--json", a->json_out, kBenchJsonHelp);
   return [a] { return run_tiers(*a); };
 }
 

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "cli/commands.h"
+#include "cli/progress.h"
 #include "cli/units.h"
 #include "engine/engine.h"
 #include "gguf/error.h"
@@ -88,6 +89,7 @@ int run_prefill(const PrefillArgs& a) {
   std::printf("%8s  %14s  %10s  %14s%s\n", "tokens", "prompt tok/s", "TTFT ms", "decode tok/s",
               several ? "  kernels  temperature" : "");
   nlohmann::json rows = nlohmann::json::array();
+  Progress progress("prefill", int64_t(a.lengths.size()) * a.repeat * int64_t(runs.size()));
   for (int n : a.lengths) {
     const size_t nl = runs.size();
     std::vector<double> best_pp(nl, 0), best_tg(nl, 0), best_ttft(nl, 1e30);
@@ -106,8 +108,10 @@ int run_prefill(const PrefillArgs& a) {
         best_pp[li] = std::max(best_pp[li], pp);
         best_tg[li] = std::max(best_tg[li], tg);
         best_ttft[li] = std::min(best_ttft[li], r.ttft_ms);
+        progress.step("runs (" + std::to_string(n) + " tokens, " + cpu_level_name(runs[li].level) + ")");
       }
     }
+    progress.clear();
     for (size_t li = 0; li < nl; ++li) {
       char kname[64] = "";
       if (several)
@@ -125,11 +129,12 @@ int run_prefill(const PrefillArgs& a) {
     }
     std::fflush(stdout);
   }
+  progress.done();
   set_cpu_level(default_cpu_level());
   if (!a.json_out.empty()) {
     nlohmann::json kernels = nlohmann::json::array();
     for (CpuLevel l : levels) kernels.push_back(cpu_level_name(l));
-    nlohmann::json j = {{"model", a.model}, {"threads", a.threads}, {"kernels", kernels},
+    nlohmann::json j = {{"bench", "prefill"}, {"model", a.model}, {"threads", a.threads}, {"kernels", kernels},
                         {"temperatures", a.temperatures}, {"seed", a.seed}, {"results", rows}};
     std::ofstream(a.json_out) << j.dump(2) << "\n";
   }
@@ -163,7 +168,7 @@ Run add_bench(CLI::App& app) {
                  "others sample the whole vocabulary: top-k, top-p and min-p off)")
       ->capture_default_str()->delimiter(',')->check(CLI::Range(0.0, 100.0));
   p->add_option("--seed", a->seed, "Sampling seed of the decode at temperature > 0")->capture_default_str();
-  p->add_option("--json", a->json_out, "Also write the results as JSON to this file");
+  p->add_option("--json", a->json_out, kBenchJsonHelp);
   Run conversation = add_bench_conversation(app);
   Run modules = add_bench_modules(app);
   Run serve = add_bench_serve(app);

@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "cli/commands.h"
+#include "cli/progress.h"
 #include "cli/units.h"
 #include "gguf/error.h"
 #include "model/make_model.h"
@@ -34,7 +35,11 @@ int run_make_model(MakeModelArgs& a) {
   const auto t0 = std::chrono::steady_clock::now();
   std::fprintf(stderr, "writing %s: shape %s, arch %s, %s weights...\n", a.out.c_str(),
                a.opt.shape.c_str(), a.opt.arch.c_str(), a.type.c_str());
-  make_random_model(a.opt, a.out);
+  {
+    Progress progress("make-model", 0);
+    a.opt.on_progress = progress.reporter();
+    make_random_model(a.opt, a.out);
+  }
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::fprintf(stderr, "done in %.1f s\n", s);
   return 0;

@@ -24,6 +24,9 @@ inline constexpr const char* kMmapHelp =
     "Map the model file instead of copying it into memory (huge pages): less memory when "
     "several processes share one model; decode reads every weight per token and runs "
     "~1.2x slower that way";
+// Help of every bench's --json option: the file has a "bench" key naming the bench.
+inline constexpr const char* kBenchJsonHelp =
+    "Also write the results as JSON to this file (scripts/plot_bench.py draws them as plots)";
 // Whole file as a string; throws pc::Error naming the path.
 std::string read_text_file(const std::string& path);
 // `bench conversation`, registered by add_bench.

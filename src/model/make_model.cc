@@ -289,8 +289,17 @@ void make_random_model(const MakeModelOptions& opt, const std::string& out_path)
   add_matrix(w, rng, opt.type, "token_embd.weight", s.n_embd, n_vocab);
   add_f32(w, rng, "output_norm.weight", s.n_embd, 1.0f, 0.02f);
   if (!opt.tied_output) add_matrix(w, rng, opt.type, "output.weight", s.n_embd, n_vocab);
-  for (int64_t i = 0; i < s.n_layer; ++i) add_block(w, rng, opt, s, a, i);
+  const int64_t steps = s.n_layer + 2;
+  auto progress = [&](int64_t done) {
+    if (opt.on_progress) opt.on_progress(done, steps);
+  };
+  progress(1);
+  for (int64_t i = 0; i < s.n_layer; ++i) {
+    add_block(w, rng, opt, s, a, i);
+    progress(2 + i);
+  }
   w.write(out_path);
+  progress(steps);
 }
 
 }  // namespace pc

@@ -6,6 +6,7 @@
 // Depends only on src/gguf.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,9 @@ struct MakeModelOptions {
   uint64_t seed = 1;
   bool tied_output = false;            // omit output.weight (output tied to token_embd)
   int64_t context_length = 8192;
+  // Called after each step of the work with (steps done, steps in all): the
+  // embeddings, each block, then writing the file. Empty: not called.
+  std::function<void(int64_t, int64_t)> on_progress;
 };
 
 // Writes a random-weight GGUF (atomically). Throws pc::Error (unknown shape/arch/type,

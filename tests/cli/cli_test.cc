@@ -20,9 +20,8 @@ struct CmdResult {
   std::string out;  // stdout and stderr together
 };
 
-// env: variable assignments for the command ("NAME=value ...").
-CmdResult run(const std::string& args, const std::string& env = "") {
-  const std::string cmd = (env.empty() ? "" : "env " + env + " ") + test::cli_path() + " " + args + " 2>&1";
+// A shell command line; its stdout (and what it sends there) through a pipe.
+CmdResult run_shell(const std::string& cmd) {
   FILE* p = popen(cmd.c_str(), "r");
   CmdResult r{-1, ""};
   if (!p) return r;
@@ -33,6 +32,15 @@ CmdResult run(const std::string& args, const std::string& env = "") {
   r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
   return r;
 }
+
+// The CLI with `args`, stdout and stderr through one pipe. env: variable
+// assignments for the command ("NAME=value ...").
+CmdResult run(const std::string& args, const std::string& env = "") {
+  return run_shell((env.empty() ? "" : "env " + env + " ") + test::cli_path() + " " + args + " 2>&1");
+}
+
+// Carriage returns or escape sequences: what a progress line is drawn with.
+bool has_terminal_controls(const std::string& out) { return out.find_first_of("\r\x1b") != std::string::npos; }
 
 const std::string kStories = test::shared_dir() + "/models/stories260K.gguf";
 
@@ -163,6 +171,7 @@ TEST(Cli, BenchPrefillWithoutDecode) {
   const std::string dir = test::temp_dir();
   CmdResult r = run("bench prefill -m " + kStories + " --tokens 16 --decode 0 --json " + dir + "/p.json");
   ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_FALSE(has_terminal_controls(r.out)) << r.out;
   EXPECT_EQ(r.out.find(" 0.0"), std::string::npos) << r.out;
   std::ifstream in(dir + "/p.json");
   const nlohmann::json j = nlohmann::json::parse(in);
@@ -226,6 +235,7 @@ TEST(Cli, BenchTiersRunsEveryRow) {
   CmdResult r = run("bench tiers --shape tiny --length 64 --no-throughput --dir " + dir + " --json " + dir +
                     "/t.json");
   ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_FALSE(has_terminal_controls(r.out)) << r.out;
   EXPECT_NE(r.out.find("full recomputation"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("module in memory"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("(no --redis URL: Redis rows skipped)"), std::string::npos) << r.out;
@@ -244,6 +254,7 @@ TEST(Cli, BenchQualityBudgetOneIsExact) {
   CmdResult r = run("bench quality -m " + kStories + " --prompts 3 --pool 12 --budgets 0,1 --continuation 4 --json " +
                     dir + "/q.json");
   ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_FALSE(has_terminal_controls(r.out)) << r.out;
   std::ifstream in(dir + "/q.json");
   const nlohmann::json j = nlohmann::json::parse(in);
   ASSERT_EQ(j["models"].size(), 1u);
@@ -400,6 +411,37 @@ TEST(Cli, AbsurdHyperparametersNameTheKey) {
     EXPECT_EQ(r.status, 1) << c.key << ": " << r.out;
     EXPECT_NE(r.out.find(c.message), std::string::npos) << c.key << ": " << r.out;
   }
+}
+
+// Progress lines are for terminals only: piped, make-model and the benches write no
+// carriage return or escape sequence (the tests above check prefill, tiers and
+// quality); on a terminal (a pseudo-terminal from script(1), util-linux) make-model
+// redraws one line in place and erases it when done.
+TEST(Cli, ProgressLineOnlyOnATerminal) {
+  const std::string dir = test::temp_dir();
+  const std::string model = dir + "/m.gguf";
+  CmdResult m = run("make-model --shape tiny -o " + model);
+  ASSERT_EQ(m.status, 0) << m.out;
+  EXPECT_FALSE(has_terminal_controls(m.out)) << m.out;
+  const std::string benches[] = {
+      "bench conversation -m " + model +
+          " --sessions 2 --turns 2 --system-tokens 24 --user-min 4 --user-max 8 --reply-min 2 --reply-max 4",
+      "bench modules -m " + model + " --lengths 24 --docs 2 --prompts 1",
+      "bench serve -m " + kStories + " --chat-template-file " + test::shared_dir() +
+          "/templates/Qwen-Qwen2.5-7B-Instruct.jinja --clients 1 --seconds 0.3 --system-words 10 --max-tokens 1"
+          " --parallel 1 --kv-memory 16MiB",
+  };
+  for (const std::string& b : benches) {
+    CmdResult r = run(b);
+    ASSERT_EQ(r.status, 0) << b << "\n" << r.out;
+    EXPECT_FALSE(has_terminal_controls(r.out)) << b << "\n" << r.out;
+  }
+  CmdResult t = run_shell("script -qec '" + test::cli_path() + " make-model --shape tiny -o " + dir +
+                          "/t.gguf' /dev/null < /dev/null");
+  ASSERT_EQ(t.status, 0) << t.out;
+  EXPECT_NE(t.out.find("\rmake-model: 4/4 (100%)"), std::string::npos) << t.out;  // 2 blocks + 2 steps
+  EXPECT_NE(t.out.find("\r\x1b[K"), std::string::npos) << t.out;                 // erased at the end
+  EXPECT_NE(t.out.find("done in"), std::string::npos) << t.out;
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <map>
 
+#include "engine/cache_admin.h"
 #include "engine/engine.h"
 #include "kv/kv_storage.h"
 #include "kv/page_pool.h"
@@ -87,6 +88,26 @@ TEST(Admission, RequestThatCannotFitAloneIsRefused) {
   EXPECT_TRUE(e->idle());
   r.max_tokens = 60;
   EXPECT_EQ(e->generate(r).tokens.size(), 60u);
+}
+
+// A request that needs exactly the KV memory pinned entries leave is admitted and
+// runs, with or without a hit on the pinned prefix (which ends inside a page).
+TEST(Admission, RequestUsingAllUnpinnedMemoryRuns) {
+  Fixture f;
+  auto e = f.engine(8);  // 128 tokens
+  GenerateRequest a = f.request("Once upon a time there was a little dog named Max.", 1);
+  e->generate(a);
+  ASSERT_TRUE(e->cache().pin("", a.prompt));
+  const int64_t limit = e->admission_tokens();
+  ASSERT_LT(limit, 128);
+  for (const char* text : {"Lily wanted to play in the park.", "Once upon a time there was a little dog named Max. He"}) {
+    GenerateRequest r = f.request(text, 0);
+    r.max_tokens = int32_t(limit - int64_t(r.prompt.size()));
+    const GenerateResult got = e->generate(r);
+    EXPECT_EQ(got.finish_reason, FinishReason::kLength) << text << ": " << got.error;
+    EXPECT_EQ(int64_t(got.tokens.size()), r.max_tokens) << text;
+    e->page_pool().check_invariants();
+  }
 }
 
 // While a long module is encoded (batched in steps), a decoding sequence keeps
