@@ -77,7 +77,11 @@ int run_prefill(const PrefillArgs& a) {
   const bool several = runs.size() > 1;
   std::string names, temps;
   for (CpuLevel l : levels) names += (names.empty() ? "" : ", ") + cpu_level_name(l);
-  for (float t : a.temperatures) temps += (temps.empty() ? "" : ", ") + nlohmann::json(t).dump();
+  for (float t : a.temperatures) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", double(t));
+    temps += (temps.empty() ? "" : ", ") + std::string(buf);
+  }
   std::printf("model: %s\n%s\nthreads %d, kernels %s, decode temperature %s (seed %llu)%s\n\n", a.model.c_str(),
               c.describe().c_str(), a.threads, names.c_str(), temps.c_str(), (unsigned long long)a.seed,
               several ? " (runs interleaved, side by side)" : "");

@@ -10,7 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <functional>
 #include <iterator>
@@ -23,9 +23,9 @@ namespace pc::test {
 namespace {
 
 // Peak RSS bound. The 260K-parameter model, 64 MiB of KV pages and the largest payload
-// below (a 40,000-module schema, ~1.5 MB, laid out and returned as JSON) stay well
-// inside it; the attacks it guards against took gigabytes or the process.
-constexpr int64_t kMaxRssMiB = 512;
+// below (a 40,000-module schema, ~1 MB, laid out and returned as JSON) peaked at 143 MiB;
+// the attacks it guards against took gigabytes or the process.
+constexpr int64_t kMaxRssMiB = 256;
 
 // CPU seconds the process has used (user + system), from /proc/PID/stat.
 double cpu_seconds(pid_t pid) {
@@ -93,6 +93,7 @@ class RedTeam : public ::testing::Test {
     EXPECT_EQ(srv_->wait_exit(0), -1) << "the server exited (see " << srv_->log_path() << ")";
     EXPECT_EQ(get(a, "/health").status, 200);
     const int64_t rss = peak_rss_mib(srv_->pid());
+    std::printf("server peak RSS so far: %lld MiB (bound %lld)\n", (long long)rss, (long long)kMaxRssMiB);
     EXPECT_GT(rss, 0);
     EXPECT_LT(rss, kMaxRssMiB) << "peak RSS " << rss << " MiB";
   }
@@ -104,7 +105,9 @@ void expect_field_error(const Answer& r, const std::string& field, const std::st
   EXPECT_EQ(r.status, 400) << what << ": " << r.raw;
   if (r.body.is_object() && r.body.contains("error")) {
     EXPECT_NE(r.body["error"].value("message", "").find(field), std::string::npos) << what << ": " << r.raw;
-    if (r.body["error"].contains("param")) EXPECT_EQ(r.body["error"]["param"], field) << what << ": " << r.raw;
+    if (r.body["error"].contains("param")) {
+      EXPECT_EQ(r.body["error"]["param"], field) << what << ": " << r.raw;
+    }
   }
 }
 
@@ -167,7 +170,9 @@ TEST_F(RedTeam, ManyFlatModules) {
   EXPECT_EQ(r.body["modules"], 40000);
   EXPECT_LT(secs, 5.0) << "PUT of 40,000 modules took " << secs << " s of the server's CPU";
   r = send(a, "POST", "/v1/pml/completions",
-           json({{"prompt", "<prompt schema=\"flat\"><m7/><m39999/><user>go</user></prompt>"}, {"max_tokens", 2},
+           // Compact layout: the schema spans more positions than the model's context.
+           json({{"prompt", "<prompt schema=\"flat\" layout=\"compact\"><m7/><m39999/><user>go</user></prompt>"},
+                 {"max_tokens", 2},
                  {"temperature", 0}})
                .dump());
   EXPECT_EQ(r.status, 200) << r.raw.substr(0, 300);
