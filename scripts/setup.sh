@@ -14,6 +14,7 @@ PACKAGES=(
   libhiredis-dev libcpp-httplib-dev prometheus-cpp-dev libhwy-dev
   libgtest-dev libgmock-dev libbenchmark-dev redis-server
   haproxy curl  # the cluster (scripts/cluster.sh, tests/server/cluster_test.cc)
+  chromium  # the dashboard's browser test (tests/server/dashboard_test.cc)
   python3-matplotlib  # scripts/plot_bench.py (tests/plots)
 )
 

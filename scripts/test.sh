@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the whole test suite: sets up and builds (scripts/setup.sh), installs the
-# JavaScript test client (npm ci), runs every test with CTest (the tests start
+# JavaScript test clients (npm ci), runs every test with CTest (the tests start
 # real `promptcache serve` and redis-server processes on loopback), then
 # rebuilds the GGUF reader's tests with AddressSanitizer and runs the
 # corrupt-input tests under it.
@@ -10,6 +10,8 @@ scripts/setup.sh
 JOBS=${JOBS:-$(nproc)}
 # The official openai npm client, for the server's JavaScript client test.
 (cd tests/server/js && npm ci --no-audit --no-fund --loglevel=error)
+# puppeteer-core, which drives chromium for the dashboard's browser test.
+(cd tests/server/dashboard && npm ci --no-audit --no-fund --loglevel=error)
 ctest --test-dir build --output-on-failure -j "$JOBS" --timeout 900
 
 echo "test: corrupt-input tests under AddressSanitizer"

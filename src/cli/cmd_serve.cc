@@ -134,8 +134,9 @@ Run add_serve(CLI::App& app) {
       "Serve the OpenAI-compatible API (/v1/completions, /v1/chat/completions, /v1/models;\n"
       "streaming, logprobs), the PML API (PUT/GET/DELETE /v1/schemas/{name}, GET /v1/schemas,\n"
       "POST /v1/pml/completions), the cache API (/v1/cache/stats, entries, pin, unpin, ttl,\n"
-      "evict), /health and /metrics, and llama-server's /tokenize, /detokenize,\n"
-      "/apply-template and /props, reusing cached KV across requests. See docs/api.md.");
+      "evict, namespaces, history, requests, entries/{id}/pin|unpin|evict), /health, /metrics,\n"
+      "the /dashboard page, and llama-server's /tokenize, /detokenize, /apply-template and\n"
+      "/props, reusing cached KV across requests. See docs/api.md.");
   app.add_option("-m,--model", o.model_path, "GGUF model file")->required()->check(CLI::ExistingFile);
   app.add_flag("--mmap", o.mmap, kMmapHelp);
   app.add_option("--alias", o.model_alias, "Model id in the API (default: the file name without .gguf)");
@@ -209,6 +210,16 @@ Run add_serve(CLI::App& app) {
                  "An API key of the default tenant (repeatable; as llama-server's --api-key): "
                  "requests need 'Authorization: Bearer KEY'; with --api-keys, besides that file's")
       ->allow_extra_args(false);
+  app.add_option("--admin-tenant", o.admin_tenant,
+                 "With --api-keys: the tenant whose cache-admin calls (stats, entries, pin, unpin, "
+                 "ttl, evict, history, requests) act on every namespace; other tenants act on "
+                 "their own");
+  app.add_option("--metrics-key", o.metrics_key,
+                 "/metrics answers only 'Authorization: Bearer KEY' (default: public)");
+  app.add_option("--log-level", o.log_level,
+                 "error, warn, info (startup summary and one line per request; monitoring reads "
+                 "such as /health, /metrics and cache GETs at debug) or debug")
+      ->capture_default_str()->check(CLI::IsMember({"error", "warn", "info", "debug"}));
   app.add_option("--http-threads", o.http_threads, "HTTP worker threads (0 = parallel + queue + 8)")
       ->capture_default_str()->check(CLI::Range(0, 65536));
   return [a] { return run_serve(*a); };

@@ -1,6 +1,7 @@
 #include "engine/cache_admin.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <ctime>
 
 #include "engine/engine.h"
@@ -22,6 +23,17 @@ std::optional<double> ttl_left(CacheAdmin::Clock::time_point expires, CacheAdmin
   if (expires == CacheAdmin::Clock::time_point::max()) return std::nullopt;
   return std::max(0.0, seconds_between(now, expires));
 }
+
+// "m" + 16 hex digits of the digest + "." + the shift.
+std::string module_entry_id(const ModuleKey& key) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "m%016llx.%d", static_cast<unsigned long long>(key.digest), int(key.shift));
+  return buf;
+}
+
+// The tenant a namespace of the index belongs to: a derived one ("<tenant>\x1f...")
+// is its tenant's.
+std::string owner_of(const std::string& ns_tenant) { return ns_tenant.substr(0, ns_tenant.find('\x1f')); }
 
 }  // namespace
 
@@ -59,9 +71,13 @@ std::vector<std::string> CacheAdmin::tenants() const {
   std::vector<std::string> out;
   // A tenant's derived namespaces ("<tenant>\x1f...": approximately built KV) are not
   // tenants of their own.
+  std::set<std::string> all;
   for (const KvNamespace& ns : e_.prefix_->index().namespaces())
-    if (ns.tenant.find('\x1f') == std::string::npos) out.push_back(ns.tenant);
-  return out;
+    if (ns.tenant.find('\x1f') == std::string::npos) all.insert(ns.tenant);
+  const std::string model = e_.ns("").model;
+  for (const auto& [key, m] : e_.modules_->store().entries())
+    if (key.ns.model == model) all.insert(key.ns.tenant);
+  return {all.begin(), all.end()};
 }
 
 std::vector<PrefixEntryView> CacheAdmin::prefix_entries(const std::string& tenant) const {
@@ -111,6 +127,7 @@ std::vector<ModuleEntryView> CacheAdmin::module_entries(const std::string& tenan
   for (const auto& [key, m] : e_.modules_->store().entries()) {
     if (key.ns != ns) continue;
     ModuleEntryView v;
+    v.id = module_entry_id(key);
     v.path = m.path;
     v.digest = key.digest;
     v.shift = key.shift;
@@ -197,6 +214,95 @@ size_t CacheAdmin::evict(size_t bytes, int64_t* retentions_ended) {
   size_t freed = idx.evict(bytes, RadixIndex::Retention::kOverrideRetention);
   if (retentions_ended) *retentions_ended = idx.stats().retention_overridden - ended_before;
   if (freed < bytes) freed += e_.modules_->store().evict(bytes - freed);
+  return freed;
+}
+
+CacheAdmin::EntryResult CacheAdmin::entry_op(const std::string& tenant, const std::string& id, EntryOp op,
+                                             size_t* freed) {
+  if (freed) *freed = 0;
+  if (!id.empty() && id[0] == 'm') {
+    ModuleStore& store = e_.modules_->store();
+    const KvNamespace ns = e_.ns(tenant);
+    for (const auto& [key, m] : store.entries()) {
+      if (key.ns != ns || module_entry_id(key) != id) continue;
+      const ModuleKey k = key;  // erase() ends the entry
+      if (op == EntryOp::kPin) return store.pin(k) ? EntryResult::kDone : EntryResult::kNotFound;
+      if (op == EntryOp::kUnpin) return store.unpin(k) ? EntryResult::kDone : EntryResult::kNotFound;
+      if (m.pins > 0) return EntryResult::kRefused;
+      size_t bytes = 0;
+      for (const ModuleSegment& seg : m.segments) bytes += seg.entries.size() * e_.pages_->page_bytes();
+      store.erase(k);
+      if (freed) *freed = bytes;
+      return EntryResult::kDone;
+    }
+    return EntryResult::kNotFound;
+  }
+  if (id.empty() || id.size() > 9 || id.find_first_not_of("0123456789") != std::string::npos)
+    return EntryResult::kNotFound;
+  const int32_t leaf = int32_t(std::stol(id));
+  RadixIndex& idx = e_.prefix_->index();
+  if (!idx.is_entry(e_.ns(tenant), leaf)) return EntryResult::kNotFound;
+  switch (op) {
+    case EntryOp::kPin: return idx.pin_entry(leaf) ? EntryResult::kDone : EntryResult::kNotFound;
+    case EntryOp::kUnpin: return idx.unpin_entry(leaf) ? EntryResult::kDone : EntryResult::kNotFound;
+    case EntryOp::kEvict: {
+      const RadixIndex::NodeView v = idx.node(leaf);
+      if (v.pins > 0 || v.lock_ref > 0) return EntryResult::kRefused;
+      const size_t f = idx.evict_entry(leaf);
+      if (freed) *freed = f;
+      return EntryResult::kDone;
+    }
+  }
+  return EntryResult::kNotFound;
+}
+
+size_t CacheAdmin::evict_tenants(const std::function<bool(const std::string&)>& mine, size_t bytes,
+                                 int64_t* retentions_ended) {
+  RadixIndex& idx = e_.prefix_->index();
+  const int64_t ended_before = idx.stats().retention_overridden;
+  // Candidates: (under a lifetime, last use, leaf), the order they go in.
+  struct Candidate {
+    bool retained;
+    Clock::time_point used;
+    int32_t leaf;
+  };
+  std::vector<Candidate> leaves;
+  for (const KvNamespace& ns : idx.namespaces()) {
+    if (ns.model != e_.ns("").model || !mine(owner_of(ns.tenant))) continue;
+    idx.for_each_leaf(ns, [&](int32_t leaf) {
+      bool retained = false;
+      Clock::time_point used = Clock::time_point::min();
+      for (int32_t n = leaf; n >= 0;) {
+        const RadixIndex::NodeView v = idx.node(n);
+        if (v.parent < 0) break;
+        retained = retained || v.retain_until != Clock::time_point::min();
+        used = std::max(used, v.used);
+        n = v.parent;
+      }
+      leaves.push_back({retained, used, leaf});
+    });
+  }
+  std::sort(leaves.begin(), leaves.end(), [](const Candidate& a, const Candidate& b) {
+    return a.retained != b.retained ? !a.retained : a.used < b.used;
+  });
+  size_t freed = 0;
+  for (const Candidate& c : leaves) {
+    if (freed >= bytes) break;
+    freed += idx.evict_entry(c.leaf);
+  }
+  if (retentions_ended) *retentions_ended = idx.stats().retention_overridden - ended_before;
+  ModuleStore& store = e_.modules_->store();
+  std::vector<std::pair<ModuleKey, size_t>> modules;
+  for (const auto& [key, m] : store.entries()) {
+    if (key.ns.model != e_.ns("").model || !mine(owner_of(key.ns.tenant)) || m.pins > 0) continue;
+    size_t b = 0;
+    for (const ModuleSegment& seg : m.segments) b += seg.entries.size() * e_.pages_->page_bytes();
+    modules.emplace_back(key, b);
+  }
+  for (const auto& [key, b] : modules) {
+    if (freed >= bytes) break;
+    if (store.erase(key)) freed += b;
+  }
   return freed;
 }
 

@@ -4,6 +4,7 @@
 // (server: Scheduler::call).
 #pragma once
 #include <chrono>
+#include <functional>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -56,6 +57,7 @@ struct PrefixEntryView {
 };
 
 struct ModuleEntryView {
+  std::string id;                // "m" + digest (16 hex digits) + "." + shift: entry_op's id
   std::string path;
   uint64_t digest = 0;
   int32_t shift = 0;             // != 0: a relocated copy
@@ -90,7 +92,7 @@ class CacheAdmin {
   // The O(1) part of stats() — pool and prefix-index counters — for every step's metrics
   // (stats() also walks the index and the module store).
   CacheStats counters() const;
-  // Tenants with cached prefixes.
+  // Tenants with cached prefixes or modules in memory.
   std::vector<std::string> tenants() const;
   std::vector<PrefixEntryView> prefix_entries(const std::string& tenant) const;
   std::vector<ModuleEntryView> module_entries(const std::string& tenant) const;
@@ -110,6 +112,19 @@ class CacheAdmin {
   // candidates are not enough, retained entries go too, soonest to lapse first, and
   // *retentions_ended counts them. Returns the bytes freed.
   size_t evict(size_t bytes, int64_t* retentions_ended = nullptr);
+  // One entry of `tenant` by the id its listing gives: a prefix entry's
+  // (PrefixEntryView::id, decimal) or a module's (ModuleEntryView::id). Pin and unpin
+  // as pin()/unpin() do (unpin: one pin of the entry's path); evict drops it (a prefix
+  // entry with the ancestors it alone used, ending their lifetimes; its pages freed
+  // unless shared) and sets *freed. kRefused: evicting a pinned or in-use entry.
+  enum class EntryOp { kPin, kUnpin, kEvict };
+  enum class EntryResult { kDone, kNotFound, kRefused };
+  EntryResult entry_op(const std::string& tenant, const std::string& id, EntryOp op, size_t* freed = nullptr);
+  // evict() limited to the tenants `mine` accepts (each with its derived namespaces):
+  // their prefix entries, least recently used first and entries under a lifetime last
+  // (ending it), then their unpinned modules, until `bytes` are freed.
+  size_t evict_tenants(const std::function<bool(const std::string&)>& mine, size_t bytes,
+                       int64_t* retentions_ended = nullptr);
   // Drops expired entries of both caches (the server calls it periodically).
   size_t evict_expired(Clock::time_point now);
   // Drops the modules with these digests — each with its relocated copies — from

@@ -71,6 +71,19 @@ int32_t RadixIndex::find_root(const KvNamespace& ns) const {
   return it == roots_.end() ? -1 : it->second;
 }
 
+// A namespace whose last entry went, and that no sequence holds, keeps no root: a
+// namespace (a tenant's cache_salt) costs nothing once its entries are gone.
+void RadixIndex::drop_root_if_empty(int32_t id) {
+  Node& n = nodes_[id];
+  if (!n.alive || n.parent >= 0 || !n.children.empty() || n.lock_ref > 0 || n.pins > 0) return;
+  for (auto it = roots_.begin(); it != roots_.end(); ++it)
+    if (it->second == id) {
+      roots_.erase(it);
+      free_node(id);
+      return;
+    }
+}
+
 int32_t RadixIndex::get_root(const KvNamespace& ns) {
   const int32_t found = find_root(ns);
   if (found >= 0) return found;
@@ -253,7 +266,8 @@ size_t RadixIndex::remove_leaf(int32_t id) {
   const int32_t parent = nodes_[id].parent;
   remove_child(parent, id);
   free_node(id);
-  push_lru(parent);
+  if (nodes_[parent].parent < 0) drop_root_if_empty(parent);
+  else push_lru(parent);
   return freed;
 }
 
@@ -325,10 +339,13 @@ void RadixIndex::lock(int32_t node) {
 void RadixIndex::unlock(int32_t node) {
   if (node < 0) return;
   PC_KV_CHECK(node < int32_t(nodes_.size()) && nodes_[node].alive, "unlock of a dead node");
+  int32_t root = node;
   for (int32_t n = node; n >= 0; n = nodes_[n].parent) {
     PC_KV_CHECK(nodes_[n].lock_ref > 0, "unlock without lock");
     if (--nodes_[n].lock_ref == 0) push_lru(n);
+    root = n;
   }
+  drop_root_if_empty(root);
 }
 
 int32_t RadixIndex::insert(const KvNamespace& ns, std::span<const int32_t> tokens,
@@ -421,6 +438,51 @@ bool RadixIndex::pin(const KvNamespace& ns, std::span<const int32_t> tokens) {
   if (node < 0) return false;
   if (nodes_[node].pins++ == 0) ++n_pinned_;
   return true;
+}
+
+bool RadixIndex::is_entry(const KvNamespace& ns, int32_t id) const {
+  const int32_t root = find_root(ns);
+  if (root < 0 || id < 0 || id >= int32_t(nodes_.size()) || id == root) return false;
+  const Node& n = nodes_[id];
+  if (!n.alive || !n.children.empty()) return false;
+  int32_t top = id;
+  while (nodes_[top].parent >= 0) top = nodes_[top].parent;
+  return top == root;
+}
+
+bool RadixIndex::pin_entry(int32_t id) {
+  if (id < 0 || id >= int32_t(nodes_.size()) || !nodes_[id].alive || nodes_[id].parent < 0) return false;
+  if (nodes_[id].pins++ == 0) ++n_pinned_;
+  return true;
+}
+
+bool RadixIndex::unpin_entry(int32_t id) {
+  if (id < 0 || id >= int32_t(nodes_.size()) || !nodes_[id].alive) return false;
+  for (int32_t n = id; n >= 0 && nodes_[n].parent >= 0; n = nodes_[n].parent) {
+    if (nodes_[n].pins == 0) continue;
+    if (--nodes_[n].pins == 0) --n_pinned_;
+    push_lru(n);
+    return true;
+  }
+  return false;
+}
+
+size_t RadixIndex::evict_entry(int32_t id) {
+  size_t freed = 0;
+  while (id >= 0 && id < int32_t(nodes_.size())) {
+    const Node& n = nodes_[id];
+    if (!n.alive || n.parent < 0 || !n.children.empty() || n.lock_ref > 0 || n.pins > 0) break;
+    if (retained(id)) {
+      end_retention(id);
+      ++stats_.retention_overridden;
+    }
+    const int32_t parent = n.parent;
+    const bool top = nodes_[parent].parent < 0;
+    freed += remove_leaf(id);
+    if (top) break;  // the root: dropped with its last entry (remove_leaf)
+    id = parent;
+  }
+  return freed;
 }
 
 bool RadixIndex::unpin(const KvNamespace& ns, std::span<const int32_t> tokens) {

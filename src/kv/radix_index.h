@@ -175,6 +175,18 @@ class RadixIndex : public PageReclaimer {
   RadixStats stats() const;
   // Whether any entry is pinned (O(1): admission checks ask on every request).
   bool has_pins() const { return n_pinned_ > 0; }
+  // One entry by the id a listing gives it (a leaf: for_each_leaf).
+  // Whether `id` is a live leaf of ns's tree.
+  bool is_entry(const KvNamespace& ns, int32_t id) const;
+  // Pins node `id` itself (as pin() does the node ending at a prompt).
+  bool pin_entry(int32_t id);
+  // Undoes one pin of the deepest pinned node on root → id; false when none is pinned.
+  bool unpin_entry(int32_t id);
+  // Evicts entry `id` and each ancestor it leaves childless, up to the first one that
+  // is pinned, locked or shared with another entry; a lifetime on them ends (an admin
+  // eviction wins, counted in retention_overridden). Returns the bytes freed (0 when
+  // the entry itself is pinned or in use).
+  size_t evict_entry(int32_t id);
   // Approximate heap bytes of the index's own metadata (nodes, runs, slices).
   size_t metadata_bytes() const;
 
@@ -233,6 +245,7 @@ class RadixIndex : public PageReclaimer {
   void free_node(int32_t id);
   int32_t find_root(const KvNamespace& ns) const;
   int32_t get_root(const KvNamespace& ns);
+  void drop_root_if_empty(int32_t id);
   int32_t find_child(int32_t node, int32_t token) const;
   void add_child(int32_t parent, int32_t child);
   void remove_child(int32_t parent, int32_t child);

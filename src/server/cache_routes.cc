@@ -1,7 +1,8 @@
 // Cache admin: GET /v1/cache/stats, GET /v1/cache/entries, POST /v1/cache/pin,
 // /v1/cache/unpin, /v1/cache/ttl, /v1/cache/evict. Everything touching the index
-// runs on the engine thread (Scheduler::call). With API keys, a caller sees and
-// pins only its own tenant's namespaces.
+// runs on the engine thread (Scheduler::call). With API keys, a caller sees, counts
+// and acts on its own tenant's namespaces only (Server::State::Scope); the
+// --admin-tenant, and every caller of a server without keys, on all of them.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -19,10 +20,6 @@
 namespace pc::server {
 
 namespace {
-
-bool visible(const std::string& ns, const std::string& tenant, bool keys) {
-  return !keys || ns == tenant || ns.rfind(tenant + "/salt:", 0) == 0;
-}
 
 json pool_json(const PoolView& p) {
   const int64_t b = p.page_bytes;
@@ -62,8 +59,66 @@ json tiers_json(const KvTiers& t) {
   return out;
 }
 
+json totals_json(const TenantTotals& t) {
+  return {{"requests", t.requests}, {"prompt_tokens", t.prompt_tokens}, {"cached_tokens", t.cached_tokens},
+          {"approximate_tokens", t.approximate_tokens}, {"computed_tokens", t.computed_tokens},
+          {"generated_tokens", t.generated_tokens}, {"misses", t.misses},
+          {"hit_rate", t.prompt_tokens ? double(t.cached_tokens) / double(t.prompt_tokens) : 0.0}};
+}
+
+// A tenant's own figures: its requests since start, and what its namespaces hold in
+// memory, in the module store and in each listable tier, against the capacities.
+// Nothing another tenant does moves them.
+json tenant_stats(Server::State& st, const Server::State::Scope& scope) {
+  json out = {{"tenant", scope.tenant}, {"engine", totals_json(st.requests.totals(scope.tenant))}};
+  st.scheduler->call([&](Engine& e) {
+    CacheAdmin& cache = e.cache();
+    NamespaceUsage mem;
+    for (const auto& [ns, u] : namespace_usage(e))
+      if (scope.sees(ns.substr(0, ns.find('\x1f')))) {
+        mem.entries += u.entries;
+        mem.bytes += u.bytes;
+      }
+    const PoolView pool = cache.stats().pool;
+    out["index"] = {{"entries", mem.entries}, {"bytes", mem.bytes}};
+    out["memory"] = {{"bytes", {{"capacity", pool.page_bytes * pool.pages}, {"cached", mem.bytes}}}};
+    json modules = {{"entries", 0}, {"tokens", 0}, {"bytes", 0}};
+    for (const std::string& ns : cache.tenants()) {
+      if (!scope.sees(ns)) continue;
+      for (const ModuleEntryView& m : cache.module_entries(ns)) {
+        modules["entries"] = modules["entries"].get<int64_t>() + 1;
+        modules["tokens"] = modules["tokens"].get<int64_t>() + m.tokens;
+        modules["bytes"] = modules["bytes"].get<int64_t>() + m.bytes;
+      }
+    }
+    out["modules"] = modules;
+    if (const KvTiers* t = cache.tiers()) {
+      json tiers = {{"order", json::array()}};
+      for (const TierStats& ts : t->tier_stats()) {
+        tiers["order"].push_back(ts.name);
+        json o = {{"connected", ts.connected}};
+        if (ts.capacity_bytes >= 0) o["capacity"] = ts.capacity_bytes;
+        tiers[ts.name] = o;
+      }
+      for (const auto& [tier, usage] : tier_usage(e)) {
+        NamespaceUsage sum;
+        for (const auto& [ns, u] : usage)
+          if (scope.sees(ns)) {
+            sum.entries += u.entries;
+            sum.bytes += u.bytes;
+          }
+        tiers[tier]["entries"] = sum.entries;
+        tiers[tier]["bytes"] = sum.bytes;
+      }
+      out["tiers"] = tiers;
+    }
+  });
+  return out;
+}
+
 void stats(Server::State& st, const HttpRequest& req, HttpResponse& res) {
-  st.tenant_of(req);
+  const Server::State::Scope scope = st.scope_of(req);
+  if (!scope.all) return send_json(res, 200, tenant_stats(st, scope));
   json out;
   st.scheduler->call([&](Engine& e) {
     const CacheStats c = e.cache().stats();
@@ -91,6 +146,7 @@ void stats(Server::State& st, const HttpRequest& req, HttpResponse& res) {
     out["sequences"] = {{"running", st.scheduler->running()}, {"queued", st.scheduler->queued()}};
   });
   out["conversation_memory"] = {{"replies", st.memory.size()}, {"tokens", st.memory.tokens()}};
+  out["requests"] = totals_json(st.requests.all_totals());
   send_json(res, 200, out);
 }
 
@@ -99,19 +155,18 @@ json ttl_json(const std::optional<double>& t) { return t ? json(*t) : json(nullp
 // Lists each visible namespace's entries: prefix entries in memory, modules in
 // memory, and entries of the tiers that can list theirs.
 void entries(Server::State& st, const HttpRequest& req, HttpResponse& res) {
-  const std::string tenant = st.tenant_of(req);
-  const bool keys = !st.api_keys.empty();
-  std::set<std::string> all = {""};
-  {
-    std::lock_guard lk(st.ns_mu);
-    all.insert(st.namespaces.begin(), st.namespaces.end());
-  }
+  const Server::State::Scope scope = st.scope_of(req);
+  // The namespaces that hold something: the caller's own (even empty) and every one
+  // with entries in memory or a listable tier. Nothing is kept per namespace besides.
+  std::set<std::string> all = {scope.all ? "" : scope.tenant};
   json out = {{"object", "list"}, {"namespaces", json::array()}};
   st.scheduler->call([&](Engine& e) {
     CacheAdmin& cache = e.cache();
     for (const std::string& t : cache.tenants()) all.insert(t);
+    for (const auto& [tier, usage] : tier_usage(e))
+      for (const auto& [ns, u] : usage) all.insert(ns);
     for (const std::string& ns : all) {
-      if (!visible(ns, tenant, keys)) continue;
+      if (!scope.sees(ns)) continue;
       json list = json::array();
       for (const PrefixEntryView& v : cache.prefix_entries(ns))
         list.push_back({{"id", v.id},
@@ -133,13 +188,14 @@ void entries(Server::State& st, const HttpRequest& req, HttpResponse& res) {
                         {"expires_at", ttl_json(v.expires_at)}});
       json modules = json::array();
       for (const ModuleEntryView& m : cache.module_entries(ns))
-        modules.push_back({{"path", m.path}, {"shift", m.shift}, {"tokens", m.tokens}, {"bytes", m.bytes},
+        modules.push_back({{"id", m.id}, {"path", m.path}, {"shift", m.shift}, {"tokens", m.tokens}, {"bytes", m.bytes},
                            {"hits", m.hits}, {"pinned", m.pinned}, {"ttl_seconds", ttl_json(m.ttl_seconds)}});
       for (const TierEntryView& t : cache.tier_entries(ns))
         list.push_back({{"id", t.id}, {"tokens", t.tokens}, {"bytes", t.bytes}, {"tier", t.tier},
                         {"kind", t.kind},
                         {"expires_at", ttl_json(t.expires_at)}});
-      out["namespaces"].push_back({{"namespace", ns}, {"entries", list}, {"modules", modules}});
+      out["namespaces"].push_back({{"namespace", ns}, {"metrics_label", st.metrics.namespace_label(ns)},
+                                   {"entries", list}, {"modules", modules}});
     }
   });
   send_json(res, 200, out);
@@ -169,11 +225,28 @@ std::vector<int32_t> body_tokens(Server::State& st, const json& body, const std:
   throw bad_field("prompt", "give 'prompt' or 'messages'", "missing_required_parameter");
 }
 
+// The namespace a pin/unpin/ttl body names: the caller's (with its cache_salt), or
+// with "namespace" any namespace the caller's scope sees (the admin tenant: any).
+std::string target_namespace(Server::State& st, const HttpRequest& req, const json& body) {
+  std::string salt;
+  if (auto s = body.find("cache_salt"); s != body.end() && !s->is_null()) {
+    if (!s->is_string()) throw bad_field("cache_salt", "'cache_salt' must be a string", "invalid_type");
+    salt = *s;
+  }
+  auto n = body.find("namespace");
+  if (n == body.end() || n->is_null()) return st.namespace_of(req, salt);
+  if (!n->is_string()) throw bad_field("namespace", "'namespace' must be a string", "invalid_type");
+  if (!salt.empty()) throw bad_field("namespace", "give 'namespace' or 'cache_salt', not both");
+  const Server::State::Scope scope = st.scope_of(req);
+  if (!scope.sees(*n))
+    throw ApiError(403, "invalid_request_error", "namespace '" + n->get<std::string>() + "' is not yours",
+                   "namespace", "forbidden_namespace");
+  return *n;
+}
+
 void pin(Server::State& st, const HttpRequest& req, HttpResponse& res, bool on) {
   const json body = parse_body(req.body);
-  std::string salt;
-  if (auto s = body.find("cache_salt"); s != body.end() && s->is_string()) salt = *s;
-  const std::string ns = st.namespace_of(req, salt);
+  const std::string ns = target_namespace(st, req, body);
   const std::vector<int32_t> ids = body_tokens(st, body, ns);
   if (ids.empty()) throw bad_field("prompt", "the prompt is empty");
   bool ok = false;
@@ -192,9 +265,7 @@ void pin(Server::State& st, const HttpRequest& req, HttpResponse& res, bool on) 
 // quarter second, or at once when it needs pages.
 void ttl(Server::State& st, const HttpRequest& req, HttpResponse& res) {
   const json body = parse_body(req.body);
-  std::string salt;
-  if (auto s = body.find("cache_salt"); s != body.end() && s->is_string()) salt = *s;
-  const std::string ns = st.namespace_of(req, salt);
+  const std::string ns = target_namespace(st, req, body);
   auto t = body.find("ttl_seconds");
   if (t == body.end() || t->is_null())
     throw bad_field("ttl_seconds", "'ttl_seconds' is required", "missing_required_parameter");
@@ -217,8 +288,9 @@ void ttl(Server::State& st, const HttpRequest& req, HttpResponse& res) {
                        {"tokens", ids.size()}, {"namespace", ns}});
 }
 
+// Everything (scope.all), or only the caller's namespaces.
 void evict(Server::State& st, const HttpRequest& req, HttpResponse& res) {
-  st.tenant_of(req);
+  const Server::State::Scope scope = st.scope_of(req);
   const json body = req.body.empty() ? json::object() : parse_body(req.body);
   int64_t bytes = -1;
   if (auto b = body.find("bytes"); b != body.end() && !b->is_null()) {
@@ -231,10 +303,17 @@ void evict(Server::State& st, const HttpRequest& req, HttpResponse& res) {
   json after;
   st.scheduler->call([&](Engine& e) {
     const PoolView before = e.cache().stats().pool;
-    freed = e.cache().evict(bytes < 0 ? size_t(before.pages) * size_t(before.page_bytes) : size_t(bytes), &ended);
-    after = pool_json(e.cache().stats().pool);
+    const size_t want = bytes < 0 ? size_t(before.pages) * size_t(before.page_bytes) : size_t(bytes);
+    if (scope.all) {
+      freed = e.cache().evict(want, &ended);
+      after = pool_json(e.cache().stats().pool);
+    } else {
+      freed = e.cache().evict_tenants([&](const std::string& ns) { return scope.sees(ns); }, want, &ended);
+    }
   });
-  send_json(res, 200, {{"freed_bytes", freed}, {"retentions_ended", ended}, {"memory", after}});
+  json out = {{"freed_bytes", freed}, {"retentions_ended", ended}};
+  if (scope.all) out["memory"] = after;  // the pool is shared: only the admin sees it
+  send_json(res, 200, out);
 }
 
 }  // namespace

@@ -36,6 +36,9 @@ struct Generation {
   // a stream's Generation lives in its content provider, which httplib keeps until
   // the last chunk went out.
   std::shared_ptr<void> in_flight;
+  // The request's log line (RequestTrace::current() when it started): filled in by
+  // finish_generation, written once this Generation and the route let go of it.
+  std::shared_ptr<RequestTrace> trace;
 };
 
 // Chat request helpers shared with POST /apply-template (llama_routes.cc).

@@ -135,6 +135,37 @@ void start_generation(Server::State& st, Generation& g) {
   submit(st, g);
 }
 
+namespace {
+
+// The finished request in the request log (history, per-tenant totals) and its log line.
+void record_request(Server::State& st, const Generation& g, const CacheReport& c, int64_t generated,
+                    const std::vector<ToolCall>& calls) {
+  const JobOutcome& o = g.job->outcome();
+  const auto now = Clock::now();
+  RequestRecord r;
+  r.time = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  // The namespace is "TENANT" or "TENANT/salt:SALT" (namespace_of); without keys one tenant, "".
+  r.tenant = st.api_keys.empty() ? "" : g.ns.substr(0, g.ns.find("/salt:"));
+  r.ns = g.ns;
+  r.route = g.trace ? g.trace->path() : g.pml ? "/v1/pml/completions" : g.chat ? "chat" : "completion";
+  r.finish_reason = !calls.empty() && o.finish_reason == FinishReason::kStop ? "tool_calls" : to_string(o.finish_reason);
+  r.prompt_tokens = c.prompt_tokens;
+  r.cached_tokens = c.cached_tokens;
+  r.approximate_tokens = c.approximate_tokens;
+  r.recomputed_tokens = c.recomputed_tokens;
+  r.computed_tokens = c.computed_tokens;
+  r.generated_tokens = generated;
+  if (g.job->first_token != Clock::time_point{})
+    r.ttft_seconds = std::chrono::duration<double>(g.job->first_token - g.job->created).count();
+  r.total_seconds = std::chrono::duration<double>(now - g.job->created).count();
+  r.miss_reason = c.reason;
+  r.miss_tokens = c.miss_tokens;
+  if (g.trace) g.trace->set_generation(r);
+  st.requests.add(std::move(r));
+}
+
+}  // namespace
+
 // After the job ended: cache report, metrics, and the reply remembered for the next turn
 // (by its tool call ids when it made `calls`, else by its text).
 CacheReport finish_generation(Server::State& st, const Generation& g, const std::vector<ToolCall>& calls) {
@@ -157,7 +188,10 @@ CacheReport finish_generation(Server::State& st, const Generation& g, const std:
   if (o.finish_reason == FinishReason::kError || o.finish_reason == FinishReason::kCancelled) return c;
   const int64_t generated = int64_t(o.result.tokens.size());
   st.metrics.count_tokens(c.prompt_tokens, c.cached_tokens, c.computed_tokens, generated);
-  if (!g.chat) return c;
+  if (!g.chat) {
+    record_request(st, g, c, generated, calls);
+    return c;
+  }
   const ChatPrompt& p = *g.chat;
   c.spliced_replies = p.spliced;
   c.diverged_at = p.diverged_at;
@@ -181,6 +215,7 @@ CacheReport finish_generation(Server::State& st, const Generation& g, const std:
     c.miss_tokens = std::max<int64_t>(0, p.expected_hit - c.cached_tokens);
   }
   if (!c.reason.empty()) st.metrics.count_miss(c.reason, c.miss_tokens);
+  record_request(st, g, c, generated, calls);
   st.structure.remember(g.ns, g.params.gen.prompt, p.parts);
   // The reply is the prefill (tool_choice's call opener, part of the engine's prompt)
   // and the generated ids; it followed the chat prompt.
@@ -443,6 +478,7 @@ void submit(Server::State& st, Generation& g) {
   // Counted before the draining check: begin_drain() sets the flag and then waits for
   // the count, so a request either sees the flag or is waited for.
   g.in_flight = st.track_generation();
+  g.trace = RequestTrace::current();
   if (st.draining.load())
     throw ApiError(503, "server_error",
                    "the server is shutting down (draining); send new requests to another server", "",

@@ -78,6 +78,7 @@ class Job {
   TextStream stream;
   int64_t engine_id = -1;
   Clock::time_point last_token;  // for inter-token latency
+  Clock::time_point first_token{};  // when the first token came (epoch: none); read after done
   std::vector<TokenLogprobs> logprobs;  // per generated token (req.logprobs >= 0)
   // Posts text the stream released, with the logprobs of the tokens it covers.
   void post_text(const std::string& s);

@@ -6,6 +6,10 @@
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 
+#include <xxhash.h>
+
+#include <cstdio>
+#include <random>
 #include <sstream>
 
 #include "engine/cache_admin.h"
@@ -24,6 +28,9 @@ Histogram::BucketBoundaries latency_buckets() {
 }  // namespace
 
 Metrics::Metrics() : reg_(std::make_shared<Registry>()) {
+  std::random_device rd;
+  label_secret_.resize(XXH3_SECRET_SIZE_MIN + 64);
+  for (char& c : label_secret_) c = char(rd());
   requests_ = &BuildCounter().Name("promptcache_requests_total")
                    .Help("HTTP requests by route and status").Register(*reg_);
   tokens_ = &BuildCounter().Name("promptcache_tokens_total")
@@ -59,7 +66,7 @@ Metrics::Metrics() : reg_(std::make_shared<Registry>()) {
   cache_tokens_ = &idx.Add({{"what", "tokens"}});
   cache_evicted_ = &idx.Add({{"what", "evicted"}});
   ns_bytes_ = &BuildGauge().Name("promptcache_cache_bytes")
-                   .Help("KV bytes cached per namespace (tenant/cache_salt; \"\" = shared) and tier")
+                   .Help("KV bytes cached per namespace (a keyed hash of tenant/cache_salt) and tier")
                    .Register(*reg_);
   ns_entries_ = &BuildGauge().Name("promptcache_cache_entries")
                      .Help("Cached entries per namespace and tier (memory: prefix-tree leaves; disk: "
@@ -118,19 +125,33 @@ void Metrics::set_cache(const CacheStats& s) {
   cache_evicted_->Set(double(s.prefix.evicted));
 }
 
+std::string Metrics::namespace_label(const std::string& ns) const {
+  const uint64_t h = XXH3_64bits_withSecret(ns.data(), ns.size(), label_secret_.data(), label_secret_.size());
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "ns-%012llx", static_cast<unsigned long long>(h >> 16));
+  return buf;
+}
+
 void Metrics::set_namespaces(const std::map<std::string, NamespaceUsage>& usage, const std::string& tier) {
+  std::map<std::string, NamespaceUsage> by_label;
+  for (const auto& [ns, u] : usage) {
+    // A derived namespace ("<ns>\x1f...": approximately built KV) counts as its own.
+    NamespaceUsage& sum = by_label[namespace_label(ns.substr(0, ns.find('\x1f')))];
+    sum.entries += u.entries;
+    sum.bytes += u.bytes;
+  }
   std::lock_guard lk(ns_mu_);
   std::set<std::string>& seen = ns_seen_[tier];
-  for (const std::string& ns : seen) {
-    if (usage.count(ns)) continue;
-    ns_bytes_->Remove(&ns_bytes_->Add({{"namespace", ns}, {"tier", tier}}));
-    ns_entries_->Remove(&ns_entries_->Add({{"namespace", ns}, {"tier", tier}}));
+  for (const std::string& label : seen) {
+    if (by_label.count(label)) continue;
+    ns_bytes_->Remove(&ns_bytes_->Add({{"namespace", label}, {"tier", tier}}));
+    ns_entries_->Remove(&ns_entries_->Add({{"namespace", label}, {"tier", tier}}));
   }
   seen.clear();
-  for (const auto& [ns, u] : usage) {
-    ns_bytes_->Add({{"namespace", ns}, {"tier", tier}}).Set(double(u.bytes));
-    ns_entries_->Add({{"namespace", ns}, {"tier", tier}}).Set(double(u.entries));
-    seen.insert(ns);
+  for (const auto& [label, u] : by_label) {
+    ns_bytes_->Add({{"namespace", label}, {"tier", tier}}).Set(double(u.bytes));
+    ns_entries_->Add({{"namespace", label}, {"tier", tier}}).Set(double(u.entries));
+    seen.insert(label);
   }
 }
 

@@ -49,8 +49,13 @@ class Metrics {
   void set_queue(size_t queued, size_t running);
   void set_cache(const CacheStats& stats);
   // promptcache_cache_{bytes,entries}{namespace,tier}; namespaces that are gone
-  // lose their series.
+  // lose their series. The label is namespace_label(ns), never the namespace itself.
   void set_namespaces(const std::map<std::string, NamespaceUsage>& usage, const std::string& tier = "memory");
+  // A namespace's label value: "ns-" + 12 hex digits of a hash keyed with a secret
+  // drawn at startup, so that /metrics shows neither tenants nor cache salts (and a
+  // salt cannot be confirmed by hashing a guess). Stable while the process runs; the
+  // cache API gives each namespace's label (metrics_label).
+  std::string namespace_label(const std::string& ns) const;
   // Each tier's counters, promptcache_tier_ops{tier,op} (null: no tiers configured).
   void set_tiers(const KvTiers* tiers);
 
@@ -76,7 +81,8 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>* ns_bytes_;
   prometheus::Family<prometheus::Gauge>* ns_entries_;
   std::mutex ns_mu_;
-  std::map<std::string, std::set<std::string>> ns_seen_;  // tier → namespaces with series
+  std::map<std::string, std::set<std::string>> ns_seen_;  // tier → labels with series
+  std::string label_secret_;  // namespace_label's key (random bytes)
   prometheus::Family<prometheus::Gauge>* tier_ops_;
 };
 

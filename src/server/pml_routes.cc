@@ -97,8 +97,9 @@ int64_t drop_modules(Server::State& st, const std::string& ns, const pml::Schema
   std::set<uint64_t> keep;
   {
     std::lock_guard lk(st.schemas_mu);
-    for (const auto& [name, e] : st.schemas[ns])
-      for (const pml::ModuleLayout& m : e.layout->modules) keep.insert(m.digest);
+    if (auto it = st.schemas.find(ns); it != st.schemas.end())
+      for (const auto& [name, e] : it->second)
+        for (const pml::ModuleLayout& m : e.layout->modules) keep.insert(m.digest);
   }
   std::set<uint64_t> drop;
   for (const pml::ModuleLayout& m : gone.modules)
@@ -177,7 +178,9 @@ void list_schemas(Server::State& st, const HttpRequest& req, HttpResponse& res) 
   json data = json::array();
   {
     std::lock_guard lk(st.schemas_mu);
-    for (const auto& [name, e] : st.schemas[ns]) data.push_back(summary_json(name, e));
+    // find, not []: listing a namespace must not create state for it.
+    if (auto it = st.schemas.find(ns); it != st.schemas.end())
+      for (const auto& [name, e] : it->second) data.push_back(summary_json(name, e));
   }
   send_json(res, 200, {{"object", "list"}, {"namespace", ns}, {"data", data}});
 }
@@ -189,7 +192,8 @@ void delete_schema(Server::State& st, const HttpRequest& req, HttpResponse& res)
   const SchemaEntry e = find_schema(st, ns, name);
   {
     std::lock_guard lk(st.schemas_mu);
-    st.schemas[ns].erase(name);
+    auto it = st.schemas.find(ns);
+    if (it != st.schemas.end() && it->second.erase(name) && it->second.empty()) st.schemas.erase(it);
   }
   // Running requests keep their own references to the pages; only the store's go.
   const int64_t dropped = drop_modules(st, ns, *e.layout);

@@ -123,6 +123,7 @@ void Scheduler::drop_cancelled(std::unique_lock<std::mutex>& lk) {
 bool Scheduler::on_token(Job& job, int32_t id) {
   const Clock::time_point now = Clock::now();
   if (job.stream.ids().empty()) {
+    job.first_token = now;
     metrics_.observe_ttft(std::chrono::duration<double>(now - job.created).count());
   } else {
     metrics_.observe_itl(std::chrono::duration<double>(now - job.last_token).count());

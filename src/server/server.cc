@@ -14,6 +14,7 @@
 #include "gguf/error.h"
 #include "gguf/gguf.h"
 #include "engine/cache_admin.h"
+#include "kernels/cpu.h"
 #include "kv/page_pool.h"
 #include "model/config_check.h"
 #include "pml/encoder.h"
@@ -60,11 +61,13 @@ std::string route_label(const HttpRequest& req, int status) {
   static const char* known[] = {"/v1/completions", "/v1/chat/completions", "/v1/models", "/health",
                                 "/metrics", "/v1/cache/stats", "/v1/cache/entries",
                                 "/v1/cache/pin", "/v1/cache/unpin", "/v1/cache/evict",
-                                "/v1/cache/ttl", "/v1/schemas", "/v1/pml/completions",
+                                "/v1/cache/ttl", "/v1/cache/history", "/v1/cache/requests",
+                                "/v1/cache/namespaces", "/dashboard", "/v1/schemas", "/v1/pml/completions",
                                 "/tokenize", "/detokenize", "/apply-template", "/props"};
   for (const char* k : known)
     if (req.path == k) return k;
   if (req.path.rfind("/v1/schemas/", 0) == 0) return "/v1/schemas/{name}";
+  if (req.path.rfind("/v1/cache/entries/", 0) == 0) return "/v1/cache/entries/{id}";
   return "other";
 }
 
@@ -76,7 +79,12 @@ void add_misc_routes(Server::State& st) {
                          {"running", st.scheduler->running()},
                          {"queued", st.scheduler->queued()}});
   });
-  add_route(st, "GET", "/metrics", [&st](const HttpRequest&, HttpResponse& res) {
+  add_route(st, "GET", "/metrics", [&st](const HttpRequest& req, HttpResponse& res) {
+    if (!st.opt.metrics_key.empty() && req.get_header_value("Authorization") != "Bearer " + st.opt.metrics_key) {
+      send_json(res, 401, error_json("/metrics needs 'Authorization: Bearer KEY' (--metrics-key)",
+                                     "invalid_request_error", "", "invalid_api_key"));
+      return;
+    }
     // Per-namespace usage walks the prefix trees: done per scrape, not per step.
     try {
       st.scheduler->call([&](Engine& e) {
@@ -173,11 +181,41 @@ void add_method_handling(Server::State& st) {
   }
 }
 
+// What this server runs with, once at startup (info).
+void log_startup(const Server::State& st) {
+  const ServerOptions& o = st.opt;
+  const ModelConfig& c = st.model->config();
+  std::string tiers = "memory";
+  if (!o.tiers.disk_dir.empty()) tiers += ", disk " + o.tiers.disk_dir;
+  if (!o.tiers.redis_url.empty()) tiers += ", redis " + o.tiers.redis_url;
+  char buf[1024];
+  std::snprintf(buf, sizeof buf,
+                "model %s (%s), architecture %s, %lld layers, context %lld tokens, KV capacity %lld tokens "
+                "(%.0f MiB), template %s, tiers: %s, threads %d, kernels %s, parallel %d, queue %d, api keys %s",
+                st.model_id.c_str(), o.model_path.c_str(), c.arch_name.c_str(), static_cast<long long>(c.n_layer),
+                static_cast<long long>(st.n_ctx), static_cast<long long>(st.kv_tokens),
+                double(o.kv_memory_bytes) / (1 << 20),
+                st.chat_template_origin.empty() ? "none" : st.chat_template_origin.c_str(), tiers.c_str(), o.threads,
+                cpu_level_name(cpu_level()).c_str(), o.parallel, o.queue,
+                st.api_keys.empty() ? "off" : (std::to_string(st.api_keys.size()) + " keys").c_str());
+  log_line(st.log_level, LogLevel::kInfo, buf);
+}
+
 }  // namespace
 
 void add_route(Server::State& st, const std::string& method, const std::string& pattern,
-               httplib::Server::Handler handler) {
+               httplib::Server::Handler inner) {
   st.routes.push_back({method, std::regex(pattern)});
+  // Every request a route serves gets its log line (RequestTrace): written when the
+  // handler returned and, for a stream, once its generation has let go of it.
+  auto handler = [&st, inner = std::move(inner)](const HttpRequest& req, HttpResponse& res) {
+    auto trace = std::make_shared<RequestTrace>(st.log_level, req.method, req.path);
+    {
+      const RequestTrace::Scope scope(trace);
+      inner(req, res);
+    }
+    trace->set_status(res.status > 0 ? res.status : 200);
+  };
   if (method == "GET") st.http.Get(pattern, std::move(handler));
   else if (method == "POST") st.http.Post(pattern, std::move(handler));
   else if (method == "PUT") st.http.Put(pattern, std::move(handler));
@@ -257,12 +295,24 @@ void Server::State::check_model(const std::string& requested) const {
                  "model", "model_not_found");
 }
 
-std::string Server::State::namespace_of(const HttpRequest& req, const std::string& cache_salt) {
+std::string Server::State::namespace_of(const HttpRequest& req, const std::string& cache_salt) const {
   std::string ns = tenant_of(req);
+  if (cache_salt.size() > kMaxSaltBytes)
+    throw bad_field("cache_salt", "'cache_salt' is " + std::to_string(cache_salt.size()) + " bytes; at most " +
+                                      std::to_string(kMaxSaltBytes) + " are allowed");
   if (!cache_salt.empty()) ns += (ns.empty() ? "salt:" : "/salt:") + cache_salt;
-  std::lock_guard lk(ns_mu);
-  namespaces.insert(ns);
   return ns;
+}
+
+bool Server::State::Scope::sees(const std::string& ns) const {
+  return all || ns == tenant || ns.rfind(tenant + "/salt:", 0) == 0;
+}
+
+Server::State::Scope Server::State::scope_of(const HttpRequest& req) const {
+  Scope s;
+  s.tenant = tenant_of(req);
+  s.all = api_keys.empty() || (!opt.admin_tenant.empty() && s.tenant == opt.admin_tenant);
+  return s;
 }
 
 Server::Server(const ServerOptions& opt) : st_(std::make_unique<State>()) {
@@ -290,6 +340,14 @@ Server::Server(const ServerOptions& opt) : st_(std::make_unique<State>()) {
   for (const std::string& key : opt.api_keys)
     if (!st.api_keys.emplace(key, "").second && !st.api_keys[key].empty())
       throw Error("--api-key: the key is also in " + opt.api_keys_file + " with tenant '" + st.api_keys[key] + "'");
+  if (!opt.admin_tenant.empty()) {
+    if (st.api_keys.empty()) throw Error("--admin-tenant needs --api-keys (without keys every caller acts on all)");
+    bool known = false;
+    for (const auto& [key, tenant] : st.api_keys) known = known || tenant == opt.admin_tenant;
+    if (!known) throw Error("--admin-tenant '" + opt.admin_tenant + "' is no tenant of " + opt.api_keys_file);
+  }
+  if (!parse_log_level(opt.log_level, &st.log_level))
+    throw Error("--log-level must be error, warn, info or debug (not '" + opt.log_level + "')");
   st.n_ctx = context_size(st.model->config(), opt.ctx_size);
   st.reuse_default = opt.reuse;
 
@@ -326,7 +384,9 @@ Server::Server(const ServerOptions& opt) : st_(std::make_unique<State>()) {
   add_pml_routes(st);
   add_llama_routes(st);
   add_anthropic_routes(st);
+  add_dashboard_routes(st);
   add_method_handling(st);
+  log_startup(st);
 }
 
 Server::~Server() {

@@ -42,6 +42,9 @@ struct ServerOptions {
   std::string api_keys_file;        // lines "KEY TENANT"; "" = no authentication
   std::vector<std::string> api_keys;  // --api-key: keys of the default tenant "" (besides the file's)
   int64_t ctx_size = 0;             // -c: positions one request may use (0 = the model's context)
+  std::string admin_tenant;         // with api keys: the tenant whose cache-admin calls act on all
+  std::string metrics_key;          // "" = /metrics is public; else it needs Bearer KEY
+  std::string log_level = "info";   // error, warn, info (a line per request), debug
   int http_threads = 0;             // 0 = parallel + queue + 8
   bool test_hooks = false;          // accept the test-only request fields (test_forced_reply)
 };

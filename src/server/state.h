@@ -16,6 +16,7 @@
 #include "model/model.h"
 #include "server/conversation.h"
 #include "server/metrics.h"
+#include "server/request_log.h"
 #include "server/scheduler.h"
 #include "server/server.h"
 #include "server/tool_calls.h"
@@ -67,8 +68,8 @@ struct Server::State {
   // (Generation::in_flight: when the response, a stream included, is written).
   std::shared_ptr<void> track_generation();
 
-  std::mutex ns_mu;
-  std::set<std::string> namespaces;  // tenant strings seen (for the cache API)
+  LogLevel log_level = LogLevel::kInfo;  // --log-level
+  RequestLog requests;                   // recent generation requests, per-tenant totals
 
   std::unique_ptr<pml::Encoder> pml_encoder;  // the tokenizer and the chat template's role markers
   std::mutex schemas_mu;
@@ -77,7 +78,19 @@ struct Server::State {
   // The request's namespace: API-key tenant and/or cache_salt. Throws ApiError 401
   // when keys are configured and the request has no valid one.
   std::string tenant_of(const HttpRequest& req) const;
-  std::string namespace_of(const HttpRequest& req, const std::string& cache_salt);
+  // 400 naming cache_salt when it is longer than kMaxSaltBytes.
+  std::string namespace_of(const HttpRequest& req, const std::string& cache_salt) const;
+  static constexpr size_t kMaxSaltBytes = 256;
+
+  // Whom a cache-admin request acts for: one tenant's namespaces (the tenant and
+  // its "TENANT/salt:..." ones), or every namespace (`all`: no --api-keys, or the
+  // --admin-tenant). Throws ApiError 401 as tenant_of does.
+  struct Scope {
+    std::string tenant;
+    bool all = true;
+    bool sees(const std::string& ns) const;
+  };
+  Scope scope_of(const HttpRequest& req) const;
   // ApiError 404 model_not_found unless `requested` is "" or this server's model id
   // (any name with --any-model).
   void check_model(const std::string& requested) const;
@@ -96,6 +109,7 @@ void add_cache_routes(Server::State& st);
 void add_pml_routes(Server::State& st);
 void add_llama_routes(Server::State& st);  // llama-server's /tokenize, /props, ...
 void add_anthropic_routes(Server::State& st);  // POST /v1/messages
+void add_dashboard_routes(Server::State& st);  // /dashboard and the cache routes it reads
 
 // Entries and bytes of each namespace's prefix tree (engine thread: Scheduler::call).
 std::map<std::string, NamespaceUsage> namespace_usage(Engine& e);

@@ -192,6 +192,40 @@ TEST_F(RadixEvictionTest, AHitRefreshesTheWholePath) {
   EXPECT_FALSE(pool_.is_free(0));
 }
 
+// The cache API's operations on one entry by its listing id.
+TEST_F(RadixEvictionTest, OneEntryByIdGoesWithWhatOnlyItUsed) {
+  int32_t a_tail = -1, b_tail = -1, c = -1;
+  index_.for_each_leaf(ns_, [&](int32_t id) {
+    const std::vector<int32_t> t = tokens_of(index_.node(id));
+    if (t == range(5, 8)) a_tail = id;
+    if (t == seq({9, 9, 9, 9})) b_tail = id;
+    if (t == c_) c = id;
+  });
+  ASSERT_GE(a_tail, 0);
+  ASSERT_GE(b_tail, 0);
+  ASSERT_GE(c, 0);
+  const int32_t shared = index_.node(a_tail).parent;  // [1..4], A's and B's
+  EXPECT_TRUE(index_.is_entry(ns_, a_tail));
+  EXPECT_FALSE(index_.is_entry(ns_, shared));  // not a leaf
+  EXPECT_FALSE(index_.is_entry(KvNamespace{"smollm-135m", "f16", "other"}, a_tail));
+
+  ASSERT_TRUE(index_.pin_entry(a_tail));
+  EXPECT_EQ(index_.evict_entry(a_tail), 0u);
+  EXPECT_EQ(index_.evict(16), 16u);  // LRU passes the pinned entry by: B's tail goes
+  EXPECT_TRUE(index_.unpin_entry(a_tail));
+  EXPECT_FALSE(index_.unpin_entry(a_tail));
+  EXPECT_EQ(index_.evict_entry(a_tail), 32u);  // its tail and [1..4], no longer shared
+  EXPECT_TRUE(pool_.is_free(0));
+  EXPECT_TRUE(pool_.is_free(1));
+  EXPECT_EQ(index_.namespaces().size(), 1u);
+  // The namespace's last entry takes its tree with it.
+  EXPECT_EQ(index_.evict_entry(c), 32u);
+  EXPECT_TRUE(index_.namespaces().empty());
+  EXPECT_EQ(index_.stats().entries, 0);
+  EXPECT_EQ(pool_.n_free(), 11);
+  index_.check_invariants();
+}
+
 TEST_F(RadixEvictionTest, LockedAndPinnedAreSkipped) {
   test::Request r = start(cat(a_, {99}));  // locks [1..4] and A's tail
   ASSERT_EQ(r.match.length, 8);

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <fstream>
+#include <map>
 #include <thread>
 
 #include "server_fixture.h"
@@ -251,8 +252,17 @@ TEST(ServerCache, NamespaceMetrics) {
   post(c, "/v1/completions", req);
   req["cache_salt"] = "B";
   post(c, "/v1/completions", req);
-  const std::string a = "{namespace=\"salt:A\",tier=\"memory\"}";
-  const std::string b = "{namespace=\"salt:B\",tier=\"memory\"}";
+  // The label is each namespace's keyed hash, never its name (the cache API gives it).
+  std::map<std::string, std::string> label;
+  const Reply listing = get(c, "/v1/cache/entries");
+  for (const json& ns : listing.body["namespaces"])
+    label[ns["namespace"].get<std::string>()] = ns["metrics_label"].get<std::string>();
+  ASSERT_EQ(label.count("salt:A"), 1u) << listing.raw;
+  ASSERT_EQ(label.count("salt:B"), 1u);
+  EXPECT_NE(label["salt:A"], label["salt:B"]);
+  const std::string a = "{namespace=\"" + label["salt:A"] + "\",tier=\"memory\"}";
+  const std::string b = "{namespace=\"" + label["salt:B"] + "\",tier=\"memory\"}";
+  EXPECT_EQ(c.Get("/metrics")->body.find("salt:A"), std::string::npos);
   EXPECT_EQ(metric(c, "promptcache_cache_entries" + a), 2);
   EXPECT_EQ(metric(c, "promptcache_cache_entries" + b), 1);
   const double bytes_a = metric(c, "promptcache_cache_bytes" + a);

@@ -67,7 +67,11 @@ TEST(ServerTiers, DiskCacheSurvivesRestart) {
   EXPECT_GE(disk_entries, 1) << entries.raw;
   const Reply metrics = get(c, "/metrics");
   EXPECT_NE(metrics.raw.find("promptcache_tier_ops{op=\"hits\",tier=\"disk\"} 1"), std::string::npos);
-  EXPECT_NE(metrics.raw.find("promptcache_cache_entries{namespace=\"\",tier=\"disk\"}"), std::string::npos);
+  std::string shared_label;
+  for (const json& ns : entries.body["namespaces"])
+    if (ns["namespace"] == "") shared_label = ns["metrics_label"];
+  EXPECT_NE(metrics.raw.find("promptcache_cache_entries{namespace=\"" + shared_label + "\",tier=\"disk\"}"),
+            std::string::npos);
   EXPECT_NE(metrics.raw.find("promptcache_kv_bytes{state=\"cached\",tier=\"disk\"}"), std::string::npos);
 }
 
