@@ -305,7 +305,8 @@ std::string Server::State::namespace_of(const HttpRequest& req, const std::strin
 }
 
 bool Server::State::Scope::sees(const std::string& ns) const {
-  return all || ns == tenant || ns.rfind(tenant + "/salt:", 0) == 0;
+  // The default tenant "" (--api-key keys) salts its namespace as "salt:..." (namespace_of).
+  return all || ns == tenant || ns.rfind(tenant.empty() ? "salt:" : tenant + "/salt:", 0) == 0;
 }
 
 Server::State::Scope Server::State::scope_of(const HttpRequest& req) const {
