@@ -127,6 +127,9 @@ def plot_prefill(d):
     for i, r in enumerate(results):
         w = f"results[{i}]"
         k = field(r, "kernels", str, w)
+        t = r.get("temperature", 0)  # decode temperature (bench prefill --temperature)
+        if t:
+            k += f", temperature {t:g}"
         by_kernels.setdefault(k, []).append(
             (number(r, "prompt_tokens", w), number(r, "prompt_tokens_per_s", w),
              number(r, "decode_tokens_per_s", w, optional=True)))

@@ -30,7 +30,15 @@ struct PrefillArgs {
   int batch_tokens = EngineOptions{}.max_batch_tokens;
   bool mmap = false;
   std::vector<std::string> kernels{"auto"};
+  std::vector<float> temperatures{0.f};  // decode sampling; 0 = greedy
+  uint64_t seed = 1;
   std::string json_out;
+};
+
+// One measured configuration: kernels × decode temperature.
+struct PrefillRun {
+  CpuLevel level;
+  float temperature;
 };
 
 // --kernels names -> levels ("auto": the best this CPU runs). Throws on a name
@@ -63,48 +71,63 @@ int run_prefill(const PrefillArgs& a) {
   std::mt19937 rng(42);
   std::uniform_int_distribution<int32_t> pick(3, int32_t(c.n_vocab) - 1);
 
-  const bool several = levels.size() > 1;
-  std::string names;
+  std::vector<PrefillRun> runs;
+  for (CpuLevel l : levels)
+    for (float t : a.temperatures) runs.push_back({l, t});
+  const bool several = runs.size() > 1;
+  std::string names, temps;
   for (CpuLevel l : levels) names += (names.empty() ? "" : ", ") + cpu_level_name(l);
-  std::printf("model: %s\n%s\nthreads %d, kernels %s%s\n\n", a.model.c_str(), c.describe().c_str(), a.threads,
-              names.c_str(), several ? " (runs interleaved, side by side)" : "");
+  for (float t : a.temperatures) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", double(t));
+    temps += (temps.empty() ? "" : ", ") + std::string(buf);
+  }
+  std::printf("model: %s\n%s\nthreads %d, kernels %s, decode temperature %s (seed %llu)%s\n\n", a.model.c_str(),
+              c.describe().c_str(), a.threads, names.c_str(), temps.c_str(), (unsigned long long)a.seed,
+              several ? " (runs interleaved, side by side)" : "");
   if (c.n_ctx_train > 0 && max_len + a.decode > c.n_ctx_train)
     std::fprintf(stderr,
                  "warning: %d prompt + %d decode tokens exceed the model's training context (%lld): "
                  "the speed is measured, the text would not be meaningful\n",
                  max_len, a.decode, (long long)c.n_ctx_train);
   std::printf("%8s  %14s  %10s  %14s%s\n", "tokens", "prompt tok/s", "TTFT ms", "decode tok/s",
-              several ? "  kernels" : "");
+              several ? "  kernels  temperature" : "");
   nlohmann::json rows = nlohmann::json::array();
-  Progress progress("prefill", int64_t(a.lengths.size()) * a.repeat * int64_t(levels.size()));
+  Progress progress("prefill", int64_t(a.lengths.size()) * a.repeat * int64_t(runs.size()));
   for (int n : a.lengths) {
-    const size_t nl = levels.size();
+    const size_t nl = runs.size();
     std::vector<double> best_pp(nl, 0), best_tg(nl, 0), best_ttft(nl, 1e30);
     for (int rep = 0; rep < a.repeat; ++rep) {
       for (size_t li = 0; li < nl; ++li) {
-        set_cpu_level(levels[li]);
+        set_cpu_level(runs[li].level);
         GenerateRequest req;
         for (int i = 0; i < n; ++i) req.prompt.push_back(pick(rng));
         req.max_tokens = a.decode;
         req.stop_at_eog = false;
+        req.sampling.temperature = runs[li].temperature;
+        req.sampling.seed = a.seed;
         GenerateResult r = engine.generate(req);
         const double pp = n / (r.prompt_ms / 1000);
         const double tg = r.tokens.size() > 1 ? (r.tokens.size() - 1) / (r.decode_ms / 1000) : 0;
         best_pp[li] = std::max(best_pp[li], pp);
         best_tg[li] = std::max(best_tg[li], tg);
         best_ttft[li] = std::min(best_ttft[li], r.ttft_ms);
-        progress.step("runs (" + std::to_string(n) + " tokens, " + cpu_level_name(levels[li]) + ")");
+        progress.step("runs (" + std::to_string(n) + " tokens, " + cpu_level_name(runs[li].level) + ")");
       }
     }
     progress.clear();
     for (size_t li = 0; li < nl; ++li) {
-      const std::string kname = several ? "  " + cpu_level_name(levels[li]) : "";
+      char kname[64] = "";
+      if (several)
+        std::snprintf(kname, sizeof kname, "  %-7s  %g", cpu_level_name(runs[li].level).c_str(),
+                      double(runs[li].temperature));
       if (a.decode > 0) {
-        std::printf("%8d  %14.1f  %10.1f  %14.1f%s\n", n, best_pp[li], best_ttft[li], best_tg[li], kname.c_str());
+        std::printf("%8d  %14.1f  %10.1f  %14.1f%s\n", n, best_pp[li], best_ttft[li], best_tg[li], kname);
       } else {  // (no token generated: no TTFT, no decode rate)
-        std::printf("%8d  %14.1f  %10s  %14s%s\n", n, best_pp[li], "-", "-", kname.c_str());
+        std::printf("%8d  %14.1f  %10s  %14s%s\n", n, best_pp[li], "-", "-", kname);
       }
-      rows.push_back({{"prompt_tokens", n}, {"kernels", cpu_level_name(levels[li])}, {"prompt_tokens_per_s", best_pp[li]},
+      rows.push_back({{"prompt_tokens", n}, {"kernels", cpu_level_name(runs[li].level)},
+                      {"temperature", runs[li].temperature}, {"prompt_tokens_per_s", best_pp[li]},
                       {"ttft_ms", a.decode > 0 ? nlohmann::json(best_ttft[li]) : nlohmann::json(nullptr)},
                       {"decode_tokens_per_s", a.decode > 0 ? nlohmann::json(best_tg[li]) : nlohmann::json(nullptr)}});
     }
@@ -115,7 +138,8 @@ int run_prefill(const PrefillArgs& a) {
   if (!a.json_out.empty()) {
     nlohmann::json kernels = nlohmann::json::array();
     for (CpuLevel l : levels) kernels.push_back(cpu_level_name(l));
-    nlohmann::json j = {{"bench", "prefill"}, {"model", a.model}, {"threads", a.threads}, {"kernels", kernels}, {"results", rows}};
+    nlohmann::json j = {{"bench", "prefill"}, {"model", a.model}, {"threads", a.threads}, {"kernels", kernels},
+                        {"temperatures", a.temperatures}, {"seed", a.seed}, {"results", rows}};
     std::ofstream(a.json_out) << j.dump(2) << "\n";
   }
   return 0;
@@ -143,6 +167,11 @@ Run add_bench(CLI::App& app) {
                  "(auto = the best this CPU runs, capped by PROMPTCACHE_KERNELS; avx512, avx2, scalar; "
                  "space- or comma-separated)")
       ->capture_default_str()->delimiter(',');
+  p->add_option("--temperature", a->temperatures,
+                 "Decode sampling temperatures to measure, interleaved like --kernels (0 = greedy; "
+                 "others sample the whole vocabulary: top-k, top-p and min-p off)")
+      ->capture_default_str()->delimiter(',')->check(CLI::Range(0.0, 100.0));
+  p->add_option("--seed", a->seed, "Sampling seed of the decode at temperature > 0")->capture_default_str();
   p->add_option("--json", a->json_out, kBenchJsonHelp);
   Run conversation = add_bench_conversation(app);
   Run modules = add_bench_modules(app);

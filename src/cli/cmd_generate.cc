@@ -12,6 +12,7 @@
 #include "pml/kv_plan.h"
 #include "gguf/error.h"
 #include "kernels/cpu_count.h"
+#include "model/config_check.h"
 #include "model/model.h"
 #include "pml/pml.h"
 #include "tokenizer/tokenizer.h"
@@ -24,11 +25,13 @@ struct GenerateArgs {
   TierArgs tiers;
   std::string model;
   std::string prompt;
+  bool prompt_given = false;  // -p was given, perhaps as "" (a BOS-only prompt)
   std::string file;
   std::string schema;  // PML schema file; `prompt` is then a PML prompt file
   bool preload = false;
   bool mmap = false;
   int32_t n_predict = 64;
+  int64_t ctx_size = 0;  // -c: positions prompt + reply may use (0 = no cap)
   int threads = default_thread_count();
   std::string kv_memory = "1GiB";
   bool no_bos = false;
@@ -72,10 +75,15 @@ void run_one(Engine& engine, const Tokenizer& tok, const GenerateRequest& req) {
   print_timings(stream_to_stdout(tok, [&](const TokenCallback& cb) { return engine.generate(req, cb); }));
 }
 
+// The fields a request line may have (read_requests).
+constexpr const char* kRequestKeys[] = {"prompt", "max_tokens", "temperature", "seed", "top_k", "top_p",
+                                        "min_p", "repeat_penalty", "repeat_last_n", "tenant"};
+
 // One request per line: {"prompt": "...", "max_tokens": N, "temperature": T,
 // "seed": S, "top_k": K, "top_p": P, "min_p": M, "repeat_penalty": R,
-// "tenant": "..."}; missing fields take the command-line values. Blank lines
-// and lines starting with # are skipped.
+// "repeat_last_n": L, "tenant": "..."}; missing fields take the command-line
+// values, other fields are an error naming the line. Blank lines and lines
+// starting with # are skipped.
 std::vector<std::pair<std::string, GenerateRequest>> read_requests(const GenerateArgs& a,
                                                                     const GenerateRequest& defaults) {
   std::ifstream in(a.file);
@@ -90,8 +98,17 @@ std::vector<std::pair<std::string, GenerateRequest>> read_requests(const Generat
     } catch (const std::exception& e) {
       throw Error(a.file + ":" + std::to_string(n) + ": invalid JSON: " + e.what());
     }
+    const std::string where = a.file + ":" + std::to_string(n) + ": ";
     if (!j.is_object() || !j.contains("prompt") || !j["prompt"].is_string())
-      throw Error(a.file + ":" + std::to_string(n) + ": expected an object with a string \"prompt\"");
+      throw Error(where + "expected an object with a string \"prompt\"");
+    for (const auto& [key, value] : j.items()) {
+      bool known = false;
+      for (const char* k : kRequestKeys) known = known || key == k;
+      if (known) continue;
+      std::string list;
+      for (const char* k : kRequestKeys) list += (list.empty() ? "" : ", ") + std::string(k);
+      throw Error(where + "unknown field \"" + key + "\" (a request takes: " + list + ")");
+    }
     GenerateRequest r = defaults;
     SamplingParams& s = r.sampling;
     try {
@@ -102,9 +119,11 @@ std::vector<std::pair<std::string, GenerateRequest>> read_requests(const Generat
       s.top_p = j.value("top_p", s.top_p);
       s.min_p = j.value("min_p", s.min_p);
       s.repeat_penalty = j.value("repeat_penalty", s.repeat_penalty);
+      s.repeat_last_n = j.value("repeat_last_n", s.repeat_last_n);
       r.tenant = j.value("tenant", r.tenant);
+      Sampler check(s);  // its settings' ranges, reported with the line
     } catch (const std::exception& e) {
-      throw Error(a.file + ":" + std::to_string(n) + ": " + e.what());
+      throw Error(where + e.what());
     }
     out.emplace_back(j["prompt"].get<std::string>(), r);
   }
@@ -130,8 +149,29 @@ int run_pml(const GenerateArgs& a, const Model& model, Engine& engine, const Gen
   return 0;
 }
 
+// The prompt's tokens: BOS alone for "" (as llama.cpp runs it), unless there is no BOS.
+std::vector<int32_t> encode_prompt(const GenerateArgs& a, const Tokenizer& tok, const std::string& text,
+                                   const std::string& what) {
+  std::vector<int32_t> ids = tok.encode(text, !a.no_bos, a.special);
+  if (ids.empty())
+    throw Error(what + " is empty and " +
+                (a.no_bos ? std::string("--no-bos leaves no BOS token") : "the model adds no BOS token") +
+                ": there is no token to generate from");
+  return ids;
+}
+
+// The reply's room under -c: the prompt must leave at least one position.
+void fit_context(int64_t n_ctx, GenerateRequest& req, const std::string& what) {
+  if (n_ctx <= 0) return;
+  const int64_t n = int64_t(req.prompt.size());
+  if (n >= n_ctx)
+    throw Error(what + " is " + std::to_string(n) + " tokens; --ctx-size " + std::to_string(n_ctx) +
+                " leaves no room for a reply");
+  req.max_tokens = int32_t(std::min<int64_t>(req.max_tokens, n_ctx - n));
+}
+
 int run_generate(const GenerateArgs& a) {
-  if (a.prompt.empty() == a.file.empty())
+  if (a.prompt_given == !a.file.empty())
     throw Error("give either -p TEXT (with --schema: -p PROMPT.pml) or -f FILE");
   auto model = Model::load(a.model, a.mmap ? Residency::kMap : Residency::kMemory);
   const Tokenizer& tok = model->tokenizer();
@@ -140,6 +180,7 @@ int run_generate(const GenerateArgs& a) {
   eo.kv_memory_bytes = parse_bytes(a.kv_memory);
   eo.tiers = tier_options(a.tiers);
   Engine engine(*model, eo);
+  const int64_t n_ctx = a.ctx_size > 0 ? context_size(model->config(), a.ctx_size) : 0;
 
   GenerateRequest defaults;
   defaults.max_tokens = a.n_predict;
@@ -147,16 +188,17 @@ int run_generate(const GenerateArgs& a) {
   if (!a.schema.empty()) return run_pml(a, *model, engine, defaults);
   if (a.file.empty()) {
     GenerateRequest req = defaults;
-    req.prompt = tok.encode(a.prompt, !a.no_bos, a.special);
-    if (req.prompt.empty()) throw Error("the prompt is empty (give -p TEXT, or drop --no-bos)");
+    req.prompt = encode_prompt(a, tok, a.prompt, "the prompt");
+    fit_context(n_ctx, req, "the prompt");
     run_one(engine, tok, req);
     return 0;
   }
   const auto reqs = read_requests(a, defaults);
   for (size_t i = 0; i < reqs.size(); ++i) {
     GenerateRequest req = reqs[i].second;
-    req.prompt = tok.encode(reqs[i].first, !a.no_bos, a.special);
-    if (req.prompt.empty()) throw Error("request " + std::to_string(i + 1) + ": the prompt is empty");
+    const std::string what = "request " + std::to_string(i + 1) + "'s prompt";
+    req.prompt = encode_prompt(a, tok, reqs[i].first, what);
+    fit_context(n_ctx, req, what);
     std::fprintf(stderr, "== request %zu\n", i + 1);
     run_one(engine, tok, req);
   }
@@ -174,7 +216,8 @@ Run add_generate(CLI::App& app) {
   auto a = std::make_shared<GenerateArgs>();
   app.add_option("-m,--model", a->model, "GGUF model file")->required()->check(CLI::ExistingFile);
   app.add_flag("--mmap", a->mmap, kMmapHelp);
-  app.add_option("-p,--prompt", a->prompt, "Prompt text (BOS is added as the model says)");
+  app.add_option("-p,--prompt", a->prompt, "Prompt text (BOS is added as the model says; \"\" = BOS alone)")
+      ->each([a](const std::string&) { a->prompt_given = true; });
   app.add_option("-f,--file", a->file,
                  "Requests, one JSON object per line ({\"prompt\": ..., \"max_tokens\": ...}), "
                  "run in order through one cache")
@@ -184,6 +227,10 @@ Run add_generate(CLI::App& app) {
       ->check(CLI::ExistingFile);
   app.add_flag("--preload", a->preload, "Encode every module of --schema before the prompt");
   app.add_option("-n,--n-predict", a->n_predict, "Maximum tokens to generate")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("-c,--ctx-size", a->ctx_size,
+                 "Positions prompt + reply may use, at most the model's context (0 = no cap: the "
+                 "reply runs -n tokens)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   app.add_option("-t,--threads", a->threads, kThreadsHelp)->capture_default_str()->check(CLI::Range(1, 256));
   app.add_option("--kv-memory", a->kv_memory, "KV cache memory (e.g. 512MiB, 4GiB)")->capture_default_str();

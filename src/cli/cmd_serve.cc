@@ -159,7 +159,11 @@ Run add_serve(CLI::App& app) {
   app.add_option("--host", o.host, "Address to listen on")->capture_default_str();
   app.add_option("--port", o.port, "Port to listen on (0 = any free port)")
       ->capture_default_str()->check(CLI::Range(0, 65535));
-  app.add_option("--parallel", o.parallel, "Sequences generating at once (continuous batching)")
+  app.add_option("-c,--ctx-size", o.ctx_size,
+                 "Positions one request (prompt + reply) may use: at most the model's context "
+                 "(0 = the model's context; the KV memory may allow fewer)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("--parallel", o.parallel, "Sequences generating at once (continuous batching; also -np)")
       ->capture_default_str()->check(CLI::Range(1, 4096));
   app.add_option("--queue", o.queue, "Requests that may wait for a free sequence; more get 503")
       ->capture_default_str()->check(CLI::Range(0, 1 << 20));
@@ -212,6 +216,10 @@ Run add_serve(CLI::App& app) {
                  "File of 'KEY TENANT' lines: requests need 'Authorization: Bearer KEY'; the "
                  "tenant selects the cache namespace")
       ->check(CLI::ExistingFile);
+  app.add_option("--api-key", o.api_keys,
+                 "An API key of the default tenant (repeatable; as llama-server's --api-key): "
+                 "requests need 'Authorization: Bearer KEY'; with --api-keys, besides that file's")
+      ->allow_extra_args(false);
   app.add_option("--admin-tenant", o.admin_tenant,
                  "With --api-keys: the tenant whose cache-admin calls (stats, entries, pin, unpin, "
                  "ttl, evict, history, requests) act on every namespace; other tenants act on "

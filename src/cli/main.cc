@@ -1,9 +1,13 @@
 // promptcache: an LLM inference server that reuses attention state.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <string>
+#include <vector>
 
 #include "cli/commands.h"
+#include "cli/flag_hints.h"
 #include "cli/kernel_cap.h"
 #include "gguf/error.h"
 
@@ -24,9 +28,21 @@ int main(int argc, char** argv) {
       add_serve(*app.add_subcommand("serve", "Serve the OpenAI-compatible HTTP API")),
   };
   try {
-    app.parse(argc, argv);
+    // llama.cpp's spellings first (-np), then CLI11; CLI11 takes argv without the
+    // program name in reverse order.
+    app.name(argv[0]);
+    std::vector<std::string> args = translate_llama_flags(argc - 1, argv + 1);
+    std::reverse(args.begin(), args.end());
+    app.parse(args);
+  } catch (const CLI::ExtrasError& e) {
+    const int rc = app.exit(e);
+    std::fputs(flag_hints(app).c_str(), stderr);
+    return rc;
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  } catch (const pc::Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
   }
   apply_kernel_cap_from_environment();  // before any command runs a kernel
   const char* names[] = {"generate", "inspect", "make-model", "demo", "bench", "pml", "serve"};

@@ -63,51 +63,88 @@ void Sampler::apply_penalty(std::span<const int32_t> recent) {
   }
 }
 
-void Sampler::truncate() {
-  auto by_logit = [](const Cand& a, const Cand& b) {
+namespace {
+
+// Higher logit first, lower id on ties: a total order, so every selection below picks
+// the same tokens whatever order they arrive in.
+struct ByLogit {
+  template <class C>
+  bool operator()(const C& a, const C& b) const {
     return a.logit != b.logit ? a.logit > b.logit : a.id < b.id;
-  };
-  if (p_.top_k > 0 && size_t(p_.top_k) < cands_.size()) {
-    std::partial_sort(cands_.begin(), cands_.begin() + p_.top_k, cands_.end(), by_logit);
-    cands_.resize(p_.top_k);
-  } else {
-    std::sort(cands_.begin(), cands_.end(), by_logit);
   }
-  // Softmax with temperature, in sorted order (fixed summation order).
-  const float mx = cands_[0].logit;
-  double sum = 0;
+};
+
+}  // namespace
+
+// Truncation selects only what it needs, never sorting the whole vocabulary:
+//
+//   top-k   nth_element: the k best, unordered (O(V))
+//   weights w = exp((logit - max) / T) over what is left; Z = their sum
+//   top-p   the best tokens in rounds of growing size (nth_element on the rest, then
+//           a sort of the round) until their weight reaches top_p * Z — the smallest
+//           prefix of the descending order that does, as a full sort would give
+//   min-p   w >= min_p (p >= min_p * p_max, whatever the normalization): a filter
+//
+// cands_ ends holding the kept tokens with p = w (unnormalized), in a deterministic
+// order: descending when top-p ran, else the order selection left.
+void Sampler::truncate() {
+  if (p_.top_k > 0 && size_t(p_.top_k) < cands_.size()) {
+    std::nth_element(cands_.begin(), cands_.begin() + (p_.top_k - 1), cands_.end(), ByLogit{});
+    cands_.resize(p_.top_k);
+  }
+  float mx = cands_[0].logit;
+  for (const Cand& c : cands_) mx = std::max(mx, c.logit);
+  // Divided, not multiplied by 1/T: a denormal temperature would make that infinite and
+  // the best token's 0 * inf a NaN.
+  double z = 0;
   for (Cand& c : cands_) {
     c.p = std::exp((c.logit - mx) / p_.temperature);
-    sum += c.p;
+    z += c.p;
   }
-  for (Cand& c : cands_) c.p = float(c.p / sum);
   if (p_.top_p < 1.f) {
+    const double need = double(p_.top_p) * z;
     double cum = 0;
-    size_t keep = cands_.size();
-    for (size_t i = 0; i < cands_.size(); ++i) {
-      cum += cands_[i].p;
-      if (cum >= p_.top_p) { keep = i + 1; break; }
+    size_t done = 0, keep = cands_.size();
+    for (size_t round = 64; done < cands_.size(); round *= 2) {
+      const size_t end = std::min(cands_.size(), done + round);
+      if (end < cands_.size()) std::nth_element(cands_.begin() + done, cands_.begin() + end, cands_.end(), ByLogit{});
+      std::sort(cands_.begin() + done, cands_.begin() + end, ByLogit{});
+      for (; done < end; ++done) {
+        cum += cands_[done].p;
+        if (cum >= need) break;
+      }
+      if (done < end) {
+        keep = done + 1;
+        break;
+      }
     }
     cands_.resize(keep);
   }
   if (p_.min_p > 0.f) {
-    const float thr = p_.min_p * cands_[0].p;
-    size_t keep = 1;
-    while (keep < cands_.size() && cands_[keep].p >= thr) ++keep;
-    cands_.resize(keep);
+    // The best token has w = 1 and always stays.
+    size_t w = 0;
+    for (size_t r = 0; r < cands_.size(); ++r)
+      if (cands_[r].p >= p_.min_p) cands_[w++] = cands_[r];
+    cands_.resize(w);
   }
 }
 
-int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> recent) {
+void Sampler::fill(std::span<const float> logits, std::span<const int32_t> recent) {
   cands_.resize(logits.size());
   for (size_t i = 0; i < logits.size(); ++i) cands_[i] = {int32_t(i), logits[i], 0.f};
   apply_penalty(recent);
-  if (p_.temperature <= 0.f) {
-    size_t best = 0;
-    for (size_t i = 1; i < cands_.size(); ++i)
-      if (cands_[i].logit > cands_[best].logit) best = i;
-    return cands_[best].id;
-  }
+}
+
+int32_t Sampler::greedy() const {
+  size_t best = 0;
+  for (size_t i = 1; i < cands_.size(); ++i)
+    if (cands_[i].logit > cands_[best].logit) best = i;
+  return cands_[best].id;
+}
+
+int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> recent) {
+  fill(logits, recent);
+  if (p_.temperature <= 0.f) return greedy();
   truncate();
   double sum = 0;
   for (const Cand& c : cands_) sum += c.p;
@@ -118,6 +155,22 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
     if (r < cum) return c.id;
   }
   return cands_.back().id;
+}
+
+std::vector<std::pair<int32_t, float>> Sampler::distribution(std::span<const float> logits,
+                                                             std::span<const int32_t> recent) {
+  fill(logits, recent);
+  std::vector<std::pair<int32_t, float>> out;
+  if (p_.temperature <= 0.f) {
+    out.emplace_back(greedy(), 1.f);
+    return out;
+  }
+  truncate();
+  double sum = 0;
+  for (const Cand& c : cands_) sum += c.p;
+  for (const Cand& c : cands_) out.emplace_back(c.id, float(c.p / sum));
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 }  // namespace pc

@@ -23,13 +23,22 @@ class Sampler {
  public:
   explicit Sampler(const SamplingParams& p);
   // `recent` = the sequence's tokens so far (for the repetition penalty).
+  // Draws one token from distribution(logits, recent), advancing the seeded generator.
+  // Truncation selects only what top-k/top-p need (no sort of the vocabulary), so a
+  // step costs O(n_vocab) at any temperature.
   int32_t sample(std::span<const float> logits, std::span<const int32_t> recent);
+  // The distribution sample() draws from: the tokens kept by top-k, top-p and min-p
+  // and their probabilities (summing to 1), by id; the argmax alone when greedy.
+  std::vector<std::pair<int32_t, float>> distribution(std::span<const float> logits,
+                                                      std::span<const int32_t> recent);
   const SamplingParams& params() const { return p_; }
 
  private:
   struct Cand { int32_t id; float logit; float p; };
+  void fill(std::span<const float> logits, std::span<const int32_t> recent);  // cands_, penalized
   void apply_penalty(std::span<const int32_t> recent);
-  void truncate();  // top-k, softmax, top-p, min-p over cands_
+  void truncate();  // top-k, weights, top-p, min-p over cands_ (sampler.cc)
+  int32_t greedy() const;  // the best of cands_ by logit, lowest id on ties
 
   SamplingParams p_;
   std::mt19937_64 rng_;

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "gguf/gguf.h"
+#include "model/config_check.h"
 
 namespace pc {
 
@@ -190,6 +191,7 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f, int64_t context_length) {
   c.arch = t.arch;
   const std::string a = c.arch_name + ".";
   read_shape(f, a, c);
+  check_config_against_tensors(f, c);  // before the per-layer description is sized by it
   float freq_scale = 1.f;
   read_rope(f, a, t, context_length, c, &freq_scale);
   describe_layers(f, a, t, freq_scale, c);

@@ -65,6 +65,7 @@ class Xml {
         doc_.load_buffer(text.data(), text.size(), pugi::parse_default | pugi::parse_ws_pcdata | pugi::parse_fragment,
                          pugi::encoding_utf8);
     if (!r) map_.fail_at(r.offset, std::string("malformed XML: ") + r.description());
+    check_depth();
   }
 
   // The single top-level element, which must be named `tag`.
@@ -147,6 +148,30 @@ class Xml {
   const SourceMap& map() const { return map_; }
 
  private:
+  // Fails at the first element nested deeper than kMaxNesting. pugixml parses without
+  // recursion; the walks after it (parsing, layout, planning) recurse once per level,
+  // so the depth is bounded here, walking the tree without recursion.
+  void check_depth() const {
+    int depth = 1;  // of n: the document's own children are at depth 1
+    pugi::xml_node n = doc_.first_child();
+    while (n) {
+      if (n.type() == pugi::node_element && depth > kMaxNesting)
+        fail(n, "elements nest more than " + std::to_string(kMaxNesting) + " levels deep (<" +
+                    std::string(n.name()) + "> is at level " + std::to_string(depth) + ")");
+      if (pugi::xml_node c = n.first_child()) {
+        n = c;
+        ++depth;
+        continue;
+      }
+      while (n != doc_ && !n.next_sibling()) {
+        n = n.parent();
+        --depth;
+      }
+      if (n == doc_) break;
+      n = n.next_sibling();
+    }
+  }
+
   SourceMap map_;
   pugi::xml_document doc_;
 };

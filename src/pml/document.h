@@ -65,7 +65,11 @@ struct PromptDoc {
   std::vector<Node> body;
 };
 
-// Throw PmlError for malformed XML, unknown elements or attributes, missing or
+// Elements of a schema or prompt nest at most this deep, the outer <schema> or
+// <prompt> counted (docs/pml.md "Limits").
+inline constexpr int kMaxNesting = 64;
+
+// Throw PmlError for malformed XML, elements nested deeper than kMaxNesting, unknown elements or attributes, missing or
 // invalid names and lengths, duplicate module names in one scope, duplicate
 // parameter names in one module, text or parameters where they cannot be.
 SchemaDoc parse_schema(std::string_view text, std::string_view source = "");

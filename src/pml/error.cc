@@ -37,10 +37,20 @@ Loc SourceMap::at(ptrdiff_t offset) const {
   const size_t off = std::min(static_cast<size_t>(offset), text_.size());
   const auto it = std::upper_bound(line_starts_.begin(), line_starts_.end(), off);
   const size_t line = static_cast<size_t>(it - line_starts_.begin());  // 1-based
-  const size_t start = line_starts_[line - 1];
+  // Columns are counted from the line's start, or on from the last offset asked for
+  // when it lies before this one on the same line: a parse asks in document order, so
+  // a document on one long line costs one pass, not one per element.
+  size_t from = line_starts_[line - 1];
   int column = 1;
-  for (size_t i = start; i < off; ++i)
+  if (last_line_ == line && last_offset_ <= off) {
+    from = last_offset_;
+    column = last_column_;
+  }
+  for (size_t i = from; i < off; ++i)
     if ((static_cast<unsigned char>(text_[i]) & 0xC0) != 0x80) ++column;  // UTF-8 lead bytes
+  last_line_ = line;
+  last_offset_ = off;
+  last_column_ = column;
   return {static_cast<int>(line), column};
 }
 

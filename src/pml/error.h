@@ -49,6 +49,9 @@ class SourceMap {
   std::string_view text_;
   std::string name_;
   std::vector<size_t> line_starts_;  // byte offset of each line's first byte
+  // The last answer of at(): where the next one on the same line may count on from.
+  mutable size_t last_line_ = 0, last_offset_ = 0;
+  mutable int last_column_ = 1;
 };
 
 // "line 3, column 5"

@@ -19,21 +19,34 @@ class Layouter {
     ModuleLayout root;
     root.loc = doc_.loc;
     L_.modules.push_back(std::move(root));
-    if (enc_.bos() >= 0) emit(0, {enc_.bos()});
+    L_.by_path.emplace("", 0);
+    if (enc_.bos() >= 0) emit(0, {enc_.bos()}, doc_.loc);
     body(doc_.body, 0);
-    L_.length = pos_;
-    L_.modules[0].length = pos_;
+    L_.length = int32_t(pos_);
+    L_.modules[0].length = int32_t(pos_);
     finish();
     return std::move(L_);
   }
 
  private:
+  // Moves the next position to pos_ + n, failing at `loc` (naming `what`) when the
+  // schema would pass kMaxSchemaPositions: positions are int32 in the layout, the plan
+  // and the engine, so their sums are checked here, in 64 bits, once.
+  void advance(int64_t n, Loc loc, const std::string& what) {
+    if (pos_ + n > kMaxSchemaPositions)
+      map_.fail(loc, what + " takes the schema past " + std::to_string(kMaxSchemaPositions) +
+                         " positions (it would end at position " + std::to_string(pos_ + n) + ")");
+    pos_ += n;
+  }
+
   // Appends tokens to module m's own tokens at the next positions.
-  void emit(int m, const std::vector<int32_t>& toks) {
+  void emit(int m, const std::vector<int32_t>& toks, Loc loc) {
     ModuleLayout& mod = L_.modules[m];
-    for (int32_t t : toks) {
-      mod.tokens.push_back(t);
-      mod.positions.push_back(pos_++);
+    const int32_t first = int32_t(pos_);
+    advance(int64_t(toks.size()), loc, "text");
+    for (size_t i = 0; i < toks.size(); ++i) {
+      mod.tokens.push_back(toks[i]);
+      mod.positions.push_back(first + int32_t(i));
     }
   }
 
@@ -44,17 +57,17 @@ class Layouter {
   void node(const Node& n, int m) {
     switch (n.kind) {
       case Node::Kind::kText:
-        emit(m, enc_.text(n.text));
+        emit(m, enc_.text(n.text), n.loc);
         break;
       case Node::Kind::kRole: {
         const RoleMarker& r = enc_.markers()[n.role];
         if (n.children.empty()) {  // an empty tag opens a turn: <assistant/> → generation prompt
-          emit(m, enc_.marker(n.role == Role::kAssistant ? enc_.markers().generation_prompt : r.prefix));
+          emit(m, enc_.marker(n.role == Role::kAssistant ? enc_.markers().generation_prompt : r.prefix), n.loc);
           break;
         }
-        emit(m, enc_.marker(r.prefix));
+        emit(m, enc_.marker(r.prefix), n.loc);
         body(n.children, m);
-        emit(m, enc_.marker(r.suffix));
+        emit(m, enc_.marker(r.suffix), n.loc);
         break;
       }
       case Node::Kind::kParam:
@@ -65,8 +78,8 @@ class Layouter {
         break;
       case Node::Kind::kUnion: {
         const int u = static_cast<int>(L_.unions.size());
-        L_.unions.push_back({m, pos_, 0, {}, n.loc});
-        const int32_t start = pos_;
+        const int32_t start = int32_t(pos_);
+        L_.unions.push_back({m, start, 0, {}, n.loc});
         int32_t longest = 0;
         for (const Node& member : n.children) {
           pos_ = start;
@@ -90,14 +103,15 @@ class Layouter {
                            " tokens; its slot holds " + std::to_string(n.length));
     Param p;
     p.name = n.name;
-    p.slot = pos_;
+    p.slot = int32_t(pos_);
     p.length = n.length;
     p.placeholder = n.placeholder;
     p.loc = n.loc;
     p.begin = static_cast<int32_t>(L_.modules[m].tokens.size());
-    emit(m, toks);
+    emit(m, toks, n.loc);  // toks.size() <= length
     p.end = static_cast<int32_t>(L_.modules[m].tokens.size());
-    pos_ = p.slot + p.length;
+    pos_ = p.slot;
+    advance(n.length, n.loc, "parameter '" + n.name + "' (length " + std::to_string(n.length) + ")");
     L_.modules[m].params.push_back(std::move(p));
   }
 
@@ -111,12 +125,13 @@ class Layouter {
     mod.cache = n.cache;
     mod.pin = n.pin;
     mod.ttl_seconds = n.ttl_seconds;
-    mod.start = pos_;
+    mod.start = int32_t(pos_);
     mod.loc = n.loc;
+    L_.by_path.emplace(mod.path, c);
     L_.modules.push_back(std::move(mod));
     L_.modules[parent].children.push_back(c);
     body(n.children, c);
-    L_.modules[c].length = pos_ - L_.modules[c].start;
+    L_.modules[c].length = int32_t(pos_) - L_.modules[c].start;
     return c;
   }
 
@@ -127,15 +142,14 @@ class Layouter {
     for (size_t i = 0; i < L_.modules.size(); ++i) {
       ModuleLayout& m = L_.modules[i];
       Hasher h;
-      h.str("pml-module-v1").u64(fp);
+      h.str("pml-module-v2").u64(fp);
       for (int a : L_.chain(static_cast<int>(i))) {
         if (a == static_cast<int>(i)) break;
         const ModuleLayout& anc = L_.modules[a];
         const int32_t n = static_cast<int32_t>(
             std::lower_bound(anc.positions.begin(), anc.positions.end(), m.start) - anc.positions.begin());
         m.context.push_back({a, n});
-        h.i64(n);
-        for (int32_t k = 0; k < n; ++k) h.i64(anc.tokens[k]).i64(anc.positions[k]);
+        h.i64(n).u64(prefix_digest(a, n));
       }
       h.ids(m.tokens).ids(m.positions).i64(m.start).i64(m.length);
       for (const Param& p : m.params) h.i64(p.slot).i64(p.length).i64(p.begin).i64(p.end);
@@ -151,11 +165,32 @@ class Layouter {
     L_.digest = schema.digest();
   }
 
+  // Digest of module m's first n own (token, position) pairs, chained one pair at a
+  // time so that every prefix costs O(1) once the module's chain is built: each
+  // module hashes its ancestors' tokens before it, and hashing them anew per module
+  // would make a schema of many modules in long root text quadratic.
+  uint64_t prefix_digest(int m, int32_t n) {
+    if (prefix_.size() < L_.modules.size()) prefix_.resize(L_.modules.size());
+    std::vector<uint64_t>& chain = prefix_[m];
+    if (chain.empty()) {
+      const ModuleLayout& mod = L_.modules[m];
+      chain.reserve(mod.tokens.size() + 1);
+      chain.push_back(0x706d6c2d63747821ull);  // "pml-ctx!": the empty prefix
+      for (size_t k = 0; k < mod.tokens.size(); ++k) {
+        Hasher pair;
+        pair.i64(mod.tokens[k]).i64(mod.positions[k]).u64(chain.back());
+        chain.push_back(pair.digest());
+      }
+    }
+    return chain[n];
+  }
+
   const SchemaDoc& doc_;
   const Encoder& enc_;
   SourceMap map_;  // only for raising errors with the document's source name
   SchemaLayout L_;
-  int32_t pos_ = 0;
+  std::vector<std::vector<uint64_t>> prefix_;  // per module: prefix_digest's chain (built on use)
+  int64_t pos_ = 0;  // the next position; at most kMaxSchemaPositions (advance)
 };
 
 }  // namespace
@@ -163,15 +198,15 @@ class Layouter {
 std::string SchemaLayout::digest_hex() const { return hex64(digest); }
 
 int SchemaLayout::find(std::string_view path) const {
-  for (size_t i = 0; i < modules.size(); ++i)
-    if (modules[i].path == path) return static_cast<int>(i);
-  return -1;
+  const auto it = by_path.find(std::string(path));
+  return it == by_path.end() ? -1 : it->second;
 }
 
 int SchemaLayout::child(int parent, std::string_view name) const {
-  for (int c : modules[parent].children)
-    if (modules[c].name == name) return c;
-  return -1;
+  if (parent == 0) return find(name);
+  std::string path = modules[parent].path;
+  path.append("/").append(name);
+  return find(path);
 }
 
 std::vector<int> SchemaLayout::chain(int m) const {

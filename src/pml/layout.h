@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "pml/document.h"
@@ -82,6 +83,10 @@ struct TokenRun {
   int32_t pos = 0;             // position of tokens[begin]
 };
 
+// A schema's positions end at most here (docs/pml.md "Limits"); text and parameter
+// lengths that would pass it are a PmlError naming the element.
+inline constexpr int64_t kMaxSchemaPositions = int64_t(1) << 30;
+
 struct SchemaLayout {
   std::string name;
   std::string source;   // file name used in messages
@@ -89,6 +94,7 @@ struct SchemaLayout {
   // the text outside modules, included in every prompt.
   std::vector<ModuleLayout> modules;
   std::vector<UnionLayout> unions;
+  std::unordered_map<std::string, int> by_path;  // module path → index (the root: "")
   int32_t length = 0;   // positions [0, length) are the schema's
   // Stable hash of the canonical schema (every module's path, structure, flags,
   // slots, tokens and positions) and the encoder fingerprint (tokenizer

@@ -1,6 +1,7 @@
 #include "pml/plan.h"
 
-#include <map>
+#include <string_view>
+#include <unordered_map>
 
 #include "pml/encoder.h"
 
@@ -90,10 +91,12 @@ class Planner {
     // Arguments: each names a parameter of this module; its tokens must fit the slot.
     std::vector<std::vector<int32_t>> args(mod.params.size());
     std::vector<bool> given(mod.params.size(), false);
+    std::vector<Loc> arg_loc(mod.params.size());
+    std::unordered_map<std::string_view, int> param_of;
+    for (size_t k = 0; k < mod.params.size(); ++k) param_of.emplace(mod.params[k].name, int(k));
     for (const Node::Arg& a : n.args) {
-      int p = -1;
-      for (size_t k = 0; k < mod.params.size(); ++k)
-        if (mod.params[k].name == a.name) p = static_cast<int>(k);
+      const auto found = param_of.find(a.name);
+      const int p = found == param_of.end() ? -1 : found->second;
       if (p < 0) {
         std::string have;
         for (const Param& q : mod.params) have += (have.empty() ? "" : ", ") + q.name;
@@ -102,6 +105,7 @@ class Planner {
       }
       args[p] = enc_.text(a.value);
       given[p] = true;
+      arg_loc[p] = a.loc;
       const Param& q = mod.params[p];
       if (static_cast<int64_t>(args[p].size()) > q.length)
         map_.fail(a.loc, "argument for parameter '" + q.name + "' of module '" + mod.path + "' is " +
@@ -115,9 +119,7 @@ class Planner {
       it.kind = PlanItem::Kind::kTokens;
       it.module = m;
       it.param = static_cast<int>(k);
-      it.loc = n.loc;
-      for (const Node::Arg& a : n.args)
-        if (a.name == mod.params[k].name) it.loc = a.loc;
+      it.loc = arg_loc[k];
       const int32_t n_tok = static_cast<int32_t>(args[k].size());
       it.tokens = std::move(args[k]);
       if (n_tok > 0) it.spans.push_back({0, n_tok, mod.params[k].slot, mod.params[k].slot});

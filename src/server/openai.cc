@@ -2,6 +2,7 @@
 
 #include "server/lifetime.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -100,11 +101,104 @@ std::string next_id(const char* prefix) {
 
 }  // namespace
 
+namespace {
+
+// Request bodies nest at most this deep (objects and arrays): the parser keeps its own
+// stack, but serializing, comparing or rendering a value walks it recursively.
+constexpr int kMaxBodyDepth = 256;
+
+// The deepest nesting of objects and arrays in `text` (strings skipped), stopping early
+// once it passes `limit`.
+int json_depth(std::string_view text, int limit) {
+  int depth = 0, deepest = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size() && deepest <= limit; ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      deepest = std::max(deepest, ++depth);
+    } else if (c == '}' || c == ']') {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
+// Where a SAX parse stopped, as a field path ("max_tokens", "messages[2].content"): the
+// parser's own error names the bad text but not the field it was the value of.
+class FieldPathSax {
+ public:
+  using string_t = json::string_t;
+  bool null() { return value(); }
+  bool boolean(bool) { return value(); }
+  bool number_integer(json::number_integer_t) { return value(); }
+  bool number_unsigned(json::number_unsigned_t) { return value(); }
+  bool number_float(json::number_float_t, const string_t&) { return value(); }
+  bool string(string_t&) { return value(); }
+  bool binary(json::binary_t&) { return value(); }
+  bool start_object(std::size_t) { return open(true); }
+  bool start_array(std::size_t) { return open(false); }
+  bool end_object() { return close(); }
+  bool end_array() { return close(); }
+  bool key(string_t& k) {
+    frames_.back().key = k;
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) { return false; }
+
+  std::string path() const {
+    std::string out;
+    for (const Frame& f : frames_) {
+      if (f.object) out += (out.empty() ? "" : ".") + f.key;
+      else out += "[" + std::to_string(f.index) + "]";
+    }
+    return out;
+  }
+
+ private:
+  struct Frame {
+    bool object = true;
+    std::string key;  // object: the member being parsed
+    size_t index = 0; // array: the element being parsed
+  };
+  bool value() {
+    if (!frames_.empty() && !frames_.back().object) ++frames_.back().index;
+    return true;
+  }
+  bool open(bool object) {
+    frames_.push_back({object, "", 0});
+    return true;
+  }
+  bool close() {
+    frames_.pop_back();
+    return value();
+  }
+  std::vector<Frame> frames_;
+};
+
+}  // namespace
+
 json parse_body(const std::string& body) {
+  if (json_depth(body, kMaxBodyDepth) > kMaxBodyDepth)
+    throw ApiError(400, "invalid_request_error",
+                   "the JSON body nests objects and arrays more than " + std::to_string(kMaxBodyDepth) +
+                       " levels deep",
+                   "", "invalid_json");
   json j;
   try {
     j = json::parse(body);
-  } catch (const json::parse_error& e) {
+  } catch (const json::out_of_range& e) {
+    // A number beyond a double's range (1e400): a bad value of a field, named.
+    FieldPathSax sax;
+    json::sax_parse(body, &sax);
+    const std::string field = sax.path();
+    throw bad_field(field, (field.empty() ? std::string("a number") : "'" + field + "'") +
+                               " is out of range: " + e.what());
+  } catch (const json::exception& e) {
     throw ApiError(400, "invalid_request_error", std::string("invalid JSON body: ") + e.what(), "",
                    "invalid_json");
   }
@@ -178,6 +272,9 @@ CommonParams parse_common(const json& body, bool chat) {
   SamplingParams& s = p.gen.sampling;
   s.temperature = float(number(body, "temperature", 0, 2, 1.0));
   s.top_p = float(number(body, "top_p", 0, 1, 1.0));
+  if (!(s.top_p > 0.f))  // would keep no token: the sampler takes top_p in (0, 1]
+    throw bad_field("top_p", "'top_p' must be greater than 0 and at most 1 (1 = off), got " +
+                                 body["top_p"].dump());
   s.top_k = int32_t(integer(body, "top_k", 0, INT32_MAX, 0));
   s.min_p = float(number(body, "min_p", 0, 1, 0.0));
   s.repeat_penalty = float(number(body, "repetition_penalty", 0.01, 10, 1.0));

@@ -14,6 +14,7 @@
 #include "engine/cache_admin.h"
 #include "kernels/cpu.h"
 #include "kv/page_pool.h"
+#include "model/config_check.h"
 #include "pml/encoder.h"
 #include "template/builtin_templates.h"
 #include "server/api_error.h"
@@ -103,7 +104,7 @@ void add_misc_routes(Server::State& st) {
                           // What a request may use: the model's context, or less when the
                           // KV memory (besides pinned entries) holds fewer tokens.
                           {"context_length", std::min(st.n_ctx, st.scheduler->admission_tokens())},
-                          {"n_ctx_train", st.n_ctx}};
+                          {"n_ctx_train", st.model->config().n_ctx_train}};
       send_json(res, 200, {{"object", "list"}, {"data", json::array({model})}});
     });
   });
@@ -299,7 +300,8 @@ std::string Server::State::namespace_of(const HttpRequest& req, const std::strin
 }
 
 bool Server::State::Scope::sees(const std::string& ns) const {
-  return all || ns == tenant || ns.rfind(tenant + "/salt:", 0) == 0;
+  // The default tenant "" (--api-key keys) salts its namespace as "salt:..." (namespace_of).
+  return all || ns == tenant || ns.rfind(tenant.empty() ? "salt:" : tenant + "/salt:", 0) == 0;
 }
 
 Server::State::Scope Server::State::scope_of(const HttpRequest& req) const {
@@ -331,6 +333,9 @@ Server::Server(const ServerOptions& opt) : st_(std::make_unique<State>()) {
   // PML role tags use the same template as chat requests.
   st.pml_encoder = std::make_unique<pml::Encoder>(tok, pml::RoleMarkers::from_template_source(source, tok));
   if (!opt.api_keys_file.empty()) st.api_keys = load_api_keys(opt.api_keys_file);
+  for (const std::string& key : opt.api_keys)
+    if (!st.api_keys.emplace(key, "").second && !st.api_keys[key].empty())
+      throw Error("--api-key: the key is also in " + opt.api_keys_file + " with tenant '" + st.api_keys[key] + "'");
   if (!opt.admin_tenant.empty()) {
     if (st.api_keys.empty()) throw Error("--admin-tenant needs --api-keys (without keys every caller acts on all)");
     bool known = false;
@@ -339,7 +344,7 @@ Server::Server(const ServerOptions& opt) : st_(std::make_unique<State>()) {
   }
   if (!parse_log_level(opt.log_level, &st.log_level))
     throw Error("--log-level must be error, warn, info or debug (not '" + opt.log_level + "')");
-  st.n_ctx = st.model->config().n_ctx_train > 0 ? st.model->config().n_ctx_train : 4096;
+  st.n_ctx = context_size(st.model->config(), opt.ctx_size);
   st.reuse_default = opt.reuse;
 
   EngineOptions eo;

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "engine/engine.h"
 #include "kernels/cpu_count.h"
@@ -39,6 +40,8 @@ struct ServerOptions {
   std::string cors_origin;          // Access-Control-Allow-Origin ("" = no CORS headers; "*")
   bool any_model = false;           // answer any requested model name (no 404 model_not_found)
   std::string api_keys_file;        // lines "KEY TENANT"; "" = no authentication
+  std::vector<std::string> api_keys;  // --api-key: keys of the default tenant "" (besides the file's)
+  int64_t ctx_size = 0;             // -c: positions one request may use (0 = the model's context)
   std::string admin_tenant;         // with api keys: the tenant whose cache-admin calls act on all
   std::string metrics_key;          // "" = /metrics is public; else it needs Bearer KEY
   std::string log_level = "info";   // error, warn, info (a line per request), debug

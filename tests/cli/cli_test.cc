@@ -2,12 +2,14 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <cstring>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sys/wait.h>
 
 #include "kernels/cpu.h"
+#include "model/make_model.h"
 #include "test_util.h"
 
 namespace pc {
@@ -272,6 +274,143 @@ TEST(Cli, BenchQualityBudgetOneIsExact) {
   CmdResult bad = run("bench quality -m " + kStories + " --policies cacheblend");
   EXPECT_NE(bad.status, 0);
   EXPECT_NE(bad.out.find("cacheblend"), std::string::npos) << bad.out;
+}
+
+// `generate -p ""` runs BOS alone, as llama.cpp does; with no BOS there is nothing to
+// run, and the message says so.
+TEST(Cli, GenerateEmptyPromptIsBosAlone) {
+  CmdResult r = run("generate -m " + kStories + " -p '' -n 4 --threads 1");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("timings: prompt 1 tokens"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("generated 4 tokens"), std::string::npos) << r.out;
+  CmdResult n = run("generate -m " + kStories + " -p '' --no-bos");
+  EXPECT_EQ(n.status, 1) << n.out;
+  EXPECT_NE(n.out.find("the prompt is empty and --no-bos leaves no BOS token"), std::string::npos) << n.out;
+  CmdResult none = run("generate -m " + kStories);
+  EXPECT_EQ(none.status, 1) << none.out;
+  EXPECT_NE(none.out.find("give either -p TEXT"), std::string::npos) << none.out;
+}
+
+// A request line with a field `generate -f` does not know (a typo would otherwise be
+// ignored) or a setting out of range is an error naming the line.
+TEST(Cli, GenerateFileRejectsUnknownFields) {
+  const std::string f = test::temp_dir() + "/typo.jsonl";
+  std::ofstream(f) << "{\"prompt\": \"Once\", \"max_tokens\": 2}\n"
+                      "{\"prompt\": \"Once\", \"max_token\": 2}\n";
+  CmdResult r = run("generate -m " + kStories + " -f " + f);
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_NE(r.out.find("typo.jsonl:2: unknown field \"max_token\" (a request takes: prompt, max_tokens,"),
+            std::string::npos)
+      << r.out;
+  const std::string g = test::temp_dir() + "/range.jsonl";
+  std::ofstream(g) << "{\"prompt\": \"Once\", \"temperature\": 1, \"top_p\": 0}\n";
+  CmdResult t = run("generate -m " + kStories + " -f " + g);
+  EXPECT_EQ(t.status, 1) << t.out;
+  EXPECT_NE(t.out.find("range.jsonl:1: top_p must be in (0, 1]"), std::string::npos) << t.out;
+}
+
+// llama.cpp's flags: -c caps prompt + reply, checked against the model; -ngl is a
+// message about GPUs; an unknown flag names the flags it is close to.
+TEST(Cli, LlamaCppFlags) {
+  CmdResult c = run("generate -m " + kStories + " -p 'Once upon a time' -n 20 -c 8 --threads 1");
+  ASSERT_EQ(c.status, 0) << c.out;
+  EXPECT_NE(c.out.find("generated 3 tokens"), std::string::npos) << c.out;  // 5 prompt tokens + 3 = 8
+  CmdResult big = run("generate -m " + kStories + " -p hi -c 99999999");
+  EXPECT_EQ(big.status, 1) << big.out;
+  EXPECT_NE(big.out.find("--ctx-size 99999999 is beyond the model's context of"), std::string::npos) << big.out;
+  CmdResult sbig = run("serve -m " + kStories + " --port 0 --ctx-size 99999999");
+  EXPECT_EQ(sbig.status, 1) << sbig.out;
+  EXPECT_NE(sbig.out.find("(llama.context_length)"), std::string::npos) << sbig.out;
+  for (const char* gpu : {"-ngl 99", "--n-gpu-layers 99", "-ngl=99"}) {
+    CmdResult g = run("serve -m " + kStories + " " + gpu);
+    EXPECT_EQ(g.status, 1) << gpu << ": " << g.out;
+    EXPECT_NE(g.out.find("has no GPU support yet"), std::string::npos) << gpu << ": " << g.out;
+  }
+  CmdResult t = run("generate -m " + kStories + " -p hi --temperature 0.5");
+  EXPECT_NE(t.status, 0) << t.out;
+  EXPECT_NE(t.out.find("--temperature: did you mean --temp?"), std::string::npos) << t.out;
+  CmdResult k = run("serve -m " + kStories + " --ctx 512 --paralel 2");
+  EXPECT_NE(k.status, 0) << k.out;
+  EXPECT_NE(k.out.find("--ctx: did you mean --ctx-size?"), std::string::npos) << k.out;
+  EXPECT_NE(k.out.find("--paralel: did you mean --parallel?"), std::string::npos) << k.out;
+  CmdResult far = run("serve -m " + kStories + " --zzzz");
+  EXPECT_NE(far.status, 0) << far.out;
+  EXPECT_EQ(far.out.find("did you mean"), std::string::npos) << far.out;
+}
+
+// `pml check` on a schema nested 7,000 deep: a message with the place, not a crash.
+TEST(Cli, PmlCheckDeepNestingIsAnError) {
+  const std::string f = test::temp_dir() + "/deep.pml";
+  std::string s = "<schema name=\"s\">";
+  for (int i = 0; i < 7000; ++i) s += "<module name=\"m" + std::to_string(i) + "\">";
+  for (int i = 0; i < 7000; ++i) s += "</module>";
+  std::ofstream(f) << s << "</schema>";
+  CmdResult r = run("pml check -m " + kStories + " " + f);
+  EXPECT_EQ(r.status, 1) << r.out.substr(0, 500);
+  EXPECT_NE(r.out.find("deep.pml: line 1, column"), std::string::npos) << r.out.substr(0, 500);
+  EXPECT_NE(r.out.find("elements nest more than 64 levels deep"), std::string::npos) << r.out.substr(0, 500);
+}
+
+// `bench prefill --temperature 0,1` measures greedy and sampled decode side by side.
+TEST(Cli, BenchPrefillTemperatures) {
+  const std::string dir = test::temp_dir();
+  CmdResult r = run("bench prefill -m " + kStories + " --tokens 8 --decode 4 --temperature 0,1 --seed 3 --json " +
+                    dir + "/t.json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  std::ifstream in(dir + "/t.json");
+  const nlohmann::json j = nlohmann::json::parse(in);
+  ASSERT_EQ(j["results"].size(), 2u);
+  EXPECT_EQ(j["results"][0]["temperature"], 0.0);
+  EXPECT_EQ(j["results"][1]["temperature"], 1.0);
+  EXPECT_EQ(j["seed"], 3);
+  for (const auto& row : j["results"]) EXPECT_GT(row["decode_tokens_per_s"].get<double>(), 0.0) << row.dump();
+}
+
+// A "micro" llama (1 block, n_embd 32, 2 heads, 1 KV head, ff 64) with the u32 value of
+// metadata key `key` replaced by `value`.
+std::string patched_model(const std::string& key, uint32_t value) {
+  MakeModelOptions o;
+  o.shape = "micro";
+  o.vocab_path = test::shared_dir() + "/vocab/ggml-vocab-llama-spm.gguf";
+  const std::string path = test::temp_dir() + "/" + key + ".gguf";
+  make_random_model(o, path);
+  std::string bytes = test::read_file(path);
+  // A key is its u64 length and its bytes, then its u32 type (4: UINT32) and value.
+  std::string k(8, '\0');
+  const uint64_t len = key.size();
+  std::memcpy(k.data(), &len, 8);
+  k += key;
+  const size_t at = bytes.find(k);
+  if (at == std::string::npos) throw std::runtime_error("no key " + key);
+  uint32_t type = 0;
+  std::memcpy(&type, bytes.data() + at + k.size(), 4);
+  if (type != 4) throw std::runtime_error(key + " is not a u32");
+  std::memcpy(bytes.data() + at + k.size() + 4, &value, 4);
+  std::ofstream(path, std::ios::binary) << bytes;
+  return path;
+}
+
+// Hyperparameters that disagree with the file's tensors are an error naming the key,
+// before anything is sized by them (a billion blocks ended in std::bad_alloc).
+TEST(Cli, AbsurdHyperparametersNameTheKey) {
+  struct Case {
+    const char* key;
+    uint32_t value;
+    const char* message;
+  };
+  const Case cases[] = {
+      {"llama.block_count", 1000000000,
+       "metadata key 'llama.block_count' is 1000000000, but the file has tensors for 1 blocks (blk.0 to blk.0)"},
+      {"llama.context_length", 3000000000u, "metadata key 'llama.context_length' is 3000000000, beyond 2147483647"},
+      {"llama.feed_forward_length", 1u << 30,
+       "'llama.feed_forward_length' is 1073741824, but blk.0.ffn_up.weight has 64 outputs"},
+      {"llama.embedding_length", 64, "'llama.embedding_length' is 64, but token_embd.weight has rows of 32 values"},
+  };
+  for (const Case& c : cases) {
+    CmdResult r = run("generate -m " + patched_model(c.key, c.value) + " -p hi -n 1");
+    EXPECT_EQ(r.status, 1) << c.key << ": " << r.out;
+    EXPECT_NE(r.out.find(c.message), std::string::npos) << c.key << ": " << r.out;
+  }
 }
 
 // Progress lines are for terminals only: piped, make-model and the benches write no
