@@ -328,11 +328,7 @@ void evict(Server::State& st, const HttpRequest& req, HttpResponse& res) {
 }  // namespace
 
 void add_cache_routes(Server::State& st) {
-  auto route = [&st](auto fn) {
-    return [&st, fn](const HttpRequest& req, HttpResponse& res) {
-      guard(res, [&] { fn(st, req, res); });
-    };
-  };
+  auto route = [&st](auto fn) { return guarded(st, fn); };
   add_route(st, "GET", "/v1/cache/stats", route(stats));
   add_route(st, "GET", "/v1/cache/entries", route(entries));
   add_route(st, "POST", "/v1/cache/pin", route([](Server::State& s, const HttpRequest& q,

@@ -143,11 +143,7 @@ void requests(Server::State& st, const HttpRequest& req, HttpResponse& res) {
 }  // namespace
 
 void add_dashboard_routes(Server::State& st) {
-  auto route = [&st](auto fn) {
-    return [&st, fn](const HttpRequest& req, HttpResponse& res) {
-      guard(res, [&] { fn(st, req, res); });
-    };
-  };
+  auto route = [&st](auto fn) { return guarded(st, fn); };
   add_route(st, "GET", "/dashboard", [](const HttpRequest&, HttpResponse& res) {
     res.status = 200;
     res.set_content(dashboard_page(), "text/html; charset=utf-8");

@@ -171,11 +171,7 @@ void props(Server::State& st, const HttpRequest& req, HttpResponse& res) {
 }  // namespace
 
 void add_llama_routes(Server::State& st) {
-  auto route = [&st](auto fn) {
-    return [&st, fn](const HttpRequest& req, HttpResponse& res) {
-      guard(res, [&] { fn(st, req, res); });
-    };
-  };
+  auto route = [&st](auto fn) { return guarded(st, fn); };
   add_route(st, "POST", "/tokenize", route(tokenize));
   add_route(st, "POST", "/detokenize", route(detokenize));
   add_route(st, "POST", "/apply-template", route(apply_template));

@@ -267,11 +267,7 @@ void pml_completion(Server::State& st, const HttpRequest& req, HttpResponse& res
 }  // namespace
 
 void add_pml_routes(Server::State& st) {
-  auto route = [&st](auto fn) {
-    return [&st, fn](const HttpRequest& req, HttpResponse& res) {
-      guard(res, [&] { fn(st, req, res); });
-    };
-  };
+  auto route = [&st](auto fn) { return guarded(st, fn); };
   // Names as PML allows them (docs/pml.md); anything else is no route.
   const char* named = R"(/v1/schemas/([^/?#]+))";
   add_route(st, "PUT", named, route(put_schema));

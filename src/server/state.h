@@ -138,6 +138,14 @@ std::map<std::string, std::map<std::string, NamespaceUsage>> tier_usage(Engine& 
 //               not_found_error, overloaded_error, api_error)
 enum class ErrorStyle { kOpenAI, kAnthropic };
 void guard(HttpResponse& res, const std::function<void()>& handler, ErrorStyle style = ErrorStyle::kOpenAI);
+
+// A route handler that calls fn(st, req, res) inside guard(). It keeps a pointer to
+// the state, not a reference into the caller's frame.
+template <class Fn>
+HttpServer::Handler guarded(Server::State& st, Fn fn) {
+  Server::State* state = &st;
+  return [state, fn](const HttpRequest& req, HttpResponse& res) { guard(res, [&] { fn(*state, req, res); }); };
+}
 void send_json(HttpResponse& res, int status, const nlohmann::json& j);
 
 }  // namespace pc::server
