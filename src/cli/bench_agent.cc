@@ -39,6 +39,7 @@
 #include <httplib.h>
 #include <xxhash.h>
 
+#include "cli/chat_stream.h"
 #include "cli/commands.h"
 #include "cli/progress.h"
 #include "cli/units.h"
@@ -173,39 +174,6 @@ struct Turn {
   double ttft_ms[2] = {0, 0};
 };
 
-// Streams one chat request; returns {ttft ms, final usage + promptcache}.
-std::pair<double, json> stream_chat(httplib::Client& cli, const json& body, std::string* error) {
-  const Clock::time_point t0 = Clock::now();
-  double ttft = -1;
-  std::string buf;
-  json last;
-  httplib::Request req;
-  req.method = "POST";
-  req.path = "/v1/chat/completions";
-  req.set_header("Content-Type", "application/json");
-  req.body = body.dump();
-  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
-    buf.append(data, n);
-    for (size_t end; (end = buf.find("\n\n")) != std::string::npos; buf.erase(0, end + 2)) {
-      const std::string ev = buf.substr(0, end);
-      if (ev.rfind("data: ", 0) != 0 || ev == "data: [DONE]") continue;
-      json j = json::parse(ev.substr(6), nullptr, false);
-      if (j.is_discarded()) continue;
-      if (j.contains("error")) *error = j["error"].value("message", "error event");
-      if (ttft < 0 && j.contains("choices") && j["choices"].is_array() && !j["choices"].empty() &&
-          j["choices"][0].value("delta", json::object()).contains("content"))
-        ttft = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-      if (j.contains("usage") && j["usage"].is_object()) last = std::move(j);
-    }
-    return true;
-  };
-  const httplib::Result res = cli.send(req);
-  if (!res) *error = "HTTP: " + httplib::to_string(res.error());
-  else if (res->status != 200) *error = "HTTP status " + std::to_string(res->status) + ": " + res->body;
-  else if (last.is_null()) *error = "no usage in the stream";
-  return {ttft, last};
-}
-
 std::vector<int32_t> prompt_ids(httplib::Client& cli, const json& body, std::string* error) {
   const httplib::Result r = cli.Post("/apply-template", body.dump(), "application/json");
   if (!r || r->status != 200) {
@@ -339,18 +307,19 @@ int run_bench_agent(const BenchAgentArgs& a) {
         } else {
           row = &*std::find_if(turns.begin(), turns.end(), [&](const Turn& r) { return r.session == si && r.turn == t; });
         }
-        auto [ttft, last] = stream_chat(cli, body, &error);
+        const StreamedChat c = stream_chat(cli, body.dump());
+        error = c.error;
         if (!error.empty()) throw Error(std::string("bench agent: ") + mode_name[mode] + " session " +
                                         std::to_string(si) + " turn " + std::to_string(t) + ": " + error);
-        const json& pc = last.value("promptcache", json::object());
-        const int64_t prompt = last["usage"].value("prompt_tokens", int64_t(0));
+        const json pc = c.promptcache.is_object() ? c.promptcache : json::object();
+        const int64_t prompt = c.usage.value("prompt_tokens", int64_t(0));
         if (prompt != row->prompt) {
           progress.clear();
           std::fprintf(stderr, "warning: session %d turn %d: %lld prompt tokens, /tokenize said %lld\n", si, t,
                        (long long)prompt, (long long)row->prompt);
         }
         row->computed[mode] = prompt - pc.value("cached_tokens", int64_t(0)) - pc.value("approximate_tokens", int64_t(0));
-        row->ttft_ms[mode] = ttft;
+        row->ttft_ms[mode] = c.ttft_ms;
         progress.step("turns (session " + std::to_string(si + 1) + "/" + std::to_string(a.sessions) + ")");
       }
     }

@@ -51,6 +51,7 @@
 
 #include <httplib.h>
 
+#include "cli/chat_stream.h"
 #include "cli/commands.h"
 #include "cli/units.h"
 #include "engine/engine.h"
@@ -211,56 +212,23 @@ struct TraceResult {
 std::string chat_turn(int port, const json& messages, int max_tokens, TraceResult& r, std::mutex& mu) {
   httplib::Client cli("127.0.0.1", port);
   cli.set_read_timeout(600);
-  const Clock::time_point t0 = Clock::now();
-  double ttft = -1;
-  std::string buf, error, text;
-  json usage, pc;
-  httplib::Request req;
-  req.method = "POST";
-  req.path = "/v1/chat/completions";
-  req.set_header("Content-Type", "application/json");
-  req.body = json{{"messages", messages}, {"max_tokens", max_tokens}, {"temperature", 0}, {"ignore_eos", true},
-                  {"stream", true}, {"stream_options", {{"include_usage", true}}}}.dump();
-  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
-    buf.append(data, n);
-    for (size_t end; (end = buf.find("\n\n")) != std::string::npos; buf.erase(0, end + 2)) {
-      const std::string ev = buf.substr(0, end);
-      if (ev.rfind("data: ", 0) != 0 || ev == "data: [DONE]") continue;
-      const json j = json::parse(ev.substr(6), nullptr, false);
-      if (j.is_discarded() || j.contains("error")) {
-        error = j.is_discarded() ? "unparsable event" : j["error"].value("message", "error event");
-        continue;
-      }
-      if (j.contains("usage") && j["usage"].is_object()) usage = j["usage"];
-      if (j.contains("promptcache") && j["promptcache"].is_object()) pc = j["promptcache"];
-      if (j.contains("choices") && j["choices"].is_array() && !j["choices"].empty()) {
-        const json delta = j["choices"][0].value("delta", json::object());
-        if (delta.contains("content") && delta["content"].is_string()) {
-          const std::string piece = delta["content"];
-          if (ttft < 0 && !piece.empty()) ttft = ms_since(t0);
-          text += piece;
-        }
-      }
-    }
-    return true;
-  };
-  const httplib::Result res = cli.send(req);
-  if (!res) error = "HTTP: " + httplib::to_string(res.error());
-  else if (res->status != 200) error = "HTTP status " + std::to_string(res->status);
-  else if (usage.is_null()) error = "no usage in the stream";
+  const StreamedChat c =
+      stream_chat(cli, json{{"messages", messages}, {"max_tokens", max_tokens}, {"temperature", 0},
+                            {"ignore_eos", true}, {"stream", true}, {"stream_options", {{"include_usage", true}}}}
+                           .dump());
   std::lock_guard lk(mu);
-  if (!error.empty()) {
+  if (!c.error.empty()) {
     ++r.errors;
-    if (r.first_error.empty()) r.first_error = error;
+    if (r.first_error.empty()) r.first_error = c.error;
     return "";
   }
   ++r.requests;
-  r.prompt_tokens += usage.value("prompt_tokens", 0);
-  r.cached_tokens += usage.value("prompt_tokens_details", json::object()).value("cached_tokens", 0);
+  r.prompt_tokens += c.usage.value("prompt_tokens", 0);
+  r.cached_tokens += c.usage.value("prompt_tokens_details", json::object()).value("cached_tokens", 0);
   for (const json& m : messages) r.replies_resent += m.value("role", "") == "assistant";
-  if (pc.is_object()) r.replies_spliced += pc.value("spliced_replies", int64_t(0));
-  if (ttft >= 0) r.ttft_ms.push_back(ttft);
-  return text;
+  if (c.promptcache.is_object()) r.replies_spliced += c.promptcache.value("spliced_replies", int64_t(0));
+  if (c.ttft_ms >= 0) r.ttft_ms.push_back(c.ttft_ms);
+  return c.text;
 }
 
 TraceResult run_trace(const ClusterArgs& a, const std::string& model, const std::string& label, int n_servers,

@@ -25,6 +25,7 @@
 
 #include <httplib.h>
 
+#include "cli/chat_stream.h"
 #include "cli/commands.h"
 #include "cli/progress.h"
 #include "cli/units.h"
@@ -106,51 +107,18 @@ std::string system_prompt(int k, int words) {
 
 // One streamed chat request; adds its numbers to `r` (under `mu`).
 void one_request(httplib::Client& cli, const std::string& body, RunResult& r, std::mutex& mu) {
-  const Clock::time_point t0 = Clock::now();
-  double ttft = -1;
-  std::string buf, error;
-  json usage;
-  httplib::Request req;
-  req.method = "POST";
-  req.path = "/v1/chat/completions";
-  req.set_header("Content-Type", "application/json");
-  req.body = body;
-  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
-    buf.append(data, n);
-    for (size_t end; (end = buf.find("\n\n")) != std::string::npos; buf.erase(0, end + 2)) {
-      const std::string ev = buf.substr(0, end);
-      if (ev.rfind("data: ", 0) != 0 || ev == "data: [DONE]") continue;
-      const json j = json::parse(ev.substr(6), nullptr, false);
-      if (j.is_discarded()) {
-        error = "unparsable event";
-      } else if (j.contains("error")) {
-        error = j["error"].value("message", "error event");
-      } else if (j.contains("usage") && j["usage"].is_object()) {
-        usage = j["usage"];
-      } else if (ttft < 0 && j.contains("choices") && j["choices"].is_array() && !j["choices"].empty()) {
-        const json& delta = j["choices"][0].value("delta", json::object());
-        if (delta.contains("content") && delta["content"].is_string() &&
-            !delta["content"].get<std::string>().empty())
-          ttft = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-      }
-    }
-    return true;
-  };
-  const httplib::Result res = cli.send(req);
-  if (!res) error = "HTTP: " + httplib::to_string(res.error());
-  else if (res->status != 200) error = "HTTP status " + std::to_string(res->status);
-  else if (usage.is_null()) error = "no usage in the stream";
+  const StreamedChat c = stream_chat(cli, body);
   std::lock_guard lk(mu);
-  if (!error.empty()) {
+  if (!c.error.empty()) {
     ++r.errors;
-    if (r.first_error.empty()) r.first_error = error;
+    if (r.first_error.empty()) r.first_error = c.error;
     return;
   }
   ++r.requests;
-  r.prompt_tokens += usage.value("prompt_tokens", 0);
-  r.generated_tokens += usage.value("completion_tokens", 0);
-  r.cached_tokens += usage.value("prompt_tokens_details", json::object()).value("cached_tokens", 0);
-  if (ttft >= 0) r.ttft_ms.push_back(ttft);
+  r.prompt_tokens += c.usage.value("prompt_tokens", 0);
+  r.generated_tokens += c.usage.value("completion_tokens", 0);
+  r.cached_tokens += c.usage.value("prompt_tokens_details", json::object()).value("cached_tokens", 0);
+  if (c.ttft_ms >= 0) r.ttft_ms.push_back(c.ttft_ms);
 }
 
 RunResult run_clients(const BenchServeArgs& a, const std::string& url, const std::string& label,
