@@ -270,6 +270,7 @@ int run_bench_agent(const BenchAgentArgs& a) {
     // One server per template, fresh for each mode.
     auto options = [&](const std::string& tmpl) {
       server::ServerOptions o;
+      o.log_level = "warn";  // the bench prints its own figures, not a line per request
       o.model_path = model;
       o.port = 0;
       o.threads = a.threads;

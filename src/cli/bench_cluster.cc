@@ -243,6 +243,7 @@ TraceResult run_trace(const ClusterArgs& a, const std::string& model, const std:
   std::vector<int> ports;
   for (int i = 0; i < n_servers; ++i) {
     server::ServerOptions o;
+    o.log_level = "warn";  // the bench prints its own figures, not a line per request
     o.model_path = model;
     o.port = 0;
     o.threads = a.threads;

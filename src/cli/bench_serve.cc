@@ -172,6 +172,7 @@ RunResult run_clients(const BenchServeArgs& a, const std::string& url, const std
 // A run against a server started here with the prefix cache on or off.
 RunResult run_in_process(const BenchServeArgs& a, const std::string& model, bool prefix_cache) {
   server::ServerOptions o;
+  o.log_level = "warn";  // the bench prints its own figures, not a line per request
   o.model_path = model;
   o.port = 0;
   o.parallel = a.parallel;
