@@ -3,9 +3,8 @@
 // of them the server must stay up, answer no 5xx, and keep its peak resident memory
 // (VmHWM) under kMaxRssMiB.
 //
-// The server runs with two tenants (--api-keys), so attacks of one tenant on the
-// other's cache (evicting it, reading its figures, finding its salts in /metrics) fit
-// the same list: add them to attacks() as Attack entries using `a` and `b`.
+// The server runs with two tenants (--api-keys, clients `a` and `b`): b also attacks
+// a's cache (evicting it, reading its figures, finding its tenant or salt in /metrics).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -231,6 +230,41 @@ TEST_F(RedTeam, DeeplyNestedJson) {
   r = send(a, "POST", "/v1/completions",
            "{\"prompt\": \"Once\", \"max_tokens\": 1, \"metadata\": " + nested("{\"k\":", "}", 200, "1") + "}");
   EXPECT_EQ(r.status, 200) << r.raw.substr(0, 300);
+}
+
+// One tenant against the other: b's evict-everything, entry ids and figures never reach
+// a's cache, and nothing public names a's tenant or salt.
+TEST_F(RedTeam, TenantsCannotTouchOrWatchEachOther) {
+  const std::string salt = "redteam-salt-7f3a";
+  const json req = {{"prompt", "Once upon a time there was a little girl named Lily who loved to play in the park with her dog every day."},
+                    {"max_tokens", 1}, {"cache_salt", salt}};
+  ASSERT_EQ(send(a, "POST", "/v1/completions", req.dump()).status, 200);
+  auto count = [](httplib::Client& c) {
+    httplib::Result r = c.Get("/v1/cache/entries");
+    size_t n = 0;
+    if (!r || r->status != 200) return n;
+    const json list = json::parse(r->body);
+    for (const json& ns : list["namespaces"]) n += ns["entries"].size();
+    return n;
+  };
+  const size_t mine = count(a);
+  ASSERT_GT(mine, 0u);
+  EXPECT_EQ(count(b), 0u);
+  EXPECT_EQ(send(b, "POST", "/v1/cache/evict", "{}").status, 200);
+  EXPECT_EQ(count(a), mine) << "b's evict freed a's entries";
+  for (int id = 0; id < 64; ++id) {
+    const Answer r = send(b, "POST", "/v1/cache/entries/" + std::to_string(id) + "/evict", "{}");
+    EXPECT_NE(r.status, 200) << "b evicted entry " << id;
+  }
+  EXPECT_EQ(count(a), mine) << "b's evict by id freed a's entries";
+  httplib::Result stats = b.Get("/v1/cache/stats");
+  ASSERT_TRUE(stats);
+  EXPECT_EQ(stats->body.find("tenant-a"), std::string::npos) << stats->body;
+  EXPECT_EQ(json::parse(stats->body).value("prompt_tokens", int64_t(0)), 0) << stats->body;
+  httplib::Result metrics = b.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_EQ(metrics->body.find("tenant-a"), std::string::npos);
+  EXPECT_EQ(metrics->body.find(salt), std::string::npos);
 }
 
 }  // namespace
