@@ -314,7 +314,9 @@ Server::State::Scope Server::State::scope_of(const HttpRequest& req) const {
 Server::Server(const ServerOptions& opt) : st_(std::make_unique<State>()) {
   State& st = *st_;
   st.opt = opt;
-  st.model = Model::load(opt.model_path, opt.mmap ? Residency::kMap : Residency::kMemory);
+  // -c also picks the RoPE factor set of models whose scaling depends on the context
+  // (LongRoPE), as llama.cpp does.
+  st.model = Model::load(opt.model_path, opt.mmap ? Residency::kMap : Residency::kMemory, opt.ctx_size);
   st.model_id = opt.model_alias.empty() ? std::filesystem::path(opt.model_path).stem().string()
                                         : opt.model_alias;
   const Tokenizer& tok = st.model->tokenizer();
