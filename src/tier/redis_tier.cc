@@ -53,6 +53,22 @@ Reply command(redisContext* c, std::initializer_list<std::pair<const char*, size
   return Reply(static_cast<redisReply*>(redisCommandArgv(c, int(argv.size()), argv.data(), lens.data())));
 }
 
+// GET `name` and EXPIRE it to `ttl` seconds, pipelined in one round trip. The GET's
+// reply; null when the connection failed on either.
+Reply get_and_rearm(redisContext* c, const std::string& name, const std::string& ttl) {
+  const char* get_argv[] = {"GET", name.c_str()};
+  const size_t get_lens[] = {3, name.size()};
+  const char* exp_argv[] = {"EXPIRE", name.c_str(), ttl.c_str()};
+  const size_t exp_lens[] = {6, name.size(), ttl.size()};
+  redisAppendCommandArgv(c, 2, get_argv, get_lens);
+  redisAppendCommandArgv(c, 3, exp_argv, exp_lens);
+  void* raw = nullptr;
+  Reply value(redisGetReply(c, &raw) == REDIS_OK ? static_cast<redisReply*>(raw) : nullptr);
+  raw = nullptr;
+  Reply expire(value && redisGetReply(c, &raw) == REDIS_OK ? static_cast<redisReply*>(raw) : nullptr);
+  return expire ? std::move(value) : Reply();
+}
+
 std::pair<const char*, size_t> arg(const std::string& s) { return {s.data(), s.size()}; }
 std::pair<const char*, size_t> arg(const char* s) { return {s, std::strlen(s)}; }
 
@@ -182,17 +198,8 @@ TierLookup RedisTier::fetch(const std::string& name, const KvNamespace& ns, cons
                             std::span<const int32_t> tokens, bool* transport_error) {
   TierLookup out;
   const std::string ttl = std::to_string(opt_.ttl_seconds);
-  const char* get_argv[] = {"GET", name.c_str()};
-  const size_t get_lens[] = {3, name.size()};
-  const char* exp_argv[] = {"EXPIRE", name.c_str(), ttl.c_str()};
-  const size_t exp_lens[] = {6, name.size(), ttl.size()};
-  redisAppendCommandArgv(ctx_, 2, get_argv, get_lens);
-  redisAppendCommandArgv(ctx_, 3, exp_argv, exp_lens);
-  void* raw = nullptr;
-  Reply value(redisGetReply(ctx_, &raw) == REDIS_OK ? static_cast<redisReply*>(raw) : nullptr);
-  raw = nullptr;
-  Reply expire(value && redisGetReply(ctx_, &raw) == REDIS_OK ? static_cast<redisReply*>(raw) : nullptr);
-  if (!value || !expire) {
+  Reply value = get_and_rearm(ctx_, name, ttl);
+  if (!value) {
     *transport_error = true;
     out.status = TierStatus::kUnavailable;
     return out;
@@ -340,17 +347,8 @@ TierStatus RedisTier::get_value(const std::string& name, std::vector<uint8_t>* b
     ++stats_.unavailable;
     return TierStatus::kUnavailable;
   }
-  const char* get_argv[] = {"GET", name.c_str()};
-  const size_t get_lens[] = {3, name.size()};
-  const char* exp_argv[] = {"EXPIRE", name.c_str(), ttl.c_str()};
-  const size_t exp_lens[] = {6, name.size(), ttl.size()};
-  redisAppendCommandArgv(ctx_, 2, get_argv, get_lens);
-  redisAppendCommandArgv(ctx_, 3, exp_argv, exp_lens);
-  void* raw = nullptr;
-  Reply value(redisGetReply(ctx_, &raw) == REDIS_OK ? static_cast<redisReply*>(raw) : nullptr);
-  raw = nullptr;
-  Reply expire(value && redisGetReply(ctx_, &raw) == REDIS_OK ? static_cast<redisReply*>(raw) : nullptr);
-  if (!value || !expire) {
+  Reply value = get_and_rearm(ctx_, name, ttl);
+  if (!value) {
     fail("GET");
     return TierStatus::kUnavailable;
   }
