@@ -85,10 +85,14 @@ TEST(ServerDrain, StreamFinishesHealthIs503AndExitIsZero) {
   Stream first(srv, long_stream());
   Stream queued(srv, long_stream());  // waits for the one sequence slot (--parallel 1)
   Stream queued2(srv, long_stream());
+  // A stream's headers go out once the server has queued it, so all three have
+  // reached the server (one running, two queued) before the signal.
   first.wait_started();
+  queued.wait_started();
+  queued2.wait_started();
   srv.signal(SIGTERM);
 
-  // While the two streams run: the balancer's health check sees 503 draining, and a new
+  // While the streams run: the balancer's health check sees 503 draining, and a new
   // generation is refused with a message naming the reason.
   auto c = srv.client();
   Reply health;
