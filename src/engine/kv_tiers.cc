@@ -304,6 +304,7 @@ void KvTiers::rewrite(size_t tier) {
   written_.clear();
   for (const auto& [ns, tokens] : resident_prefixes())
     if (save_prefix(ns, tokens) > 0) ++stats_.rewritten;
+  for (const auto& fn : on_reset_) stats_.rewritten += fn();
   // What a local tier (the disk) holds that memory may not: copied entry by entry.
   for (size_t j = 0; j < tiers_.size(); ++j) {
     if (j == tier || !tiers_[j]->listable()) continue;

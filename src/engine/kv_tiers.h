@@ -88,7 +88,7 @@ struct KvTierStats {
   int64_t writes_deferred = 0;   // writes queued behind max_pending_writes (then written)
   int64_t writes_skipped = 0;    // writes dropped: deferred ones would hold too many pages
   int64_t tier_resets = 0;       // times a tier's generation changed (it lost its entries)
-  int64_t rewritten = 0;         // entries written again after a reset (prefixes and copies)
+  int64_t rewritten = 0;         // entries written again after a reset (prefixes, modules, copies)
   int64_t written_bytes = 0;
   int64_t errors = 0;            // exceptions in worker jobs (logged, never fatal)
 };
@@ -160,6 +160,11 @@ class KvTiers {
   void save_module(const KvNamespace& ns, uint64_t digest, std::span<const int32_t> tokens,
                    const ModuleEntry& entry);
 
+  // Adds what a tier that lost its entries gets again besides the resident prefixes
+  // (the module store's entries): `rewrite` writes them and returns how many. Runs on
+  // the engine thread.
+  void on_reset(std::function<int64_t()> rewrite) { on_reset_.push_back(std::move(rewrite)); }
+
   // Runs finished jobs' completions (engine thread) and starts deferred writes.
   // Returns how many completions ran.
   size_t poll();
@@ -208,6 +213,7 @@ class KvTiers {
   std::unique_ptr<RestoredModule> restore_module(FoundModule& f, int64_t n_tokens);
 
   TierOptions opt_;
+  std::vector<std::function<int64_t()>> on_reset_;
   PagePool& pool_;
   RadixIndex& index_;
   std::vector<std::unique_ptr<KvTier>> tiers_;  // fastest first; fixed after construction

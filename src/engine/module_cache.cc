@@ -12,6 +12,20 @@ namespace pc {
 
 ModuleCache::ModuleCache(PagePool& pool, const Model& model) : pool_(pool), model_(model), store_(pool) {}
 
+void ModuleCache::set_tiers(KvTiers* tiers) {
+  tiers_ = tiers;
+  if (!tiers_) return;
+  tiers_->on_reset([this] {
+    int64_t n = 0;
+    for (const auto& [key, e] : store_.entries()) {
+      if (key.shift != 0 || e.tier_tokens.empty()) continue;  // copies are made again from it
+      tiers_->save_module(key.ns, key.digest, e.tier_tokens, e);
+      ++n;
+    }
+    return n;
+  });
+}
+
 const ModuleEntry* ModuleCache::peek(const KvNamespace& ns, const ModuleSpec& spec) const {
   return store_.peek(ModuleKey{ns, spec.digest, 0});
 }
@@ -30,7 +44,10 @@ void ModuleCache::apply_policy(const ModuleSpec& spec, ModuleEntry& e) const {
 void ModuleCache::store(const KvNamespace& ns, const ModuleSpec& spec, ModuleEntry entry, bool write_through) {
   entry.path = spec.path;
   apply_policy(spec, entry);
-  if (write_through && spec.cache && tiers_) tiers_->save_module(ns, spec.digest, spec.tokens, entry);
+  if (spec.cache && tiers_) {
+    if (write_through) tiers_->save_module(ns, spec.digest, spec.tokens, entry);
+    entry.tier_tokens = spec.tokens;  // encoded here or restored from a tier: a rewrite writes it
+  }
   store_.insert(ModuleKey{ns, spec.digest, 0}, std::move(entry));
 }
 

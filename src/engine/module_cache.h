@@ -35,7 +35,9 @@ class ModuleCache {
   ModuleCache(const ModuleCache&) = delete;
   ModuleCache& operator=(const ModuleCache&) = delete;
 
-  void set_tiers(KvTiers* tiers) { tiers_ = tiers; }
+  // Writes modules through to `tiers`, and writes the stored ones again when a tier
+  // lost its entries.
+  void set_tiers(KvTiers* tiers);
 
   // The module as encoded (shift 0), or null. Counts nothing.
   const ModuleEntry* peek(const KvNamespace& ns, const ModuleSpec& spec) const;

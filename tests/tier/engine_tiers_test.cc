@@ -200,6 +200,41 @@ TEST_F(EngineTiersTest, TwoEnginesShareRedis) {
   EXPECT_GE(b->tiers()->stats().hits[0], 2);
 }
 
+// Redis restarted empty: the engine that holds modules in memory (encoded there, or
+// restored from Redis) writes them again, so a third engine finds them all in Redis.
+TEST_F(EngineTiersTest, ModulesAreWrittenAgainWhenRedisRestartsEmpty) {
+  test::RedisServer redis;
+  ASSERT_TRUE(redis.available()) << "redis-server is not installed (scripts/setup.sh installs it)";
+  ASSERT_TRUE(redis.running());
+  const auto p = plan("<cat/><dog/> The end.");
+  auto a = engine("", redis.url());
+  const GenerateResult ra = a->generate_plan(pml::kv_plan(p, schema), greedy({}));
+  ASSERT_GT(ra.n_module_misses, 0);
+  a->flush_tiers();
+  const std::vector<float> want = a->plan_logits(pml::kv_plan(p, schema));
+  a->poll_tiers();  // reads the generation Redis has now
+  a->flush_tiers();
+
+  redis.kill();
+  ASSERT_TRUE(redis.start());  // no persistence: empty
+  EXPECT_EQ(test::redis_int(redis.port(), {"DBSIZE"}), 0);
+  // The generation check runs every second; the back-off after the failed
+  // connection is at most 2 s.
+  for (int i = 0; i < 100 && a->tiers()->stats().tier_resets == 0; ++i) {
+    a->poll_tiers();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_EQ(a->tiers()->stats().tier_resets, 1);
+  a->flush_tiers();
+  EXPECT_GE(a->tiers()->stats().rewritten, 3);  // dog, reply, cat, and the context text
+
+  auto b = engine("", redis.url());
+  const GenerateResult rb = b->generate_plan(pml::kv_plan(p, schema), greedy({}));
+  EXPECT_EQ(rb.n_module_misses, 0);
+  EXPECT_EQ(rb.tokens, ra.tokens);
+  expect_bitwise(want, b->plan_logits(pml::kv_plan(p, schema)), "modules written again");
+}
+
 TEST_F(EngineTiersTest, RedisHitIsCopiedToDisk) {
   test::RedisServer redis;
   ASSERT_TRUE(redis.available()) << "redis-server is not installed (scripts/setup.sh installs it)";
