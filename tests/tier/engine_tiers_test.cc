@@ -2,7 +2,8 @@
 // written through to the tiers are reused after a restart and by a second engine sharing
 // Redis, with logits and greedy text bitwise equal to computing everything; corrupt
 // entries are recomputed; a Redis that dies and comes back neither stops the engine nor
-// stays unused.
+// stays unused, and one that restarts empty is written again by the engines holding
+// its entries.
 #include "engine/kv_tiers.h"
 
 #include <gtest/gtest.h>
@@ -175,7 +176,7 @@ TEST_F(EngineTiersTest, ModulesSurviveRestart) {
   EXPECT_GT(cold.n_module_misses, 0);
 }
 
-TEST_F(EngineTiersTest, TwoEnginesShareRedis) {
+TEST_F(EngineTiersTest, TwoEnginesShareRedisAndRefillItAfterItRestartsEmpty) {
   test::RedisServer redis;
   ASSERT_TRUE(redis.available()) << "redis-server is not installed (scripts/setup.sh installs it)";
   ASSERT_TRUE(redis.running());
@@ -198,41 +199,29 @@ TEST_F(EngineTiersTest, TwoEnginesShareRedis) {
   ASSERT_EQ(b->tiers()->tiers().size(), 1u);
   EXPECT_STREQ(b->tiers()->tiers()[0]->name(), "redis");
   EXPECT_GE(b->tiers()->stats().hits[0], 2);
-}
 
-// Redis restarted empty: the engine that holds modules in memory (encoded there, or
-// restored from Redis) writes them again, so a third engine finds them all in Redis.
-TEST_F(EngineTiersTest, ModulesAreWrittenAgainWhenRedisRestartsEmpty) {
-  test::RedisServer redis;
-  ASSERT_TRUE(redis.available()) << "redis-server is not installed (scripts/setup.sh installs it)";
-  ASSERT_TRUE(redis.running());
-  const auto p = plan("<cat/><dog/> The end.");
-  auto a = engine("", redis.url());
-  const GenerateResult ra = a->generate_plan(pml::kv_plan(p, schema), greedy({}));
-  ASSERT_GT(ra.n_module_misses, 0);
-  a->flush_tiers();
-  const std::vector<float> want = a->plan_logits(pml::kv_plan(p, schema));
-  a->poll_tiers();  // reads the generation Redis has now
-  a->flush_tiers();
-
+  // Redis restarts empty: b, whose modules came from Redis, writes them again, so a
+  // third server finds them all there.
+  a.reset();
+  b->poll_tiers();  // reads the generation Redis has now
+  b->flush_tiers();
   redis.kill();
   ASSERT_TRUE(redis.start());  // no persistence: empty
   EXPECT_EQ(test::redis_int(redis.port(), {"DBSIZE"}), 0);
-  // The generation check runs every second; the back-off after the failed
-  // connection is at most 2 s.
-  for (int i = 0; i < 100 && a->tiers()->stats().tier_resets == 0; ++i) {
-    a->poll_tiers();
+  // The generation check runs every second; the reconnect back-off is at most 2 s.
+  for (int i = 0; i < 100 && b->tiers()->stats().tier_resets == 0; ++i) {
+    b->poll_tiers();
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  ASSERT_EQ(a->tiers()->stats().tier_resets, 1);
-  a->flush_tiers();
-  EXPECT_GE(a->tiers()->stats().rewritten, 3);  // dog, reply, cat, and the context text
-
-  auto b = engine("", redis.url());
-  const GenerateResult rb = b->generate_plan(pml::kv_plan(p, schema), greedy({}));
-  EXPECT_EQ(rb.n_module_misses, 0);
-  EXPECT_EQ(rb.tokens, ra.tokens);
-  expect_bitwise(want, b->plan_logits(pml::kv_plan(p, schema)), "modules written again");
+  ASSERT_EQ(b->tiers()->stats().tier_resets, 1);
+  b->flush_tiers();
+  EXPECT_GE(b->tiers()->stats().rewritten, 4);  // the prompt's prefix, dog, reply, cat
+  auto c = engine("", redis.url());
+  const GenerateResult rc = c->generate_plan(pml::kv_plan(p, schema), greedy({}));
+  EXPECT_EQ(rc.n_module_misses, 0);
+  EXPECT_EQ(rc.tokens, ra.tokens);
+  expect_bitwise(want, c->plan_logits(pml::kv_plan(p, schema)), "modules written again");
+  EXPECT_EQ(c->generate(greedy(prompt)).n_promoted, 64);
 }
 
 TEST_F(EngineTiersTest, RedisHitIsCopiedToDisk) {
