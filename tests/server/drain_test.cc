@@ -31,7 +31,8 @@ std::vector<std::string> serve_args(const std::string& drain_timeout) {
           "--kv-memory", "64MiB", "--drain-timeout", drain_timeout};
 }
 
-// A streamed completion on its own thread; `started` once its first bytes arrived.
+// A streamed completion on its own thread; `started` once its first event arrived
+// (after the headers: the request runs).
 struct Stream {
   std::atomic<bool> started{false};
   std::mutex mu;
@@ -85,17 +86,21 @@ TEST(ServerDrain, StreamFinishesHealthIs503AndExitIsZero) {
   Stream first(srv, long_stream());
   Stream queued(srv, long_stream());  // waits for the one sequence slot (--parallel 1)
   Stream queued2(srv, long_stream());
-  // A stream's headers go out once the server has queued it, so all three have
-  // reached the server (one running, two queued) before the signal.
-  first.wait_started();
-  queued.wait_started();
-  queued2.wait_started();
+  // All three reach the server before the signal: one runs, two wait for the slot.
+  // The server is asked: what the clients have received says nothing of the queue.
+  auto c = srv.client();
+  Reply health;
+  for (int i = 0; i < 400; ++i) {
+    health = get(c, "/health");
+    if (health.body.value("running", 0) + health.body.value("queued", 0) == 3) break;
+    std::this_thread::sleep_for(5ms);
+  }
+  ASSERT_EQ(health.body.value("running", 0) + health.body.value("queued", 0), 3)
+      << health.raw << "\n" << read_file(srv.log_path());
   srv.signal(SIGTERM);
 
   // While the streams run: the balancer's health check sees 503 draining, and a new
   // generation is refused with a message naming the reason.
-  auto c = srv.client();
-  Reply health;
   for (int i = 0; i < 100; ++i) {  // the signal is handled asynchronously
     health = get(c, "/health");
     if (health.status == 503) break;
