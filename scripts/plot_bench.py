@@ -18,6 +18,8 @@ tests/plots/NAME.json (tests/plots requires one per plot). What each draws:
                   budget, a line per policy (all kinds of change together)
     tiers         restore throughput per tier, and TTFT with the module in each tier
     serve         requests/s, generated tokens/s and TTFT p50/p99 per run
+    cluster       computed tokens vs one server's ideal and TTFT p50/p99 per routing,
+                  and the speed-up of a promotion from Redis by history length
 
 Uses Debian's python3-matplotlib (scripts/setup.sh installs it); run it with
 /usr/bin/python3, which the first line names. A file that is not JSON, not a
@@ -296,6 +298,50 @@ def plot_serve(d):
     for a in ax[0]:
         a.set_xticks(list(x), labels, fontsize=8)
         a.margins(y=0.15)
+    return fig
+
+
+@plot("cluster")
+def plot_cluster(d):
+    parts = [k for k in ("trace", "promotion") if k in d]
+    if not parts:
+        raise BadInput("missing field 'trace' (and 'promotion')")
+    ncols = (2 if "trace" in d else 0) + (1 if "promotion" in d else 0)
+    fig, ax = figure(ncols, f"bench cluster: {base(d.get('model', '?'))}, {d.get('sessions', '?')} sessions x "
+                            f"{d.get('turns', '?')} turns", width=4.4)
+    col = 0
+    if "trace" in d:
+        runs = rows(d, "trace")
+        labels = [field(r, "label", str, f"trace[{i}]") for i, r in enumerate(runs)]
+        x = range(len(runs))
+        a = ax[0][0]
+        bars = a.bar(x, [number(r, "computed_vs_ideal", f"trace[{i}]") for i, r in enumerate(runs)], color="C0")
+        bar_labels(a, bars, "{:.2f}x")
+        a.set_title("computed tokens vs one server", fontsize=10)
+        finish(a, "", "computed / ideal", legend=False)
+        wdt = 0.38
+        for off, key, label in ((-wdt / 2, "ttft_p50_ms", "p50"), (wdt / 2, "ttft_p99_ms", "p99")):
+            bars = ax[0][1].bar([i + off for i in x], [number(r, key, f"trace[{i}]") for i, r in enumerate(runs)],
+                                wdt, label=label)
+            bar_labels(ax[0][1], bars, "{:.0f}")
+        finish(ax[0][1], "", "TTFT (ms)")
+        for a in ax[0][:2]:
+            a.set_xticks(list(x), labels, rotation=20, ha="right", fontsize=8)
+            a.margins(y=0.15)
+        col = 2
+    if "promotion" in d:
+        res = rows(d, "promotion")
+        a = ax[0][col]
+        n = [number(r, "tokens", f"promotion[{i}]") for i, r in enumerate(res)]
+        a.plot(n, [number(r, "recompute_ms", f"promotion[{i}]") for i, r in enumerate(res)], "o-", label="recompute")
+        a.plot(n, [number(r, "promote_ms", f"promotion[{i}]") for i, r in enumerate(res)], "o-", label="promote from Redis")
+        for t, r in zip(n, res):
+            a.annotate(f"{float(r.get('speedup', 0)):.1f}x", (t, number(r, "promote_ms")), textcoords="offset points",
+                       xytext=(0, -12), ha="center", fontsize=8)
+        lengths_axis(a)
+        a.set_yscale("log")
+        a.set_title("TTFT of one history", fontsize=10)
+        finish(a, "history tokens", "TTFT (ms)")
     return fig
 
 

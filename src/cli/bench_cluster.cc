@@ -383,7 +383,7 @@ int run_bench_cluster(const ClusterArgs& a) {
     if (local->running()) redis = local->url();
   }
   if (redis.empty()) std::printf("(no --redis and no redis-server found: Redis rows skipped)\n");
-  json out = {{"redis", redis.empty() ? json(nullptr) : json(redis)}};
+  json out = {{"bench", "cluster"}, {"redis", redis.empty() ? json(nullptr) : json(redis)}};
   int errors = 0;
   if (a.trace) {
     const std::string model = a.model.empty() ? default_trace_model(a.dir) : a.model;
