@@ -244,8 +244,9 @@ void check_request(const std::string& tmpl_name, const pc::ChatTemplate& tmpl, c
         EXPECT_TRUE(occurs_owned(r, own, text, is_part)) << "message " << i << " content " << j;
       }
     }
-    if (m.contains("reasoning_content") && r.text.find(m["reasoning_content"].get<std::string>()) != std::string::npos)
+    if (m.contains("reasoning_content") && r.text.find(m["reasoning_content"].get<std::string>()) != std::string::npos) {
       EXPECT_TRUE(occurs_owned(r, own, m["reasoning_content"].get<std::string>(), is_msg));
+    }
     if (m.contains("tool_calls") && renders_tool_calls(tmpl_name)) {
       for (size_t k = 0; k < m["tool_calls"].size(); ++k) {
         auto is_call = [&](const TemplatePart& p) {
