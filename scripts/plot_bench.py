@@ -122,6 +122,16 @@ def bar_labels(ax, bars, fmt):
                     ha="center", va="bottom", fontsize=8)
 
 
+def ttft_bars(ax, runs, where):
+    """TTFT p50 and p99 side by side, one pair of bars per run."""
+    wdt = 0.38
+    for off, key, label in ((-wdt / 2, "ttft_p50_ms", "p50"), (wdt / 2, "ttft_p99_ms", "p99")):
+        bars = ax.bar([i + off for i in range(len(runs))],
+                      [number(r, key, f"{where}[{i}]") for i, r in enumerate(runs)], wdt, label=label)
+        bar_labels(ax, bars, "{:.0f}")
+    finish(ax, "", "TTFT (ms)")
+
+
 @plot("prefill")
 def plot_prefill(d):
     results = rows(d, "results")
@@ -289,12 +299,7 @@ def plot_serve(d):
         bars = a.bar(x, [number(r, key, f"runs[{i}]") for i, r in enumerate(runs)], color="C0")
         bar_labels(a, bars, "{:.1f}")
         finish(a, "", label, legend=False)
-    wdt = 0.38
-    for off, key, label in ((-wdt / 2, "ttft_p50_ms", "p50"), (wdt / 2, "ttft_p99_ms", "p99")):
-        bars = ax[0][2].bar([i + off for i in x], [number(r, key, f"runs[{i}]") for i, r in enumerate(runs)],
-                            wdt, label=label)
-        bar_labels(ax[0][2], bars, "{:.0f}")
-    finish(ax[0][2], "", "TTFT (ms)")
+    ttft_bars(ax[0][2], runs, "runs")
     for a in ax[0]:
         a.set_xticks(list(x), labels, fontsize=8)
         a.margins(y=0.15)
@@ -319,12 +324,7 @@ def plot_cluster(d):
         bar_labels(a, bars, "{:.2f}x")
         a.set_title("computed tokens vs one server", fontsize=10)
         finish(a, "", "computed / ideal", legend=False)
-        wdt = 0.38
-        for off, key, label in ((-wdt / 2, "ttft_p50_ms", "p50"), (wdt / 2, "ttft_p99_ms", "p99")):
-            bars = ax[0][1].bar([i + off for i in x], [number(r, key, f"trace[{i}]") for i, r in enumerate(runs)],
-                                wdt, label=label)
-            bar_labels(ax[0][1], bars, "{:.0f}")
-        finish(ax[0][1], "", "TTFT (ms)")
+        ttft_bars(ax[0][1], runs, "trace")
         for a in ax[0][:2]:
             a.set_xticks(list(x), labels, rotation=20, ha="right", fontsize=8)
             a.margins(y=0.15)
