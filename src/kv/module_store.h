@@ -58,8 +58,9 @@ struct ModuleEntry {
   int64_t hits = 0;
   Clock::time_point expires = Clock::time_point::max();  // PML ttl="S": dropped after, pinned or not
   int32_t id = -1;                     // the store's handle (eviction order)
-  // The module's tokens when it was written through to the tiers (empty otherwise):
-  // what writing it again takes when a shared tier lost its entries.
+  // The module's tokens when it belongs in the tiers (encoded here and written through,
+  // or restored from one; empty otherwise): what writing it again takes when a shared
+  // tier lost its entries.
   std::vector<int32_t> tier_tokens;
   int64_t n_tokens() const;
 };
