@@ -92,8 +92,12 @@ bool Engine::plan_part(Seq& s, int64_t& budget, std::vector<Part>& parts) {
 }
 
 void Engine::preempt(Seq& s) {
-  if (s.prefix_plan && !s.approximate && s.n_kv > 0)
-    prefix_->index().insert(s.ns, std::span<const int32_t>(s.tokens.data(), s.n_kv), s.table);
+  // A sequence planned into this step and then preempted holds slots for its dropped
+  // part that no forward pass wrote: only the computed tokens are published.
+  if (s.prefix_plan && !s.approximate && s.n_kv > 0) {
+    if (s.table.n_tokens() > s.n_kv) s.table.truncate(s.n_kv);
+    prefix_->insert(s.ns, std::span<const int32_t>(s.tokens.data(), s.n_kv), s.table, s.n_prompt, {}, false);
+  }
   s.table.release();
   s.hold.release();
   s.lease.reset();

@@ -1,5 +1,6 @@
 #include "kv/page_table.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "kv/kv_check.h"
@@ -65,6 +66,21 @@ void PageTable::release() {
   n_tokens_ = 0;
   appended_.clear();
   sealed_ = false;
+}
+
+void PageTable::truncate(int32_t n) {
+  PC_KV_CHECK(n >= 0 && n <= n_tokens_, "truncate beyond the table");
+  while (n_tokens_ > n) {
+    PageEntry& e = entries_.back();
+    const int32_t k = std::min(e.filled, n_tokens_ - n);
+    e.filled -= k;
+    n_tokens_ -= k;
+    if (e.filled == 0) {
+      pool_->unref(e.page);
+      entries_.pop_back();
+    }
+  }
+  appended_.clear();
 }
 
 // The last page is partial and someone else may read its slots beyond our fill.

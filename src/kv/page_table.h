@@ -79,6 +79,12 @@ class PageTable {
 
   // Drops this table's references; the table becomes empty.
   void release();
+  // Keeps the first n tokens and drops the rest: undoes slots a prepare_append
+  // reserved but no forward pass wrote (a sequence preempted after its step was
+  // planned), so the table covers exactly the tokens whose KV exists. Pages left
+  // with no slot are released; the pages' fills stay (fills only grow), so a later
+  // append to the shortened last page copies it first.
+  void truncate(int32_t n);
 
   int32_t n_tokens() const { return n_tokens_; }
   std::span<const PageEntry> entries() const { return entries_; }

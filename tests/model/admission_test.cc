@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <tuple>
 
 #include "engine/cache_admin.h"
 #include "engine/engine.h"
@@ -159,6 +160,54 @@ TEST(Admission, ModuleEncodingDoesNotStallDecoding) {
   EXPECT_GE(steps, int(layout.modules[1].tokens.size() / 64));  // encoding took many steps
   EXPECT_GE(decoded, steps - 1);                                 // and the decoder ran in each
   EXPECT_LT(with_encoding, 2.0 * alone + 1.0);
+}
+
+// Many requests with shared prefixes arriving over time in a small KV memory and a
+// small step budget: decoding sequences planned into a step are preempted by older
+// ones still computing their prompts (a parked sequence resumed), so a preempted
+// table may hold slots prepared for a part that never ran. Only computed KV may be
+// published, and every output equals the request run alone.
+TEST(Admission, PreemptionAfterPlanningUnderStaggeredLoad) {
+  Fixture f;
+  const std::string shared = "Once upon a time there was a little dog named Max. He liked to run and play. ";
+  const std::vector<std::string> tails = {"Lily", "The sun was hot", "Tom and Sue found a box",
+                                          "One day the dog saw a big red ball in the park",
+                                          "Max", "A bird sang", "The cat slept all day long under the tree",
+                                          "Mom baked a cake", "The boy", "They went home"};
+  std::vector<GenerateRequest> reqs;
+  for (size_t i = 0; i < tails.size(); ++i)
+    reqs.push_back(f.request((i % 3 == 2 ? "" : shared) + tails[i], int32_t(30 + 13 * (i % 5))));
+  std::vector<std::vector<int32_t>> want;
+  {
+    auto big = f.engine(512);
+    for (const GenerateRequest& r : reqs) want.push_back(big->generate(r).tokens);
+  }
+  // (KV pages, step budget, steps between arrivals): each of these preempted a
+  // decoding sequence after its step was planned before the fix.
+  for (const auto [pages, batch, every] : {std::tuple{10, 4, 1}, std::tuple{12, 16, 1}, std::tuple{14, 8, 3}}) {
+    SCOPED_TRACE("pages " + std::to_string(pages) + ", batch " + std::to_string(batch));
+    auto e = f.engine(pages, batch);
+    std::map<int64_t, size_t> ids;
+    std::map<size_t, GenerateResult> got;
+    size_t next = 0;
+    for (int step = 0; got.size() < reqs.size() && step < 200000; ++step) {
+      if (next < reqs.size() && step % every == 0) {
+        ids[e->add(reqs[next])] = next;
+        ++next;
+      }
+      e->step();
+      for (auto& [id, r] : e->take_finished()) got[ids.at(id)] = std::move(r);
+    }
+    ASSERT_EQ(got.size(), reqs.size());
+    int64_t preempted = 0;
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      EXPECT_EQ(got[i].finish_reason, FinishReason::kLength) << i << ": " << got[i].error;
+      EXPECT_EQ(got[i].tokens, want[i]) << "request " << i;
+      preempted += got[i].n_preempted;
+    }
+    EXPECT_GT(preempted, 0);
+    e->page_pool().check_invariants();
+  }
 }
 
 }  // namespace
