@@ -36,6 +36,7 @@ struct ServeArgs {
   std::string body_timeout = "60s";
   std::string max_body_size = "32MiB";
   std::string max_body_memory = "256MiB";
+  std::string max_tenant_schema_bytes = "4MiB";
   TierArgs tiers;
 };
 
@@ -104,6 +105,7 @@ int run_serve(ServeArgs& a) {
   a.opt.body_timeout_ms = parse_duration_ms(a.body_timeout);
   a.opt.max_body_bytes = parse_bytes(a.max_body_size);
   a.opt.body_memory_bytes = parse_bytes(a.max_body_memory);
+  a.opt.max_tenant_schema_bytes = parse_bytes(a.max_tenant_schema_bytes);
   if (a.opt.header_timeout_ms <= 0 || a.opt.body_timeout_ms <= 0)
     throw Error("--header-timeout and --body-timeout must be more than 0");
   a.opt.tiers = tier_options(a.tiers);
@@ -194,6 +196,29 @@ Run add_serve(CLI::App& app) {
                  "Share (0-1) of approximately reused tokens recomputed by the policy "
                  "(cache_reuse_budget); 1 = exact result")
       ->capture_default_str()->check(CLI::Range(0.0, 1.0));
+  app.add_option("--tenant-kv-share", o.tenant_kv_share,
+                 "Share (0-1) of the KV memory one API tenant's pinned entries and retained "
+                 "prefixes may hold: a pin beyond it is 429 tenant_quota_exceeded, a lifetime "
+                 "beyond it goes to the tiers. Each tenant's context_length is then the memory "
+                 "the others' bounds leave, so no tenant's pins show in another's. Default: with "
+                 "API keys --retention-share divided by the number of tenants; without, no bound")
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--tenant-max-requests", o.tenant_max_requests,
+                 "Generation requests one API tenant may have running or queued at once; more "
+                 "are 429 tenant_quota_exceeded, so one tenant cannot fill the queue for all. "
+                 "0 = no bound. Default: with API keys half of --parallel + --queue; without, none")
+      ->check(CLI::Range(0, 1 << 20));
+  app.add_option("--tenant-max-schemas", o.max_tenant_schemas,
+                 "PML schemas one tenant (API key; all its cache_salt namespaces together) may "
+                 "store; beyond it PUT /v1/schemas is 429 tenant_quota_exceeded")
+      ->capture_default_str()->check(CLI::Range(0, 1 << 20));
+  app.add_option("--tenant-max-schema-modules", o.max_tenant_schema_modules,
+                 "Modules (counting each schema's text) one tenant's stored schemas may hold in all")
+      ->capture_default_str()->check(CLI::Range(int64_t(0), int64_t(1) << 30));
+  app.add_option("--tenant-max-schema-bytes", a->max_tenant_schema_bytes,
+                 "PML source bytes one tenant's stored schemas may hold in all (e.g. 4MiB, the default; a "
+         "compiled schema keeps about 90 times its source in memory)")
+      ->capture_default_str();
   app.add_option("--retention-share", o.retention_share,
                  "Share (0-1) of the KV memory that prefixes under a lifetime (cache_control ttl, "
                  "prompt_cache_retention) may hold; beyond it the disk/Redis tiers keep them")
@@ -225,7 +250,14 @@ Run add_serve(CLI::App& app) {
                  "ttl, evict, history, requests) act on every namespace; other tenants act on "
                  "their own");
   app.add_option("--metrics-key", o.metrics_key,
-                 "/metrics answers only 'Authorization: Bearer KEY' (default: public)");
+                 "/metrics answers only 'Authorization: Bearer KEY' (default: public without API "
+                 "keys; with API keys, only the --admin-tenant's key)");
+  app.add_option("--health-detail", o.health_detail,
+                 "full: /health shows running/queued requests and Redis state to anyone; status: "
+                 "only status and model, except to the admin tenant's or the metrics key "
+                 "(default: status when API keys are set, so tenants cannot watch each other's "
+                 "load; full otherwise)")
+      ->check(CLI::IsMember({"full", "status"}));
   app.add_option("--log-level", o.log_level,
                  "error, warn, info (startup summary and one line per request; monitoring reads "
                  "such as /health, /metrics and cache GETs at debug) or debug")

@@ -197,7 +197,60 @@ std::map<std::string, std::map<std::string, NamespaceBytes>> CacheAdmin::tier_us
 }
 
 bool CacheAdmin::pin(const std::string& tenant, const std::vector<int32_t>& tokens) {
-  return e_.prefix_->index().pin(e_.ns(tenant), tokens);
+  RadixIndex& idx = e_.prefix_->index();
+  if (!idx.pin(e_.ns(tenant), tokens)) return false;
+  if (over_tenant_bound(tenant)) {
+    idx.unpin(e_.ns(tenant), tokens);
+    throw_tenant_bound(tenant);
+  }
+  return true;
+}
+
+bool CacheAdmin::over_tenant_bound(const std::string& tenant) const {
+  const int64_t bound = e_.tenant_hold_pages_;
+  if (bound <= 0) return false;
+  const auto held = held_pages_by_tenant();
+  const auto it = held.find(quota_owner(tenant));
+  return it != held.end() && it->second > bound;
+}
+
+void CacheAdmin::throw_tenant_bound(const std::string& tenant) const {
+  const int64_t bound = e_.tenant_hold_pages_;
+  throw TenantQuotaError("pinning this entry would take the KV the tenant holds out of requests' reach (pins and "
+                         "retained prefixes) past its bound of " +
+                         std::to_string(bound * e_.pages_->page_size()) +
+                         " tokens (--tenant-kv-share); unpin or evict entries first");
+}
+
+std::map<std::string, int64_t> CacheAdmin::held_pages_by_tenant() const {
+  std::map<std::string, int64_t> held;
+  const RadixIndex& idx = e_.prefix_->index();
+  const ModuleStore& store = e_.modules_->store();
+  if (!idx.has_pins() && !idx.has_retained() && !store.has_pins()) return held;
+  std::map<std::string, std::set<int32_t>> pinned;  // tenant → pages
+  for (const KvNamespace& ns : idx.namespaces()) {
+    const std::string owner = quota_owner(ns.tenant);
+    std::set<int32_t>& pages = pinned[owner];
+    std::set<int32_t> seen;  // nodes whose retention was counted (shared ancestors once)
+    idx.for_each_leaf(ns, [&](int32_t leaf) {
+      bool pin = false;
+      for (int32_t n = leaf; n >= 0;) {
+        const RadixIndex::NodeView x = idx.node(n);
+        if (x.parent < 0) break;
+        pin = pin || x.pins > 0;
+        if (pin)
+          for (const PageSlice& s : x.slices) pages.insert(s.page);
+        if (x.retain_pages > 0 && seen.insert(n).second) held[owner] += x.retain_pages;
+        n = x.parent;
+      }
+    });
+  }
+  for (const auto& [key, m] : store.entries())
+    if (m.pins > 0)
+      for (const ModuleSegment& seg : m.segments)
+        for (const PageEntry& p : seg.entries) pinned[quota_owner(key.ns.tenant)].insert(p.page);
+  for (const auto& [owner, pages] : pinned) held[owner] += int64_t(pages.size());
+  return held;
 }
 
 bool CacheAdmin::unpin(const std::string& tenant, const std::vector<int32_t>& tokens) {
@@ -226,7 +279,14 @@ CacheAdmin::EntryResult CacheAdmin::entry_op(const std::string& tenant, const st
     for (const auto& [key, m] : store.entries()) {
       if (key.ns != ns || module_entry_id(key) != id) continue;
       const ModuleKey k = key;  // erase() ends the entry
-      if (op == EntryOp::kPin) return store.pin(k) ? EntryResult::kDone : EntryResult::kNotFound;
+      if (op == EntryOp::kPin) {
+        if (!store.pin(k)) return EntryResult::kNotFound;
+        if (over_tenant_bound(tenant)) {
+          store.unpin(k);
+          throw_tenant_bound(tenant);
+        }
+        return EntryResult::kDone;
+      }
       if (op == EntryOp::kUnpin) return store.unpin(k) ? EntryResult::kDone : EntryResult::kNotFound;
       if (m.pins > 0) return EntryResult::kRefused;
       size_t bytes = 0;
@@ -243,7 +303,13 @@ CacheAdmin::EntryResult CacheAdmin::entry_op(const std::string& tenant, const st
   RadixIndex& idx = e_.prefix_->index();
   if (!idx.is_entry(e_.ns(tenant), leaf)) return EntryResult::kNotFound;
   switch (op) {
-    case EntryOp::kPin: return idx.pin_entry(leaf) ? EntryResult::kDone : EntryResult::kNotFound;
+    case EntryOp::kPin:
+      if (!idx.pin_entry(leaf)) return EntryResult::kNotFound;
+      if (over_tenant_bound(tenant)) {
+        idx.unpin_entry(leaf);
+        throw_tenant_bound(tenant);
+      }
+      return EntryResult::kDone;
     case EntryOp::kUnpin: return idx.unpin_entry(leaf) ? EntryResult::kDone : EntryResult::kNotFound;
     case EntryOp::kEvict: {
       const RadixIndex::NodeView v = idx.node(leaf);

@@ -137,8 +137,15 @@ class CacheAdmin {
   const KvTiers* tiers() const;
   // Pages held by pinned entries (prefix paths and modules): never free for requests.
   int64_t pinned_pages() const;
+  // Per API tenant (quota_owner): pages its pinned entries hold plus the charge of its
+  // retained prefixes — what it keeps out of requests' reach. Tenants holding
+  // nothing are absent. O(entries) when something is pinned or retained, else O(1).
+  std::map<std::string, int64_t> held_pages_by_tenant() const;
 
  private:
+  // Pins beyond EngineOptions::tenant_hold_pages are undone and throw TenantQuotaError.
+  bool over_tenant_bound(const std::string& tenant) const;
+  [[noreturn]] void throw_tenant_bound(const std::string& tenant) const;
   Engine& e_;
 };
 

@@ -68,6 +68,9 @@ Engine::Engine(const Model& model, const EngineOptions& opt)
   pages_->set_reclaimer(reclaimer_.get());
   prefix_->index().set_retention_limit(
       int64_t(std::clamp(opt_.retention_share, 0.0, 1.0) * double(pages_->n_pages())));
+  if (opt_.tenant_hold_share > 0)
+    tenant_hold_pages_ =
+        std::max<int64_t>(1, int64_t(std::clamp(opt_.tenant_hold_share, 0.0, 1.0) * double(pages_->n_pages())));
   fwd_ = std::make_unique<Forward>(model, *kv_, *pool_);
   if (opt.tiers.enabled() && opt.prefix_cache) {
     tiers_ = std::make_unique<KvTiers>(opt.tiers, *pages_, prefix_->index());
@@ -107,6 +110,12 @@ int64_t Engine::admission_tokens() const {
   // Retained prefixes count their charge (O(1), an upper bound: RadixIndex::retain).
   const int64_t held = admin_->pinned_pages() + prefix_->index().stats().retained_pages;
   return std::max<int64_t>(0, pages_->n_pages() - held) * pages_->page_size();
+}
+
+int64_t Engine::tenant_admission_tokens(int64_t held_pages) const {
+  if (tenant_hold_pages_ <= 0) return admission_tokens();
+  const int64_t others = tenant_hold_pages_ * std::max(0, opt_.tenants - 1);
+  return std::max<int64_t>(0, pages_->n_pages() - others - held_pages) * pages_->page_size();
 }
 
 Engine::Seq& Engine::new_seq(const GenerateRequest& req, TokenCallback on_token) {
@@ -289,6 +298,9 @@ void Engine::finish(Seq& s, FinishReason reason) {
   } else {
     s.result.decode_ms = ms_between(s.t_first, now);
   }
+  // Slots prepared for a step that did not run (a sequence cancelled between
+  // planning and the forward pass) hold no KV: publish only what was computed.
+  if (s.prefix_plan && s.table.n_tokens() > s.n_kv) s.table.truncate(s.n_kv);
   if (s.prefix_plan && !s.approximate && s.n_kv > 0 && reason != FinishReason::kError &&
       s.state == Seq::State::kRunning) {
     prefix_->insert(s.ns, std::span<const int32_t>(s.tokens.data(), s.n_kv), s.table, s.n_prompt, s.plan.blocks);
@@ -314,6 +326,18 @@ void Engine::finish(Seq& s, FinishReason reason) {
   active_.erase(s.id);
 }
 
+// Whether retaining `prefix` in memory keeps its tenant within tenant_hold_pages (a
+// prefix already retained only re-arms: always within).
+bool Engine::within_tenant_bound(const KvNamespace& ns, std::span<const int32_t> prefix) const {
+  if (tenant_hold_pages_ <= 0) return true;
+  if (prefix_->index().retained_prefix(ns, prefix).tokens >= int32_t(prefix.size())) return true;
+  const auto held = admin_->held_pages_by_tenant();
+  const auto it = held.find(quota_owner(ns.tenant));
+  const int32_t P = pages_->page_size();
+  const int64_t pages = (int64_t(prefix.size()) + P - 1) / P;
+  return (it == held.end() ? 0 : it->second) + pages <= tenant_hold_pages_;
+}
+
 void Engine::apply_retention(Seq& s) {
   RadixIndex& idx = prefix_->index();
   const Clock::time_point now = Clock::now();
@@ -325,7 +349,8 @@ void Engine::apply_retention(Seq& s) {
     const auto life = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(r.seconds));
     const std::span<const int32_t> prefix(s.tokens.data(), size_t(n));
     Clock::time_point until;
-    if (idx.retain(s.ns, prefix, life, now, &until) || !tiers_) continue;
+    if (within_tenant_bound(s.ns, prefix) && idx.retain(s.ns, prefix, life, now, &until)) continue;
+    if (!tiers_) continue;
     // Beyond the memory share: the tiers keep the prefix's whole pages that long.
     const int32_t kept = tiers_->save_prefix(s.ns, prefix, int64_t(std::ceil(r.seconds)));
     if (kept > tier_kept.tokens && !tiers_->tiers().empty())

@@ -69,6 +69,13 @@ struct EngineOptions {
   // Share of the KV pages that retained prefixes (GenerateRequest::retain) may hold in
   // memory; a retention beyond it is kept by the tiers instead (docs/api.md "Lifetimes").
   double retention_share = 0.5;
+  // Per-tenant bound, as a share of the KV pages, on what one API tenant (quota_owner
+  // of a namespace) may hold out of requests' reach: its pinned entries and the
+  // charge of its retained prefixes. 0: no per-tenant bound. With it, `tenants` is how
+  // many tenants there are, so each can be promised the memory the others can never
+  // take (tenant_admission_tokens).
+  double tenant_hold_share = 0;
+  int tenants = 1;
 };
 
 // A lifetime asked for a prefix of the prompt: the prefix of `tokens` tokens stays
@@ -185,6 +192,13 @@ class ContextLengthError : public Error {
   int64_t needed, limit;  // tokens
 };
 
+// A tenant's pin or other hold that would exceed EngineOptions::tenant_hold_pages
+// (HTTP 429 tenant_quota_exceeded at the server).
+class TenantQuotaError : public Error {
+ public:
+  using Error::Error;
+};
+
 class Engine {
  public:
   Engine(const Model& model, const EngineOptions& opt);
@@ -236,6 +250,12 @@ class Engine {
   // Tokens a request may need (prompt + max_tokens) to be admitted: the KV capacity
   // minus the pages pinned entries hold and those retained prefixes are charged.
   int64_t admission_tokens() const;
+  // What a tenant holding `held_pages` (CacheAdmin::held_pages_by_tenant) is promised
+  // with a per-tenant bound: the capacity less every other tenant's full bound and
+  // its own hold. It depends on no other tenant's use. Without a bound:
+  // admission_tokens(). Thread-safe (constants only) when given the hold.
+  int64_t tenant_admission_tokens(int64_t held_pages) const;
+  int64_t tenant_hold_pages() const { return tenant_hold_pages_; }  // 0: no per-tenant bound
 
   // The caches themselves, for tests and tools (the server uses cache()).
   RadixIndex& index();
@@ -315,10 +335,12 @@ class Engine {
   void finish(Seq& s, FinishReason reason);
   // Applies s.req.retain and reports the prompt's longest guaranteed prefix (finish()).
   void apply_retention(Seq& s);
+  bool within_tenant_bound(const KvNamespace& ns, std::span<const int32_t> prefix) const;
   void sample(Seq& s, const float* logits);
 
   const Model& model_;
   EngineOptions opt_;
+  int64_t tenant_hold_pages_ = 0;  // EngineOptions::tenant_hold_share of the pages (0: none)
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<KvStorage> kv_;
   std::unique_ptr<PagePool> pages_;

@@ -13,4 +13,13 @@ struct KvNamespace {
   auto operator<=>(const KvNamespace&) const = default;
 };
 
+// The API tenant whose bounds a namespace's tenant counts against: without the
+// server's cache_salt part ("TENANT/salt:SALT"; "salt:SALT" for the default tenant
+// "") and without a derived kind ("<tenant>\x1f...": approximate, block, module).
+inline std::string quota_owner(const std::string& ns_tenant) {
+  const std::string own = ns_tenant.substr(0, ns_tenant.find('\x1f'));
+  if (own.rfind("salt:", 0) == 0) return "";
+  return own.substr(0, own.find("/salt:"));
+}
+
 }  // namespace pc

@@ -622,7 +622,7 @@ RadixIndex::NodeView RadixIndex::node(int32_t id) const {
   PC_KV_CHECK(id >= 0 && id < int32_t(nodes_.size()) && nodes_[id].alive, "no such node");
   const Node& n = nodes_[id];
   return {n.parent, n.tokens,  n.slices, n.lock_ref, n.pins,    n.children.empty(),
-          n.depth,  n.hits,    n.created, n.used,    n.expires, n.retain_until, n.retain_for};
+          n.depth,  n.hits,    n.created, n.used,    n.expires, n.retain_until, n.retain_for, n.retain_pages};
 }
 
 std::vector<KvNamespace> RadixIndex::namespaces() const {

@@ -205,6 +205,7 @@ class RadixIndex : public PageReclaimer {
     Clock::time_point expires;   // Clock::time_point::max(): never
     Clock::time_point retain_until;  // Clock::time_point::min(): not retained
     Clock::duration retain_for;      // the lifetime each match re-arms
+    int64_t retain_pages;            // pages charged while retained (0: not retained)
   };
   NodeView node(int32_t id) const;
   // Namespaces that have a tree, and the leaves of one namespace's tree (the

@@ -52,7 +52,7 @@ void fit_context(const Server::State& st, Generation& g, bool chat) {
   const int64_t n = int64_t(g.params.gen.prompt.size());
   const char* what = chat ? "messages" : "prompt";
   if (n == 0) throw bad_field(what, "the prompt is empty");
-  const int64_t limit = std::min(st.n_ctx, st.scheduler->admission_tokens());
+  const int64_t limit = std::min(st.n_ctx, st.scheduler->admission_tokens(quota_owner(g.ns)));
   if (n >= limit)
     throw ApiError(400, "invalid_request_error",
                    "This model's maximum context length is " + std::to_string(limit) +
@@ -483,12 +483,18 @@ json flatten_content(json messages) {
 void submit(Server::State& st, Generation& g) {
   // Counted before the draining check: begin_drain() sets the flag and then waits for
   // the count, so a request either sees the flag or is waited for.
-  g.in_flight = st.track_generation();
+  bool over = false;
+  g.in_flight = st.track_generation(quota_owner(g.ns), &over);
   g.trace = RequestTrace::current();
   if (st.draining.load())
     throw ApiError(503, "server_error",
                    "the server is shutting down (draining); send new requests to another server", "",
                    "server_draining");
+  if (over)
+    throw ApiError(429, "rate_limit_error",
+                   "the tenant has more than " + std::to_string(st.max_tenant_requests) +
+                       " generation requests in flight (--tenant-max-requests); retry when one ends",
+                   "", "tenant_quota_exceeded");
   if (!st.scheduler->submit(g.job))
     throw ApiError(503, "server_error", "the server is busy (request queue full); retry later", "",
                    "server_overloaded");

@@ -128,7 +128,7 @@ void apply_template(Server::State& st, const HttpRequest& req, HttpResponse& res
 // Server properties, loosely llama-server's /props shape; promptcache's own under
 // "promptcache".
 void props(Server::State& st, const HttpRequest& req, HttpResponse& res) {
-  st.tenant_of(req);
+  const std::string tenant = st.tenant_of(req);
   const Tokenizer& tok = st.model->tokenizer();
   // The defaults parse_common gives a request that sets nothing (no seed: a random one).
   const CommonParams defaults = parse_common(json::object(), /*chat=*/false);
@@ -159,7 +159,7 @@ void props(Server::State& st, const HttpRequest& req, HttpResponse& res) {
             {"default_generation_settings", {{"n_ctx", st.n_ctx}, {"params", params}}},
             {"promptcache",
              {{"kv_tokens", st.kv_tokens},
-              {"admission_tokens", st.scheduler->admission_tokens()},
+              {"admission_tokens", st.scheduler->admission_tokens(tenant)},
               {"queue", o.queue},
               {"prefix_cache", o.prefix_cache},
               {"any_model", o.any_model},

@@ -109,11 +109,54 @@ int64_t drop_modules(Server::State& st, const std::string& ns, const pml::Schema
   return dropped;
 }
 
+// What a tenant's stored schemas hold, besides the one named `name` in `ns` (which a
+// PUT replaces). Caller holds schemas_mu.
+struct SchemaUsage {
+  int64_t schemas = 0, modules = 0, bytes = 0;
+};
+SchemaUsage tenant_schema_usage(const Server::State& st, const Server::State::Scope& tenant, const std::string& ns,
+                                const std::string& name) {
+  SchemaUsage u;
+  for (const auto& [space, named] : st.schemas) {
+    if (!tenant.sees(space)) continue;
+    for (const auto& [n, e] : named) {
+      if (space == ns && n == name) continue;
+      ++u.schemas;
+      u.modules += int64_t(e.layout->modules.size());
+      u.bytes += int64_t(e.source.size());
+    }
+  }
+  return u;
+}
+
+// 429 naming the bound a stored schema would take the tenant past.
+void check_schema_quota(const Server::State& st, const SchemaUsage& u, int64_t modules, int64_t bytes) {
+  const ServerOptions& o = st.opt;
+  auto over = [](const std::string& what, int64_t have, int64_t limit, const std::string& flag) {
+    return ApiError(429, "rate_limit_error",
+                    "storing this schema would take the tenant's " + what + " to " + std::to_string(have) +
+                        "; the bound is " + std::to_string(limit) + " (" + flag +
+                        "); delete schemas with DELETE /v1/schemas/{name}",
+                    "schema", "tenant_quota_exceeded");
+  };
+  if (u.schemas + 1 > o.max_tenant_schemas)
+    throw over("stored schemas", u.schemas + 1, o.max_tenant_schemas, "--tenant-max-schemas");
+  if (u.bytes + bytes > o.max_tenant_schema_bytes)
+    throw over("schema source bytes", u.bytes + bytes, o.max_tenant_schema_bytes, "--tenant-max-schema-bytes");
+  if (u.modules + modules > o.max_tenant_schema_modules)
+    throw over("schema modules", u.modules + modules, o.max_tenant_schema_modules, "--tenant-max-schema-modules");
+}
+
 void put_schema(Server::State& st, const HttpRequest& req, HttpResponse& res) {
-  st.tenant_of(req);
+  const Server::State::Scope tenant{st.tenant_of(req), false};
   const std::string name = req.matches[1];
   const std::string ns = schema_namespace(st, req);
   const std::string text = schema_text(req);
+  {
+    // The source bytes are checked before compiling, which costs ~90x them.
+    std::lock_guard lk(st.schemas_mu);
+    check_schema_quota(st, tenant_schema_usage(st, tenant, ns, name), 0, int64_t(text.size()));
+  }
   SchemaEntry entry;
   entry.source = text;
   entry.created = unix_now();
@@ -129,6 +172,8 @@ void put_schema(Server::State& st, const HttpRequest& req, HttpResponse& res) {
   std::shared_ptr<const pml::SchemaLayout> replaced;
   {
     std::lock_guard lk(st.schemas_mu);
+    check_schema_quota(st, tenant_schema_usage(st, tenant, ns, name), int64_t(entry.layout->modules.size()),
+                       int64_t(text.size()));
     auto& slot = st.schemas[ns][name];
     replaced = slot.layout;
     slot = entry;
@@ -205,7 +250,7 @@ void delete_schema(Server::State& st, const HttpRequest& req, HttpResponse& res)
 void fit_plan(const Server::State& st, const pml::PromptPlan& plan, Generation& g) {
   int32_t& max = g.params.gen.max_tokens;
   const int64_t n = plan.n_tokens();
-  const int64_t kv = st.scheduler->admission_tokens();
+  const int64_t kv = st.scheduler->admission_tokens(quota_owner(g.ns));
   const int64_t room = std::min(st.n_ctx - plan.next_pos, kv - n);
   if (room <= 0)
     throw ApiError(400, "invalid_request_error",

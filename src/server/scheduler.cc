@@ -33,6 +33,16 @@ Scheduler::~Scheduler() {
   thread_.join();
 }
 
+int64_t Scheduler::admission_tokens(const std::string& tenant) const {
+  if (engine_.tenant_hold_pages() <= 0) return admission_tokens();
+  int64_t held = 0;
+  {
+    std::lock_guard lk(mu_);
+    if (auto it = tenant_held_.find(tenant); it != tenant_held_.end()) held = it->second;
+  }
+  return engine_.tenant_admission_tokens(held);
+}
+
 void Scheduler::shutdown() {
   std::lock_guard lk(mu_);
   stop_ = true;
@@ -232,7 +242,10 @@ void Scheduler::loop() {
     const CacheStats cs = engine_.cache().counters();
     metrics_.set_cache(cs);
     admission_tokens_ = engine_.admission_tokens();
+    std::map<std::string, int64_t> held;
+    if (engine_.tenant_hold_pages() > 0) held = engine_.cache().held_pages_by_tenant();
     lk.lock();
+    tenant_held_ = std::move(held);
     n_running_ = running_.size();
   }
   // Shutdown: end everything still running or queued, as cancelled (Engine::cancel

@@ -45,6 +45,11 @@ class Scheduler {
   // Tokens (prompt + max_tokens) a request may need to be admitted: the KV capacity
   // besides pinned entries (Engine::admission_tokens), as of the last step.
   int64_t admission_tokens() const { return admission_tokens_.load(); }
+  // What one API tenant (kv/kv_namespace.h quota_owner) is promised: with a
+  // per-tenant bound (--tenant-kv-share), the capacity less the other tenants' full
+  // bounds and this tenant's own pins and retained prefixes (as of the last step), so
+  // no other tenant's use shows in it; otherwise admission_tokens().
+  int64_t admission_tokens(const std::string& tenant) const;
 
  private:
   void loop();
@@ -66,6 +71,7 @@ class Scheduler {
   std::map<int64_t, std::shared_ptr<Job>> running_;  // by engine id; engine thread only
   size_t n_running_ = 0;                              // mirror of running_.size() under mu_
   std::atomic<int64_t> admission_tokens_{0};
+  std::map<std::string, int64_t> tenant_held_;  // under mu_: CacheAdmin::held_pages_by_tenant
   bool stop_ = false;
   bool cancel_pending_ = false;  // a queued job may have been cancelled
   Clock::time_point last_sweep_;

@@ -67,19 +67,24 @@ std::string route_label(const HttpRequest& req, int status) {
 }
 
 void add_misc_routes(Server::State& st) {
-  add_route(st, "GET", "/health", [&st](const HttpRequest&, HttpResponse& res) {
+  add_route(st, "GET", "/health", [&st](const HttpRequest& req, HttpResponse& res) {
     const bool draining = st.draining.load();
-    json body = {{"status", draining ? "draining" : "ok"},
-                 {"model", st.model_id},
-                 {"running", st.scheduler->running()},
-                 {"queued", st.scheduler->queued()}};
-    if (const auto redis = redis_health(st)) body["redis"] = *redis;  // "down" still answers 200
+    json body = {{"status", draining ? "draining" : "ok"}, {"model", st.model_id}};
+    if (st.sees_server_detail(req)) {
+      body["running"] = st.scheduler->running();
+      body["queued"] = st.scheduler->queued();
+      if (const auto redis = redis_health(st)) body["redis"] = *redis;  // "down" still answers 200
+    }
     send_json(res, draining ? 503 : 200, body);
   });
   add_route(st, "GET", "/metrics", [&st](const HttpRequest& req, HttpResponse& res) {
-    if (!st.opt.metrics_key.empty() && req.get_header_value("Authorization") != "Bearer " + st.opt.metrics_key) {
-      send_json(res, 401, error_json("/metrics needs 'Authorization: Bearer KEY' (--metrics-key)",
-                                     "invalid_request_error", "", "invalid_api_key"));
+    if (!st.may_scrape(req)) {
+      send_json(res, 401,
+                error_json(st.opt.metrics_key.empty()
+                               ? "/metrics needs the admin tenant's key when API keys are set (--admin-tenant), "
+                                 "or a scrape key (--metrics-key)"
+                               : "/metrics needs 'Authorization: Bearer KEY' (--metrics-key)",
+                           "invalid_request_error", "", "invalid_api_key"));
       return;
     }
     // Per-namespace usage walks the prefix trees: done per scrape, not per step.
@@ -98,12 +103,12 @@ void add_misc_routes(Server::State& st) {
   });
   add_route(st, "GET", "/v1/models", [&st](const HttpRequest& req, HttpResponse& res) {
     guard(res, [&] {
-      st.tenant_of(req);
+      const std::string tenant = st.tenant_of(req);
       const json model = {{"id", st.model_id}, {"object", "model"}, {"created", 0},
                           {"owned_by", "promptcache"},
                           // What a request may use: the model's context, or less when the
                           // KV memory (besides pinned entries) holds fewer tokens.
-                          {"context_length", std::min(st.n_ctx, st.scheduler->admission_tokens())},
+                          {"context_length", std::min(st.n_ctx, st.scheduler->admission_tokens(tenant))},
                           {"n_ctx_train", st.model->config().n_ctx_train}};
       send_json(res, 200, {{"object", "list"}, {"data", json::array({model})}});
     });
@@ -262,6 +267,8 @@ void guard(HttpResponse& res, const std::function<void()>& handler, ErrorStyle s
   } catch (const ChatTemplateError& e) {
     send_error(res, style, 400, std::string("chat template: ") + e.what(), "invalid_request_error", "messages",
                "template_error");
+  } catch (const TenantQuotaError& e) {
+    send_error(res, style, 429, e.what(), "rate_limit_error", "", "tenant_quota_exceeded");
   } catch (const Error& e) {
     send_error(res, style, 400, e.what(), "invalid_request_error", "", "");
   } catch (const std::exception& e) {
@@ -271,9 +278,7 @@ void guard(HttpResponse& res, const std::function<void()>& handler, ErrorStyle s
 
 std::string Server::State::tenant_of(const HttpRequest& req) const {
   if (api_keys.empty()) return "";
-  std::string key = req.get_header_value("Authorization");
-  if (key.rfind("Bearer ", 0) == 0) key = key.substr(7);
-  if (key.empty()) key = req.get_header_value("x-api-key");
+  const std::string key = bearer(req);
   auto it = api_keys.find(key);
   if (key.empty() || it == api_keys.end())
     throw ApiError(401, "invalid_request_error",
@@ -281,6 +286,31 @@ std::string Server::State::tenant_of(const HttpRequest& req) const {
                                : "Incorrect API key provided",
                    "", "invalid_api_key");
   return it->second;
+}
+
+std::string Server::State::bearer(const HttpRequest& req) {
+  std::string key = req.get_header_value("Authorization");
+  if (key.rfind("Bearer ", 0) == 0) key = key.substr(7);
+  if (key.empty()) key = req.get_header_value("x-api-key");
+  return key;
+}
+
+bool Server::State::is_admin_key(const HttpRequest& req) const {
+  if (opt.admin_tenant.empty()) return false;
+  const auto it = api_keys.find(bearer(req));
+  return it != api_keys.end() && it->second == opt.admin_tenant;
+}
+
+// Without API keys every client is the operator. With them, the server's load and the
+// per-namespace series are the operator's: a tenant must not watch the others' traffic.
+bool Server::State::may_scrape(const HttpRequest& req) const {
+  if (!opt.metrics_key.empty()) return bearer(req) == opt.metrics_key;
+  return api_keys.empty() || is_admin_key(req);
+}
+
+bool Server::State::sees_server_detail(const HttpRequest& req) const {
+  const bool full = opt.health_detail.empty() ? api_keys.empty() : opt.health_detail == "full";
+  return full || is_admin_key(req) || (!opt.metrics_key.empty() && bearer(req) == opt.metrics_key);
 }
 
 void Server::State::check_model(const std::string& requested) const {
@@ -355,6 +385,15 @@ Server::Server(const ServerOptions& opt) : st_(std::make_unique<State>()) {
   eo.max_batch_tokens = opt.max_batch_tokens;
   eo.prefix_cache = opt.prefix_cache;
   eo.retention_share = opt.retention_share;
+  std::set<std::string> tenants;
+  for (const auto& [key, tenant] : st.api_keys) tenants.insert(tenant);
+  eo.tenants = std::max<int>(1, int(tenants.size()));
+  st.max_tenant_requests = opt.tenant_max_requests >= 0 ? opt.tenant_max_requests
+                           : tenants.empty()           ? 0
+                                                       : std::max(1, (opt.parallel + opt.queue) / 2);
+  eo.tenant_hold_share = opt.tenant_kv_share >= 0 ? opt.tenant_kv_share
+                         : tenants.empty()        ? 0.0
+                                                  : opt.retention_share / double(eo.tenants);
   eo.tiers = opt.tiers;
   st.engine = std::make_unique<Engine>(*st.model, eo);
   st.kv_tokens = int64_t(st.engine->page_pool().n_pages()) * st.engine->page_pool().page_size();
@@ -425,9 +464,19 @@ void Server::flush_tiers() {
   }
 }
 
-std::shared_ptr<void> Server::State::track_generation() {
+std::shared_ptr<void> Server::State::track_generation(const std::string& tenant, bool* over_bound) {
   generations.fetch_add(1);
-  return std::shared_ptr<void>(nullptr, [this](void*) { generations.fetch_sub(1); });
+  int64_t mine = 0;
+  {
+    std::lock_guard lk(tenant_mu);
+    mine = ++tenant_generations[tenant];
+  }
+  if (over_bound) *over_bound = max_tenant_requests > 0 && mine > max_tenant_requests;
+  return std::shared_ptr<void>(nullptr, [this, tenant](void*) {
+    generations.fetch_sub(1);
+    std::lock_guard lk(tenant_mu);
+    if (--tenant_generations[tenant] == 0) tenant_generations.erase(tenant);
+  });
 }
 
 }  // namespace pc::server

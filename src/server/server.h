@@ -32,6 +32,12 @@ struct ServerOptions {
   bool prefix_cache = true;
   ReusePolicy reuse;                // --cache-reuse-default, --cache-reuse-budget
   double retention_share = 0.5;     // --retention-share: KV share lifetimes may hold in memory
+  // --tenant-kv-share: KV share one API tenant's pins and retained prefixes may hold;
+  // < 0 = with API keys retention_share / tenants, without them no per-tenant bound.
+  double tenant_kv_share = -1;
+  // --tenant-max-requests: generation requests one API tenant may have in flight
+  // (running + queued); < 0 = with API keys half of parallel + queue, without none.
+  int tenant_max_requests = -1;
   double test_time_scale = 1;       // --test-time-scale (tests only): lifetimes are multiplied by it
   TierOptions tiers;                // --disk-cache, --redis (tier/tier_options.h)
   std::string chat_template_file;   // "" = tokenizer.chat_template from the GGUF
@@ -44,6 +50,10 @@ struct ServerOptions {
   int64_t ctx_size = 0;             // -c: positions one request may use (0 = the model's context)
   std::string admin_tenant;         // with api keys: the tenant whose cache-admin calls act on all
   std::string metrics_key;          // "" = /metrics is public; else it needs Bearer KEY
+  // --health-detail: "full" (/health shows running/queued and Redis state to anyone),
+  // "status" (status and model only, except for the admin tenant's or the metrics key),
+  // "" = status when API keys are set, full otherwise.
+  std::string health_detail;
   std::string log_level = "info";   // error, warn, info (a line per request), debug
   int http_threads = 0;             // handler threads; 0 = parallel + queue + 8
   // The HTTP layer's limits (HttpLimits, http_server.h).
@@ -53,6 +63,12 @@ struct ServerOptions {
   int max_client_connections = 1024;            // --max-client-connections (0 = no own cap)
   int64_t max_body_bytes = int64_t(32) << 20;   // --max-body-size
   int64_t body_memory_bytes = int64_t(256) << 20;  // --max-body-memory
+  // Per-tenant bounds on stored PML schemas (PUT /v1/schemas): how many, their
+  // modules and their source bytes, summed over the tenant's namespaces (salts
+  // included). A compiled schema keeps ~90x its source in memory, mostly per module.
+  int max_tenant_schemas = 64;                       // --tenant-max-schemas
+  int64_t max_tenant_schema_modules = 4096;          // --tenant-max-schema-modules
+  int64_t max_tenant_schema_bytes = int64_t(4) << 20;  // --tenant-max-schema-bytes
   bool test_hooks = false;          // accept the test-only request fields (test_forced_reply)
 };
 

@@ -71,7 +71,11 @@ struct Server::State {
   std::atomic<int64_t> generations{0};     // generation requests in flight (track_generation)
   // Counts one generation request in flight until the returned token is released
   // (Generation::in_flight: when the response, a stream included, is written).
-  std::shared_ptr<void> track_generation();
+  // *over_bound: the tenant (quota_owner) now has more than max_tenant_requests in flight.
+  std::shared_ptr<void> track_generation(const std::string& tenant, bool* over_bound);
+  int64_t max_tenant_requests = 0;  // --tenant-max-requests resolved (0: no bound)
+  std::mutex tenant_mu;
+  std::map<std::string, int64_t> tenant_generations;  // under tenant_mu: in flight per tenant
 
   LogLevel log_level = LogLevel::kInfo;  // --log-level
   RequestLog requests;                   // recent generation requests, per-tenant totals
@@ -83,6 +87,13 @@ struct Server::State {
   // The request's namespace: API-key tenant and/or cache_salt. Throws ApiError 401
   // when keys are configured and the request has no valid one.
   std::string tenant_of(const HttpRequest& req) const;
+  // The key a request presents (Authorization: Bearer, or x-api-key); "" = none.
+  static std::string bearer(const HttpRequest& req);
+  bool is_admin_key(const HttpRequest& req) const;  // the --admin-tenant's key
+  // /metrics: the --metrics-key; without one, anyone without API keys, else the admin.
+  bool may_scrape(const HttpRequest& req) const;
+  // /health's running/queued/Redis figures (--health-detail).
+  bool sees_server_detail(const HttpRequest& req) const;
   // 400 naming cache_salt when it is longer than kMaxSaltBytes.
   std::string namespace_of(const HttpRequest& req, const std::string& cache_salt) const;
   static constexpr size_t kMaxSaltBytes = 256;

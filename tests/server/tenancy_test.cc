@@ -144,6 +144,38 @@ TEST(ServerTenancy, MetricsHideTenantsAndSaltsAndCanNeedAKey) {
   EXPECT_EQ(get(a, "/metrics").status, 401);
 }
 
+// With API keys, the server's load (running, queued, Redis state, /metrics) is the
+// operator's to see: a tenant's /health says only whether the server is up.
+TEST(ServerTenancy, HealthAndMetricsDetailAreTheOperatorsWithKeys) {
+  ServeProcess srv(keyed_args());
+  auto a = srv.client("key-a"), anon = srv.client(), ops = srv.client("key-ops");
+  ASSERT_EQ(post(a, "/v1/completions", completion(story(4))).status, 200);
+  for (httplib::Client* c : {&a, &anon}) {
+    const Reply h = get(*c, "/health");
+    EXPECT_EQ(h.status, 200);
+    EXPECT_EQ(h.body["status"], "ok");
+    EXPECT_FALSE(h.body.contains("running")) << h.raw;
+    EXPECT_FALSE(h.body.contains("queued")) << h.raw;
+    const Reply m = get(*c, "/metrics");
+    EXPECT_EQ(m.status, 401);
+    EXPECT_EQ(m.raw.find("promptcache_"), std::string::npos);
+  }
+  const Reply h = get(ops, "/health");
+  EXPECT_EQ(h.body["running"], 0) << h.raw;
+  EXPECT_TRUE(h.body.contains("queued")) << h.raw;
+  auto m = ops.Get("/metrics");
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->status, 200);
+  EXPECT_NE(m->body.find("promptcache_requests_total"), std::string::npos);
+}
+
+TEST(ServerTenancy, HealthDetailFullShowsLoadToAnyone) {
+  ServeProcess srv(keyed_args({"--health-detail", "full"}));
+  auto anon = srv.client();
+  const Reply h = get(anon, "/health");
+  EXPECT_EQ(h.body["running"], 0) << h.raw;
+}
+
 TEST(ServerTenancy, SaltLengthIsBoundedAndSaltsLeaveNoState) {
   ServeProcess srv({"-m", shared_path("models/stories260K.gguf"), "--kv-memory", "64MiB"});
   auto c = srv.client();
