@@ -16,6 +16,7 @@ PACKAGES=(
   haproxy curl  # the cluster (scripts/cluster.sh, tests/server/cluster_test.cc)
   chromium  # the dashboard's browser test (tests/server/dashboard_test.cc)
   python3-matplotlib  # scripts/plot_bench.py (tests/plots)
+  clang libclang-rt-14-dev  # libFuzzer and the sanitizer runtimes (scripts/fuzz.sh, fuzz/)
 )
 
 missing=()

@@ -6,9 +6,15 @@
 #include "kernels/fixed_exp.h"
 
 #if defined(__x86_64__)
+#include <immintrin.h>
+
+// clang ignores GCC target pragmas; it takes the same target as an attribute.
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
-#include <immintrin.h>
+#endif
 
 namespace pc {
 
@@ -89,7 +95,11 @@ void fixed_exp8_avx2(float* x, int n) {
 
 }  // namespace pc
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 
 #else  // not x86
 

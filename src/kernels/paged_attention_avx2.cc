@@ -25,9 +25,15 @@
 #include "kernels/paged_attention_internal.h"
 
 #if defined(__x86_64__)
+#include <immintrin.h>
+
+// clang ignores GCC target pragmas; it takes the same target as an attribute.
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
-#include <immintrin.h>
+#endif
 
 namespace pc {
 
@@ -487,7 +493,11 @@ bool attention_merge_avx2(int head_dim, const AttentionState* parts, int n_seg, 
 }
 
 }  // namespace pc
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 
 #else  // not x86-64: never called (cpu_level() is Scalar)
 

@@ -1,0 +1,2 @@
+<schema name="s"><module name="a">x</module
+<prompt schema="s"><a/>

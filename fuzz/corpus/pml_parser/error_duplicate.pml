@@ -1,0 +1,1 @@
+<schema name="s"><module name="a">x</module><module name="a">y</module></schema>

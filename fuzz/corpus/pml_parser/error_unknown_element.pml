@@ -1,0 +1,2 @@
+<schema name="s"><module name="a">x</module><bogus/></schema>
+<prompt schema="s"><nope/></prompt>
