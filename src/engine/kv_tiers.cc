@@ -302,8 +302,7 @@ void KvTiers::rewrite(size_t tier) {
                tiers_[tier]->name());
   // Everything written before went to the store that was lost: write it all again.
   written_.clear();
-  for (const auto& [ns, tokens] : resident_prefixes())
-    if (save_prefix(ns, tokens) > 0) ++stats_.rewritten;
+  for (const auto& [ns, tokens] : resident_prefixes()) stats_.rewritten += rewrite_prefix(ns, tokens);
   for (const auto& fn : on_reset_) stats_.rewritten += fn();
   // What a local tier (the disk) holds that memory may not: copied entry by entry.
   for (size_t j = 0; j < tiers_.size(); ++j) {
@@ -338,6 +337,23 @@ void KvTiers::start_write(std::shared_ptr<Write> w) {
       });
 }
 
+void KvTiers::write_from(const KvNamespace& ns, const PrefixSnapshot& snap, int32_t n_tokens, uint64_t key,
+                         int64_t keep_seconds) {
+  const size_t n_pages = size_t(n_tokens / pool_.page_size());
+  auto w = std::make_shared<Write>(pool_);
+  w->ns = ns;
+  w->key = key;
+  w->keep_seconds = keep_seconds;
+  w->tokens.assign(snap.tokens.begin(), snap.tokens.begin() + n_tokens);
+  w->pages.assign(snap.pages.begin(), snap.pages.begin() + n_pages);
+  // Hold only the pages written: a reference on a partial last page would make the
+  // next turn appending to it copy it.
+  w->hold.attach(snap.table.entries().first(n_pages));
+  if (prefix_keys_.size() > kMaxPrefixKeys) prefix_keys_.clear();  // then only leaves' entries are rewritten
+  prefix_keys_.insert(key);
+  submit_write(std::move(w));
+}
+
 int32_t KvTiers::save_prefix(const KvNamespace& ns, std::span<const int32_t> tokens, int64_t keep_seconds) {
   const int32_t P = pool_.page_size();
   if (int32_t(tokens.size()) < P) return 0;
@@ -355,19 +371,28 @@ int32_t KvTiers::save_prefix(const KvNamespace& ns, std::span<const int32_t> tok
   // page-aligned cut mostly does not.
   PrefixSnapshot snap = snapshot_prefix(pool_, index_, ns, tokens, false);
   if (snap.tokens.size() < aligned.size()) return 0;  // not all cached (evicted)
-  const size_t n_pages = aligned.size() / size_t(P);
-  auto w = std::make_shared<Write>(pool_);
-  w->ns = ns;
-  w->key = key;
-  w->keep_seconds = keep_seconds;
-  w->tokens.assign(aligned.begin(), aligned.end());
-  w->pages.assign(snap.pages.begin(), snap.pages.begin() + n_pages);
-  // Hold only the pages written: a reference on a partial last page would make the
-  // next turn appending to it copy it.
-  w->hold.attach(snap.table.entries().first(n_pages));
+  write_from(ns, snap, int32_t(aligned.size()), key, keep_seconds);
   snap.table.release();
-  submit_write(std::move(w));
   return int32_t(aligned.size());
+}
+
+int64_t KvTiers::rewrite_prefix(const KvNamespace& ns, std::span<const int32_t> tokens) {
+  const int32_t P = pool_.page_size();
+  if (int32_t(tokens.size()) < P) return 0;
+  // One peek at the whole path (no node split), then an entry per length written.
+  PrefixSnapshot snap = snapshot_prefix(pool_, index_, ns, tokens, false);
+  int64_t n = 0;
+  bool longest = true;
+  for (const PrefixKey& k : prefix_keys(ns, pool_.shape(), tokens, P)) {
+    if (k.length % P != 0) continue;  // the whole path, unaligned: no entry has that length
+    const bool wanted = longest || prefix_keys_.contains(k.key);
+    longest = false;
+    if (!wanted || size_t(k.length) > snap.tokens.size() || !should_write(k.key)) continue;
+    write_from(ns, snap, k.length, k.key, 0);
+    ++n;
+  }
+  snap.table.release();
+  return n;
 }
 
 void KvTiers::save_module(const KvNamespace& ns, uint64_t digest, std::span<const int32_t> tokens,

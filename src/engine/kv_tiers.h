@@ -24,7 +24,10 @@
 // A shared tier losing its entries. tick() (engine thread, every loop of the
 // scheduler) asks each tier for its generation (KvTier::generation) every
 // check_interval_ms, on the worker. When a tier's generation changes (Redis restarted
-// empty), every prefix memory holds (each radix leaf) is written again, and every
+// empty), every prefix memory holds (each radix leaf) is written again: its longest
+// page-aligned entry and every shorter entry of its path written before (the keys of
+// written prefix entries are remembered, up to kMaxPrefixKeys), such as the prompt's
+// own entry that a repeat of the prompt probes (PrefixCache::insert writes both). Every
 // entry a listable tier (the disk) holds is copied into it, a few per job; so sessions
 // cached before a Redis restart are found by other servers again without waiting for
 // their next turn or for half the TTL.
@@ -62,6 +65,7 @@
 #include <span>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "kv/page_pool.h"
@@ -73,6 +77,7 @@
 namespace pc {
 
 class TierWorker;
+struct PrefixSnapshot;  // tier/prefix_transfer.h
 struct ModuleEntry;  // kv/module_store.h: only the synchronous module forms use it
 
 struct KvTierStats {
@@ -192,6 +197,12 @@ class KvTiers {
     uint64_t key;
   };
   bool should_write(uint64_t key);
+  // Queues the entry of snap's first n_tokens (a multiple of the page size) under `key`.
+  void write_from(const KvNamespace& ns, const PrefixSnapshot& snap, int32_t n_tokens, uint64_t key,
+                  int64_t keep_seconds);
+  // After a reset: writes again the entries of `tokens` (a radix leaf's path) that were
+  // written before, and its longest page-aligned one. Returns how many were queued.
+  int64_t rewrite_prefix(const KvNamespace& ns, std::span<const int32_t> tokens);
   // Starts `w` now, or defers it when max_pending_writes are in flight.
   void submit_write(std::shared_ptr<Write> w);
   void start_write(std::shared_ptr<Write> w);
@@ -218,6 +229,9 @@ class KvTiers {
   RadixIndex& index_;
   std::vector<std::unique_ptr<KvTier>> tiers_;  // fastest first; fixed after construction
   std::unordered_map<uint64_t, int64_t> written_;  // entry key → when written (s)
+  static constexpr size_t kMaxPrefixKeys = 200000;
+  std::unordered_set<uint64_t> prefix_keys_;       // keys of prefix entries ever queued
+                                                   // (not cleared by a reset: rewrite_prefix)
   std::deque<std::shared_ptr<Write>> deferred_;     // writes waiting for a slot, oldest first
   int64_t deferred_pages_ = 0;                      // pages their holds reference
   std::deque<Copy> copies_;                         // entries to copy after a reset

@@ -153,7 +153,7 @@ void stats(Server::State& st, const HttpRequest& req, HttpResponse& res) {
     const ReplyStoreStats r = st.shared_replies->stats();
     out["conversation_memory"]["shared"] = {{"lookups", r.lookups}, {"hits", r.hits}, {"stores", r.stores},
                                             {"failures", r.failures}, {"dropped", r.dropped},
-                                            {"resets", r.resets}};
+                                            {"resets", r.resets}, {"corrupt", r.corrupt}};
   }
   out["requests"] = totals_json(st.requests.all_totals());
   send_json(res, 200, out);

@@ -8,11 +8,14 @@
 //
 //   key    "pc:reply:" + key_hex(XXH3_64(model fingerprint, memory key))
 //          memory key = namespace (tenant / cache_salt), kind (text or call ids), text
-//   value  "PCR1" u32 n, key bytes | u32 n, ids (i32) | u32 n, tail | u32 n, context (i32)
-//          | i64 kv_tokens                                   (little-endian, as stored)
+//   value  encode_reply (server/reply_value.h): version, checksum, the key bytes, ids,
+//          tail, context, kv_tokens
 //
 // The key bytes are stored in the value and compared on load, so a 64-bit collision
-// or another model's entry reads as a miss. Entries expire after --redis-ttl; a hit
+// or another model's entry reads as a miss. Redis is not trusted: a load reads at most
+// reply_value_max_bytes (the model's max_tokens bound ids and context), and a value
+// that is not intact (checksum, lengths, a token id outside the vocabulary) is DELeted
+// and counted (stats().corrupt); the request then goes on as if nothing was remembered. Entries expire after --redis-ttl; a hit
 // re-arms it (RedisTier::get_value).
 //
 // Failures never fail a request: load answers nullopt when Redis is unreachable (the
@@ -37,6 +40,7 @@
 #include <vector>
 
 #include "server/conversation.h"
+#include "server/reply_value.h"
 
 namespace pc {
 class RedisTier;
@@ -45,9 +49,6 @@ class TierWorker;
 
 namespace pc::server {
 
-// A reply in its stored form, and back (nullopt: not a reply value, or another key's).
-std::vector<uint8_t> encode_reply(const std::string& key, const RememberedReply& r);
-std::optional<RememberedReply> decode_reply(const std::string& key, const std::vector<uint8_t>& bytes);
 
 struct ReplyStoreStats {
   int64_t lookups = 0, hits = 0;   // loads asked, loads that found the reply
@@ -55,13 +56,17 @@ struct ReplyStoreStats {
   int64_t failures = 0;            // stores Redis did not take, loads it did not answer
   int64_t dropped = 0;             // stores dropped: kMaxQueued already waiting
   int64_t resets = 0;              // times Redis was seen to have lost its keys (watch)
+  int64_t corrupt = 0;             // values found not intact (dropped: DELeted)
 };
 
 class RedisReplyStore final : public ReplyStore {
  public:
   static constexpr size_t kMaxQueued = 4096;
-  // Throws pc::Error for a malformed URL; an unreachable server is retried.
-  RedisReplyStore(const std::string& url, int ttl_seconds, std::string model_fingerprint);
+  // Throws pc::Error for a malformed URL; an unreachable server is retried. n_vocab:
+  // the model's vocabulary (ids at or above it are corruption); max_tokens: the most
+  // tokens a request holds (bounds the bytes a value may have).
+  RedisReplyStore(const std::string& url, int ttl_seconds, std::string model_fingerprint, int64_t n_vocab,
+                  int64_t max_tokens);
   ~RedisReplyStore() override;  // finishes the queued stores
 
   std::optional<RememberedReply> load(const std::string& key) override;
@@ -76,8 +81,10 @@ class RedisReplyStore final : public ReplyStore {
 
  private:
   std::string fingerprint_;
+  int64_t n_vocab_ = 0;
+  int64_t max_tokens_ = 0;
   std::unique_ptr<RedisTier> redis_;
-  std::atomic<int64_t> lookups_{0}, hits_{0}, stores_{0}, failures_{0}, dropped_{0}, resets_{0};
+  std::atomic<int64_t> lookups_{0}, hits_{0}, stores_{0}, failures_{0}, dropped_{0}, resets_{0}, corrupt_{0};
   std::mutex watch_mu_;
   std::condition_variable watch_cv_;
   bool stop_ = false;

@@ -25,7 +25,9 @@ const KvTier* redis_tier(const Server::State& st) {
 void open_shared_tier(Server::State& st) {
   const TierOptions& t = st.opt.tiers;
   if (t.redis_url.empty()) return;
-  st.shared_replies = std::make_unique<RedisReplyStore>(t.redis_url, t.redis_ttl_seconds, st.model->fingerprint());
+  // A reply and the prompt it followed fit the context: that bounds a stored value.
+  st.shared_replies = std::make_unique<RedisReplyStore>(t.redis_url, t.redis_ttl_seconds, st.model->fingerprint(),
+                                                        st.model->config().n_vocab, st.n_ctx);
   st.memory.set_shared(st.shared_replies.get());
   st.shared_replies->watch([&st] { st.memory.reshare(); });
   const KvTier* kv = redis_tier(st);

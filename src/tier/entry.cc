@@ -86,6 +86,12 @@ const char* to_string(EntryError e) {
   return "unknown entry error";
 }
 
+uint64_t entry_max_bytes(const KvNamespace& ns, const KvShape& shape, size_t n_tokens) {
+  if (shape.page_size <= 0) return 0;
+  const uint64_t n_pages = (n_tokens + size_t(shape.page_size) - 1) / size_t(shape.page_size);
+  return header_size(ns, n_tokens) + n_pages * shape.bytes_per_page();  // stored compressed only when smaller
+}
+
 int32_t EntryInfo::n_pages() const {
   return shape.page_size > 0 ? (n_tokens() + shape.page_size - 1) / shape.page_size : 0;
 }

@@ -109,6 +109,11 @@ std::vector<uint8_t> serialize_entry(const KvPageStore& kv, std::span<const int3
                                      std::span<const int32_t> tokens, const KvNamespace& ns,
                                      const SerializeOptions& opt = {});
 
+// The largest entry of n_tokens tokens under `ns` with `shape` can be (uncompressed;
+// a compressed payload is kept only when smaller): the bound a reader puts on the
+// bytes it accepts from a tier it does not trust (tier/redis_reply.h).
+uint64_t entry_max_bytes(const KvNamespace& ns, const KvShape& shape, size_t n_tokens);
+
 // Parses and validates the header only (magic, version, sizes, header checksum,
 // expectations). `bytes` must hold at least the header; `total_size` is the size of
 // the whole entry (a file's size) and must equal header_bytes + payload_bytes.

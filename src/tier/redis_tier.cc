@@ -11,17 +11,11 @@
 #include <vector>
 
 #include "gguf/error.h"
+#include "tier/redis_reply.h"
 
 namespace pc {
 
 namespace {
-
-struct ReplyFree {
-  void operator()(redisReply* r) const {
-    if (r) freeReplyObject(r);
-  }
-};
-using Reply = std::unique_ptr<redisReply, ReplyFree>;
 
 timeval to_timeval(int ms) {
   timeval tv;
@@ -42,31 +36,23 @@ void ignore_sigpipe_once() {
     ::signal(SIGPIPE, SIG_IGN);
 }
 
-// Sends argv and reads one reply (null on a transport failure).
-Reply command(redisContext* c, std::initializer_list<std::pair<const char*, size_t>> args) {
+void append(redisContext* c, std::initializer_list<std::pair<const char*, size_t>> args) {
   std::vector<const char*> argv;
   std::vector<size_t> lens;
   for (const auto& a : args) {
     argv.push_back(a.first);
     lens.push_back(a.second);
   }
-  return Reply(static_cast<redisReply*>(redisCommandArgv(c, int(argv.size()), argv.data(), lens.data())));
+  redisAppendCommandArgv(c, int(argv.size()), argv.data(), lens.data());
 }
 
-// GET `name` and EXPIRE it to `ttl` seconds, pipelined in one round trip. The GET's
-// reply; null when the connection failed on either.
-Reply get_and_rearm(redisContext* c, const std::string& name, const std::string& ttl) {
-  const char* get_argv[] = {"GET", name.c_str()};
-  const size_t get_lens[] = {3, name.size()};
-  const char* exp_argv[] = {"EXPIRE", name.c_str(), ttl.c_str()};
-  const size_t exp_lens[] = {6, name.size(), ttl.size()};
-  redisAppendCommandArgv(c, 2, get_argv, get_lens);
-  redisAppendCommandArgv(c, 3, exp_argv, exp_lens);
-  void* raw = nullptr;
-  Reply value(redisGetReply(c, &raw) == REDIS_OK ? static_cast<redisReply*>(raw) : nullptr);
-  raw = nullptr;
-  Reply expire(value && redisGetReply(c, &raw) == REDIS_OK ? static_cast<redisReply*>(raw) : nullptr);
-  return expire ? std::move(value) : Reply();
+// A status, integer or error reply (SET, EXPIRE, EXISTS, DEL, AUTH, SELECT).
+constexpr ReplyLimits kSmallReply{1024, 0, 0, 4096};
+// The generation marker's value (16 hex digits, or whatever another client SET there).
+constexpr ReplyLimits kMarkerReply{256, 0, 0, 4096};
+
+ReplyLimits value_limits(uint64_t max_bytes) {
+  return ReplyLimits{size_t(max_bytes), 0, 0, size_t(max_bytes) + 4096};
 }
 
 std::pair<const char*, size_t> arg(const std::string& s) { return {s.data(), s.size()}; }
@@ -100,12 +86,45 @@ RedisUrl parse_redis_url(const std::string& url) {
   return u;
 }
 
+void RedisTier::ReplyFree::operator()(redisReply* r) const {
+  if (r) freeReplyObject(r);
+}
+
+RedisTier::Reply RedisTier::read(const ReplyLimits& limits) {
+  // A slow peer gets command_timeout_ms per socket read and, for the whole reply, that
+  // plus the time a large value takes at kMinBytesPerMs.
+  const auto deadline = Clock::now() + std::chrono::milliseconds(opt_.command_timeout_ms) +
+                        std::chrono::milliseconds(limits.max_bulk / kMinBytesPerMs);
+  void* raw = nullptr;
+  const ReplyRead r = read_reply(ctx_, budget_.get(), limits, deadline, &raw);
+  if (r == ReplyRead::kOk) return Reply(static_cast<redisReply*>(raw));
+  if (r == ReplyRead::kTooLarge) ++stats_.refused;
+  if (r == ReplyRead::kTimeout) ++stats_.timeouts;
+  return nullptr;
+}
+
+RedisTier::Reply RedisTier::call(std::initializer_list<std::pair<const char*, size_t>> args,
+                                 const ReplyLimits& limits) {
+  append(ctx_, args);
+  return read(limits);
+}
+
+RedisTier::Reply RedisTier::get_and_rearm(const std::string& name, uint64_t max_bytes) {
+  const std::string ttl = std::to_string(opt_.ttl_seconds);
+  append(ctx_, {arg("GET"), arg(name)});
+  append(ctx_, {arg("EXPIRE"), arg(name), arg(ttl)});
+  Reply value = read(value_limits(max_bytes));
+  Reply expire = value ? read(kSmallReply) : nullptr;
+  return expire ? std::move(value) : Reply();
+}
+
 std::string RedisTier::key_name(uint64_t key) { return "pc:kv:" + key_hex(key); }
 
 RedisTier::RedisTier(const std::string& url, int ttl_seconds)
     : RedisTier(RedisTierOptions{url, ttl_seconds}) {}
 
-RedisTier::RedisTier(RedisTierOptions opt) : opt_(std::move(opt)), url_(parse_redis_url(opt_.url)) {
+RedisTier::RedisTier(RedisTierOptions opt)
+    : opt_(std::move(opt)), url_(parse_redis_url(opt_.url)), budget_(std::make_unique<ReplyBudget>()) {
   if (opt_.ttl_seconds <= 0) throw Error("redis tier: the TTL must be positive");
   ignore_sigpipe_once();
   std::lock_guard<std::mutex> lock(mu_);
@@ -142,8 +161,9 @@ bool RedisTier::ensure_connected() {
     fail("set timeout");
     return false;
   }
+  bound_reader(ctx_->reader, budget_.get());
   if (!url_.password.empty()) {
-    Reply r = command(ctx_, {arg("AUTH"), arg(url_.password)});
+    Reply r = call({arg("AUTH"), arg(url_.password)}, kSmallReply);
     if (!r || r->type == REDIS_REPLY_ERROR) {
       fail("AUTH");
       return false;
@@ -151,7 +171,7 @@ bool RedisTier::ensure_connected() {
   }
   if (url_.db != 0) {
     const std::string db = std::to_string(url_.db);
-    Reply r = command(ctx_, {arg("SELECT"), arg(db)});
+    Reply r = call({arg("SELECT"), arg(db)}, kSmallReply);
     if (!r || r->type == REDIS_REPLY_ERROR) {
       fail("SELECT");
       return false;
@@ -175,9 +195,10 @@ TierStatus RedisTier::put(std::span<const uint8_t> entry_bytes, int64_t keep_sec
     ++stats_.put_failures;
     return TierStatus::kUnavailable;
   }
-  Reply r = command(ctx_, {arg("SET"), arg(name),
+  Reply r = call({arg("SET"), arg(name),
                            {reinterpret_cast<const char*>(entry_bytes.data()), entry_bytes.size()},
-                           arg("EX"), arg(ttl)});
+                           arg("EX"), arg(ttl)},
+               kSmallReply);
   if (!r) {
     fail("SET");
     ++stats_.put_failures;
@@ -197,8 +218,7 @@ TierStatus RedisTier::put(std::span<const uint8_t> entry_bytes, int64_t keep_sec
 TierLookup RedisTier::fetch(const std::string& name, const KvNamespace& ns, const KvShape& shape,
                             std::span<const int32_t> tokens, bool* transport_error) {
   TierLookup out;
-  const std::string ttl = std::to_string(opt_.ttl_seconds);
-  Reply value = get_and_rearm(ctx_, name, ttl);
+  Reply value = get_and_rearm(name, entry_max_bytes(ns, shape, tokens.size()));
   if (!value) {
     *transport_error = true;
     out.status = TierStatus::kUnavailable;
@@ -216,7 +236,7 @@ TierLookup RedisTier::fetch(const std::string& name, const KvNamespace& ns, cons
     d.message = to_string(EntryError::kWrongTokens);
   }
   if (!d.ok()) {
-    Reply del = command(ctx_, {arg("DEL"), arg(name)});
+    Reply del = call({arg("DEL"), arg(name)}, kSmallReply);
     if (!del) *transport_error = true;
     ++stats_.corrupt_deleted;
     out.status = TierStatus::kMiss;
@@ -274,14 +294,13 @@ TierLookup RedisTier::longest_prefix(const KvNamespace& ns, const KvShape& shape
   }
   std::vector<char> present(names.size(), 0);
   for (size_t i = 0; i < names.size(); ++i) {
-    void* raw = nullptr;
-    if (redisGetReply(ctx_, &raw) != REDIS_OK) {
+    Reply rep = read(kSmallReply);
+    if (!rep) {
       fail("EXISTS");
       r.status = TierStatus::kUnavailable;
       r.message = last_error_;
       return r;
     }
-    Reply rep(static_cast<redisReply*>(raw));
     present[i] = rep->type == REDIS_REPLY_INTEGER && rep->integer > 0;
   }
   for (size_t i = 0; i < names.size(); ++i) {
@@ -311,7 +330,7 @@ TierStatus RedisTier::erase(const KvNamespace& ns, const KvShape& shape, std::sp
     ++stats_.unavailable;
     return TierStatus::kUnavailable;
   }
-  Reply r = command(ctx_, {arg("DEL"), arg(name)});
+  Reply r = call({arg("DEL"), arg(name)}, kSmallReply);
   if (!r) {
     fail("DEL");
     return TierStatus::kUnavailable;
@@ -326,8 +345,9 @@ TierStatus RedisTier::set_value(const std::string& name, std::span<const uint8_t
     ++stats_.unavailable;
     return TierStatus::kUnavailable;
   }
-  Reply r = command(ctx_, {arg("SET"), arg(name), {reinterpret_cast<const char*>(bytes.data()), bytes.size()},
-                           arg("EX"), arg(ttl)});
+  Reply r = call({arg("SET"), arg(name), {reinterpret_cast<const char*>(bytes.data()), bytes.size()},
+                  arg("EX"), arg(ttl)},
+                 kSmallReply);
   if (!r) {
     fail("SET");
     return TierStatus::kUnavailable;
@@ -340,14 +360,13 @@ TierStatus RedisTier::set_value(const std::string& name, std::span<const uint8_t
   return TierStatus::kOk;
 }
 
-TierStatus RedisTier::get_value(const std::string& name, std::vector<uint8_t>* bytes) {
-  const std::string ttl = std::to_string(opt_.ttl_seconds);
+TierStatus RedisTier::get_value(const std::string& name, std::vector<uint8_t>* bytes, uint64_t max_bytes) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!ensure_connected()) {
     ++stats_.unavailable;
     return TierStatus::kUnavailable;
   }
-  Reply value = get_and_rearm(ctx_, name, ttl);
+  Reply value = get_and_rearm(name, max_bytes);
   if (!value) {
     fail("GET");
     return TierStatus::kUnavailable;
@@ -355,6 +374,20 @@ TierStatus RedisTier::get_value(const std::string& name, std::vector<uint8_t>* b
   if (value->type != REDIS_REPLY_STRING) return TierStatus::kMiss;
   bytes->assign(value->str, value->str + value->len);
   return TierStatus::kOk;
+}
+
+TierStatus RedisTier::erase_value(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!ensure_connected()) {
+    ++stats_.unavailable;
+    return TierStatus::kUnavailable;
+  }
+  Reply r = call({arg("DEL"), arg(name)}, kSmallReply);
+  if (!r) {
+    fail("DEL");
+    return TierStatus::kUnavailable;
+  }
+  return r->type == REDIS_REPLY_INTEGER && r->integer > 0 ? TierStatus::kOk : TierStatus::kMiss;
 }
 
 uint64_t RedisTier::generation() {
@@ -365,8 +398,8 @@ uint64_t RedisTier::generation() {
   }
   std::random_device rd;
   const std::string fresh = key_hex((uint64_t(rd()) << 32 | rd()) | 1);
-  Reply set = command(ctx_, {arg("SET"), arg(kGenerationKey), arg(fresh), arg("NX")});
-  Reply get = set ? command(ctx_, {arg("GET"), arg(kGenerationKey)}) : nullptr;
+  Reply set = call({arg("SET"), arg(kGenerationKey), arg(fresh), arg("NX")}, kSmallReply);
+  Reply get = set ? call({arg("GET"), arg(kGenerationKey)}, kMarkerReply) : nullptr;
   if (!set || !get) {
     fail("generation");
     return 0;
@@ -391,7 +424,10 @@ TierStats RedisTier::stats() const {
   s.put_failures = c.put_failures;
   s.errors = c.errors;
   s.corrupt_deleted = c.corrupt_deleted;
-  s.counters = {{"unavailable", c.unavailable}, {"connects", c.connects}};
+  s.counters = {{"unavailable", c.unavailable},
+                {"connects", c.connects},
+                {"replies_refused", c.refused},
+                {"reply_timeouts", c.timeouts}};
   return s;
 }
 

@@ -31,16 +31,26 @@
 // (the shared reply memory, server/reply_store.h: "pc:reply:<hex>"), with the same
 // TTL rules as entries (a hit re-arms it).
 //
+// Untrusted replies. Redis is a peer, not trusted memory: every reply is read within
+// bounds fixed by the command (tier/redis_reply.h): a GET of an entry at most
+// entry_max_bytes for the tokens asked, a GET of a value at most the caller's
+// max_bytes, anything else a status or integer line; no arrays. A reply breaking a
+// bound, or not complete by command_timeout_ms + its size at kMinBytesPerMs, drops the
+// connection and counts an error (and "replies_refused" or "reply_timeouts"); the
+// call answers kUnavailable and the back-off starts, as for any failed command.
+//
 // Thread-safe: calls serialize on one mutex (meant to be driven from a TierWorker).
 //
 // stats(): connected, ttl_seconds; entries, bytes and capacity unknown (-1: the
 // server's); errors = failed connects and commands; counters "unavailable" (calls
 // answered kUnavailable: no connection to be had), "connects" (successful connections,
-// the first one included).
+// the first one included), "replies_refused" (replies past their bounds),
+// "reply_timeouts" (replies not complete by their deadline).
 #pragma once
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <span>
 #include <string>
@@ -48,9 +58,11 @@
 #include "tier/entry.h"
 #include "tier/entry_key.h"
 #include "tier/kv_tier.h"
+#include "tier/redis_reply.h"
 #include "tier/tier_result.h"
 
 struct redisContext;
+struct redisReply;
 
 namespace pc {
 
@@ -92,8 +104,15 @@ class RedisTier final : public KvTier {
 
   // Opaque bytes under `name`, SET with EX ttl_seconds (the tier's when <= 0).
   TierStatus set_value(const std::string& name, std::span<const uint8_t> bytes, int64_t ttl_seconds = 0);
-  // kOk with *bytes filled, kMiss, or kUnavailable; a hit re-arms the tier's TTL.
-  TierStatus get_value(const std::string& name, std::vector<uint8_t>* bytes);
+  // kOk with *bytes filled, kMiss, or kUnavailable (also when the value is longer than
+  // max_bytes: the connection is dropped); a hit re-arms the tier's TTL.
+  TierStatus get_value(const std::string& name, std::vector<uint8_t>* bytes, uint64_t max_bytes);
+
+  // DEL `name`: kOk, kMiss (there was none) or kUnavailable.
+  TierStatus erase_value(const std::string& name);
+
+  // The slowest transfer rate a reply's deadline allows for (bytes per millisecond).
+  static constexpr size_t kMinBytesPerMs = 64 * 1024;
 
   const char* name() const override { return "redis"; }
   TierStats stats() const override;
@@ -105,6 +124,16 @@ class RedisTier final : public KvTier {
 
  private:
   using Clock = std::chrono::steady_clock;
+  struct ReplyFree {
+    void operator()(redisReply* r) const;
+  };
+  using Reply = std::unique_ptr<redisReply, ReplyFree>;
+  // The next reply, within `limits` and its deadline; null on a failure (the caller
+  // then calls fail(), which drops the connection).
+  Reply read(const ReplyLimits& limits);
+  Reply call(std::initializer_list<std::pair<const char*, size_t>> args, const ReplyLimits& limits);
+  // GET `name` (at most max_bytes) and EXPIRE it to the TTL, pipelined; the GET's reply.
+  Reply get_and_rearm(const std::string& name, uint64_t max_bytes);
   bool ensure_connected();
   void fail(const char* what);
   void disconnect();
@@ -115,6 +144,7 @@ class RedisTier final : public KvTier {
   RedisUrl url_;
   mutable std::mutex mu_;
   redisContext* ctx_ = nullptr;
+  std::unique_ptr<ReplyBudget> budget_;  // the reader's (bound_reader); lives as long as this
   Clock::time_point next_attempt_{};
   int backoff_ms_ = 0;
   std::string last_error_;
@@ -125,6 +155,8 @@ class RedisTier final : public KvTier {
     int64_t unavailable = 0;      // calls answered kUnavailable
     int64_t connects = 0;         // successful connections
     int64_t corrupt_deleted = 0;  // invalid entries DELeted
+    int64_t refused = 0;          // replies past their bounds (tier/redis_reply.h)
+    int64_t timeouts = 0;         // replies not complete by their deadline
     bool connected = false;
   };
   Counters stats_;

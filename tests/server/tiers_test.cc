@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <thread>
 
@@ -102,6 +103,58 @@ TEST(ServerTiers, TwoServersShareRedis) {
   ASSERT_EQ(same.status, 200);
   EXPECT_GE(cached_tokens(same), 16);
   EXPECT_EQ(same.body["choices"][0]["text"], ra.body["choices"][0]["text"]);
+}
+
+json tiers_stats(ServeProcess& srv) {
+  auto c = srv.client();
+  return get(c, "/v1/cache/stats").body["tiers"];
+}
+
+bool eventually(double seconds, const std::function<bool()>& ok) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < until) {
+    if (ok()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return ok();
+}
+
+// Redis restarting empty: server A writes again both entries it wrote for a prompt, the
+// longest page-aligned prefix of prompt + reply (what the next turn probes) and of the
+// prompt minus its last token (what a repeat of the prompt probes), so that a fresh
+// server B repeating the prompt gets the prompt's pages from Redis.
+TEST(ServerTiers, RedisRestartRewritesTheEntryARepeatedPromptProbes) {
+  constexpr int64_t kPage = 16;  // the engine's default page size
+  RedisServer redis;
+  ASSERT_TRUE(redis.available()) << "redis-server is not installed (scripts/setup.sh installs it)";
+  ASSERT_TRUE(redis.running());
+  ServeProcess a(args({"--redis", redis.url()}));
+  auto ca = a.client();
+  json req = completion();
+  req["max_tokens"] = 3 * kPage;  // the reply ends pages beyond the prompt's entry
+  req["ignore_eos"] = true;
+  const Reply ra = post(ca, "/v1/completions", req);
+  ASSERT_EQ(ra.status, 200) << ra.raw;
+  const int64_t n_prompt = ra.body["usage"]["prompt_tokens"];
+  const int64_t expected = (n_prompt - 1) / kPage * kPage;
+  ASSERT_GE(expected, kPage);
+  ASSERT_TRUE(eventually(10, [&] {
+    const json t = tiers_stats(a);
+    return t.value("writes", 0) >= 2 && t.value("in_flight", 1) == 0;
+  })) << tiers_stats(a).dump();
+  redis.kill();
+  ASSERT_TRUE(redis.start());
+  ASSERT_TRUE(eventually(10, [&] {
+    const json t = tiers_stats(a);
+    return t.value("tier_resets", 0) >= 1 && t.value("in_flight", 1) == 0;
+  })) << "server A did not notice the Redis restart: " << tiers_stats(a).dump();
+  EXPECT_GE(tiers_stats(a).value("rewritten", 0), 2);
+  ServeProcess b(args({"--redis", redis.url()}));
+  auto cb = b.client();
+  const Reply rb = post(cb, "/v1/completions", req);
+  ASSERT_EQ(rb.status, 200) << rb.raw;
+  EXPECT_GE(cached_tokens(rb), expected);
+  EXPECT_EQ(rb.body["choices"][0]["text"], ra.body["choices"][0]["text"]);
 }
 
 TEST(ServerTiers, BadTierOptionsFailAtStartup) {

@@ -224,6 +224,33 @@ TEST_F(EngineTiersTest, TwoEnginesShareRedisAndRefillItAfterItRestartsEmpty) {
   EXPECT_EQ(c->generate(greedy(prompt)).n_promoted, 64);
 }
 
+// Redis restarting empty: the rewrite covers both entries a finished sequence wrote,
+// the longest page-aligned prefix of prompt + reply (96 of 99 tokens here) and the
+// prompt's own (64 of the 69 tokens before the last), which is what a repeat probes.
+TEST_F(EngineTiersTest, RedisRestartRewritesThePromptsEntryToo) {
+  test::RedisServer redis;
+  ASSERT_TRUE(redis.running());
+  auto a = engine("", redis.url());
+  const GenerateResult ra = a->generate(greedy(prompt, 30));
+  a->flush_tiers();
+  EXPECT_EQ(a->tiers()->stats().writes, 2);
+  a->poll_tiers();  // reads the generation Redis has now
+  a->flush_tiers();
+  redis.kill();
+  ASSERT_TRUE(redis.start());  // no persistence: empty
+  for (int i = 0; i < 100 && a->tiers()->stats().tier_resets == 0; ++i) {
+    a->poll_tiers();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_EQ(a->tiers()->stats().tier_resets, 1);
+  a->flush_tiers();
+  EXPECT_EQ(a->tiers()->stats().rewritten, 2);
+  auto b = engine("", redis.url());
+  const GenerateResult rb = b->generate(greedy(prompt, 30));
+  EXPECT_EQ(rb.n_promoted, 64);
+  EXPECT_EQ(rb.tokens, ra.tokens);
+}
+
 TEST_F(EngineTiersTest, RedisHitIsCopiedToDisk) {
   test::RedisServer redis;
   ASSERT_TRUE(redis.available()) << "redis-server is not installed (scripts/setup.sh installs it)";
