@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <random>
 
+#include "server/anthropic_request.h"
 #include "server/api_error.h"
 #include "server/generation.h"
 #include "server/lifetime.h"
@@ -27,195 +28,6 @@ namespace pc::server {
 namespace {
 
 using namespace std::chrono_literals;
-
-// A cache_control breakpoint: the tool or (translated) message holding the block, and
-// the block's index among the message's text parts (-1: the whole message).
-struct Breakpoint {
-  RequestPart::Kind kind = RequestPart::Kind::kMessage;
-  int index = 0;
-  int sub = -1;
-  double seconds = 300;
-};
-
-struct Translated {
-  json messages = json::array();  // OpenAI-style
-  json tools = json::array();     // OpenAI-style
-  std::vector<Breakpoint> breakpoints;
-};
-
-// Records a block's cache_control (if any) as a breakpoint on `kind`/`index`.
-void note_cache_control(const json& block, const std::string& where, RequestPart::Kind kind, int index,
-                        Translated& t, int sub = -1) {
-  auto cc = block.find("cache_control");
-  if (cc == block.end() || cc->is_null()) return;
-  if (!cc->is_object() || cc->value("type", "") != "ephemeral")
-    throw bad_field(where + ".cache_control", "'cache_control' must be {\"type\": \"ephemeral\"} (optionally with ttl)");
-  auto ttl = cc->find("ttl");
-  t.breakpoints.push_back(
-      {kind, index, sub, anthropic_ttl_seconds(ttl == cc->end() ? nullptr : &*ttl, where + ".cache_control.ttl")});
-}
-
-std::string text_of_block(const json& b, const std::string& where) {
-  if (!b.contains("text") || !b["text"].is_string())
-    throw bad_field(where + ".text", where + " of type text needs a string 'text'");
-  return b["text"];
-}
-
-// system: a string or text blocks → one system message (message 0), its blocks as
-// content parts (joined by the chat path; each part's span locates a breakpoint).
-void translate_system(const json& body, Translated& t) {
-  auto it = body.find("system");
-  if (it == body.end() || it->is_null()) return;
-  if (it->is_string()) {
-    t.messages.push_back({{"role", "system"}, {"content", *it}});
-    return;
-  }
-  if (!it->is_array()) throw bad_field("system", "'system' must be a string or an array of text blocks");
-  json parts = json::array();
-  for (size_t i = 0; i < it->size(); ++i) {
-    const json& b = (*it)[i];
-    const std::string where = "system[" + std::to_string(i) + "]";
-    if (!b.is_object() || b.value("type", "") != "text")
-      throw bad_field(where + ".type", where + " must be a text block");
-    parts.push_back({{"type", "text"}, {"text", text_of_block(b, where)}});
-    note_cache_control(b, where, RequestPart::Kind::kMessage, 0, t, int(parts.size()) - 1);
-  }
-  t.messages.push_back({{"role", "system"}, {"content", parts}});
-}
-
-// tool_result content: a string or text blocks.
-std::string tool_result_text(const json& b, const std::string& where) {
-  auto c = b.find("content");
-  if (c == b.end() || c->is_null()) return "";
-  if (c->is_string()) return *c;
-  if (!c->is_array()) throw bad_field(where + ".content", where + ".content must be a string or an array of text blocks");
-  std::string text;
-  for (size_t i = 0; i < c->size(); ++i) {
-    const json& p = (*c)[i];
-    const std::string w = where + ".content[" + std::to_string(i) + "]";
-    if (!p.is_object() || p.value("type", "") != "text") throw bad_field(w + ".type", w + " must be a text block");
-    text += text_of_block(p, w);
-  }
-  return text;
-}
-
-// One Anthropic message → one or more OpenAI-style messages: a user message's
-// tool_result blocks become "tool" messages (in order, text between them a user
-// message); an assistant message's tool_use blocks become its tool_calls.
-void translate_message(const json& m, size_t i, Translated& t) {
-  const std::string where = "messages[" + std::to_string(i) + "]";
-  if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
-    throw bad_field(where + ".role", where + " must be an object with a string 'role'");
-  const std::string role = m["role"];
-  if (role != "user" && role != "assistant")
-    throw bad_field(where + ".role", where + ".role must be \"user\" or \"assistant\"");
-  if (!m.contains("content")) throw bad_field(where + ".content", where + ".content is required");
-  const json& content = m["content"];
-  if (content.is_string()) {
-    t.messages.push_back({{"role", role}, {"content", content}});
-    return;
-  }
-  if (!content.is_array()) throw bad_field(where + ".content", where + ".content must be a string or an array of blocks");
-  json current = {{"role", role}, {"content", json::array()}};
-  bool has_current = false;
-  auto flush = [&] {
-    if (has_current) t.messages.push_back(current);
-    current = {{"role", role}, {"content", json::array()}};
-    has_current = false;
-  };
-  for (size_t j = 0; j < content.size(); ++j) {
-    const json& b = content[j];
-    const std::string w = where + ".content[" + std::to_string(j) + "]";
-    if (!b.is_object() || !b.contains("type") || !b["type"].is_string())
-      throw bad_field(w + ".type", w + " must be a block with a string 'type'");
-    const std::string type = b["type"];
-    if (type == "text") {
-      current["content"].push_back({{"type", "text"}, {"text", text_of_block(b, w)}});
-      has_current = true;
-      note_cache_control(b, w, RequestPart::Kind::kMessage, int(t.messages.size()), t,
-                         int(current["content"].size()) - 1);
-      continue;
-    } else if (type == "tool_use" && role == "assistant") {
-      if (!b.contains("id") || !b["id"].is_string() || !b.contains("name") || !b["name"].is_string())
-        throw bad_field(w + ".id", w + " of type tool_use needs string 'id' and 'name'");
-      const json input = b.value("input", json::object());
-      if (!input.is_object()) throw bad_field(w + ".input", w + ".input must be an object");
-      current["tool_calls"].push_back(
-          {{"id", b["id"]}, {"type", "function"}, {"function", {{"name", b["name"]}, {"arguments", input}}}});
-      has_current = true;
-    } else if (type == "tool_result" && role == "user") {
-      if (!b.contains("tool_use_id") || !b["tool_use_id"].is_string())
-        throw bad_field(w + ".tool_use_id", w + " of type tool_result needs a string 'tool_use_id'");
-      flush();
-      t.messages.push_back({{"role", "tool"}, {"tool_call_id", b["tool_use_id"]}, {"content", tool_result_text(b, w)}});
-      note_cache_control(b, w, RequestPart::Kind::kMessage, int(t.messages.size()) - 1, t);
-      continue;
-    } else {
-      throw bad_field(w + ".type", "block type '" + type + "' is not supported in " + role + " messages");
-    }
-    // The block lies in the message being built (pushed at the next flush).
-    note_cache_control(b, w, RequestPart::Kind::kMessage, int(t.messages.size()), t);
-  }
-  flush();
-}
-
-void translate_tools(const json& body, Translated& t) {
-  auto it = body.find("tools");
-  if (it == body.end() || it->is_null()) return;
-  if (!it->is_array()) throw bad_field("tools", "'tools' must be an array");
-  for (size_t i = 0; i < it->size(); ++i) {
-    const json& tool = (*it)[i];
-    const std::string where = "tools[" + std::to_string(i) + "]";
-    if (!tool.is_object() || !tool.contains("name") || !tool["name"].is_string())
-      throw bad_field(where + ".name", where + " needs a string 'name'");
-    if (!tool.contains("input_schema") || !tool["input_schema"].is_object())
-      throw bad_field(where + ".input_schema", where + ".input_schema must be an object (a JSON schema)");
-    json fn = {{"name", tool["name"]}, {"parameters", tool["input_schema"]}};
-    if (tool.contains("description") && tool["description"].is_string()) fn["description"] = tool["description"];
-    t.tools.push_back({{"type", "function"}, {"function", fn}});
-    note_cache_control(tool, where, RequestPart::Kind::kTool, int(i), t);
-  }
-}
-
-Translated translate(const json& body) {
-  Translated t;
-  translate_tools(body, t);
-  translate_system(body, t);
-  auto it = body.find("messages");
-  if (it == body.end() || it->is_null())
-    throw bad_field("messages", "'messages' is required", "missing_required_parameter");
-  if (!it->is_array() || it->empty()) throw bad_field("messages", "'messages' must be a non-empty array");
-  for (size_t i = 0; i < it->size(); ++i) translate_message((*it)[i], i, t);
-  return t;
-}
-
-// Anthropic's sampling fields → the OpenAI-style body parse_common validates.
-json common_body(const json& body) {
-  auto mt = body.find("max_tokens");
-  if (mt == body.end() || mt->is_null())
-    throw bad_field("max_tokens", "'max_tokens' is required", "missing_required_parameter");
-  if (!mt->is_number_integer() || mt->get<int64_t>() < 1)
-    throw bad_field("max_tokens", "'max_tokens' must be a positive integer");
-  json o = {{"max_tokens", *mt}};
-  for (const char* k : {"model", "temperature", "top_p", "top_k", "stream", "cache_salt"})
-    if (auto v = body.find(k); v != body.end() && !v->is_null()) o[k] = *v;
-  if (auto t = body.find("temperature"); t != body.end() && t->is_number() && (t->get<double>() < 0 || t->get<double>() > 1))
-    throw bad_field("temperature", "'temperature' must be between 0 and 1");
-  if (auto s = body.find("stop_sequences"); s != body.end() && !s->is_null()) {
-    if (!s->is_array()) throw bad_field("stop_sequences", "'stop_sequences' must be an array of strings");
-    for (const json& x : *s)
-      if (!x.is_string() || x.get<std::string>().empty())
-        throw bad_field("stop_sequences", "'stop_sequences' must be an array of non-empty strings");
-    o["stop"] = *s;
-  }
-  if (auto c = body.find("tool_choice"); c != body.end() && !c->is_null()) {
-    const std::string type = c->is_object() ? c->value("type", "") : "";
-    if (type == "any" || type == "tool")
-      throw bad_field("tool_choice", "'tool_choice' of type '" + type + "' cannot be enforced (no constrained decoding); use auto or none");
-    if (type != "auto" && type != "none") throw bad_field("tool_choice", "'tool_choice' must be {\"type\": \"auto\" | \"none\"}");
-  }
-  return o;
-}
 
 // Prompt tokens up to the end of the breakpoint's block: its content part's span when
 // the template renders the message's text parts as sent (request_structure.h), else the
@@ -245,14 +57,13 @@ AnthropicGeneration prepare(Server::State& st, const HttpRequest& req) {
   Generation& g = a.g;
   const json body = parse_body(req.body);
   st.tenant_of(req);  // 401 before anything else
-  const Translated t = translate(body);
-  g.params = parse_common(common_body(body), /*chat=*/true);
+  const AnthropicTranslation t = translate_anthropic(body);
+  g.params = parse_common(anthropic_common_body(body), /*chat=*/true);
   st.check_model(g.params.model);
   g.ns = st.namespace_of(req, g.params.cache_salt);
+  g.params.gen.reuse = parse_reuse(body, st.reuse_default);
   json extra = json::object();
-  const bool no_tools = body.contains("tool_choice") && body["tool_choice"].is_object() &&
-                        body["tool_choice"].value("type", "") == "none";
-  if (!t.tools.empty() && !no_tools) extra["tools"] = t.tools;
+  if (!t.tools.empty() && !anthropic_tools_off(body)) extra["tools"] = t.tools;
   prepare_chat(st, g, t.messages, extra);
   if (extra.contains("tools")) g.tools = st.tool_format;  // replies parsed into tool_use blocks
   apply_test_hooks(st, g, body);

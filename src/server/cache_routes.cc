@@ -14,6 +14,7 @@
 #include "tier/redis_tier.h"
 #include "tier/kv_tier.h"
 #include "server/api_error.h"
+#include "server/chat_request.h"
 #include "server/openai.h"
 #include "server/reply_store.h"
 #include "server/state.h"
@@ -217,8 +218,10 @@ std::vector<int32_t> body_tokens(Server::State& st, const json& body, const std:
     if (p->is_string()) return encode_piece(st.model->tokenizer(), p->get<std::string>(), true);
     if (p->is_array()) {
       std::vector<int32_t> ids;
+      const int64_t V = st.model->tokenizer().n_vocab();
       for (const json& t : *p) {
-        if (!t.is_number_integer()) throw bad_field("prompt", "token ids must be integers");
+        if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= V)
+          throw bad_field("prompt", "token ids must be integers in [0, " + std::to_string(V) + ")");
         ids.push_back(t.get<int32_t>());
       }
       return ids;
@@ -227,9 +230,12 @@ std::vector<int32_t> body_tokens(Server::State& st, const json& body, const std:
   }
   if (auto m = body.find("messages"); m != body.end()) {
     if (!st.chat_template) throw bad_field("messages", "the model has no chat template");
-    if (!m->is_array()) throw bad_field("messages", "'messages' must be an array");
-    return build_chat_prompt(*st.chat_template, st.model->tokenizer(), st.memory, ns, *m,
-                             body.value("chat_template_kwargs", json::object())).ids;
+    check_messages(body);
+    check_tools(body);
+    check_prompt_bytes(*m, st.max_prompt_bytes, st.n_ctx, "messages");
+    return build_chat_prompt(*st.chat_template, st.model->tokenizer(), st.memory, ns,
+                             parse_tool_arguments(flatten_content(*m)), chat_extra(body), st.tool_format)
+        .ids;
   }
   throw bad_field("prompt", "give 'prompt' or 'messages'", "missing_required_parameter");
 }

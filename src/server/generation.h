@@ -8,6 +8,7 @@
 
 #include "server/http.h"
 
+#include "server/chat_request.h"
 #include "server/conversation.h"
 #include "server/job.h"
 #include "server/openai.h"
@@ -41,14 +42,6 @@ struct Generation {
   std::shared_ptr<RequestTrace> trace;
 };
 
-// Chat request helpers shared with POST /apply-template (llama_routes.cc).
-// 400 naming the message unless `messages` is a non-empty array of {role, content}.
-void check_messages(const json& body);
-// Content parts ([{"type":"text","text":...}]) joined into one string, as templates expect.
-json flatten_content(json messages);
-// The template's extra variables: chat_template_kwargs, tools (unless tool_choice is
-// "none"), documents.
-json chat_extra(const json& body);
 // The server's chat template; ApiError 400 no_chat_template when it has none.
 const ChatTemplate& chat_template_of(const Server::State& st);
 

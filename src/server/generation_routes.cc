@@ -83,6 +83,7 @@ Generation prepare(Server::State& st, const HttpRequest& req, bool chat) {
   const Tokenizer& tok = st.model->tokenizer();
   if (chat) {
     check_messages(body);
+    check_tools(body);
     const ToolChoice choice = parse_tool_choice(body, st.tool_format);
     prepare_chat(st, g, body["messages"], chat_extra(body));
     const auto tools = body.find("tools");
@@ -124,6 +125,7 @@ void apply_test_hooks(Server::State& st, Generation& g, const json& body) {
 }
 
 void prepare_chat(Server::State& st, Generation& g, const json& messages, const json& extra) {
+  check_prompt_bytes(messages, st.max_prompt_bytes, st.n_ctx, "messages");
   g.chat = build_chat_prompt(chat_template_of(st), st.model->tokenizer(), st.memory, g.ns,
                              parse_tool_arguments(flatten_content(messages)), extra, st.tool_format);
   split_content_parts(g.chat->parts, messages, g.chat->text, g.chat->token_offsets);
@@ -412,72 +414,6 @@ const ChatTemplate& chat_template_of(const Server::State& st) {
                    "--chat-template chatml",
                    "messages", "no_chat_template");
   return *st.chat_template;
-}
-
-json chat_extra(const json& body) {
-  json extra = json::object();
-  if (auto it = body.find("chat_template_kwargs"); it != body.end() && !it->is_null()) {
-    if (!it->is_object())
-      throw bad_field("chat_template_kwargs", "'chat_template_kwargs' must be an object", "invalid_type");
-    extra = *it;
-  }
-  // tool_choice "none": the model is not told about the tools.
-  const auto choice = body.find("tool_choice");
-  const bool no_tools = choice != body.end() && *choice == "none";
-  for (const char* k : {"tools", "documents"})
-    if (auto it = body.find(k); it != body.end() && !it->is_null()) extra[k] = *it;
-  if (no_tools) extra.erase("tools");
-  return extra;
-}
-
-void check_messages(const json& body) {
-  auto it = body.find("messages");
-  if (it == body.end() || it->is_null())
-    throw bad_field("messages", "'messages' is required", "missing_required_parameter");
-  if (!it->is_array() || it->empty())
-    throw bad_field("messages", "'messages' must be a non-empty array");
-  for (size_t i = 0; i < it->size(); ++i) {
-    const json& m = (*it)[i];
-    const std::string where = "messages[" + std::to_string(i) + "]";
-    if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
-      throw bad_field(where + ".role", where + " must be an object with a string 'role'");
-    const std::string role = m["role"];
-    if (role != "system" && role != "user" && role != "assistant" && role != "tool" &&
-        role != "developer" && role != "function")
-      throw bad_field(where + ".role", "unknown role '" + role + "'");
-    if (m.contains("content") && !m["content"].is_null() && !m["content"].is_string() &&
-        !m["content"].is_array())
-      throw bad_field(where + ".content", where + ".content must be a string or an array of parts");
-    if (auto calls = m.find("tool_calls"); calls != m.end() && !calls->is_null()) {
-      if (!calls->is_array()) throw bad_field(where + ".tool_calls", where + ".tool_calls must be an array");
-      for (size_t k = 0; k < calls->size(); ++k) {
-        const json& c = (*calls)[k];
-        const std::string at = where + ".tool_calls[" + std::to_string(k) + "]";
-        if (!c.is_object() || !c.contains("function") || !c["function"].is_object() ||
-            !c["function"].contains("name") || !c["function"]["name"].is_string())
-          throw bad_field(at + ".function.name", at + " must be an object with function.name a string");
-        if (auto a = c["function"].find("arguments");
-            a != c["function"].end() && !a->is_null() && !a->is_string() && !a->is_object())
-          throw bad_field(at + ".function.arguments", at + ".function.arguments must be a JSON string or an object");
-      }
-    }
-  }
-}
-
-// Content parts ([{"type":"text","text":...}]) → one string, as templates expect.
-json flatten_content(json messages) {
-  for (json& m : messages) {
-    if (!m.contains("content") || !m["content"].is_array()) continue;
-    std::string text;
-    for (const json& part : m["content"]) {
-      if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
-          !part["text"].is_string())
-        throw bad_field("messages", "only text content parts are supported");
-      text += part["text"].get<std::string>();
-    }
-    m["content"] = text;
-  }
-  return messages;
 }
 
 void submit(Server::State& st, Generation& g) {

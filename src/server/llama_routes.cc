@@ -112,6 +112,7 @@ void apply_template(Server::State& st, const HttpRequest& req, HttpResponse& res
   const json body = parse_body(req.body);
   st.tenant_of(req);
   check_messages(body);
+  check_tools(body);
   const ChatTemplate& tmpl = chat_template_of(st);
   const json messages = parse_tool_arguments(flatten_content(body["messages"]));
   std::string prompt;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <set>
+#include <string_view>
 #include <tuple>
 
 namespace pc::server {
@@ -57,6 +58,22 @@ void locate_tokens(RequestPart& p, const std::vector<int64_t>& offsets) {
   p.whole_block = offsets[first] == B && offsets[end] == E;
 }
 
+// A part whose extent holds another part's bytes (a template interleaving them) is no
+// block of its own. `parts` are sorted by byte_begin and each is non-empty, so part i
+// overlaps an earlier one exactly when the furthest end before it passes its begin, and
+// a later one exactly when the next one begins before its end: one pass, not a
+// comparison of every pair (a request may have thousands of parts).
+void clear_overlapping(std::vector<RequestPart>& parts) {
+  size_t furthest_end = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    RequestPart& p = parts[i];
+    const bool before = i > 0 && furthest_end > p.byte_begin;
+    const bool after = i + 1 < parts.size() && parts[i + 1].byte_begin < p.byte_end;
+    if (before || after) p.is_block = p.whole_block = false;
+    furthest_end = std::max(furthest_end, p.byte_end);
+  }
+}
+
 RequestPart::Kind kind_of(int k) {
   switch (k) {
     case 0: return RequestPart::Kind::kTool;
@@ -98,12 +115,7 @@ std::vector<RequestPart> request_parts(const std::vector<PartSpan>& spans, const
       p.role = messages[p.index].value("role", "");
     locate_tokens(p, offsets);
   }
-  // A part whose extent holds another part's bytes (a template interleaving them) is
-  // no block of its own.
-  for (size_t i = 0; i < parts.size(); ++i)
-    for (size_t j = 0; j < parts.size(); ++j)
-      if (i != j && parts[j].byte_begin < parts[i].byte_end && parts[j].byte_end > parts[i].byte_begin)
-        parts[i].is_block = parts[i].whole_block = false;
+  clear_overlapping(parts);
   return parts;
 }
 
@@ -140,8 +152,13 @@ void split_content_parts(std::vector<RequestPart>& parts, const nlohmann::json& 
     }
     // Only where the template rendered the content as it is, inside the message's
     // bytes (which may hold its role too).
-    const size_t at = subs.empty() ? std::string::npos : text.find(joined, p.byte_begin);
-    if (at == std::string::npos || at + joined.size() > p.byte_end) continue;
+    // Searched within the message's bytes only: a search to the end of the text for
+    // every message would cost the text's length per message.
+    const size_t in = subs.empty() || p.byte_end > text.size() || p.byte_begin > p.byte_end
+                          ? std::string::npos
+                          : std::string_view(text).substr(p.byte_begin, p.byte_end - p.byte_begin).find(joined);
+    if (in == std::string::npos) continue;
+    const size_t at = p.byte_begin + in;
     out.back().is_block = out.back().whole_block = false;
     for (RequestPart& q : subs) {
       q.byte_begin += at;

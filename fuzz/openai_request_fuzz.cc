@@ -1,0 +1,93 @@
+// libFuzzer target: an OpenAI request body (/v1/chat/completions or /v1/completions)
+// decoded as the routes do before any model work, and a chat request rendered with a
+// chat template into request parts. The first input byte picks the route and the
+// template's tool-call format; the rest is the body.
+//
+// A bad body must end in ApiError (400, naming the field) or ChatTemplateError (400 at
+// the HTTP edge); any other exception is a 500 there, so it escapes here and libFuzzer
+// reports it as a crash.
+#include <cstdint>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "server/api_error.h"
+#include "server/chat_request.h"
+#include "server/conversation.h"
+#include "server/lifetime.h"
+#include "server/openai_request.h"
+#include "server/request_structure.h"
+#include "template/builtin_templates.h"
+#include "template/chat_template.h"
+
+#ifndef PC_SHARED_DIR
+#define PC_SHARED_DIR "../shared"
+#endif
+
+namespace {
+
+using namespace pc;
+using namespace pc::server;
+
+// Qwen2.5's template (tools and tool calls rendered) from the shared folder, else the
+// built-in chatml.
+const ChatTemplate& chat_template() {
+  static const ChatTemplate t = [] {
+    std::ifstream in(std::string(PC_SHARED_DIR) + "/templates/Qwen-Qwen2.5-7B-Instruct.jinja");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str().empty() ? ChatTemplate(*builtin_chat_template("chatml")) : ChatTemplate(ss.str());
+  }();
+  return t;
+}
+
+// What prepare_chat does up to tokenization: render, then lay out the request's parts
+// over the text (one token per byte stands in for the tokenizer).
+void render(const json& messages, const json& extra) {
+  const json flat = parse_tool_arguments(flatten_content(messages));
+  RenderedChat r;
+  try {
+    r = chat_template().apply_with_spans(flat, /*add_generation_prompt=*/true, extra, false);
+  } catch (const ChatTemplateError&) {
+    const std::optional<json> fixed = tool_call_content_as_empty(flat);
+    if (!fixed) return;
+    r = chat_template().apply_with_spans(*fixed, /*add_generation_prompt=*/true, extra, false);
+  }
+  std::vector<int64_t> offsets;
+  for (size_t i = 0; i <= r.text.size(); ++i) offsets.push_back(int64_t(i));
+  std::vector<PartSpan> spans;
+  for (const TemplateSpan& s : r.spans)
+    spans.push_back({s.begin, s.end, s.part.kind == TemplatePart::Kind::kNone ? -1 : 1, s.part.index, s.part.sub});
+  auto tools = extra.find("tools");
+  std::vector<RequestPart> parts = request_parts(spans, messages, tools != extra.end() ? *tools : json(), offsets);
+  split_content_parts(parts, messages, r.text, offsets);
+  blocks_of(parts);
+}
+
+void decode(bool chat, ToolFormat format, const std::string& text) {
+  const json body = parse_body(text);
+  parse_common(body, chat);
+  parse_reuse(body, ReusePolicy{});
+  openai_retention_seconds(body);
+  if (!chat) return;
+  check_messages(body);
+  check_tools(body);
+  parse_tool_choice(body, format);
+  render(body["messages"], chat_extra(body));
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size == 0) return 0;
+  const bool chat = (data[0] & 1) == 0;
+  const ToolFormat format = (data[0] & 2) ? ToolFormat::kQwen : ToolFormat::kNone;
+  const std::string text(reinterpret_cast<const char*>(data) + 1, size - 1);
+  try {
+    decode(chat, format, text);
+  } catch (const ApiError& e) {
+    if (e.status < 400 || e.status >= 500) __builtin_trap();  // a bad body is a 4xx
+  } catch (const ChatTemplateError&) {
+  }
+  return 0;
+}
