@@ -14,6 +14,7 @@
 #include "pml/kv_plan.h"
 #include "pml/pml.h"
 #include "server/api_error.h"
+#include "server/malloc_policy.h"
 #include "server/generation.h"
 #include "server/openai.h"
 #include "server/state.h"
@@ -188,7 +189,10 @@ void put_schema(Server::State& st, const HttpRequest& req, HttpResponse& res) {
     st.scheduler->call([&](Engine& e) { encoded = e.preload(pml::module_set(*entry.layout), ns); });
     out["preloaded_tokens"] = encoded;
   }
-  send_json(res, replaced ? 200 : 201, out);
+  const bool was_replaced = replaced != nullptr;
+  replaced.reset();
+  send_json(res, was_replaced ? 200 : 201, out);
+  release_free_memory();  // compiling left garbage about the size of the layout
 }
 
 // The schema, or 404 naming what to do.
@@ -234,14 +238,18 @@ void delete_schema(Server::State& st, const HttpRequest& req, HttpResponse& res)
   st.tenant_of(req);
   const std::string name = req.matches[1];
   const std::string ns = schema_namespace(st, req);
-  const SchemaEntry e = find_schema(st, ns, name);
+  int64_t dropped = 0;
   {
-    std::lock_guard lk(st.schemas_mu);
-    auto it = st.schemas.find(ns);
-    if (it != st.schemas.end() && it->second.erase(name) && it->second.empty()) st.schemas.erase(it);
+    const SchemaEntry e = find_schema(st, ns, name);
+    {
+      std::lock_guard lk(st.schemas_mu);
+      auto it = st.schemas.find(ns);
+      if (it != st.schemas.end() && it->second.erase(name) && it->second.empty()) st.schemas.erase(it);
+    }
+    // Running requests keep their own references to the pages; only the store's go.
+    dropped = drop_modules(st, ns, *e.layout);
   }
-  // Running requests keep their own references to the pages; only the store's go.
-  const int64_t dropped = drop_modules(st, ns, *e.layout);
+  release_free_memory();  // the compiled layout (~90x its source) is gone unless a job holds it
   send_json(res, 200, {{"name", name}, {"object", "schema"}, {"deleted", true},
                        {"modules_dropped", dropped}});
 }

@@ -18,6 +18,7 @@
 #include "pml/encoder.h"
 #include "template/builtin_templates.h"
 #include "server/api_error.h"
+#include "server/malloc_policy.h"
 #include "server/openai.h"
 #include "server/state.h"
 #include "tokenizer/tokenizer.h"
@@ -342,6 +343,9 @@ Server::State::Scope Server::State::scope_of(const HttpRequest& req) const {
 }
 
 Server::Server(const ServerOptions& opt) : st_(std::make_unique<State>()) {
+  // Two arenas: the engine thread and the handlers do not fight over one lock, and
+  // a handler's transient garbage is reused by the next (server/malloc_policy.h).
+  limit_malloc_arenas(2);
   State& st = *st_;
   st.opt = opt;
   // -c also picks the RoPE factor set of models whose scaling depends on the context

@@ -158,5 +158,32 @@ TEST(TenantBounds, RequestsInFlightAreBoundedPerTenant) {
   EXPECT_EQ(post(a, "/v1/completions", quick).status, 200);  // room again
 }
 
+double rss_mib(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) / 1024;
+  return -1;
+}
+
+// A large schema's memory goes back to the system once it is deleted (two malloc
+// arenas and malloc_trim, server/malloc_policy.h): the server does not keep the peak.
+TEST(TenantBounds, DeletedSchemaMemoryIsReturned) {
+  ServeProcess srv({"-m", shared_path("models/stories260K.gguf"), "--kv-memory", "16MiB",
+                    "--tenant-max-schema-modules", "100000", "--tenant-max-schema-bytes", "8MiB"});
+  auto c = srv.client();
+  const double start = rss_mib(srv.pid());
+  std::string s = "<schema name=\"big\">";
+  for (int i = 0; i < 60000; ++i) s += "<module name=\"m" + std::to_string(i) + "\">x" + std::to_string(i) + "</module>";
+  s += "</schema>";
+  ASSERT_EQ(put(c, "big", s).status, 201);
+  const double held = rss_mib(srv.pid());
+  ASSERT_EQ(c.Delete("/v1/schemas/big")->status, 200);
+  const double after = rss_mib(srv.pid());
+  EXPECT_GT(held - start, 40) << "the schema should hold tens of MiB (start " << start << ", held " << held << ")";
+  EXPECT_LT(after - start, 12) << "start " << start << " MiB, with the schema " << held << " MiB, after DELETE "
+                               << after << " MiB";
+}
+
 }  // namespace
 }  // namespace pc::test
