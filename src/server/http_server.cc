@@ -348,11 +348,27 @@ class Connection : public std::enable_shared_from_this<Connection> {
         if (peer_eof_) close();
         return;
       }
+      // A chunked body's size lines and trailer section are held whole until they
+      // end: Beast bounds neither, so they get at most the header limit.
+      const bool chunked = phase_ == Phase::kBody && parser_->chunked();
+      const size_t limit = size_t(srv_.lim.max_header_bytes);
+      const size_t give = chunked ? std::min(in_.size(), limit) : in_.size();
       beast::error_code ec;
-      const size_t used = parser_->put(in_.data(), ec);
+      size_t used = 0;
+      try {
+        used = parser_->put(asio::buffer(in_.data(), give), ec);
+      } catch (const std::exception& e) {
+        // Beast's field storage throws (std::length_error) on a field over 64 KiB;
+        // an exception here would leave the event loop and end the process.
+        return reject(400, std::string("malformed HTTP request (") + e.what() + ")", "bad_request");
+      }
       in_.consume(used);
       if (ec == bhttp::error::need_more) {
         if (used > 0 && in_.size() > 0) continue;
+        if (chunked && give == limit)
+          return reject(431, "a chunk size line or the chunked body's trailer section exceeds " +
+                                 std::to_string(limit) + " bytes",
+                        "headers_too_large");
         if (peer_eof_) close();
         return;
       }

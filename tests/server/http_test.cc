@@ -16,18 +16,16 @@
 #include <fstream>
 #include <thread>
 
+#include "raw_client.h"
 #include "server_fixture.h"
 #include "test_util.h"
 
 namespace pc::test {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
 const std::string kModel = "models/stories260K.gguf";
-
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // The test opens more sockets than the usual soft limit of 1,024.
 void raise_fd_limit(rlim_t want) {
@@ -37,112 +35,6 @@ void raise_fd_limit(rlim_t want) {
     rl.rlim_cur = std::min(want, rl.rlim_max);
     setrlimit(RLIMIT_NOFILE, &rl);
   }
-}
-
-// A TCP connection to the server from loopback address `source` (127.0.0.0/8 is all
-// local, so each address is a different client to the server); -1 on failure.
-int connect_from(int port, const char* source) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return -1;
-  sockaddr_in src{};
-  src.sin_family = AF_INET;
-  inet_pton(AF_INET, source, &src.sin_addr);
-  sockaddr_in dst{};
-  dst.sin_family = AF_INET;
-  dst.sin_port = htons(uint16_t(port));
-  dst.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&src), sizeof src) != 0 ||
-      connect(fd, reinterpret_cast<sockaddr*>(&dst), sizeof dst) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-bool send_all(int fd, const char* data, size_t n) {
-  while (n > 0) {
-    const ssize_t w = send(fd, data, n, MSG_NOSIGNAL);
-    if (w <= 0) return false;
-    data += w;
-    n -= size_t(w);
-  }
-  return true;
-}
-bool send_all(int fd, const std::string& s) { return send_all(fd, s.data(), s.size()); }
-
-struct RawResponse {
-  int status = 0;  // 0: none within the time
-  std::string head;
-  std::string body;
-  bool closed = false;  // the server closed the connection
-  json json_body() const { return json::parse(body, nullptr, false); }
-};
-
-// Reads one response (Content-Length bodies) from `fd`, keeping bytes that follow it
-// in `rest` for the next call; gives up after `timeout`.
-RawResponse read_response(int fd, std::string& rest, std::chrono::milliseconds timeout) {
-  RawResponse r;
-  const auto until = Clock::now() + timeout;
-  std::string& buf = rest;
-  size_t need = std::string::npos;
-  for (;;) {
-    const size_t end = buf.find("\r\n\r\n");
-    if (end != std::string::npos && need == std::string::npos) {
-      r.head = buf.substr(0, end + 4);
-      r.status = std::atoi(r.head.c_str() + 9);
-      const size_t cl = r.head.find("Content-Length: ");
-      need = end + 4 + (cl == std::string::npos ? 0 : size_t(std::atoll(r.head.c_str() + cl + 16)));
-    }
-    if (need != std::string::npos && buf.size() >= need) {
-      r.body = buf.substr(r.head.size(), need - r.head.size());
-      buf.erase(0, need);
-      return r;
-    }
-    const int left = int(std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count());
-    pollfd p{fd, POLLIN, 0};
-    if (left <= 0 || poll(&p, 1, left) <= 0) {
-      if (need == std::string::npos) r.status = 0;
-      return r;
-    }
-    char chunk[65536];
-    const ssize_t n = recv(fd, chunk, sizeof chunk, 0);
-    if (n <= 0) {
-      r.closed = true;
-      if (need == std::string::npos) r.status = 0;
-      return r;
-    }
-    buf.append(chunk, size_t(n));
-  }
-}
-
-RawResponse read_response(int fd, std::chrono::milliseconds timeout) {
-  std::string rest;
-  return read_response(fd, rest, timeout);
-}
-
-// True when the server closed `fd` (EOF or reset) within `timeout`.
-bool closed_by_server(int fd, std::chrono::milliseconds timeout) {
-  const auto until = Clock::now() + timeout;
-  for (;;) {
-    const int left = int(std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count());
-    pollfd p{fd, POLLIN, 0};
-    if (left <= 0 || poll(&p, 1, left) <= 0) return false;
-    char c[4096];
-    if (recv(fd, c, sizeof c, 0) <= 0) return true;
-  }
-}
-
-// The server's peak resident memory (VmHWM), bytes.
-int64_t peak_rss(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("VmHWM:", 0) == 0) return std::atoll(line.c_str() + 6) * 1024;
-  return -1;
-}
-
-std::string post_head(const std::string& path, const std::string& extra_headers) {
-  return "POST " + path + " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" + extra_headers + "\r\n";
 }
 
 // /health every 100 ms from its own address while the test runs; every answer's time.
