@@ -42,7 +42,7 @@ void decode(const std::string& text) {
   check_prompt_bytes(t.messages, 1 << 20, 4096, "messages");
   json extra = json::object();
   if (!t.tools.empty() && !anthropic_tools_off(body)) extra["tools"] = t.tools;
-  const json flat = parse_tool_arguments(flatten_content(t.messages));
+  const json flat = parse_tool_arguments(template_messages(t.messages));
   try {
     chat_template().apply_with_spans(flat, /*add_generation_prompt=*/true, extra, false);
   } catch (const ChatTemplateError&) {

@@ -44,7 +44,7 @@ const ChatTemplate& chat_template() {
 // What prepare_chat does up to tokenization: render, then lay out the request's parts
 // over the text (one token per byte stands in for the tokenizer).
 void render(const json& messages, const json& extra) {
-  const json flat = parse_tool_arguments(flatten_content(messages));
+  const json flat = parse_tool_arguments(template_messages(messages));
   RenderedChat r;
   try {
     r = chat_template().apply_with_spans(flat, /*add_generation_prompt=*/true, extra, false);

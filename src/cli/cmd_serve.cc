@@ -38,7 +38,33 @@ struct ServeArgs {
   std::string max_body_memory = "256MiB";
   std::string max_tenant_schema_bytes = "4MiB";
   TierArgs tiers;
+  int64_t seed = -1;  // --seed; -1 = a random seed per request
 };
+
+// --temp, --top-p, --top-k, --seed, -n/--n-predict: the sampling defaults a request
+// gets for the fields it leaves out, as llama-server's flags of the same names.
+void add_sampling_defaults(CLI::App& app, ServeArgs& a) {
+  server::RequestDefaults& d = a.opt.defaults;
+  app.add_option("--temp", d.temperature,
+                 "Temperature of a request that sets none (0 = greedy; the request's "
+                 "'temperature' overrides it)")
+      ->capture_default_str()->check(CLI::Range(0.0, 2.0));
+  app.add_option("--top-p", d.top_p, "top_p of a request that sets none (1 = off)")
+      ->capture_default_str()
+      ->check([](const std::string& v) {
+        const double x = std::strtod(v.c_str(), nullptr);
+        return x > 0 && x <= 1 ? std::string() : "--top-p must be in (0, 1], got " + v;
+      });
+  app.add_option("--top-k", d.top_k, "top_k of a request that sets none (0 = off)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("--seed", a.seed,
+                 "Sampling seed of a request that sets none (-1 = a random seed per request)")
+      ->capture_default_str()->check(CLI::Range(int64_t(-1), INT64_MAX));
+  app.add_option("-n,--n-predict", d.n_predict,
+                 "max_tokens of a request that sets none (-1 = chat: up to the context, "
+                 "completions: 16); always capped by the context")
+      ->capture_default_str()->check(CLI::Range(-1, INT32_MAX));
+}
 
 // SIGTERM and SIGINT write a byte here; the shutdown thread reads it. A pipe, because
 // a signal handler may do little more than write(2).
@@ -100,6 +126,7 @@ bool shutdown_on_signal(server::Server& srv, int64_t drain_timeout_ms) {
 
 int run_serve(ServeArgs& a) {
   a.opt.kv_memory_bytes = parse_bytes(a.kv_memory);
+  if (a.seed >= 0) a.opt.defaults.seed = uint64_t(a.seed);
   const int64_t drain_timeout_ms = parse_duration_ms(a.drain_timeout);
   a.opt.header_timeout_ms = parse_duration_ms(a.header_timeout);
   a.opt.body_timeout_ms = parse_duration_ms(a.body_timeout);
@@ -155,6 +182,7 @@ Run add_serve(CLI::App& app) {
   app.add_flag("--test-hooks", o.test_hooks,
                "For tests only: accept the request field test_forced_reply (the reply text the "
                "model is made to generate); without this flag such requests are 400");
+  add_sampling_defaults(app, *a);
   app.add_flag("--any-model", o.any_model,
                "Answer requests for any 'model' name with this model (default: another name is "
                "404 model_not_found)");

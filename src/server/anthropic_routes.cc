@@ -22,6 +22,7 @@
 #include "server/lifetime.h"
 #include "server/openai.h"
 #include "server/state.h"
+#include "tokenizer/tokenizer.h"
 
 namespace pc::server {
 
@@ -46,6 +47,18 @@ int32_t breakpoint_tokens(const ChatPrompt& p, const Breakpoint& b) {
   return end > 0 ? end : int32_t(p.ids.size());
 }
 
+// A final assistant message without tool_use blocks is a prefill: the reply continues
+// it rather than starting a turn after it.
+ChatRender anthropic_render(const json& messages) {
+  ChatRender mode;
+  if (!messages.is_array() || messages.empty()) return mode;
+  const json& last = messages.back();
+  const auto calls = last.find("tool_calls");
+  mode.continue_final = last.value("role", "") == "assistant" && (calls == last.end() || calls->empty());
+  mode.add_generation_prompt = !mode.continue_final;
+  return mode;
+}
+
 struct AnthropicGeneration {
   Generation g;
   int32_t breakpoint_end = 0;  // tokens at or before the last cache_control breakpoint (0: none)
@@ -58,13 +71,13 @@ AnthropicGeneration prepare(Server::State& st, const HttpRequest& req) {
   const json body = parse_body(req.body);
   st.tenant_of(req);  // 401 before anything else
   const AnthropicTranslation t = translate_anthropic(body);
-  g.params = parse_common(anthropic_common_body(body), /*chat=*/true);
+  g.params = parse_common(anthropic_common_body(body), /*chat=*/true, st.opt.defaults);
   st.check_model(g.params.model);
   g.ns = st.namespace_of(req, g.params.cache_salt);
   g.params.gen.reuse = parse_reuse(body, st.reuse_default);
   json extra = json::object();
   if (!t.tools.empty() && !anthropic_tools_off(body)) extra["tools"] = t.tools;
-  prepare_chat(st, g, t.messages, extra);
+  prepare_chat(st, g, t.messages, extra, anthropic_render(t.messages));
   if (extra.contains("tools")) g.tools = st.tool_format;  // replies parsed into tool_use blocks
   apply_test_hooks(st, g, body);
   for (const Breakpoint& b : t.breakpoints) {
@@ -300,11 +313,34 @@ void handle(Server::State& st, const HttpRequest& req, HttpResponse& res) {
       ErrorStyle::kAnthropic);
 }
 
+// POST /v1/messages/count_tokens: the body of /v1/messages without max_tokens →
+// {"input_tokens": N}, the tokens of the prompt that request renders (prefill
+// included), as tokenized without the replies the server remembers.
+void count_tokens(Server::State& st, const HttpRequest& req, HttpResponse& res) {
+  const json body = parse_body(req.body);
+  st.tenant_of(req);  // 401 before anything else
+  if (auto m = body.find("model"); m != body.end() && !m->is_null()) {
+    if (!m->is_string()) throw bad_field("model", "'model' must be a string", "invalid_type");
+    st.check_model(m->get<std::string>());
+  }
+  const AnthropicTranslation t = translate_anthropic(body);
+  json extra = json::object();
+  if (!t.tools.empty() && !anthropic_tools_off(body)) extra["tools"] = t.tools;
+  check_prompt_bytes(t.messages, st.max_prompt_bytes, st.n_ctx, "messages");
+  const json messages = parse_tool_arguments(template_messages(t.messages));
+  const std::string text =
+      render_chat(chat_template_of(st), messages, extra, anthropic_render(t.messages), /*spans=*/false).text;
+  send_json(res, 200, {{"input_tokens", encode_piece(st.model->tokenizer(), text, true).size()}});
+}
+
 }  // namespace
 
 void add_anthropic_routes(Server::State& st) {
   add_route(st, "POST", "/v1/messages",
             [&st](const HttpRequest& req, HttpResponse& res) { handle(st, req, res); });
+  add_route(st, "POST", "/v1/messages/count_tokens", [&st](const HttpRequest& req, HttpResponse& res) {
+    guard(res, [&] { count_tokens(st, req, res); }, ErrorStyle::kAnthropic);
+  });
 }
 
 }  // namespace pc::server

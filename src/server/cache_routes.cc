@@ -234,7 +234,7 @@ std::vector<int32_t> body_tokens(Server::State& st, const json& body, const std:
     check_tools(body);
     check_prompt_bytes(*m, st.max_prompt_bytes, st.n_ctx, "messages");
     return build_chat_prompt(*st.chat_template, st.model->tokenizer(), st.memory, ns,
-                             parse_tool_arguments(flatten_content(*m)), chat_extra(body), st.tool_format)
+                             parse_tool_arguments(template_messages(*m)), chat_extra(body), st.tool_format)
         .ids;
   }
   throw bad_field("prompt", "give 'prompt' or 'messages'", "missing_required_parameter");

@@ -128,12 +128,16 @@ void check_tools(const json& body) {
   }
 }
 
-json flatten_content(json messages) {
+json template_messages(json messages) {
   for (json& m : messages) {
+    if (auto r = m.find("role"); r != m.end() && *r == "developer") *r = "system";
     auto c = m.find("content");
     if (c == m.end() || !c->is_array()) continue;
     std::string text;
-    for (const json& part : *c) text += part["text"].get_ref<const std::string&>();
+    for (size_t j = 0; j < c->size(); ++j) {
+      if (j > 0) text += kContentPartJoiner;
+      text += (*c)[j]["text"].get_ref<const std::string&>();
+    }
     *c = std::move(text);
   }
   return messages;

@@ -29,9 +29,16 @@ void check_messages(const json& body);
 // "parameters"?: object}}.
 void check_tools(const json& body);
 
-// Content parts ([{"type":"text","text":...}]) joined into one string, as templates
-// expect. The parts must have passed check_messages.
-json flatten_content(json messages);
+// Between the text parts of one message when they are joined into its content, as
+// llama.cpp and vLLM join them ("What is" + "the best book" → "What is\nthe best book").
+inline constexpr const char* kContentPartJoiner = "\n";
+
+// The messages as the chat template sees them: content parts ([{"type":"text",
+// "text":...}]) joined into one string with kContentPartJoiner, and role "developer"
+// (OpenAI's newer name for system) rendered as "system", since most templates know no
+// developer role and would drop the message. The messages must have passed
+// check_messages; indices are kept.
+json template_messages(json messages);
 
 // The template's extra variables: chat_template_kwargs, tools (unless tool_choice is
 // "none"), documents.

@@ -293,17 +293,10 @@ nlohmann::json parse_tool_arguments(nlohmann::json messages) {
 ChatPrompt build_chat_prompt(const ChatTemplate& tmpl, const Tokenizer& tok,
                              ConversationMemory& memory, const std::string& ns,
                              const nlohmann::json& messages, const nlohmann::json& extra,
-                             ToolFormat tool_format) {
+                             ToolFormat tool_format, ChatRender mode) {
   // The generation prompt is left as template text: no block needs it, and finding it
   // takes a second render.
-  RenderedChat rendered;
-  try {
-    rendered = tmpl.apply_with_spans(messages, /*add_generation_prompt=*/true, extra, /*find_generation_prompt=*/false);
-  } catch (const ChatTemplateError&) {
-    const std::optional<nlohmann::json> fixed = tool_call_content_as_empty(messages);
-    if (!fixed) throw;
-    rendered = tmpl.apply_with_spans(*fixed, /*add_generation_prompt=*/true, extra, /*find_generation_prompt=*/false);
-  }
+  const RenderedChat rendered = render_chat(tmpl, messages, extra, mode, /*spans=*/true);
   const std::string& text = rendered.text;
   ChatPrompt p;
   bool offsets_ok = true;

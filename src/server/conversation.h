@@ -29,6 +29,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "server/chat_render.h"
 #include "server/request_structure.h"
 #include "server/tool_calls.h"
 
@@ -130,7 +131,7 @@ struct ChatPrompt {
 ChatPrompt build_chat_prompt(const ChatTemplate& tmpl, const Tokenizer& tok,
                              ConversationMemory& memory, const std::string& ns,
                              const nlohmann::json& messages, const nlohmann::json& extra,
-                             ToolFormat tool_format = ToolFormat::kNone);
+                             ToolFormat tool_format = ToolFormat::kNone, ChatRender mode = {});
 
 // OpenAI clients send tool_calls[].function.arguments as a JSON string; templates
 // render `arguments | tojson` or iterate it as an object. Each string that parses as

@@ -63,7 +63,9 @@ void submit(Server::State& st, Generation& g);
 //                     remembered for the next turn (by its tool call ids when it made
 //                     `calls`, else by its text)
 // g.params (sampling, stops, g.params.gen.retain) and g.ns are the caller's to set first.
-void prepare_chat(Server::State& st, Generation& g, const json& messages, const json& extra);
+// `mode`: how the messages end (chat_render.h: generation prompt, none, or the final
+// assistant message continued).
+void prepare_chat(Server::State& st, Generation& g, const json& messages, const json& extra, ChatRender mode = {});
 // --test-hooks: the request field test_forced_reply (400 without the flag).
 void apply_test_hooks(Server::State& st, Generation& g, const json& body);
 void start_generation(Server::State& st, Generation& g);

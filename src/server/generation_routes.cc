@@ -76,7 +76,7 @@ Generation prepare(Server::State& st, const HttpRequest& req, bool chat) {
   const json body = parse_body(req.body);
   const std::string tenant = st.tenant_of(req);  // 401 before anything else
   (void)tenant;
-  g.params = parse_common(body, chat);
+  g.params = parse_common(body, chat, st.opt.defaults);
   st.check_model(g.params.model);
   g.ns = st.namespace_of(req, g.params.cache_salt);
   g.params.gen.reuse = parse_reuse(body, st.reuse_default);
@@ -85,7 +85,12 @@ Generation prepare(Server::State& st, const HttpRequest& req, bool chat) {
     check_messages(body);
     check_tools(body);
     const ToolChoice choice = parse_tool_choice(body, st.tool_format);
-    prepare_chat(st, g, body["messages"], chat_extra(body));
+    const ChatRender mode = parse_chat_render(body, body["messages"]);
+    if (mode.continue_final && choice.forces())
+      throw bad_field("continue_final_message",
+                      "'continue_final_message' cannot be combined with a tool_choice that forces a call "
+                      "(the call would start a new reply)");
+    prepare_chat(st, g, body["messages"], chat_extra(body), mode);
     const auto tools = body.find("tools");
     if (tools != body.end() && tools->is_array() && !tools->empty() && choice.mode != ToolChoice::Mode::kNone)
       g.tools = st.tool_format;
@@ -124,10 +129,10 @@ void apply_test_hooks(Server::State& st, Generation& g, const json& body) {
   }
 }
 
-void prepare_chat(Server::State& st, Generation& g, const json& messages, const json& extra) {
+void prepare_chat(Server::State& st, Generation& g, const json& messages, const json& extra, ChatRender mode) {
   check_prompt_bytes(messages, st.max_prompt_bytes, st.n_ctx, "messages");
   g.chat = build_chat_prompt(chat_template_of(st), st.model->tokenizer(), st.memory, g.ns,
-                             parse_tool_arguments(flatten_content(messages)), extra, st.tool_format);
+                             parse_tool_arguments(template_messages(messages)), extra, st.tool_format, mode);
   split_content_parts(g.chat->parts, messages, g.chat->text, g.chat->token_offsets);
   g.params.gen.prompt = g.chat->ids;
   g.params.gen.blocks = blocks_of(g.chat->parts);
@@ -448,10 +453,13 @@ void respond(Server::State& st, std::shared_ptr<Generation> g, const HttpRequest
 }
 
 void add_generation_routes(Server::State& st) {
-  add_route(st, "POST", "/v1/completions",
-            [&st](const HttpRequest& req, HttpResponse& res) { handle(st, req, res, false); });
-  add_route(st, "POST", "/v1/chat/completions",
-            [&st](const HttpRequest& req, HttpResponse& res) { handle(st, req, res, true); });
+  // Also without /v1, as llama-server serves both spellings.
+  for (const char* prefix : {"/v1", ""}) {
+    add_route(st, "POST", std::string(prefix) + "/completions",
+              [&st](const HttpRequest& req, HttpResponse& res) { handle(st, req, res, false); });
+    add_route(st, "POST", std::string(prefix) + "/chat/completions",
+              [&st](const HttpRequest& req, HttpResponse& res) { handle(st, req, res, true); });
+  }
 }
 
 }  // namespace pc::server

@@ -106,24 +106,18 @@ void detokenize(Server::State& st, const HttpRequest& req, HttpResponse& res) {
   send_json(res, 200, {{"content", text}});
 }
 
-// {"messages": [...], "tools", "chat_template_kwargs", ...} → {"prompt": "..."}: the text
-// a chat request renders, generation prompt included (before tokenization).
+// {"messages": [...], "tools", "chat_template_kwargs", "add_generation_prompt",
+// "continue_final_message", ...} → {"prompt": "..."}: the text a chat request renders
+// (before tokenization), generation prompt included unless the body says otherwise.
 void apply_template(Server::State& st, const HttpRequest& req, HttpResponse& res) {
   const json body = parse_body(req.body);
   st.tenant_of(req);
   check_messages(body);
   check_tools(body);
   const ChatTemplate& tmpl = chat_template_of(st);
-  const json messages = parse_tool_arguments(flatten_content(body["messages"]));
-  std::string prompt;
-  try {
-    prompt = tmpl.apply(messages, /*add_generation_prompt=*/true, chat_extra(body));
-  } catch (const ChatTemplateError&) {
-    const std::optional<json> fixed = tool_call_content_as_empty(messages);
-    if (!fixed) throw;
-    prompt = tmpl.apply(*fixed, /*add_generation_prompt=*/true, chat_extra(body));
-  }
-  send_json(res, 200, {{"prompt", prompt}});
+  const json messages = parse_tool_arguments(template_messages(body["messages"]));
+  const ChatRender mode = parse_chat_render(body, messages);
+  send_json(res, 200, {{"prompt", render_chat(tmpl, messages, chat_extra(body), mode, /*spans=*/false).text}});
 }
 
 // Server properties, loosely llama-server's /props shape; promptcache's own under
@@ -132,7 +126,8 @@ void props(Server::State& st, const HttpRequest& req, HttpResponse& res) {
   const std::string tenant = st.tenant_of(req);
   const Tokenizer& tok = st.model->tokenizer();
   // The defaults parse_common gives a request that sets nothing (no seed: a random one).
-  const CommonParams defaults = parse_common(json::object(), /*chat=*/false);
+  const RequestDefaults& rd = st.opt.defaults;
+  const CommonParams defaults = parse_common(json::object(), /*chat=*/false, rd);
   const SamplingParams& d = defaults.gen.sampling;
   const json params = {{"temperature", d.temperature},
                        {"top_k", d.top_k},
@@ -140,9 +135,9 @@ void props(Server::State& st, const HttpRequest& req, HttpResponse& res) {
                        {"min_p", d.min_p},
                        {"repeat_penalty", d.repeat_penalty},
                        {"repeat_last_n", d.repeat_last_n},
-                       {"n_predict", -1},  // chat: up to the context
+                       {"n_predict", rd.n_predict},  // -1: chat up to the context
                        {"max_tokens", defaults.gen.max_tokens},  // completions
-                       {"seed", -1},       // random per request unless given
+                       {"seed", rd.seed ? json(*rd.seed) : json(-1)},  // -1: random per request
                        {"n_probs", 0},
                        {"stream", false}};
   const ServerOptions& o = st.opt;

@@ -249,19 +249,19 @@ ToolChoice parse_tool_choice(const json& body, ToolFormat format) {
   return tc;
 }
 
-CommonParams parse_common(const json& body, bool chat) {
+CommonParams parse_common(const json& body, bool chat, const RequestDefaults& d) {
   CommonParams p;
   if (const json* m = field(body, "model")) {
     if (!m->is_string()) throw bad_field("model", "'model' must be a string", "invalid_type");
     p.model = m->get<std::string>();
   }
   SamplingParams& s = p.gen.sampling;
-  s.temperature = float(number(body, "temperature", 0, 2, 1.0));
-  s.top_p = float(number(body, "top_p", 0, 1, 1.0));
+  s.temperature = float(number(body, "temperature", 0, 2, d.temperature));
+  s.top_p = float(number(body, "top_p", 0, 1, d.top_p));
   if (!(s.top_p > 0.f))  // would keep no token: the sampler takes top_p in (0, 1]
     throw bad_field("top_p", "'top_p' must be greater than 0 and at most 1 (1 = off), got " +
                                  body["top_p"].dump());
-  s.top_k = int32_t(integer(body, "top_k", 0, INT32_MAX, 0));
+  s.top_k = int32_t(integer(body, "top_k", 0, INT32_MAX, d.top_k));
   s.min_p = float(number(body, "min_p", 0, 1, 0.0));
   s.repeat_penalty = float(number(body, "repetition_penalty", 0.01, 10, 1.0));
   s.repeat_penalty = float(number(body, "repeat_penalty", 0.01, 10, s.repeat_penalty));
@@ -269,6 +269,8 @@ CommonParams parse_common(const json& body, bool chat) {
   if (const json* seed = field(body, "seed")) {
     if (!seed->is_number_integer()) throw bad_field("seed", "'seed' must be an integer", "invalid_type");
     s.seed = seed->is_number_unsigned() ? seed->get<uint64_t>() : uint64_t(seed->get<int64_t>());
+  } else if (d.seed) {
+    s.seed = *d.seed;
   } else {
     s.seed = std::random_device{}() | (uint64_t(std::random_device{}()) << 32);
   }
@@ -292,6 +294,8 @@ CommonParams parse_common(const json& body, bool chat) {
   } else if (field(body, "max_tokens")) {
     p.gen.max_tokens = int32_t(integer(body, "max_tokens", 0, INT32_MAX, 0));
     p.max_tokens_given = true;
+  } else if (d.n_predict >= 0) {
+    p.gen.max_tokens = d.n_predict;  // still clamped to the context later
   } else {
     p.gen.max_tokens = chat ? INT32_MAX : 16;  // chat: clamped to the context later
   }

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/engine.h"
+#include "server/request_defaults.h"
 #include "server/tool_calls.h"
 
 namespace pc::server {
@@ -42,8 +43,9 @@ struct ToolChoice {
 ToolChoice parse_tool_choice(const json& body, ToolFormat format);
 
 // Validates and maps the fields; throws ApiError (400, naming the field).
-// `chat` selects the defaults (chat: max_tokens up to the context; completions: 16).
-CommonParams parse_common(const json& body, bool chat);
+// `chat` selects the defaults (chat: max_tokens up to the context; completions: 16);
+// `defaults` fills the sampling fields and max_tokens the body leaves out.
+CommonParams parse_common(const json& body, bool chat, const RequestDefaults& defaults = {});
 
 // The request's cache_reuse, cache_reuse_policy and cache_reuse_budget over `defaults`
 // (what the server uses when a field is absent or null); ApiError 400 naming a bad field.

@@ -26,7 +26,7 @@ thread_local std::shared_ptr<RequestTrace> t_current;
 // that they do not bury the requests that do work.
 bool monitoring(const std::string& method, const std::string& path) {
   if (method != "GET") return false;
-  return path == "/health" || path == "/metrics" || path == "/dashboard" || path == "/v1/models" ||
+  return path == "/health" || path == "/metrics" || path == "/dashboard" || path == "/v1/models" || path == "/models" ||
          path.rfind("/v1/cache/", 0) == 0;
 }
 

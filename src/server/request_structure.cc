@@ -1,5 +1,7 @@
 #include "server/request_structure.h"
 
+#include "server/chat_request.h"
+
 #include <xxhash.h>
 
 #include <algorithm>
@@ -139,6 +141,7 @@ void split_content_parts(std::vector<RequestPart>& parts, const nlohmann::json& 
         break;
       }
       const std::string& s = t->get_ref<const std::string&>();
+      if (j > 0) joined += kContentPartJoiner;  // as template_messages joins them
       RequestPart q;
       q.kind = RequestPart::Kind::kContentPart;
       q.index = p.index;

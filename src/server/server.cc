@@ -59,13 +59,16 @@ std::string route_label(const HttpRequest& req, int status) {
                                 "/v1/cache/pin", "/v1/cache/unpin", "/v1/cache/evict",
                                 "/v1/cache/ttl", "/v1/cache/history", "/v1/cache/requests",
                                 "/v1/cache/namespaces", "/dashboard", "/v1/schemas", "/v1/pml/completions",
-                                "/tokenize", "/detokenize", "/apply-template", "/props"};
+                                "/tokenize", "/detokenize", "/apply-template", "/props",
+                                "/completions", "/chat/completions", "/models"};
   for (const char* k : known)
     if (req.path == k) return k;
   if (req.path.rfind("/v1/schemas/", 0) == 0) return "/v1/schemas/{name}";
   if (req.path.rfind("/v1/cache/entries/", 0) == 0) return "/v1/cache/entries/{id}";
   return "other";
 }
+
+void add_model_routes(Server::State& st, const std::string& prefix);
 
 void add_misc_routes(Server::State& st) {
   add_route(st, "GET", "/health", [&st](const HttpRequest& req, HttpResponse& res) {
@@ -102,7 +105,12 @@ void add_misc_routes(Server::State& st) {
     }
     res.set_content(st.metrics.render(), "text/plain; version=0.0.4");
   });
-  add_route(st, "GET", "/v1/models", [&st](const HttpRequest& req, HttpResponse& res) {
+  // /models and /models/{id} too, as llama-server serves both spellings.
+  for (const char* prefix : {"/v1", ""}) add_model_routes(st, prefix);
+}
+
+void add_model_routes(Server::State& st, const std::string& prefix) {
+  add_route(st, "GET", prefix + "/models", [&st](const HttpRequest& req, HttpResponse& res) {
     guard(res, [&] {
       const std::string tenant = st.tenant_of(req);
       const json model = {{"id", st.model_id}, {"object", "model"}, {"created", 0},
@@ -114,7 +122,7 @@ void add_misc_routes(Server::State& st) {
       send_json(res, 200, {{"object", "list"}, {"data", json::array({model})}});
     });
   });
-  add_route(st, "GET", R"(/v1/models/(.+))", [&st](const HttpRequest& req, HttpResponse& res) {
+  add_route(st, "GET", prefix + R"(/models/(.+))", [&st](const HttpRequest& req, HttpResponse& res) {
     guard(res, [&] {
       st.tenant_of(req);
       st.check_model(req.matches[1]);
@@ -140,6 +148,16 @@ std::pair<std::string, std::string> chat_template_source(const ServerOptions& op
   return {*builtin, "builtin:" + opt.chat_template_name};
 }
 
+void send_error(HttpResponse& res, ErrorStyle style, int status, const std::string& message,
+                const std::string& type, const std::string& param, const std::string& code);
+
+// Anthropic's routes answer every error in Anthropic's shape, unknown subpaths and
+// methods included (SDKs parse error.type).
+ErrorStyle error_style_of(const std::string& path) {
+  return path == "/v1/messages" || path.rfind("/v1/messages/", 0) == 0 ? ErrorStyle::kAnthropic
+                                                                        : ErrorStyle::kOpenAI;
+}
+
 // OPTIONS on a served path (a CORS preflight), and the answer to a method the path
 // does not serve. CORS headers themselves are default headers (every response).
 void add_method_handling(Server::State& st) {
@@ -161,20 +179,19 @@ void add_method_handling(Server::State& st) {
   });
   st.http->set_error_handler([&st](const HttpRequest& req, HttpResponse& res) {
     if (!res.body.empty()) return;  // a handler already answered
+    const ErrorStyle style = error_style_of(req.path);
     if (res.status == 404) {
       const std::string methods = allowed_methods(st, req.path);
       if (!methods.empty() && req.method != "OPTIONS") {
         res.set_header("Allow", methods + ", OPTIONS");
-        send_json(res, 405, error_json(req.method + " is not allowed on " + req.path + " (allowed: " +
-                                           methods + ")",
-                                       "invalid_request_error", "", "method_not_allowed"));
+        send_error(res, style, 405, req.method + " is not allowed on " + req.path + " (allowed: " + methods + ")",
+                   "invalid_request_error", "", "method_not_allowed");
         return;
       }
-      send_json(res, 404, error_json("no route " + req.method + " " + req.path,
-                                     "invalid_request_error", "", "unknown_route"));
+      send_error(res, style, 404, "no route " + req.method + " " + req.path, "invalid_request_error", "",
+                 "unknown_route");
     } else {
-      send_json(res, res.status, error_json("HTTP " + std::to_string(res.status),
-                                            "invalid_request_error", "", ""));
+      send_error(res, style, res.status, "HTTP " + std::to_string(res.status), "invalid_request_error", "", "");
     }
   });
   if (!st.opt.cors_origin.empty()) {
@@ -245,6 +262,7 @@ const char* anthropic_error_type(int status) {
     case 401: return "authentication_error";
     case 403: return "permission_error";
     case 404: return "not_found_error";
+    case 405: return "invalid_request_error";
     case 413: return "request_too_large";
     case 429: return "rate_limit_error";
     case 503: return "overloaded_error";

@@ -14,6 +14,7 @@
 
 #include "engine/engine.h"
 #include "kernels/cpu_count.h"
+#include "server/request_defaults.h"
 #include "tier/tier_options.h"
 
 namespace pc::server {
@@ -70,6 +71,7 @@ struct ServerOptions {
   int64_t max_tenant_schema_modules = 4096;          // --tenant-max-schema-modules
   int64_t max_tenant_schema_bytes = int64_t(4) << 20;  // --tenant-max-schema-bytes
   bool test_hooks = false;          // accept the test-only request fields (test_forced_reply)
+  RequestDefaults defaults;         // --temp, --top-p, --top-k, --seed, -n: what a request leaves out
 };
 
 class Server {

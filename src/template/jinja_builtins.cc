@@ -419,7 +419,8 @@ Value f_upper(Interp&, const Value& v, CallArgs&) { return Value(str_upper(v.str
 
 Value f_map(Interp& in, const Value& v, CallArgs& a) {
   ValueList out;
-  if (v.is_undefined()) return Value::list({});
+  // Jinja2 maps only a truthy value: none, undefined, "" and 0 give an empty sequence.
+  if (!v.truthy()) return Value::list({});
   ValueList items = in.iterate(v);
   if (a.pos.empty()) {
     const Value* attr = a.kwarg("attribute");
@@ -467,6 +468,10 @@ Value f_pprint(Interp&, const Value& v, CallArgs&) { return Value(v.repr()); }
 
 Value select_impl(Interp& in, const Value& v, CallArgs& a, bool attr_mode, bool keep) {
   ValueList out;
+  // Jinja2 filters only a truthy value (`if value:`): none, undefined, "" and 0 give an
+  // empty sequence without looking at the arguments (`tools | selectattr(...)` with no
+  // tools).
+  if (!v.truthy()) return Value::list(std::move(out));
   size_t off = 0;
   const Value* attr = nullptr;
   if (attr_mode) {

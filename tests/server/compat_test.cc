@@ -234,8 +234,8 @@ TEST_F(Compat, ApplyTemplateIsWhatChatRenders) {
   ASSERT_EQ(a.status, 200) << a.raw;
   const std::string prompt = a.body["prompt"];
   EXPECT_EQ(prompt,
-            "<|im_start|>system\nYou are terse.<|im_end|>\n<|im_start|>user\nHi there<|im_end|>\n"
-            "<|im_start|>assistant\n");
+            "<|im_start|>system\nYou are terse.<|im_end|>\n<|im_start|>user\nHi \nthere<|im_end|>\n"
+            "<|im_start|>assistant\n");  // text parts joined with "\n"
   // The chat request's prompt is that text tokenized (special tokens parsed, BOS).
   Reply t = post(c, "/tokenize", {{"content", prompt}, {"add_special", true}});
   body["cache_salt"] = "apply-template";  // a fresh conversation: nothing spliced
