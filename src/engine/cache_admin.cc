@@ -223,33 +223,11 @@ void CacheAdmin::throw_tenant_bound(const std::string& tenant) const {
 }
 
 std::map<std::string, int64_t> CacheAdmin::held_pages_by_tenant() const {
+  std::map<std::string, std::set<int32_t>> pinned;
   std::map<std::string, int64_t> held;
-  const RadixIndex& idx = e_.prefix_->index();
-  const ModuleStore& store = e_.modules_->store();
-  if (!idx.has_pins() && !idx.has_retained() && !store.has_pins()) return held;
-  std::map<std::string, std::set<int32_t>> pinned;  // tenant → pages
-  for (const KvNamespace& ns : idx.namespaces()) {
-    const std::string owner = quota_owner(ns.tenant);
-    std::set<int32_t>& pages = pinned[owner];
-    std::set<int32_t> seen;  // nodes whose retention was counted (shared ancestors once)
-    idx.for_each_leaf(ns, [&](int32_t leaf) {
-      bool pin = false;
-      for (int32_t n = leaf; n >= 0;) {
-        const RadixIndex::NodeView x = idx.node(n);
-        if (x.parent < 0) break;
-        pin = pin || x.pins > 0;
-        if (pin)
-          for (const PageSlice& s : x.slices) pages.insert(s.page);
-        if (x.retain_pages > 0 && seen.insert(n).second) held[owner] += x.retain_pages;
-        n = x.parent;
-      }
-    });
-  }
-  for (const auto& [key, m] : store.entries())
-    if (m.pins > 0)
-      for (const ModuleSegment& seg : m.segments)
-        for (const PageEntry& p : seg.entries) pinned[quota_owner(key.ns.tenant)].insert(p.page);
-  for (const auto& [owner, pages] : pinned) held[owner] += int64_t(pages.size());
+  visit_held(nullptr, &pinned, &held);
+  for (const auto& [owner, pages] : pinned)
+    if (!pages.empty()) held[owner] += int64_t(pages.size());
   return held;
 }
 
@@ -389,28 +367,41 @@ std::optional<BlockHit> CacheAdmin::find_block(const std::string& tenant, const 
 const KvTiers* CacheAdmin::tiers() const { return e_.tiers_.get(); }
 
 int64_t CacheAdmin::pinned_pages() const {
-  if (!e_.prefix_->index().has_pins() && !e_.modules_->store().has_pins()) return 0;
   std::set<int32_t> pages;
+  visit_held(&pages, nullptr);
+  return int64_t(pages.size());
+}
+
+// Walks what requests cannot have: pinned pages (a pin on a node keeps it and its
+// ancestors) into (*pinned)[owner] or *all, and each retained node's charge, once,
+// into (*retained)[owner].
+void CacheAdmin::visit_held(std::set<int32_t>* all, std::map<std::string, std::set<int32_t>>* pinned,
+                            std::map<std::string, int64_t>* retained) const {
   const RadixIndex& idx = e_.prefix_->index();
-  for (const KvNamespace& ns : idx.namespaces())
+  const ModuleStore& store = e_.modules_->store();
+  if (!idx.has_pins() && !store.has_pins() && (!retained || !idx.has_retained())) return;
+  auto pages_of = [&](const std::string& owner) -> std::set<int32_t>& { return pinned ? (*pinned)[owner] : *all; };
+  for (const KvNamespace& ns : idx.namespaces()) {
+    const std::string owner = quota_owner(ns.tenant);
+    std::set<int32_t>& pages = pages_of(owner);
+    std::set<int32_t> seen;  // retained nodes counted (shared ancestors once)
     idx.for_each_leaf(ns, [&](int32_t leaf) {
-      // A pin on a node keeps it and its ancestors: walk up, collecting from the
-      // first pinned node on.
-      bool pinned = false;
+      bool pin = false;
       for (int32_t n = leaf; n >= 0;) {
         const RadixIndex::NodeView x = idx.node(n);
         if (x.parent < 0) break;
-        pinned = pinned || x.pins > 0;
-        if (pinned)
-          for (const PageSlice& s : x.slices) pages.insert(s.page);
+        pin = pin || x.pins > 0;
+        if (pin)
+          for (const PageSlice& sl : x.slices) pages.insert(sl.page);
+        if (retained && x.retain_pages > 0 && seen.insert(n).second) (*retained)[owner] += x.retain_pages;
         n = x.parent;
       }
     });
-  for (const auto& [key, m] : e_.modules_->store().entries())
+  }
+  for (const auto& [key, m] : store.entries())
     if (m.pins > 0)
       for (const ModuleSegment& seg : m.segments)
-        for (const PageEntry& p : seg.entries) pages.insert(p.page);
-  return int64_t(pages.size());
+        for (const PageEntry& p : seg.entries) pages_of(quota_owner(key.ns.tenant)).insert(p.page);
 }
 
 }  // namespace pc

@@ -146,6 +146,8 @@ class CacheAdmin {
   // Pins beyond EngineOptions::tenant_hold_pages are undone and throw TenantQuotaError.
   bool over_tenant_bound(const std::string& tenant) const;
   [[noreturn]] void throw_tenant_bound(const std::string& tenant) const;
+  void visit_held(std::set<int32_t>* all, std::map<std::string, std::set<int32_t>>* pinned,
+                  std::map<std::string, int64_t>* retained = nullptr) const;
   Engine& e_;
 };
 
