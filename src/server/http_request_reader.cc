@@ -86,7 +86,7 @@ void HttpRequestReader::reset() {
   state_ = State::kHeader;
   error_ = {};
   req_ = HttpRequest{};
-  capacity_ = waiting_ = 0;
+  capacity_ = waiting_ = stalled_ = 0;
   declared_ = 0;
   transfer_encodings_ = content_lengths_ = 0;
 }
@@ -105,6 +105,10 @@ size_t HttpRequestReader::feed(const char* data, size_t n) {
 size_t HttpRequestReader::put(const char* data, size_t n) {
   // Beast holds a chunk-size line and the whole trailer section until they end and
   // bounds neither: they get at most the header limit.
+  // Beast must not see the same bytes again after asking for more: past the last
+  // chunk it asserts that they grew (basic_parser.ipp, "n >= 5"), an abort in a build
+  // with assertions.
+  if (n <= stalled_) return 0;
   const bool chunked_body = state_ == State::kBody && parser_->chunked();
   const size_t line_limit = size_t(lim_.max_header_bytes);
   const size_t give = chunked_body ? std::min(n, line_limit) : n;
@@ -117,6 +121,7 @@ size_t HttpRequestReader::put(const char* data, size_t n) {
     fail(400, std::string("malformed HTTP request (") + e.what() + ")", "bad_request");
     return 0;
   }
+  stalled_ = ec == bhttp::error::need_more ? n - used : 0;
   if (state_ == State::kError) return used;  // a callback refused it
   if (ec == bhttp::error::need_more) {
     if (chunked_body && used == 0 && give == line_limit)
@@ -146,11 +151,11 @@ void HttpRequestReader::fail(int status, std::string message, std::string code) 
 void HttpRequestReader::fail_parse(int beast_error, const std::string& what) {
   using E = bhttp::error;
   const auto e = E(beast_error);
-  const bool in_trailer = parser_->is_header_done();
+  const bool in_body = parser_->is_header_done();
   if (e == E::header_limit)
     return fail(431, "the request line and headers exceed " + std::to_string(lim_.max_header_bytes) + " bytes",
                 "headers_too_large");
-  if ((e == E::bad_content_length || e == E::bad_transfer_encoding) && !in_trailer) {
+  if ((e == E::bad_content_length || e == E::bad_transfer_encoding) && !in_body) {
     // Beast refuses the second of the two framing headers, or a duplicate.
     const bool both = e == E::bad_content_length ? transfer_encodings_ > 0 : content_lengths_ > 0;
     if (both)
@@ -161,7 +166,7 @@ void HttpRequestReader::fail_parse(int beast_error, const std::string& what) {
       return fail(400, "duplicate Content-Length headers with different values", "invalid_content_length");
     return fail(400, "invalid Content-Length header (one decimal number of bytes)", "invalid_content_length");
   }
-  if (in_trailer && e != E::body_limit)
+  if (in_body && e != E::body_limit)
     return fail(400, "invalid chunked body (" + what + ")", "invalid_chunked_body");
   return fail(400, "malformed HTTP request (" + what + ")", "bad_request");
 }
@@ -231,10 +236,9 @@ bool HttpRequestReader::keep_alive() const { return parser_->keep_alive(); }
 
 size_t HttpRequestReader::body_room_wanted() const {
   const size_t need = req_.body.size() + waiting_;
-  // Chunked: the sizes announced so far; both are at most max_body_bytes.
-  const uint64_t limit = chunked() ? declared_ : content_length();
-  const size_t grown = std::max({need, 2 * capacity_, kFirstRoom});
-  return std::max(need, size_t(std::min<uint64_t>(grown, limit)));
+  const uint64_t limit = chunked() ? uint64_t(lim_.max_body_bytes) : content_length();
+  if (capacity_ == 0 && need <= kFirstRoom) return std::max(need, size_t(std::min<uint64_t>(kFirstRoom, limit)));
+  return size_t(limit);  // the rest at once: a body never waits holding part of it
 }
 
 void HttpRequestReader::grow_body(size_t capacity) {

@@ -74,9 +74,11 @@ class HttpRequestReader {
   // Body memory. Bytes are stored only into capacity granted by grow_body, so the
   // caller accounts for every byte a body holds (body_capacity()).
   size_t body_capacity() const { return capacity_; }
-  // In kNeedRoom: the capacity to grow to next — at least what the waiting bytes
-  // need, else double the current one (64 KiB first), never past the declared length
-  // or max_body_bytes.
+  // In kNeedRoom: the capacity to grow to next. First 64 KiB (or the declared length
+  // if smaller): a client that declares a large body and sends little holds little.
+  // Past that, the whole declared length (chunked: max_body_bytes) at once, so that
+  // bodies never hold part of their memory while waiting for the rest (two that
+  // did could wait on each other until their deadlines).
   size_t body_room_wanted() const;
   // Moves the body into a new buffer of exactly `capacity` bytes (> body_capacity()).
   void grow_body(size_t capacity);
@@ -101,6 +103,7 @@ class HttpRequestReader {
   HttpRequest req_;
   size_t capacity_ = 0;   // req_.body's granted capacity
   size_t waiting_ = 0;    // body bytes the parser offered beyond it (kNeedRoom)
+  size_t stalled_ = 0;    // bytes Beast last asked more than (need_more); 0 after progress
   uint64_t declared_ = 0; // chunked: the chunk sizes so far (<= max_body_bytes)
   int transfer_encodings_ = 0, content_lengths_ = 0;  // header fields seen
 };

@@ -19,6 +19,8 @@
 #include <unordered_map>
 
 #include "gguf/error.h"
+#include "server/body_budget.h"
+#include "server/http_request_reader.h"
 #include "server/http_wire.h"
 
 namespace pc::server {
@@ -27,7 +29,6 @@ namespace {
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
-namespace bhttp = boost::beast::http;
 using tcp = asio::ip::tcp;
 using Millis = std::chrono::milliseconds;
 
@@ -37,8 +38,6 @@ constexpr size_t kStreamLag = 1 << 20;    // a stream's unsent bytes before Data
 constexpr int kReservedFds = 256;         // descriptors besides connections: model, tiers, logs
 constexpr int64_t kLingerMs = 2000;       // after an error answer: reading what the client still sends
 constexpr int kListenBacklog = 1024;      // capped by net.core.somaxconn
-
-std::string str(beast::string_view s) { return std::string(s.data(), s.size()); }
 
 std::string seconds_text(int64_t ms) {
   char buf[32];
@@ -93,32 +92,6 @@ class WorkerPool {
 
 class Connection;
 
-// The memory that request bodies being read or handled take together (I/O thread
-// only). A body that does not fit waits, first come first served.
-class BodyBudget {
- public:
-  explicit BodyBudget(int64_t cap) : cap_(cap) {}
-  // Takes `n` bytes if they fit (always when nothing is taken) and, when `fair`,
-  // nobody waits before.
-  bool take(int64_t n, bool fair) {
-    if (fair && !waiters_.empty()) return false;
-    if (used_ > 0 && used_ + n > cap_) return false;
-    used_ += n;
-    return true;
-  }
-  void wait(std::weak_ptr<Connection> c, int64_t n) { waiters_.push_back({std::move(c), n}); }
-  void give(int64_t n);
-
- private:
-  struct Waiter {
-    std::weak_ptr<Connection> conn;
-    int64_t bytes;
-  };
-  int64_t cap_;
-  int64_t used_ = 0;
-  std::deque<Waiter> waiters_;
-};
-
 struct HttpServer::Impl {
   explicit Impl(const HttpLimits& l)
       : lim(l), budget(l.body_memory_bytes), workers(std::max(1, l.workers)) {}
@@ -170,30 +143,29 @@ struct HttpServer::Impl {
 
 // One client connection. Its socket, parser and queues belong to the I/O thread;
 // workers use only the thread-safe part (gone, send, wait_writable).
-class Connection : public std::enable_shared_from_this<Connection> {
+class Connection : public std::enable_shared_from_this<Connection>, public BodyBudgetWaiter {
  public:
   Connection(HttpServer::Impl& srv, tcp::socket s, std::string peer, int port)
       : srv_(srv), socket_(std::move(s)), peer_(std::move(peer)), port_(port),
-        in_(size_t(srv.lim.max_header_bytes) + kBodyRead), read_timer_(srv.io), write_timer_(srv.io) {
-    chunk_cb_ = [this](std::uint64_t size, beast::string_view, beast::error_code& ec) { on_chunk(size, ec); };
-  }
+        in_(size_t(srv.lim.max_header_bytes) + kBodyRead),
+        reader_(HttpReadLimits{srv.lim.max_header_bytes, srv.lim.max_body_bytes}), read_timer_(srv.io),
+        write_timer_(srv.io) {}
 
   std::list<std::shared_ptr<Connection>>::iterator it;  // in srv.conns
 
   const std::string& peer() const { return peer_; }
   // Waiting for a request's headers with nothing to write: may be closed to make room.
   bool idle() const { return phase_ == Phase::kHeader && out_.empty() && !writing_; }
-  bool waiting_budget() const { return phase_ == Phase::kBudget; }
+  bool waiting_budget() const override { return phase_ == Phase::kBudget && !closed_; }
 
   void start() {
     new_request();
     read_more();
   }
 
-  void budget_granted(int64_t n) {
-    reserved_ += n;
+  void budget_granted(int64_t want) override {
     phase_ = Phase::kBody;
-    expect_continue();
+    grow_body(want);
     advance();
     read_more();
   }
@@ -263,14 +235,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void new_request() {
-    parser_.emplace();
-    parser_->header_limit(std::uint32_t(std::min<int64_t>(srv_.lim.max_header_bytes, UINT32_MAX)));
-    // Checked here (the Content-Length, chunk sizes). Not boost::none: Beast 1.74
-    // compares the length against the optional and takes none as the smallest.
-    parser_->body_limit(std::numeric_limits<std::uint64_t>::max());
-    parser_->on_chunk_header(chunk_cb_);
-    chunked_bytes_ = 0;
-    chunk_error_ = 0;
+    reader_.reset();
     phase_ = Phase::kHeader;
     if (in_.size() == 0 && in_.capacity() > 4 * kBodyRead) in_.shrink_to_fit();
     arm_read_deadline(srv_.lim.header_timeout_ms);
@@ -342,108 +307,67 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   // Parses what in_ holds as far as the current phase goes.
   void advance() {
+    using State = HttpRequestReader::State;
     while (!closed_ && (phase_ == Phase::kHeader || phase_ == Phase::kBody)) {
-      if (phase_ == Phase::kBody && parser_->is_done()) return dispatch();
+      if (reader_.state() == State::kDone) return dispatch();
+      if (reader_.state() == State::kNeedRoom) {
+        if (!ask_room()) return;
+        continue;
+      }
       if (in_.size() == 0) {
         if (peer_eof_) close();
         return;
       }
-      // A chunked body's size lines and trailer section are held whole until they
-      // end: Beast bounds neither, so they get at most the header limit.
-      const bool chunked = phase_ == Phase::kBody && parser_->chunked();
-      const size_t limit = size_t(srv_.lim.max_header_bytes);
-      const size_t give = chunked ? std::min(in_.size(), limit) : in_.size();
-      beast::error_code ec;
-      size_t used = 0;
-      try {
-        used = parser_->put(asio::buffer(in_.data(), give), ec);
-      } catch (const std::exception& e) {
-        // Beast's field storage throws (std::length_error) on a field over 64 KiB;
-        // an exception here would leave the event loop and end the process.
-        return reject(400, std::string("malformed HTTP request (") + e.what() + ")", "bad_request");
-      }
+      const size_t used = reader_.feed(static_cast<const char*>(in_.data().data()), in_.size());
       in_.consume(used);
-      if (ec == bhttp::error::need_more) {
-        if (used > 0 && in_.size() > 0) continue;
-        if (chunked && give == limit)
-          return reject(431, "a chunk size line or the chunked body's trailer section exceeds " +
-                                 std::to_string(limit) + " bytes",
-                        "headers_too_large");
-        if (peer_eof_) close();
+      if (reader_.state() == State::kError) {
+        const HttpReadError e = reader_.error();  // a copy: reject() resets the reader
+        return reject(e.status, e.message, e.code);
+      }
+      if (phase_ == Phase::kHeader && reader_.state() != State::kHeader) on_header();
+      if (used == 0 && (reader_.state() == State::kHeader || reader_.state() == State::kBody)) {
+        if (peer_eof_) close();  // the request can never end
         return;
       }
-      if (ec) return reject_parse(ec);
-      if (phase_ == Phase::kHeader && parser_->is_header_done()) on_header();
     }
   }
 
+  // Headers read and checked: the body (if any) comes within the body deadline.
   void on_header() {
-    const auto& h = parser_->get();
-    if (parser_->chunked()) {
-      phase_ = Phase::kBody;
-    } else if (const auto n = parser_->content_length()) {
-      if (int64_t(*n) > srv_.lim.max_body_bytes)
-        return reject(413, "the request body (" + std::to_string(*n) + " bytes) is larger than the server accepts (" +
-                               std::to_string(srv_.lim.max_body_bytes) + " bytes, --max-body-size)",
-                      "body_too_large");
-      phase_ = Phase::kBody;
-      if (*n > 0 && !srv_.budget.take(int64_t(*n), true)) {
-        phase_ = Phase::kBudget;
-        srv_.budget.wait(weak_from_this(), int64_t(*n));
-      } else {
-        reserved_ += int64_t(*n);
-      }
-    } else if (h.method() == bhttp::verb::post || h.method() == bhttp::verb::put ||
-               h.method() == bhttp::verb::patch) {
-      return reject(411, "a " + str(h.method_string()) +
-                             " request needs a Content-Length header (or Transfer-Encoding: chunked)",
-                    "length_required");
-    } else {
-      phase_ = Phase::kBody;  // no body: the parser is done
-    }
+    phase_ = Phase::kBody;
     arm_read_deadline(srv_.lim.body_timeout_ms);
-    if (phase_ == Phase::kBody) expect_continue();
+    expect_continue();
   }
 
   // Expect: 100-continue (curl sends it before large bodies): the body is wanted.
   void expect_continue() {
-    const auto& h = parser_->get();
-    const auto e = h.find(bhttp::field::expect);
-    if (e == h.end() || !beast::iequals(e->value(), "100-continue") || h.version() < 11 || parser_->is_done())
+    const HttpRequest& r = reader_.request();
+    if (r.version < 11 || reader_.state() == HttpRequestReader::State::kDone ||
+        !beast::iequals(r.get_header_value("Expect"), "100-continue"))
       return;
     enqueue_own(Out{"HTTP/1.1 100 Continue\r\n\r\n", false, false, nullptr});
   }
 
-  void on_chunk(std::uint64_t size, beast::error_code& ec) {
-    chunked_bytes_ += size;
-    if (int64_t(chunked_bytes_) > srv_.lim.max_body_bytes) {
-      chunk_error_ = 413;
-      ec = bhttp::error::body_limit;
-    } else if (!srv_.budget.take(int64_t(size), false)) {
-      chunk_error_ = 503;
-      ec = bhttp::error::body_limit;
-    } else {
-      reserved_ += int64_t(size);
+  // The body's bytes wait for a bigger buffer: from the budget now, or once it fits.
+  bool ask_room() {
+    const auto want = int64_t(reader_.body_room_wanted());
+    const auto held = int64_t(reader_.body_capacity());
+    if (srv_.budget.take(want, held)) {
+      grow_body(want);
+      return true;
     }
+    phase_ = Phase::kBudget;
+    srv_.budget.wait(weak_from_this(), want, held);
+    return false;
   }
 
-  void reject_parse(beast::error_code ec) {
-    if (ec == bhttp::error::header_limit)
-      return reject(431, "the request line and headers exceed " + std::to_string(srv_.lim.max_header_bytes) + " bytes",
-                    "headers_too_large");
-    if (ec == bhttp::error::body_limit && chunk_error_ == 413)
-      return reject(413, "the chunked request body is larger than the server accepts (" +
-                             std::to_string(srv_.lim.max_body_bytes) + " bytes, --max-body-size)",
-                    "body_too_large");
-    if (ec == bhttp::error::body_limit && chunk_error_ == 503)
-      return reject(503, "the server is busy reading other requests' bodies (--max-body-memory); retry later",
-                    "server_busy");
-    if (ec == bhttp::error::bad_content_length)
-      return reject(400, "invalid Content-Length header", "invalid_content_length");
-    if (ec == bhttp::error::bad_transfer_encoding || ec == bhttp::error::bad_chunk ||
-        ec == bhttp::error::bad_chunk_extension)
-      return reject(400, "invalid chunked body (" + ec.message() + ")", "invalid_chunked_body");
-    reject(400, "malformed HTTP request (" + ec.message() + ")", "bad_request");
+  // `want` bytes are taken: the body moves into a buffer that size, the old one goes.
+  void grow_body(int64_t want) {
+    const auto held = int64_t(reader_.body_capacity());
+    reserved_ += want;
+    reader_.grow_body(size_t(want));
+    reserved_ -= held;
+    srv_.budget.give(held);
   }
 
   // Answers an error of the request itself and closes (its remaining bytes cannot be
@@ -451,31 +375,24 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void reject(int status, const std::string& message, const std::string& code) {
     phase_ = Phase::kClosing;
     cancel_read_deadline();
+    const int version = reader_.request().version == 10 ? 10 : 11;
+    reader_.reset();  // frees the body read so far
     if (reserved_ > 0) srv_.budget.give(std::exchange(reserved_, 0));
     HttpResponse res;
     srv_.error_response(res, status, message, code);
     if (srv_.logger) srv_.logger(HttpRequest{}, res);
-    const int version = parser_ && parser_->is_header_done() ? int(parser_->get().version()) : 11;
     enqueue_own(Out{response_head(res, version, false, false, res.body.size()) + res.body, true, true, nullptr});
   }
 
   void dispatch() {
-    auto& m = parser_->get();
-    auto req = std::make_shared<HttpRequest>();
-    req->method = str(m.method_string());
-    req->target = str(m.target());
-    split_target(req->target, &req->path, &req->params);
-    for (const auto& f : m) req->headers.emplace(str(f.name_string()), str(f.value()));
-    req->version = int(m.version());
+    const bool keep_alive = reader_.keep_alive();
+    auto req = std::make_shared<HttpRequest>(reader_.take());
     req->remote_addr = peer_;
     req->remote_port = port_;
-    req->body = std::move(m.body());
     req->connection_closed = [w = weak_from_this()] {
       auto c = w.lock();
       return !c || c->gone();
     };
-    const bool keep_alive = m.keep_alive();
-    parser_.reset();
     phase_ = Phase::kHandling;
     cancel_read_deadline();
     ++srv_.handling;
@@ -580,11 +497,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::string peer_;
   int port_;
   beast::flat_buffer in_;  // read ahead, bounded: headers + one read
-  std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
-  std::function<void(std::uint64_t, beast::string_view, beast::error_code&)> chunk_cb_;
-  std::uint64_t chunked_bytes_ = 0;
-  int chunk_error_ = 0;  // 413 / 503 when a chunk size stopped the parser
-  int64_t reserved_ = 0;  // body budget held by the request being read
+  HttpRequestReader reader_;
+  int64_t reserved_ = 0;  // body budget held by the request being read: its buffer's capacity
   Phase phase_ = Phase::kHeader;
   bool reading_ = false, writing_ = false, peer_eof_ = false, closed_ = false;
   std::deque<Out> out_;
@@ -596,23 +510,6 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::atomic<bool> gone_{false};
   size_t unsent_ = 0;  // bytes sent by workers and not yet written (mu_)
 };
-
-void BodyBudget::give(int64_t n) {
-  used_ -= n;
-  while (!waiters_.empty()) {
-    Waiter& w = waiters_.front();
-    auto c = w.conn.lock();
-    if (!c || !c->waiting_budget()) {
-      waiters_.pop_front();
-      continue;
-    }
-    if (used_ > 0 && used_ + w.bytes > cap_) break;
-    used_ += w.bytes;
-    const int64_t bytes = w.bytes;
-    waiters_.pop_front();
-    c->budget_granted(bytes);
-  }
-}
 
 // ── Server ──────────────────────────────────────────────────────────────────────
 

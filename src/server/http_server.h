@@ -5,8 +5,8 @@
 //   ──────────                                  ─────────────────────────────────────
 //   accept: --max-connections, per-address cap
 //   read headers (deadline, size bound)
-//   body: Content-Length / chunked checked,
-//         memory budget reserved, deadline
+//   body: framing checked (http_request_reader),
+//         memory granted as bytes come, deadline
 //   request complete ─────────────────────────► route → handler (may block: generation)
 //   keeps reading: EOF = client gone ◄ · · · · · req.is_connection_closed()
 //   writes in order ◄───────────────────────── whole response, or a stream's chunks
@@ -39,8 +39,11 @@ struct HttpLimits {
   int max_client_connections = 1024;
   int64_t max_header_bytes = 64 << 10;  // request line and headers
   int64_t max_body_bytes = 32 << 20;
-  // Bodies being read or handled together; a body that does not fit waits (within
-  // its body deadline) for others to finish. One body larger than it is read alone.
+  // Memory of the bodies being read or handled together (body_budget.h): a body's
+  // buffer is granted as its bytes arrive (64 KiB, then the rest), never from the
+  // declared length alone; a buffer that does not fit waits (within its body deadline) for others to finish. An
+  // eighth is kept for buffers of at most 64 KiB, so small requests pass big uploads.
+  // One body larger than it is read alone.
   int64_t body_memory_bytes = 256 << 20;
   int workers = 16;  // handler threads
 };
