@@ -83,8 +83,11 @@ TEST(ServerAnthropic, MessagesMatchChatCompletions) {
   EXPECT_TRUE(stop == "end_turn" || stop == "max_tokens") << stop;
   EXPECT_TRUE(r.body["stop_sequence"].is_null());
 
+  // The same two system parts as OpenAI content parts (both APIs join parts with "\n").
+  const json parts = json::array({{{"type", "text"}, {"text", "You tell short "}},
+                                  {{"type", "text"}, {"text", "stories about a cat."}}});
   const json o = {{"max_tokens", 16}, {"temperature", 0},
-                  {"messages", json::array({{{"role", "system"}, {"content", kSystem}},
+                  {"messages", json::array({{{"role", "system"}, {"content", parts}},
                                             {{"role", "user"}, {"content", "Tell me one."}}})},
                   {"cache_salt", "openai"}};
   const Reply oc = post(c, "/v1/chat/completions", o);
