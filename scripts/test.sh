@@ -4,7 +4,7 @@
 # real `promptcache serve` and redis-server processes on loopback), then
 # rebuilds the GGUF reader's tests with AddressSanitizer and runs the
 # corrupt-input tests under it, and runs every libFuzzer target (fuzz/) for
-# FUZZ_SECONDS (default 15) each under ASan and UBSan.
+# FUZZ_SECONDS (default 10) each under ASan and UBSan.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -20,6 +20,6 @@ cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DPC_ASAN=ON >/dev/nu
 cmake --build build-asan -j "$JOBS" --target test_gguf
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 build-asan/test_gguf --gtest_filter='GgufCorrupt*'
 
-echo "test: fuzz targets, ${FUZZ_SECONDS:-15} s each (scripts/fuzz.sh)"
-scripts/fuzz.sh "${FUZZ_SECONDS:-15}"
+echo "test: fuzz targets, ${FUZZ_SECONDS:-10} s each (scripts/fuzz.sh)"
+scripts/fuzz.sh "${FUZZ_SECONDS:-10}"
 echo "test: all passed"
