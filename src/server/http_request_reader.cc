@@ -108,10 +108,12 @@ size_t HttpRequestReader::put(const char* data, size_t n) {
   // Beast must not see the same bytes again after asking for more: past the last
   // chunk it asserts that they grew (basic_parser.ipp, "n >= 5"), an abort in a build
   // with assertions.
-  if (n <= stalled_) return 0;
+  // Re-entering after the last chunk's line it also asserts that at least 5 bytes are
+  // there ("0\r\n" and more), so a stalled chunked body waits for that many.
   const bool chunked_body = state_ == State::kBody && parser_->chunked();
   const size_t line_limit = size_t(lim_.max_header_bytes);
   const size_t give = chunked_body ? std::min(n, line_limit) : n;
+  if (stalled_ > 0 && give < std::max<size_t>(stalled_ + 1, chunked_body ? 5 : 0)) return 0;
   error_code ec;
   size_t used = 0;
   try {
@@ -121,7 +123,7 @@ size_t HttpRequestReader::put(const char* data, size_t n) {
     fail(400, std::string("malformed HTTP request (") + e.what() + ")", "bad_request");
     return 0;
   }
-  stalled_ = ec == bhttp::error::need_more ? n - used : 0;
+  stalled_ = ec == bhttp::error::need_more ? give - used : 0;
   if (state_ == State::kError) return used;  // a callback refused it
   if (ec == bhttp::error::need_more) {
     if (chunked_body && used == 0 && give == line_limit)

@@ -51,6 +51,7 @@ struct Reader {
   bool ok = true;
   bool take(void* dst, size_t n) {
     if (!ok || b.size() - at < n) return ok = false;
+    if (n == 0) return true;  // dst may be an empty vector's null data()
     std::memcpy(dst, b.data() + at, n);
     at += n;
     return true;

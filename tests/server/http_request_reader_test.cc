@@ -94,6 +94,26 @@ TEST(HttpRequestReader, TheLastChunkLineAloneWaitsForMore) {
   EXPECT_EQ(r.state(), State::kDone);
 }
 
+// The bytes after the last chunk's line arriving one at a time: Beast asserts that it
+// sees at least "0\r\n" and two more bytes when it resumes there (a fuzzer finding,
+// fuzz/corpus/http_request/20_crash_last_chunk_reentry_short); the reader waits.
+TEST(HttpRequestReader, TheEndOfAChunkedBodyByteByByte) {
+  HttpRequestReader r({1024, 4096});
+  const std::string in = "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n1\r\n{\r\n0\r\nX-T: a\r\n\r\n";
+  std::string pending;
+  for (char c : in) {
+    pending += c;
+    pending.erase(0, r.feed(pending.data(), pending.size()));
+    if (r.state() == State::kNeedRoom) {
+      r.grow_body(r.body_room_wanted());
+      pending.erase(0, r.feed(pending.data(), pending.size()));
+    }
+    ASSERT_NE(r.state(), State::kError) << r.error().message;
+  }
+  EXPECT_EQ(r.state(), State::kDone);
+  EXPECT_EQ(r.take().body, "{");
+}
+
 TEST(HttpRequestReader, InconsistentFramingIsRefusedNamingTheHeader) {
   struct Case {
     std::string headers;
