@@ -324,18 +324,7 @@ TierLookup RedisTier::longest_prefix(const KvNamespace& ns, const KvShape& shape
 }
 
 TierStatus RedisTier::erase(const KvNamespace& ns, const KvShape& shape, std::span<const int32_t> tokens) {
-  const std::string name = key_name(entry_key(ns, shape, tokens));
-  std::lock_guard<std::mutex> lock(mu_);
-  if (!ensure_connected()) {
-    ++stats_.unavailable;
-    return TierStatus::kUnavailable;
-  }
-  Reply r = call({arg("DEL"), arg(name)}, kSmallReply);
-  if (!r) {
-    fail("DEL");
-    return TierStatus::kUnavailable;
-  }
-  return r->type == REDIS_REPLY_INTEGER && r->integer > 0 ? TierStatus::kOk : TierStatus::kMiss;
+  return erase_value(key_name(entry_key(ns, shape, tokens)));  // a KV entry is a value under its key
 }
 
 TierStatus RedisTier::set_value(const std::string& name, std::span<const uint8_t> bytes, int64_t ttl_seconds) {
