@@ -114,7 +114,7 @@ Blocks generate_pool(Engine& e, const Model& model, int n, uint32_t seed) {
     r.stop_at_eog = false;
     r.sampling.temperature = 1.0f;
     r.sampling.seed = seed * 1000003u + uint32_t(i);
-    r.tenant = "pool";
+    r.scope = CacheScope("pool");
     std::vector<int32_t> b;
     for (int32_t t : e.generate(r).tokens)
       if (!tok.is_eog(t) && t != tok.bos()) b.push_back(t);
@@ -166,7 +166,7 @@ int run_quality(const QualityArgs& a) {
         r.blocks.push_back({int32_t(r.prompt.size()), int32_t(r.prompt.size() + p.size())});
         r.prompt.insert(r.prompt.end(), p.begin(), p.end());
       }
-      r.tenant = tenant;
+      r.scope = CacheScope(tenant);
       r.max_tokens = a.continuation;
       r.stop_at_eog = false;
       r.sampling.temperature = 0;

@@ -120,7 +120,7 @@ std::vector<std::pair<std::string, GenerateRequest>> read_requests(const Generat
       s.min_p = j.value("min_p", s.min_p);
       s.repeat_penalty = j.value("repeat_penalty", s.repeat_penalty);
       s.repeat_last_n = j.value("repeat_last_n", s.repeat_last_n);
-      r.tenant = j.value("tenant", r.tenant);
+      r.scope.tenant = j.value("tenant", r.scope.tenant);
       Sampler check(s);  // its settings' ranges, reported with the line
     } catch (const std::exception& e) {
       throw Error(where + e.what());

@@ -51,10 +51,9 @@ std::vector<PageSlice> cut_slices(std::span<const PageSlice> slices, int32_t beg
 
 bool Engine::reuse_approximate_prefix(Seq& s, int32_t* t) {
   if (!s.req.reuse.continue_approximate || s.req.reuse.budget >= 1.0) return true;
-  RadixIndex& index = prefix_->index();
-  const PrefixMatch m = index.match_prefix(approximate_ns(s.ns), s.tokens, RadixIndex::MatchUse::kPeek);
+  // The lease keeps the path: the copy below may evict.
+  const PrefixCache::Peek m = prefix_->peek(approximate_ns(s.ns), s.tokens, int32_t(s.tokens.size()) - 1);
   if (m.length <= *t) return true;
-  const PrefixLease keep(&index, m.node);  // the copy may evict: not this path
   // The path is an aligned table (token i in page i / P, slot i % P): its pages from the
   // first page boundary at or after *t on are taken by reference; the tokens before that
   // boundary share a page with tokens the request has from elsewhere, so they are copied.
@@ -103,10 +102,10 @@ void Engine::publish_approximate(Seq& s) {
 
 std::optional<BlockHit> Engine::find_block(Seq& s, const KvBlock& b) {
   const std::span<const int32_t> toks(s.tokens.data() + b.begin, size_t(b.end - b.begin));
-  if (std::optional<BlockHit> hit = prefix_->blocks().find(prefix_->index(), s.ns, toks)) return hit;
+  if (std::optional<BlockHit> hit = prefix_->block_hit(s.ns, toks)) return hit;
   // Blocks an approximate request computed (after approximately reused KV): only
   // approximate requests come here.
-  if (std::optional<BlockHit> hit = prefix_->blocks().find(prefix_->index(), approximate_ns(s.ns), toks)) return hit;
+  if (std::optional<BlockHit> hit = prefix_->block_hit(approximate_ns(s.ns), toks)) return hit;
   for (const Seq::TierBlock& t : s.tier_blocks) {
     if (t.begin != b.begin || t.kv.n_tokens() != b.end - b.begin) continue;
     BlockHit hit;  // position 0: tier entries hold K rotated there
@@ -312,16 +311,8 @@ bool Engine::assemble(Seq& s) {
           // is a candidate for the recompute policy (never the prompt's last token).
           const bool candidate = s.req.reuse.mode == CacheReuse::kApproximate && s.kind == Seq::Kind::kRequest &&
                                  t + n < int32_t(s.tokens.size()) && !sees_all_before(s.plan, i, t);
-          if (!modules_->take(s.ns, m, span.begin, span.end, span.shift, s.hold, r.pages)) {
-            // Evicted meanwhile, or no page left to relocate into: try again next step.
-            s.runs.clear();
-            s.hold.release();
-            s.table.release();
-            s.lease.reset();
-            s.n_kv = 0;
-            s.state = Seq::State::kWaiting;
-            return false;
-          }
+          // Evicted meanwhile, or no page left to relocate into: try again next step.
+          if (!modules_->take(s.ns, m, span.begin, span.end, span.shift, s.hold, r.pages)) return retry_later();
           const bool mine = std::find(s.encoded_by_me.begin(), s.encoded_by_me.end(), span.module) !=
                             s.encoded_by_me.end();
           if (!mine) hit_modules.insert(span.module);
@@ -404,7 +395,7 @@ void Engine::start_encoding(int64_t owner, std::shared_ptr<const ModuleSet> set,
   const ModuleSpec& spec = (*set)[module];
   GenerateRequest req;
   req.max_tokens = 0;
-  req.tenant = ns.tenant;
+  req.scope = ns.scope;
   Seq& e = new_seq(req, nullptr);
   e.kind = Seq::Kind::kEncode;
   e.ns = ns;

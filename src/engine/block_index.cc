@@ -9,7 +9,8 @@ namespace pc {
 uint64_t BlockIndex::key(const KvNamespace& ns, std::span<const int32_t> tokens) {
   XXH64_state_t* st = XXH64_createState();
   XXH64_reset(st, 0x9e3779b97f4a7c15ULL);
-  for (const std::string* s : {&ns.model, &ns.kv_type, &ns.tenant}) {
+  const std::string scope = tier_scope_bytes(ns);
+  for (const std::string* s : {&ns.model, &ns.kv_type, &scope}) {
     const uint64_t n = s->size();
     XXH64_update(st, &n, sizeof n);
     XXH64_update(st, s->data(), s->size());

@@ -41,14 +41,14 @@ KvShape kv_shape(const Model& m, int page_size) {
 // When the pool runs out of pages: least recently used prefix entries first, then
 // least recently used modules (both through kv/lru_heap.h).
 struct Engine::Reclaimer : PageReclaimer {
-  Reclaimer(RadixIndex& i, ModuleStore& m) : index(i), modules(m) {}
+  Reclaimer(PrefixCache& p, ModuleCache& m) : prefix(p), modules(m) {}
   size_t reclaim(size_t bytes) override {
-    size_t freed = index.evict(bytes);
-    if (freed < bytes) freed += modules.evict(bytes - freed);
+    size_t freed = prefix.reclaim(bytes);
+    if (freed < bytes) freed += modules.reclaim(bytes - freed);
     return freed;
   }
-  RadixIndex& index;
-  ModuleStore& modules;
+  PrefixCache& prefix;
+  ModuleCache& modules;
 };
 
 Engine::Engine(const Model& model, const EngineOptions& opt)
@@ -64,20 +64,21 @@ Engine::Engine(const Model& model, const EngineOptions& opt)
   pages_ = std::make_unique<PagePool>(*kv_);
   prefix_ = std::make_unique<PrefixCache>(*pages_, opt.prefix_cache);
   modules_ = std::make_unique<ModuleCache>(*pages_, model);
-  reclaimer_ = std::make_unique<Reclaimer>(prefix_->index(), modules_->store());
+  reclaimer_ = std::make_unique<Reclaimer>(*prefix_, *modules_);
   pages_->set_reclaimer(reclaimer_.get());
-  prefix_->index().set_retention_limit(
+  prefix_->set_retention_limit(
       int64_t(std::clamp(opt_.retention_share, 0.0, 1.0) * double(pages_->n_pages())));
   if (opt_.tenant_hold_share > 0)
     tenant_hold_pages_ =
         std::max<int64_t>(1, int64_t(std::clamp(opt_.tenant_hold_share, 0.0, 1.0) * double(pages_->n_pages())));
   fwd_ = std::make_unique<Forward>(model, *kv_, *pool_);
   if (opt.tiers.enabled() && opt.prefix_cache) {
-    tiers_ = std::make_unique<KvTiers>(opt.tiers, *pages_, prefix_->index());
+    tiers_ = std::make_unique<KvTiers>(opt.tiers, *pages_, *prefix_);
     prefix_->set_tiers(tiers_.get());
     modules_->set_tiers(tiers_.get());
   }
-  admin_ = std::make_unique<CacheAdmin>(*this);
+  admin_ = std::make_unique<CacheAdmin>(CacheAdmin::Parts{*prefix_, *modules_, tiers_.get(), *pages_, stats_,
+                                                          ns(CacheScope()).model, tenant_hold_pages_});
 }
 
 Engine::~Engine() {
@@ -93,11 +94,9 @@ void Engine::poll_tiers() {
   if (tiers_) tiers_->tick();
 }
 
-RadixIndex& Engine::index() { return prefix_->index(); }
-ModuleStore& Engine::modules() { return modules_->store(); }
 
-KvNamespace Engine::ns(const std::string& tenant) const {
-  return KvNamespace{model_.fingerprint(), "f16", tenant};
+KvNamespace Engine::ns(const CacheScope& scope) const {
+  return KvNamespace{model_.fingerprint(), "f16", scope};
 }
 
 std::span<const TokenLogprobs> Engine::logprobs(int64_t id) const {
@@ -108,7 +107,7 @@ std::span<const TokenLogprobs> Engine::logprobs(int64_t id) const {
 
 int64_t Engine::admission_tokens() const {
   // Retained prefixes count their charge (O(1), an upper bound: RadixIndex::retain).
-  const int64_t held = admin_->pinned_pages() + prefix_->index().stats().retained_pages;
+  const int64_t held = admin_->pinned_pages() + prefix_->retained_pages();
   return std::max<int64_t>(0, pages_->n_pages() - held) * pages_->page_size();
 }
 
@@ -124,7 +123,7 @@ Engine::Seq& Engine::new_seq(const GenerateRequest& req, TokenCallback on_token)
   s->id = next_id_++;
   s->req = req;
   s->on_token = std::move(on_token);
-  s->ns = ns(req.tenant);
+  s->ns = ns(req.scope);
   s->t_start = Clock::now();
   Seq& ref = *s;
   active_.emplace(s->id, std::move(s));
@@ -241,7 +240,7 @@ bool Engine::fetch_tier_blocks(Seq& s) {
   for (const KvBlock& b : s.plan.blocks) {
     if (b.begin < 0 || b.end > n || b.end - b.begin < kMinTierBlock) continue;
     const std::span<const int32_t> toks(s.tokens.data() + b.begin, size_t(b.end - b.begin));
-    if (prefix_->blocks().find(prefix_->index(), s.ns, toks)) continue;
+    if (prefix_->block_hit(s.ns, toks)) continue;
     ask.emplace_back(toks.begin(), toks.end());
     begins.push_back(b.begin);
   }
@@ -330,16 +329,15 @@ void Engine::finish(Seq& s, FinishReason reason) {
 // prefix already retained only re-arms: always within).
 bool Engine::within_tenant_bound(const KvNamespace& ns, std::span<const int32_t> prefix) const {
   if (tenant_hold_pages_ <= 0) return true;
-  if (prefix_->index().retained_prefix(ns, prefix).tokens >= int32_t(prefix.size())) return true;
+  if (prefix_->retained_prefix(ns, prefix).tokens >= int32_t(prefix.size())) return true;
   const auto held = admin_->held_pages_by_tenant();
-  const auto it = held.find(quota_owner(ns.tenant));
+  const auto it = held.find(ns.scope.tenant);
   const int32_t P = pages_->page_size();
   const int64_t pages = (int64_t(prefix.size()) + P - 1) / P;
   return (it == held.end() ? 0 : it->second) + pages <= tenant_hold_pages_;
 }
 
 void Engine::apply_retention(Seq& s) {
-  RadixIndex& idx = prefix_->index();
   const Clock::time_point now = Clock::now();
   const auto unix_at = [&](Clock::time_point t) { return unix_seconds(t, now); };
   RetentionReport tier_kept;
@@ -349,7 +347,7 @@ void Engine::apply_retention(Seq& s) {
     const auto life = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(r.seconds));
     const std::span<const int32_t> prefix(s.tokens.data(), size_t(n));
     Clock::time_point until;
-    if (within_tenant_bound(s.ns, prefix) && idx.retain(s.ns, prefix, life, now, &until)) continue;
+    if (within_tenant_bound(s.ns, prefix) && prefix_->retain(s.ns, prefix, life, now, &until)) continue;
     if (!tiers_) continue;
     // Beyond the memory share: the tiers keep the prefix's whole pages that long.
     const int32_t kept = tiers_->save_prefix(s.ns, prefix, int64_t(std::ceil(r.seconds)));
@@ -357,7 +355,7 @@ void Engine::apply_retention(Seq& s) {
       tier_kept = {kept, unix_at(now + life), tiers_->tiers().front()->name()};
   }
   const RadixIndex::Retained m =
-      idx.retained_prefix(s.ns, std::span<const int32_t>(s.tokens.data(), size_t(s.n_prompt)));
+      prefix_->retained_prefix(s.ns, std::span<const int32_t>(s.tokens.data(), size_t(s.n_prompt)));
   if (m.tokens > 0 && m.tokens >= tier_kept.tokens) {
     s.result.retention = {m.tokens, unix_at(m.until), "memory"};
   } else {
@@ -429,9 +427,9 @@ std::vector<float> Engine::request_logits(const GenerateRequest& req, GenerateRe
   return out;
 }
 
-std::vector<float> Engine::plan_logits(KvPlan plan, const std::string& tenant) {
+std::vector<float> Engine::plan_logits(KvPlan plan, const CacheScope& scope) {
   GenerateRequest req;
-  req.tenant = tenant;
+  req.scope = scope;
   return plan_logits(std::move(plan), req);
 }
 
@@ -446,9 +444,9 @@ std::vector<float> Engine::plan_logits(KvPlan plan, const GenerateRequest& req, 
   return out;
 }
 
-int64_t Engine::preload(std::shared_ptr<const ModuleSet> modules, const std::string& tenant) {
+int64_t Engine::preload(std::shared_ptr<const ModuleSet> modules, const CacheScope& scope) {
   int64_t tokens = 0;
-  const KvNamespace space = ns(tenant);
+  const KvNamespace space = ns(scope);
   for (int32_t m = 0; m < int32_t(modules->size()); ++m) {
     const ModuleSpec& spec = (*modules)[m];
     if (!spec.cache || modules_->peek(space, spec)) continue;
@@ -462,10 +460,10 @@ int64_t Engine::preload(std::shared_ptr<const ModuleSet> modules, const std::str
 }
 
 std::vector<float> Engine::prompt_logits(const std::vector<int32_t>& prompt, int chunk, bool use_cache,
-                                         int64_t* n_cached, const std::string& tenant) {
+                                         int64_t* n_cached, const CacheScope& scope) {
   if (prompt.empty()) throw Error("the prompt is empty");
   const int64_t V = model_.config().n_vocab;
-  const KvNamespace space = ns(tenant);
+  const KvNamespace space = ns(scope);
   PrefixHit hit(*pages_);
   if (use_cache) {
     prefix_->promote_now(space, prompt);  // this call runs to completion anyway

@@ -69,7 +69,7 @@ struct EngineOptions {
   // Share of the KV pages that retained prefixes (GenerateRequest::retain) may hold in
   // memory; a retention beyond it is kept by the tiers instead (docs/api.md "Lifetimes").
   double retention_share = 0.5;
-  // Per-tenant bound, as a share of the KV pages, on what one API tenant (quota_owner
+  // Per-tenant bound, as a share of the KV pages, on what one API tenant (CacheScope::tenant
   // of a namespace) may hold out of requests' reach: its pinned entries and the
   // charge of its retained prefixes. 0: no per-tenant bound. With it, `tenants` is how
   // many tenants there are, so each can be promised the memory the others can never
@@ -125,7 +125,7 @@ struct GenerateRequest {
   int32_t max_tokens = 64;
   SamplingParams sampling;
   bool stop_at_eog = true;      // stop at end-of-generation tokens
-  std::string tenant;           // cache namespace salt ("" = shared)
+  CacheScope scope;             // whose cached KV it may reuse (API tenant, cache_salt)
   // Log-probabilities of the sampled tokens (TokenLogprobs, engine/sampler.h):
   // -1 = off (nothing computed); N >= 0 = each token's own and the N most likely.
   int32_t logprobs = -1;
@@ -224,7 +224,7 @@ class Engine {
   int64_t add_plan(KvPlan plan, const GenerateRequest& req, TokenCallback on_token = nullptr);
   GenerateResult generate_plan(KvPlan plan, const GenerateRequest& req, const TokenCallback& on_token = nullptr);
   // Logits at the end of a plan (no generation), [n_vocab]. For tests.
-  std::vector<float> plan_logits(KvPlan plan, const std::string& tenant = "");
+  std::vector<float> plan_logits(KvPlan plan, const CacheScope& scope = {});
   // The same with a request's tenant and reuse policy (req.prompt and max_tokens ignored),
   // its result's counts in *result. For tests and quality measurements.
   std::vector<float> plan_logits(KvPlan plan, const GenerateRequest& req, GenerateResult* result = nullptr);
@@ -235,7 +235,7 @@ class Engine {
                                     bool generate = false);
   // Encodes (or restores) every cacheable module of a set now (--preload). Returns
   // the tokens encoded.
-  int64_t preload(std::shared_ptr<const ModuleSet> modules, const std::string& tenant = "");
+  int64_t preload(std::shared_ptr<const ModuleSet> modules, const CacheScope& scope = {});
 
   // Logits of every prompt position from `begin` on, [n - begin][n_vocab],
   // computed in chunks of `chunk` tokens. With use_cache, the longest cached
@@ -243,7 +243,7 @@ class Engine {
   // prompt is inserted into the index afterwards. For tests and tools.
   std::vector<float> prompt_logits(const std::vector<int32_t>& prompt, int chunk,
                                    bool use_cache = false, int64_t* n_cached = nullptr,
-                                   const std::string& tenant = "");
+                                   const CacheScope& scope = {});
 
   // The admin face of the caches (stats, listings, pins, TTLs, eviction).
   CacheAdmin& cache() { return *admin_; }
@@ -257,15 +257,9 @@ class Engine {
   int64_t tenant_admission_tokens(int64_t held_pages) const;
   int64_t tenant_hold_pages() const { return tenant_hold_pages_; }  // 0: no per-tenant bound
 
-  // The caches themselves, for tests and tools (the server uses cache()).
-  RadixIndex& index();
-  ModuleStore& modules();
-  KvTiers* tiers() { return tiers_.get(); }  // null when none is configured
-
   const Model& model() const { return model_; }
   ThreadPool& pool() { return *pool_; }
-  PagePool& page_pool() { return *pages_; }
-  KvNamespace ns(const std::string& tenant) const;
+  KvNamespace ns(const CacheScope& scope) const;  // the exact namespace of a scope
   const EngineStats& stats() const { return stats_; }
   // The log-probabilities of a running sequence's tokens so far (req.logprobs >= 0),
   // for a token callback that streams them; empty for an unknown id.
@@ -284,7 +278,7 @@ class Engine {
  private:
   struct Reclaimer;
   struct Part;
-  friend class CacheAdmin;
+  friend struct EngineTestPeer;  // tests/engine_test_peer.h: the caches' insides, for tests only
   Seq& new_seq(const GenerateRequest& req, TokenCallback on_token);
   int64_t start(KvPlan plan, const GenerateRequest& req, TokenCallback on_token, bool keep_logits);
   bool assemble_approximate(Seq& s, int32_t exact);

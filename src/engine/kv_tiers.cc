@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "common/error.h"
+#include "engine/prefix_cache.h"
 #include "kv/module_store.h"
 #include "tier/disk_tier.h"
 #include "tier/entry.h"
@@ -45,8 +46,7 @@ void check_segments(const KvTiers::Segments& segments, size_t n_tokens) {
 }  // namespace
 
 KvNamespace module_entry_ns(const KvNamespace& ns, uint64_t digest, size_t segment) {
-  return KvNamespace{ns.model, ns.kv_type,
-                     ns.tenant + "\x1fmodule:" + key_hex(digest) + ":" + std::to_string(segment)};
+  return ns.module_segment(digest, int32_t(segment));
 }
 
 // One entry on its way to the tiers: the pages it reads stay referenced by `hold`
@@ -85,12 +85,12 @@ std::vector<std::unique_ptr<KvTier>> open_tiers(const TierOptions& opt) {
 
 }  // namespace
 
-KvTiers::KvTiers(const TierOptions& opt, PagePool& pool, RadixIndex& index)
-    : KvTiers(open_tiers(opt), opt, pool, index) {}
+KvTiers::KvTiers(const TierOptions& opt, PagePool& pool, PrefixCache& prefix)
+    : KvTiers(open_tiers(opt), opt, pool, prefix) {}
 
 KvTiers::KvTiers(std::vector<std::unique_ptr<KvTier>> tiers, const TierOptions& opt, PagePool& pool,
-                 RadixIndex& index)
-    : opt_(opt), pool_(pool), index_(index), tiers_(std::move(tiers)) {
+                 PrefixCache& prefix)
+    : opt_(opt), pool_(pool), prefix_(prefix), tiers_(std::move(tiers)) {
   if (!pool.store()) throw Error("KV tiers need a page pool with a page store");
   for (const auto& t : tiers_)
     if (!t) throw Error("KV tiers: a null tier");
@@ -175,7 +175,7 @@ void KvTiers::promote_prefix(const KvNamespace& ns, std::span<const int32_t> tok
           ++stats_.errors;
           log_error("lookup", e);
         } else if (f && f->lookup.hit()) {
-          restored = std::max(0, restore_prefix(pool_, index_, ns, f->lookup.entry));
+          restored = std::max(0, prefix_.restore(ns, f->lookup.entry));
           ++stats_.hits[size_t(f->tier)];
           stats_.promoted_tokens += restored;
         } else {
@@ -277,23 +277,7 @@ void KvTiers::tick() {
 }
 
 std::vector<std::pair<KvNamespace, std::vector<int32_t>>> KvTiers::resident_prefixes() const {
-  std::vector<std::pair<KvNamespace, std::vector<int32_t>>> out;
-  for (const KvNamespace& ns : index_.namespaces()) {
-    if (ns.tenant.find('\x1f') != std::string::npos) continue;  // not a prefix tree that is written through
-    index_.for_each_leaf(ns, [&](int32_t leaf) {
-      std::vector<std::span<const int32_t>> runs;
-      for (int32_t n = leaf; n >= 0;) {
-        const RadixIndex::NodeView v = index_.node(n);
-        if (v.parent < 0) break;  // the root holds no tokens
-        runs.push_back(v.tokens);
-        n = v.parent;
-      }
-      std::vector<int32_t> tokens;
-      for (auto it = runs.rbegin(); it != runs.rend(); ++it) tokens.insert(tokens.end(), it->begin(), it->end());
-      out.emplace_back(ns, std::move(tokens));
-    });
-  }
-  return out;
+  return prefix_.resident_prefixes();
 }
 
 void KvTiers::rewrite(size_t tier) {
@@ -365,11 +349,8 @@ int32_t KvTiers::save_prefix(const KvNamespace& ns, std::span<const int32_t> tok
   } else if (!should_write(key)) {
     return 0;
   }
-  // Peek at all of `tokens`, then cut: a peek that ends inside a radix node still splits
-  // it, which would change the index's node counts and per-node hits with a tier
-  // configured. The sequence the engine just inserted ends on a node boundary; its
-  // page-aligned cut mostly does not.
-  PrefixSnapshot snap = snapshot_prefix(pool_, index_, ns, tokens, false);
+  // Snapshot all of `tokens`, then cut to the aligned length the entry covers.
+  PrefixSnapshot snap = prefix_.snapshot(ns, tokens, false);
   if (snap.tokens.size() < aligned.size()) return 0;  // not all cached (evicted)
   write_from(ns, snap, int32_t(aligned.size()), key, keep_seconds);
   snap.table.release();
@@ -380,7 +361,7 @@ int64_t KvTiers::rewrite_prefix(const KvNamespace& ns, std::span<const int32_t> 
   const int32_t P = pool_.page_size();
   if (int32_t(tokens.size()) < P) return 0;
   // One peek at the whole path (no node split), then an entry per length written.
-  PrefixSnapshot snap = snapshot_prefix(pool_, index_, ns, tokens, false);
+  PrefixSnapshot snap = prefix_.snapshot(ns, tokens, false);
   int64_t n = 0;
   bool longest = true;
   for (const PrefixKey& k : prefix_keys(ns, pool_.shape(), tokens, P)) {
@@ -503,7 +484,7 @@ bool KvTiers::load_module(const KvNamespace& ns, uint64_t digest, std::span<cons
 }
 
 KvNamespace block_entry_ns(const KvNamespace& ns) {
-  return KvNamespace{ns.model, ns.kv_type, ns.tenant + "\x1f" "block"};
+  return ns.as(KvKind::kBlock);
 }
 
 bool KvTiers::block_written(const KvNamespace& ns, std::span<const int32_t> tokens) const {
@@ -562,13 +543,6 @@ void KvTiers::find_blocks(const KvNamespace& ns, std::vector<std::vector<int32_t
         }
         if (done) done(out);
       });
-}
-
-TierEntryOwner tier_entry_owner(const KvNamespace& ns) {
-  const size_t cut = ns.tenant.find('\x1f');
-  if (cut == std::string::npos) return {ns.tenant, "prefix"};
-  const bool block = ns.tenant.compare(cut + 1, std::string::npos, "block") == 0;
-  return {ns.tenant.substr(0, cut), block ? "block" : "module_segment"};
 }
 
 }  // namespace pc

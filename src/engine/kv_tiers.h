@@ -50,17 +50,19 @@
 // server, or another one behind the same Redis, reuse blocks approximately. A block's
 // entry holds its KV with K rotated back to position 0, so the key is the namespace and
 // the block's tokens alone, whatever position it was computed at; a reuse rotates it to
-// where it sits then. Its namespace tenant is "<tenant>\x1fblock".
+// where it sits then. Its namespace is the request's with kind KvKind::kBlock.
 //
 // Module entries use the entry format of prefixes. Each segment of a module (a run of
 // its tokens starting on a fresh page, see kv/module_store.h) is one entry whose
-// namespace tenant is "<tenant>\x1fmodule:<digest>:<segment>": the digest covers the
-// module's content, context and positions, so the key cannot meet a prefix's.
+// namespace is the request's with kind KvKind::kModule, the module's digest and the
+// segment number: the digest covers the module's content, context and positions, so
+// the key cannot meet a prefix's.
 #pragma once
 #include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -68,6 +70,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "engine/cache_report.h"
 #include "kv/page_pool.h"
 #include "kv/page_table.h"
 #include "kv/radix_index.h"
@@ -77,26 +80,9 @@
 namespace pc {
 
 class TierWorker;
+class PrefixCache;
 struct PrefixSnapshot;  // tier/prefix_transfer.h
 struct ModuleEntry;  // kv/module_store.h: only the synchronous module forms use it
-
-struct KvTierStats {
-  int64_t lookups = 0;           // prefix promotions asked
-  std::vector<int64_t> hits;     // [tier, as tiers()]: prefix and module-segment entries
-                                 // found there (and in no tier above it)
-  int64_t misses = 0;            // lookups that found nothing longer than memory had
-  int64_t promoted_tokens = 0;   // tokens restored into memory
-  int64_t module_loads = 0;      // modules restored from a tier
-  int64_t block_loads = 0;       // blocks restored from a tier (approximate reuse)
-  int64_t writes = 0;            // entries written (to at least one tier)
-  int64_t write_failures = 0;    // entries no tier stored
-  int64_t writes_deferred = 0;   // writes queued behind max_pending_writes (then written)
-  int64_t writes_skipped = 0;    // writes dropped: deferred ones would hold too many pages
-  int64_t tier_resets = 0;       // times a tier's generation changed (it lost its entries)
-  int64_t rewritten = 0;         // entries written again after a reset (prefixes, modules, copies)
-  int64_t written_bytes = 0;
-  int64_t errors = 0;            // exceptions in worker jobs (logged, never fatal)
-};
 
 // A module restored from the tiers into fresh pages.
 struct RestoredModule {
@@ -111,10 +97,10 @@ class KvTiers {
   // Opens the tiers TierOptions names: disk, then Redis. Throws pc::Error for a disk
   // directory that cannot be used or a malformed Redis URL; an unreachable Redis is
   // not an error (it is retried).
-  KvTiers(const TierOptions& opt, PagePool& pool, RadixIndex& index);
+  KvTiers(const TierOptions& opt, PagePool& pool, PrefixCache& prefix);
   // Over the given tiers, fastest first (opt supplies the write-through settings).
   KvTiers(std::vector<std::unique_ptr<KvTier>> tiers, const TierOptions& opt, PagePool& pool,
-          RadixIndex& index);
+          PrefixCache& prefix);
   ~KvTiers();  // finishes the writes already queued; completions not yet run are dropped
   KvTiers(const KvTiers&) = delete;
   KvTiers& operator=(const KvTiers&) = delete;
@@ -181,11 +167,20 @@ class KvTiers {
   void flush();
   size_t in_flight() const;
 
-  KvTierStats stats() const { return stats_; }
-  // The tiers, fastest first (KvTierStats::hits is indexed alike).
+  TierCounters stats() const { return stats_; }
+  // The tiers, fastest first (TierCounters::hits is indexed alike).
   std::vector<const KvTier*> tiers() const;
   // Each tier's own stats, in the same order.
   std::vector<TierStats> tier_stats() const;
+
+  // The admin face (engine/cache_admin.h, engine/kv_tiers_admin.cc): plain data only.
+  TierReport report() const;
+  // Entries of one model's scope in the tiers that can list theirs (the disk), most
+  // recently used first; Redis cannot be listed cheaply (its counters are in report()).
+  std::vector<TierEntryView> entries(const std::string& model, const CacheScope& scope) const;
+  // Entries and bytes per tier name and scope (every kind of entry counted as its
+  // scope's), in the tiers that can list theirs.
+  std::map<std::string, std::map<CacheScope, NamespaceBytes>> usage() const;
   const TierOptions& options() const { return opt_; }
 
  private:
@@ -226,7 +221,7 @@ class KvTiers {
   TierOptions opt_;
   std::vector<std::function<int64_t()>> on_reset_;
   PagePool& pool_;
-  RadixIndex& index_;
+  PrefixCache& prefix_;  // the only owner of the prefix index: restores and snapshots go through it
   std::vector<std::unique_ptr<KvTier>> tiers_;  // fastest first; fixed after construction
   std::unordered_map<uint64_t, int64_t> written_;  // entry key → when written (s)
   static constexpr size_t kMaxPrefixKeys = 200000;
@@ -238,7 +233,7 @@ class KvTiers {
   std::vector<uint64_t> generations_;               // [tier]: last generation seen (0: none yet)
   bool checking_ = false;                           // a generation check is in flight
   std::chrono::steady_clock::time_point next_check_{};
-  KvTierStats stats_;
+  TierCounters stats_;
   std::unique_ptr<TierWorker> worker_;  // last: stops (finishing writes) before the tiers go
 };
 
@@ -247,12 +242,5 @@ KvNamespace module_entry_ns(const KvNamespace& ns, uint64_t digest, size_t segme
 
 // The namespace of a block's entry (see above).
 KvNamespace block_entry_ns(const KvNamespace& ns);
-
-// Whose a tier entry is, and what kind of entry.
-struct TierEntryOwner {
-  std::string tenant;
-  const char* kind = "prefix";  // "prefix", "module_segment" or "block"
-};
-TierEntryOwner tier_entry_owner(const KvNamespace& entry_ns);
 
 }  // namespace pc

@@ -15,8 +15,12 @@
 // Engine thread only.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <string>
 #include <vector>
+
+#include "engine/cache_report.h"
 
 #include "kv/kv_namespace.h"
 #include "kv/kv_plan.h"
@@ -70,6 +74,25 @@ class ModuleCache {
 
   ModuleStore& store() { return store_; }
   const ModuleStore& store() const { return store_; }
+
+  // Frees at least `bytes` of unpinned modules, least recently used first (the page
+  // pool's reclaimer).
+  size_t reclaim(size_t bytes) { return store_.evict(bytes); }
+
+  // The admin face (engine/module_cache_admin.cc, composed by engine/cache_admin.h):
+  // plain data in and out.
+  ModuleCounters counters() const;
+  std::vector<CacheScope> scopes(const std::string& model) const;
+  std::vector<ModuleEntryView> entries(const KvNamespace& ns) const;
+  // One module entry by its listing id (ModuleEntryView::id): kRefused evicting a
+  // pinned one.
+  EntryResult entry_op(const KvNamespace& ns, const std::string& id, EntryOp op, size_t* freed);
+  size_t evict(size_t bytes) { return store_.evict(bytes); }
+  // Unpinned modules of `model` in the scopes `mine` accepts, least recently used first.
+  size_t evict_scopes(const std::string& model, const std::function<bool(const CacheScope&)>& mine, size_t bytes);
+  size_t evict_expired(ModuleEntry::Clock::time_point now) { return store_.evict_expired(now); }
+  // Each page a pinned module holds, by its tenant.
+  void visit_pinned(const std::function<void(const std::string& tenant, int32_t page)>& fn) const;
 
  private:
   bool relocated(const KvNamespace& ns, const ModuleSpec& spec, const ModuleSegment& seg, int32_t shift,

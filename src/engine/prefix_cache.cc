@@ -13,14 +13,9 @@ PrefixCache::~PrefixCache() = default;
 PrefixHit PrefixCache::attach(const KvNamespace& ns, std::span<const int32_t> tokens, bool whole) {
   PrefixHit h(pool_);
   if (!enabled_ || tokens.empty()) return h;
-  PrefixMatch m;
-  if (whole) {
-    m = index_.match_prefix(ns, tokens);
-  } else {  // match_prefix never covers its last query token: end with one no prompt has
-    std::vector<int32_t> q(tokens.begin(), tokens.end());
-    q.push_back(INT32_MIN);
-    m = index_.match_prefix(ns, q);
-  }
+  // A prompt whose last token needs logits takes at most size - 1 tokens.
+  const int32_t n = int32_t(tokens.size());
+  const PrefixMatch m = index_.match_prefix(ns, tokens, whole ? n - 1 : n);
   h.lease = PrefixLease(&index_, m.node);
   h.table = PageTable::from_slices(pool_, m.slices);
   h.length = m.length;
@@ -40,7 +35,7 @@ int64_t PrefixCache::reusable_tokens(const KvNamespace& ns, std::span<const int3
 bool PrefixCache::promote(const KvNamespace& ns, std::span<const int32_t> tokens,
                           std::function<void(int32_t)> done) {
   if (!enabled_ || !tiers_ || tokens.size() < 2) return false;
-  const int32_t have = index_.match_prefix(ns, tokens, RadixIndex::MatchUse::kPeek).length;
+  const int32_t have = index_.match_prefix(ns, tokens, int32_t(tokens.size()) - 1, RadixIndex::MatchUse::kPeek).length;
   const int32_t P = pool_.page_size();
   const int32_t n = int32_t(tokens.size());
   if ((n - 1) / P * P <= have) return false;
@@ -52,8 +47,53 @@ void PrefixCache::promote_now(const KvNamespace& ns, std::span<const int32_t> to
   if (promote(ns, tokens, nullptr)) tiers_->flush();
 }
 
+int32_t PrefixCache::restore(const KvNamespace& ns, const Entry& entry) {
+  PageTable table(pool_);
+  if (!restore_pages(pool_, entry, table)) return -1;
+  const int32_t added = index_.insert(ns, entry.info.tokens, table);
+  table.release();  // the index keeps its cache references
+  return added;
+}
+
+PrefixSnapshot PrefixCache::snapshot(const KvNamespace& ns, std::span<const int32_t> tokens, bool page_aligned) {
+  const PrefixMatch m = index_.match_prefix(ns, tokens, int32_t(tokens.size()), RadixIndex::MatchUse::kPeek);
+  PageTable cached = PageTable::from_slices(pool_, m.slices);
+  PrefixSnapshot snap = snapshot_of(pool_, tokens, cached, page_aligned);
+  cached.release();
+  return snap;
+}
+
+std::vector<std::pair<KvNamespace, std::vector<int32_t>>> PrefixCache::resident_prefixes() const {
+  std::vector<std::pair<KvNamespace, std::vector<int32_t>>> out;
+  for (const KvNamespace& ns : index_.namespaces()) {
+    if (ns.kind != KvKind::kExact) continue;  // not a prefix tree that is written through
+    index_.for_each_leaf(ns, [&](int32_t leaf) {
+      std::vector<std::span<const int32_t>> runs;
+      for (int32_t n = leaf; n >= 0;) {
+        const RadixIndex::NodeView v = index_.node(n);
+        if (v.parent < 0) break;  // the root holds no tokens
+        runs.push_back(v.tokens);
+        n = v.parent;
+      }
+      std::vector<int32_t> tokens;
+      for (auto it = runs.rbegin(); it != runs.rend(); ++it) tokens.insert(tokens.end(), it->begin(), it->end());
+      out.emplace_back(ns, std::move(tokens));
+    });
+  }
+  return out;
+}
+
+PrefixCache::Peek PrefixCache::peek(const KvNamespace& ns, std::span<const int32_t> tokens, int32_t max_length) {
+  PrefixMatch m = index_.match_prefix(ns, tokens, max_length, RadixIndex::MatchUse::kPeek);
+  Peek p;
+  p.length = m.length;
+  p.slices = std::move(m.slices);
+  p.lease = PrefixLease(&index_, m.node);
+  return p;
+}
+
 KvNamespace approximate_ns(const KvNamespace& ns) {
-  return KvNamespace{ns.model, ns.kv_type, ns.tenant + "\x1f" "approximate"};
+  return ns.as(KvKind::kApproximate);
 }
 
 void PrefixCache::insert(const KvNamespace& ns, std::span<const int32_t> tokens, const PageTable& table,

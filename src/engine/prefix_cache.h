@@ -14,16 +14,21 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <optional>
+#include <string>
 #include <memory>
 #include <span>
 #include <vector>
 
 #include "engine/block_index.h"
+#include "engine/cache_report.h"
 #include "kv/kv_namespace.h"
 #include "kv/kv_plan.h"
 #include "kv/page_pool.h"
 #include "kv/page_table.h"
 #include "kv/radix_index.h"
+#include "tier/prefix_transfer.h"
 
 namespace pc {
 
@@ -108,13 +113,79 @@ class PrefixCache {
   // holds at some position: what reusing moved blocks could save.
   int64_t reusable_tokens(const KvNamespace& ns, std::span<const int32_t> tokens,
                           std::span<const KvBlock> blocks, int32_t from);
-  BlockIndex& blocks() { return blocks_; }
 
   bool enabled() const { return enabled_; }
-  RadixIndex& index() { return index_; }
-  const RadixIndex& index() const { return index_; }
+
+  // Lifetimes (docs/api.md "Lifetimes", RadixIndex::retain): keeps the cached prefix
+  // `tokens` from LRU eviction until now + lifetime; false beyond the retention limit
+  // or when it is not cached. retained_prefix: the longest retained prefix of tokens.
+  using Clock = RadixIndex::Clock;
+  bool retain(const KvNamespace& ns, std::span<const int32_t> tokens, Clock::duration lifetime,
+              Clock::time_point now, Clock::time_point* until) {
+    return index_.retain(ns, tokens, lifetime, now, until);
+  }
+  RadixIndex::Retained retained_prefix(const KvNamespace& ns, std::span<const int32_t> tokens) const {
+    return index_.retained_prefix(ns, tokens);
+  }
+  void set_retention_limit(int64_t pages) { index_.set_retention_limit(pages); }
+  int64_t retained_pages() const { return index_.stats().retained_pages; }
+
+  // Frees at least `bytes` of unreferenced cached pages, least recently used first
+  // (the page pool's reclaimer); retained and pinned entries stay.
+  size_t reclaim(size_t bytes) { return index_.evict(bytes); }
+
+  // The tiers' door (engine/kv_tiers.h): a prefix a tier returned is restored into
+  // fresh pages and inserted (never written back to the tiers); returns the tokens the
+  // index did not have, or -1 when its pages could not be restored. A snapshot is the
+  // cached part of `tokens` (all of them included) with references on its pages, for a
+  // tier write, taken without counting a use or splitting a node (tier/prefix_transfer.h).
+  int32_t restore(const KvNamespace& ns, const Entry& entry);
+  PrefixSnapshot snapshot(const KvNamespace& ns, std::span<const int32_t> tokens, bool page_aligned);
+  // Every exact prefix the index holds (root → leaf), to write again to a tier that
+  // lost its entries.
+  std::vector<std::pair<KvNamespace, std::vector<int32_t>>> resident_prefixes() const;
+
+  // The longest cached prefix of `tokens` (at most max_length), without counting a
+  // use: its slices, and a lease that keeps them while the caller copies or attaches
+  // them (approximate continuation).
+  struct Peek {
+    int32_t length = 0;
+    std::vector<PageSlice> slices;  // KV of tokens [0, length)
+    PrefixLease lease;
+  };
+  Peek peek(const KvNamespace& ns, std::span<const int32_t> tokens, int32_t max_length);
+  // Where the block index finds the KV of a block's tokens (engine/block_index.h).
+  std::optional<BlockHit> block_hit(const KvNamespace& ns, std::span<const int32_t> tokens) {
+    return blocks_.find(index_, ns, tokens);
+  }
+
+  // The admin face (engine/prefix_cache_admin.cc, composed by engine/cache_admin.h):
+  // plain data in and out.
+  PrefixCounters counters(bool with_metadata) const;
+  std::vector<CacheScope> scopes() const;                      // every kind's scope
+  std::vector<PrefixEntryView> entries(const KvNamespace& ns) const;
+  std::map<CacheScope, NamespaceBytes> usage() const;          // every kind counted as its scope's
+  bool pin(const KvNamespace& ns, std::span<const int32_t> tokens);
+  bool unpin(const KvNamespace& ns, std::span<const int32_t> tokens);
+  bool set_expiry(const KvNamespace& ns, std::span<const int32_t> tokens, Clock::time_point at);
+  // One entry by its listing id (PrefixEntryView::id, decimal): kRefused evicting a
+  // pinned or in-use entry.
+  EntryResult entry_op(const KvNamespace& ns, const std::string& id, EntryOp op, size_t* freed);
+  // Admin eviction: lifetimes do not stop it (pins do); *retentions_ended += those ended.
+  size_t evict(size_t bytes, int64_t* retentions_ended);
+  // evict() of `model`'s entries in the scopes `mine` accepts, least recently used
+  // first and entries under a lifetime last.
+  size_t evict_scopes(const std::string& model, const std::function<bool(const CacheScope&)>& mine,
+                      size_t bytes, int64_t* retentions_ended);
+  size_t evict_expired(Clock::time_point now);
+  // What requests cannot have: each pinned page (a pin keeps its ancestors) by its
+  // tenant, and each retained node's page charge (once per node) by its tenant.
+  void visit_held(const std::function<void(const std::string& tenant, int32_t page)>& pinned,
+                  const std::function<void(const std::string& tenant, int64_t pages)>& retained) const;
+  std::optional<BlockLocation> find_block(const KvNamespace& ns, std::span<const int32_t> tokens);
 
  private:
+  friend struct EngineTestPeer;  // tests/engine_test_peer.h
   PagePool& pool_;
   RadixIndex index_;
   BlockIndex blocks_;

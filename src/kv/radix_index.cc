@@ -301,14 +301,29 @@ size_t RadixIndex::evict(size_t bytes, Retention r) {
 
 // ---- public operations ----------------------------------------------------------
 
-PrefixMatch RadixIndex::match_prefix(const KvNamespace& ns, std::span<const int32_t> tokens,
+PrefixMatch RadixIndex::match_prefix(const KvNamespace& ns, std::span<const int32_t> tokens, int32_t max_length,
                                      MatchUse use) {
   PrefixMatch m;
   const bool counted = use == MatchUse::kRequest;
   const int32_t root = find_root(ns);
-  const size_t limit = tokens.empty() ? 0 : tokens.size() - 1;
-  if (root >= 0) m.node = descend(root, tokens.first(limit), /*do_split=*/true, &m.length);
-  if (m.length == 0) {
+  const size_t limit = std::min(tokens.size(), size_t(std::max(0, max_length)));
+  // A peek walks without splitting: the match may end inside the run of `partial`,
+  // `partial_len` tokens into it.
+  int32_t partial = -1, partial_len = 0;
+  if (root >= 0) {
+    m.node = descend(root, tokens.first(limit), /*do_split=*/counted, &m.length);
+    if (!counted && size_t(m.length) < limit) {
+      const int32_t c = find_child(m.node, tokens[size_t(m.length)]);
+      if (c >= 0) {
+        const std::vector<int32_t>& run = nodes_[c].tokens;
+        while (size_t(partial_len) < run.size() && size_t(m.length + partial_len) < limit &&
+               run[size_t(partial_len)] == tokens[size_t(m.length + partial_len)])
+          ++partial_len;
+        partial = c;  // partial_len >= 1: the child was found by its first token
+      }
+    }
+  }
+  if (m.length + partial_len == 0) {
     if (counted) ++stats_.misses;
     return m;
   }
@@ -325,6 +340,17 @@ PrefixMatch RadixIndex::match_prefix(const KvNamespace& ns, std::span<const int3
   for (auto it = path_.rbegin(); it != path_.rend(); ++it) {
     const std::vector<PageSlice>& s = nodes_[*it].slices;
     m.slices.insert(m.slices.end(), s.begin(), s.end());
+  }
+  if (partial >= 0) {  // the first partial_len tokens of the partial node's slices
+    int32_t left = partial_len;
+    for (const PageSlice& s : nodes_[partial].slices) {
+      if (left == 0) break;
+      const int32_t take = std::min(left, s.size());
+      m.slices.push_back(PageSlice{s.page, s.begin, s.begin + take});
+      left -= take;
+    }
+    m.length += partial_len;
+    m.node = partial;
   }
   if (counted) touch(m.node);
   return m;

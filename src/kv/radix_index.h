@@ -32,7 +32,7 @@
 //    and evict(..., kOverrideRetention) win over retention.
 //
 // Engine protocol for one request:
-//   PrefixMatch m = index.match_prefix(ns, prompt);   // length < prompt.size()
+//   PrefixMatch m = index.match_prefix(ns, prompt, prompt.size() - 1);
 //   index.lock(m.node);
 //   PageTable t = PageTable::from_slices(pool, m.slices);
 //   t.prepare_append(prompt.size() - m.length); ... forward pass writes ...
@@ -92,14 +92,18 @@ class RadixIndex : public PageReclaimer {
   RadixIndex(const RadixIndex&) = delete;
   RadixIndex& operator=(const RadixIndex&) = delete;
 
-  // Longest cached prefix of `tokens`, at most tokens.size() - 1 long (the last
-  // token must be computed to produce logits). Splits the node where the match ends
-  // mid-run so that m.node covers exactly the match. A kRequest match (a request
-  // reusing the prefix) counts a hit or miss, per node and in stats(), and marks the
-  // path recently used; a kPeek (tier promotion checks, write-through snapshots,
-  // listings) changes neither, so counts do not depend on which tiers are configured.
+  // Longest cached prefix of `tokens`, at most `max_length` long: the caller says how
+  // much it may take (the engine asks for size - 1 where it needs the last token's
+  // logits, and for all of it where it does not).
+  //   kRequest  a request reusing the prefix: counts a hit or miss, per node and in
+  //             stats(), marks the path recently used, and splits the node where the
+  //             match ends mid-run so that m.node covers exactly the match.
+  //   kPeek     a look (tier promotion checks, write-through snapshots, listings):
+  //             changes nothing — no counts, no LRU order, no split. m.node is the
+  //             node whose run holds the last matched token (its run may go on past
+  //             the match); locking it keeps the matched slices alive.
   enum class MatchUse { kRequest, kPeek };
-  PrefixMatch match_prefix(const KvNamespace& ns, std::span<const int32_t> tokens,
+  PrefixMatch match_prefix(const KvNamespace& ns, std::span<const int32_t> tokens, int32_t max_length,
                            MatchUse use = MatchUse::kRequest);
 
   // Where a cached token sequence ends: the node whose run holds its last token, and

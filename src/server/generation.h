@@ -18,7 +18,7 @@ namespace pc::server {
 
 struct Generation {
   CommonParams params;
-  std::string ns;
+  CacheScope scope;  // whose cached KV it may reuse
   ResponseMeta meta;
   int64_t prompt_tokens = 0;       // what usage.prompt_tokens reports
   std::optional<ChatPrompt> chat;  // chat requests
@@ -62,7 +62,7 @@ void submit(Server::State& st, Generation& g);
 //   finish_generation after the job ended: the cache report, metrics, and the reply
 //                     remembered for the next turn (by its tool call ids when it made
 //                     `calls`, else by its text)
-// g.params (sampling, stops, g.params.gen.retain) and g.ns are the caller's to set first.
+// g.params (sampling, stops, g.params.gen.retain) and g.scope are the caller's to set first.
 // `mode`: how the messages end (chat_render.h: generation prompt, none, or the final
 // assistant message continued).
 void prepare_chat(Server::State& st, Generation& g, const json& messages, const json& extra, ChatRender mode = {});

@@ -13,8 +13,6 @@
 #include <sstream>
 
 #include "engine/cache_admin.h"
-#include "engine/kv_tiers.h"
-#include "tier/kv_tier.h"
 
 namespace pc::server {
 
@@ -129,18 +127,18 @@ void Metrics::set_cache(const CacheStats& s) {
   cache_evicted_->Set(double(s.prefix.evicted));
 }
 
-std::string Metrics::namespace_label(const std::string& ns) const {
-  const uint64_t h = XXH3_64bits_withSecret(ns.data(), ns.size(), label_secret_.data(), label_secret_.size());
+std::string Metrics::namespace_label(const CacheScope& scope) const {
+  const std::string key = scope_key(scope);
+  const uint64_t h = XXH3_64bits_withSecret(key.data(), key.size(), label_secret_.data(), label_secret_.size());
   char buf[24];
   std::snprintf(buf, sizeof buf, "ns-%012llx", static_cast<unsigned long long>(h >> 16));
   return buf;
 }
 
-void Metrics::set_namespaces(const std::map<std::string, NamespaceUsage>& usage, const std::string& tier) {
+void Metrics::set_namespaces(const std::map<CacheScope, NamespaceUsage>& usage, const std::string& tier) {
   std::map<std::string, NamespaceUsage> by_label;
   for (const auto& [ns, u] : usage) {
-    // A derived namespace ("<ns>\x1f...": approximately built KV) counts as its own.
-    NamespaceUsage& sum = by_label[namespace_label(ns.substr(0, ns.find('\x1f')))];
+    NamespaceUsage& sum = by_label[namespace_label(ns)];
     sum.entries += u.entries;
     sum.bytes += u.bytes;
   }
@@ -159,12 +157,12 @@ void Metrics::set_namespaces(const std::map<std::string, NamespaceUsage>& usage,
   }
 }
 
-void Metrics::set_tiers(const KvTiers* tiers) {
+void Metrics::set_tiers(const std::optional<TierReport>& tiers) {
   if (!tiers) return;
   auto set = [&](const char* tier, const char* op, int64_t v) {
     tier_ops_->Add({{"tier", tier}, {"op", op}}).Set(double(v));
   };
-  const KvTierStats t = tiers->stats();
+  const TierCounters& t = tiers->totals;
   set("all", "lookups", t.lookups);
   set("all", "misses", t.misses);
   set("all", "promoted_tokens", t.promoted_tokens);
@@ -178,7 +176,7 @@ void Metrics::set_tiers(const KvTiers* tiers) {
   set("all", "rewritten", t.rewritten);
   set("all", "written_bytes", t.written_bytes);
   set("all", "errors", t.errors);
-  const std::vector<TierStats> per_tier = tiers->tier_stats();
+  const std::vector<TierStats>& per_tier = tiers->tiers;
   for (size_t i = 0; i < per_tier.size(); ++i) {
     const TierStats& s = per_tier[i];
     const char* name = s.name.c_str();

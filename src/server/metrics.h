@@ -21,7 +21,6 @@ template <typename T> class Family;
 
 namespace pc {
 struct CacheStats;
-class KvTiers;
 }  // namespace pc
 
 namespace pc::server {
@@ -50,14 +49,14 @@ class Metrics {
   void set_cache(const CacheStats& stats);
   // promptcache_cache_{bytes,entries}{namespace,tier}; namespaces that are gone
   // lose their series. The label is namespace_label(ns), never the namespace itself.
-  void set_namespaces(const std::map<std::string, NamespaceUsage>& usage, const std::string& tier = "memory");
+  void set_namespaces(const std::map<CacheScope, NamespaceUsage>& usage, const std::string& tier = "memory");
   // A namespace's label value: "ns-" + 12 hex digits of a hash keyed with a secret
   // drawn at startup, so that /metrics shows neither tenants nor cache salts (and a
   // salt cannot be confirmed by hashing a guess). Stable while the process runs; the
   // cache API gives each namespace's label (metrics_label).
-  std::string namespace_label(const std::string& ns) const;
+  std::string namespace_label(const CacheScope& scope) const;
   // Each tier's counters, promptcache_tier_ops{tier,op} (null: no tiers configured).
-  void set_tiers(const KvTiers* tiers);
+  void set_tiers(const std::optional<TierReport>& tiers);
 
  private:
   std::shared_ptr<prometheus::Registry> reg_;

@@ -66,16 +66,16 @@ void RequestLog::add(RequestRecord r) {
     ring_.pop_front();
 }
 
-std::vector<RequestRecord> RequestLog::last(const std::function<bool(const std::string&)>& visible,
+std::vector<RequestRecord> RequestLog::last(const std::function<bool(const CacheScope&)>& visible,
                                             size_t limit) const {
   std::lock_guard lk(mu_);
   std::vector<RequestRecord> out;
   for (auto it = ring_.rbegin(); it != ring_.rend() && out.size() < limit; ++it)
-    if (visible(it->ns)) out.push_back(*it);
+    if (visible(it->scope)) out.push_back(*it);
   return out;
 }
 
-nlohmann::json RequestLog::history(const std::function<bool(const std::string&)>& visible, int seconds) const {
+nlohmann::json RequestLog::history(const std::function<bool(const CacheScope&)>& visible, int seconds) const {
   struct Bucket {
     int64_t requests = 0, prompt = 0, cached = 0, approximate = 0, computed = 0, generated = 0;
     std::vector<double> ttft;
@@ -90,7 +90,7 @@ nlohmann::json RequestLog::history(const std::function<bool(const std::string&)>
     for (auto it = ring_.rbegin(); it != ring_.rend(); ++it) {
       const int64_t t = int64_t(std::floor(it->time));
       if (t < first) break;
-      if (!visible(it->ns)) continue;
+      if (!visible(it->scope)) continue;
       for (Bucket* b : {&buckets[t], &all}) {
         ++b->requests;
         b->prompt += it->prompt_tokens;
@@ -149,7 +149,7 @@ TenantTotals RequestLog::all_totals() const {
 
 nlohmann::json record_json(const RequestRecord& r) {
   return {{"time", r.time},
-          {"namespace", r.ns},
+          {"namespace", scope_name(r.scope)},
           {"route", r.route},
           {"finish_reason", r.finish_reason},
           {"prompt_tokens", r.prompt_tokens},

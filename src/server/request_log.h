@@ -21,6 +21,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kv/kv_namespace.h"
+
 namespace pc::server {
 
 enum class LogLevel { kError, kWarn, kInfo, kDebug };
@@ -33,7 +35,7 @@ void log_line(LogLevel threshold, LogLevel level, const std::string& line);
 struct RequestRecord {
   double time = 0;             // unix seconds it finished
   std::string tenant;          // API-key tenant ("" without keys)
-  std::string ns;              // its namespace (tenant and/or cache_salt)
+  CacheScope scope;            // its cache scope (tenant and cache_salt)
   std::string route;           // e.g. "/v1/chat/completions"
   std::string finish_reason;   // stop, length, tool_calls, ...
   int64_t prompt_tokens = 0;
@@ -62,13 +64,13 @@ class RequestLog {
 
   void add(RequestRecord r);
   // Records `visible` accepts (by namespace), newest first, at most `limit`.
-  std::vector<RequestRecord> last(const std::function<bool(const std::string&)>& visible, size_t limit) const;
+  std::vector<RequestRecord> last(const std::function<bool(const CacheScope&)>& visible, size_t limit) const;
   // Per-second figures of the records `visible` accepts over the last `seconds`:
   // {"window_seconds", "now", "totals": {...}, "seconds": [{"t", "requests",
   // "prompt_tokens", "cached_tokens", "approximate_tokens", "computed_tokens",
   // "generated_tokens", "hit_rate", "ttft_p50", "ttft_p95", "misses": {reason: n}}]}
   // (seconds with no request left out; TTFT in seconds, null when none).
-  nlohmann::json history(const std::function<bool(const std::string&)>& visible, int seconds) const;
+  nlohmann::json history(const std::function<bool(const CacheScope&)>& visible, int seconds) const;
   // Totals of one tenant, and of all of them.
   TenantTotals totals(const std::string& tenant) const;
   TenantTotals all_totals() const;

@@ -3,7 +3,6 @@
 #include "common/error.h"
 #include "engine/cache_admin.h"
 #include "pml/compiled_plan.h"
-#include "kv/radix_index.h"
 #include "pml/layout.h"
 #include "pml/plan.h"
 #include "server/metrics.h"

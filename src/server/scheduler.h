@@ -45,7 +45,7 @@ class Scheduler {
   // Tokens (prompt + max_tokens) a request may need to be admitted: the KV capacity
   // besides pinned entries (Engine::admission_tokens), as of the last step.
   int64_t admission_tokens() const { return admission_tokens_.load(); }
-  // What one API tenant (kv/kv_namespace.h quota_owner) is promised: with a
+  // What one API tenant (CacheScope::tenant) is promised: with a
   // per-tenant bound (--tenant-kv-share), the capacity less the other tenants' full
   // bounds and this tenant's own pins and retained prefixes (as of the last step), so
   // no other tenant's use shows in it; otherwise admission_tokens().

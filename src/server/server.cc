@@ -13,7 +13,6 @@
 #include "gguf/gguf.h"
 #include "engine/cache_admin.h"
 #include "kernels/cpu.h"
-#include "kv/page_pool.h"
 #include "model/config_check.h"
 #include "pml/encoder.h"
 #include "template/builtin_templates.h"
@@ -95,9 +94,9 @@ void add_misc_routes(Server::State& st) {
     try {
       st.scheduler->call([&](Engine& e) {
         st.metrics.set_namespaces(namespace_usage(e));
-        if (e.cache().tiers()) {
+        if (const std::optional<TierReport> t = e.cache().tier_report()) {
           for (const auto& [tier, usage] : tier_usage(e)) st.metrics.set_namespaces(usage, tier);
-          st.metrics.set_tiers(e.cache().tiers());
+          st.metrics.set_tiers(t);
         }
       });
     } catch (const std::exception&) {
@@ -339,18 +338,12 @@ void Server::State::check_model(const std::string& requested) const {
                  "model", "model_not_found");
 }
 
-std::string Server::State::namespace_of(const HttpRequest& req, const std::string& cache_salt) const {
-  std::string ns = tenant_of(req);
+CacheScope Server::State::scope_of_request(const HttpRequest& req, const std::string& cache_salt) const {
+  std::string tenant = tenant_of(req);
   if (cache_salt.size() > kMaxSaltBytes)
     throw bad_field("cache_salt", "'cache_salt' is " + std::to_string(cache_salt.size()) + " bytes; at most " +
                                       std::to_string(kMaxSaltBytes) + " are allowed");
-  if (!cache_salt.empty()) ns += (ns.empty() ? "salt:" : "/salt:") + cache_salt;
-  return ns;
-}
-
-bool Server::State::Scope::sees(const std::string& ns) const {
-  // The default tenant "" (--api-key keys) salts its namespace as "salt:..." (namespace_of).
-  return all || ns == tenant || ns.rfind(tenant.empty() ? "salt:" : tenant + "/salt:", 0) == 0;
+  return CacheScope(std::move(tenant), cache_salt);
 }
 
 Server::State::Scope Server::State::scope_of(const HttpRequest& req) const {
@@ -418,7 +411,8 @@ Server::Server(const ServerOptions& opt) : st_(std::make_unique<State>()) {
                                                   : opt.retention_share / double(eo.tenants);
   eo.tiers = opt.tiers;
   st.engine = std::make_unique<Engine>(*st.model, eo);
-  st.kv_tokens = int64_t(st.engine->page_pool().n_pages()) * st.engine->page_pool().page_size();
+  const PoolView pool = st.engine->cache().counters().pool;
+  st.kv_tokens = int64_t(pool.pages) * pool.page_size;
   st.scheduler = std::make_unique<Scheduler>(*st.engine, SchedulerOptions{opt.parallel, opt.queue},
                                              st.metrics);
   open_shared_tier(st);

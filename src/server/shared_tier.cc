@@ -1,26 +1,13 @@
 // The server's side of the shared Redis tier: reply memory through Redis, the startup
-// warning and /health's "redis" field (server/state.h).
+// warning and /health's "redis" field (server/state.h). Reachability is the reply
+// store's connection's (the same server as the engine's KV tier, reached by a
+// connection of its own), read without a lock, so /health never waits for the engine.
 #include <cstdio>
 
-#include "engine/kv_tiers.h"
 #include "server/chat/reply_store.h"
 #include "server/state.h"
 
 namespace pc::server {
-
-namespace {
-
-// The engine's Redis tier, or null without one. Its pointer is fixed once the engine
-// is built, and reachable() is lock-free, so any thread may ask.
-const KvTier* redis_tier(const Server::State& st) {
-  const KvTiers* tiers = st.engine->cache().tiers();
-  if (!tiers) return nullptr;
-  for (const KvTier* t : tiers->tiers())
-    if (std::string(t->name()) == "redis") return t;
-  return nullptr;
-}
-
-}  // namespace
 
 void open_shared_tier(Server::State& st) {
   const TierOptions& t = st.opt.tiers;
@@ -30,8 +17,7 @@ void open_shared_tier(Server::State& st) {
                                                         st.model->config().n_vocab, st.n_ctx);
   st.memory.set_shared(st.shared_replies.get());
   st.shared_replies->watch([&st] { st.memory.reshare(); });
-  const KvTier* kv = redis_tier(st);
-  if ((kv && !kv->reachable()) || !st.shared_replies->reachable())
+  if (!st.shared_replies->reachable())
     std::fprintf(stderr,
                  "promptcache: warning: Redis at %s is unreachable: serving from memory%s only, "
                  "retrying in the background (/health says \"redis\": \"down\" until it answers)\n",
@@ -40,8 +26,7 @@ void open_shared_tier(Server::State& st) {
 
 std::optional<std::string> redis_health(const Server::State& st) {
   if (st.opt.tiers.redis_url.empty()) return std::nullopt;
-  const KvTier* kv = redis_tier(st);
-  return kv && kv->reachable() ? "up" : "down";
+  return st.shared_replies && st.shared_replies->reachable() ? "up" : "down";
 }
 
 }  // namespace pc::server

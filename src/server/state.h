@@ -71,7 +71,7 @@ struct Server::State {
   std::atomic<int64_t> generations{0};     // generation requests in flight (track_generation)
   // Counts one generation request in flight until the returned token is released
   // (Generation::in_flight: when the response, a stream included, is written).
-  // *over_bound: the tenant (quota_owner) now has more than max_tenant_requests in flight.
+  // *over_bound: the tenant (CacheScope::tenant) now has more than max_tenant_requests in flight.
   std::shared_ptr<void> track_generation(const std::string& tenant, bool* over_bound);
   int64_t max_tenant_requests = 0;  // --tenant-max-requests resolved (0: no bound)
   std::mutex tenant_mu;
@@ -82,7 +82,7 @@ struct Server::State {
 
   std::unique_ptr<pml::Encoder> pml_encoder;  // the tokenizer and the chat template's role markers
   std::mutex schemas_mu;
-  std::map<std::string, std::map<std::string, SchemaEntry>> schemas;  // namespace → name → schema
+  std::map<CacheScope, std::map<std::string, SchemaEntry>> schemas;  // scope → name → schema
 
   // The request's namespace: API-key tenant and/or cache_salt. Throws ApiError 401
   // when keys are configured and the request has no valid one.
@@ -94,17 +94,18 @@ struct Server::State {
   bool may_scrape(const HttpRequest& req) const;
   // /health's running/queued/Redis figures (--health-detail).
   bool sees_server_detail(const HttpRequest& req) const;
-  // 400 naming cache_salt when it is longer than kMaxSaltBytes.
-  std::string namespace_of(const HttpRequest& req, const std::string& cache_salt) const;
+  // The request's cache scope: its API-key tenant and cache_salt. 400 naming
+  // cache_salt when it is longer than kMaxSaltBytes; 401 as tenant_of.
+  CacheScope scope_of_request(const HttpRequest& req, const std::string& cache_salt) const;
   static constexpr size_t kMaxSaltBytes = 256;
 
-  // Whom a cache-admin request acts for: one tenant's namespaces (the tenant and
-  // its "TENANT/salt:..." ones), or every namespace (`all`: no --api-keys, or the
-  // --admin-tenant). Throws ApiError 401 as tenant_of does.
+  // Whom a cache-admin request acts for: one tenant's scopes (every cache_salt of
+  // it), or every scope (`all`: no --api-keys, or the --admin-tenant). Throws
+  // ApiError 401 as tenant_of does.
   struct Scope {
     std::string tenant;
     bool all = true;
-    bool sees(const std::string& ns) const;
+    bool sees(const CacheScope& scope) const { return all || scope.tenant == tenant; }
   };
   Scope scope_of(const HttpRequest& req) const;
   // ApiError 404 model_not_found unless `requested` is "" or this server's model id
@@ -136,10 +137,10 @@ void add_anthropic_routes(Server::State& st);  // POST /v1/messages
 void add_dashboard_routes(Server::State& st);  // /dashboard and the cache routes it reads
 
 // Entries and bytes of each namespace's prefix tree (engine thread: Scheduler::call).
-std::map<std::string, NamespaceUsage> namespace_usage(Engine& e);
+std::map<CacheScope, NamespaceUsage> namespace_usage(Engine& e);
 // The same for the entries (prefixes and module segments) of each tier that can list
 // them (KvTier::listable: the disk), by tier name; empty without one.
-std::map<std::string, std::map<std::string, NamespaceUsage>> tier_usage(Engine& e);
+std::map<std::string, std::map<CacheScope, NamespaceUsage>> tier_usage(Engine& e);
 
 // Runs a handler, turning ApiError / pc::Error / ChatTemplateError / anything else
 // into an error response. The one place exceptions become HTTP statuses.

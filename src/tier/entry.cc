@@ -44,7 +44,7 @@ uint64_t checksum_of(const uint8_t* p, size_t end) {
 
 // Header bytes for the given strings and token count.
 size_t header_size(const KvNamespace& ns, size_t n_tokens) {
-  return align_up(align_up(kEntryFixedHeader + ns.model.size() + ns.kv_type.size() + ns.tenant.size(), 4) +
+  return align_up(align_up(kEntryFixedHeader + ns.model.size() + ns.kv_type.size() + tier_scope_bytes(ns).size(), 4) +
                       2 * n_tokens * sizeof(int32_t),
                   8);
 }
@@ -104,7 +104,8 @@ std::vector<uint8_t> serialize_entry(const KvPageStore& kv, std::span<const int3
   if (n == 0 || n > size_t(kMaxTokens)) throw std::invalid_argument("serialize_entry: bad token count");
   if (pages.size() != (n + s.page_size - 1) / s.page_size)
     throw std::invalid_argument("serialize_entry: page count does not match the token count");
-  if (ns.model.size() > 0xffff || ns.kv_type.size() > 0xffff || ns.tenant.size() > 0xffff)
+  const std::string scope = tier_scope_bytes(ns);
+  if (ns.model.size() > 0xffff || ns.kv_type.size() > 0xffff || scope.size() > 0xffff)
     throw std::invalid_argument("serialize_entry: namespace string too long");
   for (int32_t p : pages)
     if (p < 0 || p >= kv.n_pages()) throw std::invalid_argument("serialize_entry: page out of range");
@@ -151,10 +152,10 @@ std::vector<uint8_t> serialize_entry(const KvPageStore& kv, std::span<const int3
   put<uint64_t>(p, 72, raw);
   put<uint16_t>(p, 80, uint16_t(ns.model.size()));
   put<uint16_t>(p, 82, uint16_t(ns.kv_type.size()));
-  put<uint16_t>(p, 84, uint16_t(ns.tenant.size()));
+  put<uint16_t>(p, 84, uint16_t(scope.size()));
   put<uint16_t>(p, 86, 0);
   size_t off = kEntryFixedHeader;
-  for (const std::string* str : {&ns.model, &ns.kv_type, &ns.tenant}) {
+  for (const std::string* str : {&ns.model, &ns.kv_type, &scope}) {
     std::memcpy(p + off, str->data(), str->size());
     off += str->size();
   }
@@ -229,11 +230,14 @@ Decoded<EntryInfo> parse_entry_header(std::span<const uint8_t> bytes, uint64_t t
                                std::to_string(e.header_bytes + e.payload_bytes));
 
   size_t off = kEntryFixedHeader;
-  std::string* dst[3] = {&e.ns.model, &e.ns.kv_type, &e.ns.tenant};
-  for (int i = 0; i < 3; ++i) {
+  std::string* dst[2] = {&e.ns.model, &e.ns.kv_type};
+  for (int i = 0; i < 2; ++i) {
     dst[i]->assign(reinterpret_cast<const char*>(p + off), lens[i]);
     off += lens[i];
   }
+  if (!read_tier_scope_bytes(std::string_view(reinterpret_cast<const char*>(p + off), lens[2]), &e.ns))
+    return fail<EntryInfo>(EntryError::kCorrupt, "bad namespace scope");
+  off += lens[2];
   off = align_up(off, 4);
   e.tokens.resize(n_tokens);
   e.positions.resize(n_tokens);

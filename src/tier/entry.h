@@ -14,8 +14,9 @@
 //   60  reserved (0)                    u32
 //   64  payload_bytes (as stored)       u64
 //   72  raw_bytes (uncompressed)        u64  == n_pages × bytes_per_page
-//   80  model, kv_type, tenant lengths  3 × u16, then u16 reserved
-//   88  model, kv_type, tenant bytes, zero-padded to 4
+//   80  model, kv_type, scope lengths   3 × u16, then u16 reserved
+//   88  model, kv_type, scope bytes, zero-padded to 4 (scope: the namespace's
+//       tier_scope_bytes — tenant, salt, kind, module digest and segment)
 //       token ids    i32[n_tokens]
 //       position ids i32[n_tokens]      (the slot positions, as KvPageStore::pos)
 //       zero padding to 8 → header_bytes
@@ -38,9 +39,10 @@
 
 namespace pc {
 
-// 2: K pages dimension-major in blocks of 8 slots (kernels/k_layout.h); version 1
-// entries (slot-major K) are rejected, so old disk/Redis entries are misses.
-inline constexpr uint32_t kEntryVersion = 2;
+// 3: the namespace's scope stored as typed fields (kv/kv_namespace.h
+// tier_scope_bytes). Entries of another version are rejected, so old disk/Redis
+// entries are misses.
+inline constexpr uint32_t kEntryVersion = 3;
 inline constexpr size_t kEntryFixedHeader = 88;  // bytes before the strings
 
 enum class EntryError {

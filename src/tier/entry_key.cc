@@ -19,7 +19,7 @@ void hash_head(XXH3_state_t& st, const KvNamespace& ns, const KvShape& shape) {
   XXH3_64bits_reset(&st);
   hash_string(st, ns.model);
   hash_string(st, ns.kv_type);
-  hash_string(st, ns.tenant);
+  hash_string(st, tier_scope_bytes(ns));  // scope and kind
   const int32_t dims[4] = {shape.n_layer, shape.n_kv_head, shape.head_dim, shape.page_size};
   XXH3_64bits_update(&st, dims, sizeof dims);
 }

@@ -21,35 +21,9 @@
 
 #include "tier/entry.h"
 #include "tier/tier_result.h"
+#include "tier/tier_stats.h"
 
 namespace pc {
-
-// A tier's state and counters since it was opened. Sizes it cannot know are -1.
-struct TierStats {
-  std::string name;             // KvTier::name()
-  bool connected = true;        // usable now (a remote tier reachable; a local one: always)
-  int64_t entries = -1;         // entries stored; -1: not known (Redis)
-  int64_t bytes = -1;           // bytes stored; -1: not known
-  int64_t capacity_bytes = -1;  // -1: no capacity of ours (Redis: the server's maxmemory)
-  int64_t ttl_seconds = -1;     // idle entries expire after this; -1: never
-  int64_t hits = 0;             // lookups that found an entry
-  int64_t misses = 0;
-  int64_t puts = 0;             // entries stored
-  int64_t put_failures = 0;     // puts that stored nothing
-  int64_t errors = 0;           // I/O or transport failures
-  int64_t corrupt_deleted = 0;  // invalid entries deleted
-  // Counters only this kind of tier has, by name, in a fixed order (published as they are).
-  std::vector<std::pair<std::string, int64_t>> counters;
-  // Settings worth publishing, by name (disk: "dir").
-  std::vector<std::pair<std::string, std::string>> info;
-
-  // The named counter's value; -1 when this tier has none of that name.
-  int64_t counter(std::string_view counter_name) const {
-    for (const auto& [n, v] : counters)
-      if (n == counter_name) return v;
-    return -1;
-  }
-};
 
 // One stored entry, as a listing shows it.
 struct TierItem {

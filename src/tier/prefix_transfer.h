@@ -1,19 +1,20 @@
-// Moving cached prefixes between memory (pages + radix index) and tier entries.
+// Moving cached prefixes between memory pages and tier entries. The prefix cache owns
+// its index (engine/prefix_cache.h): it hands this layer tables of pages and takes
+// restored tables back; nothing here touches an index.
 //
 // Promotion (a lower tier had the prefix):
 //   TierLookup r = disk.longest_prefix(ns, shape, prompt_without_last_token);   // worker
-//   restore_prefix(pool, index, ns, r.entry);                                   // engine
-//   ... then the normal match_prefix hits the restored tokens.
+//   restore_pages(pool, r.entry, table);   prefix cache: insert(tokens, table)  // engine
 //
-// Demotion (memory is evicting, or write-through):
-//   PrefixSnapshot s = snapshot_prefix(pool, index, ns, tokens);    // engine: takes refs
+// Demotion (write-through):
+//   PrefixSnapshot s = snapshot_of(pool, tokens, cached_table);     // engine: takes refs
 //   bytes = serialize_entry(*pool.store(), s.pages, s.tokens, ns);   // worker: reads pages
 //   s.table.release();                                               // engine: drops refs
 // While the snapshot holds its references the pages cannot be freed or reused, and the
 // slots it covers are below their pages' fill, hence read-only: the worker may read them
 // without locks (serialize_entry reads only the covered slots of a partial last page).
 //
-// All functions here run on the engine thread (they touch the pool and the index).
+// All functions here run on the engine thread (they touch the pool).
 #pragma once
 #include <cstdint>
 #include <span>
@@ -21,16 +22,9 @@
 
 #include "kv/page_pool.h"
 #include "kv/page_table.h"
-#include "kv/radix_index.h"
 #include "tier/entry.h"
 
 namespace pc {
-
-// Copies the entry's KV into freshly allocated pages and inserts its tokens into the
-// index under `ns`. Returns the tokens newly cached by the index (0 when they all were
-// cached already), or -1 when the pool has no storage, the shape differs or pages
-// cannot be allocated (nothing changes then).
-int32_t restore_prefix(PagePool& pool, RadixIndex& index, const KvNamespace& ns, const Entry& entry);
 
 // Copies the entry's KV into fresh pages of an empty `table` (token t in slot t).
 // False when the pool has no storage, the shape differs or pages cannot be allocated;
@@ -44,15 +38,11 @@ struct PrefixSnapshot {
   bool empty() const { return tokens.empty(); }
 };
 
-// The longest cached prefix of `tokens` (all of them included, unlike match_prefix),
-// cut down to a multiple of the page size when page_aligned and the prefix is not the
-// whole of `tokens` (see tier/entry_key.h: lookups probe those lengths). Empty when
-// nothing is cached. Marks the prefix recently used in the index.
-PrefixSnapshot snapshot_prefix(PagePool& pool, RadixIndex& index, const KvNamespace& ns,
-                               std::span<const int32_t> tokens, bool page_aligned = true);
-
-// snapshot_prefix + serialize_entry + release, synchronously. Empty when nothing is cached.
-std::vector<uint8_t> save_prefix(PagePool& pool, RadixIndex& index, const KvNamespace& ns,
-                                 std::span<const int32_t> tokens, const SerializeOptions& opt = {});
+// A snapshot of the first cached.n_tokens() tokens of `tokens`, whose KV `cached` (an
+// aligned table) holds, cut down to a multiple of the page size when page_aligned and
+// that is not the whole of `tokens` (see tier/entry_key.h: lookups probe those
+// lengths). Empty when nothing is left.
+PrefixSnapshot snapshot_of(PagePool& pool, std::span<const int32_t> tokens, const PageTable& cached,
+                           bool page_aligned = true);
 
 }  // namespace pc

@@ -19,6 +19,7 @@
 #include "pml/compiled_plan.h"
 #include "pml/pml.h"
 #include "tokenizer/tokenizer.h"
+#include "engine_test_peer.h"
 
 namespace pc {
 namespace {
@@ -29,8 +30,9 @@ struct Fixture {
     const ModelConfig& c = model->config();
     return int64_t(KvShape{int(c.n_layer), int(c.n_kv_head), int(c.head_dim), 16}.bytes_per_page());
   }
-  std::unique_ptr<Engine> engine(int64_t pages, int max_batch = 512) {
+  std::unique_ptr<Engine> engine(int64_t pages, int max_batch = 512, bool prefix_cache = true) {
     EngineOptions o;
+    o.prefix_cache = prefix_cache;
     o.kv_memory_bytes = pages * page_bytes();
     o.threads = 1;
     o.max_batch_tokens = max_batch;
@@ -78,7 +80,43 @@ TEST(Admission, ConcurrentRequestsThatFitAloneAllSucceed) {
   }
   EXPECT_GT(preempted, 0);
   EXPECT_EQ(e->stats().preemptions, preempted);
-  e->page_pool().check_invariants();
+  EngineTestPeer::page_pool(*e).check_invariants();
+}
+
+// With --no-prefix-cache, preemption still frees and resumes sequences (a resume
+// recomputes), and nothing ever enters the prefix index: the prefix cache is the only
+// door to it, and a disabled one inserts nothing.
+TEST(Admission, PreemptionWithoutPrefixCacheLeavesTheIndexEmpty) {
+  Fixture f;
+  const std::vector<std::string> texts = {"Once upon a time there was a little dog named Max.",
+                                          "Lily wanted to play in the park with her red ball.",
+                                          "The sun was hot and the big cat slept all day long."};
+  std::vector<GenerateRequest> reqs;
+  for (const std::string& t : texts) reqs.push_back(f.request(t, 120));
+  std::vector<std::vector<int32_t>> want;
+  {
+    auto big = f.engine(256);
+    for (const GenerateRequest& r : reqs) want.push_back(big->generate(r).tokens);
+  }
+  auto e = f.engine(16, 512, /*prefix_cache=*/false);
+  std::map<int64_t, size_t> ids;
+  for (size_t i = 0; i < reqs.size(); ++i) ids[e->add(reqs[i])] = i;
+  std::map<size_t, GenerateResult> got;
+  for (int guard = 0; got.size() < reqs.size() && guard < 100000; ++guard) {
+    e->step();
+    ASSERT_EQ(e->cache().counters().prefix.entries, 0) << "step " << guard;
+    for (auto& [id, r] : e->take_finished()) got[ids.at(id)] = std::move(r);
+  }
+  ASSERT_EQ(got.size(), reqs.size());
+  int64_t preempted = 0;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    EXPECT_EQ(got[i].tokens, want[i]) << "request " << i;
+    EXPECT_EQ(got[i].n_cached, 0) << "request " << i;
+    preempted += got[i].n_preempted;
+  }
+  EXPECT_GT(preempted, 0);
+  EXPECT_EQ(e->cache().counters().prefix.entries, 0);
+  EXPECT_TRUE(e->cache().scopes().empty());
 }
 
 TEST(Admission, RequestThatCannotFitAloneIsRefused) {
@@ -107,7 +145,7 @@ TEST(Admission, RequestUsingAllUnpinnedMemoryRuns) {
     const GenerateResult got = e->generate(r);
     EXPECT_EQ(got.finish_reason, FinishReason::kLength) << text << ": " << got.error;
     EXPECT_EQ(int64_t(got.tokens.size()), r.max_tokens) << text;
-    e->page_pool().check_invariants();
+    EngineTestPeer::page_pool(*e).check_invariants();
   }
 }
 
@@ -206,7 +244,7 @@ TEST(Admission, PreemptionAfterPlanningUnderStaggeredLoad) {
       preempted += got[i].n_preempted;
     }
     EXPECT_GT(preempted, 0);
-    e->page_pool().check_invariants();
+    EngineTestPeer::page_pool(*e).check_invariants();
   }
 }
 

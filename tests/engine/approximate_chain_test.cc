@@ -11,6 +11,7 @@
 #include "model/model.h"
 #include "model_test_util.h"
 #include "tokenizer/tokenizer.h"
+#include "engine_test_peer.h"
 
 namespace pc {
 namespace {
@@ -59,7 +60,7 @@ TEST(ApproximateChain, NextTurnContinuesFromApproximateKv) {
   auto all = turn3;
   all.reuse.budget = 1.0;
   EXPECT_TRUE(bitwise(e->request_logits(all), f.engine()->request_logits(turn3)));
-  e->page_pool().check_invariants();
+  EngineTestPeer::page_pool(*e).check_invariants();
 }
 
 }  // namespace

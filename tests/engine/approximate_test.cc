@@ -25,6 +25,7 @@
 #include "pml/compiled_plan.h"
 #include "pml/pml.h"
 #include "tokenizer/tokenizer.h"
+#include "engine_test_peer.h"
 
 namespace pc {
 namespace {
@@ -170,7 +171,7 @@ TEST(Approximate, NeverPublished) {
     GenerateResult exact;
     EXPECT_TRUE(bitwise(e->request_logits(f.request(moved), &exact), cold));
     EXPECT_EQ(exact.n_cached, reference.n_cached);
-    e->page_pool().check_invariants();
+    EngineTestPeer::page_pool(*e).check_invariants();
   }
 }
 
@@ -320,7 +321,7 @@ TEST(ApproximatePml, LaterModulesAttendToEarlierOnes) {
   const std::vector<float> full = f.engine()->plan_logits(PmlFixture::computed(f.plan(body), "cat"));
   auto e = f.engine();
   const std::vector<float> exact = e->plan_logits(f.plan(body));  // encodes the modules
-  const size_t entries = e->modules().stats().entries;
+  const size_t entries = EngineTestPeer::modules(*e).stats().entries;
   const double kl_exact = kl(full, exact);
   EXPECT_GT(kl_exact, 0);  // the cat never saw the dog
   for (RecomputePolicy policy : kPolicies) {
@@ -344,10 +345,10 @@ TEST(ApproximatePml, LaterModulesAttendToEarlierOnes) {
     EXPECT_EQ(r.n_approximate, 0);
     // Recomputed KV never enters the module store: the same entries, and an exact
     // prompt is bitwise what it was.
-    EXPECT_EQ(e->modules().stats().entries, entries);
+    EXPECT_EQ(EngineTestPeer::modules(*e).stats().entries, entries);
     EXPECT_TRUE(bitwise(e->plan_logits(f.plan(body)), exact));
   }
-  e->page_pool().check_invariants();
+  EngineTestPeer::page_pool(*e).check_invariants();
 }
 
 }  // namespace

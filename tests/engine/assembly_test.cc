@@ -14,6 +14,7 @@
 #include "pml/compiled_plan.h"
 #include "pml/pml.h"
 #include "tokenizer/tokenizer.h"
+#include "engine_test_peer.h"
 
 namespace pc {
 namespace {
@@ -153,7 +154,7 @@ TEST(Assembly, MixedPlanPrefixModuleCompute) {
   EXPECT_EQ(warm.n_module_misses, 2);               // dog and its context (the root) encoded
   EXPECT_GE(warm.n_cached, n_ctx);                  // the prefix came from the prefix cache
   expect_same(want, e->plan_logits(plan), "prefix + module + text, all cached");
-  e->page_pool().check_invariants();
+  EngineTestPeer::page_pool(*e).check_invariants();
 }
 
 // A compact-layout module copy grown by a second shift must not free the pages the
@@ -183,7 +184,7 @@ TEST(Assembly, CompactRelocationKeepsItsOwnPages) {
   EXPECT_NO_THROW(e->generate_plan(plan("<pad/><reply lang=\"French\"/> The end."), req));
   EXPECT_NO_THROW(e->generate_plan(plan("<reply/> The end."), req));
   EXPECT_NO_THROW(e->generate_plan(plan("<reply/> The end."), req));
-  e->page_pool().check_invariants();
+  EngineTestPeer::page_pool(*e).check_invariants();
 }
 
 // Dropping a schema's modules drops every relocated copy too.
@@ -193,13 +194,13 @@ TEST(Assembly, DropModulesTakesRelocatedCopies) {
   e->plan_logits(pml::kv_plan(f.plan("<reply/> The end.", " layout=\"compact\""), f.schema));
   e->plan_logits(pml::kv_plan(f.plan("<dog/> The end."), f.schema));
   int shifted = 0;
-  for (const auto& [key, entry] : e->modules().entries()) shifted += key.shift != 0;
+  for (const auto& [key, entry] : EngineTestPeer::modules(*e).entries()) shifted += key.shift != 0;
   ASSERT_GE(shifted, 1);
   std::set<uint64_t> digests;
   for (const pml::ModuleLayout& m : f.schema.modules) digests.insert(m.digest);
   EXPECT_GT(e->cache().drop_modules("", digests), shifted);
-  EXPECT_TRUE(e->modules().entries().empty());
-  e->page_pool().check_invariants();
+  EXPECT_TRUE(EngineTestPeer::modules(*e).entries().empty());
+  EngineTestPeer::page_pool(*e).check_invariants();
 }
 
 }  // namespace

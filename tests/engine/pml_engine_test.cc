@@ -23,6 +23,7 @@
 #include "pml/compiled_plan.h"
 #include "pml/pml.h"
 #include "tokenizer/tokenizer.h"
+#include "engine_test_peer.h"
 
 namespace pc {
 namespace {
@@ -65,12 +66,12 @@ void check_hit_or_miss(Fixture& f) {
   const auto p = f.plan("<dog/><happy/> One day Max saw a bird.");
   auto e = f.engine();
   const auto miss = e->plan_logits(pml::kv_plan(p, f.schema));              // modules encoded in this request
-  EXPECT_GT(e->modules().stats().entries, 0);
+  EXPECT_GT(EngineTestPeer::modules(*e).stats().entries, 0);
   const auto hit = e->plan_logits(pml::kv_plan(p, f.schema));               // all modules cached
   expect_same(miss, hit, "cached vs encoded in the request");
-  EXPECT_GT(e->modules().stats().hits, 0);
-  e->modules().evict(size_t(1) << 40);                        // everything evicted
-  EXPECT_EQ(e->modules().stats().entries, 0);
+  EXPECT_GT(EngineTestPeer::modules(*e).stats().hits, 0);
+  EngineTestPeer::modules(*e).evict(size_t(1) << 40);                        // everything evicted
+  EXPECT_EQ(EngineTestPeer::modules(*e).stats().entries, 0);
   const auto again = e->plan_logits(pml::kv_plan(p, f.schema));
   expect_same(miss, again, "evicted and re-encoded");
   auto e2 = f.engine();                                       // other combinations first
@@ -104,7 +105,7 @@ TEST_P(PmlEngineArch, CompactLayoutHitsAreExact) {
   auto e = f.engine();
   const auto a = e->plan_logits(pml::kv_plan(p, f.schema));
   expect_same(a, e->plan_logits(pml::kv_plan(p, f.schema)), "compact layout, relocated copies from the store");
-  e->modules().evict(size_t(1) << 40);
+  EngineTestPeer::modules(*e).evict(size_t(1) << 40);
   expect_same(a, e->plan_logits(pml::kv_plan(p, f.schema)), "compact layout after eviction");
 }
 
@@ -125,11 +126,11 @@ TEST(PmlEngine, PinnedModulesAreNotEvicted) {
   const auto p = pml::plan_prompt("<prompt schema=\"p\"><kept/><loose/> The end.</prompt>", layout, f.enc);
   auto e = f.engine();
   const auto want = e->plan_logits(pml::kv_plan(p, layout));
-  e->modules().evict(size_t(1) << 40);
+  EngineTestPeer::modules(*e).evict(size_t(1) << 40);
   int pinned = 0;
-  for (const auto& [key, entry] : e->modules().entries()) pinned += entry.pins > 0 && entry.path == "kept";
+  for (const auto& [key, entry] : EngineTestPeer::modules(*e).entries()) pinned += entry.pins > 0 && entry.path == "kept";
   EXPECT_EQ(pinned, 1);
-  EXPECT_EQ(e->modules().entries().size(), 1u);  // only the pinned one stayed
+  EXPECT_EQ(EngineTestPeer::modules(*e).entries().size(), 1u);  // only the pinned one stayed
   expect_same(want, e->plan_logits(pml::kv_plan(p, layout)), "pinned module kept, the other re-encoded");
 }
 
@@ -149,7 +150,7 @@ TEST(PmlEngine, ModuleTtlExpires) {
   EXPECT_EQ(late.n_module_misses, 1);  // "brief" expired and was encoded again
   EXPECT_EQ(late.tokens, first.tokens);
   std::this_thread::sleep_for(std::chrono::milliseconds(250));
-  EXPECT_GT(e->modules().evict_expired(ModuleEntry::Clock::now()), 0u);  // the sweep drops it too
+  EXPECT_GT(EngineTestPeer::modules(*e).evict_expired(ModuleEntry::Clock::now()), 0u);  // the sweep drops it too
 }
 
 TEST(PmlEngine, ArgumentsAndUncachedModules) {
@@ -163,7 +164,7 @@ TEST(PmlEngine, ArgumentsAndUncachedModules) {
   e2->plan_logits(pml::kv_plan(f.plan("<reply/> x"), f.schema));  // placeholder version cached first
   expect_same(a, e2->plan_logits(pml::kv_plan(p, f.schema)), "after the placeholder version was cached");
   // The uncached module is never stored.
-  for (const auto& [key, entry] : e->modules().entries()) EXPECT_NE(entry.path, "fresh");
+  for (const auto& [key, entry] : EngineTestPeer::modules(*e).entries()) EXPECT_NE(entry.path, "fresh");
 }
 
 TEST(PmlEngine, GenerateReportsCachedModules) {
@@ -182,7 +183,7 @@ TEST(PmlEngine, GenerateReportsCachedModules) {
   EXPECT_GT(second.n_cached, 20);
   EXPECT_EQ(second.n_computed, p.n_computed_tokens);  // only the text after the imports
   EXPECT_EQ(second.n_cached + second.n_computed, second.n_prompt);
-  e->page_pool().check_invariants();
+  EngineTestPeer::page_pool(*e).check_invariants();
 }
 
 TEST(PmlEngine, CompactLayoutRuns) {
@@ -191,14 +192,14 @@ TEST(PmlEngine, CompactLayoutRuns) {
   auto e = f.engine();
   const auto a = e->plan_logits(pml::kv_plan(p, f.schema));
   int shifted = 0;
-  for (const auto& [key, entry] : e->modules().entries()) shifted += key.shift != 0;
+  for (const auto& [key, entry] : EngineTestPeer::modules(*e).entries()) shifted += key.shift != 0;
   EXPECT_GE(shifted, 1);  // the relocated copies are cached
-  const int32_t pages = e->page_pool().n_in_use() + e->page_pool().n_cached();
+  const int32_t pages = EngineTestPeer::page_pool(*e).n_in_use() + EngineTestPeer::page_pool(*e).n_cached();
   const auto b = e->plan_logits(pml::kv_plan(p, f.schema));
   expect_same(a, b, "compact layout, second run (relocated copies from the store)");
-  EXPECT_EQ(e->page_pool().n_in_use() + e->page_pool().n_cached(), pages);  // nothing relocated again
+  EXPECT_EQ(EngineTestPeer::page_pool(*e).n_in_use() + EngineTestPeer::page_pool(*e).n_cached(), pages);  // nothing relocated again
   for (float v : a) ASSERT_TRUE(std::isfinite(v));
-  e->modules().evict(size_t(1) << 40);  // relocated again from re-encoded modules: same logits
+  EngineTestPeer::modules(*e).evict(size_t(1) << 40);  // relocated again from re-encoded modules: same logits
   expect_same(a, e->plan_logits(pml::kv_plan(p, f.schema)), "compact layout after eviction");
 }
 

@@ -15,6 +15,7 @@
 #include "kv/page_pool.h"
 #include "model/model.h"
 #include "model_test_util.h"
+#include "engine_test_peer.h"
 
 namespace pc {
 namespace {
@@ -89,8 +90,8 @@ int64_t check_exact(const std::string& path, int64_t kv_bytes, int rounds, uint3
           << ", shared " << shared << ", chunk " << chunk << ")";
     total_cached += n_cached;
     history.push_back(p);
-    cached.page_pool().check_invariants();
-    cached.index().check_invariants();
+    EngineTestPeer::page_pool(cached).check_invariants();
+    EngineTestPeer::index(cached).check_invariants();
   }
   return total_cached;
 }
@@ -270,7 +271,7 @@ TEST(PrefixCache, OutOfMemoryIsAnErrorNotACrash) {
   req.max_tokens = 10;
   req.stop_at_eog = false;
   EXPECT_EQ(e.generate(req).tokens.size(), 10u);
-  e.page_pool().check_invariants();
+  EngineTestPeer::page_pool(e).check_invariants();
 }
 
 }  // namespace

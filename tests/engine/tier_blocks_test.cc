@@ -39,7 +39,7 @@ struct TierBlocks : ::testing::Test {
   GenerateRequest request(const std::vector<std::vector<int32_t>>& parts, CacheReuse mode = CacheReuse::kExact,
                           const std::string& tenant = "") {
     GenerateRequest r = test::block_request(model->tokenizer().bos(), parts, mode);
-    r.tenant = tenant;
+    r.scope = tenant;
     r.max_tokens = 1;
     return r;
   }
@@ -90,7 +90,7 @@ TEST_F(TierBlocks, RestartedEngineReusesMovedBlocksFromDisk) {
   EXPECT_EQ(restarted.n_approximate, mem.n_approximate);
   EXPECT_EQ(restarted.n_cached, mem.n_cached);
   EXPECT_GE(restarted.n_approximate, int64_t(a.size() + b.size()) - 1);
-  EXPECT_GT(e->cache().stats().tiers.block_loads, 0);
+  EXPECT_GT(e->cache().stats().tiers->totals.block_loads, 0);
   // Rotated to 0 and then to the new position rather than by the difference at once:
   // the same up to F16 rounding of the rotated keys, far below the approximation itself.
   const float approximation = max_abs_diff(from_memory, full);
@@ -110,7 +110,7 @@ TEST_F(TierBlocks, ExactRequestsDoNotLookBlocksUp) {
   GenerateResult r;
   e->request_logits(request({sys, b, a, user}), &r);
   EXPECT_EQ(r.n_approximate, 0);
-  EXPECT_EQ(e->cache().stats().tiers.block_loads, 0);
+  EXPECT_EQ(e->cache().stats().tiers->totals.block_loads, 0);
 }
 
 }  // namespace

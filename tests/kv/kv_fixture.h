@@ -31,7 +31,7 @@ struct Request {
 
 inline Request start(RadixIndex& index, PagePool& pool, const KvNamespace& ns,
                      const std::vector<int32_t>& prompt) {
-  Request r{index.match_prefix(ns, prompt), PageTable(pool)};
+  Request r{index.match_prefix(ns, prompt, int32_t(prompt.size()) - 1), PageTable(pool)};
   index.lock(r.match.node);
   r.table = PageTable::from_slices(pool, r.match.slices);
   return r;

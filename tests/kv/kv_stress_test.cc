@@ -134,7 +134,7 @@ std::vector<int32_t> Stress::make_prompt() {
 
 void Stress::start() {
   Live s{pick(2), make_prompt(), {}, PageTable(pool_)};
-  s.match = index_.match_prefix(ns_[s.ns], s.tokens);
+  s.match = index_.match_prefix(ns_[s.ns], s.tokens, int32_t(s.tokens.size()) - 1);
   ASSERT_LT(s.match.length, int32_t(s.tokens.size()));
   index_.lock(s.match.node);
   s.table = PageTable::from_slices(pool_, s.match.slices);

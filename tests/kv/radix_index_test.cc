@@ -40,8 +40,10 @@ class RadixIndexTest : public ::testing::Test {
   void finish(const std::vector<int32_t>& tokens, test::Request& r) {
     test::finish(index_, ns_, tokens, r);
   }
-  int32_t match_len(const std::vector<int32_t>& tokens) {
-    return index_.match_prefix(ns_, tokens).length;
+  int32_t match_len(const std::vector<int32_t>& tokens) { return match(tokens).length; }
+  // A request's match: all but the last token may come from the cache.
+  PrefixMatch match(const std::vector<int32_t>& tokens, const KvNamespace* ns = nullptr) {
+    return index_.match_prefix(ns ? *ns : ns_, tokens, int32_t(tokens.size()) - 1);
   }
 
   PagePool pool_;
@@ -58,14 +60,14 @@ TEST_F(RadixIndexTest, InsertThenMatchSharesPages) {
   EXPECT_EQ(index_.stats().tokens, 10);
   EXPECT_EQ(index_.stats().bytes, 48);
 
-  PrefixMatch m = index_.match_prefix(ns_, cat(a, {11}));
+  PrefixMatch m = match(cat(a, {11}));
   EXPECT_EQ(m.length, 10);
   EXPECT_EQ(slices_of(m), (std::vector<PageSlice>{{0, 0, 4}, {1, 0, 4}, {2, 0, 2}}));
   EXPECT_TRUE(index_.node(m.node).leaf);
   EXPECT_EQ(tokens_of(index_.node(m.node)), a);
 
   // The same query without a new token matches 9 and splits mid-page at 9.
-  m = index_.match_prefix(ns_, a);
+  m = match(a);
   EXPECT_EQ(m.length, 9);
   EXPECT_EQ(slices_of(m), (std::vector<PageSlice>{{0, 0, 4}, {1, 0, 4}, {2, 0, 1}}));
   EXPECT_EQ(tokens_of(index_.node(m.node)), range(1, 9));
@@ -108,7 +110,7 @@ TEST_F(RadixIndexTest, HitEndingMidPageCopiesOnWrite) {
   finish(b, r);
 
   // Tree: [1..5] -> { [6] in page 1 slot 1, [9 9] in page 2 slots 1-2 }.
-  const PrefixMatch m = index_.match_prefix(ns_, cat(b, {0}));
+  const PrefixMatch m = match(cat(b, {0}));
   EXPECT_EQ(m.length, 7);
   EXPECT_EQ(slices_of(m), (std::vector<PageSlice>{{0, 0, 4}, {1, 0, 1}, {2, 1, 3}}));
   const PageTable t = PageTable::from_slices(pool_, m.slices);
@@ -128,7 +130,7 @@ TEST_F(RadixIndexTest, ContinuationAppendsInPlace) {
   ASSERT_TRUE(r.table.prepare_append(3));
   EXPECT_EQ(appended_of(r.table), (std::vector<SlotRef>{{1, 2}, {1, 3}, {2, 0}}));
   finish(b, r);
-  const PrefixMatch m = index_.match_prefix(ns_, range(1, 10));
+  const PrefixMatch m = match(range(1, 10));
   EXPECT_EQ(m.length, 9);
   EXPECT_EQ(slices_of(m), (std::vector<PageSlice>{{0, 0, 4}, {1, 0, 2}, {1, 2, 4}, {2, 0, 1}}));
   EXPECT_EQ(pool_.cache_refs(1), 2);
@@ -401,21 +403,71 @@ TEST_F(RadixIndexTest, NamespacesAreIsolated) {
   const KvNamespace q8{"smollm-135m", "q8_0", ""};
   const auto a = range(1, 6);
   EXPECT_EQ(run(a), 0);  // pages 0 1
-  PrefixMatch m = index_.match_prefix(tenant_b, cat(a, {7}));
+  PrefixMatch m = match(cat(a, {7}), &tenant_b);
   EXPECT_EQ(m.length, 0);
   EXPECT_EQ(m.node, -1);
-  EXPECT_EQ(index_.match_prefix(q8, cat(a, {7})).length, 0);
+  EXPECT_EQ(match(cat(a, {7}), &q8).length, 0);
   EXPECT_EQ(test::run(index_, pool_, tenant_b, a), 0);  // pages 2 3
-  EXPECT_EQ(slices_of(index_.match_prefix(ns_, cat(a, {7}))),
+  EXPECT_EQ(slices_of(match(cat(a, {7}))),
             (std::vector<PageSlice>{{0, 0, 4}, {1, 0, 2}}));
-  EXPECT_EQ(slices_of(index_.match_prefix(tenant_b, cat(a, {7}))),
+  EXPECT_EQ(slices_of(match(cat(a, {7}), &tenant_b)),
             (std::vector<PageSlice>{{2, 0, 4}, {3, 0, 2}}));
   EXPECT_EQ(index_.stats().misses, 4);
 }
 
+TEST_F(RadixIndexTest, KindAndSaltSeparateNamespaces) {
+  // Namespaces that differ only in kind, in salt, or in a module's segment never
+  // share an entry.
+  const KvNamespace approx = ns_.as(KvKind::kApproximate);
+  const KvNamespace block = ns_.as(KvKind::kBlock);
+  const KvNamespace salted{ns_.model, ns_.kv_type, CacheScope("", "s")};
+  const KvNamespace seg0 = ns_.module_segment(42, 0), seg1 = ns_.module_segment(42, 1);
+  const auto a = range(1, 6);
+  EXPECT_EQ(run(a), 0);
+  for (const KvNamespace* other : {&approx, &block, &salted, &seg0, &seg1})
+    EXPECT_EQ(match(cat(a, {7}), other).length, 0) << to_string(other->kind);
+  EXPECT_EQ(test::run(index_, pool_, seg0, a), 0);
+  EXPECT_EQ(match(cat(a, {7}), &seg1).length, 0);
+  EXPECT_EQ(match(cat(a, {7}), &seg0).length, 5);
+  EXPECT_EQ(index_.namespaces().size(), 2u);
+}
+
+TEST_F(RadixIndexTest, CallerSetsTheLimit) {
+  const auto a = range(1, 9);  // 8 tokens
+  EXPECT_EQ(run(a), 0);
+  EXPECT_EQ(index_.match_prefix(ns_, a, 8).length, 8);  // all of it, when the caller needs no logits
+  EXPECT_EQ(index_.match_prefix(ns_, a, 7).length, 7);  // size - 1: the last token is computed
+  EXPECT_EQ(index_.match_prefix(ns_, a, 3).length, 3);
+  EXPECT_EQ(index_.match_prefix(ns_, a, 0).length, 0);
+  EXPECT_EQ(index_.match_prefix(ns_, a, 100).length, 8);  // never past the query
+}
+
+TEST_F(RadixIndexTest, PeekChangesNothing) {
+  const auto a = range(1, 11);  // 10 tokens: one node, pages 0 1 2
+  EXPECT_EQ(run(a), 0);
+  const RadixStats before = index_.stats();
+  // A peek that ends mid-run: no split, no counts, the matched slices cut to length.
+  const auto q = cat(range(1, 7), {99});
+  const PrefixMatch m = index_.match_prefix(ns_, q, int32_t(q.size()), RadixIndex::MatchUse::kPeek);
+  EXPECT_EQ(m.length, 6);
+  EXPECT_EQ(slices_of(m), (std::vector<PageSlice>{{0, 0, 4}, {1, 0, 2}}));
+  const RadixStats after = index_.stats();
+  EXPECT_EQ(after.entries, before.entries);  // the node count
+  EXPECT_EQ(after.hits, before.hits);
+  EXPECT_EQ(after.misses, before.misses);
+  EXPECT_EQ(index_.node(m.node).tokens.size(), 10u);  // the whole run, not split
+  // Locking the node a peek returns keeps its slices alive through an eviction.
+  index_.lock(m.node);
+  EXPECT_EQ(index_.evict(1000), 0u);
+  index_.unlock(m.node);
+  // A request match splits where it ends, as before.
+  EXPECT_EQ(match_len(q), 6);
+  EXPECT_EQ(index_.stats().entries, before.entries + 1);
+}
+
 TEST_F(RadixIndexTest, LockMisuseIsRejected) {
   EXPECT_EQ(run(range(1, 6)), 0);
-  const PrefixMatch m = index_.match_prefix(ns_, range(1, 7));
+  const PrefixMatch m = match(range(1, 7));
   EXPECT_THROW(index_.unlock(m.node), std::logic_error);
   index_.lock(-1);  // no namespace: no-op
   index_.unlock(-1);

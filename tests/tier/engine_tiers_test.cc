@@ -25,6 +25,7 @@
 #include "tier/disk_tier.h"
 #include "tier/redis_tier.h"
 #include "tier/tier_fixture.h"
+#include "engine_test_peer.h"
 
 namespace pc {
 namespace {
@@ -81,7 +82,7 @@ void expect_bitwise(const std::vector<float>& a, const std::vector<float>& b, co
 
 TEST_F(EngineTiersTest, PrefixSurvivesRestart) {
   auto none = engine("");
-  EXPECT_EQ(none->tiers(), nullptr);
+  EXPECT_EQ(EngineTestPeer::tiers(*none), nullptr);
   const std::vector<float> want = none->prompt_logits(prompt, 64);
   const GenerateResult cold = none->generate(greedy(prompt));
   {
@@ -90,8 +91,8 @@ TEST_F(EngineTiersTest, PrefixSurvivesRestart) {
     EXPECT_EQ(r.tokens, cold.tokens);
     EXPECT_EQ(r.n_promoted, 0);
     a->flush_tiers();
-    EXPECT_GE(a->tiers()->stats().writes, 1);
-    EXPECT_GE(a->tiers()->tier_stats()[0].entries, 1);
+    EXPECT_GE(EngineTestPeer::tiers(*a)->stats().writes, 1);
+    EXPECT_GE(EngineTestPeer::tiers(*a)->tier_stats()[0].entries, 1);
   }
   {  // restart: memory is empty, the disk has prompt + generated tokens (page-aligned)
     auto b = engine(dir);
@@ -99,7 +100,7 @@ TEST_F(EngineTiersTest, PrefixSurvivesRestart) {
     EXPECT_EQ(r.tokens, cold.tokens);
     EXPECT_EQ(r.n_cached, 64);  // 4 whole pages of the 69 before the last prompt token
     EXPECT_EQ(r.n_promoted, 64);
-    EXPECT_EQ(b->tiers()->stats().hits, std::vector<int64_t>{1});  // the disk
+    EXPECT_EQ(EngineTestPeer::tiers(*b)->stats().hits, std::vector<int64_t>{1});  // the disk
   }
   {  // logits of the uncached positions after a restart, bitwise
     auto c = engine(dir);
@@ -125,7 +126,7 @@ TEST_F(EngineTiersTest, EvictedFromMemoryComesBackFromDisk) {
     e->generate(greedy(other, 4));
     e->flush_tiers();
   }
-  EXPECT_GT(e->index().stats().evicted, 0);
+  EXPECT_GT(EngineTestPeer::index(*e).stats().evicted, 0);
   const GenerateResult again = e->generate(greedy(prompt, 4));
   EXPECT_EQ(again.tokens, first.tokens);
   EXPECT_EQ(again.n_cached, 64);
@@ -152,8 +153,8 @@ TEST_F(EngineTiersTest, CorruptEntryIsRecomputed) {
   const GenerateResult r = b->generate(greedy(prompt));
   EXPECT_EQ(r.tokens, cold.tokens);
   EXPECT_EQ(r.n_cached, 0);
-  EXPECT_GE(b->tiers()->tier_stats()[0].corrupt_deleted, 1);
-  EXPECT_EQ(b->tiers()->stats().misses, 1);
+  EXPECT_GE(EngineTestPeer::tiers(*b)->tier_stats()[0].corrupt_deleted, 1);
+  EXPECT_EQ(EngineTestPeer::tiers(*b)->stats().misses, 1);
 }
 
 TEST_F(EngineTiersTest, ModulesSurviveRestart) {
@@ -166,7 +167,7 @@ TEST_F(EngineTiersTest, ModulesSurviveRestart) {
   }
   auto b = engine(dir);
   expect_bitwise(want, b->plan_logits(pml::kv_plan(p, schema)), "modules restored from disk");
-  EXPECT_GE(b->tiers()->stats().module_loads, 3);  // dog, reply, cat (and context text)
+  EXPECT_GE(EngineTestPeer::tiers(*b)->stats().module_loads, 3);  // dog, reply, cat (and context text)
   GenerateRequest req = greedy({});
   const GenerateResult r = b->generate_plan(pml::kv_plan(p, schema), req);
   EXPECT_EQ(r.n_module_misses, 0);
@@ -196,9 +197,9 @@ TEST_F(EngineTiersTest, TwoEnginesShareRedisAndRefillItAfterItRestartsEmpty) {
   expect_bitwise(want, b->plan_logits(pml::kv_plan(p, schema)), "modules from Redis");
   const GenerateResult pb = b->generate(greedy(prompt));
   EXPECT_EQ(pb.n_promoted, 64);
-  ASSERT_EQ(b->tiers()->tiers().size(), 1u);
-  EXPECT_STREQ(b->tiers()->tiers()[0]->name(), "redis");
-  EXPECT_GE(b->tiers()->stats().hits[0], 2);
+  ASSERT_EQ(EngineTestPeer::tiers(*b)->tiers().size(), 1u);
+  EXPECT_STREQ(EngineTestPeer::tiers(*b)->tiers()[0]->name(), "redis");
+  EXPECT_GE(EngineTestPeer::tiers(*b)->stats().hits[0], 2);
 
   // Redis restarts empty: b, whose modules came from Redis, writes them again, so a
   // third server finds them all there.
@@ -209,13 +210,13 @@ TEST_F(EngineTiersTest, TwoEnginesShareRedisAndRefillItAfterItRestartsEmpty) {
   ASSERT_TRUE(redis.start());  // no persistence: empty
   EXPECT_EQ(test::redis_int(redis.port(), {"DBSIZE"}), 0);
   // The generation check runs every second; the reconnect back-off is at most 2 s.
-  for (int i = 0; i < 100 && b->tiers()->stats().tier_resets == 0; ++i) {
+  for (int i = 0; i < 100 && EngineTestPeer::tiers(*b)->stats().tier_resets == 0; ++i) {
     b->poll_tiers();
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  ASSERT_EQ(b->tiers()->stats().tier_resets, 1);
+  ASSERT_EQ(EngineTestPeer::tiers(*b)->stats().tier_resets, 1);
   b->flush_tiers();
-  EXPECT_GE(b->tiers()->stats().rewritten, 4);  // the prompt's prefix, dog, reply, cat
+  EXPECT_GE(EngineTestPeer::tiers(*b)->stats().rewritten, 4);  // the prompt's prefix, dog, reply, cat
   auto c = engine("", redis.url());
   const GenerateResult rc = c->generate_plan(pml::kv_plan(p, schema), greedy({}));
   EXPECT_EQ(rc.n_module_misses, 0);
@@ -233,18 +234,18 @@ TEST_F(EngineTiersTest, RedisRestartRewritesThePromptsEntryToo) {
   auto a = engine("", redis.url());
   const GenerateResult ra = a->generate(greedy(prompt, 30));
   a->flush_tiers();
-  EXPECT_EQ(a->tiers()->stats().writes, 2);
+  EXPECT_EQ(EngineTestPeer::tiers(*a)->stats().writes, 2);
   a->poll_tiers();  // reads the generation Redis has now
   a->flush_tiers();
   redis.kill();
   ASSERT_TRUE(redis.start());  // no persistence: empty
-  for (int i = 0; i < 100 && a->tiers()->stats().tier_resets == 0; ++i) {
+  for (int i = 0; i < 100 && EngineTestPeer::tiers(*a)->stats().tier_resets == 0; ++i) {
     a->poll_tiers();
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  ASSERT_EQ(a->tiers()->stats().tier_resets, 1);
+  ASSERT_EQ(EngineTestPeer::tiers(*a)->stats().tier_resets, 1);
   a->flush_tiers();
-  EXPECT_EQ(a->tiers()->stats().rewritten, 2);
+  EXPECT_EQ(EngineTestPeer::tiers(*a)->stats().rewritten, 2);
   auto b = engine("", redis.url());
   const GenerateResult rb = b->generate(greedy(prompt, 30));
   EXPECT_EQ(rb.n_promoted, 64);
@@ -262,18 +263,18 @@ TEST_F(EngineTiersTest, RedisHitIsCopiedToDisk) {
   }
   {
     auto b = engine(dir, redis.url());
-    const std::vector<const KvTier*> tiers = b->tiers()->tiers();
+    const std::vector<const KvTier*> tiers = EngineTestPeer::tiers(*b)->tiers();
     ASSERT_EQ(tiers.size(), 2u);
     EXPECT_STREQ(tiers[0]->name(), "disk");
     EXPECT_STREQ(tiers[1]->name(), "redis");
     EXPECT_EQ(b->generate(greedy(prompt, 0)).n_promoted, 64);
-    EXPECT_EQ(b->tiers()->stats().hits, (std::vector<int64_t>{0, 1}));
-    EXPECT_GE(b->tiers()->tier_stats()[0].entries, 1);  // the copy
+    EXPECT_EQ(EngineTestPeer::tiers(*b)->stats().hits, (std::vector<int64_t>{0, 1}));
+    EXPECT_GE(EngineTestPeer::tiers(*b)->tier_stats()[0].entries, 1);  // the copy
   }
   redis.kill();
   auto c = engine(dir);  // a restart with the disk alone finds the copy
   EXPECT_EQ(c->generate(greedy(prompt, 0)).n_promoted, 64);
-  EXPECT_EQ(c->tiers()->stats().hits, std::vector<int64_t>{1});
+  EXPECT_EQ(EngineTestPeer::tiers(*c)->stats().hits, std::vector<int64_t>{1});
 }
 
 TEST_F(EngineTiersTest, RedisDownKeepsServingAndReconnects) {
@@ -282,14 +283,14 @@ TEST_F(EngineTiersTest, RedisDownKeepsServingAndReconnects) {
   auto e = engine("", redis.url());
   const GenerateResult first = e->generate(greedy(prompt));
   e->flush_tiers();
-  EXPECT_EQ(e->tiers()->stats().writes, 1);
+  EXPECT_EQ(EngineTestPeer::tiers(*e)->stats().writes, 1);
   redis.kill();
   std::vector<int32_t> other = prompt;
   other[1] = 7;
   const GenerateResult r = e->generate(greedy(other));  // lookup and write fail fast
   e->flush_tiers();
   EXPECT_EQ(r.n_cached, 1);  // BOS from memory
-  EXPECT_EQ(e->tiers()->stats().write_failures, 1);
+  EXPECT_EQ(EngineTestPeer::tiers(*e)->stats().write_failures, 1);
   EXPECT_EQ(e->generate(greedy(prompt)).tokens, first.tokens);  // memory still serves
   ASSERT_TRUE(redis.start());
   // The back-off is at most 2 s: a write after it reaches the restarted server.
@@ -297,7 +298,7 @@ TEST_F(EngineTiersTest, RedisDownKeepsServingAndReconnects) {
   other[1] = 8;
   e->generate(greedy(other));
   e->flush_tiers();
-  EXPECT_EQ(e->tiers()->stats().writes, 2);
+  EXPECT_EQ(EngineTestPeer::tiers(*e)->stats().writes, 2);
 }
 
 TEST_F(EngineTiersTest, CancelWhilePromoting) {
@@ -309,10 +310,10 @@ TEST_F(EngineTiersTest, CancelWhilePromoting) {
   auto b = engine(dir);
   const int64_t id = b->add(greedy(prompt));
   b->cancel(id);  // before the lookup answered
-  for (int i = 0; i < 20 && b->tiers()->in_flight() > 0; ++i) b->step();
+  for (int i = 0; i < 20 && EngineTestPeer::tiers(*b)->in_flight() > 0; ++i) b->step();
   b->flush_tiers();
   EXPECT_TRUE(b->idle());
-  EXPECT_EQ(b->page_pool().n_in_use(), 0);
+  EXPECT_EQ(EngineTestPeer::page_pool(*b).n_in_use(), 0);
   EXPECT_EQ(b->generate(greedy(prompt)).n_cached, 64);  // restored anyway, now in memory
 }
 
@@ -324,12 +325,12 @@ struct RadixCounts {
 };
 
 RadixCounts radix_counts(Engine& e) {
-  const RadixStats s = e.index().stats();
+  const RadixStats s = EngineTestPeer::index(e).stats();
   RadixCounts c{s.hits, s.misses, s.hit_tokens, {}};
   std::set<int32_t> seen;
-  e.index().for_each_leaf(e.ns(""), [&](int32_t leaf) {
+  EngineTestPeer::index(e).for_each_leaf(e.ns(""), [&](int32_t leaf) {
     for (int32_t n = leaf; n >= 0 && seen.insert(n).second;) {
-      const RadixIndex::NodeView v = e.index().node(n);
+      const RadixIndex::NodeView v = EngineTestPeer::index(e).node(n);
       if (v.parent < 0) break;  // the root
       c.nodes.emplace_back(v.tokens.size(), v.hits);
       n = v.parent;
@@ -352,7 +353,7 @@ TEST_F(EngineTiersTest, DiskTierDoesNotChangeRadixCounts) {
         e->generate(greedy(p, gen));
         e->flush_tiers();
       }
-      if (!disk.empty()) EXPECT_EQ(e->tiers()->stats().writes, gen == 8 ? 1 : 2);
+      if (!disk.empty()) EXPECT_EQ(EngineTestPeer::tiers(*e)->stats().writes, gen == 8 ? 1 : 2);
       return radix_counts(*e);
     };
     const RadixCounts plain = run("");

@@ -154,6 +154,14 @@ TEST(EntryKey, PrefixKeysAreThePageAlignedPrefixes) {
   const uint64_t k = entry_key(small_ns(), small_shape(), tokens);
   EXPECT_NE(k, entry_key(small_ns("t"), small_shape(), tokens));
   EXPECT_NE(k, entry_key(KvNamespace{"model-abd", "f16", ""}, small_shape(), tokens));
+  // The scope's salt and the kind are part of the key too.
+  const KvNamespace base = small_ns();
+  for (const KvNamespace& other : {KvNamespace{base.model, base.kv_type, CacheScope("", "s")},
+                                   base.as(KvKind::kBlock), base.as(KvKind::kApproximate),
+                                   base.module_segment(1, 0), base.module_segment(1, 1)})
+    EXPECT_NE(k, entry_key(other, small_shape(), tokens)) << to_string(other.kind);
+  EXPECT_NE(entry_key(base.module_segment(1, 0), small_shape(), tokens),
+            entry_key(base.module_segment(1, 1), small_shape(), tokens));
   EXPECT_NE(k, entry_key(small_ns(), KvShape{2, 2, 8, 32}, tokens));
   uint64_t back = 0;
   ASSERT_TRUE(parse_key_hex(key_hex(k), &back));

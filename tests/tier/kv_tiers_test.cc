@@ -2,6 +2,7 @@
 // asynchronously (found, not found, no memory), the synchronous forms, and a lookup
 // going down an ordered list of tiers, copying its hit into the faster ones.
 #include "engine/kv_tiers.h"
+#include "engine/prefix_cache.h"
 
 #include <gtest/gtest.h>
 
@@ -75,7 +76,12 @@ class MapTier final : public KvTier {
 struct KvTiersTest : ::testing::Test {
   KvStorage kv{small_shape(), 12};
   PagePool pool{kv};
-  RadixIndex index{pool};
+  PrefixCache prefix{pool, true};  // no tiers of its own: these tests call KvTiers directly
+  struct Reclaim : PageReclaimer {
+    PrefixCache* prefix;
+    explicit Reclaim(PrefixCache* p) : prefix(p) {}
+    size_t reclaim(size_t bytes) override { return prefix->reclaim(bytes); }
+  } reclaim{&prefix};
   std::string dir = test::temp_dir() + "/disk";
   // A module of 40 tokens in two segments, [0, 16) and [16, 40), each on fresh pages.
   std::vector<int32_t> tokens = test::token_run(40, 500);
@@ -84,7 +90,7 @@ struct KvTiersTest : ::testing::Test {
   std::vector<test::KvImage> want;
 
   void SetUp() override {
-    pool.set_reclaimer(&index);
+    pool.set_reclaimer(&reclaim);
     ASSERT_TRUE(seg0.prepare_append(16));
     ASSERT_TRUE(seg1.prepare_append(24));
     test::fill_pattern(kv, pages(seg0.entries()), 1, 0);
@@ -130,7 +136,7 @@ struct KvTiersTest : ::testing::Test {
 };
 
 TEST_F(KvTiersTest, ModuleLoadsAsynchronously) {
-  KvTiers t(disk_options(), pool, index);
+  KvTiers t(disk_options(), pool, prefix);
   t.save_module(small_ns(), 77, tokens, segments());
   t.flush();
   EXPECT_EQ(t.stats().writes, 2);
@@ -153,7 +159,7 @@ TEST_F(KvTiersTest, ModuleLoadsAsynchronously) {
 }
 
 TEST_F(KvTiersTest, ModuleNotFoundIsNull) {
-  KvTiers t(disk_options(), pool, index);
+  KvTiers t(disk_options(), pool, prefix);
   t.save_module(small_ns(), 77, tokens, segments());
   t.flush();
   EXPECT_FALSE(load_async(t, 78, tokens).found);  // another digest: no entry at all
@@ -165,7 +171,7 @@ TEST_F(KvTiersTest, ModuleNotFoundIsNull) {
 }
 
 TEST_F(KvTiersTest, ModuleWithoutMemoryIsNull) {
-  KvTiers t(disk_options(), pool, index);
+  KvTiers t(disk_options(), pool, prefix);
   t.save_module(small_ns(), 77, tokens, segments());
   t.flush();
   PageTable filler(pool);  // one free page left: the first segment fits, the second not
@@ -179,7 +185,7 @@ TEST_F(KvTiersTest, ModuleWithoutMemoryIsNull) {
 }
 
 TEST_F(KvTiersTest, SynchronousFormsStillWork) {
-  KvTiers t(disk_options(), pool, index);
+  KvTiers t(disk_options(), pool, prefix);
   ModuleEntry saved;
   saved.segments = {ModuleSegment{0, 16, segments()[0]}, ModuleSegment{16, 40, segments()[1]}};
   t.save_module(small_ns(), 5, tokens, saved);
@@ -207,13 +213,13 @@ TEST_F(KvTiersTest, DeferredWritesAllLandAndALostTierIsWrittenAgain) {
   TierOptions o;
   o.max_pending_writes = 1;
   o.check_interval_ms = 0;
-  KvTiers t(std::move(list), o, pool, index);
+  KvTiers t(std::move(list), o, pool, prefix);
   std::vector<std::vector<int32_t>> prefixes;
   for (int k = 0; k < 4; ++k) {
     prefixes.push_back(test::token_run(16, 1000 + 100 * k));
     PageTable p(pool);
     ASSERT_TRUE(p.prepare_append(16));
-    index.insert(small_ns(), prefixes.back(), p);
+    prefix.insert(small_ns(), prefixes.back(), p, 16, {}, false);
   }
   for (const auto& p : prefixes) EXPECT_EQ(t.save_prefix(small_ns(), p), 16);
   t.flush();
@@ -240,7 +246,7 @@ TEST_F(KvTiersTest, LookupGoesDownTheListAndCopiesUp) {
   auto slow = std::make_unique<MapTier>();
   MapTier* map = slow.get();
   // An entry only the slow tier has: tokens [0, 32) of a prefix, put there directly.
-  index.insert(small_ns(), std::span(tokens).first(16), seg0);
+  prefix.insert(small_ns(), std::span(tokens).first(16), seg0, 16, {}, false);
   PageTable two(pool);
   ASSERT_TRUE(two.prepare_append(32));
   test::fill_pattern(kv, pages(two.entries()), 3, 0);
@@ -251,7 +257,7 @@ TEST_F(KvTiersTest, LookupGoesDownTheListAndCopiesUp) {
   std::vector<std::unique_ptr<KvTier>> list;
   list.push_back(std::make_unique<DiskTier>(dir, uint64_t(1) << 20));
   list.push_back(std::move(slow));
-  KvTiers t(std::move(list), TierOptions{}, pool, index);
+  KvTiers t(std::move(list), TierOptions{}, pool, prefix);
   ASSERT_EQ(t.tiers().size(), 2u);
   EXPECT_STREQ(t.tiers()[0]->name(), "disk");
   EXPECT_STREQ(t.tiers()[1]->name(), "map");

@@ -14,6 +14,7 @@
 #include "tier/disk_tier.h"
 #include "tier/redis_tier.h"
 #include "tier/tier_fixture.h"
+#include "engine_test_peer.h"
 
 namespace pc {
 namespace {
@@ -47,6 +48,17 @@ struct PrefixTransferTest : ::testing::Test {
   std::span<const int32_t> query() const { return std::span(prompt).first(prompt.size() - 1); }
 };
 
+// An entry of the cached prefix of `tokens` (page-aligned), serialized as a tier write
+// would: the prefix cache's snapshot, then the entry bytes. Empty when nothing is cached.
+std::vector<uint8_t> save_prefix(Engine& e, std::span<const int32_t> tokens, const SerializeOptions& opt = {}) {
+  PagePool& pool = EngineTestPeer::page_pool(e);
+  PrefixSnapshot snap = EngineTestPeer::prefix(e).snapshot(e.ns(""), tokens, true);
+  if (snap.empty()) return {};
+  std::vector<uint8_t> bytes = serialize_entry(*pool.store(), snap.pages, snap.tokens, e.ns(""), opt);
+  snap.table.release();
+  return bytes;
+}
+
 TEST_F(PrefixTransferTest, RestartFromDiskIsBitwiseEqual) {
   const std::string dir = test::temp_dir() + "/disk";
   {
@@ -54,7 +66,7 @@ TEST_F(PrefixTransferTest, RestartFromDiskIsBitwiseEqual) {
     a.prompt_logits(prompt, 16, true);  // computed and cached in memory
     DiskTier disk(dir, 64 << 20);
     for (size_t len : {16, 64}) {  // demote two page-aligned prefixes
-      auto bytes = save_prefix(a.page_pool(), a.index(), a.ns(""), std::span(prompt).first(len), {true, 1});
+      auto bytes = save_prefix(a, std::span(prompt).first(len), {true, 1});
       ASSERT_FALSE(bytes.empty());
       ASSERT_EQ(disk.put(bytes), TierStatus::kOk);
     }
@@ -62,19 +74,19 @@ TEST_F(PrefixTransferTest, RestartFromDiskIsBitwiseEqual) {
   Engine b(*model, options());  // "restarted": empty memory cache
   DiskTier disk(dir, 64 << 20);
   EXPECT_EQ(disk.stats().entries, 2);
-  const KvShape shape = b.page_pool().shape();
+  const KvShape shape = EngineTestPeer::page_pool(b).shape();
   TierLookup r = disk.longest_prefix(b.ns(""), shape, query());
   ASSERT_TRUE(r.hit()) << r.message;
   EXPECT_EQ(r.length, 64);
-  EXPECT_EQ(restore_prefix(b.page_pool(), b.index(), b.ns(""), r.entry), 64);
-  b.page_pool().check_invariants();
-  b.index().check_invariants();
+  EXPECT_EQ(EngineTestPeer::prefix(b).restore(b.ns(""), r.entry), 64);
+  EngineTestPeer::page_pool(b).check_invariants();
+  EngineTestPeer::index(b).check_invariants();
   int64_t n_cached = -1;
   std::vector<float> got = b.prompt_logits(prompt, 16, true, &n_cached);
   EXPECT_EQ(n_cached, 64);
   expect_rows_equal(got, 64);
   // Restoring again adds nothing new to the index.
-  EXPECT_EQ(restore_prefix(b.page_pool(), b.index(), b.ns(""), r.entry), 0);
+  EXPECT_EQ(EngineTestPeer::prefix(b).restore(b.ns(""), r.entry), 0);
   // Another tenant's namespace does not see it.
   EXPECT_EQ(disk.longest_prefix(b.ns("other"), shape, query()).status, TierStatus::kMiss);
 }
@@ -88,11 +100,11 @@ TEST_F(PrefixTransferTest, SecondServerThroughRedisIsBitwiseEqual) {
   RedisTier ra(server.url(), 600);
   RedisTier rb(server.url(), 600);
   a.prompt_logits(prompt, 7, true);
-  ASSERT_EQ(ra.put(save_prefix(a.page_pool(), a.index(), a.ns(""), std::span(prompt).first(48))), TierStatus::kOk);
-  TierLookup r = rb.longest_prefix(b.ns(""), b.page_pool().shape(), query());
+  ASSERT_EQ(ra.put(save_prefix(a, std::span(prompt).first(48))), TierStatus::kOk);
+  TierLookup r = rb.longest_prefix(b.ns(""), EngineTestPeer::page_pool(b).shape(), query());
   ASSERT_TRUE(r.hit()) << r.message;
   EXPECT_EQ(r.length, 48);
-  ASSERT_EQ(restore_prefix(b.page_pool(), b.index(), b.ns(""), r.entry), 48);
+  ASSERT_EQ(EngineTestPeer::prefix(b).restore(b.ns(""), r.entry), 48);
   int64_t n_cached = -1;
   expect_rows_equal(b.prompt_logits(prompt, 5, true, &n_cached), 48);
   EXPECT_EQ(n_cached, 48);
@@ -100,20 +112,20 @@ TEST_F(PrefixTransferTest, SecondServerThroughRedisIsBitwiseEqual) {
 
 TEST_F(PrefixTransferTest, SnapshotHoldsPagesAndAligns) {
   Engine a(*model, options());
-  PagePool& pool = a.page_pool();
-  EXPECT_TRUE(snapshot_prefix(pool, a.index(), a.ns(""), prompt).empty());
-  EXPECT_TRUE(save_prefix(pool, a.index(), a.ns(""), prompt).empty());
+  PagePool& pool = EngineTestPeer::page_pool(a);
+  EXPECT_TRUE(EngineTestPeer::prefix(a).snapshot(a.ns(""), prompt, true).empty());
+  EXPECT_TRUE(save_prefix(a, prompt).empty());
   a.prompt_logits(std::vector<int32_t>(prompt.begin(), prompt.begin() + 40), 16, true);
   // Cached: 40 tokens. Asking for 70 gives the page-aligned 32; asking for 40, all 40.
-  PrefixSnapshot s = snapshot_prefix(pool, a.index(), a.ns(""), prompt);
+  PrefixSnapshot s = EngineTestPeer::prefix(a).snapshot(a.ns(""), prompt, true);
   EXPECT_EQ(s.tokens.size(), 32u);
   EXPECT_EQ(s.pages.size(), 2u);
   for (int32_t p : s.pages) EXPECT_GT(pool.seq_refs(p), 0);
-  PrefixSnapshot all = snapshot_prefix(pool, a.index(), a.ns(""), std::span(prompt).first(40));
+  PrefixSnapshot all = EngineTestPeer::prefix(a).snapshot(a.ns(""), std::span(prompt).first(40), true);
   EXPECT_EQ(all.tokens.size(), 40u);
   EXPECT_EQ(all.pages.size(), 3u);
   // While snapshots hold the pages, eviction cannot free them.
-  a.index().evict(size_t(1) << 40);
+  EngineTestPeer::index(a).evict(size_t(1) << 40);
   for (int32_t p : all.pages) EXPECT_FALSE(pool.is_free(p));
   auto bytes = serialize_entry(*pool.storage(), all.pages, all.tokens, a.ns(""));
   s.table.release();
@@ -122,7 +134,7 @@ TEST_F(PrefixTransferTest, SnapshotHoldsPagesAndAligns) {
   Decoded<Entry> d = deserialize_entry(bytes, EntryExpect{a.ns("").model, "f16", pool.shape()});
   ASSERT_TRUE(d.ok()) << d.message;
   // Restored into the now empty engine, the 40-token prefix (cut to 39) hits again.
-  ASSERT_EQ(restore_prefix(pool, a.index(), a.ns(""), d.value), 40);
+  ASSERT_EQ(EngineTestPeer::prefix(a).restore(a.ns(""), d.value), 40);
   int64_t n_cached = -1;
   expect_rows_equal(a.prompt_logits(prompt, 16, true, &n_cached), 40);
   EXPECT_EQ(n_cached, 40);

@@ -14,7 +14,7 @@ namespace pc::test {
 
 // 2 layers, 2 KV heads, head dim 8, 16 slots: 1 KiB per page.
 inline KvShape small_shape() { return KvShape{2, 2, 8, 16}; }
-inline KvNamespace small_ns(std::string tenant = "") { return KvNamespace{"model-abc", "f16", std::move(tenant)}; }
+inline KvNamespace small_ns(std::string tenant = "") { return KvNamespace{"model-abc", "f16", CacheScope(std::move(tenant))}; }
 
 // Fills pages with bytes derived from (seed, page index in `pages`, byte) and positions
 // base_pos + token index.

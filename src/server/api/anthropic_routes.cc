@@ -73,7 +73,7 @@ AnthropicGeneration prepare(Server::State& st, const HttpRequest& req) {
   const AnthropicTranslation t = translate_anthropic(body);
   g.params = parse_common(anthropic_common_body(body), /*chat=*/true, st.opt.defaults);
   st.check_model(g.params.model);
-  g.ns = st.namespace_of(req, g.params.cache_salt);
+  g.scope = st.scope_of_request(req, g.params.cache_salt);
   g.params.gen.reuse = parse_reuse(body, st.reuse_default);
   json extra = json::object();
   if (!t.tools.empty() && !anthropic_tools_off(body)) extra["tools"] = t.tools;

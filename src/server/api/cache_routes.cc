@@ -9,10 +9,6 @@
 #include <set>
 
 #include "engine/cache_admin.h"
-#include "engine/kv_tiers.h"
-#include "tier/disk_tier.h"
-#include "tier/redis_tier.h"
-#include "tier/kv_tier.h"
 #include "server/api/api_error.h"
 #include "server/chat/chat_request.h"
 #include "server/api/openai.h"
@@ -36,15 +32,15 @@ json pool_json(const PoolView& p) {
 // The engine's counters, then one object per tier under its name ("disk", "redis").
 // Sizes a tier cannot know (-1) are left out; "hits" is the engine's count of entries
 // that tier supplied.
-json tiers_json(const KvTiers& t) {
-  const KvTierStats s = t.stats();
+json tiers_json(const TierReport& t) {
+  const TierCounters& s = t.totals;
   json out = {{"lookups", s.lookups}, {"misses", s.misses}, {"promoted_tokens", s.promoted_tokens},
               {"module_loads", s.module_loads}, {"block_loads", s.block_loads}, {"writes", s.writes}, {"write_failures", s.write_failures},
               {"writes_skipped", s.writes_skipped}, {"writes_deferred", s.writes_deferred},
               {"tier_resets", s.tier_resets}, {"rewritten", s.rewritten},
               {"written_bytes", s.written_bytes}, {"errors", s.errors},
-              {"in_flight", t.in_flight()}};
-  const std::vector<TierStats> tiers = t.tier_stats();
+              {"in_flight", t.writes_in_flight}};
+  const std::vector<TierStats>& tiers = t.tiers;
   json order = json::array();
   for (size_t i = 0; i < tiers.size(); ++i) {
     const TierStats& ts = tiers[i];
@@ -79,7 +75,7 @@ json tenant_stats(Server::State& st, const Server::State::Scope& scope) {
     CacheAdmin& cache = e.cache();
     NamespaceUsage mem;
     for (const auto& [ns, u] : namespace_usage(e))
-      if (scope.sees(ns.substr(0, ns.find('\x1f')))) {
+      if (scope.sees(ns)) {
         mem.entries += u.entries;
         mem.bytes += u.bytes;
       }
@@ -87,7 +83,7 @@ json tenant_stats(Server::State& st, const Server::State::Scope& scope) {
     out["index"] = {{"entries", mem.entries}, {"bytes", mem.bytes}};
     out["memory"] = {{"bytes", {{"capacity", pool.page_bytes * pool.pages}, {"cached", mem.bytes}}}};
     json modules = {{"entries", 0}, {"tokens", 0}, {"bytes", 0}};
-    for (const std::string& ns : cache.tenants()) {
+    for (const CacheScope& ns : cache.scopes()) {
       if (!scope.sees(ns)) continue;
       for (const ModuleEntryView& m : cache.module_entries(ns)) {
         modules["entries"] = modules["entries"].get<int64_t>() + 1;
@@ -96,9 +92,9 @@ json tenant_stats(Server::State& st, const Server::State::Scope& scope) {
       }
     }
     out["modules"] = modules;
-    if (const KvTiers* t = cache.tiers()) {
+    if (const std::optional<TierReport> t = cache.tier_report()) {
       json tiers = {{"order", json::array()}};
-      for (const TierStats& ts : t->tier_stats()) {
+      for (const TierStats& ts : t->tiers) {
         tiers["order"].push_back(ts.name);
         json o = {{"connected", ts.connected}};
         if (ts.capacity_bytes >= 0) o["capacity"] = ts.capacity_bytes;
@@ -126,13 +122,13 @@ void stats(Server::State& st, const HttpRequest& req, HttpResponse& res) {
   json out;
   st.scheduler->call([&](Engine& e) {
     const CacheStats c = e.cache().stats();
-    const RadixStats& r = c.prefix;
+    const PrefixCounters& r = c.prefix;
     const EngineStats& s = c.engine;
-    const ModuleStats& m = c.modules;
+    const ModuleCounters& m = c.modules;
     out["memory"] = pool_json(c.pool);
     out["index"] = {{"entries", r.entries}, {"tokens", r.tokens}, {"bytes", r.bytes},
                     {"hits", r.hits}, {"misses", r.misses}, {"hit_tokens", r.hit_tokens},
-                    {"evicted", r.evicted}, {"metadata_bytes", c.prefix_metadata_bytes},
+                    {"evicted", r.evicted}, {"metadata_bytes", r.metadata_bytes},
                     {"retained", r.retained}, {"retained_pages", r.retained_pages},
                     {"retention_refused", r.retention_refused},
                     {"retentions_ended", r.retention_overridden}};
@@ -143,7 +139,7 @@ void stats(Server::State& st, const HttpRequest& req, HttpResponse& res) {
                      {"generated_tokens", s.generated_tokens}, {"preemptions", s.preemptions},
                      {"module_encodes", s.module_encodes},
                      {"hit_rate", s.prompt_tokens ? double(s.cached_tokens) / s.prompt_tokens : 0.0}};
-    if (const KvTiers* t = e.cache().tiers()) out["tiers"] = tiers_json(*t);
+    if (const std::optional<TierReport> t = e.cache().tier_report()) out["tiers"] = tiers_json(*t);
     // Read between the same two steps as the memory figures above, so that a
     // finished sequence is never counted running while its pages show freed, or
     // the other way round.
@@ -168,14 +164,14 @@ void entries(Server::State& st, const HttpRequest& req, HttpResponse& res) {
   const Server::State::Scope scope = st.scope_of(req);
   // The namespaces that hold something: the caller's own (even empty) and every one
   // with entries in memory or a listable tier. Nothing is kept per namespace besides.
-  std::set<std::string> all = {scope.all ? "" : scope.tenant};
+  std::set<CacheScope> all = {CacheScope(scope.all ? "" : scope.tenant)};
   json out = {{"object", "list"}, {"namespaces", json::array()}};
   st.scheduler->call([&](Engine& e) {
     CacheAdmin& cache = e.cache();
-    for (const std::string& t : cache.tenants()) all.insert(t);
+    for (const CacheScope& t : cache.scopes()) all.insert(t);
     for (const auto& [tier, usage] : tier_usage(e))
       for (const auto& [ns, u] : usage) all.insert(ns);
-    for (const std::string& ns : all) {
+    for (const CacheScope& ns : all) {
       if (!scope.sees(ns)) continue;
       json list = json::array();
       for (const PrefixEntryView& v : cache.prefix_entries(ns))
@@ -204,7 +200,7 @@ void entries(Server::State& st, const HttpRequest& req, HttpResponse& res) {
         list.push_back({{"id", t.id}, {"tokens", t.tokens}, {"bytes", t.bytes}, {"tier", t.tier},
                         {"kind", t.kind},
                         {"expires_at", ttl_json(t.expires_at)}});
-      out["namespaces"].push_back({{"namespace", ns}, {"metrics_label", st.metrics.namespace_label(ns)},
+      out["namespaces"].push_back({{"namespace", scope_name(ns)}, {"metrics_label", st.metrics.namespace_label(ns)},
                                    {"entries", list}, {"modules", modules}});
     }
   });
@@ -213,7 +209,7 @@ void entries(Server::State& st, const HttpRequest& req, HttpResponse& res) {
 
 // Token ids named by a pin/unpin body: "prompt" (text or ids, as /v1/completions) or
 // "messages" (rendered as /v1/chat/completions would, generation prompt included).
-std::vector<int32_t> body_tokens(Server::State& st, const json& body, const std::string& ns) {
+std::vector<int32_t> body_tokens(Server::State& st, const json& body, const CacheScope& ns) {
   if (auto p = body.find("prompt"); p != body.end()) {
     if (p->is_string()) return encode_piece(st.model->tokenizer(), p->get<std::string>(), true);
     if (p->is_array()) {
@@ -242,26 +238,37 @@ std::vector<int32_t> body_tokens(Server::State& st, const json& body, const std:
 
 // The namespace a pin/unpin/ttl body names: the caller's (with its cache_salt), or
 // with "namespace" any namespace the caller's scope sees (the admin tenant: any).
-std::string target_namespace(Server::State& st, const HttpRequest& req, const json& body) {
+CacheScope target_namespace(Server::State& st, const HttpRequest& req, const json& body) {
   std::string salt;
   if (auto s = body.find("cache_salt"); s != body.end() && !s->is_null()) {
     if (!s->is_string()) throw bad_field("cache_salt", "'cache_salt' must be a string", "invalid_type");
     salt = *s;
   }
   auto n = body.find("namespace");
-  if (n == body.end() || n->is_null()) return st.namespace_of(req, salt);
+  if (n == body.end() || n->is_null()) return st.scope_of_request(req, salt);
   if (!n->is_string()) throw bad_field("namespace", "'namespace' must be a string", "invalid_type");
   if (!salt.empty()) throw bad_field("namespace", "give 'namespace' or 'cache_salt', not both");
+  // A name is looked up, never parsed: the caller's own scope without a salt, or a
+  // scope the caches hold that the caller sees.
   const Server::State::Scope scope = st.scope_of(req);
-  if (!scope.sees(*n))
-    throw ApiError(403, "invalid_request_error", "namespace '" + n->get<std::string>() + "' is not yours",
-                   "namespace", "forbidden_namespace");
-  return *n;
+  const std::string name = *n;
+  if (scope_name(CacheScope(scope.tenant)) == name) return CacheScope(scope.tenant);
+  std::optional<CacheScope> found;
+  st.scheduler->call([&](Engine& e) {
+    for (const CacheScope& c : e.cache().scopes())
+      if (scope.sees(c) && scope_name(c) == name) found = c;
+  });
+  if (found) return *found;
+  if (scope.all)
+    throw ApiError(404, "invalid_request_error", "no cached entries in namespace '" + name + "'", "namespace",
+                   "not_cached");
+  throw ApiError(403, "invalid_request_error", "namespace '" + name + "' is not yours", "namespace",
+                 "forbidden_namespace");
 }
 
 void pin(Server::State& st, const HttpRequest& req, HttpResponse& res, bool on) {
   const json body = parse_body(req.body);
-  const std::string ns = target_namespace(st, req, body);
+  const CacheScope ns = target_namespace(st, req, body);
   const std::vector<int32_t> ids = body_tokens(st, body, ns);
   if (ids.empty()) throw bad_field("prompt", "the prompt is empty");
   bool ok = false;
@@ -272,7 +279,7 @@ void pin(Server::State& st, const HttpRequest& req, HttpResponse& res, bool on) 
     throw ApiError(404, "invalid_request_error",
                    on ? "that prompt is not cached (run it first)" : "no pin ends at that prompt",
                    "prompt", "not_cached");
-  send_json(res, 200, {{"pinned", on}, {"tokens", ids.size()}, {"namespace", ns}});
+  send_json(res, 200, {{"pinned", on}, {"tokens", ids.size()}, {"namespace", scope_name(ns)}});
 }
 
 // POST /v1/cache/ttl: the entry ending exactly at the prompt expires after
@@ -280,7 +287,7 @@ void pin(Server::State& st, const HttpRequest& req, HttpResponse& res, bool on) 
 // quarter second, or at once when it needs pages.
 void ttl(Server::State& st, const HttpRequest& req, HttpResponse& res) {
   const json body = parse_body(req.body);
-  const std::string ns = target_namespace(st, req, body);
+  const CacheScope ns = target_namespace(st, req, body);
   auto t = body.find("ttl_seconds");
   if (t == body.end() || t->is_null())
     throw bad_field("ttl_seconds", "'ttl_seconds' is required", "missing_required_parameter");
@@ -300,7 +307,7 @@ void ttl(Server::State& st, const HttpRequest& req, HttpResponse& res) {
     throw ApiError(404, "invalid_request_error", "that prompt is not cached (run it first)", "prompt",
                    "not_cached");
   send_json(res, 200, {{"ttl_seconds", seconds == 0 ? json(nullptr) : json(seconds)},
-                       {"tokens", ids.size()}, {"namespace", ns}});
+                       {"tokens", ids.size()}, {"namespace", scope_name(ns)}});
 }
 
 // Everything (scope.all), or only the caller's namespaces.
@@ -323,7 +330,7 @@ void evict(Server::State& st, const HttpRequest& req, HttpResponse& res) {
       freed = e.cache().evict(want, &ended);
       after = pool_json(e.cache().stats().pool);
     } else {
-      freed = e.cache().evict_tenants([&](const std::string& ns) { return scope.sees(ns); }, want, &ended);
+      freed = e.cache().evict_scopes([&](const CacheScope& ns) { return scope.sees(ns); }, want, &ended);
     }
   });
   json out = {{"freed_bytes", freed}, {"retentions_ended", ended}};
@@ -345,8 +352,8 @@ void add_cache_routes(Server::State& st) {
   add_route(st, "POST", "/v1/cache/ttl", route(ttl));
 }
 
-std::map<std::string, std::map<std::string, NamespaceUsage>> tier_usage(Engine& e) { return e.cache().tier_usage(); }
+std::map<std::string, std::map<CacheScope, NamespaceUsage>> tier_usage(Engine& e) { return e.cache().tier_usage(); }
 
-std::map<std::string, NamespaceUsage> namespace_usage(Engine& e) { return e.cache().memory_usage(); }
+std::map<CacheScope, NamespaceUsage> namespace_usage(Engine& e) { return e.cache().memory_usage(); }
 
 }  // namespace pc::server

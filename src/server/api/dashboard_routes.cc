@@ -33,26 +33,25 @@ int int_param(const HttpRequest& req, const char* name, int fallback, int lo, in
 
 void namespaces(Server::State& st, const HttpRequest& req, HttpResponse& res) {
   const Server::State::Scope scope = st.scope_of(req);
-  std::map<std::string, json> out;
-  auto slot = [&](const std::string& ns) -> json& {
+  std::map<CacheScope, json> out;
+  auto slot = [&](const CacheScope& ns) -> json& {
     json& j = out[ns];
     if (j.is_null())
-      j = {{"namespace", ns}, {"metrics_label", st.metrics.namespace_label(ns)},
+      j = {{"namespace", scope_name(ns)}, {"metrics_label", st.metrics.namespace_label(ns)},
            {"memory", {{"entries", 0}, {"bytes", 0}}}, {"modules", {{"entries", 0}, {"tokens", 0}, {"bytes", 0}}},
            {"tiers", json::object()}, {"schemas", json::array()}};
     return j;
   };
-  if (!scope.all) slot(scope.tenant);
+  if (!scope.all) slot(CacheScope(scope.tenant));
   st.scheduler->call([&](Engine& e) {
     CacheAdmin& cache = e.cache();
     for (const auto& [ns, u] : namespace_usage(e)) {
-      const std::string own = ns.substr(0, ns.find('\x1f'));  // derived namespaces count as their own
-      if (!scope.sees(own)) continue;
-      json& m = slot(own)["memory"];
+      if (!scope.sees(ns)) continue;
+      json& m = slot(ns)["memory"];
       m["entries"] = m["entries"].get<int64_t>() + u.entries;
       m["bytes"] = m["bytes"].get<int64_t>() + u.bytes;
     }
-    for (const std::string& ns : cache.tenants()) {
+    for (const CacheScope& ns : cache.scopes()) {
       if (!scope.sees(ns)) continue;
       for (const ModuleEntryView& v : cache.module_entries(ns)) {
         json& m = slot(ns)["modules"];
@@ -83,59 +82,60 @@ void entry_op(Server::State& st, const HttpRequest& req, HttpResponse& res) {
   const Server::State::Scope scope = st.scope_of(req);
   const std::string id = req.matches[1];
   const std::string op_name = req.matches[2];
-  const CacheAdmin::EntryOp op = op_name == "pin"     ? CacheAdmin::EntryOp::kPin
-                                 : op_name == "unpin" ? CacheAdmin::EntryOp::kUnpin
-                                                      : CacheAdmin::EntryOp::kEvict;
+  const EntryOp op = op_name == "pin"     ? EntryOp::kPin
+                                 : op_name == "unpin" ? EntryOp::kUnpin
+                                                      : EntryOp::kEvict;
   const json body = req.body.empty() ? json::object() : parse_body(req.body);
   std::optional<std::string> wanted;
   if (auto n = body.find("namespace"); n != body.end() && !n->is_null()) {
     if (!n->is_string()) throw bad_field("namespace", "'namespace' must be a string", "invalid_type");
-    if (!scope.sees(*n))
-      throw ApiError(403, "invalid_request_error", "namespace '" + n->get<std::string>() + "' is not yours",
-                     "namespace", "forbidden_namespace");
     wanted = n->get<std::string>();
   }
-  CacheAdmin::EntryResult result = CacheAdmin::EntryResult::kNotFound;
+  // Names are looked up among the scopes the caller sees, never parsed.
+  EntryResult result = EntryResult::kNotFound;
   std::string found_ns;
   size_t freed = 0;
+  bool named_visible = !wanted || *wanted == scope_name(CacheScope(scope.tenant));
   st.scheduler->call([&](Engine& e) {
-    std::vector<std::string> candidates;
-    if (wanted) candidates.push_back(*wanted);
-    else
-      for (const std::string& ns : e.cache().tenants())
-        if (scope.sees(ns)) candidates.push_back(ns);
-    for (const std::string& ns : candidates) {
+    std::vector<CacheScope> candidates;
+    for (const CacheScope& ns : e.cache().scopes())
+      if (scope.sees(ns) && (!wanted || scope_name(ns) == *wanted)) candidates.push_back(ns);
+    named_visible = named_visible || !candidates.empty();
+    for (const CacheScope& ns : candidates) {
       result = e.cache().entry_op(ns, id, op, &freed);
-      if (result != CacheAdmin::EntryResult::kNotFound) {
-        found_ns = ns;
+      if (result != EntryResult::kNotFound) {
+        found_ns = scope_name(ns);
         return;
       }
     }
   });
-  if (result == CacheAdmin::EntryResult::kNotFound)
+  if (!named_visible && !scope.all)
+    throw ApiError(403, "invalid_request_error", "namespace '" + *wanted + "' is not yours", "namespace",
+                   "forbidden_namespace");
+  if (result == EntryResult::kNotFound)
     throw ApiError(404, "invalid_request_error",
-                   op == CacheAdmin::EntryOp::kUnpin ? "no pinned entry '" + id + "' in your namespaces"
+                   op == EntryOp::kUnpin ? "no pinned entry '" + id + "' in your namespaces"
                                                      : "no entry '" + id + "' in your namespaces",
                    "id", "entry_not_found");
-  if (result == CacheAdmin::EntryResult::kRefused)
+  if (result == EntryResult::kRefused)
     throw ApiError(409, "invalid_request_error", "entry '" + id + "' is pinned or in use; unpin it first", "id",
                    "entry_pinned");
   json out = {{"id", id}, {"namespace", found_ns}, {"op", op_name}};
-  if (op == CacheAdmin::EntryOp::kEvict) out["freed_bytes"] = freed;
+  if (op == EntryOp::kEvict) out["freed_bytes"] = freed;
   send_json(res, 200, out);
 }
 
 void history(Server::State& st, const HttpRequest& req, HttpResponse& res) {
   const Server::State::Scope scope = st.scope_of(req);
   const int seconds = int_param(req, "seconds", 300, 1, int(RequestLog::kMaxAge));
-  send_json(res, 200, st.requests.history([&](const std::string& ns) { return scope.sees(ns); }, seconds));
+  send_json(res, 200, st.requests.history([&](const CacheScope& ns) { return scope.sees(ns); }, seconds));
 }
 
 void requests(Server::State& st, const HttpRequest& req, HttpResponse& res) {
   const Server::State::Scope scope = st.scope_of(req);
   const int limit = int_param(req, "limit", 50, 1, 500);
   json data = json::array();
-  for (const RequestRecord& r : st.requests.last([&](const std::string& ns) { return scope.sees(ns); }, size_t(limit)))
+  for (const RequestRecord& r : st.requests.last([&](const CacheScope& ns) { return scope.sees(ns); }, size_t(limit)))
     data.push_back(record_json(r));
   send_json(res, 200, {{"object", "list"}, {"data", data}});
 }

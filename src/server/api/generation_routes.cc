@@ -52,7 +52,7 @@ void fit_context(const Server::State& st, Generation& g, bool chat) {
   const int64_t n = int64_t(g.params.gen.prompt.size());
   const char* what = chat ? "messages" : "prompt";
   if (n == 0) throw bad_field(what, "the prompt is empty");
-  const int64_t limit = std::min(st.n_ctx, st.scheduler->admission_tokens(quota_owner(g.ns)));
+  const int64_t limit = std::min(st.n_ctx, st.scheduler->admission_tokens(g.scope.tenant));
   if (n >= limit)
     throw ApiError(400, "invalid_request_error",
                    "This model's maximum context length is " + std::to_string(limit) +
@@ -78,7 +78,7 @@ Generation prepare(Server::State& st, const HttpRequest& req, bool chat) {
   (void)tenant;
   g.params = parse_common(body, chat, st.opt.defaults);
   st.check_model(g.params.model);
-  g.ns = st.namespace_of(req, g.params.cache_salt);
+  g.scope = st.scope_of_request(req, g.params.cache_salt);
   g.params.gen.reuse = parse_reuse(body, st.reuse_default);
   const Tokenizer& tok = st.model->tokenizer();
   if (chat) {
@@ -131,18 +131,18 @@ void apply_test_hooks(Server::State& st, Generation& g, const json& body) {
 
 void prepare_chat(Server::State& st, Generation& g, const json& messages, const json& extra, ChatRender mode) {
   check_prompt_bytes(messages, st.max_prompt_bytes, st.n_ctx, "messages");
-  g.chat = build_chat_prompt(chat_template_of(st), st.model->tokenizer(), st.memory, g.ns,
+  g.chat = build_chat_prompt(chat_template_of(st), st.model->tokenizer(), st.memory, g.scope,
                              parse_tool_arguments(template_messages(messages)), extra, st.tool_format, mode);
   split_content_parts(g.chat->parts, messages, g.chat->text, g.chat->token_offsets);
   g.params.gen.prompt = g.chat->ids;
   g.params.gen.blocks = blocks_of(g.chat->parts);
-  g.miss = st.structure.compare(g.ns, g.chat->ids, g.chat->parts);
+  g.miss = st.structure.compare(g.scope, g.chat->ids, g.chat->parts);
 }
 
 void start_generation(Server::State& st, Generation& g) {
   const bool chat = g.chat.has_value();
   fit_context(st, g, chat);
-  g.params.gen.tenant = g.ns;
+  g.params.gen.scope = g.scope;
   g.prompt_tokens = int64_t(g.params.gen.prompt.size());
   g.meta = new_meta(st.model_id, chat);
   g.job = std::make_shared<Job>(g.params.gen, g.params.stops, st.model->tokenizer());
@@ -159,8 +159,8 @@ void record_request(Server::State& st, const Generation& g, const CacheReport& c
   RequestRecord r;
   r.time = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   // The namespace is "TENANT" or "TENANT/salt:SALT" (namespace_of); without keys one tenant, "".
-  r.tenant = st.api_keys.empty() ? "" : g.ns.substr(0, g.ns.find("/salt:"));
-  r.ns = g.ns;
+  r.tenant = g.scope.tenant;
+  r.scope = g.scope;
   r.route = g.trace ? g.trace->path() : g.pml ? "/v1/pml/completions" : g.chat ? "chat" : "completion";
   r.finish_reason = !calls.empty() && o.finish_reason == FinishReason::kStop ? "tool_calls" : to_string(o.finish_reason);
   r.prompt_tokens = c.prompt_tokens;
@@ -230,7 +230,7 @@ CacheReport finish_generation(Server::State& st, const Generation& g, const std:
   }
   if (!c.reason.empty()) st.metrics.count_miss(c.reason, c.miss_tokens);
   record_request(st, g, c, generated, calls);
-  st.structure.remember(g.ns, g.params.gen.prompt, p.parts);
+  st.structure.remember(g.scope, g.params.gen.prompt, p.parts);
   // The reply is the prefill (tool_choice's call opener, part of the engine's prompt)
   // and the generated ids; it followed the chat prompt.
   RememberedReply r;
@@ -242,11 +242,11 @@ CacheReport finish_generation(Server::State& st, const Generation& g, const std:
   r.kv_tokens = std::min<int64_t>(c.prompt_tokens + int64_t(o.reply_ids.size()),
                                   c.prompt_tokens + generated - 1);
   if (calls.empty()) {
-    st.memory.remember(g.ns, g.prefill + o.text, std::move(r));
+    st.memory.remember(g.scope, g.prefill + o.text, std::move(r));
   } else if (r.tail.empty()) {
     std::vector<std::string> ids;
     for (const ToolCall& call : calls) ids.push_back(call.id);
-    st.memory.remember_calls(g.ns, ids, std::move(r));
+    st.memory.remember_calls(g.scope, ids, std::move(r));
   }
   return c;
 }
@@ -425,7 +425,7 @@ void submit(Server::State& st, Generation& g) {
   // Counted before the draining check: begin_drain() sets the flag and then waits for
   // the count, so a request either sees the flag or is waited for.
   bool over = false;
-  g.in_flight = st.track_generation(quota_owner(g.ns), &over);
+  g.in_flight = st.track_generation(g.scope.tenant, &over);
   g.trace = RequestTrace::current();
   if (st.draining.load())
     throw ApiError(503, "server_error",

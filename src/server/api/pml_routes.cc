@@ -38,8 +38,8 @@ void send_pml_error(HttpResponse& res, const pml::PmlError& e, const std::string
 }
 
 // Namespace of a schema route: the tenant and the optional ?cache_salt=.
-std::string schema_namespace(Server::State& st, const HttpRequest& req) {
-  return st.namespace_of(req, req.get_param_value("cache_salt"));
+CacheScope schema_namespace(Server::State& st, const HttpRequest& req) {
+  return st.scope_of_request(req, req.get_param_value("cache_salt"));
 }
 
 json layout_json(const pml::SchemaLayout& L) {
@@ -94,7 +94,7 @@ std::string schema_text(const HttpRequest& req) {
 // Drops from the module store the modules of `gone` that no schema left in the
 // namespace still has (module digests are content hashes, so two schemas may
 // share an entry). Runs on the engine thread; returns the entries dropped.
-int64_t drop_modules(Server::State& st, const std::string& ns, const pml::SchemaLayout& gone) {
+int64_t drop_modules(Server::State& st, const CacheScope& ns, const pml::SchemaLayout& gone) {
   std::set<uint64_t> keep;
   {
     std::lock_guard lk(st.schemas_mu);
@@ -115,7 +115,7 @@ int64_t drop_modules(Server::State& st, const std::string& ns, const pml::Schema
 struct SchemaUsage {
   int64_t schemas = 0, modules = 0, bytes = 0;
 };
-SchemaUsage tenant_schema_usage(const Server::State& st, const Server::State::Scope& tenant, const std::string& ns,
+SchemaUsage tenant_schema_usage(const Server::State& st, const Server::State::Scope& tenant, const CacheScope& ns,
                                 const std::string& name) {
   SchemaUsage u;
   for (const auto& [space, named] : st.schemas) {
@@ -151,7 +151,7 @@ void check_schema_quota(const Server::State& st, const SchemaUsage& u, int64_t m
 void put_schema(Server::State& st, const HttpRequest& req, HttpResponse& res) {
   const Server::State::Scope tenant{st.tenant_of(req), false};
   const std::string name = req.matches[1];
-  const std::string ns = schema_namespace(st, req);
+  const CacheScope ns = schema_namespace(st, req);
   const std::string text = schema_text(req);
   {
     // The source bytes are checked before compiling, which costs ~90x them.
@@ -182,7 +182,7 @@ void put_schema(Server::State& st, const HttpRequest& req, HttpResponse& res) {
   // A replaced schema's modules that the new one lacks would only age out.
   if (replaced) drop_modules(st, ns, *replaced);
   json out = summary_json(name, entry);
-  out["namespace"] = ns;
+  out["namespace"] = scope_name(ns);
   out["layout"] = layout_json(*entry.layout);
   if (req.get_param_value("preload") == "true" || req.get_param_value("preload") == "1") {
     int64_t encoded = 0;
@@ -196,7 +196,7 @@ void put_schema(Server::State& st, const HttpRequest& req, HttpResponse& res) {
 }
 
 // The schema, or 404 naming what to do.
-SchemaEntry find_schema(Server::State& st, const std::string& ns, const std::string& name) {
+SchemaEntry find_schema(Server::State& st, const CacheScope& ns, const std::string& name) {
   std::lock_guard lk(st.schemas_mu);
   auto n = st.schemas.find(ns);
   if (n != st.schemas.end()) {
@@ -204,7 +204,7 @@ SchemaEntry find_schema(Server::State& st, const std::string& ns, const std::str
     if (it != n->second.end()) return it->second;
   }
   throw ApiError(404, "invalid_request_error",
-                 "no schema '" + name + "'" + (ns.empty() ? "" : " in namespace '" + ns + "'") +
+                 "no schema '" + name + "'" + (scope_name(ns).empty() ? "" : " in namespace '" + scope_name(ns) + "'") +
                      "; register it with PUT /v1/schemas/" + name,
                  "schema", "schema_not_found");
 }
@@ -212,10 +212,10 @@ SchemaEntry find_schema(Server::State& st, const std::string& ns, const std::str
 void get_schema(Server::State& st, const HttpRequest& req, HttpResponse& res) {
   st.tenant_of(req);
   const std::string name = req.matches[1];
-  const std::string ns = schema_namespace(st, req);
+  const CacheScope ns = schema_namespace(st, req);
   const SchemaEntry e = find_schema(st, ns, name);
   json out = summary_json(name, e);
-  out["namespace"] = ns;
+  out["namespace"] = scope_name(ns);
   out["source"] = e.source;
   out["layout"] = layout_json(*e.layout);
   send_json(res, 200, out);
@@ -223,7 +223,7 @@ void get_schema(Server::State& st, const HttpRequest& req, HttpResponse& res) {
 
 void list_schemas(Server::State& st, const HttpRequest& req, HttpResponse& res) {
   st.tenant_of(req);
-  const std::string ns = schema_namespace(st, req);
+  const CacheScope ns = schema_namespace(st, req);
   json data = json::array();
   {
     std::lock_guard lk(st.schemas_mu);
@@ -231,13 +231,13 @@ void list_schemas(Server::State& st, const HttpRequest& req, HttpResponse& res) 
     if (auto it = st.schemas.find(ns); it != st.schemas.end())
       for (const auto& [name, e] : it->second) data.push_back(summary_json(name, e));
   }
-  send_json(res, 200, {{"object", "list"}, {"namespace", ns}, {"data", data}});
+  send_json(res, 200, {{"object", "list"}, {"namespace", scope_name(ns)}, {"data", data}});
 }
 
 void delete_schema(Server::State& st, const HttpRequest& req, HttpResponse& res) {
   st.tenant_of(req);
   const std::string name = req.matches[1];
-  const std::string ns = schema_namespace(st, req);
+  const CacheScope ns = schema_namespace(st, req);
   int64_t dropped = 0;
   {
     const SchemaEntry e = find_schema(st, ns, name);
@@ -258,7 +258,7 @@ void delete_schema(Server::State& st, const HttpRequest& req, HttpResponse& res)
 void fit_plan(const Server::State& st, const pml::PromptPlan& plan, Generation& g) {
   int32_t& max = g.params.gen.max_tokens;
   const int64_t n = plan.n_tokens();
-  const int64_t kv = st.scheduler->admission_tokens(quota_owner(g.ns));
+  const int64_t kv = st.scheduler->admission_tokens(g.scope.tenant);
   const int64_t room = std::min(st.n_ctx - plan.next_pos, kv - n);
   if (room <= 0)
     throw ApiError(400, "invalid_request_error",
@@ -286,7 +286,7 @@ void pml_completion(Server::State& st, const HttpRequest& req, HttpResponse& res
   if (p == body.end() || !p->is_string())
     throw bad_field("prompt", "'prompt' must be the PML text of a <prompt schema=\"...\">",
                     p == body.end() ? "missing_required_parameter" : "invalid_type");
-  g->ns = st.namespace_of(req, g->params.cache_salt);
+  g->scope = st.scope_of_request(req, g->params.cache_salt);
   // Exact unless the request asks: modules then attend to the modules before them
   // through the recompute policy (docs/api.md "Approximate reuse").
   ReusePolicy exact = st.reuse_default;
@@ -296,7 +296,7 @@ void pml_completion(Server::State& st, const HttpRequest& req, HttpResponse& res
   std::shared_ptr<const pml::SchemaLayout> layout;
   try {
     const pml::PromptDoc doc = pml::parse_prompt(p->get<std::string>(), "prompt");
-    layout = find_schema(st, g->ns, doc.schema).layout;
+    layout = find_schema(st, g->scope, doc.schema).layout;
     plan = pml::plan_prompt(doc, *layout, *st.pml_encoder);
   } catch (const pml::PmlError& e) {
     return send_pml_error(res, e, "prompt");
@@ -306,7 +306,7 @@ void pml_completion(Server::State& st, const HttpRequest& req, HttpResponse& res
                               "<user>...</user> or <assistant/>): its last token is computed "
                               "to produce the next token's logits");
   fit_plan(st, plan, *g);
-  g->params.gen.tenant = g->ns;
+  g->params.gen.scope = g->scope;
   g->prompt_tokens = plan.n_tokens();
   g->pml = true;
   g->meta = new_meta(st.model_id, /*chat=*/false);

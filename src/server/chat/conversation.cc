@@ -9,8 +9,8 @@
 namespace pc::server {
 
 std::string ConversationMemory::flat_key(const Key& key) {
-  const auto& [ns, calls, text] = key;
-  return ns + '\x1f' + (calls ? "calls" : "text") + '\x1f' + text;
+  const auto& [scope, calls, text] = key;
+  return scope + '\x1f' + (calls ? "calls" : "text") + '\x1f' + text;
 }
 
 void ConversationMemory::put(Key key, RememberedReply r, bool write_through) {
@@ -52,23 +52,23 @@ std::string join_ids(const std::vector<std::string>& ids) {
 }
 }  // namespace
 
-void ConversationMemory::remember(const std::string& ns, const std::string& text, RememberedReply r) {
-  if (!text.empty()) put({ns, false, text}, std::move(r));
+void ConversationMemory::remember(const CacheScope& scope, const std::string& text, RememberedReply r) {
+  if (!text.empty()) put({scope_key(scope), false, text}, std::move(r));
 }
 
-std::optional<RememberedReply> ConversationMemory::find(const std::string& ns, const std::string& text) {
-  return get({ns, false, text});
+std::optional<RememberedReply> ConversationMemory::find(const CacheScope& scope, const std::string& text) {
+  return get({scope_key(scope), false, text});
 }
 
-void ConversationMemory::remember_calls(const std::string& ns, const std::vector<std::string>& call_ids,
+void ConversationMemory::remember_calls(const CacheScope& scope, const std::vector<std::string>& call_ids,
                                         RememberedReply r) {
-  if (!call_ids.empty()) put({ns, true, join_ids(call_ids)}, std::move(r));
+  if (!call_ids.empty()) put({scope_key(scope), true, join_ids(call_ids)}, std::move(r));
 }
 
-std::optional<RememberedReply> ConversationMemory::find_calls(const std::string& ns,
+std::optional<RememberedReply> ConversationMemory::find_calls(const CacheScope& scope,
                                                               const std::vector<std::string>& call_ids) {
   if (call_ids.empty()) return std::nullopt;
-  return get({ns, true, join_ids(call_ids)});
+  return get({scope_key(scope), true, join_ids(call_ids)});
 }
 
 void ConversationMemory::reshare() {
@@ -291,7 +291,7 @@ nlohmann::json parse_tool_arguments(nlohmann::json messages) {
 }
 
 ChatPrompt build_chat_prompt(const ChatTemplate& tmpl, const Tokenizer& tok,
-                             ConversationMemory& memory, const std::string& ns,
+                             ConversationMemory& memory, const CacheScope& scope,
                              const nlohmann::json& messages, const nlohmann::json& extra,
                              ToolFormat tool_format, ChatRender mode) {
   // The generation prompt is left as template text: no block needs it, and finding it
@@ -309,7 +309,7 @@ ChatPrompt build_chat_prompt(const ChatTemplate& tmpl, const Tokenizer& tok,
     if (const auto calls = m.find("tool_calls"); calls != m.end() && calls->is_array() && !calls->empty()) {
       // A tool-call turn: found by its call ids, spliced as a whole (build_chat_prompt).
       ++p.assistant_messages;
-      std::optional<RememberedReply> r = memory.find_calls(ns, call_ids_of(m));
+      std::optional<RememberedReply> r = memory.find_calls(scope, call_ids_of(m));
       if (!r) {
         latest_unknown = true;
         continue;
@@ -345,7 +345,7 @@ ChatPrompt build_chat_prompt(const ChatTemplate& tmpl, const Tokenizer& tok,
     if (c == m.end() || !c->is_string() || c->get_ref<const std::string&>().empty()) continue;
     const std::string& content = c->get_ref<const std::string&>();
     ++p.assistant_messages;
-    std::optional<RememberedReply> r = memory.find(ns, content);
+    std::optional<RememberedReply> r = memory.find(scope, content);
     if (!r) {
       latest_unknown = true;
       continue;

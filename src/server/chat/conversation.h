@@ -29,6 +29,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kv/kv_namespace.h"
 #include "server/chat/chat_render.h"
 #include "server/chat/request_structure.h"
 #include "server/chat/tool_calls.h"
@@ -66,11 +67,11 @@ class ReplyStore {
 class ConversationMemory {
  public:
   explicit ConversationMemory(int64_t max_tokens = int64_t(16) << 20) : max_tokens_(max_tokens) {}
-  void remember(const std::string& ns, const std::string& text, RememberedReply r);
-  std::optional<RememberedReply> find(const std::string& ns, const std::string& text);
+  void remember(const CacheScope& scope, const std::string& text, RememberedReply r);
+  std::optional<RememberedReply> find(const CacheScope& scope, const std::string& text);
   // `call_ids`: the reply's tool call ids, in order.
-  void remember_calls(const std::string& ns, const std::vector<std::string>& call_ids, RememberedReply r);
-  std::optional<RememberedReply> find_calls(const std::string& ns, const std::vector<std::string>& call_ids);
+  void remember_calls(const CacheScope& scope, const std::vector<std::string>& call_ids, RememberedReply r);
+  std::optional<RememberedReply> find_calls(const CacheScope& scope, const std::vector<std::string>& call_ids);
   size_t size() const;
   int64_t tokens() const;
   // Writes every reply remembered from now on through to `shared` too, and asks it for
@@ -81,7 +82,7 @@ class ConversationMemory {
   void reshare();
 
  private:
-  using Key = std::tuple<std::string, bool, std::string>;  // namespace, by call ids, text or ids
+  using Key = std::tuple<std::string, bool, std::string>;  // scope_key, by call ids, text or ids
   static std::string flat_key(const Key& key);
   void put(Key key, RememberedReply r, bool write_through = true);
   std::optional<RememberedReply> get(const Key& key);
@@ -129,7 +130,7 @@ struct ChatPrompt {
 // spell the rendered text up to the last data byte before the message (nothing the
 // client sent since was changed); otherwise the message is tokenized as rendered.
 ChatPrompt build_chat_prompt(const ChatTemplate& tmpl, const Tokenizer& tok,
-                             ConversationMemory& memory, const std::string& ns,
+                             ConversationMemory& memory, const CacheScope& scope,
                              const nlohmann::json& messages, const nlohmann::json& extra,
                              ToolFormat tool_format = ToolFormat::kNone, ChatRender mode = {});
 

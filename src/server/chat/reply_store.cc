@@ -7,7 +7,7 @@
 #include <cstdio>
 
 #include "tier/entry_key.h"
-#include "tier/redis_tier.h"
+#include "tier/redis_connection.h"
 #include "tier/tier_worker.h"
 
 namespace pc::server {
@@ -25,38 +25,22 @@ std::string RedisReplyStore::key_name(const std::string& fingerprint, const std:
 RedisReplyStore::RedisReplyStore(const std::string& url, int ttl_seconds, std::string model_fingerprint,
                                  int64_t n_vocab, int64_t max_tokens)
     : fingerprint_(std::move(model_fingerprint)), n_vocab_(n_vocab), max_tokens_(max_tokens) {
-  RedisTierOptions o;
+  RedisOptions o;
   o.url = url;
   o.ttl_seconds = ttl_seconds;
-  redis_ = std::make_unique<RedisTier>(o);
+  redis_ = std::make_unique<RedisConnection>(o);
   worker_ = std::make_unique<TierWorker>(1);
 }
 
 RedisReplyStore::~RedisReplyStore() {
-  {
-    std::lock_guard lk(watch_mu_);
-    stop_ = true;
-  }
-  watch_cv_.notify_all();
-  if (watcher_.joinable()) watcher_.join();
-  worker_.reset();
+  redis_->stop_watch();  // on_reset must not run from here on
+  worker_.reset();       // finishes the queued stores, which use the connection
 }
 
 void RedisReplyStore::watch(std::function<void()> on_reset) {
-  if (watcher_.joinable()) return;
-  watcher_ = std::thread([this, on_reset = std::move(on_reset)] {
-    uint64_t seen = 0;
-    std::unique_lock lk(watch_mu_);
-    while (!watch_cv_.wait_for(lk, std::chrono::seconds(1), [this] { return stop_; })) {
-      lk.unlock();
-      const uint64_t g = redis_->generation();
-      if (g != 0 && seen != 0 && g != seen) {
-        resets_.fetch_add(1);
-        if (on_reset) on_reset();
-      }
-      if (g != 0) seen = g;
-      lk.lock();
-    }
+  redis_->watch(std::chrono::seconds(1), [this, on_reset = std::move(on_reset)] {
+    resets_.fetch_add(1);
+    if (on_reset) on_reset();
   });
 }
 

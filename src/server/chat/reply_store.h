@@ -16,7 +16,7 @@
 // reply_value_max_bytes (the model's max_tokens bound ids and context), and a value
 // that is not intact (checksum, lengths, a token id outside the vocabulary) is DELeted
 // and counted (stats().corrupt); the request then goes on as if nothing was remembered. Entries expire after --redis-ttl; a hit
-// re-arms it (RedisTier::get_value).
+// re-arms it (RedisConnection::get_value).
 //
 // Failures never fail a request: load answers nullopt when Redis is unreachable (the
 // connection's back-off makes that immediate after the first failure); stores run on
@@ -25,15 +25,13 @@
 // lookup never waits behind a large KV transfer.
 //
 // Redis restarting empty: watch() starts a thread that reads Redis's generation
-// (RedisTier::generation) every second and calls `on_reset` when it changed; the
+// (RedisConnection::watch) every second and calls `on_reset` when it changed; the
 // server has the memory store every reply it holds again (ConversationMemory::reshare).
 #pragma once
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <mutex>
-#include <thread>
 #include <memory>
 #include <optional>
 #include <string>
@@ -43,7 +41,7 @@
 #include "server/chat/reply_value.h"
 
 namespace pc {
-class RedisTier;
+class RedisConnection;
 class TierWorker;
 }  // namespace pc
 
@@ -83,12 +81,8 @@ class RedisReplyStore final : public ReplyStore {
   std::string fingerprint_;
   int64_t n_vocab_ = 0;
   int64_t max_tokens_ = 0;
-  std::unique_ptr<RedisTier> redis_;
+  std::unique_ptr<RedisConnection> redis_;
   std::atomic<int64_t> lookups_{0}, hits_{0}, stores_{0}, failures_{0}, dropped_{0}, resets_{0}, corrupt_{0};
-  std::mutex watch_mu_;
-  std::condition_variable watch_cv_;
-  bool stop_ = false;
-  std::thread watcher_;
   std::unique_ptr<TierWorker> worker_;  // last: finishes the stores before redis_ goes
 };
 

@@ -208,7 +208,7 @@ std::vector<uint64_t> message_hashes(const std::vector<RequestPart>& parts) {
 
 }  // namespace
 
-MissReport StructureMemory::compare(const std::string& ns, const std::vector<int32_t>& ids,
+MissReport StructureMemory::compare(const CacheScope& ns, const std::vector<int32_t>& ids,
                                     const std::vector<RequestPart>& parts) const {
   MissReport r;
   std::lock_guard lk(mu_);
@@ -277,7 +277,7 @@ MissReport StructureMemory::compare(const std::string& ns, const std::vector<int
   return r;
 }
 
-void StructureMemory::remember(const std::string& ns, std::vector<int32_t> ids, std::vector<RequestPart> parts) {
+void StructureMemory::remember(const CacheScope& ns, std::vector<int32_t> ids, std::vector<RequestPart> parts) {
   std::lock_guard lk(mu_);
   std::vector<Entry>& v = by_ns_[ns];
   for (auto e = v.begin(); e != v.end(); ++e)

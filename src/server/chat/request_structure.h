@@ -21,6 +21,8 @@
 
 #include "kv/kv_plan.h"
 
+#include "kv/kv_namespace.h"
+
 namespace pc::server {
 
 // One part of a request, as the template spans attribute rendered bytes to it.
@@ -82,9 +84,9 @@ class StructureMemory {
  public:
   explicit StructureMemory(size_t per_namespace = 32) : per_ns_(per_namespace) {}
   // Compares with the remembered request sharing the longest token prefix.
-  MissReport compare(const std::string& ns, const std::vector<int32_t>& ids,
+  MissReport compare(const CacheScope& ns, const std::vector<int32_t>& ids,
                      const std::vector<RequestPart>& parts) const;
-  void remember(const std::string& ns, std::vector<int32_t> ids, std::vector<RequestPart> parts);
+  void remember(const CacheScope& ns, std::vector<int32_t> ids, std::vector<RequestPart> parts);
 
  private:
   struct Entry {
@@ -93,7 +95,7 @@ class StructureMemory {
     uint64_t last_use = 0;
   };
   mutable std::mutex mu_;
-  std::map<std::string, std::vector<Entry>> by_ns_;
+  std::map<CacheScope, std::vector<Entry>> by_ns_;
   size_t per_ns_;
   uint64_t clock_ = 0;
 };
