@@ -36,7 +36,7 @@ struct WeightView {
 // steady state. matmul may be called from
 // several threads at once only with different pools (a pool is not reentrant).
 // Code path: cpu_level() (cpu.h); Avx512 has its own prompt-batch kernels for
-// Q8_0 / Q4_0 / Q4_K / F32 / F16 / BF16 weights and runs the Avx2 ones
+// Q8_0 / Q4_0 / Q4_K / Q5_K / F32 / F16 / BF16 weights and runs the Avx2 ones
 // otherwise.
 void matmul(const WeightView& w, const float* x, int64_t m, float* y, ThreadPool& pool);
 

@@ -3,9 +3,10 @@
 //   32-element blocks (Q8_0-style activations):  Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4
 //   256-element blocks (Q8_K-style, with bsums): Q5_K, IQ4_XS
 // matmul_avx2.cc's avx2_kernel() hands these types here; the AVX-512 kernel
-// sets run them through it too (their own tiles cover Q8_0 / Q4_0 / Q4_K and
-// the float types). Compiled for AVX2 like matmul_avx2.cc (target pragma
-// after the standard headers; internal linkage but for the entry point).
+// sets run them through it too, except Q5_K prompt batches, which have 16-lane
+// tiles computing tile_q5_k's arithmetic (matmul_avx512_impl.h). Compiled for
+// AVX2 like matmul_avx2.cc (target pragma after the standard headers; internal
+// linkage but for the entry point).
 //
 // Tiling as matmul_avx2.cc's run_task: micro-tiles of R activation rows × C
 // weight rows (R <= 4), one weight row at a time for decode (R = 1), with the

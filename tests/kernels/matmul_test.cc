@@ -441,10 +441,11 @@ TEST(Matmul, UnsupportedTypeThrows) {
 }
 
 // The kernels of matmul_avx2_unpack.cc (also what the AVX-512 and emulated
-// AVX-512 sets run for these types): every element bitwise the AVX2 result of
-// its row computed alone on one thread, over shapes that cover every tile
-// shape and tail, decode rows and prompt batches, and several thread counts;
-// the AVX-512 sets bitwise the AVX2 path. (Against the scalar path: within
+// AVX-512 sets run for these types, but for their Q5_K prompt tiles): every
+// element bitwise the AVX2 result of its row computed alone on one thread,
+// over shapes that cover every tile shape and tail (odd column counts: a
+// pair's second half missing), decode rows and prompt batches, and several
+// thread counts; the AVX-512 sets bitwise the AVX2 path. (Against the scalar path: within
 // tolerance, ScalarVsSimd and MatchesReference.)
 TEST(Matmul, Avx2UnpackKernelsBitwiseAcrossShapes) {
   if (detect_cpu_level() < CpuLevel::Avx2) GTEST_SKIP() << "no AVX2 on this machine";
