@@ -12,8 +12,11 @@
 #include "cli/units.h"
 #include "engine/engine.h"
 #include "common/error.h"
+#include "gguf/gguf.h"
 #include "kernels/cpu.h"
 #include "kernels/cpu_count.h"
+#include "kernels/read_bandwidth.h"
+#include "kernels/thread_pool.h"
 #include "kv/kv_storage.h"
 #include "model/model.h"
 
@@ -29,6 +32,7 @@ struct PrefillArgs {
   int repeat = 1;
   int batch_tokens = EngineOptions{}.max_batch_tokens;
   bool mmap = false;
+  bool bandwidth = true;
   std::vector<std::string> kernels{"auto"};
   std::vector<float> temperatures{0.f};  // decode sampling; 0 = greedy
   uint64_t seed = 1;
@@ -54,6 +58,16 @@ std::vector<CpuLevel> kernel_levels(const std::vector<std::string>& names) {
     levels.push_back(l);
   }
   return levels;
+}
+
+// Bytes of weights one decode token reads: every tensor but token_embd, of
+// which one row is read (unless output is tied to it).
+int64_t decode_weight_bytes(const std::string& path) {
+  const auto f = GgufFile::open(path);
+  int64_t total = 0;
+  for (const GgufTensorInfo& t : f->tensors())
+    if (t.name != "token_embd.weight" || !f->tensor("output.weight")) total += int64_t(t.nbytes);
+  return total;
 }
 
 int run_prefill(const PrefillArgs& a) {
@@ -135,11 +149,30 @@ int run_prefill(const PrefillArgs& a) {
   }
   progress.done();
   set_cpu_level(default_cpu_level());
+  // Decode reads every weight once a token: its bytes times the decode rate
+  // against the machine's read bandwidth on the same threads.
+  nlohmann::json bw = nullptr;
+  if (a.bandwidth && a.decode > 0) {
+    const int64_t weight_bytes = decode_weight_bytes(a.model);
+    ThreadPool pool(a.threads);
+    const ReadBandwidth rb = measure_read_bandwidth(pool);
+    double best_tg = 0;
+    for (const auto& row : rows)
+      if (row["decode_tokens_per_s"].is_number()) best_tg = std::max(best_tg, row["decode_tokens_per_s"].get<double>());
+    const double streamed = double(weight_bytes) * best_tg * 1e-9;
+    std::printf("\ndecode reads %.1f MB of weights a token: %.2f GB/s at %.1f tok/s; read bandwidth %.2f GB/s "
+                "(%d threads, %.0f MiB buffer, best of %d): %.0f %%\n",
+                weight_bytes * 1e-6, streamed, best_tg, rb.gb_per_s, a.threads, rb.bytes / 1048576.0, rb.passes,
+                rb.gb_per_s > 0 ? 100 * streamed / rb.gb_per_s : 0.0);
+    bw = {{"weight_bytes_per_token", weight_bytes}, {"decode_gb_per_s", streamed},
+          {"read_bandwidth_gb_per_s", rb.gb_per_s}};
+  }
   if (!a.json_out.empty()) {
     nlohmann::json kernels = nlohmann::json::array();
     for (CpuLevel l : levels) kernels.push_back(cpu_level_name(l));
     nlohmann::json j = {{"bench", "prefill"}, {"model", a.model}, {"threads", a.threads}, {"kernels", kernels},
-                        {"temperatures", a.temperatures}, {"seed", a.seed}, {"results", rows}};
+                        {"temperatures", a.temperatures}, {"seed", a.seed}, {"results", rows},
+                        {"bandwidth", bw}};
     std::ofstream(a.json_out) << j.dump(2) << "\n";
   }
   return 0;
@@ -153,6 +186,9 @@ Run add_bench(CLI::App& app) {
   CLI::App* p = app.add_subcommand("prefill", "Prompt (prefill) and decode tokens/s");
   p->add_option("-m,--model", a->model, "GGUF model file")->required()->check(CLI::ExistingFile);
   p->add_flag("--mmap", a->mmap, kMmapHelp);
+  p->add_flag("!--no-bandwidth", a->bandwidth,
+              "Skip measuring the memory read bandwidth (otherwise measured after the runs, on the same threads, "
+              "and set against the weights decode streams a second)");
   p->add_option("--tokens", a->lengths, "Prompt lengths (space- or comma-separated)")
       ->capture_default_str()->delimiter(',')->check(CLI::Range(1, 1 << 20));
   p->add_option("--decode", a->decode, "Tokens to decode after each prompt")

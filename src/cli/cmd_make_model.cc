@@ -12,14 +12,21 @@
 
 namespace pc::cli {
 
+namespace {
+
+constexpr const char* kMixNames = "Q4_K_M, Q5_K_M, Q6_K, IQ4_XS";
+
+}  // namespace
+
 GgmlType parse_weight_type(const std::string& s) {
   std::string u;
   for (char c : s) u += char(std::toupper(static_cast<unsigned char>(c)));
-  const GgmlType types[] = {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0,
-                            GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K};
-  for (GgmlType t : types)
-    if (ggml_type_name(t) == u) return t;
-  throw Error("unknown weight type '" + s + "' (use F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K)");
+  for (uint32_t id = 0; id < 64; ++id) {
+    const GgmlType t = static_cast<GgmlType>(id);
+    if (ggml_type_supported(t) && ggml_type_name(t) == u) return t;
+  }
+  throw Error("unknown weight type '" + s + "' (use " + ggml_supported_type_names() + ", or a mix: " +
+              kMixNames + ")");
 }
 
 namespace {
@@ -31,7 +38,10 @@ struct MakeModelArgs {
 };
 
 int run_make_model(MakeModelArgs& a) {
-  a.opt.type = parse_weight_type(a.type);
+  std::string upper;
+  for (char c : a.type) upper += char(std::toupper(static_cast<unsigned char>(c)));
+  a.opt.mix = parse_type_mix(upper);  // Q6_K: the mix, which is every matrix Q6_K
+  if (a.opt.mix == TypeMix::kNone) a.opt.type = parse_weight_type(a.type);
   const auto t0 = std::chrono::steady_clock::now();
   std::fprintf(stderr, "writing %s: shape %s, arch %s, %s weights...\n", a.out.c_str(),
                a.opt.shape.c_str(), a.opt.arch.c_str(), a.type.c_str());
@@ -54,7 +64,10 @@ Run add_make_model(CLI::App& app) {
   app.add_option("-o,--output", a->out, "Output GGUF path")->required();
   app.add_option("--shape", a->opt.shape, "Model shape: " + shapes)->capture_default_str();
   app.add_option("--arch", a->opt.arch, "Architecture: llama, qwen2, qwen3, gemma2, gemma3, phi3")->capture_default_str();
-  app.add_option("--type", a->type, "Weight type: F16, Q8_0, Q4_0, Q4_K, Q6_K, BF16, F32")->capture_default_str();
+  app.add_option("--type", a->type,
+                 "Weight type (" + ggml_supported_type_names() + ") or llama.cpp's per-tensor mix (" + kMixNames +
+                     ")")
+      ->capture_default_str();
   app.add_option("--vocab", a->opt.vocab_path,
                  "GGUF file whose tokenizer is copied (e.g. a model or ggml-vocab-*.gguf); "
                  "default: a built-in byte-level vocabulary")

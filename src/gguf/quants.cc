@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "common/error.h"
+#include "gguf/quants_internal.h"
 
 namespace pc {
 
@@ -24,10 +25,16 @@ float bits_f32(uint32_t u) {
   return f;
 }
 
-// Round to nearest, ties to even (the default FP rounding mode).
-inline int nearest_int(float f) { return static_cast<int>(std::lrintf(f)); }
-
 }  // namespace
+
+int quant::nearest_int(float f) { return static_cast<int>(std::lrintf(f)); }
+using quant::nearest_int;
+
+float e8m0_half_to_fp32(uint8_t e) {
+  // 2^(e-128): exponent field e - 1 for e >= 2; the subnormals 2^-128 (bit 21) and
+  // 2^-127 (bit 22) below.
+  return bits_f32(e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23);
+}
 
 // ---------------------------------------------------------------------------
 // Half precision: 1 sign, 5 exponent (bias 15), 10 mantissa bits.
@@ -143,7 +150,9 @@ void dequantize_q4_0(const BlockQ4_0* x, float* y, int64_t nb) {
 // qs: each 64 elements take 32 bytes; the first 32 in low nibbles, the next 32 in
 // high nibbles.
 
-void q4k_get_scale_min(int j, const uint8_t* s, int& sc, int& m) {
+}  // namespace
+
+void quant::k4_scale_min(int j, const uint8_t* s, int& sc, int& m) {
   if (j < 4) {
     sc = s[j] & 63;
     m = s[j + 4] & 63;
@@ -153,7 +162,7 @@ void q4k_get_scale_min(int j, const uint8_t* s, int& sc, int& m) {
   }
 }
 
-void q4k_pack_scales(const int* ls, const int* lm, uint8_t* s) {
+void quant::k4_pack_scales(const int* ls, const int* lm, uint8_t* s) {
   std::memset(s, 0, 12);
   for (int j = 0; j < 8; ++j) {
     if (j < 4) {
@@ -166,6 +175,11 @@ void q4k_pack_scales(const int* ls, const int* lm, uint8_t* s) {
     }
   }
 }
+
+namespace {
+
+using quant::k4_pack_scales;
+using quant::k4_scale_min;
 
 void quantize_q4_k_block(const float* x, BlockQ4_K* y) {
   // Per sub-block: cover [min(x, 0), max(x)] with 16 levels. The min is stored as a
@@ -190,7 +204,7 @@ void quantize_q4_k_block(const float* x, BlockQ4_K* y) {
   }
   y->d = fp32_to_fp16(max_scale / 63.0f);
   y->dmin = fp32_to_fp16(max_min / 63.0f);
-  q4k_pack_scales(ls, lm, y->scales);
+  k4_pack_scales(ls, lm, y->scales);
   // Quantize each element with the effective (stored) sub-block scale and min.
   const float d = fp16_to_fp32(y->d), dmin = fp16_to_fp32(y->dmin);
   uint8_t q[256];
@@ -210,9 +224,9 @@ void dequantize_q4_k(const BlockQ4_K* x, float* y, int64_t nb) {
     const uint8_t* q = x[b].qs;
     for (int c = 0, j = 0; c < 256; c += 64, j += 2, q += 32) {
       int sc, m;
-      q4k_get_scale_min(j, x[b].scales, sc, m);
+      k4_scale_min(j, x[b].scales, sc, m);
       const float d1 = d * sc, m1 = dmin * m;
-      q4k_get_scale_min(j + 1, x[b].scales, sc, m);
+      k4_scale_min(j + 1, x[b].scales, sc, m);
       const float d2 = d * sc, m2 = dmin * m;
       for (int l = 0; l < 32; ++l) *y++ = d1 * (q[l] & 0xf) - m1;
       for (int l = 0; l < 32; ++l) *y++ = d2 * (q[l] >> 4) - m2;
@@ -339,6 +353,13 @@ void dequantize_row(GgmlType type, const void* src, float* dst, int64_t n) {
     case GgmlType::Q4_K: dequantize_q4_k(static_cast<const BlockQ4_K*>(src), dst, nb); return;
     case GgmlType::Q6_K: dequantize_q6_k(static_cast<const BlockQ6_K*>(src), dst, nb); return;
     case GgmlType::Q8_K: dequantize_q8_k(static_cast<const BlockQ8_K*>(src), dst, nb); return;
+    case GgmlType::Q4_1: quant::dequantize_q4_1(static_cast<const BlockQ4_1*>(src), dst, nb); return;
+    case GgmlType::Q5_0: quant::dequantize_q5_0(static_cast<const BlockQ5_0*>(src), dst, nb); return;
+    case GgmlType::Q5_1: quant::dequantize_q5_1(static_cast<const BlockQ5_1*>(src), dst, nb); return;
+    case GgmlType::Q5_K: quant::dequantize_q5_k(static_cast<const BlockQ5_K*>(src), dst, nb); return;
+    case GgmlType::IQ4_NL: quant::dequantize_iq4_nl(static_cast<const BlockIQ4_NL*>(src), dst, nb); return;
+    case GgmlType::IQ4_XS: quant::dequantize_iq4_xs(static_cast<const BlockIQ4_XS*>(src), dst, nb); return;
+    case GgmlType::MXFP4: quant::dequantize_mxfp4(static_cast<const BlockMXFP4*>(src), dst, nb); return;
     default: throw Error("dequantize_row: unsupported type " + ggml_type_name(type));
   }
 }
@@ -367,6 +388,13 @@ void quantize_row(GgmlType type, const float* src, void* dst, int64_t n) {
       for (int64_t b = 0; b < nb; ++b) quantize_q6_k_block(src + 256 * b, static_cast<BlockQ6_K*>(dst) + b);
       return;
     case GgmlType::Q8_K: quantize_q8_k(src, static_cast<BlockQ8_K*>(dst), nb); return;
+    case GgmlType::Q4_1: quant::quantize_q4_1(src, static_cast<BlockQ4_1*>(dst), nb); return;
+    case GgmlType::Q5_0: quant::quantize_q5_0(src, static_cast<BlockQ5_0*>(dst), nb); return;
+    case GgmlType::Q5_1: quant::quantize_q5_1(src, static_cast<BlockQ5_1*>(dst), nb); return;
+    case GgmlType::Q5_K: quant::quantize_q5_k(src, static_cast<BlockQ5_K*>(dst), nb); return;
+    case GgmlType::IQ4_NL: quant::quantize_iq4_nl(src, static_cast<BlockIQ4_NL*>(dst), nb); return;
+    case GgmlType::IQ4_XS: quant::quantize_iq4_xs(src, static_cast<BlockIQ4_XS*>(dst), nb); return;
+    case GgmlType::MXFP4: quant::quantize_mxfp4(src, static_cast<BlockMXFP4*>(dst), nb); return;
     default: throw Error("quantize_row: unsupported type " + ggml_type_name(type));
   }
 }

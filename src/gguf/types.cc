@@ -14,7 +14,7 @@ struct TypeInfo {
 };
 
 // Every type ggml has defined that we can at least size. Types we cannot compute with
-// (I*-quants, Q5_K, ...) are still listed so the reader can validate their data
+// (Q2_K, Q3_K, most I-quants, ...) are still listed so the reader can validate their data
 // ranges; the model loader decides whether it supports them.
 constexpr TypeInfo kTypes[] = {
     {0, "F32", 1, 4},        {1, "F16", 1, 2},
@@ -48,14 +48,23 @@ std::string ggml_type_name(GgmlType t) {
   return "type#" + std::to_string(static_cast<uint32_t>(t));
 }
 
+// The weight types the engine computes with, in the order error messages list them.
+constexpr GgmlType kSupported[] = {
+    GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0,   GgmlType::Q4_0,
+    GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::IQ4_NL, GgmlType::MXFP4,
+    GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_XS,
+};
+
 bool ggml_type_supported(GgmlType t) {
-  switch (t) {
-    case GgmlType::F32: case GgmlType::F16: case GgmlType::BF16: case GgmlType::Q8_0:
-    case GgmlType::Q4_0: case GgmlType::Q4_K: case GgmlType::Q6_K:
-      return true;
-    default:
-      return false;
-  }
+  for (GgmlType s : kSupported)
+    if (s == t) return true;
+  return false;
+}
+
+std::string ggml_supported_type_names() {
+  std::string r;
+  for (GgmlType s : kSupported) r += (r.empty() ? "" : ", ") + ggml_type_name(s);
+  return r;
 }
 
 int64_t ggml_block_elems(GgmlType t) {

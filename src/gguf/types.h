@@ -10,15 +10,18 @@ namespace pc {
 enum class GgmlType : uint32_t {
   F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8, Q8_1 = 9,
   Q2_K = 10, Q3_K = 11, Q4_K = 12, Q5_K = 13, Q6_K = 14, Q8_K = 15,
-  I8 = 24, I16 = 25, I32 = 26, I64 = 27, F64 = 28, BF16 = 30,
+  IQ4_NL = 20, IQ4_XS = 23,
+  I8 = 24, I16 = 25, I32 = 26, I64 = 27, F64 = 28, BF16 = 30, MXFP4 = 39,
 };
 
 // Name as ggml spells it ("Q4_K"); "type#N" for ids we do not know.
 std::string ggml_type_name(GgmlType t);
-// True for the weight types the engine computes with:
-// F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K.
+// True for the weight types the engine computes with (ggml_supported_type_names()).
 bool ggml_type_supported(GgmlType t);
-// Elements per block (1 for plain float types, 32 for Q8_0/Q4_0, 256 for K-quants).
+// "F32, F16, BF16, Q8_0, Q4_0, ...": the supported types, for error messages.
+std::string ggml_supported_type_names();
+// Elements per block (1 for plain float types, 32 for Q8_0/Q4_0/..., 256 for K-quants
+// and IQ4_XS).
 // 0 for unknown types.
 int64_t ggml_block_elems(GgmlType t);
 // Bytes per block; 0 for unknown types.

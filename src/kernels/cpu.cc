@@ -12,8 +12,8 @@
 //           VNNI the machine runs Avx2), XCR0 bits 5,6,7 (opmask, ZMM0-15
 //           upper halves, ZMM16-31).
 //
-// Avx512 has its own prompt-batch matmul tiles (Q8_0 / Q4_0 / Q4_K / F32 /
-// F16 / BF16) and attention tiles (kernels_avx512.cc); everything else runs the
+// Avx512 has its own prompt-batch matmul tiles (Q8_0 / Q4_0 / Q4_K / Q5_K /
+// F32 / F16 / BF16) and attention tiles (kernels_avx512.cc); everything else runs the
 // Avx2 code on it.
 #include "kernels/cpu.h"
 

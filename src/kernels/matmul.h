@@ -25,17 +25,18 @@ struct WeightView {
   int64_t row_bytes = 0;  // ggml_row_bytes(type, k)
 };
 
-// Throws pc::Error for weight types other than F32, F16, BF16, Q8_0, Q4_0, Q4_K,
-// Q6_K, or a k that is not a multiple of the type's block size.
+// Throws pc::Error for weight types other than F32, F16, BF16, Q8_0, Q4_0, Q4_1,
+// Q5_0, Q5_1, IQ4_NL, MXFP4, Q4_K, Q5_K, Q6_K, IQ4_XS (ggml_type_supported()),
+// or a k that is not a multiple of the type's block size.
 //
 // For quantized weights each row of x is first quantized to int8 (blocks of 32
-// for Q8_0/Q4_0, of 256 for Q4_K/Q6_K) into a grow-only scratch buffer owned by
+// for the 32-element types, of 256 for Q4_K/Q5_K/Q6_K/IQ4_XS) into a grow-only scratch buffer owned by
 // the calling thread (AVX2 Q8_0 prompt batches also repack each task's weight
 // rows into a grow-only buffer of the thread running it): no allocation in
 // steady state. matmul may be called from
 // several threads at once only with different pools (a pool is not reentrant).
 // Code path: cpu_level() (cpu.h); Avx512 has its own prompt-batch kernels for
-// Q8_0 / Q4_0 / Q4_K / F32 / F16 / BF16 weights and runs the Avx2 ones
+// Q8_0 / Q4_0 / Q4_K / Q5_K / F32 / F16 / BF16 weights and runs the Avx2 ones
 // otherwise.
 void matmul(const WeightView& w, const float* x, int64_t m, float* y, ThreadPool& pool);
 

@@ -24,12 +24,14 @@
 //   set2_f(x, y)      x in lanes 0-7, y in 8-15
 //   bytes (I as 64 bytes, 2 × 32 = the two halves): bcast256_i(p) 32 bytes in both
 //   halves; load2x256_i(p, q); join256_i(lo, hi) / dup256_i(v) from AVX2 vectors;
-//   and_i, srli4_16 (int16 >> 4), shuffle8 (vpshufb), maddubs, madd, add32
+//   and_i, or_i, srli4_16 (int16 >> 4), shuffle8 (vpshufb), maddubs, madd, add32
 //   (each per 128-bit lane as its AVX2 form)
 //
 // Q4_K weights: the AVX2 tile_q4_k's arithmetic with two output columns per
 // vector (each 256-bit half the AVX2 tile's vector for its column; the
 // activations' 32 bytes in both halves), tiles of up to 4 rows × 4 columns.
+// Q5_K weights likewise with matmul_avx2_unpack.cc's tile_q5_k arithmetic (the
+// fifth bits made per column with AVX2 operations, then joined).
 //
 // Float weights (F32 / F16 / BF16): the AVX2 tile_float's arithmetic with two
 // output columns per vector (lanes 0-7 one column, 8-15 the next): per output
@@ -209,6 +211,78 @@ void q4k_tile16(const MatmulArgs& a, int64_t r, int64_t c, int nc) {
         if (2 * j + h < nc) a.y[(r + i) * a.ldy + c + 2 * j + h] = hsum8(h ? V::hi8(acc[i][j]) : V::lo8(acc[i][j]));
 }
 
+// The fifth bits of Q5_K chunk ch of a block, as tile_q5_k makes them: bit
+// 2ch (low-nibble values) or 2ch + 1 (high) of qh[l], moved to bit 4.
+inline __m256i q5k_fifth(const uint8_t* qh, int shift) {
+  const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh));
+  return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(v, shift), _mm256_set1_epi8(1)), 4);
+}
+
+// y[r..r+R) × columns [c, c + nc) of Q5_K weights, nc <= 2·P (pairs as in
+// float_tile16).
+template <class V, int R, int P>
+void q5k_tile16(const MatmulArgs& a, int64_t r, int64_t c, int nc) {
+  using I = typename V::I;
+  using F = typename V::F;
+  const int64_t nb = a.k / 256;
+  const BlockQ5_K* w[P][2];
+  PC_UNROLL for (int j = 0; j < P; ++j) {
+    const int64_t lo = c + 2 * j, hi = 2 * j + 1 < nc ? lo + 1 : lo;
+    w[j][0] = reinterpret_cast<const BlockQ5_K*>(a.w + lo * a.row_bytes);
+    w[j][1] = reinterpret_cast<const BlockQ5_K*>(a.w + hi * a.row_bytes);
+  }
+  const int8_t* xq[R];
+  const float* xd[R];
+  const int16_t* xb[R];
+  PC_UNROLL for (int i = 0; i < R; ++i) {
+    xq[i] = a.xq(r + i);
+    xd[i] = a.xd(r + i);
+    xb[i] = a.xbs(r + i);
+  }
+  const I m4 = V::dup256_i(_mm256_set1_epi8(0x0F));
+  const I minpat = V::dup256_i(q4k_mins_pattern());
+  F acc[R][P];
+  PC_UNROLL for (int i = 0; i < R; ++i) PC_UNROLL for (int j = 0; j < P; ++j) acc[i][j] = V::zero_f();
+  for (int64_t b = 0; b < nb; ++b) {
+    PC_UNROLL for (int j = 0; j < P; ++j) {
+      const BlockQ5_K& b0 = w[j][0][b];
+      const BlockQ5_K& b1 = w[j][1][b];
+      // BlockQ5_K starts like BlockQ4_K (d, dmin, scales).
+      const I scmn = V::join256_i(_mm256_broadcastsi128_si256(q4k_scmn(*reinterpret_cast<const BlockQ4_K*>(&b0))),
+                                  _mm256_broadcastsi128_si256(q4k_scmn(*reinterpret_cast<const BlockQ4_K*>(&b1))));
+      const I mins = V::shuffle8(scmn, minpat);
+      I isum[R];
+      PC_UNROLL for (int i = 0; i < R; ++i) isum[i] = V::zero_i();
+      PC_UNROLL for (int ch = 0; ch < 4; ++ch) {
+        const I q = V::load2x256_i(b0.qs + 32 * ch, b1.qs + 32 * ch);
+        const I h0 = V::join256_i(q5k_fifth(b0.qh, 2 * ch), q5k_fifth(b1.qh, 2 * ch));
+        const I h1 = V::join256_i(q5k_fifth(b0.qh, 2 * ch + 1), q5k_fifth(b1.qh, 2 * ch + 1));
+        const I lo = V::or_i(V::and_i(q, m4), h0), hi = V::or_i(V::and_i(V::srli4_16(q), m4), h1);
+        const I slo = V::shuffle8(scmn, V::dup256_i(_mm256_set1_epi16(int16_t(0xFF00 | (2 * ch)))));
+        const I shi = V::shuffle8(scmn, V::dup256_i(_mm256_set1_epi16(int16_t(0xFF00 | (2 * ch + 1)))));
+        PC_UNROLL for (int i = 0; i < R; ++i) {
+          const int8_t* x = xq[i] + 256 * b + 64 * ch;
+          const I x0 = V::bcast256_i(x), x1 = V::bcast256_i(x + 32);
+          isum[i] = V::add32(isum[i], V::madd(V::maddubs(lo, x0), slo));
+          isum[i] = V::add32(isum[i], V::madd(V::maddubs(hi, x1), shi));
+        }
+      }
+      const F d = V::set2_f(h2f(b0.d), h2f(b1.d));
+      const F dmin = V::set2_f(h2f(b0.dmin), h2f(b1.dmin));
+      PC_UNROLL for (int i = 0; i < R; ++i) {
+        const F msum = V::cvt(V::madd(V::bcast256_i(xb[i] + 16 * b), mins));
+        const F dx = V::set1_f(xd[i][b]);
+        acc[i][j] = V::fmadd(V::mul(d, dx), V::cvt(isum[i]), acc[i][j]);
+        acc[i][j] = V::fnmadd(V::mul(dmin, dx), msum, acc[i][j]);
+      }
+    }
+  }
+  PC_UNROLL for (int i = 0; i < R; ++i)
+    PC_UNROLL for (int j = 0; j < P; ++j)
+      PC_UNROLL for (int h = 0; h < 2; ++h)
+        if (2 * j + h < nc) a.y[(r + i) * a.ldy + c + 2 * j + h] = hsum8(h ? V::hi8(acc[i][j]) : V::lo8(acc[i][j]));
+}
+
 template <class V>
 struct Avx512Q32 {
   using TileFn = void (*)(const MatmulArgs&, const Q32Panel&, int64_t, int64_t, int64_t, int64_t, int64_t);
@@ -257,6 +331,7 @@ struct Avx512Q32 {
       case GgmlType::F16: return run_float<LoadF16>;
       case GgmlType::BF16: return run_float<LoadBF16>;
       case GgmlType::Q4_K: return run_q4k;
+      case GgmlType::Q5_K: return run_q5k;
       default: return avx2_kernel(t);
     }
   }
@@ -328,6 +403,17 @@ struct Avx512Q32 {
   }
   static void run_q4k(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* scratch) {
     run_pairs<kKP>(GgmlType::Q4_K, a, r0, r1, c0, c1, scratch, q4k_tile);
+  }
+  static Q4kFn q5k_tile(int nr, int np) {
+    switch (nr) {
+      case 1: return np == 1 ? q5k_tile16<V, 1, 1> : q5k_tile16<V, 1, 2>;
+      case 2: return np == 1 ? q5k_tile16<V, 2, 1> : q5k_tile16<V, 2, 2>;
+      case 3: return np == 1 ? q5k_tile16<V, 3, 1> : q5k_tile16<V, 3, 2>;
+      default: return np == 1 ? q5k_tile16<V, 4, 1> : q5k_tile16<V, 4, 2>;
+    }
+  }
+  static void run_q5k(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* scratch) {
+    run_pairs<kKP>(GgmlType::Q5_K, a, r0, r1, c0, c1, scratch, q5k_tile);
   }
 
   static KernelSet make_set(const char* name) {

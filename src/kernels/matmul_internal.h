@@ -3,9 +3,10 @@
 //
 // Quantized activations. For quantized weights each row of x (k floats) is
 // quantized once per matmul call into blocks of `qk` values:
-//   qk = 32  for Q8_0 / Q4_0 weights   (like Q8_0: one scale per 32 values)
-//   qk = 256 for Q4_K / Q6_K weights   (like Q8_K: one scale per 256 values, plus
-//                                        int16 sums of each 16 quants, "bsums")
+//   qk = 32  for Q8_0 / Q4_0 / Q4_1 / Q5_0 / Q5_1 / IQ4_NL / MXFP4 weights
+//            (like Q8_0: one scale per 32 values)
+//   qk = 256 for Q4_K / Q5_K / Q6_K / IQ4_XS weights (like Q8_K: one scale per 256
+//            values, plus int16 sums of each 16 quants, "bsums")
 // with d = amax / 127 and q = round_to_nearest_even(x * (127 / amax)) in [-127, 127].
 // The scalar and AVX2 quantizers perform the same IEEE operations and produce
 // identical bytes. Quantization is per row, so it cannot depend on the batch.
@@ -85,6 +86,10 @@ void scalar_quantize_row(const float* x, int64_t k, const ActLayout& l, uint8_t*
 
 // AVX2 + FMA + F16C kernels; nullptr where not compiled (non-x86 builds).
 TaskKernel avx2_kernel(GgmlType t);
+// The AVX2 kernels of the types unpacked to int8 per block (Q4_1, Q5_0, Q5_1,
+// IQ4_NL, MXFP4, Q5_K, IQ4_XS; matmul_avx2_unpack.cc), which avx2_kernel()
+// returns for them; nullptr for other types.
+TaskKernel avx2_unpack_kernel(GgmlType t);
 // Whether the AVX2 kernel for t wants the int16 activation copy (x16) for a
 // batch of m rows.
 bool avx2_wants_x16(GgmlType t, int64_t m);
@@ -113,7 +118,7 @@ struct KernelSet {
 // nullptr where not compiled (non-x86 builds).
 const KernelSet* avx2_kernel_set();
 // AVX-512 F/BW/DQ/VL + VNNI (CpuLevel::Avx512): its own prompt-batch kernels
-// for Q8_0 / Q4_0 / Q4_K / F32 / F16 / BF16 (kernels_avx512.cc), the AVX2 ones for
+// for Q8_0 / Q4_0 / Q4_K / Q5_K / F32 / F16 / BF16 (kernels_avx512.cc), the AVX2 ones for
 // everything else.
 const KernelSet* avx512_kernel_set();
 // The same AVX-512 kernel code built on an AVX2 emulation of the 16-lane
@@ -127,9 +132,16 @@ void force_kernel_set(const KernelSet* set);
 inline int64_t act_block(GgmlType t) {
   switch (t) {
     case GgmlType::Q8_0:
-    case GgmlType::Q4_0: return 32;
+    case GgmlType::Q4_0:
+    case GgmlType::Q4_1:
+    case GgmlType::Q5_0:
+    case GgmlType::Q5_1:
+    case GgmlType::IQ4_NL:
+    case GgmlType::MXFP4: return 32;
     case GgmlType::Q4_K:
-    case GgmlType::Q6_K: return 256;
+    case GgmlType::Q5_K:
+    case GgmlType::Q6_K:
+    case GgmlType::IQ4_XS: return 256;
     default: return 0;
   }
 }

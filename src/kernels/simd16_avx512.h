@@ -43,6 +43,7 @@ struct V512 {
   static I dup256_i(__m256i v) { return _mm512_broadcast_i64x4(v); }
   static I and_i(I a, I b) { return _mm512_and_si512(a, b); }
   static I srli4_16(I v) { return _mm512_srli_epi16(v, 4); }
+  static I or_i(I a, I b) { return _mm512_or_si512(a, b); }
   static I shuffle8(I a, I b) { return _mm512_shuffle_epi8(a, b); }
   static I maddubs(I a, I b) { return _mm512_maddubs_epi16(a, b); }
   static I madd(I a, I b) { return _mm512_madd_epi16(a, b); }

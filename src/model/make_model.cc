@@ -19,6 +19,7 @@ struct Shape {
   int64_t n_embd, n_layer, n_head, n_kv_head, n_ff;
   int64_t head_dim;  // 0: n_embd / n_head
   int32_t window;    // sliding window of the architectures that have one
+  int64_t n_vocab = 0;  // the model's token count (tokenizer padded to it); 0: the tokenizer's
 };
 
 constexpr Shape kShapes[] = {
@@ -31,6 +32,9 @@ constexpr Shape kShapes[] = {
     {"small", 256, 2, 4, 2, 512, 0, 32},
     // Gemma 2 2B's widths (head size 256 > n_embd / n_head) and window.
     {"gemma2-2b", 2304, 26, 8, 4, 9216, 256, 4096},
+    // Llama 3 8B and Qwen2.5 7B: the sizes users run, for benchmarks.
+    {"llama3-8b", 4096, 32, 32, 8, 14336, 0, 4096, 128256},
+    {"qwen2.5-7b", 3584, 28, 28, 4, 18944, 0, 4096, 152064},
 };
 
 // What a file of the architecture holds, as llama.cpp's converter writes it
@@ -59,19 +63,80 @@ constexpr Arch kArchs[] = {
 
 int64_t head_dim_of(const Shape& s) { return s.head_dim > 0 ? s.head_dim : s.n_embd / s.n_head; }
 
-// llama.cpp's general.file_type ("mostly X") for a weight type.
-uint32_t file_type_of(GgmlType t) {
+// llama.cpp's general.file_type ("mostly X") for a weight type or mix.
+uint32_t file_type_of(GgmlType t, TypeMix mix) {
+  switch (mix) {
+    case TypeMix::kQ4_K_M: return 15;
+    case TypeMix::kQ5_K_M: return 17;
+    case TypeMix::kQ6_K: return 18;
+    case TypeMix::kIQ4_XS: return 30;
+    case TypeMix::kNone: break;
+  }
   switch (t) {
     case GgmlType::F32: return 0;
     case GgmlType::F16: return 1;
     case GgmlType::Q4_0: return 2;
+    case GgmlType::Q4_1: return 3;
     case GgmlType::Q8_0: return 7;
+    case GgmlType::Q5_0: return 8;
+    case GgmlType::Q5_1: return 9;
     case GgmlType::Q4_K: return 14;  // Q4_K_S: every matrix Q4_K
+    case GgmlType::Q5_K: return 16;  // Q5_K_S
     case GgmlType::Q6_K: return 18;
+    case GgmlType::IQ4_NL: return 25;
+    case GgmlType::IQ4_XS: return 30;
     case GgmlType::BF16: return 32;
-    default: throw Error("make-model: unsupported weight type " + ggml_type_name(t) +
-                         " (use F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K)");
+    case GgmlType::MXFP4: return 38;  // MXFP4_MOE
+    default: throw Error("make-model: unsupported weight type " + ggml_type_name(t) + " (use " +
+                         ggml_supported_type_names() + ")");
   }
+}
+
+// What a matrix is to the mix rules.
+enum class Role { kOther, kTokenEmbd, kOutput, kAttnV, kFfnDown };
+
+// llama.cpp's use_more_bits: the first and last eighth of the layers, and every
+// third layer between.
+bool use_more_bits(int64_t i, int64_t n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
+
+// The mix's type for a matrix of the role in `layer` (of n_layer), before the
+// shape fallback.
+GgmlType mix_type(TypeMix mix, Role role, int64_t layer, const Shape& s, bool tied) {
+  const GgmlType base = mix == TypeMix::kQ4_K_M   ? GgmlType::Q4_K
+                        : mix == TypeMix::kQ5_K_M ? GgmlType::Q5_K
+                        : mix == TypeMix::kQ6_K   ? GgmlType::Q6_K
+                                                  : GgmlType::IQ4_XS;
+  if (role == Role::kOutput || (tied && role == Role::kTokenEmbd)) return GgmlType::Q6_K;
+  const bool more_bits = use_more_bits(layer, s.n_layer);
+  switch (role) {
+    case Role::kAttnV:
+      if (mix == TypeMix::kIQ4_XS && s.n_head / s.n_kv_head >= 4) return GgmlType::Q5_K;
+      if ((mix == TypeMix::kQ4_K_M || mix == TypeMix::kQ5_K_M) && more_bits) return GgmlType::Q6_K;
+      return base;
+    case Role::kFfnDown:
+      if ((mix == TypeMix::kQ4_K_M || mix == TypeMix::kQ5_K_M) && more_bits) return GgmlType::Q6_K;
+      if (mix == TypeMix::kIQ4_XS && layer < s.n_layer / 8) return GgmlType::Q5_K;
+      return base;
+    default: return base;
+  }
+}
+
+// llama.cpp's fallback for rows that are not whole super-blocks.
+GgmlType mix_fallback(GgmlType t, Role role, int64_t row_len) {
+  if (row_len % ggml_block_elems(t) == 0) return t;
+  GgmlType f = GgmlType::F16;
+  if (role == Role::kOutput) {
+    f = GgmlType::Q8_0;
+  } else {
+    switch (t) {
+      case GgmlType::Q4_K: f = GgmlType::Q5_0; break;
+      case GgmlType::Q5_K: f = GgmlType::Q5_1; break;
+      case GgmlType::Q6_K: f = GgmlType::Q8_0; break;
+      case GgmlType::IQ4_XS: f = GgmlType::IQ4_NL; break;
+      default: break;
+    }
+  }
+  return row_len % ggml_block_elems(f) == 0 ? f : GgmlType::F16;
 }
 
 // Seeded source of approximately standard-normal samples. Each sample is the sum of
@@ -216,12 +281,30 @@ int64_t copy_tokenizer(const MakeModelOptions& opt, GgufWriter& w) {
   return n_vocab;
 }
 
+// Pads the token list (and its scores / types) to n tokens with unused "[PADi]"
+// tokens, as llama.cpp's converter pads a vocabulary to the embedding's rows.
+// Returns n.
+int64_t pad_tokenizer(GgufWriter& w, int64_t n) {
+  auto pad = [&](const char* key, auto make) {
+    const GgufValue* v = w.find(key);
+    if (!v || v->type != GgufType::ARRAY) return;
+    GgufValue grown = *v;
+    for (int64_t i = int64_t(grown.arr.size()); i < n; ++i) grown.arr.push_back(make(i));
+    w.set(key, std::move(grown));
+  };
+  pad("tokenizer.ggml.tokens", [](int64_t i) { return GgufValue::make_string("[PAD" + std::to_string(i) + "]"); });
+  pad("tokenizer.ggml.scores", [](int64_t) { return GgufValue::make_float(GgufType::FLOAT32, 0.0); });
+  pad("tokenizer.ggml.token_type", [](int64_t) { return GgufValue::make_int(GgufType::INT32, 5); });  // UNUSED
+  return n;
+}
+
 void set_hparams(GgufWriter& w, const MakeModelOptions& opt, const Shape& s, const Arch& a) {
   const std::string p = std::string(a.name) + ".";
   const uint32_t head_dim = static_cast<uint32_t>(head_dim_of(s));
   w.set_string("general.architecture", a.name);
-  w.set_string("general.name", "random " + opt.shape + " " + opt.arch + " " + ggml_type_name(opt.type));
-  w.set_u32("general.file_type", file_type_of(opt.type));
+  w.set_string("general.name", "random " + opt.shape + " " + opt.arch + " " +
+                                   (opt.mix == TypeMix::kNone ? ggml_type_name(opt.type) : type_mix_name(opt.mix)));
+  w.set_u32("general.file_type", file_type_of(opt.type, opt.mix));
   w.set_u32(p + "context_length", static_cast<uint32_t>(opt.context_length));
   w.set_u32(p + "embedding_length", static_cast<uint32_t>(s.n_embd));
   w.set_u32(p + "block_count", static_cast<uint32_t>(s.n_layer));
@@ -248,10 +331,12 @@ void set_hparams(GgufWriter& w, const MakeModelOptions& opt, const Shape& s, con
 }
 
 // Adds a random [ne0, ne1] weight matrix with stddev 1/sqrt(ne0) (ne0 is the fan-in:
-// each output is a dot product over a row), so activations keep unit scale.
-void add_matrix(GgufWriter& w, Rng& rng, GgmlType want, const std::string& name, int64_t ne0,
-                int64_t ne1) {
-  const GgmlType t = make_model_matrix_type(want, ne0);
+// each output is a dot product over a row), so activations keep unit scale. Its
+// type: opt.type (with the uniform fallback), or the mix's for the role and layer.
+void add_matrix(GgufWriter& w, Rng& rng, const MakeModelOptions& opt, const Shape& s, bool tied, Role role,
+                int64_t layer, const std::string& name, int64_t ne0, int64_t ne1) {
+  const GgmlType t = opt.mix == TypeMix::kNone ? make_model_matrix_type(opt.type, ne0)
+                                               : mix_fallback(mix_type(opt.mix, role, layer, s, tied), role, ne0);
   w.add_tensor(name, t, {ne0, ne1},
                random_matrix(rng, t, ne0, ne1, 1.0f / std::sqrt(static_cast<float>(ne0))));
 }
@@ -266,12 +351,13 @@ void add_block(GgufWriter& w, Rng& rng, const MakeModelOptions& opt, const Shape
   const int64_t hd = head_dim_of(s);
   const int64_t q_dim = s.n_head * hd, kv_dim = s.n_kv_head * hd;
   add_f32(w, rng, p + "attn_norm.weight", s.n_embd, 1.0f, 0.02f);
+  const bool tied = false;  // only token_embd / output depend on it
   if (a.fused) {
-    add_matrix(w, rng, opt.type, p + "attn_qkv.weight", s.n_embd, q_dim + 2 * kv_dim);
+    add_matrix(w, rng, opt, s, tied, Role::kAttnV, i, p + "attn_qkv.weight", s.n_embd, q_dim + 2 * kv_dim);
   } else {
-    add_matrix(w, rng, opt.type, p + "attn_q.weight", s.n_embd, q_dim);
-    add_matrix(w, rng, opt.type, p + "attn_k.weight", s.n_embd, kv_dim);
-    add_matrix(w, rng, opt.type, p + "attn_v.weight", s.n_embd, kv_dim);
+    add_matrix(w, rng, opt, s, tied, Role::kOther, i, p + "attn_q.weight", s.n_embd, q_dim);
+    add_matrix(w, rng, opt, s, tied, Role::kOther, i, p + "attn_k.weight", s.n_embd, kv_dim);
+    add_matrix(w, rng, opt, s, tied, Role::kAttnV, i, p + "attn_v.weight", s.n_embd, kv_dim);
   }
   if (a.qkv_bias) {
     add_f32(w, rng, p + "attn_q.bias", q_dim, 0.0f, 0.02f);
@@ -282,20 +368,37 @@ void add_block(GgufWriter& w, Rng& rng, const MakeModelOptions& opt, const Shape
     add_f32(w, rng, p + "attn_q_norm.weight", hd, 1.0f, 0.02f);
     add_f32(w, rng, p + "attn_k_norm.weight", hd, 1.0f, 0.02f);
   }
-  add_matrix(w, rng, opt.type, p + "attn_output.weight", q_dim, s.n_embd);
+  add_matrix(w, rng, opt, s, tied, Role::kOther, i, p + "attn_output.weight", q_dim, s.n_embd);
   if (a.sandwich_norms) add_f32(w, rng, p + "post_attention_norm.weight", s.n_embd, 1.0f, 0.02f);
   add_f32(w, rng, p + "ffn_norm.weight", s.n_embd, 1.0f, 0.02f);
   if (a.fused) {
-    add_matrix(w, rng, opt.type, p + "ffn_up.weight", s.n_embd, 2 * s.n_ff);  // rows: gate, then up
+    add_matrix(w, rng, opt, s, tied, Role::kOther, i, p + "ffn_up.weight", s.n_embd, 2 * s.n_ff);  // rows: gate, then up
   } else {
-    add_matrix(w, rng, opt.type, p + "ffn_gate.weight", s.n_embd, s.n_ff);
-    add_matrix(w, rng, opt.type, p + "ffn_up.weight", s.n_embd, s.n_ff);
+    add_matrix(w, rng, opt, s, tied, Role::kOther, i, p + "ffn_gate.weight", s.n_embd, s.n_ff);
+    add_matrix(w, rng, opt, s, tied, Role::kOther, i, p + "ffn_up.weight", s.n_embd, s.n_ff);
   }
-  add_matrix(w, rng, opt.type, p + "ffn_down.weight", s.n_ff, s.n_embd);
+  add_matrix(w, rng, opt, s, tied, Role::kFfnDown, i, p + "ffn_down.weight", s.n_ff, s.n_embd);
   if (a.sandwich_norms) add_f32(w, rng, p + "post_ffw_norm.weight", s.n_embd, 1.0f, 0.02f);
 }
 
 }  // namespace
+
+TypeMix parse_type_mix(const std::string& name) {
+  for (TypeMix m : {TypeMix::kQ4_K_M, TypeMix::kQ5_K_M, TypeMix::kQ6_K, TypeMix::kIQ4_XS})
+    if (name == type_mix_name(m)) return m;
+  return TypeMix::kNone;
+}
+
+std::string type_mix_name(TypeMix mix) {
+  switch (mix) {
+    case TypeMix::kQ4_K_M: return "Q4_K_M";
+    case TypeMix::kQ5_K_M: return "Q5_K_M";
+    case TypeMix::kQ6_K: return "Q6_K";
+    case TypeMix::kIQ4_XS: return "IQ4_XS";
+    case TypeMix::kNone: break;
+  }
+  return "";
+}
 
 std::vector<std::string> make_model_shapes() {
   std::vector<std::string> r;
@@ -307,8 +410,8 @@ GgmlType make_model_matrix_type(GgmlType want, int64_t row_len) {
   const int64_t be = ggml_block_elems(want);
   if (be == 0) throw Error("make-model: unknown weight type " + ggml_type_name(want));
   if (row_len % be == 0) return want;
-  // K-quants need rows in 256-element super-blocks (n_embd 576, 64 and 32 are not);
-  // like llama.cpp's quantizer we fall back to a 32-block type, then to F16.
+  // 256-element types need rows of whole super-blocks (n_embd 576, 64 and 32 are
+  // not); we fall back to a 32-block type, then to F16.
   if (row_len % 32 == 0) return GgmlType::Q8_0;
   return GgmlType::F16;
 }
@@ -316,18 +419,20 @@ GgmlType make_model_matrix_type(GgmlType want, int64_t row_len) {
 void make_random_model(const MakeModelOptions& opt, const std::string& out_path) {
   const Shape& s = find_shape(opt.shape);
   const Arch& a = find_arch(opt.arch);
-  file_type_of(opt.type);  // validates the type
+  file_type_of(opt.type, opt.mix);  // validates the type
   if (opt.context_length <= 0 || opt.context_length > UINT32_MAX)
     throw Error("make-model: context_length out of range");
 
   GgufWriter w;
   set_hparams(w, opt, s, a);
-  const int64_t n_vocab = copy_tokenizer(opt, w);
+  int64_t n_vocab = copy_tokenizer(opt, w);
+  if (s.n_vocab > n_vocab && opt.n_vocab_limit == 0) n_vocab = pad_tokenizer(w, s.n_vocab);
 
   Rng rng(opt.seed);
-  add_matrix(w, rng, opt.type, "token_embd.weight", s.n_embd, n_vocab);
+  const bool tied = opt.tied_output || a.tied;
+  add_matrix(w, rng, opt, s, tied, Role::kTokenEmbd, 0, "token_embd.weight", s.n_embd, n_vocab);
   add_f32(w, rng, "output_norm.weight", s.n_embd, 1.0f, 0.02f);
-  if (!opt.tied_output && !a.tied) add_matrix(w, rng, opt.type, "output.weight", s.n_embd, n_vocab);
+  if (!tied) add_matrix(w, rng, opt, s, tied, Role::kOutput, 0, "output.weight", s.n_embd, n_vocab);
   const int64_t steps = s.n_layer + 2;
   auto progress = [&](int64_t done) {
     if (opt.on_progress) opt.on_progress(done, steps);

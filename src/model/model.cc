@@ -29,7 +29,7 @@ WeightView matrix(const GgufFile& f, const std::string& name, int64_t k, int64_t
   const GgufTensorInfo& t = require_tensor(f, name);
   if (!ggml_type_supported(t.type))
     throw Error(f.path() + ": tensor '" + name + "' has unsupported type " +
-                ggml_type_name(t.type) + " (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K)");
+                ggml_type_name(t.type) + " (supported: " + ggml_supported_type_names() + ")");
   int64_t rows = t.ne.size() > 1 ? t.ne[1] : 1;
   for (size_t i = 2; i < t.ne.size(); ++i) rows *= t.ne[i];
   if (t.ne[0] != k || rows != n)

@@ -202,7 +202,8 @@ TEST(Gguf, TypeTable) {
   EXPECT_EQ(ggml_block_elems(static_cast<GgmlType>(4)), 0);  // removed Q4_2
   EXPECT_EQ(ggml_row_bytes(GgmlType::Q4_K, 512), 288);
   EXPECT_TRUE(ggml_type_supported(GgmlType::Q6_K));
-  EXPECT_FALSE(ggml_type_supported(GgmlType::Q5_K));
+  EXPECT_TRUE(ggml_type_supported(GgmlType::Q5_K));
+  EXPECT_FALSE(ggml_type_supported(GgmlType::Q3_K));
 }
 
 // --- shared files -------------------------------------------------------------

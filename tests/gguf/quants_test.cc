@@ -301,7 +301,7 @@ TEST(Quants, ZeroAndConstantBlocks) {
 TEST(Quants, UnsupportedAndBadLengths) {
   float x[256] = {};
   uint8_t buf[1024];
-  EXPECT_THROW(quantize_row(GgmlType::Q5_K, x, buf, 256), Error);
+  EXPECT_THROW(quantize_row(GgmlType::Q3_K, x, buf, 256), Error);
   EXPECT_THROW(dequantize_row(GgmlType::Q2_K, buf, x, 256), Error);
   EXPECT_THROW(quantize_row(GgmlType::Q8_0, x, buf, 31), Error);
   EXPECT_THROW(dequantize_row(GgmlType::Q4_K, buf, x, 128), Error);

@@ -46,8 +46,14 @@
 namespace pc {
 namespace {
 
-const GgmlType kTypes[] = {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0,
-                           GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K};
+const GgmlType kTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16,   GgmlType::Q8_0,
+                           GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K,   GgmlType::Q4_1,
+                           GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::IQ4_NL, GgmlType::MXFP4,
+                           GgmlType::Q5_K, GgmlType::IQ4_XS};
+// The types of matmul_avx2_unpack.cc (no frozen pre-#7 reference kernels).
+const GgmlType kUnpackTypes[] = {GgmlType::Q4_1,  GgmlType::Q5_0, GgmlType::Q5_1,  GgmlType::IQ4_NL,
+                                 GgmlType::MXFP4, GgmlType::Q5_K, GgmlType::IQ4_XS};
+bool unpack_type(GgmlType t) { return std::find(std::begin(kUnpackTypes), std::end(kUnpackTypes), t) != std::end(kUnpackTypes); }
 
 struct Weights {
   GgmlType type;
@@ -97,9 +103,16 @@ std::vector<float> random_x(int64_t m, int64_t k, uint32_t seed) {
 int64_t act_block(GgmlType t) {
   switch (t) {
     case GgmlType::Q8_0:
-    case GgmlType::Q4_0: return 32;
+    case GgmlType::Q4_0:
+    case GgmlType::Q4_1:
+    case GgmlType::Q5_0:
+    case GgmlType::Q5_1:
+    case GgmlType::IQ4_NL:
+    case GgmlType::MXFP4: return 32;
     case GgmlType::Q4_K:
-    case GgmlType::Q6_K: return 256;
+    case GgmlType::Q5_K:
+    case GgmlType::Q6_K:
+    case GgmlType::IQ4_XS: return 256;
     default: return 0;
   }
 }
@@ -271,6 +284,7 @@ TEST(Matmul, Avx2MatchesReferenceBitwise) {
   const int64_t ns[] = {1, 3, 8, 13, 37, 64, 129, 300};
   uint32_t seed = 1;
   for (GgmlType t : kTypes) {
+    if (unpack_type(t)) continue;  // Avx2UnpackKernelsBitwiseAcrossShapes
     const int64_t be = ggml_block_elems(t);
     std::vector<int64_t> ks;
     if (be == 256) ks = {256, 512, 1536};
@@ -411,18 +425,60 @@ TEST(Matmul, ManyMatchesSeparateCalls) {
 TEST(Matmul, UnsupportedTypeThrows) {
   ThreadPool pool(1);
   std::vector<uint8_t> data(1024);
-  std::vector<float> x(32), y(1);
+  std::vector<float> x(256), y(1);
   WeightView w;
-  w.type = GgmlType::Q5_0;
-  w.k = 32;
+  w.type = GgmlType::Q3_K;
+  w.k = 256;
   w.n = 1;
   w.data = data.data();
-  w.row_bytes = ggml_row_bytes(GgmlType::Q5_0, 32);
+  w.row_bytes = ggml_row_bytes(GgmlType::Q3_K, 256);
   try {
     matmul(w, x.data(), 1, y.data(), pool);
     FAIL() << "no exception";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("Q5_0"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("Q3_K"), std::string::npos) << e.what();
+  }
+}
+
+// The kernels of matmul_avx2_unpack.cc (also what the AVX-512 and emulated
+// AVX-512 sets run for these types, but for their Q5_K prompt tiles): every
+// element bitwise the AVX2 result of its row computed alone on one thread,
+// over shapes that cover every tile shape and tail (odd column counts: a
+// pair's second half missing), decode rows and prompt batches, and several
+// thread counts; the AVX-512 sets bitwise the AVX2 path. (Against the scalar path: within
+// tolerance, ScalarVsSimd and MatchesReference.)
+TEST(Matmul, Avx2UnpackKernelsBitwiseAcrossShapes) {
+  if (detect_cpu_level() < CpuLevel::Avx2) GTEST_SKIP() << "no AVX2 on this machine";
+  LevelGuard guard;
+  std::vector<const kern::KernelSet*> sets = {nullptr, kern::avx512_emulated_kernel_set()};
+  if (detect_cpu_level() >= CpuLevel::Avx512) sets.push_back(kern::avx512_kernel_set());
+  ThreadPool pools[3] = {ThreadPool(1), ThreadPool(2), ThreadPool(3)};
+  uint32_t seed = 3000;
+  for (GgmlType t : kUnpackTypes) {
+    const std::vector<int64_t> ks = ggml_block_elems(t) == 256 ? std::vector<int64_t>{256, 1536}
+                                                               : std::vector<int64_t>{32, 96, 576};
+    for (int64_t k : ks) {
+      for (int64_t n : {1, 3, 8, 13, 37}) {
+        const Weights w = make_weights(t, n, k, ++seed);
+        const int64_t m_max = 17;
+        const std::vector<float> x = random_x(m_max, k, ++seed);
+        set_cpu_level(CpuLevel::Avx2);
+        kern::force_kernel_set(nullptr);
+        std::vector<float> ref(m_max * n);
+        for (int64_t r = 0; r < m_max; ++r) matmul(w.view(), x.data() + r * k, 1, ref.data() + r * n, pools[0]);
+        for (const kern::KernelSet* set : sets) {
+          kern::force_kernel_set(set);
+          for (int64_t m : {1, 2, 3, 4, 5, 8, 17}) {
+            for (auto& pool : pools) {
+              std::vector<float> y(m * n, -2.f);
+              matmul(w.view(), x.data(), m, y.data(), pool);
+              ASSERT_EQ(std::memcmp(y.data(), ref.data(), y.size() * sizeof(float)), 0)
+                  << label(t, set ? set->name : "avx2", k) << " m=" << m << " n=" << n << " threads=" << pool.size();
+            }
+          }
+        }
+      }
+    }
   }
 }
 

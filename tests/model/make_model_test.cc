@@ -236,15 +236,16 @@ TEST(MakeModel, Errors) {
   bad.arch = "gpt2";
   expect_error(bad, "unknown architecture 'gpt2'");
   bad = o;
-  bad.type = GgmlType::Q5_K;
-  expect_error(bad, "unsupported weight type Q5_K");
+  bad.type = GgmlType::Q3_K;
+  expect_error(bad, "unsupported weight type Q3_K");
   bad = o;
   bad.vocab_path = "/nonexistent/vocab.gguf";
   expect_error(bad, "/nonexistent/vocab.gguf");
   bad = o;
   bad.vocab_path = test::shared_dir() + "/vocab/README.md";
   expect_error(bad, "README.md");
-  EXPECT_EQ(make_model_shapes(), (std::vector<std::string>{"smollm-135m", "tinyllama-1.1b", "tiny", "micro", "small", "gemma2-2b"}));
+  EXPECT_EQ(make_model_shapes(), (std::vector<std::string>{"smollm-135m", "tinyllama-1.1b", "tiny", "micro", "small",
+                                                           "gemma2-2b", "llama3-8b", "qwen2.5-7b"}));
 }
 
 TEST(MakeModel, BuiltinVocabulary) {

@@ -1,0 +1,363 @@
+// AVX2 + FMA + F16C kernels for the weight types whose blocks are unpacked to
+// int8 vectors before an int8 dot product with the quantized activations:
+//   32-element blocks (Q8_0-style activations):  Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4
+//   256-element blocks (Q8_K-style, with bsums): Q5_K, IQ4_XS
+// matmul_avx2.cc's avx2_kernel() hands these types here; the AVX-512 kernel
+// sets run them through it too, except Q5_K prompt batches, which have 16-lane
+// tiles computing tile_q5_k's arithmetic (matmul_avx512_impl.h). Compiled for
+// AVX2 like matmul_avx2.cc (target pragma after the standard headers; internal
+// linkage but for the entry point).
+//
+// Tiling as matmul_avx2.cc's run_task: micro-tiles of R activation rows × C
+// weight rows (R <= 4), one weight row at a time for decode (R = 1), with the
+// same forward prefetch of the stream.
+//
+// Batch invariance: every output element owns one 8-lane float accumulator
+// and runs, per block in increasing order, the same instructions whatever the
+// tile it sits in:
+//   32-element types: isum = the block's int32 dot product in 8 lanes (exact);
+//     acc = fma(d_w * d_x, float(isum), acc); for Q4_1 / Q5_1 (x = d*q + m)
+//     also xsum = the activation quants' sum in 8 lanes (exact),
+//     acc = fma(m_w * d_x, float(xsum), acc);
+//   Q5_K: Q4_K's sequence (matmul_avx2.cc tile_q4_k) with the fifth bit;
+//   IQ4_XS: isum = sum over sub-blocks of (ls - 32) * its dot product (exact),
+//     acc = fma(d_w * d_x, float(isum), acc);
+// then hsum8. Against the scalar kernels only the float summation order
+// differs (tested within tolerance).
+#include <cstdint>
+#include <cstring>
+
+#include "gguf/quants.h"
+#include "kernels/matmul_internal.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+#endif
+
+#include "kernels/matmul_avx2_shared.h"  // hsum8, h2f, q4k_scmn, q4k_mins_pattern
+
+namespace pc::kern {
+
+namespace {
+
+#define PC_UNROLL _Pragma("GCC unroll 16")
+
+constexpr int kMaxR = 4;
+constexpr int kMaxC = 4;
+
+// Decode streams the weights once per token: prefetch ahead of the read
+// position, as matmul_avx2.cc's decode tiles do.
+constexpr int64_t kPrefetchAhead = 1024;
+inline void prefetch_block(const void* p, size_t bytes) {
+  for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(static_cast<const char*>(p) + o + kPrefetchAhead, _MM_HINT_T0);
+}
+
+// The 32 4-bit codes of a 32-element group: low nibbles of qs[0..15], then
+// their high nibbles.
+inline __m256i nibbles32(const uint8_t* qs) {
+  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(0x0F));
+}
+
+// 0x10 in byte e where bit e of the little-endian uint32 qh is set (bit 4 of
+// the Q5_0 / Q5_1 level of element e), else 0.
+inline __m256i q5_high(const uint8_t* qh) {
+  uint32_t bits;
+  std::memcpy(&bits, qh, 4);
+  // Byte e of the vector takes byte e / 8 of bits (both 128-bit lanes hold all four).
+  const __m256i spread = _mm256_shuffle_epi8(
+      _mm256_set1_epi32(int32_t(bits)),
+      _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+  const __m256i sel = _mm256_set1_epi64x(int64_t(0x8040201008040201));  // bit e % 8 of byte e
+  const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, sel), sel);
+  return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
+}
+
+inline __m256i table16(const int8_t (&t)[16]) {
+  return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t)));
+}
+
+// Exact int32 sums (8 lanes) of w[i] * x[i] over 32 int8 pairs; |w|, |x| <= 127
+// so the int16 pair sums of vpmaddubsw cannot saturate.
+inline __m256i dot32_signed(__m256i w, __m256i x) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(x, w)), _mm256_set1_epi16(1));
+}
+inline __m256i dot32_unsigned(__m256i w, __m256i x) {  // w in [0, 127]
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), _mm256_set1_epi16(1));
+}
+
+// ---- 32-element types ------------------------------------------------------
+// A decoder gives block b's 32 weights as int8 (`q`), its scale d and, for the
+// types with an offset (kMin), m.
+struct DecQ4_1 {
+  using Block = BlockQ4_1;
+  static constexpr bool kMin = true, kSigned = false;
+  static __m256i q(const Block& b) { return nibbles32(b.qs); }
+  static float d(const Block& b) { return h2f(b.d); }
+  static float m(const Block& b) { return h2f(b.m); }
+};
+struct DecQ5_0 {
+  using Block = BlockQ5_0;
+  static constexpr bool kMin = false, kSigned = true;
+  static __m256i q(const Block& b) {
+    return _mm256_sub_epi8(_mm256_or_si256(nibbles32(b.qs), q5_high(b.qh)), _mm256_set1_epi8(16));
+  }
+  static float d(const Block& b) { return h2f(b.d); }
+  static float m(const Block&) { return 0.f; }
+};
+struct DecQ5_1 {
+  using Block = BlockQ5_1;
+  static constexpr bool kMin = true, kSigned = false;
+  static __m256i q(const Block& b) { return _mm256_or_si256(nibbles32(b.qs), q5_high(b.qh)); }
+  static float d(const Block& b) { return h2f(b.d); }
+  static float m(const Block& b) { return h2f(b.m); }
+};
+struct DecIQ4_NL {
+  using Block = BlockIQ4_NL;
+  static constexpr bool kMin = false, kSigned = true;
+  static __m256i q(const Block& b) { return _mm256_shuffle_epi8(table16(kIq4nlValues), nibbles32(b.qs)); }
+  static float d(const Block& b) { return h2f(b.d); }
+  static float m(const Block&) { return 0.f; }
+};
+struct DecMXFP4 {
+  using Block = BlockMXFP4;
+  static constexpr bool kMin = false, kSigned = true;
+  static __m256i q(const Block& b) { return _mm256_shuffle_epi8(table16(kMxfp4Values), nibbles32(b.qs)); }
+  static float d(const Block& b) {  // 2^(e-128), as e8m0_half_to_fp32
+    const uint32_t bits = b.e < 2 ? 0x00200000u << b.e : uint32_t(b.e - 1) << 23;
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+  }
+  static float m(const Block&) { return 0.f; }
+};
+
+template <class D, int R, int C>
+void tile_q32(const MatmulArgs& a, int64_t r, int64_t c) {
+  using Block = typename D::Block;
+  const int64_t nb = a.k / 32;
+  const Block* w[C];
+  const int8_t* xq[R];
+  const float* xd[R];
+  PC_UNROLL for (int j = 0; j < C; ++j) w[j] = reinterpret_cast<const Block*>(a.w + (c + j) * a.row_bytes);
+  PC_UNROLL for (int i = 0; i < R; ++i) {
+    xq[i] = a.xq(r + i);
+    xd[i] = a.xd(r + i);
+  }
+  __m256 acc[R][C];
+  PC_UNROLL for (int i = 0; i < R; ++i)
+    PC_UNROLL for (int j = 0; j < C; ++j) acc[i][j] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    __m256i xv[R];
+    __m256 xsum[R];
+    PC_UNROLL for (int i = 0; i < R; ++i) {
+      xv[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[i] + 32 * b));
+      if constexpr (D::kMin)
+        xsum[i] = _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), xv[i]), _mm256_set1_epi16(1)));
+    }
+    PC_UNROLL for (int j = 0; j < C; ++j) {
+      const Block& blk = w[j][b];
+      if constexpr (R == 1) {
+        if (b % 2 == 0) prefetch_block(&blk, 2 * sizeof(Block));
+      }
+      const __m256i q = D::q(blk);
+      const float dw = D::d(blk);
+      PC_UNROLL for (int i = 0; i < R; ++i) {
+        const __m256i isum = D::kSigned ? dot32_signed(q, xv[i]) : dot32_unsigned(q, xv[i]);
+        acc[i][j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * xd[i][b]), _mm256_cvtepi32_ps(isum), acc[i][j]);
+        if constexpr (D::kMin) acc[i][j] = _mm256_fmadd_ps(_mm256_set1_ps(D::m(blk) * xd[i][b]), xsum[i], acc[i][j]);
+      }
+    }
+  }
+  PC_UNROLL for (int i = 0; i < R; ++i)
+    PC_UNROLL for (int j = 0; j < C; ++j) a.y[(r + i) * a.ldy + c + j] = hsum8(acc[i][j]);
+}
+
+// ---- Q5_K ------------------------------------------------------------------
+// tile_q4_k's arithmetic; chunk ch's low-nibble values take bit 2ch of qh[l]
+// as their bit 4, the high-nibble values bit 2ch + 1 (levels 0..31, so
+// vpmaddubsw pair sums stay below 2·31·127).
+template <int R, int C>
+void tile_q5_k(const MatmulArgs& a, int64_t r, int64_t c) {
+  const int64_t nb = a.k / 256;
+  const BlockQ5_K* w[C];
+  const int8_t* xq[R];
+  const float* xd[R];
+  const int16_t* xb[R];
+  PC_UNROLL for (int j = 0; j < C; ++j) w[j] = reinterpret_cast<const BlockQ5_K*>(a.w + (c + j) * a.row_bytes);
+  PC_UNROLL for (int i = 0; i < R; ++i) {
+    xq[i] = a.xq(r + i);
+    xd[i] = a.xd(r + i);
+    xb[i] = a.xbs(r + i);
+  }
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const __m256i one = _mm256_set1_epi8(1);
+  __m256 acc[R][C];
+  PC_UNROLL for (int i = 0; i < R; ++i)
+    PC_UNROLL for (int j = 0; j < C; ++j) acc[i][j] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    PC_UNROLL for (int j = 0; j < C; ++j) {
+      const BlockQ5_K& blk = w[j][b];
+      if constexpr (R == 1) prefetch_block(&blk, sizeof blk);
+      // BlockQ5_K starts like BlockQ4_K (d, dmin, scales): the same scale decoder.
+      const __m256i scmn = _mm256_broadcastsi128_si256(q4k_scmn(*reinterpret_cast<const BlockQ4_K*>(&blk)));
+      const __m256i mins = _mm256_shuffle_epi8(scmn, q4k_mins_pattern());
+      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh));
+      __m256i isum[R];
+      PC_UNROLL for (int i = 0; i < R; ++i) isum[i] = _mm256_setzero_si256();
+      PC_UNROLL for (int ch = 0; ch < 4; ++ch) {
+        const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs + 32 * ch));
+        // (qh >> s) & 1 per byte (the 16-bit shift's spill-over from the next byte is masked off), to bit 4.
+        const __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * ch), one), 4);
+        const __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * ch + 1), one), 4);
+        __m256i lo = _mm256_or_si256(_mm256_and_si256(q, m4), h0);
+        __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), h1);
+        __m256i slo = _mm256_shuffle_epi8(scmn, _mm256_set1_epi16(int16_t(0xFF00 | (2 * ch))));
+        __m256i shi = _mm256_shuffle_epi8(scmn, _mm256_set1_epi16(int16_t(0xFF00 | (2 * ch + 1))));
+        __asm__ volatile("" : "+x"(lo), "+x"(hi), "+x"(slo), "+x"(shi));
+        PC_UNROLL for (int i = 0; i < R; ++i) {
+          const int8_t* x = xq[i] + 256 * b + 64 * ch;
+          const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
+          const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32));
+          isum[i] = _mm256_add_epi32(isum[i], _mm256_madd_epi16(_mm256_maddubs_epi16(lo, x0), slo));
+          isum[i] = _mm256_add_epi32(isum[i], _mm256_madd_epi16(_mm256_maddubs_epi16(hi, x1), shi));
+        }
+      }
+      const __m256 d = _mm256_set1_ps(h2f(blk.d));
+      const __m256 dmin = _mm256_set1_ps(h2f(blk.dmin));
+      PC_UNROLL for (int i = 0; i < R; ++i) {
+        const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb[i] + 16 * b));
+        const __m256 msum = _mm256_cvtepi32_ps(_mm256_madd_epi16(bs, mins));
+        const __m256 dx = _mm256_broadcast_ss(xd[i] + b);
+        acc[i][j] = _mm256_fmadd_ps(_mm256_mul_ps(d, dx), _mm256_cvtepi32_ps(isum[i]), acc[i][j]);
+        acc[i][j] = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, dx), msum, acc[i][j]);
+      }
+    }
+  }
+  PC_UNROLL for (int i = 0; i < R; ++i)
+    PC_UNROLL for (int j = 0; j < C; ++j) a.y[(r + i) * a.ldy + c + j] = hsum8(acc[i][j]);
+}
+
+// ---- IQ4_XS ----------------------------------------------------------------
+// Sub-block s (32 values, IQ4_NL's layout in qs[16s..16s+15]) adds
+// madd(maddubs(|w|, sign(x, w)), ls_s - 32) to isum: the int16 pair sums
+// (<= 2·127·127) times a 6-bit scale, exact in int32.
+template <int R, int C>
+void tile_iq4_xs(const MatmulArgs& a, int64_t r, int64_t c) {
+  const int64_t nb = a.k / 256;
+  const BlockIQ4_XS* w[C];
+  const int8_t* xq[R];
+  const float* xd[R];
+  PC_UNROLL for (int j = 0; j < C; ++j) w[j] = reinterpret_cast<const BlockIQ4_XS*>(a.w + (c + j) * a.row_bytes);
+  PC_UNROLL for (int i = 0; i < R; ++i) {
+    xq[i] = a.xq(r + i);
+    xd[i] = a.xd(r + i);
+  }
+  const __m256i table = table16(kIq4nlValues);
+  __m256 acc[R][C];
+  PC_UNROLL for (int i = 0; i < R; ++i)
+    PC_UNROLL for (int j = 0; j < C; ++j) acc[i][j] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    PC_UNROLL for (int j = 0; j < C; ++j) {
+      const BlockIQ4_XS& blk = w[j][b];
+      if constexpr (R == 1) prefetch_block(&blk, sizeof blk);
+      __m256i isum[R];
+      PC_UNROLL for (int i = 0; i < R; ++i) isum[i] = _mm256_setzero_si256();
+      for (int s = 0; s < 8; ++s) {
+        const int ls = ((blk.scales_l[s / 2] >> (4 * (s % 2))) & 0xF) | (((blk.scales_h >> (2 * s)) & 3) << 4);
+        const __m256i wv = _mm256_shuffle_epi8(table, nibbles32(blk.qs + 16 * s));
+        const __m256i aw = _mm256_abs_epi8(wv);
+        const __m256i sc = _mm256_set1_epi16(int16_t(ls - 32));
+        PC_UNROLL for (int i = 0; i < R; ++i) {
+          const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[i] + 256 * b + 32 * s));
+          isum[i] = _mm256_add_epi32(isum[i], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(x, wv)), sc));
+        }
+      }
+      const float dw = h2f(blk.d);
+      PC_UNROLL for (int i = 0; i < R; ++i)
+        acc[i][j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * xd[i][b]), _mm256_cvtepi32_ps(isum[i]), acc[i][j]);
+    }
+  }
+  PC_UNROLL for (int i = 0; i < R; ++i)
+    PC_UNROLL for (int j = 0; j < C; ++j) a.y[(r + i) * a.ldy + c + j] = hsum8(acc[i][j]);
+}
+
+// ---- tiling driver (matmul_avx2.cc's run_task) -------------------------------
+
+using TileFn = void (*)(const MatmulArgs&, int64_t r, int64_t c);
+
+template <template <int, int> class K>
+struct Table {
+  static constexpr TileFn fns[kMaxR][kMaxC] = {
+      {K<1, 1>::run, K<1, 2>::run, K<1, 3>::run, K<1, 4>::run},
+      {K<2, 1>::run, K<2, 2>::run, K<2, 3>::run, K<2, 4>::run},
+      {K<3, 1>::run, K<3, 2>::run, K<3, 3>::run, K<3, 4>::run},
+      {K<4, 1>::run, K<4, 2>::run, K<4, 3>::run, K<4, 4>::run},
+  };
+};
+
+template <class D>
+struct KQ32 {
+  template <int R, int C>
+  struct K {
+    static void run(const MatmulArgs& a, int64_t r, int64_t c) { tile_q32<D, R, C>(a, r, c); }
+  };
+};
+template <int R, int C> struct KQ5_K { static void run(const MatmulArgs& a, int64_t r, int64_t c) { tile_q5_k<R, C>(a, r, c); } };
+template <int R, int C> struct KIQ4_XS { static void run(const MatmulArgs& a, int64_t r, int64_t c) { tile_iq4_xs<R, C>(a, r, c); } };
+
+// Columns per micro-tile for 4, 3 and 2 rows (C4, C3, C2); one for decode rows.
+template <template <int, int> class K, int C4, int C3, int C2>
+void run_task(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t*) {
+  static constexpr int kCols[kMaxR] = {1, C2, C3, C4};
+  for (int64_t r = r0; r < r1;) {
+    const int nr = static_cast<int>(r1 - r < kMaxR ? r1 - r : kMaxR);
+    const int want = kCols[nr - 1];
+    for (int64_t c = c0; c < c1;) {
+      const int nc = static_cast<int>(c1 - c < want ? c1 - c : want);
+      Table<K>::fns[nr - 1][nc - 1](a, r, c);
+      c += nc;
+    }
+    r += nr;
+  }
+}
+
+}  // namespace
+}  // namespace pc::kern
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+
+namespace pc::kern {
+
+TaskKernel avx2_unpack_kernel(GgmlType t) {
+  switch (t) {
+    case GgmlType::Q4_1: return run_task<KQ32<DecQ4_1>::K, 2, 2, 3>;
+    case GgmlType::Q5_0: return run_task<KQ32<DecQ5_0>::K, 2, 2, 3>;
+    case GgmlType::Q5_1: return run_task<KQ32<DecQ5_1>::K, 2, 2, 3>;
+    case GgmlType::IQ4_NL: return run_task<KQ32<DecIQ4_NL>::K, 2, 2, 3>;
+    case GgmlType::MXFP4: return run_task<KQ32<DecMXFP4>::K, 2, 2, 3>;
+    case GgmlType::Q5_K: return run_task<KQ5_K, 1, 2, 3>;
+    case GgmlType::IQ4_XS: return run_task<KIQ4_XS, 2, 2, 3>;
+    default: return nullptr;
+  }
+}
+
+}  // namespace pc::kern
+
+#else  // not x86
+
+namespace pc::kern {
+TaskKernel avx2_unpack_kernel(GgmlType) { return nullptr; }
+}  // namespace pc::kern
+
+#endif
