@@ -7,11 +7,11 @@
 #include <sstream>
 #include <string>
 
-#include "server/anthropic_request.h"
-#include "server/api_error.h"
-#include "server/chat_request.h"
-#include "server/conversation.h"
-#include "server/openai_request.h"
+#include "server/api/anthropic_request.h"
+#include "server/api/api_error.h"
+#include "server/chat/chat_request.h"
+#include "server/chat/conversation.h"
+#include "server/api/openai_request.h"
 #include "template/builtin_templates.h"
 #include "template/chat_template.h"
 

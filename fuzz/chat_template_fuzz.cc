@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "chat_template_invariants.h"
-#include "gguf/error.h"
+#include "common/error.h"
 #include "pml/role_markers.h"
 #include "template/chat_template.h"
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "fuzz_util.h"
-#include "gguf/error.h"
+#include "common/error.h"
 #include "gguf/gguf.h"
 #include "tokenizer/tokenizer.h"
 

@@ -1,4 +1,4 @@
-// libFuzzer target: HttpRequestReader (src/server/http_request_reader.h) on arbitrary
+// libFuzzer target: HttpRequestReader (src/server/http/http_request_reader.h) on arbitrary
 // bytes, fed in pieces as a connection reads them, under small limits so that every
 // bound is reached. The first byte picks the piece size (1..64 bytes, or whole when 0).
 // Beyond sanitizer findings it traps when the reader breaks its own contract: a body
@@ -6,13 +6,13 @@
 // an error outside 4xx, or a feed that stalls while bytes wait.
 //
 //   clang++ -std=c++20 -fsanitize=fuzzer,address,undefined -Isrc fuzz/http_request_fuzz.cc \
-//     src/server/http_request_reader.cc src/server/http_wire.cc src/server/http.cc
+//     src/server/http/http_request_reader.cc src/server/http/http_wire.cc src/server/http/http.cc
 //   ./a.out fuzz/corpus/http_request
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
-#include "server/http_request_reader.h"
+#include "server/http/http_request_reader.h"
 
 namespace {
 

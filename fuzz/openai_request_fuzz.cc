@@ -11,12 +11,12 @@
 #include <sstream>
 #include <string>
 
-#include "server/api_error.h"
-#include "server/chat_request.h"
-#include "server/conversation.h"
-#include "server/lifetime.h"
-#include "server/openai_request.h"
-#include "server/request_structure.h"
+#include "server/api/api_error.h"
+#include "server/chat/chat_request.h"
+#include "server/chat/conversation.h"
+#include "server/api/lifetime.h"
+#include "server/api/openai_request.h"
+#include "server/chat/request_structure.h"
 #include "template/builtin_templates.h"
 #include "template/chat_template.h"
 

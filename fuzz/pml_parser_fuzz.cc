@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "pml/kv_plan.h"
+#include "pml/compiled_plan.h"
 #include "pml/pml.h"
 #include "tokenizer/tokenizer.h"
 

@@ -4,7 +4,7 @@
 //   even: the bytes are a Redis reply stream, read through the bounded reader exactly as
 //         RedisTier reads it (tier/redis_reply.h: read_reply over a socket), with
 //         limits taken from bytes 1-2; every reply must respect them.
-//   odd:  the bytes are a stored reply-memory value (server/reply_value.h), decoded
+//   odd:  the bytes are a stored reply-memory value (server/chat/reply_value.h), decoded
 //         under a small vocabulary; an accepted value must re-encode to the same bytes.
 #include <hiredis/hiredis.h>
 #include <sys/socket.h>
@@ -16,7 +16,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "server/reply_value.h"
+#include "server/chat/reply_value.h"
 #include "tier/redis_reply.h"
 
 namespace {

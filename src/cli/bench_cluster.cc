@@ -55,7 +55,7 @@
 #include "cli/commands.h"
 #include "cli/units.h"
 #include "engine/engine.h"
-#include "gguf/error.h"
+#include "common/error.h"
 #include "kernels/cpu_count.h"
 #include "model/make_model.h"
 #include "model/model.h"

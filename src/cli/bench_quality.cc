@@ -31,7 +31,7 @@
 #include "cli/progress.h"
 #include "engine/engine.h"
 #include "engine/recompute.h"
-#include "gguf/error.h"
+#include "common/error.h"
 #include "kernels/cpu_count.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"

@@ -29,7 +29,7 @@
 #include "cli/commands.h"
 #include "cli/progress.h"
 #include "cli/units.h"
-#include "gguf/error.h"
+#include "common/error.h"
 #include "kernels/cpu_count.h"
 #include "model/make_model.h"
 #include "server/server.h"

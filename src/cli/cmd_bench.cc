@@ -11,7 +11,7 @@
 #include "cli/progress.h"
 #include "cli/units.h"
 #include "engine/engine.h"
-#include "gguf/error.h"
+#include "common/error.h"
 #include "kernels/cpu.h"
 #include "kernels/cpu_count.h"
 #include "kv/kv_storage.h"

@@ -6,11 +6,11 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
-#include "cli/tier_options.h"
+#include "cli/tier_flags.h"
 #include "cli/units.h"
 #include "engine/engine.h"
-#include "pml/kv_plan.h"
-#include "gguf/error.h"
+#include "pml/compiled_plan.h"
+#include "common/error.h"
 #include "kernels/cpu_count.h"
 #include "model/config_check.h"
 #include "model/model.h"

@@ -7,7 +7,7 @@
 #include "cli/commands.h"
 #include "cli/progress.h"
 #include "cli/units.h"
-#include "gguf/error.h"
+#include "common/error.h"
 #include "model/make_model.h"
 
 namespace pc::cli {

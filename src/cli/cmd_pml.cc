@@ -6,7 +6,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
-#include "gguf/error.h"
+#include "common/error.h"
 #include "model/model.h"
 #include "pml/pml.h"
 #include "tokenizer/tokenizer.h"

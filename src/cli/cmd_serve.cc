@@ -14,10 +14,10 @@
 #include <thread>
 
 #include "cli/commands.h"
-#include "cli/tier_options.h"
+#include "cli/tier_flags.h"
 #include "cli/units.h"
 #include "engine/recompute.h"
-#include "gguf/error.h"
+#include "common/error.h"
 #include "kernels/cpu.h"
 #include "server/server.h"
 #include "template/builtin_templates.h"

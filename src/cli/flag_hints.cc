@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cctype>
 
-#include "gguf/error.h"
+#include "common/error.h"
 
 namespace pc::cli {
 

@@ -9,7 +9,7 @@
 #include "cli/commands.h"
 #include "cli/flag_hints.h"
 #include "cli/kernel_cap.h"
-#include "gguf/error.h"
+#include "common/error.h"
 
 int main(int argc, char** argv) {
   CLI::App app{

@@ -3,7 +3,7 @@
 #include <cctype>
 #include <cstdio>
 
-#include "gguf/error.h"
+#include "common/error.h"
 
 namespace pc::cli {
 

@@ -18,7 +18,7 @@
 #include "engine/recompute.h"
 #include "engine/relocation.h"
 #include "engine/sequence.h"
-#include "gguf/error.h"
+#include "common/error.h"
 
 namespace pc {
 

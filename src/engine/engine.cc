@@ -14,7 +14,7 @@
 #include "engine/prefix_cache.h"
 #include "engine/relocation.h"
 #include "engine/sequence.h"
-#include "gguf/error.h"
+#include "common/error.h"
 #include "kernels/thread_pool.h"
 #include "kv/kv_storage.h"
 #include "kv/page_pool.h"

@@ -32,7 +32,7 @@
 #include <vector>
 
 #include "engine/finish_reason.h"
-#include "gguf/error.h"
+#include "common/error.h"
 #include "engine/sampler.h"
 #include "kernels/cpu_count.h"
 #include "kv/kv_namespace.h"
@@ -228,7 +228,7 @@ class Engine {
   std::vector<std::pair<int64_t, GenerateResult>> take_finished();
   void cancel(int64_t id);  // finishes the sequence now (kStop); no-op if unknown
 
-  // Runs an assembly plan (e.g. a PML prompt compiled by pml/kv_plan.h): modules are
+  // Runs an assembly plan (e.g. a PML prompt compiled by pml/compiled_plan.h): modules are
   // taken from the module cache, or restored from a tier or encoded by batched
   // encoding sequences first; the plan's computed spans attend to everything before
   // them. req.prompt is ignored; its max_tokens, sampling and tenant apply.

@@ -5,7 +5,7 @@
 #include <exception>
 #include <stdexcept>
 
-#include "gguf/error.h"
+#include "common/error.h"
 #include "kv/module_store.h"
 #include "tier/disk_tier.h"
 #include "tier/entry.h"

@@ -1,7 +1,7 @@
 #include "engine/relocation.h"
 
 #include "kv/kv_page_store.h"
-#include "model/relocate.h"
+#include "model/rope_shift.h"
 
 namespace pc {
 

@@ -1,5 +1,5 @@
 // KV moved to other positions: a copy of some cached slots into fresh pages, with K
-// rotated by RoPE for the position shift (model/relocate.h). Used for PML's compact
+// rotated by RoPE for the position shift (model/rope_shift.h). Used for PML's compact
 // layout (module segments) and for blocks reused at another position. Relocation is
 // deterministic: a copy made twice is the same bit for bit.
 #pragma once

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <unordered_set>
 
-#include "gguf/error.h"
+#include "common/error.h"
 
 namespace pc {
 

@@ -18,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-#include "gguf/error.h"
+#include "common/error.h"
 #include "gguf/types.h"
 
 namespace pc {

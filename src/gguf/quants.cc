@@ -6,7 +6,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "gguf/error.h"
+#include "common/error.h"
 
 namespace pc {
 

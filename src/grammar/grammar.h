@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "gguf/error.h"
+#include "common/error.h"
 
 namespace pc::grammar {
 

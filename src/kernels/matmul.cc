@@ -23,7 +23,7 @@
 #include <memory>
 #include <string>
 
-#include "gguf/error.h"
+#include "common/error.h"
 #include "kernels/cpu.h"
 #include "kernels/matmul_internal.h"
 #include "kernels/thread_pool.h"

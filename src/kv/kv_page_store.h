@@ -3,7 +3,7 @@
 // Everything that touches the K/V of a page goes through KvPageStore: the
 // forward pass (writes of new tokens' K/V, the attention kernels' reads),
 // copy-on-write (PagePool::copy_slots), RoPE relocation of module KV
-// (model/relocate.h) and the tier entry serializer (tier/entry.h). KvStorage
+// (model/rope_shift.h) and the tier entry serializer (tier/entry.h). KvStorage
 // (kv_storage.h) is the host-memory store; a device-memory store implements
 // the same operations on its own buffers. The operations are coarse — one
 // virtual call per layer, per (layer, KV head) or per page, never per element

@@ -6,7 +6,7 @@
 #include <random>
 #include <unordered_set>
 
-#include "gguf/error.h"
+#include "common/error.h"
 #include "gguf/gguf.h"
 #include "gguf/quants.h"
 

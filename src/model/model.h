@@ -60,7 +60,7 @@ class Model {
   // A layer's RoPE settings (config plus frequency factors). `with_attn_factor`:
   // cos/sin times LongRoPE's attention factor, as the forward pass applies it;
   // false for rotating stored keys by a position shift, which must not scale them
-  // again (model/relocate.h).
+  // again (model/rope_shift.h).
   RopeParams rope_params(int layer, bool with_attn_factor = true) const;
 
  private:

@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "pml/error.h"
+#include "pml/pml_error.h"
 
 namespace pc::pml {
 

@@ -10,7 +10,7 @@
 #include "pml/describe.h"
 #include "pml/document.h"
 #include "pml/encoder.h"
-#include "pml/error.h"
+#include "pml/pml_error.h"
 #include "pml/layout.h"
 #include "pml/plan.h"
 #include "pml/role_markers.h"

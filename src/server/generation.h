@@ -6,12 +6,12 @@
 #include <optional>
 #include <string>
 
-#include "server/http.h"
+#include "server/http/http.h"
 
-#include "server/chat_request.h"
-#include "server/conversation.h"
+#include "server/chat/chat_request.h"
+#include "server/chat/conversation.h"
 #include "server/job.h"
-#include "server/openai.h"
+#include "server/api/openai.h"
 #include "server/state.h"
 
 namespace pc::server {

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "engine/engine.h"
-#include "server/text_stream.h"
+#include "server/chat/text_stream.h"
 
 namespace pc::pml {
 struct SchemaLayout;

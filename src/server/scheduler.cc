@@ -1,8 +1,8 @@
 #include "server/scheduler.h"
 
-#include "gguf/error.h"
+#include "common/error.h"
 #include "engine/cache_admin.h"
-#include "pml/kv_plan.h"
+#include "pml/compiled_plan.h"
 #include "kv/radix_index.h"
 #include "pml/layout.h"
 #include "pml/plan.h"

@@ -9,7 +9,7 @@
 #include <thread>
 #include <tuple>
 
-#include "gguf/error.h"
+#include "common/error.h"
 #include "gguf/gguf.h"
 #include "engine/cache_admin.h"
 #include "kernels/cpu.h"
@@ -17,9 +17,9 @@
 #include "model/config_check.h"
 #include "pml/encoder.h"
 #include "template/builtin_templates.h"
-#include "server/api_error.h"
+#include "server/api/api_error.h"
 #include "server/malloc_policy.h"
-#include "server/openai.h"
+#include "server/api/openai.h"
 #include "server/state.h"
 #include "tokenizer/tokenizer.h"
 

@@ -14,7 +14,7 @@
 
 #include "engine/engine.h"
 #include "kernels/cpu_count.h"
-#include "server/request_defaults.h"
+#include "server/api/request_defaults.h"
 #include "tier/tier_options.h"
 
 namespace pc::server {

@@ -3,7 +3,7 @@
 #include <cstdio>
 
 #include "engine/kv_tiers.h"
-#include "server/reply_store.h"
+#include "server/chat/reply_store.h"
 #include "server/state.h"
 
 namespace pc::server {

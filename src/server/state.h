@@ -10,18 +10,18 @@
 #include <string>
 #include <vector>
 
-#include "server/http.h"
-#include "server/http_server.h"
+#include "server/http/http.h"
+#include "server/http/http_server.h"
 
 #include "engine/engine.h"
 #include "model/model.h"
-#include "server/conversation.h"
+#include "server/chat/conversation.h"
 #include "server/metrics.h"
-#include "server/reply_store.h"
+#include "server/chat/reply_store.h"
 #include "server/request_log.h"
 #include "server/scheduler.h"
 #include "server/server.h"
-#include "server/tool_calls.h"
+#include "server/chat/tool_calls.h"
 #include "template/chat_template.h"
 
 namespace pc::pml {
@@ -120,7 +120,7 @@ void add_route(Server::State& st, const std::string& method, const std::string& 
 std::string allowed_methods(const Server::State& st, const std::string& path);
 
 // With --redis: shares the conversation memory's replies through Redis
-// (server/reply_store.h), and warns on stderr when Redis cannot be reached at startup
+// (server/chat/reply_store.h), and warns on stderr when Redis cannot be reached at startup
 // (the server still starts: it serves from memory and disk and keeps retrying).
 void open_shared_tier(Server::State& st);
 // "up" or "down" for /health (whether the Redis tier answered its last command);

@@ -13,7 +13,7 @@
 #include <filesystem>
 #include <utility>
 
-#include "gguf/error.h"
+#include "common/error.h"
 
 namespace pc {
 

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "gguf/error.h"
+#include "common/error.h"
 #include "tier/redis_reply.h"
 
 namespace pc {

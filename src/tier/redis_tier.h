@@ -28,7 +28,7 @@
 // memory pressure) reads as a loss too, which costs a rewrite and nothing else.
 //
 // Other values. set_value / get_value store opaque bytes under a caller's key name
-// (the shared reply memory, server/reply_store.h: "pc:reply:<hex>"), with the same
+// (the shared reply memory, server/chat/reply_store.h: "pc:reply:<hex>"), with the same
 // TTL rules as entries (a hit re-arms it).
 //
 // Untrusted replies. Redis is a peer, not trusted memory: every reply is read within

@@ -1,5 +1,5 @@
 // Which KV tiers below memory an engine opens (engine/kv_tiers.h, docs/tiers.md), built
-// from command-line flags by cli/tier_options.h. Both locations empty: memory only.
+// from command-line flags by cli/tier_flags.h. Both locations empty: memory only.
 #pragma once
 #include <cstdint>
 #include <string>

@@ -8,7 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "gguf/error.h"
+#include "common/error.h"
 #include "tokenizer/tokenizer.h"
 
 namespace pc {

@@ -38,7 +38,7 @@
 #include <string>
 #include <vector>
 
-#include "gguf/error.h"
+#include "common/error.h"
 #include "gguf/quants.h"
 #include "kernels/cpu.h"
 #include "kernels/thread_pool.h"

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "pml/encoder.h"
-#include "pml/error.h"
+#include "pml/pml_error.h"
 #include "tokenizer/tokenizer.h"
 
 namespace pc::pml::test {

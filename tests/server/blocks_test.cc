@@ -7,7 +7,7 @@
 #include <filesystem>
 
 #include "gguf/gguf.h"
-#include "server/conversation.h"
+#include "server/chat/conversation.h"
 #include "template/chat_template.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"

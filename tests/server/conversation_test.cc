@@ -1,12 +1,12 @@
-// Conversation-exact prompts (server/conversation.h) in process: the ids of a
+// Conversation-exact prompts (server/chat/conversation.h) in process: the ids of a
 // chat with a remembered reply spliced in.
 #include <gtest/gtest.h>
 
 #include <map>
 
 #include "gguf/gguf.h"
-#include "server/conversation.h"
-#include "server/reply_store.h"
+#include "server/chat/conversation.h"
+#include "server/chat/reply_store.h"
 #include "template/chat_template.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"

@@ -1,5 +1,5 @@
 // HttpRequestReader without sockets: framing rules, limits and body memory, exact.
-#include "server/http_request_reader.h"
+#include "server/http/http_request_reader.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
-// The HTTP message text of src/server/http_wire.h: exact strings.
-#include "server/http_wire.h"
+// The HTTP message text of src/server/http/http_wire.h: exact strings.
+#include "server/http/http_wire.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
-// The stored form of a remembered reply (server/reply_value.h): every single-bit flip
+// The stored form of a remembered reply (server/chat/reply_value.h): every single-bit flip
 // of a value is caught, ids outside the vocabulary are corruption, another key's
 // intact value is a miss and not corruption.
-#include "server/reply_value.h"
+#include "server/chat/reply_value.h"
 
 #include <gtest/gtest.h>
 

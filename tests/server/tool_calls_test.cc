@@ -1,11 +1,11 @@
-// The tool-call parser (server/tool_calls.h) on each format: whole replies, the same
+// The tool-call parser (server/chat/tool_calls.h) on each format: whole replies, the same
 // replies streamed a few bytes at a time, and edge cases (nested JSON, strings that
 // hold the closing marker, unicode, malformed calls).
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
-#include "server/tool_calls.h"
+#include "server/chat/tool_calls.h"
 #include "test_util.h"
 
 namespace pc::test {

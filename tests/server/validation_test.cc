@@ -12,7 +12,7 @@
 #include <sstream>
 #include <unistd.h>
 
-#include "server/request_structure.h"
+#include "server/chat/request_structure.h"
 #include "server_fixture.h"
 #include "test_util.h"
 

@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "gguf/error.h"
+#include "common/error.h"
 #include "test_util.h"
 #include "tier/tier_fixture.h"
 

@@ -16,9 +16,9 @@
 #include <thread>
 
 #include "engine/engine.h"
-#include "pml/kv_plan.h"
+#include "pml/compiled_plan.h"
 #include "kv/radix_index.h"
-#include "gguf/error.h"
+#include "common/error.h"
 #include "model/model.h"
 #include "pml/pml.h"
 #include "test_util.h"

@@ -5,7 +5,7 @@
 #include <chrono>
 #include <thread>
 
-#include "gguf/error.h"
+#include "common/error.h"
 #include "tier/tier_fixture.h"
 
 namespace pc {
