@@ -1,5 +1,6 @@
 #include "grammar/json_schema.h"
 
+#include <cctype>
 #include <cmath>
 #include <map>
 #include <set>
@@ -128,7 +129,9 @@ class Compiler {
     if (!root_.contains(section) || !root_[section].is_object() || !root_[section].contains(name))
       fail("$ref '" + target + "' names no definition", join_path(path, "$ref"));
     // The rule is named before its body is compiled, so a recursive reference finds it.
-    const std::string rule = "s" + std::to_string(++n_rules_);
+    std::string rule = "def-";
+    for (char c : name) rule += std::isalnum(static_cast<unsigned char>(c)) ? c : '-';
+    rule += "-" + std::to_string(++n_rules_);  // unique whatever the name
     ref_rules_[target] = rule;
     const std::string body = visit(root_[section][name], section + "." + name);
     rules_ += rule + " ::= " + body + "\n";

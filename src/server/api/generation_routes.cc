@@ -76,7 +76,7 @@ Generation prepare(Server::State& st, const HttpRequest& req, bool chat) {
   const json body = parse_body(req.body);
   const std::string tenant = st.tenant_of(req);  // 401 before anything else
   (void)tenant;
-  g.params = parse_common(body, chat, st.opt.defaults);
+  g.params = parse_common(body, chat, st.opt.defaults, req.body);
   st.check_model(g.params.model);
   g.ns = st.namespace_of(req, g.params.cache_salt);
   g.params.gen.reuse = parse_reuse(body, st.reuse_default);
@@ -86,6 +86,10 @@ Generation prepare(Server::State& st, const HttpRequest& req, bool chat) {
     check_tools(body);
     const ToolChoice choice = parse_tool_choice(body, st.tool_format);
     const ChatRender mode = parse_chat_render(body, body["messages"]);
+    if (g.params.gen.grammar && choice.forces())
+      throw bad_field("tool_choice",
+                      "a tool_choice that forces a call cannot be combined with response_format, json_schema or "
+                      "grammar (the reply would have to be both the call and the constrained output)");
     if (mode.continue_final && choice.forces())
       throw bad_field("continue_final_message",
                       "'continue_final_message' cannot be combined with a tool_choice that forces a call "
