@@ -54,8 +54,7 @@ void Automaton::expand(int32_t pos, int32_t parent, std::vector<int32_t>& out) {
   using Op = Grammar::Op;
   for (;;) {
     const uint64_t key = (uint64_t(uint32_t(pos)) << 32) | uint32_t(parent + 1);
-    if (std::find(expanded_.begin(), expanded_.end(), key) != expanded_.end()) return;
-    expanded_.push_back(key);
+    if (!expanded_.insert(key).second) return;
     const Grammar::Elem& e = g_->elems[pos];
     if (e.op == Op::kBytes) {
       out.push_back(node(pos, parent));
@@ -88,6 +87,7 @@ int32_t Automaton::compute_next(int32_t state, uint8_t byte) {
     const Node n = nodes_[s];
     if (has_byte(g_->sets[g_->elems[n.pos].arg], byte)) expand(n.pos + 1, n.parent, out);
   }
+  if (out.size() > kMaxStacks) out.clear();
   const int32_t next = intern_state(out);
   rows_[size_t(state) * 256 + byte] = next;
   return next;

@@ -23,6 +23,7 @@
 #include <memory>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "grammar/grammar.h"
@@ -33,6 +34,9 @@ namespace pc::grammar {
 class Automaton {
  public:
   static constexpr int32_t kDead = 0;  // the empty state: nothing can follow
+  // A byte that would lead to a state of more stacks than this (a grammar ambiguous
+  // enough to cost a request seconds per token) is refused like a rejected one.
+  static constexpr size_t kMaxStacks = 4096;
 
   Automaton(std::shared_ptr<const Grammar> g, std::shared_ptr<const TokenTrie> trie);
 
@@ -77,7 +81,7 @@ class Automaton {
   std::unordered_map<std::string, int32_t> state_ids_;  // by the bytes of the vector
   std::vector<int32_t> rows_;                 // [state * 256 + byte] → state, kUnknown
   int32_t start_ = kDead;
-  std::vector<uint64_t> expanded_;            // (pos, parent) keys seen by one expand pass
+  std::unordered_set<uint64_t> expanded_;     // (pos, parent) keys seen by one expand pass
   std::unordered_map<int32_t, size_t> mask_of_;  // state → index in masks_
   std::vector<std::vector<uint64_t>> masks_;
   std::vector<int32_t> walk_;                 // [depth] → state, for mask()

@@ -143,6 +143,48 @@ TEST_F(StructuredOutput, AnthropicOutputConfigFormat) {
   expect_person(r.body["content"][0]["text"].get<std::string>());
 }
 
+// A forced call of a strict tool: its arguments follow the tool's schema.
+TEST_F(StructuredOutput, StrictToolArgumentsFollowTheSchema) {
+  const std::string tools = R"([
+    {"type": "function", "function": {"name": "forecast", "strict": true, "parameters": {"type": "object",
+      "properties": {"city": {"type": "string", "maxLength": 12}, "days": {"type": "integer", "minimum": 1, "maximum": 7}},
+      "required": ["city", "days"], "additionalProperties": false}}},
+    {"type": "function", "function": {"name": "alarm", "strict": true, "parameters": {"type": "object",
+      "properties": {"at": {"type": "string", "format": "time"}}, "required": ["at"], "additionalProperties": false}}}])";
+  for (const std::string choice : {R"({"type": "function", "function": {"name": "forecast"}})", R"("required")"}) {
+    for (int seed = 0; seed < 3; ++seed) {
+      const std::string body = R"({"messages": [{"role": "user", "content": "Weather?"}], "max_tokens": 300,
+          "temperature": 1, "seed": )" + std::to_string(seed) +
+                               R"(, "tools": )" + tools + R"(, "tool_choice": )" + choice + "}";
+      Reply r = post_text("/v1/chat/completions", body);
+      ASSERT_EQ(r.status, 200) << r.raw;
+      const json& calls = r.body["choices"][0]["message"]["tool_calls"];
+      ASSERT_EQ(calls.size(), 1u) << r.raw;
+      const std::string fn = calls[0]["function"]["name"];
+      const json args = json::parse(calls[0]["function"]["arguments"].get<std::string>(), nullptr, false);
+      ASSERT_TRUE(args.is_object()) << r.raw;
+      if (fn == "forecast") {
+        EXPECT_EQ(args.size(), 2u) << r.raw;
+        EXPECT_TRUE(args["city"].is_string()) << r.raw;
+        ASSERT_TRUE(args["days"].is_number_integer()) << r.raw;
+        EXPECT_TRUE(args["days"].get<int>() >= 1 && args["days"].get<int>() <= 7) << r.raw;
+      } else {
+        EXPECT_EQ(fn, "alarm");
+        EXPECT_EQ(choice, R"("required")");
+        ASSERT_TRUE(args["at"].is_string()) << r.raw;
+      }
+    }
+  }
+  // A strict tool whose schema the engine cannot enforce: 400 naming it.
+  const std::string bad = R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 8,
+      "tools": [{"type": "function", "function": {"name": "f", "strict": true,
+                 "parameters": {"type": "object", "properties": {"s": {"type": "string", "pattern": "a+"}}}}}],
+      "tool_choice": {"type": "function", "function": {"name": "f"}}})";
+  Reply r = post_text("/v1/chat/completions", bad);
+  ASSERT_EQ(r.status, 400) << r.raw;
+  EXPECT_EQ(r.body["error"]["param"], "tools[0].function.parameters.properties.s.pattern") << r.raw;
+}
+
 TEST_F(StructuredOutput, BadSchemasAndGrammarsAre400sNamingThem) {
   struct Case {
     std::string path, body, param, needle;

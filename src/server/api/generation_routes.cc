@@ -6,6 +6,7 @@
 #include "server/generation.h"
 #include "server/api/lifetime.h"
 #include "server/api/openai.h"
+#include "server/chat/tool_grammar.h"
 #include "server/state.h"
 #include "tokenizer/tokenizer.h"
 
@@ -103,6 +104,8 @@ Generation prepare(Server::State& st, const HttpRequest& req, bool chat) {
       g.prefill = forced_call_prefix(st.tool_format, choice.name);
       g.prefill_ids = tok.encode_continuation(g.prefill, /*parse_special=*/true);
       g.params.gen.prompt.insert(g.params.gen.prompt.end(), g.prefill_ids.begin(), g.prefill_ids.end());
+      // A strict tool's arguments follow its schema (the rest of the call after the opener).
+      g.params.gen.grammar = forced_call_grammar(st.tool_format, req.body, choice.name);
     }
   } else {
     g.params.gen.prompt = completion_prompt(st, body);
