@@ -275,12 +275,14 @@ class Parser {
         ++pos_;
         item = char_class({{0, kMaxCodePoint}}, false);
       } else if (c == '(') {
+        if (++depth_ > kMaxNesting) fail("groups nest more than " + std::to_string(kMaxNesting) + " deep");
         ++pos_;
         const int32_t g = b_.fresh_rule(b_.name(rule));
         parse_alternatives(g, true);
         skip_space(true);
         if (peek() != ')') fail("expected ')'");
         ++pos_;
+        --depth_;
         item = {Symbol{true, g, {}}};
       } else if (c == '<' || c == '!') {
         fail("token references (<...>) are not supported; write the text as a literal");
@@ -358,8 +360,10 @@ class Parser {
     }
   }
 
+  static constexpr int kMaxNesting = 1000;
   std::string_view t_;
   size_t pos_ = 0;
+  int depth_ = 0;  // open groups
   GrammarBuilder b_;
   std::map<std::string, Symbol> class_rules_;  // multi-byte classes already lowered
 };

@@ -1,10 +1,12 @@
 #include "grammar/grammar.h"
 
+#include <climits>
+
 namespace pc::grammar {
 
 int32_t GrammarBuilder::rule(const std::string& name) {
-  for (size_t i = 0; i < names_.size(); ++i)
-    if (names_[i] == name) return int32_t(i);
+  if (auto it = ids_.find(name); it != ids_.end()) return it->second;
+  ids_[name] = int32_t(names_.size());
   names_.push_back(name);
   defined_.push_back(false);
   alts_.emplace_back();
@@ -63,20 +65,46 @@ std::shared_ptr<const Grammar> GrammarBuilder::build(int32_t root, std::string s
 
 namespace {
 
-// Applies `step` until nothing changes: a least fixpoint over rules.
-template <class F>
-std::vector<bool> fixpoint(const Grammar& g, F holds_for_alt) {
+// The least set of rules with an alternative whose every element holds: rule
+// references whose rule is in the set, and byte sets when `bytes_hold`. A worklist
+// over reverse references: linear in the grammar's size, however the rules chain.
+std::vector<bool> fixpoint(const Grammar& g, bool bytes_hold) {
+  struct Alt {
+    int32_t rule;
+    int32_t missing;  // rule references not yet known to hold
+  };
+  std::vector<Alt> alts;
+  std::vector<std::vector<int32_t>> users(g.n_rules());  // rule → alts referring to it (once per reference)
   std::vector<bool> yes(g.n_rules(), false);
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (int32_t r = 0; r < g.n_rules(); ++r) {
-      if (yes[r]) continue;
-      for (int32_t a : g.alts[r]) {
-        if (!holds_for_alt(a, yes)) continue;
-        yes[r] = true;
-        changed = true;
-        break;
+  std::vector<int32_t> done;
+  for (int32_t r = 0; r < g.n_rules(); ++r) {
+    for (int32_t a : g.alts[r]) {
+      Alt alt{r, 0};
+      bool blocked = false;
+      for (int32_t e = a; g.elems[e].op != Grammar::Op::kEnd; ++e) {
+        if (g.elems[e].op == Grammar::Op::kBytes) {
+          blocked = blocked || !bytes_hold;
+        } else {
+          ++alt.missing;
+          users[g.elems[e].arg].push_back(int32_t(alts.size()));
+        }
       }
+      if (blocked) alt.missing = INT32_MAX;
+      if (alt.missing == 0 && !yes[r]) {
+        yes[r] = true;
+        done.push_back(r);
+      }
+      alts.push_back(alt);
+    }
+  }
+  while (!done.empty()) {
+    const int32_t x = done.back();
+    done.pop_back();
+    for (int32_t ai : users[x]) {
+      Alt& alt = alts[ai];
+      if (alt.missing == INT32_MAX || --alt.missing != 0 || yes[alt.rule]) continue;
+      yes[alt.rule] = true;
+      done.push_back(alt.rule);
     }
   }
   return yes;
@@ -93,18 +121,9 @@ bool refers_to(const Grammar& g, int32_t r, int32_t x) {
 
 void check(const Grammar& g) {
   using Op = Grammar::Op;
-  // Nullable: derives the empty string.
-  const std::vector<bool> nullable = fixpoint(g, [&](int32_t a, const std::vector<bool>& yes) {
-    for (int32_t e = a; g.elems[e].op != Op::kEnd; ++e)
-      if (g.elems[e].op == Op::kBytes || !yes[g.elems[e].arg]) return false;
-    return true;
-  });
-  // Productive: derives some finite byte string.
-  const std::vector<bool> productive = fixpoint(g, [&](int32_t a, const std::vector<bool>& yes) {
-    for (int32_t e = a; g.elems[e].op != Op::kEnd; ++e)
-      if (g.elems[e].op == Op::kRule && !yes[g.elems[e].arg]) return false;
-    return true;
-  });
+  // Nullable: derives the empty string. Productive: derives some finite byte string.
+  const std::vector<bool> nullable = fixpoint(g, /*bytes_hold=*/false);
+  const std::vector<bool> productive = fixpoint(g, /*bytes_hold=*/true);
   // Left edges: r → x when x can come first in r (after nullable rules only).
   std::vector<std::vector<int32_t>> left(g.n_rules());
   for (int32_t r = 0; r < g.n_rules(); ++r)

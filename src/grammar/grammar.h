@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "common/error.h"
@@ -78,6 +79,7 @@ class GrammarBuilder {
  private:
   int32_t set_id(const ByteSet& s);
   std::vector<std::string> names_;
+  std::unordered_map<std::string, int32_t> ids_;  // named rules by name
   std::vector<bool> defined_;
   std::vector<std::vector<std::vector<Grammar::Elem>>> alts_;  // [rule][alt] elements
   std::vector<ByteSet> sets_;

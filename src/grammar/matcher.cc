@@ -49,30 +49,36 @@ int32_t Automaton::intern_state(std::vector<int32_t>& stacks) {
 // until each top is a byte set: a rule reference pushes its continuation (unless it
 // is the end of the alternative: a tail call keeps the stack flat) and expands every
 // alternative of the rule; an alternative's end pops to the parent. No left recursion
-// (Grammar::check) means this terminates; `expanded_` skips repeated work.
+// (Grammar::check) means this terminates; `expanded_` skips repeated work. A worklist,
+// not recursion: a long chain of rules must not exhaust the engine thread's stack.
 void Automaton::expand(int32_t pos, int32_t parent, std::vector<int32_t>& out) {
   using Op = Grammar::Op;
-  for (;;) {
-    const uint64_t key = (uint64_t(uint32_t(pos)) << 32) | uint32_t(parent + 1);
-    if (!expanded_.insert(key).second) return;
-    const Grammar::Elem& e = g_->elems[pos];
-    if (e.op == Op::kBytes) {
-      out.push_back(node(pos, parent));
-      return;
-    }
-    if (e.op == Op::kEnd) {
-      if (parent == kRoot) {
-        out.push_back(kComplete);
-        return;
+  std::vector<std::pair<int32_t, int32_t>> todo{{pos, parent}};
+  while (!todo.empty()) {
+    auto [p, par] = todo.back();
+    todo.pop_back();
+    for (;;) {
+      const uint64_t key = (uint64_t(uint32_t(p)) << 32) | uint32_t(par + 1);
+      if (!expanded_.insert(key).second) break;
+      const Grammar::Elem& e = g_->elems[p];
+      if (e.op == Op::kBytes) {
+        out.push_back(node(p, par));
+        break;
       }
-      const Node p = nodes_[parent];
-      pos = p.pos;
-      parent = p.parent;
-      continue;
+      if (e.op == Op::kEnd) {
+        if (par == kRoot) {
+          out.push_back(kComplete);
+          break;
+        }
+        const Node n = nodes_[par];
+        p = n.pos;
+        par = n.parent;
+        continue;
+      }
+      const int32_t cont = g_->elems[p + 1].op == Op::kEnd ? par : node(p + 1, par);
+      for (int32_t a : g_->alts[e.arg]) todo.push_back({a, cont});
+      break;
     }
-    const int32_t cont = g_->elems[pos + 1].op == Op::kEnd ? parent : node(pos + 1, parent);
-    for (int32_t a : g_->alts[e.arg]) expand(a, cont, out);
-    return;
   }
 }
 

@@ -128,6 +128,15 @@ TEST(Gbnf, Errors) {
   EXPECT_EQ(error_of("root ::= \"(\" root \")\" | \"x\"\n"), "");  // recursion with a way out
 }
 
+// A long chain of rules and deeply nested groups: no recursion proportional to them.
+TEST(Gbnf, LongChainsAndDeepNesting) {
+  std::string chain = "root ::= r0\n";
+  for (int i = 0; i < 50000; ++i) chain += "r" + std::to_string(i) + " ::= r" + std::to_string(i + 1) + "\n";
+  chain += "r50000 ::= \"x\"\n";
+  EXPECT_TRUE(accepts(chain, "x"));
+  EXPECT_THROW(parse_gbnf("root ::= " + std::string(5000, '(') + "\"a\"" + std::string(5000, ')') + "\n"), GrammarError);
+}
+
 TEST(Matcher, MaskFollowsTheGrammarAndEosOnlyWhenComplete) {
   ByteVocab v({"ab", "abc", "b1", "1", "12", "x"});
   const int32_t ab = 256, abc = 257, b1 = 258, t1 = 259, t12 = 260, x = 261;
