@@ -20,6 +20,7 @@
 #include "grammar/json_schema.h"
 #include "kernels/cpu_count.h"
 #include "model/model.h"
+#include "tokenizer/tokenizer.h"
 
 namespace pc::cli {
 

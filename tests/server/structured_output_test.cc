@@ -134,7 +134,7 @@ TEST_F(StructuredOutput, LlamaServerJsonSchemaAndGrammarFields) {
 }
 
 TEST_F(StructuredOutput, AnthropicOutputConfigFormat) {
-  const std::string body = R"({"model": "x", "max_tokens": 400, "temperature": 1,
+  const std::string body = R"({"max_tokens": 400, "temperature": 1,
       "messages": [{"role": "user", "content": "Describe a person."}],
       "output_config": {"format": {"type": "json_schema", "schema": )" +
                            kPersonText + "}}}";
@@ -210,7 +210,7 @@ TEST_F(StructuredOutput, BadSchemasAndGrammarsAre400sNamingThem) {
       {"/v1/completions", R"({"prompt": "a", "max_tokens": 4, "json_schema": {"type": "string"}, "grammar": "root ::= \"a\""})",
        "grammar", "at most one"},
       {"/v1/messages",
-       R"({"model": "x", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}],
+       R"({"max_tokens": 8, "messages": [{"role": "user", "content": "hi"}],
            "output_config": {"format": {"type": "json_schema", "schema": {"type": "number", "multipleOf": 2}}}})",
        "output_config.format.schema.multipleOf", "multipleOf"},
   };
