@@ -4,6 +4,7 @@
 
 #include <set>
 
+#include "common/error.h"
 #include "engine/sampler.h"
 
 namespace pc {
