@@ -216,13 +216,16 @@ Run add_bench(CLI::App& app) {
   Run agent = add_bench_agent(app);
   Run quality = add_bench_quality(app);
   Run cluster = add_bench_cluster(app);
+  Run grammar = add_bench_grammar(app);
   CLI::App* conv = app.get_subcommand("conversation");
   CLI::App* srv = app.get_subcommand("serve");
   CLI::App* tie = app.get_subcommand("tiers");
   CLI::App* agt = app.get_subcommand("agent");
   CLI::App* qua = app.get_subcommand("quality");
   CLI::App* clu = app.get_subcommand("cluster");
-  return [a, p, conv, srv, tie, agt, qua, clu, conversation, modules, serve, tiers, agent, quality, cluster] {
+  CLI::App* gra = app.get_subcommand("grammar");
+  return [a, p, conv, srv, tie, agt, qua, clu, gra, conversation, modules, serve, tiers, agent, quality, cluster,
+          grammar] {
     return p->parsed()    ? run_prefill(*a)
            : conv->parsed() ? conversation()
            : srv->parsed()  ? serve()
@@ -230,6 +233,7 @@ Run add_bench(CLI::App& app) {
            : agt->parsed()  ? agent()
            : qua->parsed()  ? quality()
            : clu->parsed()  ? cluster()
+           : gra->parsed()  ? grammar()
                             : modules();
   };
 }

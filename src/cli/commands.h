@@ -43,5 +43,7 @@ Run add_bench_agent(CLI::App& bench);
 Run add_bench_quality(CLI::App& bench);
 // `bench cluster`: several servers and one Redis (src/cli/bench_cluster.cc).
 Run add_bench_cluster(CLI::App& bench);
+// `bench grammar`: constrained vs free decode (src/cli/bench_grammar.cc).
+Run add_bench_grammar(CLI::App& bench);
 
 }  // namespace pc::cli

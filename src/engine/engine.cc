@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "engine/cache_admin.h"
+#include "engine/grammar_cache.h"
 #include "engine/kv_tiers.h"
 #include "engine/module_cache.h"
 #include "engine/prefix_cache.h"
@@ -123,6 +124,10 @@ Engine::Seq& Engine::new_seq(const GenerateRequest& req, TokenCallback on_token)
   s->id = next_id_++;
   s->req = req;
   s->on_token = std::move(on_token);
+  if (req.grammar) {
+    if (!grammars_) grammars_ = std::make_unique<GrammarCache>(model_.tokenizer());
+    s->matcher = std::make_unique<grammar::Matcher>(grammars_->get(req.grammar));
+  }
   s->ns = ns(req.scope);
   s->t_start = Clock::now();
   Seq& ref = *s;
@@ -378,8 +383,18 @@ void Engine::sample(Seq& s, const float* logits) {
   if (s.result.tokens.empty()) s.result.prompt_ms = ms_between(s.t_start, Clock::now());
   if (int32_t(s.result.tokens.size()) >= s.req.max_tokens) return finish(s, FinishReason::kLength);
   const size_t n_out = s.result.tokens.size();
-  const int32_t tok = n_out < s.req.forced.size() ? s.req.forced[n_out]
-                                                  : s.sampler.sample(std::span<const float>(logits, V), s.tokens);
+  const std::vector<uint64_t>* allowed = s.matcher ? &s.matcher->allowed() : nullptr;
+  if (allowed && std::none_of(allowed->begin(), allowed->end(), [](uint64_t w) { return w != 0; })) {
+    s.result.error = "the grammar allows no token of the vocabulary after the output so far";
+    return finish(s, FinishReason::kError);
+  }
+  const int32_t tok = n_out < s.req.forced.size()
+                          ? s.req.forced[n_out]
+                          : s.sampler.sample(std::span<const float>(logits, V), s.tokens, allowed);
+  if (s.matcher && !s.matcher->accept(tok)) {
+    s.result.error = "forced token " + std::to_string(tok) + " is not allowed by the grammar";
+    return finish(s, FinishReason::kError);
+  }
   if (s.req.logprobs >= 0)
     s.result.logprobs.push_back(token_logprobs(std::span<const float>(logits, V), tok, s.req.logprobs));
   if (s.result.tokens.empty()) {
@@ -392,6 +407,7 @@ void Engine::sample(Seq& s, const float* logits) {
   ++stats_.generated_tokens;
   const bool keep_going = !s.on_token || s.on_token(tok);
   if (!keep_going || (s.req.stop_at_eog && model_.tokenizer().is_eog(tok))) return finish(s, FinishReason::kStop);
+  if (s.matcher && s.matcher->finished()) return finish(s, FinishReason::kStop);
   if (int32_t(s.result.tokens.size()) >= s.req.max_tokens) return finish(s, FinishReason::kLength);
   if (!s.req.forced.empty() && s.result.tokens.size() >= s.req.forced.size()) return finish(s, FinishReason::kStop);
 }

@@ -41,6 +41,10 @@
 
 namespace pc {
 
+namespace grammar {
+struct Grammar;
+}
+class GrammarCache;
 class Model;
 class KvStorage;
 class PagePool;
@@ -140,6 +144,13 @@ struct GenerateRequest {
   std::vector<int32_t> forced;
   // Lifetimes for prefixes of the prompt, applied when the sequence finishes.
   std::vector<RetainRequest> retain;
+  // Constrained decoding (grammar/): when set, each sampled token is drawn from the
+  // tokens the grammar allows after the generated ones (any temperature), an
+  // end-of-generation token only once the grammar is complete, and the sequence
+  // stops (kStop) as soon as nothing can follow. The masks depend only on the
+  // generated tokens, so cached and uncached runs give the same tokens. Forced
+  // tokens (test hook) must obey it too.
+  std::shared_ptr<const grammar::Grammar> grammar;
 };
 
 struct GenerateResult {
@@ -344,6 +355,7 @@ class Engine {
   std::unique_ptr<Forward> fwd_;
   std::unique_ptr<KvTiers> tiers_;  // after the pool and caches: destroyed before them
   std::unique_ptr<CacheAdmin> admin_;
+  std::unique_ptr<GrammarCache> grammars_;  // automata of requests' grammars
   std::map<int64_t, std::unique_ptr<Seq>> active_;  // by id: oldest first
   std::vector<std::pair<int64_t, GenerateResult>> finished_;
   std::map<int64_t, std::vector<float>> kept_logits_;  // plan_logits(): by sequence id

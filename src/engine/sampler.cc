@@ -129,9 +129,24 @@ void Sampler::truncate() {
   }
 }
 
-void Sampler::fill(std::span<const float> logits, std::span<const int32_t> recent) {
-  cands_.resize(logits.size());
-  for (size_t i = 0; i < logits.size(); ++i) cands_[i] = {int32_t(i), logits[i], 0.f};
+void Sampler::fill(std::span<const float> logits, std::span<const int32_t> recent,
+                   const std::vector<uint64_t>* allowed) {
+  if (!allowed) {
+    cands_.resize(logits.size());
+    for (size_t i = 0; i < logits.size(); ++i) cands_[i] = {int32_t(i), logits[i], 0.f};
+  } else {
+    // Word by word, skipping empty words: a narrow mask costs little more than its
+    // words, a wide one one pass over the vocabulary.
+    cands_.clear();
+    const std::vector<uint64_t>& m = *allowed;
+    for (size_t w = 0; w < m.size(); ++w) {
+      for (uint64_t bits = m[w]; bits; bits &= bits - 1) {
+        const size_t i = w * 64 + size_t(__builtin_ctzll(bits));
+        if (i < logits.size()) cands_.push_back({int32_t(i), logits[i], 0.f});
+      }
+    }
+    if (cands_.empty()) throw Error("the grammar allows no token here");
+  }
   apply_penalty(recent);
 }
 
@@ -142,8 +157,9 @@ int32_t Sampler::greedy() const {
   return cands_[best].id;
 }
 
-int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> recent) {
-  fill(logits, recent);
+int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> recent,
+                        const std::vector<uint64_t>* allowed) {
+  fill(logits, recent, allowed);
   if (p_.temperature <= 0.f) return greedy();
   truncate();
   double sum = 0;
@@ -158,8 +174,9 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
 }
 
 std::vector<std::pair<int32_t, float>> Sampler::distribution(std::span<const float> logits,
-                                                             std::span<const int32_t> recent) {
-  fill(logits, recent);
+                                                             std::span<const int32_t> recent,
+                                                             const std::vector<uint64_t>* allowed) {
+  fill(logits, recent, allowed);
   std::vector<std::pair<int32_t, float>> out;
   if (p_.temperature <= 0.f) {
     out.emplace_back(greedy(), 1.f);

@@ -23,19 +23,25 @@ class Sampler {
  public:
   explicit Sampler(const SamplingParams& p);
   // `recent` = the sequence's tokens so far (for the repetition penalty).
+  // `allowed`: when given, only tokens whose bit is set (bit id % 64 of word id / 64,
+  // grammar/matcher.h) are candidates — constrained decoding masks before the
+  // penalty, greedy choice and truncation, at every temperature. It must allow one.
   // Draws one token from distribution(logits, recent), advancing the seeded generator.
   // Truncation selects only what top-k/top-p need (no sort of the vocabulary), so a
   // step costs O(n_vocab) at any temperature.
-  int32_t sample(std::span<const float> logits, std::span<const int32_t> recent);
+  int32_t sample(std::span<const float> logits, std::span<const int32_t> recent,
+                 const std::vector<uint64_t>* allowed = nullptr);
   // The distribution sample() draws from: the tokens kept by top-k, top-p and min-p
   // and their probabilities (summing to 1), by id; the argmax alone when greedy.
   std::vector<std::pair<int32_t, float>> distribution(std::span<const float> logits,
-                                                      std::span<const int32_t> recent);
+                                                      std::span<const int32_t> recent,
+                                                      const std::vector<uint64_t>* allowed = nullptr);
   const SamplingParams& params() const { return p_; }
 
  private:
   struct Cand { int32_t id; float logit; float p; };
-  void fill(std::span<const float> logits, std::span<const int32_t> recent);  // cands_, penalized
+  // cands_ (the allowed tokens), penalized
+  void fill(std::span<const float> logits, std::span<const int32_t> recent, const std::vector<uint64_t>* allowed);
   void apply_penalty(std::span<const int32_t> recent);
   void truncate();  // top-k, weights, top-p, min-p over cands_ (sampler.cc)
   int32_t greedy() const;  // the best of cands_ by logit, lowest id on ties

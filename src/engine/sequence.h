@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "grammar/matcher.h"
 #include "engine/prefix_cache.h"
 #include "kv/module_store.h"
 #include "kv/page_table.h"
@@ -68,6 +69,7 @@ struct Engine::Seq {
   PageTable hold;
   PrefixLease lease;
   Sampler sampler;
+  std::unique_ptr<grammar::Matcher> matcher;  // req.grammar's place after the generated tokens
   GenerateResult result;
   bool assembled_once = false;     // the first assembly counted the request's reuse
   bool keep_logits = false;        // plan_logits(): keep the last prompt position's logits

@@ -75,9 +75,7 @@ TEST_P(CompatUnsupported, Is400NamingTheField) {
 }
 
 const Unsupported kUnsupported[] = {
-    {"ResponseFormatJsonObject", "response_format", {{"type", "json_object"}}},
-    {"ResponseFormatJsonSchema", "response_format",
-     {{"type", "json_schema"}, {"json_schema", {{"name", "x"}, {"schema", {{"type", "object"}}}}}}},
+    // response_format json_object / json_schema: enforced (tests/server/structured_output_test.cc).
     {"LogitBias", "logit_bias", {{"50", 10}}},
     {"Suffix", "suffix", "and they lived happily."},
     {"BestOf", "best_of", 2},

@@ -18,6 +18,7 @@
 
 #include "server/api/anthropic_request.h"
 #include "server/api/api_error.h"
+#include "server/api/structured_output.h"
 #include "server/generation.h"
 #include "server/api/lifetime.h"
 #include "server/api/openai.h"
@@ -72,6 +73,7 @@ AnthropicGeneration prepare(Server::State& st, const HttpRequest& req) {
   st.tenant_of(req);  // 401 before anything else
   const AnthropicTranslation t = translate_anthropic(body);
   g.params = parse_common(anthropic_common_body(body), /*chat=*/true, st.opt.defaults);
+  g.params.gen.grammar = parse_anthropic_output_format(body, req.body);
   st.check_model(g.params.model);
   g.scope = st.scope_of_request(req, g.params.cache_salt);
   g.params.gen.reuse = parse_reuse(body, st.reuse_default);

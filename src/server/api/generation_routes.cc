@@ -6,6 +6,7 @@
 #include "server/generation.h"
 #include "server/api/lifetime.h"
 #include "server/api/openai.h"
+#include "server/chat/tool_grammar.h"
 #include "server/state.h"
 #include "tokenizer/tokenizer.h"
 
@@ -76,7 +77,7 @@ Generation prepare(Server::State& st, const HttpRequest& req, bool chat) {
   const json body = parse_body(req.body);
   const std::string tenant = st.tenant_of(req);  // 401 before anything else
   (void)tenant;
-  g.params = parse_common(body, chat, st.opt.defaults);
+  g.params = parse_common(body, chat, st.opt.defaults, req.body);
   st.check_model(g.params.model);
   g.scope = st.scope_of_request(req, g.params.cache_salt);
   g.params.gen.reuse = parse_reuse(body, st.reuse_default);
@@ -86,6 +87,10 @@ Generation prepare(Server::State& st, const HttpRequest& req, bool chat) {
     check_tools(body);
     const ToolChoice choice = parse_tool_choice(body, st.tool_format);
     const ChatRender mode = parse_chat_render(body, body["messages"]);
+    if (g.params.gen.grammar && choice.forces())
+      throw bad_field("tool_choice",
+                      "a tool_choice that forces a call cannot be combined with response_format, json_schema or "
+                      "grammar (the reply would have to be both the call and the constrained output)");
     if (mode.continue_final && choice.forces())
       throw bad_field("continue_final_message",
                       "'continue_final_message' cannot be combined with a tool_choice that forces a call "
@@ -99,6 +104,8 @@ Generation prepare(Server::State& st, const HttpRequest& req, bool chat) {
       g.prefill = forced_call_prefix(st.tool_format, choice.name);
       g.prefill_ids = tok.encode_continuation(g.prefill, /*parse_special=*/true);
       g.params.gen.prompt.insert(g.params.gen.prompt.end(), g.prefill_ids.begin(), g.prefill_ids.end());
+      // A strict tool's arguments follow its schema (the rest of the call after the opener).
+      g.params.gen.grammar = forced_call_grammar(st.tool_format, req.body, choice.name);
     }
   } else {
     g.params.gen.prompt = completion_prompt(st, body);

@@ -6,6 +6,7 @@
 
 #include "engine/recompute.h"
 #include "server/api/api_error.h"
+#include "server/api/structured_output.h"
 
 namespace pc::server {
 
@@ -67,15 +68,6 @@ void reject_unsupported(const json& body) {
   if (const json* lb = field(body, "logit_bias")) {
     if (!lb->is_object()) throw bad_field("logit_bias", "'logit_bias' must be an object", "invalid_type");
     if (!lb->empty()) throw unsupported("logit_bias", "is not supported");
-  }
-  if (const json* rf = field(body, "response_format")) {
-    if (!rf->is_object() || !rf->contains("type") || !(*rf)["type"].is_string())
-      throw bad_field("response_format", "'response_format' must be an object with a string 'type'",
-                      "invalid_type");
-    const std::string type = (*rf)["type"];
-    if (type != "text")
-      throw unsupported("response_format", "of type '" + type + "' is not supported (no constrained "
-                                           "decoding); only {\"type\": \"text\"}");
   }
 }
 
@@ -249,7 +241,7 @@ ToolChoice parse_tool_choice(const json& body, ToolFormat format) {
   return tc;
 }
 
-CommonParams parse_common(const json& body, bool chat, const RequestDefaults& d) {
+CommonParams parse_common(const json& body, bool chat, const RequestDefaults& d, std::string_view raw) {
   CommonParams p;
   if (const json* m = field(body, "model")) {
     if (!m->is_string()) throw bad_field("model", "'model' must be a string", "invalid_type");
@@ -276,6 +268,7 @@ CommonParams parse_common(const json& body, bool chat, const RequestDefaults& d)
   }
   reject_unsupported(body);
   if (!chat) reject_completion_tool_choice(body);
+  p.gen.grammar = parse_output_constraint(body, raw);
   // Log-probabilities (TokenLogprobs: of the raw logits, before sampling settings).
   // Completions: "logprobs": N; chat: "logprobs": true with "top_logprobs": N.
   if (chat) {

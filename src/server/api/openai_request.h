@@ -45,7 +45,10 @@ ToolChoice parse_tool_choice(const json& body, ToolFormat format);
 // Validates and maps the fields; throws ApiError (400, naming the field).
 // `chat` selects the defaults (chat: max_tokens up to the context; completions: 16);
 // `defaults` fills the sampling fields and max_tokens the body leaves out.
-CommonParams parse_common(const json& body, bool chat, const RequestDefaults& defaults = {});
+// response_format, json_schema and grammar become gen.grammar (structured_output.h);
+// `raw`, the body's text, keeps a schema's property order.
+CommonParams parse_common(const json& body, bool chat, const RequestDefaults& defaults = {},
+                          std::string_view raw = {});
 
 // The request's cache_reuse, cache_reuse_policy and cache_reuse_budget over `defaults`
 // (what the server uses when a field is absent or null); ApiError 400 naming a bad field.

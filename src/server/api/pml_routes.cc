@@ -280,7 +280,7 @@ void pml_completion(Server::State& st, const HttpRequest& req, HttpResponse& res
   const json body = parse_body(req.body);
   st.tenant_of(req);
   auto g = std::make_shared<Generation>();
-  g->params = parse_common(body, /*chat=*/false, st.opt.defaults);
+  g->params = parse_common(body, /*chat=*/false, st.opt.defaults, req.body);
   st.check_model(g->params.model);
   auto p = body.find("prompt");
   if (p == body.end() || !p->is_string())
