@@ -192,6 +192,29 @@ TEST_F(Responses, FunctionToolRoundTrip) {
   EXPECT_EQ(done["response"]["promptcache"]["spliced_replies"], 1);
 }
 
+// A client that stores responses (the AI SDK) sends their output items back by id.
+TEST_F(Responses, ItemReferencesResolveToStoredOutputItems) {
+  const json input = json::array({{{"role", "user"}, {"content", "What is the weather in Lima?"}}});
+  const Reply r = create({{"input", input}, {"tools", kTools}, {"temperature", 0},
+                          {"test_forced_reply", "Let me see.\n" + call_text("Lima")}});
+  ASSERT_EQ(r.status, 200) << r.raw;
+  const json& out = r.body["output"];
+  ASSERT_EQ(out.size(), 2u) << r.raw;
+  json next = input;
+  next.push_back({{"type", "item_reference"}, {"id", out[0]["id"]}});
+  next.push_back({{"type", "item_reference"}, {"id", out[1]["id"]}});
+  next.push_back({{"type", "function_call_output"}, {"call_id", out[1]["call_id"]}, {"output", "Warm"}});
+  const Reply r2 = create({{"input", next}, {"tools", kTools}, {"temperature", 0}, {"test_forced_reply", "Warm."}});
+  ASSERT_EQ(r2.status, 200) << r2.raw;
+  EXPECT_EQ(r2.body["usage"]["input_tokens_details"]["cached_tokens"].get<int64_t>(),
+            r.body["usage"]["input_tokens"].get<int64_t>() + r.body["usage"]["output_tokens"].get<int64_t>() - 1)
+      << r2.body["promptcache"].dump();
+  next[1]["id"] = "msg_00000000000000000000000000000000_0";
+  const Reply bad = create({{"input", next}, {"tools", kTools}});
+  EXPECT_EQ(bad.status, 400) << bad.raw;
+  EXPECT_EQ(bad.body["error"]["param"], "input[1].id") << bad.raw;
+}
+
 TEST_F(Responses, StreamedFunctionCallEvents) {
   const Reply r = create({{"input", "Weather in Oslo?"}, {"tools", kTools}, {"stream", true}, {"temperature", 0},
                           {"test_forced_reply", call_text("Oslo")}});

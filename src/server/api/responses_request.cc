@@ -91,8 +91,11 @@ std::string call_output(const json& item, const std::string& where) {
   return text;
 }
 
+void add_item(const json& item, const std::string& w, ResponsesTranslation& t, const ItemLookup& lookup,
+              bool referenced);
+
 // The input items, appended to t.messages.
-void translate_input(const json& input, ResponsesTranslation& t) {
+void translate_input(const json& input, ResponsesTranslation& t, const ItemLookup& lookup) {
   if (input.is_string()) {
     t.messages.push_back({{"role", "user"}, {"content", input}});
     t.input_items.push_back({{"type", "message"}, {"role", "user"},
@@ -102,47 +105,56 @@ void translate_input(const json& input, ResponsesTranslation& t) {
   if (!input.is_array()) throw bad_field("input", "'input' must be a string or an array of items", "invalid_type");
   check_count(input, kMaxMessages, "input");
   for (size_t i = 0; i < input.size(); ++i) {
-    const json& item = input[i];
-    const std::string w = at("input", i);
-    if (!item.is_object()) throw bad_field(w, w + " must be an object", "invalid_type");
-    // An "easy" input message has a role and content and no type.
-    const std::string type = field(item, "type") ? string_member(item, "type", w) : std::string("message");
-    if (type == "message") {
-      const std::string& role = string_member(item, "role", w);
-      if (role != "user" && role != "assistant" && role != "system" && role != "developer")
-        throw bad_field(w + ".role", w + ".role must be user, assistant, system or developer, got '" + role + "'");
-      const json* content = field(item, "content");
-      if (!content) throw bad_field(w + ".content", w + ".content is required", "missing_required_parameter");
-      t.messages.push_back({{"role", role}, {"content", message_content(*content, w + ".content", role)}});
-    } else if (type == "function_call") {
-      const std::string& call_id = string_member(item, "call_id", w);
-      const std::string& name = string_member(item, "name", w);
-      const std::string& args = string_member(item, "arguments", w);
-      if (call_id.empty()) throw bad_field(w + ".call_id", w + ".call_id must not be empty");
-      if (name.empty()) throw bad_field(w + ".name", w + ".name must not be empty");
-      json call = {{"id", call_id}, {"type", "function"}, {"function", {{"name", name}, {"arguments", args}}}};
-      // The calls of one turn follow its text: they join the assistant message before.
-      json* last = t.messages.empty() ? nullptr : &t.messages.back();
-      if (last && (*last)["role"] == "assistant") {
-        if (!last->contains("tool_calls")) (*last)["tool_calls"] = json::array();
-        if ((*last)["content"].is_string() && (*last)["content"].get_ref<const std::string&>().empty())
-          (*last)["content"] = nullptr;
-        (*last)["tool_calls"].push_back(std::move(call));
-      } else {
-        t.messages.push_back({{"role", "assistant"}, {"content", nullptr}, {"tool_calls", json::array({call})}});
-      }
-    } else if (type == "function_call_output") {
-      const std::string& call_id = string_member(item, "call_id", w);
-      t.messages.push_back({{"role", "tool"}, {"tool_call_id", call_id}, {"content", call_output(item, w)}});
-    } else if (type == "reasoning") {
-      // Earlier reasoning the client sends back: templates drop it from history.
-    } else if (type == "item_reference") {
-      throw unsupported(w + ".type", "'item_reference' is not supported; send the item, or use previous_response_id");
+    add_item(input[i], at("input", i), t, lookup, false);
+    t.input_items.push_back(input[i]);
+  }
+}
+
+// One input item (`referenced`: found by an item_reference, which it may not be itself).
+void add_item(const json& item, const std::string& w, ResponsesTranslation& t, const ItemLookup& lookup,
+              bool referenced) {
+  if (!item.is_object()) throw bad_field(w, w + " must be an object", "invalid_type");
+  // An "easy" input message has a role and content and no type.
+  const std::string type = field(item, "type") ? string_member(item, "type", w) : std::string("message");
+  if (type == "message") {
+    const std::string& role = string_member(item, "role", w);
+    if (role != "user" && role != "assistant" && role != "system" && role != "developer")
+      throw bad_field(w + ".role", w + ".role must be user, assistant, system or developer, got '" + role + "'");
+    const json* content = field(item, "content");
+    if (!content) throw bad_field(w + ".content", w + ".content is required", "missing_required_parameter");
+    t.messages.push_back({{"role", role}, {"content", message_content(*content, w + ".content", role)}});
+  } else if (type == "function_call") {
+    const std::string& call_id = string_member(item, "call_id", w);
+    const std::string& name = string_member(item, "name", w);
+    const std::string& args = string_member(item, "arguments", w);
+    if (call_id.empty()) throw bad_field(w + ".call_id", w + ".call_id must not be empty");
+    if (name.empty()) throw bad_field(w + ".name", w + ".name must not be empty");
+    json call = {{"id", call_id}, {"type", "function"}, {"function", {{"name", name}, {"arguments", args}}}};
+    // The calls of one turn follow its text: they join the assistant message before.
+    json* last = t.messages.empty() ? nullptr : &t.messages.back();
+    if (last && (*last)["role"] == "assistant") {
+      if (!last->contains("tool_calls")) (*last)["tool_calls"] = json::array();
+      if ((*last)["content"].is_string() && (*last)["content"].get_ref<const std::string&>().empty())
+        (*last)["content"] = nullptr;
+      (*last)["tool_calls"].push_back(std::move(call));
     } else {
-      throw bad_field(w + ".type", w + ".type '" + type + "' is not supported (message, function_call, "
-                                   "function_call_output, reasoning)", "unsupported_parameter");
+      t.messages.push_back({{"role", "assistant"}, {"content", nullptr}, {"tool_calls", json::array({call})}});
     }
-    t.input_items.push_back(item);
+  } else if (type == "function_call_output") {
+    const std::string& call_id = string_member(item, "call_id", w);
+    t.messages.push_back({{"role", "tool"}, {"tool_call_id", call_id}, {"content", call_output(item, w)}});
+  } else if (type == "reasoning") {
+    // Earlier reasoning the client sends back: templates drop it from history.
+  } else if (type == "item_reference" && !referenced) {
+    // A client that stores responses sends their output items back by id.
+    const std::string& id = string_member(item, "id", w);
+    const std::optional<json> found = lookup ? lookup(id) : std::nullopt;
+    if (!found)
+      throw bad_field(w + ".id", "item '" + id + "' is not an output item of a stored response", "item_not_found");
+    add_item(*found, w, t, lookup, true);
+  } else {
+    throw bad_field(w + ".type", w + ".type '" + type + "' is not supported (message, function_call, "
+                                 "function_call_output, reasoning, item_reference)", "unsupported_parameter");
   }
 }
 
@@ -246,7 +258,7 @@ bool valid_response_id(const std::string& id) {
   return true;
 }
 
-ResponsesTranslation translate_responses(const json& body) {
+ResponsesTranslation translate_responses(const json& body, const ItemLookup& lookup) {
   ResponsesTranslation t;
   reject_unsupported(body);
   if (const json* ins = field(body, "instructions")) {
@@ -255,7 +267,7 @@ ResponsesTranslation translate_responses(const json& body) {
   }
   const json* input = field(body, "input");
   if (!input) throw bad_field("input", "'input' is required", "missing_required_parameter");
-  translate_input(*input, t);
+  translate_input(*input, t, lookup);
   translate_tools(body, t);
   if (const json* s = field(body, "store")) {
     if (!s->is_boolean()) throw bad_field("store", "'store' must be a boolean", "invalid_type");

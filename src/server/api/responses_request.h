@@ -14,6 +14,7 @@
 //   function_call_output {call_id, out}   → a "tool" message (tool_call_id = call_id)
 //   reasoning                             → dropped (the template renders no earlier
 //                                            reasoning the client sends back)
+//   item_reference {id}                   → the stored output item with that id
 //   tools [{type: function, name, ...}]   → [{type: function, function: {name, ...}}];
 //                                            other tool types (web_search, file_search,
 //                                            mcp, ...) are ignored and listed
@@ -23,6 +24,8 @@
 // Needs no model: a bad or unsupported field is an ApiError 400 naming it
 // (input[2].content[0].type), never another exception.
 #pragma once
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,9 +53,14 @@ struct ResponsesTranslation {
   json echo = json::object();
 };
 
+// An output item of a stored response by its id (item_reference); nullopt when there is
+// none.
+using ItemLookup = std::function<std::optional<json>(const std::string& item_id)>;
+
 // Item caps (as chat's, chat_request.h): at most kMaxMessages input items, kMaxTools
-// tools, kMaxContentParts parts per message.
-ResponsesTranslation translate_responses(const json& body);
+// tools, kMaxContentParts parts per message. An item_reference is replaced by the item
+// `lookup` finds (400 naming input[i].id when it finds none, or without a lookup).
+ResponsesTranslation translate_responses(const json& body, const ItemLookup& lookup = {});
 
 // A response or item id as the routes take it in a path or previous_response_id:
 // 1 to 128 characters of [A-Za-z0-9_-].

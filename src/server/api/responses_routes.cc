@@ -31,25 +31,47 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// prefix + 32 hex digits.
-std::string new_id(const char* prefix) {
+// 32 random hex digits: a response is "resp_" + hex, its output items "msg_" / "fc_" +
+// hex + "_" + the item's index, so an item_reference finds its response.
+std::string new_hex() {
   static std::atomic<uint64_t> counter{0};
   thread_local std::mt19937_64 rng(uint64_t(std::chrono::steady_clock::now().time_since_epoch().count()) ^
                                    (uint64_t(std::random_device{}()) << 32) ^ ++counter);
-  char buf[48];
-  std::snprintf(buf, sizeof buf, "%s%016llx%016llx", prefix, static_cast<unsigned long long>(rng()),
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%016llx%016llx", static_cast<unsigned long long>(rng()),
                 static_cast<unsigned long long>(rng()));
   return buf;
 }
+
+struct ResponsesGeneration;
+std::string item_id(const ResponsesGeneration& a, const char* prefix, size_t index);
 
 struct ResponsesGeneration {
   Generation g;
   ResponsesTranslation t;
   std::string tenant;
-  std::string id;
+  std::string hex;  // of the ids
+  std::string id;   // "resp_" + hex
   int64_t created_at = 0;
   json conversation = json::array();  // chat messages: history, then this input (no instructions)
 };
+
+std::string item_id(const ResponsesGeneration& a, const char* prefix, size_t index) {
+  return prefix + a.hex + "_" + std::to_string(index);
+}
+
+// The output item `id` of a stored response of the tenant (item_reference).
+std::optional<json> stored_item(Server::State& st, const std::string& tenant, const std::string& id) {
+  const size_t u = id.find('_'), v = id.rfind('_');
+  if (u == std::string::npos || v <= u) return std::nullopt;
+  const std::string response_id = "resp_" + id.substr(u + 1, v - u - 1);
+  if (!valid_response_id(response_id)) return std::nullopt;
+  const std::optional<StoredResponse> s = st.responses.get(tenant, response_id);
+  if (!s || !s->response.contains("output") || !s->response["output"].is_array()) return std::nullopt;
+  for (const json& item : s->response["output"])
+    if (item.is_object() && item.value("id", json()) == id) return item;
+  return std::nullopt;
+}
 
 // The stored conversation's reply back into the conversation memory, under this
 // request's namespace: its splice then finds the generated ids, even when the memory
@@ -75,7 +97,7 @@ ResponsesGeneration prepare(Server::State& st, const HttpRequest& req) {
   Generation& g = a.g;
   const json body = parse_body(req.body);
   a.tenant = st.tenant_of(req);  // 401 before anything else
-  a.t = translate_responses(body);
+  a.t = translate_responses(body, [&](const std::string& id) { return stored_item(st, a.tenant, id); });
   const json& chat = a.t.chat_body;
   g.params = parse_common(chat, /*chat=*/true, st.opt.defaults);
   st.check_model(g.params.model);
@@ -83,11 +105,10 @@ ResponsesGeneration prepare(Server::State& st, const HttpRequest& req) {
   g.params.gen.reuse = parse_reuse(chat, st.reuse_default);
   if (!a.t.previous_response_id.empty()) {
     std::optional<StoredResponse> prev = st.responses.get(a.tenant, a.t.previous_response_id);
-    if (!prev) {
-      ApiError e = response_not_found(a.t.previous_response_id, "previous_response_id");
-      throw ApiError(404, e.type, "Previous response with id '" + a.t.previous_response_id + "' not found.",
-                     e.param, "previous_response_not_found");
-    }
+    if (!prev)
+      throw ApiError(404, "invalid_request_error",
+                     "Previous response with id '" + a.t.previous_response_id + "' not found.",
+                     "previous_response_id", "previous_response_not_found");
     a.conversation = prev->messages;
     remember_stored_reply(st, g.ns, *prev);
   }
@@ -112,7 +133,8 @@ ResponsesGeneration prepare(Server::State& st, const HttpRequest& req) {
   if (const std::optional<double> life = openai_retention_seconds(chat))
     g.params.gen.retain.push_back({int32_t(g.params.gen.prompt.size()), *life * st.opt.test_time_scale});
   start_generation(st, g);
-  a.id = new_id("resp_");
+  a.hex = new_hex();
+  a.id = "resp_" + a.hex;
   a.created_at = std::chrono::duration_cast<std::chrono::seconds>(
                      std::chrono::system_clock::now().time_since_epoch()).count();
   return a;
@@ -222,8 +244,9 @@ void respond_whole(Server::State& st, ResponsesGeneration& a, const HttpRequest&
   const CacheReport c = finish_generation(st, a.g, parsed.calls);
   json output = json::array();
   if (!parsed.content.empty() || parsed.calls.empty())
-    output.push_back(message_item(new_id("msg_"), "completed", json::array({text_part(parsed.content)})));
-  for (const ToolCall& call : parsed.calls) output.push_back(call_item(new_id("fc_"), "completed", call, call.arguments));
+    output.push_back(message_item(item_id(a, "msg_", 0), "completed", json::array({text_part(parsed.content)})));
+  for (const ToolCall& call : parsed.calls)
+    output.push_back(call_item(item_id(a, "fc_", output.size()), "completed", call, call.arguments));
   json r = response_object(st, a, final_status(o), std::move(output));
   r["usage"] = usage_of(c, int64_t(o.result.tokens.size()));
   r["promptcache"] = promptcache_json(a, c);
@@ -256,9 +279,9 @@ bool write_event(DataSink& sink, StreamState& s, const char* type, json data) {
   return sink.write(ev.data(), ev.size());
 }
 
-bool open_message(DataSink& sink, StreamState& s) {
-  s.msg_id = new_id("msg_");
+bool open_message(DataSink& sink, StreamState& s, const ResponsesGeneration& a) {
   s.msg_index = int(s.output.size());
+  s.msg_id = item_id(a, "msg_", size_t(s.msg_index));
   s.text.clear();
   return write_event(sink, s, "response.output_item.added",
                      {{"output_index", s.msg_index}, {"item", message_item(s.msg_id, "in_progress", json::array())}}) &&
@@ -281,9 +304,9 @@ bool close_message(DataSink& sink, StreamState& s) {
 }
 
 // A completed call: its item, the arguments as one delta.
-bool write_call(DataSink& sink, StreamState& s, const ToolCall& call) {
-  const std::string id = new_id("fc_");
+bool write_call(DataSink& sink, StreamState& s, const ResponsesGeneration& a, const ToolCall& call) {
   const int index = int(s.output.size());
+  const std::string id = item_id(a, "fc_", size_t(index));
   const json done = call_item(id, "completed", call, call.arguments);
   s.output.push_back(done);
   return write_event(sink, s, "response.output_item.added",
@@ -332,7 +355,7 @@ void respond_stream(Server::State& st, std::shared_ptr<ResponsesGeneration> a, H
           piece.content = d.text;
         }
         if (!piece.content.empty()) {
-          if (s->msg_id.empty() && !open_message(sink, *s)) return gone();
+          if (s->msg_id.empty() && !open_message(sink, *s, *a)) return gone();
           s->text += piece.content;
           if (!write_event(sink, *s, "response.output_text.delta",
                            {{"item_id", s->msg_id}, {"output_index", s->msg_index}, {"content_index", 0},
@@ -341,7 +364,7 @@ void respond_stream(Server::State& st, std::shared_ptr<ResponsesGeneration> a, H
         }
         for (ToolCall& call : piece.calls) {
           if (!s->msg_id.empty() && !close_message(sink, *s)) return gone();
-          if (!write_call(sink, *s, call)) return gone();
+          if (!write_call(sink, *s, *a, call)) return gone();
           s->calls.push_back(std::move(call));
         }
         if (piece.content.empty() && piece.calls.empty() && !done && Clock::now() - s->last_write > 5s) {
@@ -360,7 +383,7 @@ void respond_stream(Server::State& st, std::shared_ptr<ResponsesGeneration> a, H
         }
         // Every response has a message unless it made calls: an empty one when the
         // model wrote nothing.
-        if (s->msg_id.empty() && s->output.empty() && !open_message(sink, *s)) return false;
+        if (s->msg_id.empty() && s->output.empty() && !open_message(sink, *s, *a)) return false;
         if (!s->msg_id.empty() && !close_message(sink, *s)) return false;
         const CacheReport c = finish_generation(st, a->g, s->calls);
         std::string content;
