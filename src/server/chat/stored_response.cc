@@ -80,10 +80,9 @@ std::string stored_response_json(const StoredResponse& s) {
 
 std::vector<uint8_t> encode_stored_response(const std::string& key, const StoredResponse& s) {
   const std::string text = stored_response_json(s);
-  std::vector<uint8_t> out;
-  out.insert(out.end(), kMagic, kMagic + 4);
-  put_u32(out, kStoredResponseVersion);
-  out.resize(kHeader);  // checksum, filled last
+  std::vector<uint8_t> out(kHeader);  // magic, version, checksum (filled last)
+  std::memcpy(out.data(), kMagic, 4);
+  std::memcpy(out.data() + 4, &kStoredResponseVersion, 4);
   put_blob(out, key.data(), key.size());
   put_blob(out, text.data(), text.size());
   if (s.reply) {

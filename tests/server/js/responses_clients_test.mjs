@@ -71,10 +71,12 @@ for (const t of ["response.output_item.added", "response.content_part.added", "r
   assert.ok(events.includes(t), t);
 // The stream helper accumulates the events into the final response.
 const helper = client.responses.stream({
-  model, input: "Tell me a story.", instructions: "You tell stories.", max_output_tokens: 12, temperature: 0,
+  model, input: "Tell me a story.", instructions: "You tell stories.", temperature: 0,
+  test_forced_reply: "Once upon a time.",
 });
 const helped = await helper.finalResponse();
-assert.equal(helped.output_text, plain.output_text);
+assert.equal(helped.status, "completed");
+assert.equal(helped.output_text, "Once upon a time.");
 assert.ok(helped.usage.input_tokens_details.cached_tokens > 0, "the repeated prompt hits");
 
 const tools = [{
