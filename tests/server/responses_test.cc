@@ -142,7 +142,9 @@ TEST_F(Responses, StreamedEventSequence) {
   EXPECT_EQ(ev[ev.size() - 4].second["text"], text);  // output_text.done
   const std::string item_id = done["output"][0]["id"];
   for (const auto& [name, data] : ev) {
-    if (data.contains("item_id")) EXPECT_EQ(data["item_id"], item_id) << name;
+    if (data.contains("item_id")) {
+      EXPECT_EQ(data["item_id"], item_id) << name;
+    }
   }
   EXPECT_GT(done["usage"]["output_tokens"].get<int64_t>(), 0);
   // The same request whole gives the same text, its prompt now cached.
@@ -353,7 +355,7 @@ TEST(ResponsesTenancy, TenantsAreApart) {
 }
 
 // With --redis a response stored by one server is read and continued on another,
-// its reply's ids spliced there.
+// its reply's ids spliced there; a delete on one is seen by a third.
 TEST(ResponsesCluster, AnotherServerContinuesAStoredResponse) {
   RedisServer redis;
   ASSERT_TRUE(redis.available()) << "redis-server is not installed (scripts/setup.sh installs it)";
@@ -370,8 +372,11 @@ TEST(ResponsesCluster, AnotherServerContinuesAStoredResponse) {
   const Reply c = post(cb, "/v1/responses", {{"input", "Go on."}, {"previous_response_id", id}, {"temperature", 0},
                                              {"test_forced_reply", "It found a river."}});
   ASSERT_EQ(c.status, 200) << c.raw;
+  // The reply's generated ids were spliced (not re-tokenized: no unknown_reply); the KV
+  // itself comes from the Redis tier in whole pages, so a partial page may be recomputed.
   EXPECT_EQ(c.body["promptcache"]["spliced_replies"], 1) << c.body["promptcache"].dump();
-  EXPECT_TRUE(c.body["promptcache"]["reason"].is_null()) << c.body["promptcache"].dump();
+  EXPECT_NE(c.body["promptcache"]["reason"], "unknown_reply") << c.body["promptcache"].dump();
+  EXPECT_GT(c.body["usage"]["input_tokens_details"]["cached_tokens"].get<int64_t>(), 0);
   // Deleted on b: gone on a too (its memory copy aside, Redis no longer has it for a third).
   auto d = cb.Delete(("/v1/responses/" + id).c_str());
   ASSERT_TRUE(d);
