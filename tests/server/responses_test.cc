@@ -319,6 +319,7 @@ TEST_F(Responses, BadFieldsAreNamed) {
       {{{"input", "x"}, {"tools", kTools}, {"tool_choice", {{"type", "function"}, {"name", "nope"}}}}, "tool_choice"},
       {{{"input", "x"}, {"previous_response_id", "../etc"}}, "previous_response_id"},
       {{{"input", "x"}, {"store", "yes"}}, "store"},
+      {{{"input", "x"}, {"max_output_tokens", 100000}}, "max_output_tokens"},  // past the context
   };
   for (const auto& [body, param] : cases) {
     const Reply r = create(body);

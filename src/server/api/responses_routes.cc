@@ -92,7 +92,21 @@ ApiError response_not_found(const std::string& id, const std::string& param) {
   return ApiError(404, "invalid_request_error", "Response with id '" + id + "' not found.", param, "response_not_found");
 }
 
+ResponsesGeneration prepare_generation(Server::State& st, const HttpRequest& req);
+
+// The chat path names chat's fields in its errors: the prompt is `input`, the reply's
+// bound `max_output_tokens` here.
 ResponsesGeneration prepare(Server::State& st, const HttpRequest& req) {
+  try {
+    return prepare_generation(st, req);
+  } catch (ApiError& e) {
+    if (e.param == "max_tokens") e.param = "max_output_tokens";
+    else if (e.param == "messages") e.param = "input";
+    throw;
+  }
+}
+
+ResponsesGeneration prepare_generation(Server::State& st, const HttpRequest& req) {
   ResponsesGeneration a;
   Generation& g = a.g;
   const json body = parse_body(req.body);
