@@ -442,6 +442,7 @@ Server::Server(const ServerOptions& opt) : st_(std::make_unique<State>()) {
   add_pml_routes(st);
   add_llama_routes(st);
   add_anthropic_routes(st);
+  add_responses_routes(st);
   add_dashboard_routes(st);
   add_method_handling(st);
   log_startup(st);

@@ -17,6 +17,9 @@ void open_shared_tier(Server::State& st) {
                                                         st.model->config().n_vocab, st.n_ctx);
   st.memory.set_shared(st.shared_replies.get());
   st.shared_replies->watch([&st] { st.memory.reshare(); });
+  // Stored responses too, so another server can continue one (previous_response_id).
+  st.responses.open_redis(t.redis_url, t.redis_ttl_seconds, st.model->fingerprint(), st.model->config().n_vocab,
+                          st.n_ctx);
   if (!st.shared_replies->reachable())
     std::fprintf(stderr,
                  "promptcache: warning: Redis at %s is unreachable: serving from memory%s only, "

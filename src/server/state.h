@@ -18,6 +18,7 @@
 #include "server/chat/conversation.h"
 #include "server/metrics.h"
 #include "server/chat/reply_store.h"
+#include "server/chat/response_store.h"
 #include "server/request_log.h"
 #include "server/scheduler.h"
 #include "server/server.h"
@@ -52,6 +53,7 @@ struct Server::State {
   std::unique_ptr<RedisReplyStore> shared_replies;  // with --redis: memory's replies in Redis
   ConversationMemory memory;
   StructureMemory structure;  // recent chat requests' parts, for miss reasons
+  ResponseStore responses;    // /v1/responses with store: true (and Redis with --redis)
   ReusePolicy reuse_default;  // a request's cache_reuse / cache_reuse_budget when it gives none
   std::unique_ptr<Engine> engine;
   std::unique_ptr<Scheduler> scheduler;
@@ -134,6 +136,7 @@ void add_cache_routes(Server::State& st);
 void add_pml_routes(Server::State& st);
 void add_llama_routes(Server::State& st);  // llama-server's /tokenize, /props, ...
 void add_anthropic_routes(Server::State& st);  // POST /v1/messages
+void add_responses_routes(Server::State& st);  // /v1/responses
 void add_dashboard_routes(Server::State& st);  // /dashboard and the cache routes it reads
 
 // Entries and bytes of each namespace's prefix tree (engine thread: Scheduler::call).

@@ -2,14 +2,6 @@
 // (base URL in PC_SERVER_URL, e.g. http://127.0.0.1:8080/v1). Exits non-zero on
 // the first failed check. Run by tests/server/js_client_test.cc.
 import assert from "node:assert/strict";
-// The client runs on Node's built-in fetch and web streams (Node >= 18) rather
-// than on its default transport, node-fetch 2. On a chunked response node-fetch 2
-// takes a 'data' listener left on the socket when the response closes for a
-// truncated body ("Premature close"), and Node builds whose http.Agent puts such a
-// listener on keep-alive sockets as they go back to the pool (Debian 12's nodejs,
-// guarding idle sockets against unsolicited data) then fail every streamed (SSE)
-// response. This import must come before the one of "openai".
-import "openai/shims/web";
 import OpenAI from "openai";
 
 const client = new OpenAI({ baseURL: process.env.PC_SERVER_URL, apiKey: "unused", maxRetries: 0 });
@@ -96,7 +88,7 @@ assert.equal(streamedContent, "Checking.");
 assert.equal(streamedCalls.length, 1);
 assert.equal(streamedCalls[0].name, "get_weather");
 assert.equal(streamedCalls[0].arguments, toolMsg.tool_calls[0].function.arguments);
-const runner = client.beta.chat.completions.stream({
+const runner = client.chat.completions.stream({
   model, messages: history, tools, temperature: 0, test_forced_reply: callText("Oslo"),
 });
 const final = await runner.finalChatCompletion();
