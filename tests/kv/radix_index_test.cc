@@ -428,12 +428,12 @@ TEST_F(RadixIndexTest, KindAndSaltSeparateNamespaces) {
     EXPECT_EQ(match(cat(a, {7}), other).length, 0) << to_string(other->kind);
   EXPECT_EQ(test::run(index_, pool_, seg0, a), 0);
   EXPECT_EQ(match(cat(a, {7}), &seg1).length, 0);
-  EXPECT_EQ(match(cat(a, {7}), &seg0).length, 5);
+  EXPECT_EQ(match(cat(a, {7}), &seg0).length, 6);
   EXPECT_EQ(index_.namespaces().size(), 2u);
 }
 
 TEST_F(RadixIndexTest, CallerSetsTheLimit) {
-  const auto a = range(1, 9);  // 8 tokens
+  const auto a = range(1, 8);  // 8 tokens
   EXPECT_EQ(run(a), 0);
   EXPECT_EQ(index_.match_prefix(ns_, a, 8).length, 8);  // all of it, when the caller needs no logits
   EXPECT_EQ(index_.match_prefix(ns_, a, 7).length, 7);  // size - 1: the last token is computed
@@ -443,11 +443,11 @@ TEST_F(RadixIndexTest, CallerSetsTheLimit) {
 }
 
 TEST_F(RadixIndexTest, PeekChangesNothing) {
-  const auto a = range(1, 11);  // 10 tokens: one node, pages 0 1 2
+  const auto a = range(1, 10);  // 10 tokens: one node, pages 0 1 2
   EXPECT_EQ(run(a), 0);
   const RadixStats before = index_.stats();
   // A peek that ends mid-run: no split, no counts, the matched slices cut to length.
-  const auto q = cat(range(1, 7), {99});
+  const auto q = cat(range(1, 6), {99});  // 6 of them, then another
   const PrefixMatch m = index_.match_prefix(ns_, q, int32_t(q.size()), RadixIndex::MatchUse::kPeek);
   EXPECT_EQ(m.length, 6);
   EXPECT_EQ(slices_of(m), (std::vector<PageSlice>{{0, 0, 4}, {1, 0, 2}}));
