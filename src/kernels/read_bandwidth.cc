@@ -10,7 +10,7 @@
 #include <cstring>
 #include <memory>
 
-#include "gguf/error.h"
+#include "common/error.h"
 #include "kernels/cpu.h"
 #include "kernels/thread_pool.h"
 

@@ -16,7 +16,7 @@
 #include <random>
 #include <vector>
 
-#include "gguf/error.h"
+#include "common/error.h"
 #include "gguf/quants.h"
 
 namespace pc {

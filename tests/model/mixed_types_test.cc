@@ -11,7 +11,7 @@
 #include <random>
 
 #include "engine/engine.h"
-#include "gguf/error.h"
+#include "common/error.h"
 #include "gguf/gguf.h"
 #include "model/make_model.h"
 #include "model/model.h"
