@@ -76,7 +76,7 @@ std::optional<json> stored_item(Server::State& st, const std::string& tenant, co
 // The stored conversation's reply back into the conversation memory, under this
 // request's namespace: its splice then finds the generated ids, even when the memory
 // let them go or another server generated them.
-void remember_stored_reply(Server::State& st, const std::string& ns, const StoredResponse& s) {
+void remember_stored_reply(Server::State& st, const CacheScope& ns, const StoredResponse& s) {
   if (!s.reply || !s.reply_key.is_object()) return;
   if (const auto text = s.reply_key.find("text"); text != s.reply_key.end() && text->is_string()) {
     st.memory.remember(ns, text->get<std::string>(), *s.reply);
@@ -115,7 +115,7 @@ ResponsesGeneration prepare_generation(Server::State& st, const HttpRequest& req
   const json& chat = a.t.chat_body;
   g.params = parse_common(chat, /*chat=*/true, st.opt.defaults);
   st.check_model(g.params.model);
-  g.ns = st.namespace_of(req, g.params.cache_salt);
+  g.scope = st.scope_of_request(req, g.params.cache_salt);
   g.params.gen.reuse = parse_reuse(chat, st.reuse_default);
   if (!a.t.previous_response_id.empty()) {
     std::optional<StoredResponse> prev = st.responses.get(a.tenant, a.t.previous_response_id);
@@ -124,7 +124,7 @@ ResponsesGeneration prepare_generation(Server::State& st, const HttpRequest& req
                      "Previous response with id '" + a.t.previous_response_id + "' not found.",
                      "previous_response_id", "previous_response_not_found");
     a.conversation = prev->messages;
-    remember_stored_reply(st, g.ns, *prev);
+    remember_stored_reply(st, g.scope, *prev);
   }
   for (const json& m : a.t.messages) a.conversation.push_back(m);
   json messages = json::array();
@@ -222,11 +222,11 @@ void store_response(Server::State& st, const ResponsesGeneration& a, const json&
     reply["tool_calls"] = std::move(tc);
     if (content.empty()) reply["content"] = nullptr;
     s.reply_key = {{"calls", ids}};
-    s.reply = st.memory.find_calls(a.g.ns, ids);
+    s.reply = st.memory.find_calls(a.g.scope, ids);
   } else {
     const std::string key = a.g.prefill + a.g.job->outcome().text;
     s.reply_key = {{"text", key}};
-    s.reply = st.memory.find(a.g.ns, key);
+    s.reply = st.memory.find(a.g.scope, key);
   }
   if (!s.reply) s.reply_key = nullptr;
   s.messages.push_back(std::move(reply));
