@@ -74,7 +74,7 @@ TEST_F(ContextCap, ChatWholeAndStreamed) {
 TEST_F(ContextCap, AnthropicMaxTokens32000) {
   // Claude Code's request: max_tokens 32000 on every call.
   auto c = srv->client();
-  const json body = {{"max_tokens", 32000}, {"temperature", 0},
+  const json body = {{"max_tokens", 32000}, {"temperature", 0}, {"system", "Hi"},
                      {"messages", {{{"role", "user"}, {"content", "Tell me a story."}}}}};
   const Reply r = post(c, "/v1/messages", body);
   ASSERT_EQ(r.status, 200) << r.raw;

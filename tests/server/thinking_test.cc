@@ -22,7 +22,7 @@ std::vector<std::string> args(const char* tmpl, std::vector<std::string> more = 
 }
 
 json chat_body(const char* forced) {
-  return {{"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"max_tokens", 64}, {"temperature", 0},
+  return {{"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"max_tokens", 200}, {"temperature", 0},
           {"test_forced_reply", forced}};
 }
 
@@ -122,7 +122,7 @@ TEST(Thinking, ReasoningInHistoryRenderedAsTheTemplateDoes) {
 TEST(Thinking, AnthropicThinkingBlocks) {
   ServeProcess srv(args("templates/Qwen-Qwen3-0.6B.jinja"));
   auto c = srv.client();
-  json body = {{"max_tokens", 64}, {"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"test_forced_reply", kForced},
+  json body = {{"max_tokens", 200}, {"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"test_forced_reply", kForced},
                {"thinking", {{"type", "enabled"}, {"budget_tokens", 1024}}}};
   const Reply r = post(c, "/v1/messages", body);
   ASSERT_EQ(r.status, 200) << r.raw;
