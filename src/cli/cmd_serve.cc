@@ -183,6 +183,21 @@ Run add_serve(CLI::App& app) {
                "For tests only: accept the request field test_forced_reply (the reply text the "
                "model is made to generate); without this flag such requests are 400");
   add_sampling_defaults(app, *a);
+  app.add_option("--volatile-rules", o.volatile_rules,
+                 "Per-request nonces clients put in prompts, normalised before rendering so sessions "
+                 "share their prompt: 'default' (Claude Code's billing header; docs/api.md), 'off', "
+                 "or a JSON rules file")
+      ->capture_default_str();
+  app.add_option_function<std::string>(
+         "--reasoning-format",
+         [&o](const std::string& v) {
+           const auto f = server::parse_reasoning_format(v);
+           if (!f) throw CLI::ValidationError("--reasoning-format", "must be none, deepseek or auto, got " + v);
+           o.reasoning_format = *f;
+         },
+         "Thinking in a reply (<think>...</think> of Qwen3, DeepSeek-R1): 'deepseek' or 'auto' "
+         "(default) return it apart (message.reasoning_content, Anthropic thinking blocks), "
+         "'none' leaves it in the content; a request's reasoning_format overrides it");
   app.add_flag("--any-model", o.any_model,
                "Answer requests for any 'model' name with this model (default: another name is "
                "404 model_not_found)");

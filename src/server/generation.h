@@ -10,6 +10,7 @@
 
 #include "server/chat/chat_request.h"
 #include "server/chat/conversation.h"
+#include "server/chat/reasoning.h"
 #include "server/job.h"
 #include "server/api/openai.h"
 #include "server/state.h"
@@ -32,6 +33,16 @@ struct Generation {
   // conversation memory see it as the start of the reply.
   std::string prefill;
   std::vector<int32_t> prefill_ids;
+  // The reply's thinking told apart (reasoning.h): the template's tags, empty when the
+  // reply is not split (reasoning_format none, no thinking in the template, or a forced
+  // tool call); think_open when the prompt already opened the block.
+  ThinkTags think;
+  bool think_open = false;
+  // The volatile rules (--volatile-rules) that normalised the messages, by name.
+  std::vector<std::string> volatile_rules_applied;
+  // max_tokens was cut to what the context leaves after the prompt (fit_context):
+  // the cut value, reported as promptcache.max_tokens_capped; -1 when it fit.
+  int64_t max_tokens_capped = -1;
   std::shared_ptr<Job> job;
   // Held from submit() until the response is written (Server::generations_in_flight):
   // a stream's Generation lives in its content provider, which the server keeps until
@@ -66,6 +77,19 @@ void submit(Server::State& st, Generation& g);
 // `mode`: how the messages end (chat_render.h: generation prompt, none, or the final
 // assistant message continued).
 void prepare_chat(Server::State& st, Generation& g, const json& messages, const json& extra, ChatRender mode = {});
+// tool_choice "required" / named (Anthropic any / tool): the reply must be a call, so
+// it starts with the template's call opener (and, for a named tool, the JSON through
+// the name): g.prefill, tokenized as g.prefill_ids and appended to the prompt (after
+// prepare_chat). With the request's text `raw_body` (OpenAI tools), a strict tool's
+// arguments are constrained by its schema. Nothing for a choice that does not force.
+void force_tool_call(Server::State& st, Generation& g, const ToolChoice& choice, std::string_view raw_body = {});
+// Splits the reply's thinking from its answer when `format` is not none and the
+// template thinks in tags (after prepare_chat and force_tool_call: a forced call's
+// reply does not think).
+void split_thinking(const Server::State& st, Generation& g, ReasoningFormat format);
+// A request's reasoning_format (llama-server's field), or the server's
+// --reasoning-format; 400 naming it for another value.
+ReasoningFormat request_reasoning_format(const Server::State& st, const json& body);
 // --test-hooks: the request field test_forced_reply (400 without the flag).
 void apply_test_hooks(Server::State& st, Generation& g, const json& body);
 void start_generation(Server::State& st, Generation& g);

@@ -373,10 +373,12 @@ Server::Server(const ServerOptions& opt) : st_(std::make_unique<State>()) {
     try {
       st.chat_template.emplace(source, bos, eos);
       st.tool_format = detect_tool_format(source);
+      st.think_tags = detect_think_tags(source);
     } catch (const ChatTemplateError& e) {
       throw Error(std::string("chat template: ") + e.what());
     }
   }
+  st.volatile_rules = VolatileRules::load(opt.volatile_rules);
   // PML role tags use the same template as chat requests.
   st.pml_encoder = std::make_unique<pml::Encoder>(tok, pml::RoleMarkers::from_template_source(source, tok));
   if (!opt.api_keys_file.empty()) st.api_keys = load_api_keys(opt.api_keys_file);

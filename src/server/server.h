@@ -15,6 +15,7 @@
 #include "engine/engine.h"
 #include "kernels/cpu_count.h"
 #include "server/api/request_defaults.h"
+#include "server/chat/reasoning.h"
 #include "tier/tier_options.h"
 
 namespace pc::server {
@@ -72,6 +73,12 @@ struct ServerOptions {
   int64_t max_tenant_schema_bytes = int64_t(4) << 20;  // --tenant-max-schema-bytes
   bool test_hooks = false;          // accept the test-only request fields (test_forced_reply)
   RequestDefaults defaults;         // --temp, --top-p, --top-k, --seed, -n: what a request leaves out
+  // --reasoning-format: whether a reply's thinking is split from its answer
+  // (reasoning_content, thinking blocks) or left in the content; a request's
+  // reasoning_format overrides it.
+  ReasoningFormat reasoning_format = ReasoningFormat::kAuto;
+  // --volatile-rules: "off", "default" or a rules file (server/chat/volatile_rules.h).
+  std::string volatile_rules = "default";
 };
 
 class Server {

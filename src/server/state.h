@@ -23,6 +23,7 @@
 #include "server/scheduler.h"
 #include "server/server.h"
 #include "server/chat/tool_calls.h"
+#include "server/chat/volatile_rules.h"
 #include "template/chat_template.h"
 
 namespace pc::pml {
@@ -46,6 +47,8 @@ struct Server::State {
   std::optional<ChatTemplate> chat_template;   // none: chat routes answer 400
   std::string chat_template_origin;            // "gguf", "file", "builtin:NAME"; "" = none
   ToolFormat tool_format = ToolFormat::kNone;  // how the template renders tool calls
+  ThinkTags think_tags;                        // the tags its model thinks in (none: empty)
+  VolatileRules volatile_rules;                // --volatile-rules: nonces normalised before rendering
   std::map<std::string, std::string> api_keys; // key → tenant
   int64_t n_ctx = 0;                           // context length (tokens)
   int64_t kv_tokens = 0;                       // KV capacity (tokens)

@@ -43,9 +43,16 @@ TEST(ServerAdmission, ConcurrentRequestsInSmallKvMemoryAllSucceed) {
   }
   const Reply stats = get(c, "/v1/cache/stats");
   EXPECT_GT(stats.body["engine"]["preemptions"].get<int64_t>(), 0) << stats.raw;
+  // max_tokens past the limit: capped at it (the reply stops at the context's end).
   const Reply big = post(c, "/v1/completions", json{{"prompt", "Once"}, {"max_tokens", limit + 10}});
-  EXPECT_EQ(big.status, 400) << big.raw;
-  EXPECT_EQ(big.body["error"]["code"], "context_length_exceeded");
+  ASSERT_EQ(big.status, 200) << big.raw;
+  EXPECT_EQ(big.body["promptcache"]["max_tokens_capped"], limit - big.body["usage"]["prompt_tokens"].get<int64_t>())
+      << big.raw;
+  std::string huge;
+  for (int64_t i = 0; i < limit; ++i) huge += "Lily and Tom ";
+  const Reply too_long = post(c, "/v1/completions", json{{"prompt", huge}, {"max_tokens", 1}});
+  EXPECT_EQ(too_long.status, 400) << too_long.raw;
+  EXPECT_EQ(too_long.body["error"]["code"], "context_length_exceeded");
 }
 
 }  // namespace

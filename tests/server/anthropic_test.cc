@@ -246,8 +246,18 @@ TEST(ServerAnthropic, ErrorsHaveAnthropicsShape) {
   b["stop_sequences"] = "x";
   expect_error(b, 400, "invalid_request_error", "stop_sequences", key);
   b = ok;
-  b["tool_choice"] = {{"type", "any"}};
+  b["tool_choice"] = {{"type", "any"}};  // no tools to call
   expect_error(b, 400, "invalid_request_error", "tool_choice", key);
+  b["tools"] = json::array({{{"name", "f"}, {"input_schema", {{"type", "object"}}}}});
+  b["tool_choice"] = {{"type", "tool"}};
+  expect_error(b, 400, "invalid_request_error", "tool_choice.name", key);
+  b["tool_choice"] = {{"type", "tool"}, {"name", "g"}};  // not in tools
+  expect_error(b, 400, "invalid_request_error", "'g'", key);
+  b["tool_choice"] = {{"type", "sometimes"}};
+  expect_error(b, 400, "invalid_request_error", "tool_choice.type", key);
+  b = ok;
+  b["output_config"] = {{"format", {{"type", "json_schema"}, {"schema", {{"type", "string"}, {"pattern", "a+"}}}}}};
+  expect_error(b, 400, "invalid_request_error", "output_config.format.schema.pattern", key);
   b = ok;
   b["model"] = "claude-nothing";
   expect_error(b, 404, "not_found_error", "claude-nothing", key);

@@ -30,7 +30,7 @@ TEST(ServerJs, AnthropicNpmClient) {
   ASSERT_EQ(std::system("node --version > /dev/null 2>&1"), 0) << "node is not installed (scripts/setup.sh)";
   ASSERT_TRUE(std::filesystem::exists(js / "node_modules" / "@anthropic-ai" / "sdk"))
       << "run `npm ci` in " << js.string() << " (scripts/test.sh does)";
-  ServeProcess srv({"-m", shared_path("models/stories260K.gguf"), "--chat-template-file",
+  ServeProcess srv({"-m", shared_path("models/stories260K.gguf"), "--test-hooks", "--chat-template-file",
                     shared_path("templates/Qwen-Qwen2.5-7B-Instruct.jinja")});
   // The client appends /v1/messages to its base URL.
   const std::string cmd = "cd '" + js.string() + "' && PC_SERVER_URL=" + srv.url() +

@@ -23,12 +23,14 @@ TEST(LlamaFlags, CtxSizeApiKeyAndParallel) {
   ASSERT_EQ(props.status, 200) << props.raw;
   EXPECT_EQ(props.body["total_slots"], 2);
   EXPECT_EQ(props.body["n_ctx"], 64);
-  // A request that fits the cap runs; one past it is context_length_exceeded.
+  // A request that fits the cap runs; one whose max_tokens goes past it stops at it.
   const Reply ok = post(first, "/v1/completions", {{"prompt", "Once upon a time"}, {"max_tokens", 8}, {"temperature", 0}});
   EXPECT_EQ(ok.status, 200) << ok.raw;
-  const Reply over = post(first, "/v1/completions", {{"prompt", "Once upon a time"}, {"max_tokens", 60}});
-  EXPECT_EQ(over.status, 400) << over.raw;
-  EXPECT_EQ(over.body["error"]["code"], "context_length_exceeded") << over.raw;
+  const Reply over = post(first, "/v1/completions",
+                          {{"prompt", "Once upon a time"}, {"max_tokens", 60}, {"ignore_eos", true}});
+  ASSERT_EQ(over.status, 200) << over.raw;
+  EXPECT_EQ(over.body["usage"]["total_tokens"], 64) << over.raw;
+  EXPECT_EQ(over.body["choices"][0]["finish_reason"], "length") << over.raw;
 }
 
 }  // namespace

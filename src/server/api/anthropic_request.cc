@@ -143,6 +143,19 @@ void translate_message(const json& m, size_t i, Translated& t) {
       note_cache_control(b, w, RequestPart::Kind::kMessage, int(t.messages.size()), t,
                          int(current["content"].size()) - 1);
       continue;
+    } else if ((type == "thinking" || type == "redacted_thinking") && role == "assistant") {
+      // Earlier thinking: the message's reasoning_content, which the template renders
+      // as it renders reasoning (Qwen3) or drops (DeepSeek-R1, templates without it).
+      // Redacted thinking has no text to render.
+      if (type == "thinking") {
+        auto th = b.find("thinking");
+        if (th == b.end() || !th->is_string())
+          throw bad_field(w + ".thinking", w + " of type thinking needs a string 'thinking'");
+        std::string r = current.value("reasoning_content", std::string());
+        current["reasoning_content"] = r + th->get<std::string>();
+      }
+      has_current = true;
+      continue;
     } else if (type == "tool_use" && role == "assistant") {
       current["tool_calls"].push_back(tool_call_of(b, w));
       new_ids.push_back(current["tool_calls"].back()["id"]);
@@ -187,6 +200,28 @@ void translate_tools(const json& body, Translated& t) {
   }
 }
 
+// Anthropic's tool_choice in OpenAI's words (parse_tool_choice checks it against the
+// tools and the template): auto → "auto", none → "none", any → "required", {type: tool,
+// name} → {type: function, function: {name}}. disable_parallel_tool_use is accepted
+// (docs/api.md).
+json openai_tool_choice(const json& c) {
+  const std::string w = "tool_choice";
+  const std::string type = block_type(c, w);
+  if (auto d = c.find("disable_parallel_tool_use"); d != c.end() && !d->is_null() && !d->is_boolean())
+    throw bad_field(w + ".disable_parallel_tool_use", "'tool_choice.disable_parallel_tool_use' must be a boolean",
+                    "invalid_type");
+  if (type == "auto" || type == "none") return type;
+  if (type == "any") return "required";
+  if (type == "tool") {
+    auto name = c.find("name");
+    if (name == c.end() || !name->is_string())
+      throw bad_field(w + ".name", "'tool_choice.name' (a string) is required with type 'tool'");
+    return {{"type", "function"}, {"function", {{"name", *name}}}};
+  }
+  throw bad_field(w + ".type", "'tool_choice.type' must be \"auto\", \"any\", \"tool\" or \"none\", got \"" +
+                                   type + "\"");
+}
+
 }  // namespace
 
 AnthropicTranslation translate_anthropic(const json& body) {
@@ -200,6 +235,19 @@ AnthropicTranslation translate_anthropic(const json& body) {
   check_count(*it, kMaxMessages, "messages");
   for (size_t i = 0; i < it->size(); ++i) translate_message((*it)[i], i, t);
   return t;
+}
+
+std::optional<bool> anthropic_thinking(const json& body) {
+  const auto t = body.find("thinking");
+  if (t == body.end() || t->is_null()) return std::nullopt;
+  const std::string type = block_type(*t, "thinking");
+  if (type == "disabled") return false;
+  if (type != "enabled" && type != "adaptive")
+    throw bad_field("thinking.type", "'thinking.type' must be \"enabled\", \"adaptive\" or \"disabled\", got \"" +
+                                         type + "\"");
+  if (auto b = t->find("budget_tokens"); b != t->end() && !b->is_null() && !b->is_number_integer())
+    throw bad_field("thinking.budget_tokens", "'thinking.budget_tokens' must be an integer", "invalid_type");
+  return true;
 }
 
 bool anthropic_tools_off(const json& body) {
@@ -229,13 +277,7 @@ json anthropic_common_body(const json& body) {
         throw bad_field("stop_sequences", "'stop_sequences' must be an array of non-empty strings");
     o["stop"] = *s;
   }
-  if (auto c = body.find("tool_choice"); c != body.end() && !c->is_null()) {
-    const std::string w = "tool_choice";
-    const std::string type = c->is_object() ? block_type(*c, w) : "";
-    if (type == "any" || type == "tool")
-      throw bad_field(w, "'tool_choice' of type '" + type + "' cannot be enforced (no constrained decoding); use auto or none");
-    if (type != "auto" && type != "none") throw bad_field(w, "'tool_choice' must be {\"type\": \"auto\" | \"none\"}");
-  }
+  if (auto c = body.find("tool_choice"); c != body.end() && !c->is_null()) o["tool_choice"] = openai_tool_choice(*c);
   return o;
 }
 

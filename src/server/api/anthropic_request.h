@@ -11,6 +11,7 @@
 //
 // Needs no model: a bad field is an ApiError 400 naming it (fuzz/anthropic_request_fuzz.cc).
 #pragma once
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -47,6 +48,11 @@ AnthropicTranslation translate_anthropic(const json& body);
 // Anthropic's sampling fields (max_tokens required, temperature in [0, 1],
 // stop_sequences, tool_choice auto/none) → the OpenAI-style body parse_common takes.
 json anthropic_common_body(const json& body);
+
+// The request's `thinking`: {"type": "enabled", "budget_tokens": N} or {"type":
+// "adaptive"} → true, {"type": "disabled"} → false, absent → nullopt; 400 naming the
+// field otherwise.
+std::optional<bool> anthropic_thinking(const json& body);
 
 // True when tool_choice is {"type": "none"} (the template gets no tools).
 bool anthropic_tools_off(const json& body);

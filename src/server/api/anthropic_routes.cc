@@ -60,8 +60,18 @@ ChatRender anthropic_render(const json& messages) {
   return mode;
 }
 
+// The template's extra variables: the tools (unless tool_choice is none) and, when the
+// request says whether to think, enable_thinking (Qwen3, DeepSeek-R1 templates read it).
+json template_extra(const AnthropicTranslation& t, const json& body) {
+  json extra = json::object();
+  if (!t.tools.empty() && !anthropic_tools_off(body)) extra["tools"] = t.tools;
+  if (const std::optional<bool> thinking = anthropic_thinking(body)) extra["enable_thinking"] = *thinking;
+  return extra;
+}
+
 struct AnthropicGeneration {
   Generation g;
+  bool show_thinking = false;  // thinking enabled: the reply's thinking as thinking blocks
   int32_t breakpoint_end = 0;  // tokens at or before the last cache_control breakpoint (0: none)
   std::string id;
 };
@@ -72,15 +82,28 @@ AnthropicGeneration prepare(Server::State& st, const HttpRequest& req) {
   const json body = parse_body(req.body);
   st.tenant_of(req);  // 401 before anything else
   const AnthropicTranslation t = translate_anthropic(body);
-  g.params = parse_common(anthropic_common_body(body), /*chat=*/true, st.opt.defaults);
+  const json common = anthropic_common_body(body);
+  g.params = parse_common(common, /*chat=*/true, st.opt.defaults);
   g.params.gen.grammar = parse_anthropic_output_format(body, req.body);
   st.check_model(g.params.model);
   g.scope = st.scope_of_request(req, g.params.cache_salt);
   g.params.gen.reuse = parse_reuse(body, st.reuse_default);
-  json extra = json::object();
-  if (!t.tools.empty() && !anthropic_tools_off(body)) extra["tools"] = t.tools;
-  prepare_chat(st, g, t.messages, extra, anthropic_render(t.messages));
+  // tool_choice any / tool: enforced as OpenAI's required / named choice are, by
+  // prefilling the reply with the template's call opener (and the name).
+  const ToolChoice choice =
+      parse_tool_choice({{"tool_choice", common.value("tool_choice", json())}, {"tools", t.tools}}, st.tool_format);
+  const ChatRender mode = anthropic_render(t.messages);
+  if (mode.continue_final && choice.forces())
+    throw bad_field("tool_choice", "a 'tool_choice' that forces a call cannot continue a final assistant message "
+                                   "(the call would start a new reply)");
+  const json extra = template_extra(t, body);
+  prepare_chat(st, g, t.messages, extra, mode);
   if (extra.contains("tools")) g.tools = st.tool_format;  // replies parsed into tool_use blocks
+  force_tool_call(st, g, choice);
+  // The thinking is split from the text always (with --reasoning-format other than
+  // none), and shown only when the request enabled thinking, as Anthropic's API does.
+  split_thinking(st, g, st.opt.reasoning_format);
+  a.show_thinking = anthropic_thinking(body).value_or(false);
   apply_test_hooks(st, g, body);
   for (const Breakpoint& b : t.breakpoints) {
     const int32_t n = breakpoint_tokens(*g.chat, b);
@@ -147,6 +170,12 @@ json tool_use_block(const ToolCall& call) {
   return {{"type", "tool_use"}, {"id", call.id}, {"name", call.name}, {"input", tool_input(call)}};
 }
 
+// The signature Anthropic uses to verify thinking sent back is not checked here (the
+// block is rendered as the template renders reasoning): it is empty.
+json thinking_block(const std::string& thinking) {
+  return {{"type", "thinking"}, {"thinking", thinking}, {"signature", ""}};
+}
+
 void respond_whole(Server::State& st, AnthropicGeneration& a, const HttpRequest& req, HttpResponse& res) {
   Delta all;
   if (!wait_whole(st, a.g, req, &all)) {
@@ -155,13 +184,19 @@ void respond_whole(Server::State& st, AnthropicGeneration& a, const HttpRequest&
   }
   const JobOutcome& o = a.g.job->outcome();
   if (o.finish_reason == FinishReason::kError || o.finish_reason == FinishReason::kCancelled) throw_outcome_error(o);
+  ReasoningSplit split;
+  if (!a.g.think.empty())
+    split = split_reasoning(a.g.think, a.g.think_open, all.text);
+  else
+    split.content = all.text;
   ToolParse parsed;
   if (a.g.tools != ToolFormat::kNone)
-    parsed = parse_tool_calls(a.g.tools, all.text, tool_use_ids(a.g.tools));
+    parsed = parse_tool_calls(a.g.tools, a.g.prefill + split.content, tool_use_ids(a.g.tools));
   else
-    parsed.content = all.text;
+    parsed.content = std::move(split.content);
   const CacheReport c = finish_generation(st, a.g, parsed.calls);
   json content = json::array();
+  if (a.show_thinking && !split.reasoning.empty()) content.push_back(thinking_block(split.reasoning));
   if (!parsed.content.empty()) content.push_back({{"type", "text"}, {"text", parsed.content}});
   for (const ToolCall& call : parsed.calls) content.push_back(tool_use_block(call));
   json m = message_json(st, a, std::move(content));
@@ -181,9 +216,12 @@ bool write_event(DataSink& sink, const char* name, const json& data) {
 // The stream's state across provider calls.
 struct StreamState {
   std::optional<ToolCallParser> tools;  // when the request has tools: text held until decided
+  std::optional<ReasoningParser> thinking;  // when the reply's thinking is split
+  bool thinking_open = false;  // the open block (open_block) is a thinking block
   std::vector<ToolCall> calls;
   bool started = false;     // message_start sent
   bool pinged = false;
+  bool fed_prefill = false; // the tool_choice prefill went to the parser
   int open_block = -1;      // index of the open text block (-1: none)
   int blocks = 0;           // blocks started
   Clock::time_point last_write = Clock::now();
@@ -192,6 +230,7 @@ struct StreamState {
 void respond_stream(Server::State& st, std::shared_ptr<AnthropicGeneration> a, HttpResponse& res) {
   auto s = std::make_shared<StreamState>();
   if (a->g.tools != ToolFormat::kNone) s->tools.emplace(a->g.tools, tool_use_ids(a->g.tools));
+  if (!a->g.think.empty()) s->thinking.emplace(a->g.think, a->g.think_open);
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
   res.set_chunked_content_provider(
@@ -215,10 +254,38 @@ void respond_stream(Server::State& st, std::shared_ptr<AnthropicGeneration> a, H
           s->last_write = Clock::now();
         }
         bool done = false;
-        const Delta d = a->g.job->wait_delta(100ms, &done);
+        Delta d = a->g.job->wait_delta(100ms, &done);
+        if (s->thinking) {
+          ReasoningSplit split = s->thinking->push(d.text);
+          if (done) {
+            ReasoningSplit rest = s->thinking->finish();
+            split.reasoning += rest.reasoning;
+            split.content += rest.content;
+          }
+          d.text = std::move(split.content);
+          if (a->show_thinking && !split.reasoning.empty()) {
+            // The thinking block comes first: it opens before any text block.
+            if (s->open_block < 0) {
+              s->open_block = s->blocks++;
+              s->thinking_open = true;
+              json block = thinking_block("");
+              if (!write_event(sink, "content_block_start",
+                               {{"type", "content_block_start"}, {"index", s->open_block}, {"content_block", block}}))
+                return gone();
+            }
+            if (s->thinking_open &&
+                !write_event(sink, "content_block_delta",
+                             {{"type", "content_block_delta"}, {"index", s->open_block},
+                              {"delta", {{"type", "thinking_delta"}, {"thinking", split.reasoning}}}}))
+              return gone();
+            s->last_write = Clock::now();
+          }
+        }
         ToolParse piece;
         if (s->tools) {
-          piece = s->tools->push(d.text);
+          // A forced call's prefill is the start of the reply the parser reads.
+          piece = s->tools->push(s->fed_prefill ? d.text : a->g.prefill + d.text);
+          s->fed_prefill = true;
           if (done && a->g.job->outcome().finish_reason != FinishReason::kError) {
             ToolParse rest = s->tools->finish();
             piece.content += rest.content;
@@ -226,6 +293,12 @@ void respond_stream(Server::State& st, std::shared_ptr<AnthropicGeneration> a, H
           }
         } else {
           piece.content = d.text;
+        }
+        if ((!piece.content.empty() || !piece.calls.empty()) && s->thinking_open) {
+          if (!write_event(sink, "content_block_stop", {{"type", "content_block_stop"}, {"index", s->open_block}}))
+            return gone();
+          s->open_block = -1;
+          s->thinking_open = false;
         }
         if (!piece.content.empty()) {
           if (s->open_block < 0) {
@@ -326,10 +399,11 @@ void count_tokens(Server::State& st, const HttpRequest& req, HttpResponse& res) 
     st.check_model(m->get<std::string>());
   }
   const AnthropicTranslation t = translate_anthropic(body);
-  json extra = json::object();
-  if (!t.tools.empty() && !anthropic_tools_off(body)) extra["tools"] = t.tools;
+  const json extra = template_extra(t, body);
   check_prompt_bytes(t.messages, st.max_prompt_bytes, st.n_ctx, "messages");
-  const json messages = parse_tool_arguments(template_messages(t.messages));
+  json sent = t.messages;
+  st.volatile_rules.apply(sent);  // as /v1/messages renders it
+  const json messages = parse_tool_arguments(template_messages(sent));
   const std::string text =
       render_chat(chat_template_of(st), messages, extra, anthropic_render(t.messages), /*spans=*/false).text;
   send_json(res, 200, {{"input_tokens", encode_piece(st.model->tokenizer(), text, true).size()}});

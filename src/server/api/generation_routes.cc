@@ -48,7 +48,11 @@ std::vector<int32_t> completion_prompt(const Server::State& st, const json& body
 }
 
 
-// Prompt length and max_tokens against the context and the KV capacity.
+// Prompt length and max_tokens against the context and the KV capacity. A prompt that
+// does not fit alone is a 400; a max_tokens past the context's end is cut to the room
+// left (the reply stops there with finish_reason "length", as llama-server's does), and
+// the cut value is reported (promptcache.max_tokens_capped). Harnesses ask for more than
+// a small model's context: Claude Code sends max_tokens 32000 on every request.
 void fit_context(const Server::State& st, Generation& g, bool chat) {
   const int64_t n = int64_t(g.params.gen.prompt.size());
   const char* what = chat ? "messages" : "prompt";
@@ -60,16 +64,9 @@ void fit_context(const Server::State& st, Generation& g, bool chat) {
                        " tokens; the prompt has " + std::to_string(n) + " tokens",
                    what, "context_length_exceeded");
   int32_t& max = g.params.gen.max_tokens;
-  if (!g.params.max_tokens_given) {
-    max = int32_t(std::min<int64_t>(max, limit - n));
-  } else if (n + max > limit) {
-    throw ApiError(400, "invalid_request_error",
-                   "This model's maximum context length is " + std::to_string(limit) +
-                       " tokens; you requested " + std::to_string(n + max) + " tokens (" +
-                       std::to_string(n) + " in the prompt, " + std::to_string(max) +
-                       " for the completion)",
-                   g.params.max_tokens_given ? "max_tokens" : what, "context_length_exceeded");
-  }
+  if (n + max <= limit) return;
+  max = int32_t(limit - n);
+  if (g.params.max_tokens_given) g.max_tokens_capped = max;
 }
 
 Generation prepare(Server::State& st, const HttpRequest& req, bool chat) {
@@ -81,7 +78,6 @@ Generation prepare(Server::State& st, const HttpRequest& req, bool chat) {
   st.check_model(g.params.model);
   g.scope = st.scope_of_request(req, g.params.cache_salt);
   g.params.gen.reuse = parse_reuse(body, st.reuse_default);
-  const Tokenizer& tok = st.model->tokenizer();
   if (chat) {
     check_messages(body);
     check_tools(body);
@@ -99,14 +95,8 @@ Generation prepare(Server::State& st, const HttpRequest& req, bool chat) {
     const auto tools = body.find("tools");
     if (tools != body.end() && tools->is_array() && !tools->empty() && choice.mode != ToolChoice::Mode::kNone)
       g.tools = st.tool_format;
-    if (choice.forces()) {
-      // Enforced by prefilling the reply with the call opener (and the name).
-      g.prefill = forced_call_prefix(st.tool_format, choice.name);
-      g.prefill_ids = tok.encode_continuation(g.prefill, /*parse_special=*/true);
-      g.params.gen.prompt.insert(g.params.gen.prompt.end(), g.prefill_ids.begin(), g.prefill_ids.end());
-      // A strict tool's arguments follow its schema (the rest of the call after the opener).
-      g.params.gen.grammar = forced_call_grammar(st.tool_format, req.body, choice.name);
-    }
+    force_tool_call(st, g, choice, req.body);
+    split_thinking(st, g, request_reasoning_format(st, body));
   } else {
     g.params.gen.prompt = completion_prompt(st, body);
   }
@@ -119,6 +109,31 @@ Generation prepare(Server::State& st, const HttpRequest& req, bool chat) {
 }
 
 }  // namespace
+
+ReasoningFormat request_reasoning_format(const Server::State& st, const json& body) {
+  const auto it = body.find("reasoning_format");
+  if (it == body.end() || it->is_null()) return st.opt.reasoning_format;
+  const auto f = it->is_string() ? parse_reasoning_format(it->get<std::string>()) : std::nullopt;
+  if (!f) throw bad_field("reasoning_format", "'reasoning_format' must be \"none\", \"deepseek\" or \"auto\", got " + it->dump());
+  return *f;
+}
+
+void split_thinking(const Server::State& st, Generation& g, ReasoningFormat format) {
+  g.think = {};
+  g.think_open = false;
+  if (format == ReasoningFormat::kNone || st.think_tags.empty() || !g.prefill.empty() || !g.chat) return;
+  g.think = st.think_tags;
+  g.think_open = prompt_opens_thinking(g.think, g.chat->text);
+}
+
+void force_tool_call(Server::State& st, Generation& g, const ToolChoice& choice, std::string_view raw_body) {
+  if (!choice.forces()) return;
+  g.prefill = forced_call_prefix(st.tool_format, choice.name);
+  g.prefill_ids = st.model->tokenizer().encode_continuation(g.prefill, /*parse_special=*/true);
+  g.params.gen.prompt.insert(g.params.gen.prompt.end(), g.prefill_ids.begin(), g.prefill_ids.end());
+  // A strict tool's arguments follow its schema (the rest of the call after the opener).
+  if (!raw_body.empty()) g.params.gen.grammar = forced_call_grammar(st.tool_format, raw_body, choice.name);
+}
 
 void apply_test_hooks(Server::State& st, Generation& g, const json& body) {
   const Tokenizer& tok = st.model->tokenizer();
@@ -136,8 +151,11 @@ void apply_test_hooks(Server::State& st, Generation& g, const json& body) {
   }
 }
 
-void prepare_chat(Server::State& st, Generation& g, const json& messages, const json& extra, ChatRender mode) {
-  check_prompt_bytes(messages, st.max_prompt_bytes, st.n_ctx, "messages");
+void prepare_chat(Server::State& st, Generation& g, const json& sent, const json& extra, ChatRender mode) {
+  check_prompt_bytes(sent, st.max_prompt_bytes, st.n_ctx, "messages");
+  // Clients' per-request nonces normalised: the same harness renders the same prompt.
+  json messages = sent;
+  g.volatile_rules_applied = st.volatile_rules.apply(messages);
   g.chat = build_chat_prompt(chat_template_of(st), st.model->tokenizer(), st.memory, g.scope,
                              parse_tool_arguments(template_messages(messages)), extra, st.tool_format, mode);
   split_content_parts(g.chat->parts, messages, g.chat->text, g.chat->token_offsets);
@@ -165,7 +183,7 @@ void record_request(Server::State& st, const Generation& g, const CacheReport& c
   const auto now = Clock::now();
   RequestRecord r;
   r.time = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-  // The namespace is "TENANT" or "TENANT/salt:SALT" (namespace_of); without keys one tenant, "".
+  // The request's cache scope: its tenant (without keys one tenant, "") and salt.
   r.tenant = g.scope.tenant;
   r.scope = g.scope;
   r.route = g.trace ? g.trace->path() : g.pml ? "/v1/pml/completions" : g.chat ? "chat" : "completion";
@@ -200,6 +218,8 @@ CacheReport finish_generation(Server::State& st, const Generation& g, const std:
   c.checked_tokens = o.result.n_checked;
   c.reuse = g.params.gen.reuse;
   c.retention = o.result.retention;
+  c.max_tokens_capped = g.max_tokens_capped;
+  c.volatile_rules_applied = g.volatile_rules_applied;
   // A plan also computes the modules it encodes, so its count comes from the engine.
   c.computed_tokens = o.result.n_computed;
   if (g.pml) {
@@ -307,16 +327,21 @@ void respond_whole(Server::State& st, Generation& g, const HttpRequest& req,
   if (o.finish_reason == FinishReason::kError) throw_outcome_error(o);
   if (o.finish_reason == FinishReason::kCancelled)
     throw ApiError(503, "server_error", "the request was cancelled (server shutting down)", "", "cancelled");
-  std::string content = all.text;
+  std::string content = all.text, reasoning;
+  if (!g.think.empty()) {
+    ReasoningSplit split = split_reasoning(g.think, g.think_open, all.text);
+    content = std::move(split.content);
+    reasoning = std::move(split.reasoning);
+  }
   std::vector<ToolCall> calls;
   if (g.tools != ToolFormat::kNone) {
-    ToolParse parsed = parse_tool_calls(g.tools, g.prefill + all.text);
+    ToolParse parsed = parse_tool_calls(g.tools, g.prefill + content);
     content = std::move(parsed.content);
     calls = std::move(parsed.calls);
   }
   const CacheReport c = finish_generation(st, g, calls);
   send_json(res, 200, full_response(g.meta, content, finish_reason(o, calls), c,
-                                    int64_t(o.result.tokens.size()), delta_logprobs(st, g, all), calls));
+                                    int64_t(o.result.tokens.size()), delta_logprobs(st, g, all), calls, reasoning));
 }
 
 bool write_event(DataSink& sink, const std::string& data) {
@@ -338,11 +363,12 @@ void respond_stream(Server::State& st, std::shared_ptr<Generation> g, HttpRespon
   auto first = std::make_shared<bool>(true);
   auto last_write = std::make_shared<Clock::time_point>(Clock::now());
   auto tools = g->tools != ToolFormat::kNone ? std::make_shared<StreamTools>(g->tools) : nullptr;
+  auto thinking = !g->think.empty() ? std::make_shared<ReasoningParser>(g->think, g->think_open) : nullptr;
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
   res.set_chunked_content_provider(
       "text/event-stream",
-      [&st, g, first, last_write, tools](size_t, DataSink& sink) {
+      [&st, g, first, last_write, tools, thinking](size_t, DataSink& sink) {
         bool done = false;
         Delta d = g->job->wait_delta(100ms, &done);
         auto gone = [&] {
@@ -350,6 +376,27 @@ void respond_stream(Server::State& st, std::shared_ptr<Generation> g, HttpRespon
           st.metrics.count_disconnect();
           return false;
         };
+        if (thinking) {
+          // The thinking goes out as delta.reasoning_content (with the logprobs of a
+          // delta that holds no content); the answer goes on as content.
+          ReasoningSplit split = thinking->push(d.text);
+          if (done) {
+            ReasoningSplit rest = thinking->finish();
+            split.reasoning += rest.reasoning;
+            split.content += rest.content;
+          }
+          d.text = std::move(split.content);
+          if (!split.reasoning.empty()) {
+            json lp = nullptr;
+            if (d.text.empty()) {
+              lp = delta_logprobs(st, *g, d);
+              d.logprobs.clear();
+            }
+            if (!write_event(sink, dump(reasoning_chunk(g->meta, split.reasoning, *first, lp)))) return gone();
+            *first = false;
+            *last_write = Clock::now();
+          }
+        }
         std::vector<ToolCall> new_calls;
         if (tools) {
           // Text that may open a call is held until decided; calls go out whole.

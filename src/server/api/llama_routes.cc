@@ -115,7 +115,9 @@ void apply_template(Server::State& st, const HttpRequest& req, HttpResponse& res
   check_messages(body);
   check_tools(body);
   const ChatTemplate& tmpl = chat_template_of(st);
-  const json messages = parse_tool_arguments(template_messages(body["messages"]));
+  json sent = body["messages"];
+  st.volatile_rules.apply(sent);  // as a chat request renders it
+  const json messages = parse_tool_arguments(template_messages(sent));
   const ChatRender mode = parse_chat_render(body, messages);
   send_json(res, 200, {{"prompt", render_chat(tmpl, messages, chat_extra(body), mode, /*spans=*/false).text}});
 }

@@ -55,6 +55,8 @@ json cache_json(const CacheReport& c) {
     j["module_misses"] = c.module_misses;
   }
   add_retention_json(j, c.retention);
+  if (c.max_tokens_capped >= 0) j["max_tokens_capped"] = c.max_tokens_capped;
+  if (!c.volatile_rules_applied.empty()) j["volatile_rules_applied"] = c.volatile_rules_applied;
   if (c.spliced_replies >= 0) j["spliced_replies"] = c.spliced_replies;
   j["diverged_at"] = c.diverged_at >= 0 ? json(c.diverged_at) : json(nullptr);
   j["reason"] = c.reason.empty() ? json(nullptr) : json(c.reason);
@@ -94,12 +96,13 @@ json call_json(const ToolCall& c) {
 
 json full_response(const ResponseMeta& m, const std::string& text, const std::string& finish,
                    const CacheReport& c, int64_t completion_tokens, const json& logprobs,
-                   const std::vector<ToolCall>& calls) {
+                   const std::vector<ToolCall>& calls, const std::string& reasoning) {
   json r = base(m, m.chat ? "chat.completion" : "text_completion");
   json choice = {{"index", 0}, {"logprobs", logprobs}, {"finish_reason", finish_json(finish)}};
   if (m.chat) {
     const json content = calls.empty() || !text.empty() ? json(text) : json(nullptr);
     choice["message"] = {{"role", "assistant"}, {"content", content}, {"refusal", nullptr}};
+    if (!reasoning.empty()) choice["message"]["reasoning_content"] = reasoning;
     if (!calls.empty()) {
       json tc = json::array();
       for (const ToolCall& call : calls) tc.push_back(call_json(call));
@@ -126,6 +129,15 @@ json chunk(const ResponseMeta& m, const std::string& text, const std::string& fi
     choice["text"] = text;
   }
   r["choices"] = json::array({choice});
+  return r;
+}
+
+json reasoning_chunk(const ResponseMeta& m, const std::string& reasoning, bool first, const json& logprobs) {
+  json r = base(m, "chat.completion.chunk");
+  json delta = json::object();
+  if (first) delta["role"] = "assistant";
+  delta["reasoning_content"] = reasoning;
+  r["choices"] = json::array({{{"index", 0}, {"delta", delta}, {"logprobs", logprobs}, {"finish_reason", nullptr}}});
   return r;
 }
 

@@ -38,6 +38,10 @@ struct CacheReport {
   int64_t reusable_tokens = 0;   // fresh tokens whose block's KV is cached at another position
   ReusePolicy reuse;             // what the request asked for
   RetentionReport retention;     // the prompt's longest prefix under a lifetime, if any
+  // The request's max_tokens did not fit after the prompt: the reply was allowed this
+  // many tokens (to the context's end) instead; -1 when max_tokens fit as asked.
+  int64_t max_tokens_capped = -1;
+  std::vector<std::string> volatile_rules_applied;  // chat: the rules that normalised the messages
   int64_t fresh_tokens() const { return prompt_tokens - cached_tokens - approximate_tokens - recomputed_tokens; }
 };
 
@@ -57,12 +61,15 @@ ResponseMeta new_meta(const std::string& model, bool chat);
 // `logprobs`: the choice's logprobs (logprobs_json), null when not asked for.
 // `calls`: the reply's tool calls (chat): message.tool_calls, and content null when
 // there is no other text.
+// `reasoning`: the reply's thinking (chat), message.reasoning_content when not empty.
 json full_response(const ResponseMeta& m, const std::string& text, const std::string& finish,
                    const CacheReport& c, int64_t completion_tokens, const json& logprobs = nullptr,
-                   const std::vector<ToolCall>& calls = {});
+                   const std::vector<ToolCall>& calls = {}, const std::string& reasoning = {});
 // One streamed chunk: text delta (finish "" = null); role only in the first chat chunk.
 json chunk(const ResponseMeta& m, const std::string& text, const std::string& finish,
            bool first, const json& logprobs = nullptr);
+// A streamed piece of the reply's thinking: delta.reasoning_content (llama-server, vLLM).
+json reasoning_chunk(const ResponseMeta& m, const std::string& reasoning, bool first, const json& logprobs = nullptr);
 // A streamed tool call, as OpenAI streams one: the header chunk carries index, id,
 // type, function.name and arguments ""; the next carries index and the arguments.
 json tool_call_chunk(const ResponseMeta& m, int index, const ToolCall& call, bool header, bool first);

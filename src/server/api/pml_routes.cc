@@ -266,14 +266,9 @@ void fit_plan(const Server::State& st, const pml::PromptPlan& plan, Generation& 
                        std::to_string(plan.next_pos) + "; the context holds " +
                        std::to_string(std::min(st.n_ctx, kv)),
                    "prompt", "context_length_exceeded");
-  if (!g.params.max_tokens_given) {
-    max = int32_t(std::min<int64_t>(max, room));
-  } else if (max > room) {
-    throw ApiError(400, "invalid_request_error",
-                   "max_tokens " + std::to_string(max) + " does not fit: the PML prompt leaves room for " +
-                       std::to_string(room) + " tokens",
-                   "max_tokens", "context_length_exceeded");
-  }
+  if (max <= room) return;
+  max = int32_t(room);  // cut to the context's end (fit_context)
+  if (g.params.max_tokens_given) g.max_tokens_capped = max;
 }
 
 void pml_completion(Server::State& st, const HttpRequest& req, HttpResponse& res) {

@@ -73,6 +73,45 @@ const toolFinal = await toolStream.finalMessage();
 assert.deepEqual(toolFinal.content, withTools.content);
 assert.ok(toolFinal.usage.cache_read_input_tokens > 0);
 
+// countTokens: the prompt /v1/messages renders for the same body.
+const counted = await client.messages.countTokens({ model, system, messages: request.messages });
+assert.equal(counted.input_tokens, total(msg.usage));
+const countedTools = await client.messages.countTokens({ model, tools, messages: history });
+assert.equal(countedTools.input_tokens, total(withTools.usage));
+
+// tool_choice any / tool: the reply is a call. The server starts the reply with the
+// template's call opener (Qwen: "<tool_call>\n", through the name for a named tool);
+// the random test model writes the rest as forced (--test-hooks), and the forced text
+// parses as a call only after that prefill.
+const ask = [{ role: "user", content: "What is the weather in Paris?" }];
+const anyCall = await client.messages.create({
+  model, max_tokens: 64, temperature: 0, tools, messages: ask, tool_choice: { type: "any" },
+  test_forced_reply: '{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>',
+});
+assert.equal(anyCall.stop_reason, "tool_use", JSON.stringify(anyCall));
+assert.equal(anyCall.content.length, 1, JSON.stringify(anyCall.content));
+assert.equal(anyCall.content[0].type, "tool_use");
+assert.equal(anyCall.content[0].name, "get_weather");
+assert.deepEqual(anyCall.content[0].input, { city: "Paris" });
+// The prefill counts in the prompt: countTokens (no prefill) is a few tokens fewer.
+const askCount = await client.messages.countTokens({ model, tools, messages: ask });
+assert.ok(total(anyCall.usage) > askCount.input_tokens, JSON.stringify(anyCall.usage));
+const named = { model, max_tokens: 64, temperature: 0, tools, messages: ask,
+                tool_choice: { type: "tool", name: "get_weather" },
+                test_forced_reply: ', "arguments": {"city": "Rome"}}\n</tool_call>' };
+const namedCall = await client.messages.create(named);
+assert.equal(namedCall.stop_reason, "tool_use", JSON.stringify(namedCall));
+assert.equal(namedCall.content[0].name, "get_weather");
+assert.deepEqual(namedCall.content[0].input, { city: "Rome" });
+const namedStream = await client.messages.stream(named).finalMessage();
+assert.equal(namedStream.stop_reason, "tool_use");
+assert.deepEqual(namedStream.content.map((b) => [b.type, b.name, b.input]),
+                 namedCall.content.map((b) => [b.type, b.name, b.input]));
+// Without the forcing choice the same forced text is no call (it lacks the opener).
+const unforced = await client.messages.create({ ...named, tool_choice: { type: "auto" } });
+assert.equal(unforced.stop_reason, "end_turn", JSON.stringify(unforced));
+assert.equal(unforced.content[0].type, "text");
+
 // Errors come back in Anthropic's shape, as the SDK's typed errors.
 await assert.rejects(
   client.messages.create({ model, messages: [{ role: "user", content: "Hi" }] }),
@@ -82,5 +121,16 @@ await assert.rejects(
 await assert.rejects(
   client.messages.create({ model: "no-such-model", max_tokens: 4, messages: [{ role: "user", content: "Hi" }] }),
   (e) => e instanceof Anthropic.NotFoundError && e.error?.error?.type === "not_found_error");
+
+// A schema keyword the grammar cannot enforce: a 400 naming its path, never ignored.
+await assert.rejects(
+  client.messages.create({ ...request, output_config: { format: { type: "json_schema", schema: { type: "string", pattern: "a+" } } } }),
+  (e) => e instanceof Anthropic.BadRequestError && /output_config\.format\.schema\.pattern/.test(e.error?.error?.message));
+// Errors under /v1/messages/* (an unknown subpath too) are Anthropic's shape.
+const notFound = await fetch(`${process.env.PC_SERVER_URL}/v1/messages/nothing`, { method: "POST", body: "{}" });
+assert.equal(notFound.status, 404);
+const nf = await notFound.json();
+assert.equal(nf.type, "error");
+assert.equal(nf.error.type, "not_found_error");
 
 console.log("anthropic client: ok");
