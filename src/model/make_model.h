@@ -18,13 +18,20 @@ namespace pc {
 struct MakeModelOptions {
   // "smollm-135m" (n_embd 576, 30 blocks, 9 heads, 3 KV heads, ff 1536),
   // "tinyllama-1.1b" (2048, 22, 32, 4, 5632), "tiny" (64, 2, 4, 2, 128), "small" (256, 2, 4, 2, 512),
-  // "micro" (32, 1, 2, 1, 64), "gemma2-2b" (2304, 26, 8, 4, 9216, head size 256).
+  // "micro" (32, 1, 2, 1, 64), "gemma2-2b" (2304, 26, 8, 4, 9216, head size 256);
+  // for the 2026 architectures "qwen3-30b-a3b-4l", "gpt-oss-20b-4l" (real widths and
+  // experts, 4 blocks) and "qwen35-2b" (a Qwen3.5-2B-like hybrid). MoE archs on the
+  // small shapes get 8 experts of n_ff / 2, 2 per token; hybrid ones a full-attention
+  // block every min(4, n_layer).
   // See make_model_shapes(). gemma2/gemma3 files get the shape's sliding window:
   // 4096 for the real-size shapes, 32 for tiny, small and micro.
   std::string shape = "smollm-135m";
   // llama | qwen2 | qwen3 | gemma2 | gemma3 | phi3. gemma2: soft-caps 50 / 30;
   // gemma3: rope base 1e6 with linear scaling 8 on global layers, 1e4 on local
   // ones; phi3: fused attn_qkv and gate/up; gemma files are always tied.
+  // qwen3moe | gpt-oss | qwen35 | qwen35moe: routed experts (qwen35moe with a
+  // shared expert), gpt-oss's sinks, biases, YaRN and window, qwen35's Gated
+  // DeltaNet layers (tied output, as real Qwen3.5 files of small sizes).
   std::string arch = "llama";
   // Type of the 2-D weights: F16 | Q8_0 | Q4_0 | Q4_K | Q6_K | BF16 | F32. A matrix
   // whose row length is not a multiple of the type's block size falls back (K-quants
