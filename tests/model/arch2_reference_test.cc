@@ -55,8 +55,8 @@ std::vector<double> log_softmax(const float* x, size_t n) {
 // Compares one model with its reference, prompts computed in chunks of
 // `chunk`; returns the largest log-prob error and (in *logits_out) every
 // case's logits, concatenated.
-double check_model(const std::string& name, int chunk, std::vector<float>* logits_out) {
-  auto model = Model::load(arch2_dir() + "/" + name + ".gguf");
+double check_model(const Model& m, const std::string& name, int chunk, std::vector<float>* logits_out) {
+  const Model* model = &m;
   EngineOptions eo;
   eo.threads = 2;
   eo.kv_memory_bytes = 16 << 20;
@@ -107,10 +107,11 @@ class Arch2Reference : public ::testing::TestWithParam<const char*> {};
 TEST_P(Arch2Reference, MatchesLlamaCpp) {
   // Whole prompts in one step, and in chunks of 7 (inside the sliding windows,
   // across the DeltaNet recurrence): bitwise the same logits.
+  auto model = Model::load(arch2_dir() + "/" + GetParam() + ".gguf");
   std::vector<float> whole, chunked;
-  const double worst = check_model(GetParam(), 512, &whole);
+  const double worst = check_model(*model, GetParam(), 512, &whole);
   EXPECT_LE(worst, 0.05);
-  check_model(GetParam(), 7, &chunked);
+  check_model(*model, GetParam(), 7, &chunked);
   ASSERT_EQ(whole.size(), chunked.size());
   EXPECT_EQ(0, std::memcmp(whole.data(), chunked.data(), whole.size() * sizeof(float)));
   std::printf("%s: largest log-prob difference from llama.cpp %.4f\n", GetParam(), worst);
