@@ -211,7 +211,8 @@ void Forward::run_layers(int n, std::span<const BatchEntry> batch, std::span<con
   const ModelConfig& c = model_.config();
   const int64_t m = int64_t(batch.size());
   if (c.n_recurrent > 0) {
-    seq_rows_.assign(seqs.size(), {});
+    seq_rows_.resize(seqs.size());  // (capacity kept between batches)
+    for (std::vector<int32_t>& r : seq_rows_) r.clear();
     seq_states_.resize(seqs.size());
     for (size_t s = 0; s < seqs.size(); ++s) seq_states_[s] = seqs[s].state;
     for (int64_t i = 0; i < m; ++i) seq_rows_[batch[i].seq].push_back(int32_t(i));

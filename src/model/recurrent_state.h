@@ -65,6 +65,16 @@ class RecurrentState {
   int64_t bytes() const { return int64_t(data_.size() * sizeof(float)); }
   // The raw floats (all layers, in the layout above), for storing a snapshot.
   const std::vector<float>& data() const { return data_; }
+  // A state read back from data() and n_tokens() of a state of the same model
+  // (a tier entry); false when `data` does not have the model's size.
+  static bool from_data(const ModelConfig& c, int64_t n_tokens, std::vector<float> data, RecurrentState* out) {
+    RecurrentState s(c);
+    if (data.size() != s.data_.size() || n_tokens < 0) return false;
+    s.data_ = std::move(data);
+    s.n_tokens_ = n_tokens;
+    *out = std::move(s);
+    return true;
+  }
 
  private:
   int64_t conv_floats_ = 0, delta_floats_ = 0;

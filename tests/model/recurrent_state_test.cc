@@ -63,14 +63,18 @@ TEST_P(RecurrentResume, SnapshotResumesBitExact) {
   const std::vector<float> ref = f.run(toks, 0, n, cold);
   EXPECT_EQ(cold.n_tokens(), n);
   const size_t V = size_t(c.n_vocab);
-  for (int32_t cut : {1, 5, 16, 37, 69}) {
+  for (int32_t cut : {1, 5, 16, 37, 64, 69}) {
     // Up to `cut` in chunks of 3, snapshot, then the rest from a restored copy.
     RecurrentState first(c);
     for (int32_t t = 0; t < cut; t += 3) f.run(toks, t, std::min(cut, t + 3), first);
     const RecurrentState snap = first.snapshot();
     first.reset();  // the snapshot is a deep copy
     RecurrentState resumed;
-    resumed.restore(snap);
+    if (cut % 2 == 0) {
+      resumed.restore(snap);
+    } else {  // through its raw floats, as a tier would store it
+      ASSERT_TRUE(RecurrentState::from_data(c, snap.n_tokens(), snap.data(), &resumed));
+    }
     EXPECT_EQ(resumed.n_tokens(), cut);
     const std::vector<float> rest = f.run(toks, cut, n, resumed);
     EXPECT_EQ(0, std::memcmp(rest.data(), ref.data() + size_t(cut) * V, rest.size() * sizeof(float)))
@@ -88,6 +92,7 @@ TEST_P(RecurrentResume, RefusesEntriesThatSkipTokens) {
   EXPECT_THROW(f.run(toks, 0, 2, s), Error);  // already absorbed
   RecurrentState none;
   EXPECT_THROW(f.run(toks, 0, 2, none), Error);
+  EXPECT_FALSE(RecurrentState::from_data(c, 0, std::vector<float>(3), &none));
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, RecurrentResume, ::testing::Values("qwen35-tiny", "qwen35moe-tiny"),
