@@ -4,7 +4,8 @@
 // of the 16 steps the top-1 id must be llama.cpp's where llama.cpp's top-2 gap
 // exceeds 0.05 nats, and the log-probabilities of its top-5 tokens must be
 // within 0.05. Prompts 4 and 5 (160 and 245 tokens) exceed gpt-oss's window
-// (32) and run the DeltaNet recurrence over more than 150 tokens.
+// (32) and run the DeltaNet recurrence over more than 150 tokens. (The engine's
+// path for these models: hybrid_engine_test.cc.)
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,15 +15,12 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "engine/engine.h"
 #include "kernels/thread_pool.h"
 #include "kv/kv_storage.h"
 #include "model/forward.h"
 #include "model/model.h"
 #include "model/recurrent_state.h"
-#include "model_test_util.h"
 #include "test_util.h"
-#include "tokenizer/tokenizer.h"
 
 namespace pc {
 namespace {
@@ -53,30 +51,42 @@ std::vector<double> log_softmax(const float* x, size_t n) {
 }
 
 // Compares one model with its reference, prompts computed in chunks of
-// `chunk`; returns the largest log-prob error and (in *logits_out) every
-// case's logits at the 16 steps, concatenated.
-double check_model(const Model& m, const std::string& name, int chunk, std::vector<float>* logits_out) {
-  const Model* model = &m;
-  EngineOptions eo;
-  eo.threads = 2;
-  eo.kv_memory_bytes = 16 << 20;
-  Engine engine(*model, eo);
-  const size_t V = size_t(model->config().n_vocab);
+// `chunk` by the forward pass (logits only at the 16 steps); returns the
+// largest log-prob error and (in *rows_out) the steps' logits, concatenated.
+double check_model(const Model& m, const std::string& name, int chunk, std::vector<float>* rows_out) {
+  const ModelConfig& c = m.config();
+  constexpr int kPages = 32;  // 512 slots: every case fits
+  KvStorage kv(KvShape{int(c.n_layer), int(c.n_kv_head), int(c.head_dim), 16}, kPages);
+  ThreadPool pool(2);
+  Forward fwd(m, kv, pool);
+  std::vector<int32_t> pages(kPages);
+  for (int32_t p = 0; p < kPages; ++p) pages[p] = p;
+  const size_t V = size_t(c.n_vocab);
   double worst = 0;
-  for (const nlohmann::json& c : expected().at(name)) {
-    const auto prompt = c.at("prompt_ids").get<std::vector<int32_t>>();
-    const auto output = c.at("output_ids").get<std::vector<int32_t>>();
+  for (const nlohmann::json& cs : expected().at(name)) {
+    const auto prompt = cs.at("prompt_ids").get<std::vector<int32_t>>();
+    const auto output = cs.at("output_ids").get<std::vector<int32_t>>();
     std::vector<int32_t> tokens = prompt;
     tokens.insert(tokens.end(), output.begin(), output.end() - 1);
-    const std::vector<float> logits = engine.prompt_logits(tokens, chunk);
-    EXPECT_EQ(logits.size(), tokens.size() * V);
-    // The steps' rows, for comparing chunkings (all rows would be ~1 GB).
-    const size_t first = (prompt.size() - 1) * V;
-    logits_out->insert(logits_out->end(), logits.begin() + first, logits.end());
-    const nlohmann::json& steps = c.at("steps");
+    // A fresh sequence: its slots from 0 (earlier cases' KV is never seen), a zero state.
+    RecurrentState state = c.n_recurrent > 0 ? RecurrentState(c) : RecurrentState();
+    SeqKv seq{pages.data(), kPages};
+    if (!state.empty()) seq.state = &state;
+    std::vector<float> logits;
+    for (size_t done = 0; done < tokens.size(); done += size_t(chunk)) {
+      std::vector<BatchEntry> batch;
+      for (size_t t = done; t < std::min(tokens.size(), done + size_t(chunk)); ++t)
+        batch.push_back(BatchEntry{tokens[t], int32_t(t), 0, int32_t(t), t + 1 >= prompt.size()});
+      const float* l = fwd.run(batch, std::span<const SeqKv>(&seq, 1));
+      size_t n_rows = 0;
+      for (const BatchEntry& e : batch) n_rows += e.logits;
+      logits.insert(logits.end(), l, l + n_rows * V);
+    }
+    EXPECT_EQ(logits.size(), output.size() * V);
+    rows_out->insert(rows_out->end(), logits.begin(), logits.end());
+    const nlohmann::json& steps = cs.at("steps");
     for (size_t i = 0; i < steps.size(); ++i) {
-      const size_t row = prompt.size() - 1 + i;
-      const std::vector<double> lp = log_softmax(logits.data() + row * V, V);
+      const std::vector<double> lp = log_softmax(logits.data() + i * V, V);
       const nlohmann::json& top = steps[i].at("top");
       const double gap = top[0][1].get<double>() - top[1][1].get<double>();
       const int32_t ours = int32_t(std::max_element(lp.begin(), lp.end()) - lp.begin());
