@@ -304,8 +304,9 @@ bool ModelConfig::has_window() const {
 std::string ModelConfig::describe() const {
   std::ostringstream o;
   o << arch_name << ": " << n_layer << " blocks, embedding " << n_embd << ", heads " << n_head
-    << "/" << n_kv_head << " (dim " << head_dim << "), feed-forward " << n_ff << ", vocab "
-    << n_vocab << ", rope " << (rope_neox ? "neox" : "normal");
+    << "/" << n_kv_head << " (dim " << head_dim << ")";
+  if (n_ff > 0) o << ", feed-forward " << n_ff;  // (MoE models: the experts' width, below)
+  o << ", vocab " << n_vocab << ", rope " << (rope_neox ? "neox" : "normal");
   int64_t n_local = 0;
   for (const LayerConfig& l : layers) n_local += l.window > 0;
   if (!layers.empty()) o << " base " << layers.back().rope_base;
