@@ -63,7 +63,7 @@ Run add_make_model(CLI::App& app) {
   for (const std::string& s : make_model_shapes()) shapes += (shapes.empty() ? "" : ", ") + s;
   app.add_option("-o,--output", a->out, "Output GGUF path")->required();
   app.add_option("--shape", a->opt.shape, "Model shape: " + shapes)->capture_default_str();
-  app.add_option("--arch", a->opt.arch, "Architecture: llama, qwen2, qwen3, gemma2, gemma3, phi3")->capture_default_str();
+  app.add_option("--arch", a->opt.arch, "Architecture: llama, qwen2, qwen3, gemma2, gemma3, phi3, qwen3moe, gpt-oss, qwen35, qwen35moe")->capture_default_str();
   app.add_option("--type", a->type,
                  "Weight type (" + ggml_supported_type_names() + ") or llama.cpp's per-tensor mix (" + kMixNames +
                      ")")

@@ -243,6 +243,7 @@ bool Engine::assemble(Seq& s) {
     s.table.release();
     s.hold.release();
     s.lease.reset();
+    if (!s.recurrent.empty()) s.recurrent.reset();
   };
   // Out of pages for copies: everything let go, the next step tries again.
   auto retry_later = [&] {

@@ -63,7 +63,11 @@ Engine::Engine(const Model& model, const EngineOptions& opt)
                 " tokens needs " + std::to_string(shape.bytes_per_page()) + " bytes)");
   kv_ = std::make_unique<KvStorage>(shape, n_pages);
   pages_ = std::make_unique<PagePool>(*kv_);
-  prefix_ = std::make_unique<PrefixCache>(*pages_, opt.prefix_cache);
+  // Models with recurrent layers keep no per-token KV in those layers, so a cached
+  // prefix cannot be resumed from its pages alone: no prefix reuse (or tiers) for
+  // them until state snapshots are stored with prefixes; every prompt is computed.
+  const bool prefix_reuse = opt.prefix_cache && model.config().n_recurrent == 0;
+  prefix_ = std::make_unique<PrefixCache>(*pages_, prefix_reuse);
   modules_ = std::make_unique<ModuleCache>(*pages_, model);
   reclaimer_ = std::make_unique<Reclaimer>(*prefix_, *modules_);
   pages_->set_reclaimer(reclaimer_.get());
@@ -73,7 +77,7 @@ Engine::Engine(const Model& model, const EngineOptions& opt)
     tenant_hold_pages_ =
         std::max<int64_t>(1, int64_t(std::clamp(opt_.tenant_hold_share, 0.0, 1.0) * double(pages_->n_pages())));
   fwd_ = std::make_unique<Forward>(model, *kv_, *pool_);
-  if (opt.tiers.enabled() && opt.prefix_cache) {
+  if (opt.tiers.enabled() && prefix_reuse) {
     tiers_ = std::make_unique<KvTiers>(opt.tiers, *pages_, *prefix_);
     prefix_->set_tiers(tiers_.get());
     modules_->set_tiers(tiers_.get());
@@ -161,7 +165,20 @@ int64_t Engine::start(KvPlan plan, const GenerateRequest& req, TokenCallback on_
       throw Error("a plan span names a module the plan does not have");
   }
   if (plan.n_tokens() == 0) throw Error("the prompt is empty");
+  const bool recurrent = model_.config().n_recurrent > 0;
+  if (recurrent && !plan.is_prefix())
+    throw Error("PML modules are not available for " + model_.config().arch_name +
+                ": a module's KV cannot stand in for the state of the model's recurrent layers");
   Seq& s = new_seq(req, std::move(on_token));
+  if (recurrent) {
+    s.recurrent = RecurrentState(model_.config());
+    // Approximate reuse moves per-token KV, which recurrent layers do not have:
+    // the request is answered exactly, and says why.
+    if (s.req.reuse.mode == CacheReuse::kApproximate) {
+      s.req.reuse.mode = CacheReuse::kExact;
+      s.result.approximate_unavailable = "recurrent layers";
+    }
+  }
   s.plan = std::move(plan);
   s.prefix_plan = s.plan.is_prefix();
   s.keep_logits = keep_logits;
@@ -491,10 +508,13 @@ std::vector<float> Engine::prompt_logits(const std::vector<int32_t>& prompt, int
   std::vector<float> out;
   out.reserve((prompt.size() - done) * V);
   std::vector<int32_t> ids, fills;
+  RecurrentState state;  // (no prefix hit on models with recurrent layers: done is 0)
+  if (model_.config().n_recurrent > 0) state = RecurrentState(model_.config());
   while (done < int32_t(prompt.size())) {
     const int32_t n = std::min<int32_t>(chunk, int32_t(prompt.size()) - done);
     if (!table.prepare_append(n)) throw Error("out of KV memory");
     SeqKv kv = seq_kv(table, ids, fills);
+    if (!state.empty()) kv.state = &state;
     std::vector<BatchEntry> batch;
     for (int32_t t = done; t < done + n; ++t) batch.push_back(BatchEntry{prompt[t], t, 0, t, true});
     const float* l = fwd_->run(batch, std::span<const SeqKv>(&kv, 1));

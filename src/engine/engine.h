@@ -173,6 +173,9 @@ struct GenerateResult {
   // kDeviation: tokens run through layer 0 for the deviation check (each costs about
   // 1 / n_layer of a computed token; not counted in n_computed).
   int64_t n_checked = 0;
+  // Why approximate reuse was asked for but not applied (the request was answered
+  // exactly): "recurrent layers" on models whose recurrent layers keep no per-token KV.
+  std::string approximate_unavailable;
   FinishReason finish_reason = FinishReason::kNone;
   std::string error;            // when finish_reason == kError
   std::vector<TokenLogprobs> logprobs;  // [i] for tokens[i] when req.logprobs >= 0

@@ -27,6 +27,7 @@
 #include "kv/module_store.h"
 #include "kv/page_table.h"
 #include "model/forward.h"
+#include "model/recurrent_state.h"
 
 namespace pc {
 
@@ -67,6 +68,9 @@ struct Engine::Seq {
   size_t run = 0;                  // the run n_kv is in
   PageTable table;
   PageTable hold;
+  // Models with recurrent layers: the state after tokens[0, n_kv) (reset with the
+  // table: a reassembled sequence computes from its first token). Empty otherwise.
+  RecurrentState recurrent;
   PrefixLease lease;
   Sampler sampler;
   std::unique_ptr<grammar::Matcher> matcher;  // req.grammar's place after the generated tokens

@@ -104,6 +104,7 @@ void Engine::preempt(Seq& s) {
   s.runs.clear();
   s.run = 0;
   s.n_kv = 0;
+  if (!s.recurrent.empty()) s.recurrent.reset();  // resumed by recomputing (no snapshots yet)
   s.state = Seq::State::kParked;
   ++s.result.n_preempted;
   ++stats_.preemptions;
@@ -225,6 +226,7 @@ void Engine::run_parts(std::vector<Part>& parts) {
   for (size_t i = 0; i < parts.size(); ++i) {
     Seq& s = *parts[i].seq;
     seqs[i] = seq_kv(s.table, pages[i], fills[i]);
+    if (!s.recurrent.empty()) seqs[i].state = &s.recurrent;
     for (int32_t j = 0; j < parts[i].n; ++j) {
       const int32_t t = s.n_kv + j;
       const bool logits = s.wants_logits() && t + 1 == int32_t(s.tokens.size());

@@ -23,6 +23,8 @@
 //   then for each next segment's (M, S, acc) (merge_attention_state):
 //       m = max(Mm, M); cm = exp(Mm - m); c = exp(M - m)
 //       Sm = Sm * cm + S * c; accm = fma(acc, c, accm * cm); Mm = m
+//   with an attention sink (gpt-oss), folded in as a last segment with
+//   M = sink, S = 1, acc = 0 (add_attention_sink)
 //   out = accm * (1 / Sm)
 //
 // A context of up to `segment` slots is one segment: the plain online softmax.
@@ -125,6 +127,7 @@ void attention_scalar(const PagedAttentionArgs& a, const float* q, int group, in
       st->s[qi] = Sm;
       for (int d = 0; d < hd; ++d) st->acc[qi * hd + d] = accm[d];
     } else {
+      if (a.sinks) add_attention_sink(hd, &Mm, &Sm, accm, a.sinks[j]);
       const float inv = 1.f / Sm;
       for (int d = 0; d < hd; ++d) out[size_t(j) * hd + d] = accm[d] * inv;
     }
@@ -201,15 +204,17 @@ void paged_attention_prefetch(const PagedAttentionArgs& a, int n_ctx, int seg) {
   (void)keep;
 }
 
-void attention_merge(int head_dim, const AttentionState* parts, int n_seg, int64_t qi, float* out) {
+void attention_merge(int head_dim, const AttentionState* parts, int n_seg, int64_t qi, float* out,
+                     const float* sink) {
   // (the scalar form calls libm for every fma where the CPU has them: decode
   // merges every query's segments each layer)
-  if (cpu_level() >= CpuLevel::Avx2 && attention_merge_avx2(head_dim, parts, n_seg, qi, out)) return;
+  if (cpu_level() >= CpuLevel::Avx2 && attention_merge_avx2(head_dim, parts, n_seg, qi, out, sink)) return;
   const int hd = head_dim;
   float mm = -std::numeric_limits<float>::infinity(), sm = 0.f;
   for (int d = 0; d < hd; ++d) out[d] = 0.f;
   for (int k = 0; k < n_seg; ++k)
     merge_attention_state(hd, &mm, &sm, out, parts[k].m[qi], parts[k].s[qi], parts[k].acc + qi * hd);
+  if (sink) add_attention_sink(hd, &mm, &sm, out, *sink);
   const float inv = 1.f / sm;
   for (int d = 0; d < hd; ++d) out[d] = out[d] * inv;
 }

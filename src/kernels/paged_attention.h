@@ -43,6 +43,10 @@ struct PagedAttentionArgs {
   // merged in order. Part of the arithmetic: every path that must
   // agree bitwise uses one value (the forward pass: kAttnSegmentSlots).
   int segment = kAttnSegmentSlots;
+  // Attention sinks (gpt-oss): per query head of the group ([group], the heads
+  // that share kv_head, in order), a logit that takes softmax mass but has no
+  // value: out = acc / (S + exp(sink - M)) (paged_attention.cc). null: none.
+  const float* sinks = nullptr;
 };
 
 // q: [group][head_dim] — the query heads that share kv_head (grouped-query
@@ -115,7 +119,10 @@ void paged_attention_prefetch(const PagedAttentionArgs& a, int n_ctx, int seg);
 
 // The output of query qi from its states over segments 0 .. n_seg-1 (the
 // split form above, segment k in parts[k]): merged in that order as
-// paged_attention.cc states, then normalized. out: [head_dim].
-void attention_merge(int head_dim, const AttentionState* parts, int n_seg, int64_t qi, float* out);
+// paged_attention.cc states, then normalized; with `sink`, the query head's
+// attention sink folded in before the normalization (PagedAttentionArgs::sinks).
+// out: [head_dim].
+void attention_merge(int head_dim, const AttentionState* parts, int n_seg, int64_t qi, float* out,
+                     const float* sink = nullptr);
 
 }  // namespace pc

@@ -450,6 +450,7 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
     return;
   }
   for (int qi = 0; qi < nq; ++qi) {
+    if (a.sinks) add_attention_sink(hd, Mm + qi, Sm + qi, accm + qi * hd, a.sinks[qi % group]);
     const __m256 inv = _mm256_set1_ps(1.f / Sm[qi]);
     float* dst = tk.out + (qi / group) * tk.out_stride + (qi % group) * hd;
     PC_UNROLL for (int v = 0; v < NV; ++v)
@@ -460,11 +461,12 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
 
 // attention_merge() of one query (paged_attention.cc), NV vectors a head.
 template <int NV>
-void merge_query(const AttentionState* parts, int n_seg, int64_t qi, float* out) {
+void merge_query(const AttentionState* parts, int n_seg, int64_t qi, float* out, const float* sink) {
   constexpr int hd = 8 * NV;
   float mm = -std::numeric_limits<float>::infinity(), sm = 0.f;
   PC_UNROLL for (int v = 0; v < NV; ++v) _mm256_storeu_ps(out + 8 * v, _mm256_setzero_ps());
   for (int k = 0; k < n_seg; ++k) merge_state<NV>(&mm, &sm, out, parts[k].m[qi], parts[k].s[qi], parts[k].acc + qi * hd);
+  if (sink) add_attention_sink(hd, &mm, &sm, out, *sink);
   const __m256 inv = _mm256_set1_ps(1.f / sm);
   PC_UNROLL for (int v = 0; v < NV; ++v) _mm256_storeu_ps(out + 8 * v, _mm256_mul_ps(_mm256_loadu_ps(out + 8 * v), inv));
 }
@@ -488,8 +490,9 @@ bool paged_attention_tokens_avx2(const PagedAttentionArgs& a, int group,
   });
 }
 
-bool attention_merge_avx2(int head_dim, const AttentionState* parts, int n_seg, int64_t qi, float* out) {
-  return with_head_vectors(head_dim, [&](auto nv) { merge_query<decltype(nv)::value>(parts, n_seg, qi, out); });
+bool attention_merge_avx2(int head_dim, const AttentionState* parts, int n_seg, int64_t qi, float* out,
+                          const float* sink) {
+  return with_head_vectors(head_dim, [&](auto nv) { merge_query<decltype(nv)::value>(parts, n_seg, qi, out, sink); });
 }
 
 }  // namespace pc
@@ -506,7 +509,7 @@ bool paged_attention_tokens_avx2(const PagedAttentionArgs&, int, const PagedAtte
                                  float*, const AttnTiles*) {
   return false;
 }
-bool attention_merge_avx2(int, const AttentionState*, int, int64_t, float*) { return false; }
+bool attention_merge_avx2(int, const AttentionState*, int, int64_t, float*, const float*) { return false; }
 }  // namespace pc
 
 #endif

@@ -78,6 +78,19 @@ inline void merge_attention_state(int hd, float* mm, float* sm, float* accm, flo
   *mm = m;
 }
 
+// Folds an attention sink (a logit with no value; PagedAttentionArgs::sinks)
+// into a merged state, as a last segment with M = sink, S = 1, acc = 0:
+//   m = max(Mm, sink); cm = exp(Mm - m); Sm = Sm * cm + exp(sink - m);
+//   accm = accm * cm; Mm = m
+// Every path (scalar, AVX2, the split form's merge) calls this one function.
+inline void add_attention_sink(int hd, float* mm, float* sm, float* accm, float sink) {
+  const float m = sink > *mm ? sink : *mm;
+  const float cm = fixed_exp(*mm - m), ck = fixed_exp(sink - m);
+  *sm = *sm * cm + ck;
+  for (int d = 0; d < hd; ++d) accm[d] = accm[d] * cm;
+  *mm = m;
+}
+
 // The register tiles of the SIMD attention kernel (paged_attention_avx2.cc),
 // by shape: score[QT-1][KB-1] the scores of QT (1..3) queries × KB (1..4)
 // blocks of 8 slots; update[QT-1] the accumulators of QT queries for
@@ -146,7 +159,8 @@ bool paged_attention_tokens_avx2(const PagedAttentionArgs& a, int group,
                                  const PagedAttentionTokens& t, float* scratch,
                                  const AttnTiles* tiles = nullptr);
 // attention_merge() for one query, likewise (false: no kernel for head_dim).
-bool attention_merge_avx2(int head_dim, const AttentionState* parts, int n_seg, int64_t qi, float* out);
+bool attention_merge_avx2(int head_dim, const AttentionState* parts, int n_seg, int64_t qi, float* out,
+                          const float* sink);
 
 
 }  // namespace pc

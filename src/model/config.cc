@@ -40,6 +40,17 @@ struct ArchTraits {
   bool swa_unscaled;
   bool longrope;           // phi3: LongRoPE factors when original_context_length < context_length
   bool rope_freqs;         // llama: the rope_freqs tensor's factors when the file has one
+  // The 2026 architectures' parts (defaults: none of them).
+  const char* ffn_norm = "ffn_norm";  // the norm before the FFN (qwen35, gpt-oss: post_attention_norm)
+  bool moe = false;                   // every FFN is routed experts (MoeConfig from the file)
+  MoeGating gating = MoeGating::kSoftmaxTopK;
+  bool moe_bias = false;              // router and expert biases (gpt-oss)
+  Activation expert_activation = Activation::kSwiGlu;
+  bool attn_sinks = false;            // attn_sinks per head (gpt-oss)
+  bool out_bias = false;              // attn_output.bias (gpt-oss)
+  // Gated DeltaNet layers, with a gated full-attention layer where
+  // (il + 1) % full_attention_interval == 0 (qwen35, qwen35moe).
+  bool hybrid = false;
 };
 
 constexpr ArchTraits kArchTraits[] = {
@@ -50,6 +61,15 @@ constexpr ArchTraits kArchTraits[] = {
     {"gemma2", Arch::Gemma2, true,  false, false, true,  Projections::kSeparate, Activation::kGeGluTanh, true,  2, 4096, true,  50.f,  30.f,  46, 0,       false, false, false},
     {"gemma3", Arch::Gemma3, true,  false, true,  true,  Projections::kSeparate, Activation::kGeGluTanh, true,  6, 0,    false, 0,     0,     62, 10000.f, true,  false, false},
     {"phi3",   Arch::Phi3,   true,  false, false, false, Projections::kFused,    Activation::kSwiGlu,    false, 0, 0,    false, 0,     0,     0,  0,       false, true,  false},
+    // name       arch             neox  bias   qkn    sandw  proj                   act                  embd   swa win caps   attn final wide sbase sunsc  lrope  rfreq
+    {"qwen3moe",  Arch::Qwen3Moe,  true, false, true,  false, Projections::kSeparate, Activation::kSwiGlu, false, 0, 0, false, 0,   0,    0,   0,    false, false, false,
+     "ffn_norm", true, MoeGating::kSoftmaxTopK, false, Activation::kSwiGlu, false, false, false},
+    {"gpt-oss",   Arch::GptOss,    true, true,  false, false, Projections::kSeparate, Activation::kSwiGlu, false, 2, 0, false, 0,   0,    0,   0,    false, false, false,
+     "post_attention_norm", true, MoeGating::kTopKSoftmax, true, Activation::kSwiGluClamped, true, true, false},
+    {"qwen35",    Arch::Qwen35,    true, false, true,  false, Projections::kSeparate, Activation::kSwiGlu, false, 0, 0, false, 0,   0,    0,   0,    false, false, false,
+     "post_attention_norm", false, MoeGating::kSoftmaxTopK, false, Activation::kSwiGlu, false, false, true},
+    {"qwen35moe", Arch::Qwen35Moe, true, false, true,  false, Projections::kSeparate, Activation::kSwiGlu, false, 0, 0, false, 0,   0,    0,   0,    false, false, false,
+     "post_attention_norm", true, MoeGating::kSoftmaxTopK, false, Activation::kSwiGlu, false, false, true},
 };
 
 const ArchTraits& find_traits(const GgufFile& f, const std::string& name) {
@@ -75,12 +95,14 @@ float positive_float(const GgufFile& f, const std::string& key, double def) {
 }
 
 // Widths and counts.
-void read_shape(const GgufFile& f, const std::string& a, ModelConfig& c) {
+void read_shape(const GgufFile& f, const std::string& a, const ArchTraits& t, ModelConfig& c) {
   c.n_embd = require_int(f, a + "embedding_length");
   c.n_layer = require_int(f, a + "block_count");
   c.n_head = require_int(f, a + "attention.head_count");
   c.n_kv_head = f.get_int(a + "attention.head_count_kv", c.n_head);
-  c.n_ff = require_int(f, a + "feed_forward_length");
+  // MoE files may carry the dense size too (qwen3moe, gpt-oss); their FFNs are
+  // experts, sized by expert_feed_forward_length (read_moe).
+  c.n_ff = t.moe ? 0 : require_int(f, a + "feed_forward_length");
   c.n_ctx_train = f.get_int(a + "context_length", 2048);
   c.head_dim = f.get_int(a + "attention.key_length", c.n_embd / c.n_head);
   if (c.head_dim <= 0) throw Error(f.path() + ": invalid metadata key '" + a + "attention.key_length'");
@@ -106,10 +128,32 @@ void read_rope(const GgufFile& f, const std::string& a, const ArchTraits& t, int
   *freq_scale = 1.f;
   if (scaling == "linear" && factor > 0) {
     *freq_scale = float(1.0 / factor);
+  } else if (scaling == "yarn" && factor > 1.0) {
+    // The ramp and attention factor are YaRN's (model.cc yarn_factors);
+    // llama.cpp's defaults beta_fast 32, beta_slow 1, ext_factor 1.
+    c.yarn_factor = float(factor);
+    const int64_t orig = f.get_int(a + "rope.scaling.original_context_length", -1);
+    if (orig <= 0)
+      throw Error(f.path() + ": YaRN needs '" + a + "rope.scaling.original_context_length'");
+    c.rope_attn_factor = float((1.0 + 0.1 * std::log(factor)) * f.get_float(a + "rope.scaling.attn_factor", 1.0));
   } else if (scaling != "none" && scaling != "linear" && factor > 0 && factor != 1.0) {
     throw Error(f.path() + ": unsupported '" + a + "rope.scaling.type' '" + scaling + "'");
   }
   c.n_ctx_orig = f.get_int(a + "rope.scaling.original_context_length", c.n_ctx_train);
+  if (const GgufValue* v = f.find(a + "rope.dimension_sections")) {
+    if (v->type != GgufType::ARRAY || v->arr.size() != 4)
+      throw Error(f.path() + ": '" + a + "rope.dimension_sections' must be an array of 4 integers");
+    int64_t sum = 0;
+    for (const GgufValue& e : v->arr) {
+      const int64_t n = e.i != 0 ? e.i : int64_t(e.u);
+      if (n < 0 || n > c.n_rot) throw Error(f.path() + ": bad '" + a + "rope.dimension_sections'");
+      c.rope_sections.push_back(int32_t(n));
+      sum += n;
+    }
+    if (sum <= 0) throw Error(f.path() + ": '" + a + "rope.dimension_sections' are all 0");
+    if (c.yarn_factor != 1.f)
+      throw Error(f.path() + ": YaRN together with M-RoPE sections is not supported");
+  }
   if (t.longrope && c.n_ctx_orig < c.n_ctx_train) {
     if (c.n_ctx_orig <= 0)
       throw Error(f.path() + ": invalid metadata key '" + a + "rope.scaling.original_context_length'");
@@ -142,6 +186,44 @@ std::vector<bool> local_layers(const GgufFile& f, const std::string& a, const Ar
   return local;
 }
 
+// The experts of an MoE architecture (MoeConfig).
+void read_moe(const GgufFile& f, const std::string& a, const ArchTraits& t, ModelConfig& c) {
+  MoeConfig& m = c.moe;
+  m.n_expert = require_int(f, a + "expert_count");
+  m.n_used = require_int(f, a + "expert_used_count");
+  m.n_ff = require_int(f, a + "expert_feed_forward_length");
+  m.n_ff_shared = f.get_int(a + "expert_shared_feed_forward_length", 0);
+  if (m.n_used > m.n_expert || m.n_expert > 4096)
+    throw Error(f.path() + ": '" + a + "expert_used_count' " + std::to_string(m.n_used) + " with '" + a +
+                "expert_count' " + std::to_string(m.n_expert) + " is not supported");
+  if (m.n_ff > INT32_MAX || m.n_ff_shared < 0 || m.n_ff_shared > INT32_MAX)
+    throw Error(f.path() + ": invalid expert feed-forward length");
+  m.gating = t.gating;
+  m.router_bias = m.expert_bias = t.moe_bias;
+  m.activation = t.expert_activation;
+}
+
+// The Gated DeltaNet shape of a hybrid architecture (DeltaNetConfig) and which
+// layers are full attention: (il + 1) % full_attention_interval == 0.
+int64_t read_delta_net(const GgufFile& f, const std::string& a, ModelConfig& c) {
+  DeltaNetConfig& d = c.delta_net;
+  d.d_conv = require_int(f, a + "ssm.conv_kernel");
+  d.d_head = require_int(f, a + "ssm.state_size");
+  d.n_k_head = require_int(f, a + "ssm.group_count");
+  d.n_v_head = require_int(f, a + "ssm.time_step_rank");
+  const int64_t inner = require_int(f, a + "ssm.inner_size");
+  if (d.d_conv > 64 || d.d_head > 1024 || d.n_k_head > 4096 || d.n_v_head > 4096)
+    throw Error(f.path() + ": Gated DeltaNet shape beyond the supported limits");
+  if (inner != d.n_v_head * d.d_head)
+    throw Error(f.path() + ": '" + a + "ssm.inner_size' " + std::to_string(inner) + " is not '" + a +
+                "ssm.time_step_rank' x '" + a + "ssm.state_size' (" + std::to_string(d.n_v_head * d.d_head) + ")");
+  if (d.n_v_head % d.n_k_head != 0)
+    throw Error(f.path() + ": '" + a + "ssm.time_step_rank' must be a multiple of '" + a + "ssm.group_count'");
+  if (f.find(a + "attention.recurrent_layers"))
+    throw Error(f.path() + ": '" + a + "attention.recurrent_layers' is not supported (only full_attention_interval)");
+  return require_int(f, a + "full_attention_interval");
+}
+
 void describe_layers(const GgufFile& f, const std::string& a, const ArchTraits& t, float freq_scale,
                      ModelConfig& c) {
   const float base = positive_float(f, a + "rope.freq_base", 10000.0);
@@ -163,9 +245,24 @@ void describe_layers(const GgufFile& f, const std::string& a, const ArchTraits& 
     c.final_softcap = positive_float(f, a + "final_logit_softcapping", t.default_final_softcap);
   }
   c.embd_scale = t.embd_scale ? float(std::sqrt(double(c.n_embd))) : 1.f;
+  c.ffn_norm_tensor = t.ffn_norm;
+  if (t.moe) read_moe(f, a, t, c);
+  const int64_t interval = t.hybrid ? read_delta_net(f, a, c) : 0;
+  const RopeFactors scaled = c.yarn_factor != 1.f         ? RopeFactors::kYarn
+                             : !c.rope_sections.empty()   ? RopeFactors::kSections
+                                                          : RopeFactors::kNone;
   c.layers.assign(size_t(c.n_layer), LayerConfig{});
+  c.n_recurrent = 0;
   for (int64_t il = 0; il < c.n_layer; ++il) {
     LayerConfig& l = c.layers[il];
+    if (t.hybrid && (il + 1) % interval != 0) {
+      l.mixer = Mixer::kDeltaNet;
+      l.state_index = int32_t(c.n_recurrent++);
+    }
+    l.attn_gate = t.hybrid && l.mixer == Mixer::kAttention;
+    l.ffn = t.moe ? Ffn::kMoe : Ffn::kDense;
+    l.attn_sinks = t.attn_sinks;
+    l.out_bias = t.out_bias;
     l.qkv_bias = t.qkv_bias;
     l.qk_norm = t.qk_norm;
     l.post_attn_norm = l.post_ffn_norm = t.sandwich_norms;
@@ -176,7 +273,7 @@ void describe_layers(const GgufFile& f, const std::string& a, const ArchTraits& 
     l.rope_freq_scale = local[il] && t.swa_unscaled ? 1.f : freq_scale;
     l.rope_factors = t.longrope && c.n_ctx_orig < c.n_ctx_train ? RopeFactors::kLongRope
                      : t.rope_freqs                            ? RopeFactors::kRopeFreqs
-                                                               : RopeFactors::kNone;
+                                                               : scaled;
     l.attn_scale = float(1.0 / std::sqrt(double(scale_dim)));
     l.attn_softcap = attn_softcap;
   }
@@ -190,7 +287,7 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f, int64_t context_length) {
   const ArchTraits& t = find_traits(f, c.arch_name);
   c.arch = t.arch;
   const std::string a = c.arch_name + ".";
-  read_shape(f, a, c);
+  read_shape(f, a, t, c);
   check_config_against_tensors(f, c);  // before the per-layer description is sized by it
   float freq_scale = 1.f;
   read_rope(f, a, t, context_length, c, &freq_scale);
@@ -207,8 +304,9 @@ bool ModelConfig::has_window() const {
 std::string ModelConfig::describe() const {
   std::ostringstream o;
   o << arch_name << ": " << n_layer << " blocks, embedding " << n_embd << ", heads " << n_head
-    << "/" << n_kv_head << " (dim " << head_dim << "), feed-forward " << n_ff << ", vocab "
-    << n_vocab << ", rope " << (rope_neox ? "neox" : "normal");
+    << "/" << n_kv_head << " (dim " << head_dim << ")";
+  if (n_ff > 0) o << ", feed-forward " << n_ff;  // (MoE models: the experts' width, below)
+  o << ", vocab " << n_vocab << ", rope " << (rope_neox ? "neox" : "normal");
   int64_t n_local = 0;
   for (const LayerConfig& l : layers) n_local += l.window > 0;
   if (!layers.empty()) o << " base " << layers.back().rope_base;
@@ -224,6 +322,14 @@ std::string ModelConfig::describe() const {
     o << ", LongRoPE " << (longrope_long ? "long" : "short") << " factors";
   if (!layers.empty() && layers[0].attn_softcap > 0) o << ", attention soft-cap " << layers[0].attn_softcap;
   if (final_softcap > 0) o << ", final soft-cap " << final_softcap;
+  if (moe.n_expert > 0) {
+    o << ", " << moe.n_expert << " experts (" << moe.n_used << " per token, feed-forward " << moe.n_ff << ")";
+    if (moe.n_ff_shared > 0) o << " + a shared expert (" << moe.n_ff_shared << ")";
+  }
+  if (n_recurrent > 0)
+    o << ", " << n_recurrent << " of " << n_layer << " blocks Gated DeltaNet (" << delta_net.n_k_head << "/"
+      << delta_net.n_v_head << " heads of " << delta_net.d_head << ", conv " << delta_net.d_conv << ")";
+  if (!layers.empty() && layers[0].rope_factors == RopeFactors::kYarn) o << ", YaRN x" << yarn_factor;
   return o.str();
 }
 

@@ -11,12 +11,26 @@ namespace pc {
 
 class GgufFile;
 
-enum class Arch { Llama, Qwen2, Qwen3, Gemma2, Gemma3, Phi3 };
+enum class Arch { Llama, Qwen2, Qwen3, Gemma2, Gemma3, Phi3, Qwen3Moe, GptOss, Qwen35, Qwen35Moe };
 
 // The feed-forward gate: out = act(gate) * up.
 //   kSwiGlu      act = silu                        (llama, qwen, phi3)
 //   kGeGluTanh   act = gelu, tanh approximation    (gemma2, gemma3)
-enum class Activation { kSwiGlu, kGeGluTanh };
+//   kSwiGluClamped  gpt-oss's experts: g' = min(g, 7), u' = clamp(u, -7, 7),
+//                out = g' * sigmoid(1.702 g') * (u' + 1)   (moe.h)
+enum class Activation { kSwiGlu, kGeGluTanh, kSwiGluClamped };
+
+// What mixes information across tokens in a layer.
+//   kAttention  softmax attention over the layer's KV pages
+//   kDeltaNet   Gated DeltaNet linear attention (qwen35): a short causal conv and
+//               a delta-rule recurrence whose fixed-size state lives in the
+//               sequence's RecurrentState, not in KV pages (delta_net.h)
+enum class Mixer { kAttention, kDeltaNet };
+
+// The feed-forward block.
+//   kDense  w_down(act(w_gate h) * (w_up h))
+//   kMoe    routed experts (+ a shared expert) (moe.h, MoeConfig)
+enum class Ffn { kDense, kMoe };
 
 // How a layer's projections are stored.
 //   kSeparate  attn_q / attn_k / attn_v, ffn_gate / ffn_up
@@ -28,7 +42,14 @@ enum class Projections { kSeparate, kFused };
 //   kRopeFreqs  the file's rope_freqs tensor (Llama 3 files that have one)
 //   kLongRope   rope_factors_long or rope_factors_short, chosen by the context size
 //               (ModelConfig::longrope_long), with cos/sin times rope_attn_factor (phi3)
-enum class RopeFactors { kNone, kRopeFreqs, kLongRope };
+//   kYarn       YaRN (rope.scaling.type yarn; gpt-oss): pair i's angle blends the
+//               interpolated (/ factor) and extrapolated angles by a ramp over the
+//               pairs, with cos/sin times rope_attn_factor = 1 + 0.1 ln(factor)
+//               (model.cc yarn_factors states it)
+//   kSections   M-RoPE sections (rope.dimension_sections; qwen35), text only: pairs
+//               of the t, h and w sections rotate by the token's position, pairs
+//               of the e section (position 0) do not rotate
+enum class RopeFactors { kNone, kRopeFreqs, kLongRope, kYarn, kSections };
 
 // One transformer block (cf. gemma.cpp's LayerConfig). Shapes are the model's.
 //
@@ -41,7 +62,19 @@ enum class RopeFactors { kNone, kRopeFreqs, kLongRope };
 //   x += post_attn_norm ? rmsnorm(wo a, post_attention_norm) : wo a
 //   h = rmsnorm(x, ffn_norm);  f = w_down(act(w_gate h) * (w_up h))
 //   x += post_ffn_norm ? rmsnorm(f, post_ffw_norm) : f
+//
+// Variants read by the same pass: attn_gate (qwen35 full attention: wq's rows
+// per head are [q | gate], and a *= sigmoid(gate) before wo), attn_sinks
+// (gpt-oss: a per-head logit with no value in the softmax), out_bias (wo's bias),
+// mixer kDeltaNet (the attention sub-block is a Gated DeltaNet; delta_net.h),
+// ffn kMoe (the FFN is routed experts; moe.h).
 struct LayerConfig {
+  Mixer mixer = Mixer::kAttention;
+  Ffn ffn = Ffn::kDense;
+  int32_t state_index = -1;  // kDeltaNet: which layer of RecurrentState is its state
+  bool attn_gate = false;
+  bool attn_sinks = false;
+  bool out_bias = false;
   bool qkv_bias = false;
   bool qk_norm = false;
   bool post_attn_norm = false;
@@ -54,6 +87,36 @@ struct LayerConfig {
   RopeFactors rope_factors = RopeFactors::kNone;
   float attn_scale = 1.f;       // multiplies q·k (1/sqrt(head_dim) unless the architecture says)
   float attn_softcap = 0.f;     // 0: none
+};
+
+// Routed experts (LayerConfig::ffn kMoe):
+//   r = router h (+ router bias)                       [n_expert] logits
+//   kSoftmaxTopK: p = softmax(r), the n_used largest p, weights p_e / Σ selected p
+//                 (qwen3moe, qwen35moe)
+//   kTopKSoftmax: the n_used largest r, weights softmax over those r (gpt-oss)
+//   f = Σ_e w_e (down_e act(gate_e h + bg_e) * (up_e h + bu_e) + bd_e)   (biases:
+//       expert_bias), + sigmoid(shared_gate · h) * shared FFN(h) with a shared expert
+enum class MoeGating { kSoftmaxTopK, kTopKSoftmax };
+struct MoeConfig {
+  int64_t n_expert = 0;
+  int64_t n_used = 0;        // experts per token
+  int64_t n_ff = 0;          // an expert's hidden width
+  int64_t n_ff_shared = 0;   // the shared expert's hidden width (0: none)
+  MoeGating gating = MoeGating::kSoftmaxTopK;
+  bool router_bias = false;
+  bool expert_bias = false;
+  Activation activation = Activation::kSwiGlu;
+};
+
+// Gated DeltaNet layers (LayerConfig::mixer kDeltaNet; delta_net.h):
+//   qkv conv channels = 2 n_k_head d_head + n_v_head d_head
+struct DeltaNetConfig {
+  int64_t d_conv = 0;     // causal conv length (ssm.conv_kernel)
+  int64_t d_head = 0;     // head size of q, k and v (ssm.state_size)
+  int64_t n_k_head = 0;   // q/k heads (ssm.group_count)
+  int64_t n_v_head = 0;   // v heads (ssm.time_step_rank); v head j uses k head j mod n_k_head
+  int64_t channels() const { return (2 * n_k_head + n_v_head) * d_head; }
+  int64_t d_inner() const { return n_v_head * d_head; }
 };
 
 struct ModelConfig {
@@ -80,8 +143,16 @@ struct ModelConfig {
   int64_t n_ctx_orig = 0;
   bool longrope_long = false;
   float rope_attn_factor = 1.f;
+  // YaRN (RopeFactors::kYarn): the scaling factor; n_ctx_orig is the original context.
+  float yarn_factor = 1.f;
+  // M-RoPE sections [t, h, w, e] in rotary pairs (RopeFactors::kSections).
+  std::vector<int32_t> rope_sections;
   float embd_scale = 1.f;      // token embeddings times this (gemma: sqrt(n_embd))
   float final_softcap = 0.f;   // logits = c * tanh(logits / c) when > 0
+  std::string ffn_norm_tensor = "ffn_norm";  // the FFN's input norm (qwen35, gpt-oss: post_attention_norm)
+  MoeConfig moe;               // n_expert 0: no MoE layers
+  DeltaNetConfig delta_net;    // d_head 0: no DeltaNet layers
+  int64_t n_recurrent = 0;     // layers with a recurrent state (kDeltaNet)
   std::vector<LayerConfig> layers;  // [n_layer]
 
   // Reads and validates the config; throws pc::Error naming the missing/bad key.

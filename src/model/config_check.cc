@@ -62,7 +62,10 @@ void check_config_against_tensors(const GgufFile& f, const ModelConfig& c) {
          "but token_embd.weight has rows of " + std::to_string(e->ne[0]) + " values");
   // Products of values below 2^31: no overflow in 64 bits.
   const std::string head = " x head dimension " + std::to_string(c.head_dim) + " = ";
-  if (const int64_t q = rows_of(f, "blk.0.attn_q.weight"); q >= 0 && q != c.n_head * c.head_dim)
+  // Qwen3.5's gated attention: attn_q holds each head's query and its gate.
+  const bool gated = c.arch == Arch::Qwen35 || c.arch == Arch::Qwen35Moe;
+  if (const int64_t q = rows_of(f, "blk.0.attn_q.weight");
+      q >= 0 && q != c.n_head * c.head_dim && !(gated && q == 2 * c.n_head * c.head_dim))
     fail("attention.head_count", c.n_head,
          "and" + head + std::to_string(c.n_head * c.head_dim) + ", but blk.0.attn_q.weight has " +
              std::to_string(q) + " outputs");

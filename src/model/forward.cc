@@ -5,11 +5,13 @@
 #include "gguf/gguf.h"
 #include "gguf/quants.h"
 #include "kernels/elementwise.h"
+#include "kernels/fixed_exp.h"
 #include "kernels/matmul.h"
 #include "kernels/paged_attention.h"
 #include "kernels/thread_pool.h"
 #include "kv/kv_page_store.h"
 #include "model/model.h"
+#include "model/recurrent_state.h"
 
 namespace pc {
 
@@ -81,6 +83,12 @@ void Forward::reserve(int64_t m, int64_t n_logits) {
     o_.resize(m * c.n_embd);
     gate_.resize(m * c.n_ff);
     up_.resize(m * c.n_ff);
+    bool gated = false;
+    for (const LayerConfig& l : c.layers) gated |= l.attn_gate;
+    if (gated) {
+      qg_.resize(m * 2 * c.n_head * c.head_dim);
+      gatt_.resize(m * c.n_head * c.head_dim);
+    }
     cs_.resize(ropes_.size() * m * c.n_rot);
     pos_.resize(m);
   }
@@ -109,6 +117,21 @@ void Forward::validate(std::span<const BatchEntry> batch, std::span<const SeqKv>
       throw Error("batch entry " + std::to_string(i) + ": slot " + std::to_string(e.slot) +
                   " outside the sequence's page table");
   }
+  if (model_.config().n_recurrent == 0) return;
+  // A recurrence continues its state: each sequence's entries, in batch order,
+  // at the next slots.
+  std::vector<int64_t> next(seqs.size());
+  for (size_t s = 0; s < seqs.size(); ++s) next[s] = seqs[s].state ? seqs[s].state->n_tokens() : -1;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const BatchEntry& e = batch[i];
+    if (!seqs[e.seq].state || seqs[e.seq].state->empty())
+      throw Error("batch entry " + std::to_string(i) + ": sequence " + std::to_string(e.seq) +
+                  " has no recurrent state (the model has recurrent layers)");
+    if (e.slot != next[e.seq])
+      throw Error("batch entry " + std::to_string(i) + ": slot " + std::to_string(e.slot) + " does not continue " +
+                  "the sequence's recurrent state (at token " + std::to_string(next[e.seq]) + ")");
+    ++next[e.seq];
+  }
 }
 
 const float* Forward::run(std::span<const BatchEntry> batch, std::span<const SeqKv> seqs) {
@@ -121,10 +144,9 @@ const float* Forward::run(std::span<const BatchEntry> batch, std::span<const Seq
   if (m == 0) return logits_.data();
 
   begin_batch(batch, seqs);
-  for (int l = 0; l < c.n_layer; ++l) {
-    attention_block(l, batch, seqs);
-    ffn_block(l, m);
-  }
+  run_layers(int(c.n_layer), batch, seqs);
+  for (size_t s = 0; s < seqs.size(); ++s)
+    if (c.n_recurrent > 0 && seqs[s].state) seqs[s].state->advance(int64_t(seq_rows_[s].size()));
   // Final norm and output projection, only for rows that want logits.
   int64_t r = 0;
   for (int64_t i = 0; i < m; ++i) {
@@ -174,17 +196,60 @@ void Forward::run_to_layer(std::span<const BatchEntry> batch, std::span<const Se
   k16_out.resize(size_t(m * kvd));
   v16_out.resize(size_t(m * kvd));
   if (m == 0) return;
+  if (c.n_recurrent > 0) throw Error("run_to_layer: not available for models with recurrent layers");
   begin_batch(batch, seqs);
-  for (int l = 0; l < layer; ++l) {
-    attention_block(l, batch, seqs);
-    ffn_block(l, m);
-  }
+  run_layers(layer, batch, seqs);
   project_qkv(layer, m);
   for (int64_t i = 0; i < m; ++i) {
     f32_to_f16_row(k_.data() + i * kvd, k16_out.data() + i * kvd, kvd);
     f32_to_f16_row(v_.data() + i * kvd, v16_out.data() + i * kvd, kvd);
   }
   if (q_out) q_out->assign(q_.begin(), q_.begin() + m * int64_t(c.n_head) * c.head_dim);
+}
+
+void Forward::run_layers(int n, std::span<const BatchEntry> batch, std::span<const SeqKv> seqs) {
+  const ModelConfig& c = model_.config();
+  const int64_t m = int64_t(batch.size());
+  if (c.n_recurrent > 0) {
+    seq_rows_.resize(seqs.size());  // (capacity kept between batches)
+    for (std::vector<int32_t>& r : seq_rows_) r.clear();
+    seq_states_.resize(seqs.size());
+    for (size_t s = 0; s < seqs.size(); ++s) seq_states_[s] = seqs[s].state;
+    for (int64_t i = 0; i < m; ++i) seq_rows_[batch[i].seq].push_back(int32_t(i));
+  }
+  for (int l = 0; l < n; ++l) {
+    if (c.layers[l].mixer == Mixer::kDeltaNet)
+      delta_net_block(l, m);
+    else
+      attention_block(l, batch, seqs);
+    if (c.layers[l].ffn == Ffn::kMoe)
+      moe_block(l, m);
+    else
+      ffn_block(l, m);
+  }
+}
+
+void Forward::delta_net_block(int l, int64_t m) {
+  const ModelConfig& c = model_.config();
+  const LayerWeights& w = model_.layers()[l];
+  const int64_t E = c.n_embd;
+  for_rows(pool_, m, [&](int64_t i) {
+    rms_norm(x_.data() + i * E, w.attn_norm.data(), xn_.data() + i * E, E, c.rms_eps);
+  });
+  delta_net_.run(c.delta_net, c.rms_eps, w.delta_net, c.layers[l].state_index, xn_.data(), m, seq_rows_,
+                 seq_states_, o_.data(), pool_);
+  add_residual(w.post_attn_norm, m);
+}
+
+void Forward::moe_block(int l, int64_t m) {
+  const ModelConfig& c = model_.config();
+  const LayerWeights& w = model_.layers()[l];
+  const int64_t E = c.n_embd;
+  for_rows(pool_, m, [&](int64_t i) {
+    rms_norm(x_.data() + i * E, w.ffn_norm.data(), xn_.data() + i * E, E, c.rms_eps);
+  });
+  moe_.run(c.moe, E, w.moe, xn_.data(), m, o_.data(), pool_);
+  add_residual(w.post_ffn_norm, m);
 }
 
 // For sequences whose pages are not all full (SeqKv::fills), where each
@@ -235,10 +300,17 @@ void Forward::project_qkv(int l, int64_t m) {
   for_rows(pool_, m, [&](int64_t i) {
     rms_norm(x_.data() + i * E, w.attn_norm.data(), xn_.data() + i * E, E, c.rms_eps);
   });
-  const MatmulOut qkv[] = {{w.wq, q_.data()}, {w.wk, k_.data()}, {w.wv, v_.data()}};
+  const bool gated = c.layers[l].attn_gate;
+  const MatmulOut qkv[] = {{w.wq, gated ? qg_.data() : q_.data()}, {w.wk, k_.data()}, {w.wv, v_.data()}};
   matmul_many(qkv, xn_.data(), m, pool_);
   // Biases, Q/K norms and RoPE, row by row on any thread.
   for_rows(pool_, m, [&](int64_t i) {
+    if (gated)  // per head [q | gate] → q_ and gatt_
+      for (int64_t h = 0; h < c.n_head; ++h) {
+        const float* src = qg_.data() + i * 2 * qd + h * 2 * hd;
+        std::copy(src, src + hd, q_.data() + i * qd + h * hd);
+        std::copy(src + hd, src + 2 * hd, gatt_.data() + i * qd + h * hd);
+      }
     add_bias(q_.data(), w.bq, i, qd);
     add_bias(k_.data(), w.bk, i, kvd);
     add_bias(v_.data(), w.bv, i, kvd);
@@ -306,6 +378,7 @@ void Forward::attention_block(int l, std::span<const BatchEntry> batch, std::spa
     a.softcap = lc.attn_softcap;
     a.window = lc.window;
     if (lc.window > 0) a.pos_pages = ppos_[e.seq].data();
+    if (lc.attn_sinks) a.sinks = w.sinks.data() + g * group;
     return a;
   };
   auto run_tokens = [&](int64_t b, int g) {
@@ -354,10 +427,12 @@ void Forward::attention_block(int l, std::span<const BatchEntry> batch, std::spa
     pool_.parallel_for(n_blocks * c.n_kv_head, [&](int64_t rh, int) {
       const int64_t b = rh / c.n_kv_head, first = split_first_[rh];
       const int64_t n_seg = split_first_[rh + 1] - first;
-      const PagedAttentionTokens t = run_tokens(b, int(rh % c.n_kv_head));
+      const int g = int(rh % c.n_kv_head);
+      const PagedAttentionTokens t = run_tokens(b, g);
       for (int64_t qi = 0; qi < int64_t(t.n_tok) * group; ++qi)
         attention_merge(int(hd), split_state_.data() + first, int(n_seg), qi,
-                        t.out + (qi / group) * qd + (qi % group) * hd);
+                        t.out + (qi / group) * qd + (qi % group) * hd,
+                        lc.attn_sinks ? w.sinks.data() + g * group + qi % group : nullptr);
     });
   } else {
     pool_.parallel_for(n_blocks * c.n_kv_head, [&](int64_t task, int thread) {
@@ -368,7 +443,15 @@ void Forward::attention_block(int l, std::span<const BatchEntry> batch, std::spa
                              scratch_.data() + thread * scratch_per_thread);
     });
   }
+  if (lc.attn_gate)  // a *= sigmoid(gate)
+    for_rows(pool_, m, [&](int64_t i) {
+      float* a = att_.data() + i * qd;
+      const float* g = gatt_.data() + i * qd;
+      for (int64_t d = 0; d < qd; ++d) a[d] *= 1.f / (1.f + fixed_exp(-g[d]));
+    });
   matmul(w.wo, att_.data(), m, o_.data(), pool_);
+  if (!w.bo.empty())
+    for_rows(pool_, m, [&](int64_t i) { add_bias(o_.data(), w.bo, i, c.n_embd); });
   add_residual(w.post_attn_norm, m);
 }
 

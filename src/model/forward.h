@@ -22,10 +22,13 @@
 #include "kernels/elementwise.h"
 #include "kernels/paged_attention.h"
 #include "kv/kv_page_store.h"
+#include "model/delta_net.h"
+#include "model/moe.h"
 
 namespace pc {
 
 class Model;
+class RecurrentState;
 class ThreadPool;
 
 struct SeqKv {
@@ -35,6 +38,10 @@ struct SeqKv {
   // With fills, logical slot t is the t-th filled slot counting page by page
   // (PML plans reference cached module pages that end mid-page).
   const int32_t* fills = nullptr;
+  // Models with recurrent layers (ModelConfig::n_recurrent > 0): the sequence's
+  // state, which its entries must continue: in batch order, at slots
+  // state->n_tokens(), +1, ... (run() advances it by its entries). Unused otherwise.
+  RecurrentState* state = nullptr;
 };
 
 struct BatchEntry {
@@ -59,7 +66,8 @@ class Forward {
   // writes them) and returns layer `layer`'s K (after RoPE) and V of every entry, rounded
   // to F16 as they would be stored: k16_out, v16_out [m][n_kv_head * head_dim], and when
   // q_out is given the queries, F32 after RoPE: [m][n_head * head_dim]. The arithmetic of
-  // those layers is run()'s. For the deviation check of approximate reuse.
+  // those layers is run()'s. For the deviation check of approximate reuse; not
+  // for models with recurrent layers (throws pc::Error).
   void run_to_layer(std::span<const BatchEntry> batch, std::span<const SeqKv> seqs, int layer,
                     std::vector<uint16_t>& k16_out, std::vector<uint16_t>& v16_out,
                     std::vector<float>* q_out = nullptr);
@@ -76,6 +84,11 @@ class Forward {
   void attention_block(int layer, std::span<const BatchEntry> batch, std::span<const SeqKv> seqs);
   bool plan_split(int64_t n_blocks, int group);
   void ffn_block(int layer, int64_t m);
+  // Gated DeltaNet mixer of a layer (delta_net.h), on the sequences' states.
+  void delta_net_block(int layer, int64_t m);
+  void moe_block(int layer, int64_t m);
+  // Runs layers [0, n) of the batch.
+  void run_layers(int n, std::span<const BatchEntry> batch, std::span<const SeqKv> seqs);
   void add_residual(const std::vector<float>& post_norm, int64_t m);
   // K and V of one KV head of every batch entry, rounded to F16, into their slots.
   void store_kv(int layer, int64_t head, int64_t m);
@@ -98,6 +111,13 @@ class Forward {
   std::vector<float> att_;    // [m][n_head*hd] attention output
   std::vector<float> o_;      // [m][n_embd]
   std::vector<float> gate_, up_;  // [m][n_ff]
+  std::vector<float> qg_;     // [m][2*n_head*hd] gated attention's projection: per head [q | gate]
+  std::vector<float> gatt_;   // [m][n_head*hd] its output gates
+  DeltaNet delta_net_;
+  MoeFfn moe_;
+  // Recurrent layers: per sequence, its batch rows in order and its state.
+  std::vector<std::vector<int32_t>> seq_rows_;
+  std::vector<RecurrentState*> seq_states_;
   std::vector<float> cs_;     // [n_ropes][m][n_rot] rope cos/sin
   std::vector<int> pos_;      // [m] position ids (the attention window's queries)
   std::vector<float> logits_; // [n_logits][n_vocab]

@@ -1,6 +1,7 @@
 // Random-weight model generator (see make_model.h).
 #include "model/make_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -20,6 +21,13 @@ struct Shape {
   int64_t head_dim;  // 0: n_embd / n_head
   int32_t window;    // sliding window of the architectures that have one
   int64_t n_vocab = 0;  // the model's token count (tokenizer padded to it); 0: the tokenizer's
+  // MoE architectures: experts, experts per token, an expert's width (0: n_ff / 2)
+  // and the shared expert's (0: n_ff).
+  int64_t n_expert = 8, n_used = 2, n_ff_exp = 0, n_ff_shexp = 0;
+  // Hybrid (qwen35) architectures: DeltaNet head size (0: the head size), q/k and v
+  // heads (0: n_kv_head, n_head), a full-attention layer every `interval` (0:
+  // min(4, n_layer)), rotary dimensions of full attention (0: a quarter of the head).
+  int64_t dn_head = 0, dn_k_heads = 0, dn_v_heads = 0, interval = 0, n_rot = 0;
 };
 
 constexpr Shape kShapes[] = {
@@ -35,6 +43,15 @@ constexpr Shape kShapes[] = {
     // Llama 3 8B and Qwen2.5 7B: the sizes users run, for benchmarks.
     {"llama3-8b", 4096, 32, 32, 8, 14336, 0, 4096, 128256},
     {"qwen2.5-7b", 3584, 28, 28, 4, 18944, 0, 4096, 152064},
+    // Realistic shapes of the 2026 architectures (with fewer blocks where the
+    // experts would not fit in memory), for `bench`: Qwen3-30B-A3B's widths
+    // (128 experts of 768, 8 per token) in 4 of its 48 blocks; gpt-oss-20b's (32
+    // experts of 2880, 4 per token, window 128) in 4 of its 24; a Qwen3.5-2B-like
+    // hybrid (DeltaNet heads 16 x 128, full attention every 4th block, head 256
+    // with 64 rotary dimensions).
+    {"qwen3-30b-a3b-4l", 2048, 4, 32, 4, 6144, 128, 4096, 0, 128, 8, 768, 0},
+    {"gpt-oss-20b-4l", 2880, 4, 64, 8, 2880, 64, 128, 0, 32, 4, 2880, 0},
+    {"qwen35-2b", 2048, 24, 8, 2, 6144, 256, 4096, 0, 8, 2, 0, 0, 128, 16, 16, 4, 64},
 };
 
 // What a file of the architecture holds, as llama.cpp's converter writes it
@@ -50,6 +67,11 @@ struct Arch {
   bool gemma2_keys;     // sliding_window and the two soft-caps
   bool gemma3_keys;     // sliding_window, rope.freq_base_swa, linear scaling 8
   bool tied;            // no output.weight (gemma)
+  // The 2026 architectures (make-model writes them as llama.cpp's converter does).
+  bool moe = false;          // routed experts instead of the dense FFN
+  bool shared_expert = false;  // qwen35moe: a gated shared expert
+  bool gpt_oss = false;      // attention sinks and biases, YaRN, alternating window layers, expert biases
+  bool hybrid = false;       // Gated DeltaNet layers and gated full attention (qwen35)
 };
 
 constexpr Arch kArchs[] = {
@@ -59,9 +81,22 @@ constexpr Arch kArchs[] = {
     {"gemma2", 1e-6f, 10000.0f, false, false, true, false, true, false, true},
     {"gemma3", 1e-6f, 1000000.0f, false, true, true, false, false, true, true},
     {"phi3", 1e-5f, 10000.0f, false, false, false, true, false, false, false},
+    {"qwen3moe", 1e-6f, 1000000.0f, false, true, false, false, false, false, false, true},
+    {"gpt-oss", 1e-5f, 150000.0f, true, false, false, false, false, false, false, true, false, true},
+    {"qwen35", 1e-6f, 10000000.0f, false, true, false, false, false, false, true, false, false, false, true},
+    {"qwen35moe", 1e-6f, 10000000.0f, false, true, false, false, false, false, true, true, true, false, true},
 };
 
 int64_t head_dim_of(const Shape& s) { return s.head_dim > 0 ? s.head_dim : s.n_embd / s.n_head; }
+int64_t expert_ff(const Shape& s) { return s.n_ff_exp > 0 ? s.n_ff_exp : s.n_ff / 2; }
+
+struct DeltaNetShape {
+  int64_t head, k_heads, v_heads, interval;
+};
+DeltaNetShape delta_net_shape(const Shape& s) {
+  return {s.dn_head > 0 ? s.dn_head : head_dim_of(s), s.dn_k_heads > 0 ? s.dn_k_heads : s.n_kv_head,
+          s.dn_v_heads > 0 ? s.dn_v_heads : s.n_head, s.interval > 0 ? s.interval : std::min<int64_t>(4, s.n_layer)};
+}
 
 // llama.cpp's general.file_type ("mostly X") for a weight type or mix.
 uint32_t file_type_of(GgmlType t, TypeMix mix) {
@@ -328,21 +363,107 @@ void set_hparams(GgufWriter& w, const MakeModelOptions& opt, const Shape& s, con
     w.set_string(p + "rope.scaling.type", "linear");
     w.set_f32(p + "rope.scaling.factor", 8.0f);
   }
+  if (a.moe) {
+    w.set_u32(p + "expert_count", uint32_t(s.n_expert));
+    w.set_u32(p + "expert_used_count", uint32_t(s.n_used));
+    w.set_u32(p + "expert_feed_forward_length", uint32_t(expert_ff(s)));
+    if (a.shared_expert) w.set_u32(p + "expert_shared_feed_forward_length", uint32_t(s.n_ff_shexp > 0 ? s.n_ff_shexp : s.n_ff));
+  }
+  if (a.gpt_oss) {
+    w.set_u32(p + "attention.sliding_window", uint32_t(s.window));
+    w.set_string(p + "rope.scaling.type", "yarn");
+    w.set_f32(p + "rope.scaling.factor", 32.0f);
+    w.set_u32(p + "rope.scaling.original_context_length", 4096);
+  }
+  if (a.hybrid) {
+    const int64_t rot = s.n_rot > 0 ? s.n_rot : head_dim / 4;
+    w.set_u32(p + "attention.key_length", head_dim);
+    w.set_u32(p + "attention.value_length", head_dim);
+    w.set_u32(p + "rope.dimension_count", uint32_t(rot));
+    // M-RoPE sections in rotary pairs [t, h, w, e], interleaved so that every pair
+    // rotates (Qwen3.5: 11, 11, 10 of 32 pairs).
+    const int32_t pairs = int32_t(rot / 2);
+    std::vector<GgufValue> sec;
+    for (int32_t v : {(pairs + 2) / 3, (pairs + 1) / 3, pairs / 3, 0})
+      sec.push_back(GgufValue::make_int(GgufType::INT32, v));
+    w.set(p + "rope.dimension_sections", GgufValue::make_array(GgufType::INT32, std::move(sec)));
+    const DeltaNetShape d = delta_net_shape(s);
+    w.set_u32(p + "ssm.conv_kernel", 4);
+    w.set_u32(p + "ssm.state_size", uint32_t(d.head));
+    w.set_u32(p + "ssm.group_count", uint32_t(d.k_heads));
+    w.set_u32(p + "ssm.time_step_rank", uint32_t(d.v_heads));
+    w.set_u32(p + "ssm.inner_size", uint32_t(d.v_heads * d.head));
+    w.set_u32(p + "full_attention_interval", uint32_t(d.interval));
+  }
 }
 
 // Adds a random [ne0, ne1] weight matrix with stddev 1/sqrt(ne0) (ne0 is the fan-in:
 // each output is a dot product over a row), so activations keep unit scale. Its
 // type: opt.type (with the uniform fallback), or the mix's for the role and layer.
+void add_matrix_as(GgufWriter& w, Rng& rng, GgmlType t, const std::string& name, int64_t ne0, int64_t ne1) {
+  w.add_tensor(name, t, {ne0, ne1}, random_matrix(rng, t, ne0, ne1, 1.0f / std::sqrt(static_cast<float>(ne0))));
+}
 void add_matrix(GgufWriter& w, Rng& rng, const MakeModelOptions& opt, const Shape& s, bool tied, Role role,
                 int64_t layer, const std::string& name, int64_t ne0, int64_t ne1) {
-  const GgmlType t = opt.mix == TypeMix::kNone ? make_model_matrix_type(opt.type, ne0)
-                                               : mix_fallback(mix_type(opt.mix, role, layer, s, tied), role, ne0);
-  w.add_tensor(name, t, {ne0, ne1},
-               random_matrix(rng, t, ne0, ne1, 1.0f / std::sqrt(static_cast<float>(ne0))));
+  add_matrix_as(w, rng,
+                opt.mix == TypeMix::kNone ? make_model_matrix_type(opt.type, ne0)
+                                          : mix_fallback(mix_type(opt.mix, role, layer, s, tied), role, ne0),
+                name, ne0, ne1);
+}
+// The mixes' per-tensor rules name the dense layers' matrices only: DeltaNet, router
+// and expert matrices take opt.type (with the uniform fallback) in every file.
+void add_matrix(GgufWriter& w, Rng& rng, GgmlType type, const std::string& name, int64_t ne0, int64_t ne1) {
+  add_matrix_as(w, rng, make_model_matrix_type(type, ne0), name, ne0, ne1);
 }
 
 void add_f32(GgufWriter& w, Rng& rng, const std::string& name, int64_t n, float mean, float stddev) {
   w.add_tensor(name, GgmlType::F32, {n}, random_f32(rng, n, mean, stddev));
+}
+
+// A Gated DeltaNet mixer's tensors (qwen35), values in the ranges of real files.
+void add_delta_net(GgufWriter& w, Rng& rng, const MakeModelOptions& opt, const Shape& s, const std::string& p) {
+  const DeltaNetShape d = delta_net_shape(s);
+  const int64_t channels = (2 * d.k_heads + d.v_heads) * d.head, inner = d.v_heads * d.head;
+  add_matrix(w, rng, opt.type, p + "attn_qkv.weight", s.n_embd, channels);
+  add_matrix(w, rng, opt.type, p + "attn_gate.weight", s.n_embd, inner);
+  w.add_tensor(p + "ssm_conv1d.weight", GgmlType::F32, {4, channels}, random_f32(rng, 4 * channels, 0.f, 0.5f));
+  add_f32(w, rng, p + "ssm_dt.bias", d.v_heads, 0.f, 0.5f);
+  std::vector<float> a(size_t(d.v_heads));
+  for (float& x : a) x = -std::exp(-2.f + 0.8f * rng.normal());  // -exp(A_log), in (-0.8, -0.01) mostly
+  std::vector<uint8_t> ab(a.size() * sizeof(float));
+  quantize_row(GgmlType::F32, a.data(), ab.data(), int64_t(a.size()));
+  w.add_tensor(p + "ssm_a", GgmlType::F32, {d.v_heads}, std::move(ab));
+  add_matrix(w, rng, opt.type, p + "ssm_beta.weight", s.n_embd, d.v_heads);
+  add_matrix(w, rng, opt.type, p + "ssm_alpha.weight", s.n_embd, d.v_heads);
+  add_f32(w, rng, p + "ssm_norm.weight", d.head, 1.0f, 0.02f);
+  add_matrix(w, rng, opt.type, p + "ssm_out.weight", inner, s.n_embd);
+}
+
+// Routed experts ([in, out, n_expert] tensors), gpt-oss's biases, qwen35moe's shared expert.
+void add_experts(GgufWriter& w, Rng& rng, const MakeModelOptions& opt, const Shape& s, const Arch& a,
+                 const std::string& p) {
+  const int64_t F = expert_ff(s), N = s.n_expert, E = s.n_embd;
+  add_matrix(w, rng, GgmlType::F32, p + "ffn_gate_inp.weight", E, N);
+  auto experts = [&](const std::string& name, int64_t in, int64_t out) {
+    const GgmlType t = make_model_matrix_type(opt.type, in);
+    w.add_tensor(name, t, {in, out, N}, random_matrix(rng, t, in, out * N, 1.0f / std::sqrt(float(in))));
+  };
+  experts(p + "ffn_gate_exps.weight", E, F);
+  experts(p + "ffn_up_exps.weight", E, F);
+  experts(p + "ffn_down_exps.weight", F, E);
+  if (a.gpt_oss) {
+    add_f32(w, rng, p + "ffn_gate_inp.bias", N, 0.f, 0.1f);
+    w.add_tensor(p + "ffn_gate_exps.bias", GgmlType::F32, {F, N}, random_f32(rng, F * N, 0.f, 0.1f));
+    w.add_tensor(p + "ffn_up_exps.bias", GgmlType::F32, {F, N}, random_f32(rng, F * N, 0.f, 0.1f));
+    w.add_tensor(p + "ffn_down_exps.bias", GgmlType::F32, {E, N}, random_f32(rng, E * N, 0.f, 0.1f));
+  }
+  if (a.shared_expert) {
+    const int64_t S = s.n_ff_shexp > 0 ? s.n_ff_shexp : s.n_ff;
+    add_f32(w, rng, p + "ffn_gate_inp_shexp.weight", E, 0.f, 1.0f / std::sqrt(float(E)));
+    add_matrix(w, rng, opt.type, p + "ffn_gate_shexp.weight", E, S);
+    add_matrix(w, rng, opt.type, p + "ffn_up_shexp.weight", E, S);
+    add_matrix(w, rng, opt.type, p + "ffn_down_shexp.weight", S, E);
+  }
 }
 
 void add_block(GgufWriter& w, Rng& rng, const MakeModelOptions& opt, const Shape& s,
@@ -352,32 +473,47 @@ void add_block(GgufWriter& w, Rng& rng, const MakeModelOptions& opt, const Shape
   const int64_t q_dim = s.n_head * hd, kv_dim = s.n_kv_head * hd;
   add_f32(w, rng, p + "attn_norm.weight", s.n_embd, 1.0f, 0.02f);
   const bool tied = false;  // only token_embd / output depend on it
-  if (a.fused) {
-    add_matrix(w, rng, opt, s, tied, Role::kAttnV, i, p + "attn_qkv.weight", s.n_embd, q_dim + 2 * kv_dim);
+  const bool delta_net = a.hybrid && (i + 1) % delta_net_shape(s).interval != 0;
+  if (delta_net) {
+    add_delta_net(w, rng, opt, s, p);
   } else {
-    add_matrix(w, rng, opt, s, tied, Role::kOther, i, p + "attn_q.weight", s.n_embd, q_dim);
-    add_matrix(w, rng, opt, s, tied, Role::kOther, i, p + "attn_k.weight", s.n_embd, kv_dim);
-    add_matrix(w, rng, opt, s, tied, Role::kAttnV, i, p + "attn_v.weight", s.n_embd, kv_dim);
+    if (a.fused) {
+      add_matrix(w, rng, opt, s, tied, Role::kAttnV, i, p + "attn_qkv.weight", s.n_embd, q_dim + 2 * kv_dim);
+    } else {
+      // qwen35's gated attention: each head's query, then its output gate.
+      add_matrix(w, rng, opt, s, tied, Role::kOther, i, p + "attn_q.weight", s.n_embd, a.hybrid ? 2 * q_dim : q_dim);
+      add_matrix(w, rng, opt, s, tied, Role::kOther, i, p + "attn_k.weight", s.n_embd, kv_dim);
+      add_matrix(w, rng, opt, s, tied, Role::kAttnV, i, p + "attn_v.weight", s.n_embd, kv_dim);
+    }
+    if (a.qkv_bias) {
+      add_f32(w, rng, p + "attn_q.bias", q_dim, 0.0f, 0.02f);
+      add_f32(w, rng, p + "attn_k.bias", kv_dim, 0.0f, 0.02f);
+      add_f32(w, rng, p + "attn_v.bias", kv_dim, 0.0f, 0.02f);
+    }
+    if (a.qk_norm) {
+      add_f32(w, rng, p + "attn_q_norm.weight", hd, 1.0f, 0.02f);
+      add_f32(w, rng, p + "attn_k_norm.weight", hd, 1.0f, 0.02f);
+    }
+    add_matrix(w, rng, opt, s, tied, Role::kOther, i, p + "attn_output.weight", q_dim, s.n_embd);
+    if (a.gpt_oss) {
+      add_f32(w, rng, p + "attn_output.bias", s.n_embd, 0.0f, 0.02f);
+      add_f32(w, rng, p + "attn_sinks.weight", s.n_head, 1.0f, 1.0f);
+    }
   }
-  if (a.qkv_bias) {
-    add_f32(w, rng, p + "attn_q.bias", q_dim, 0.0f, 0.02f);
-    add_f32(w, rng, p + "attn_k.bias", kv_dim, 0.0f, 0.02f);
-    add_f32(w, rng, p + "attn_v.bias", kv_dim, 0.0f, 0.02f);
-  }
-  if (a.qk_norm) {
-    add_f32(w, rng, p + "attn_q_norm.weight", hd, 1.0f, 0.02f);
-    add_f32(w, rng, p + "attn_k_norm.weight", hd, 1.0f, 0.02f);
-  }
-  add_matrix(w, rng, opt, s, tied, Role::kOther, i, p + "attn_output.weight", q_dim, s.n_embd);
   if (a.sandwich_norms) add_f32(w, rng, p + "post_attention_norm.weight", s.n_embd, 1.0f, 0.02f);
-  add_f32(w, rng, p + "ffn_norm.weight", s.n_embd, 1.0f, 0.02f);
-  if (a.fused) {
-    add_matrix(w, rng, opt, s, tied, Role::kOther, i, p + "ffn_up.weight", s.n_embd, 2 * s.n_ff);  // rows: gate, then up
+  // qwen35 and gpt-oss name the FFN's input norm post_attention_norm.
+  add_f32(w, rng, p + (a.hybrid || a.gpt_oss ? "post_attention_norm.weight" : "ffn_norm.weight"), s.n_embd, 1.0f, 0.02f);
+  if (a.moe) {
+    add_experts(w, rng, opt, s, a, p);
   } else {
-    add_matrix(w, rng, opt, s, tied, Role::kOther, i, p + "ffn_gate.weight", s.n_embd, s.n_ff);
-    add_matrix(w, rng, opt, s, tied, Role::kOther, i, p + "ffn_up.weight", s.n_embd, s.n_ff);
+    if (a.fused) {
+      add_matrix(w, rng, opt, s, tied, Role::kOther, i, p + "ffn_up.weight", s.n_embd, 2 * s.n_ff);  // rows: gate, then up
+    } else {
+      add_matrix(w, rng, opt, s, tied, Role::kOther, i, p + "ffn_gate.weight", s.n_embd, s.n_ff);
+      add_matrix(w, rng, opt, s, tied, Role::kOther, i, p + "ffn_up.weight", s.n_embd, s.n_ff);
+    }
+    add_matrix(w, rng, opt, s, tied, Role::kFfnDown, i, p + "ffn_down.weight", s.n_ff, s.n_embd);
   }
-  add_matrix(w, rng, opt, s, tied, Role::kFfnDown, i, p + "ffn_down.weight", s.n_ff, s.n_embd);
   if (a.sandwich_norms) add_f32(w, rng, p + "post_ffw_norm.weight", s.n_embd, 1.0f, 0.02f);
 }
 
@@ -432,7 +568,7 @@ void make_random_model(const MakeModelOptions& opt, const std::string& out_path)
   const bool tied = opt.tied_output || a.tied;
   add_matrix(w, rng, opt, s, tied, Role::kTokenEmbd, 0, "token_embd.weight", s.n_embd, n_vocab);
   add_f32(w, rng, "output_norm.weight", s.n_embd, 1.0f, 0.02f);
-  if (!tied) add_matrix(w, rng, opt, s, tied, Role::kOutput, 0, "output.weight", s.n_embd, n_vocab);
+  if (!tied && !a.hybrid) add_matrix(w, rng, opt, s, tied, Role::kOutput, 0, "output.weight", s.n_embd, n_vocab);
   const int64_t steps = s.n_layer + 2;
   auto progress = [&](int64_t done) {
     if (opt.on_progress) opt.on_progress(done, steps);

@@ -34,14 +34,21 @@ struct MakeModelOptions {
   // "tinyllama-1.1b" (2048, 22, 32, 4, 5632), "tiny" (64, 2, 4, 2, 128), "small" (256, 2, 4, 2, 512),
   // "micro" (32, 1, 2, 1, 64), "gemma2-2b" (2304, 26, 8, 4, 9216, head size 256),
   // "llama3-8b" (4096, 32, 32, 8, 14336; 128256 tokens), "qwen2.5-7b" (3584, 28, 28, 4,
-  // 18944; 152064 tokens). A shape with a vocabulary size pads the tokenizer's token
-  // list to it with unused "[PADn]" tokens, as llama.cpp's converter pads Qwen's
-  // (unless n_vocab_limit is set). See make_model_shapes(). gemma2/gemma3 files get the
-  // shape's sliding window: 4096 for the real-size shapes, 32 for tiny, small and micro.
+  // 18944; 152064 tokens); for the 2026 architectures "qwen3-30b-a3b-4l",
+  // "gpt-oss-20b-4l" (real widths and experts, 4 blocks) and "qwen35-2b" (a
+  // Qwen3.5-2B-like hybrid). MoE archs on the small shapes get 8 experts of n_ff / 2,
+  // 2 per token; hybrid ones a full-attention block every min(4, n_layer). A shape with
+  // a vocabulary size pads the tokenizer's token list to it with unused "[PADn]" tokens,
+  // as llama.cpp's converter pads Qwen's (unless n_vocab_limit is set). See
+  // make_model_shapes(). gemma2/gemma3 files get the shape's sliding window: 4096 for
+  // the real-size shapes, 32 for tiny, small and micro.
   std::string shape = "smollm-135m";
   // llama | qwen2 | qwen3 | gemma2 | gemma3 | phi3. gemma2: soft-caps 50 / 30;
   // gemma3: rope base 1e6 with linear scaling 8 on global layers, 1e4 on local
   // ones; phi3: fused attn_qkv and gate/up; gemma files are always tied.
+  // qwen3moe | gpt-oss | qwen35 | qwen35moe: routed experts (qwen35moe with a
+  // shared expert), gpt-oss's sinks, biases, YaRN and window, qwen35's Gated
+  // DeltaNet layers (tied output, as real Qwen3.5 files of small sizes).
   std::string arch = "llama";
   // Type of the 2-D weights when mix is kNone: any type ggml_type_supported() accepts
   // (real files hold MXFP4 only in MoE experts; here it serves tests). A matrix whose row length is not a

@@ -8,6 +8,8 @@
 #include "kernels/elementwise.h"
 #include "kernels/matmul.h"
 #include "model/config.h"
+#include "model/delta_net.h"
+#include "model/moe.h"
 
 namespace pc {
 
@@ -18,12 +20,18 @@ class Tokenizer;
 // 1-D tensors (norms, biases) are converted to F32 and owned here.
 struct LayerWeights {
   std::vector<float> attn_norm;               // [n_embd]
+  // Attention (LayerConfig::mixer kAttention). With attn_gate, wq gives 2*hd
+  // values per head: the head's query, then its output gate.
   WeightView wq, wk, wv, wo;                   // q: n_embd → n_head*hd, k/v: → n_kv*hd, o: n_head*hd → n_embd
+  std::vector<float> bo;                       // [n_embd] when LayerConfig::out_bias, else empty
+  std::vector<float> sinks;                    // [n_head] when LayerConfig::attn_sinks, else empty
+  DeltaNetWeights delta_net;                   // LayerConfig::mixer kDeltaNet
   std::vector<float> bq, bk, bv;               // qwen2 biases, empty otherwise
   std::vector<float> q_norm, k_norm;           // qwen3 per-head RMSNorm weights [head_dim], empty otherwise
   std::vector<float> post_attn_norm;           // [n_embd] when LayerConfig::post_attn_norm, else empty
   std::vector<float> ffn_norm;                 // [n_embd]
-  WeightView w_gate, w_up, w_down;             // gate/up: n_embd → n_ff, down: n_ff → n_embd
+  WeightView w_gate, w_up, w_down;             // gate/up: n_embd → n_ff, down: n_ff → n_embd (Ffn::kDense)
+  MoeWeights moe;                              // Ffn::kMoe
   std::vector<float> post_ffn_norm;            // [n_embd] when LayerConfig::post_ffn_norm, else empty
 };
 // Fused projections (LayerConfig::projections kFused) are views of row ranges of
@@ -66,6 +74,8 @@ class Model {
  private:
   Model() = default;
   void load_weights();
+  void load_attention(int64_t layer);
+  void load_ffn(int64_t layer);
   void compute_fingerprint();
 
   std::unique_ptr<GgufFile> file_;

@@ -9,7 +9,8 @@
 //  * Batch invariance, for every CpuLevel the machine runs: each query's output
 //    is bitwise the same whether it is computed alone (paged_attention), or in
 //    blocks of 1..kAttnMaxTokens tokens (paged_attention_tokens), or split by
-//    softmax segment and merged (the decode split: attention_merge).
+//    softmax segment and merged (the decode split: attention_merge); with a
+//    window, soft-cap or attention sinks too.
 #include "cpu_levels.h"
 #include "kernels/paged_attention.h"
 
@@ -403,8 +404,13 @@ TEST(PagedAttention, WindowAndSoftcap) {
       n_ctx[n - 1] = max_ctx;
       std::vector<float> scratch(paged_attention_tokens_scratch(sh.P, sh.hd, sh.group, kAttnMaxTokens));
       const float scale = 1.f / std::sqrt(float(sh.hd));
+      // Attention sinks (gpt-oss): a logit per query head, no value.
+      std::vector<float> sink_logits(size_t(sh.n_kv) * sh.group);
+      for (size_t h = 0; h < sink_logits.size(); ++h) sink_logits[h] = -1.f + 0.7f * float(h);
       for (int window : {1, 7, 32, 100})
-        for (float softcap : {0.f, 6.f}) {
+        for (int variant = 0; variant < 3; ++variant) {
+          const float softcap = variant == 1 ? 6.f : 0.f;
+          const bool sinks = variant == 2;
           // Its own slot's position, or a little past it (still seeing that slot).
           for (int i = 0; i < n; ++i) q_pos[i] = flat[n_ctx[i] - 1] + (i % 4 == 0 ? std::min(3, window - 1) : 0);
           auto args = [&](int g) {
@@ -413,10 +419,12 @@ TEST(PagedAttention, WindowAndSoftcap) {
             a.softcap = softcap;
             a.pos_pages = pos_pages.data();
             a.segment = 64;
+            if (sinks) a.sinks = sink_logits.data() + g * sh.group;
             return a;
           };
           const std::string where = path.name() + " hd=" + std::to_string(sh.hd) + " P=" + std::to_string(sh.P) +
-                                    " window=" + std::to_string(window) + " softcap=" + std::to_string(softcap);
+                                    " window=" + std::to_string(window) + " softcap=" + std::to_string(softcap) +
+                                    (sinks ? " sinks" : "");
           std::vector<float> alone(n * qd), blocked(n * qd), split(n * qd);
           for (int g = 0; g < sh.n_kv; ++g)
             for (int i = 0; i < n; ++i) {
@@ -446,7 +454,9 @@ TEST(PagedAttention, WindowAndSoftcap) {
                   mx = std::max(mx, d);
                 }
                 ASSERT_FALSE(seen.empty()) << where;
-                double sum = 0;
+                const double sink = sinks ? sink_logits[size_t(g) * sh.group + j] : -INFINITY;
+                mx = std::max(mx, sink);
+                double sum = sinks ? std::exp(sink - mx) : 0;
                 for (size_t k = 0; k < seen.size(); ++k) {
                   const double e = std::exp(s[k] - mx);
                   sum += e;
@@ -484,7 +494,8 @@ TEST(PagedAttention, WindowAndSoftcap) {
                 }
                 for (int64_t qi = 0; qi < nq; ++qi)
                   attention_merge(sh.hd, parts.data(), n_seg, qi,
-                                  split.data() + query_offset(sh, i0 + int(qi / sh.group), g) + (qi % sh.group) * sh.hd);
+                                  split.data() + query_offset(sh, i0 + int(qi / sh.group), g) + (qi % sh.group) * sh.hd,
+                                  sinks ? sink_logits.data() + g * sh.group + qi % sh.group : nullptr);
               }
             ASSERT_EQ(0, std::memcmp(alone.data(), blocked.data(), alone.size() * 4)) << where << " block=" << bs;
             ASSERT_EQ(0, std::memcmp(alone.data(), split.data(), alone.size() * 4)) << where << " block=" << bs;

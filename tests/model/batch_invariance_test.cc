@@ -76,6 +76,12 @@ TEST_P(BatchInvariance, GeneratedQwen3) { check_invariance(test::generated_model
 TEST_P(BatchInvariance, GeneratedGemma2) { check_invariance(test::generated_model("gemma2", GgmlType::Q8_0), 90); }
 TEST_P(BatchInvariance, GeneratedGemma3) { check_invariance(test::generated_model("gemma3", GgmlType::Q4_0), 90); }
 TEST_P(BatchInvariance, GeneratedPhi3) { check_invariance(test::generated_model("phi3", GgmlType::Q4_0), 90); }
+// Experts, sinks, YaRN and windows; Gated DeltaNet layers (their recurrence runs
+// token by token whatever the chunking).
+TEST_P(BatchInvariance, GeneratedQwen3Moe) { check_invariance(test::generated_model("qwen3moe", GgmlType::Q8_0), 90); }
+TEST_P(BatchInvariance, GeneratedGptOss) { check_invariance(test::generated_model("gpt-oss", GgmlType::Q4_0), 90); }
+TEST_P(BatchInvariance, GeneratedQwen35) { check_invariance(test::generated_model("qwen35", GgmlType::Q8_0), 90); }
+TEST_P(BatchInvariance, GeneratedQwen35Moe) { check_invariance(test::generated_model("qwen35moe", GgmlType::Q4_0), 90); }
 TEST_P(BatchInvariance, GeneratedF16) { check_invariance(test::generated_model("llama", GgmlType::F16), 90); }
 TEST_P(BatchInvariance, GeneratedQ6K) { check_invariance(test::generated_model("qwen3", GgmlType::Q6_K), 90); }
 

@@ -147,6 +147,38 @@ TEST(MakeModel, GemmaAndPhi3Load) {
     }
 }
 
+// The 2026 architectures: the files load with the layer description the
+// architecture has, and run.
+TEST(MakeModel, MoeAndHybridLoad) {
+  for (const char* arch : {"qwen3moe", "gpt-oss", "qwen35", "qwen35moe"})
+    for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_K}) {
+      SCOPED_TRACE(std::string(arch) + " " + ggml_type_name(t));
+      const std::string name = arch;
+      MakeModelOptions o;
+      o.shape = t == GgmlType::Q4_K ? "small" : "tiny";
+      o.arch = arch;
+      o.type = t;
+      const std::string path = generate(o);
+      auto m = Model::load(path);
+      const ModelConfig& c = m->config();
+      EXPECT_EQ(c.arch_name, arch);
+      const bool moe = name != "qwen35", hybrid = name.starts_with("qwen35");
+      EXPECT_EQ(c.moe.n_expert, moe ? 8 : 0);
+      EXPECT_EQ(c.moe.n_ff_shared > 0, name == "qwen35moe");
+      // 2 blocks: a DeltaNet layer, then full attention (every min(4, n_layer)).
+      EXPECT_EQ(c.n_recurrent, hybrid ? 1 : 0);
+      EXPECT_EQ(c.layers[0].mixer, hybrid ? Mixer::kDeltaNet : Mixer::kAttention);
+      EXPECT_EQ(c.layers[1].attn_gate, hybrid);
+      EXPECT_EQ(c.layers[0].window, name == "gpt-oss" ? 32 : 0);
+      EXPECT_EQ(c.layers[0].attn_sinks, name == "gpt-oss");
+      EngineOptions eo;
+      eo.threads = 1;
+      eo.kv_memory_bytes = 8 << 20;
+      Engine e(*m, eo);
+      for (float v : e.prompt_logits({1, 450, 4996, 17354, 1701, 29916}, 6)) ASSERT_TRUE(std::isfinite(v));
+    }
+}
+
 TEST(MakeModel, WeightsHaveSaneScale) {
   MakeModelOptions o;
   o.shape = "tiny";
@@ -245,7 +277,8 @@ TEST(MakeModel, Errors) {
   bad.vocab_path = test::shared_dir() + "/vocab/README.md";
   expect_error(bad, "README.md");
   EXPECT_EQ(make_model_shapes(), (std::vector<std::string>{"smollm-135m", "tinyllama-1.1b", "tiny", "micro", "small",
-                                                           "gemma2-2b", "llama3-8b", "qwen2.5-7b"}));
+                                                           "gemma2-2b", "llama3-8b", "qwen2.5-7b", "qwen3-30b-a3b-4l",
+                                                           "gpt-oss-20b-4l", "qwen35-2b"}));
 }
 
 TEST(MakeModel, BuiltinVocabulary) {
