@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/block_index.h"
+#include "engine/approximate/block_index.h"
 #include "engine/engine.h"
 #include "engine/kv_tiers.h"
 #include "kv/module_store.h"

@@ -52,10 +52,6 @@ void PrefixCache::promote_now(const KvNamespace& ns, std::span<const int32_t> to
   if (promote(ns, tokens, nullptr)) tiers_->flush();
 }
 
-KvNamespace approximate_ns(const KvNamespace& ns) {
-  return KvNamespace{ns.model, ns.kv_type, ns.tenant + "\x1f" "approximate"};
-}
-
 void PrefixCache::insert(const KvNamespace& ns, std::span<const int32_t> tokens, const PageTable& table,
                          int32_t n_prompt, std::span<const KvBlock> blocks, bool write_through) {
   if (!enabled_ || tokens.empty()) return;
