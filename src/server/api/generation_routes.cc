@@ -6,6 +6,7 @@
 #include "server/generation.h"
 #include "server/api/lifetime.h"
 #include "server/api/openai.h"
+#include "server/chat/content_chunks.h"
 #include "server/state.h"
 #include "tokenizer/tokenizer.h"
 
@@ -135,7 +136,9 @@ void prepare_chat(Server::State& st, Generation& g, const json& messages, const 
                              parse_tool_arguments(template_messages(messages)), extra, st.tool_format, mode);
   split_content_parts(g.chat->parts, messages, g.chat->text, g.chat->token_offsets);
   g.params.gen.prompt = g.chat->ids;
-  g.params.gen.blocks = blocks_of(g.chat->parts);
+  // Long parts as content-defined chunks: text that moved inside a part is found too.
+  const std::vector<uint8_t> breaks = paragraph_breaks(g.chat->text, g.chat->token_offsets, g.chat->ids.size());
+  g.params.gen.blocks = chunk_blocks(blocks_of(g.chat->parts), g.chat->ids, breaks);
   g.miss = st.structure.compare(g.ns, g.chat->ids, g.chat->parts);
 }
 
