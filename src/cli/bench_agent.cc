@@ -18,8 +18,9 @@
 // Per turn: prompt tokens, the tokens the server computed (prompt tokens neither
 // reused exactly nor reused approximately), the ideal (prompt tokens never sent before
 // in the session: tokens whose preceding 8-token window is new to the session), and
-// time to the first streamed token; for `exact`, for `approximate` at the server's
-// default budget, and for a simulated 16-token block-hash prefix cache (a block hits
+// time to the first streamed token; for `exact` and for `approximate` at the server's
+// default budget (side by side: each turn is sent in both modes, one after the other, to
+// one server, in a namespace per mode), and for a simulated 16-token block-hash prefix cache (a block hits
 // when it and every block before it were in an earlier prompt of the session; its TTFT
 // is estimated as its computed tokens at the exact run's per-token cost of that turn).
 // In seconds: the median TTFT of the turns with a change over that of the turns without,
@@ -79,7 +80,7 @@ struct BenchAgentArgs {
   double budget = -1;  // < 0: the server's default
   std::string policy;  // "": the server's default
   int threads = default_thread_count();
-  std::string kv_memory = "1GiB";
+  std::string kv_memory = "2GiB";  // both modes' KV, side by side
   std::string json_out;
 };
 
@@ -292,49 +293,47 @@ int run_bench_agent(const BenchAgentArgs& a) {
   std::vector<Turn> turns;
   std::string error;
   const char* mode_name[2] = {"exact", "approximate"};
-  for (int mode = 0; mode < 2; ++mode) {
-    // One server per template, fresh for each mode.
-    auto options = [&](const std::string& tmpl) {
-      server::ServerOptions o;
-      o.log_level = "warn";  // the bench prints its own figures, not a line per request
-      o.model_path = model;
-      o.port = 0;
-      o.threads = a.threads;
-      o.kv_memory_bytes = parse_bytes(a.kv_memory);
-      o.chat_template_file = tmpl;
-      return o;
-    };
-    InProcessServer plain(options(a.template_file)), reasoning(options(a.reasoning_template_file));
-    Progress progress(mode_name[mode], int64_t(a.sessions) * a.turns);
-    for (int si = 0; si < a.sessions; ++si) {
-      Session s;
-      s.index = si;
-      s.reasoning = si == a.sessions - 1;
-      s.joined = a.joined;
-      for (int d = 0; d < 3; ++d) s.docs.push_back(words_text(700 + 10 * si + d, 250));
-      httplib::Client cli("127.0.0.1", s.reasoning ? reasoning.port : plain.port);
-      cli.set_read_timeout(600);
-      SessionMeasure measure;
-      for (int t = 1; t <= a.turns; ++t) {
-        const std::string change = s.advance(t);
-        json body = {{"messages", s.messages()}, {"tools", s.tools()}, {"max_tokens", a.max_tokens},
-                     {"temperature", 0}, {"ignore_eos", true}, {"stream", true},
-                     {"stream_options", {{"include_usage", true}}}, {"cache_salt", s.salt()},
-                     {"cache_reuse", mode_name[mode]}};
+  // One server per template. The two modes run side by side, turn by turn (exact, then
+  // approximate), each in a namespace of its own (cache_salt), so a load that changes
+  // during the run weighs on both alike.
+  auto options = [&](const std::string& tmpl) {
+    server::ServerOptions o;
+    o.log_level = "warn";  // the bench prints its own figures, not a line per request
+    o.model_path = model;
+    o.port = 0;
+    o.threads = a.threads;
+    o.kv_memory_bytes = parse_bytes(a.kv_memory);
+    o.chat_template_file = tmpl;
+    return o;
+  };
+  InProcessServer plain(options(a.template_file)), reasoning(options(a.reasoning_template_file));
+  Progress progress("turns", int64_t(a.sessions) * a.turns);
+  for (int si = 0; si < a.sessions; ++si) {
+    Session s;
+    s.index = si;
+    s.reasoning = si == a.sessions - 1;
+    s.joined = a.joined;
+    for (int d = 0; d < 3; ++d) s.docs.push_back(words_text(700 + 10 * si + d, 250));
+    httplib::Client cli("127.0.0.1", s.reasoning ? reasoning.port : plain.port);
+    cli.set_read_timeout(600);
+    SessionMeasure measure;
+    for (int t = 1; t <= a.turns; ++t) {
+      const std::string change = s.advance(t);
+      json body = {{"messages", s.messages()}, {"tools", s.tools()}, {"max_tokens", a.max_tokens},
+                   {"temperature", 0}, {"ignore_eos", true}, {"stream", true},
+                   {"stream_options", {{"include_usage", true}}}};
+      turns.push_back(Turn{si, t, change});
+      Turn* row = &turns.back();
+      const std::vector<int32_t> ids = prompt_ids(cli, body, &error);
+      if (!error.empty()) throw Error("bench agent: " + error);
+      row->prompt = int64_t(ids.size());
+      row->ideal = measure.ideal(ids);
+      row->block_hash = measure.block_hash(ids);
+      for (int mode = 0; mode < 2; ++mode) {
+        body["cache_reuse"] = mode_name[mode];
+        body["cache_salt"] = s.salt() + "-" + mode_name[mode];
         if (mode == 1 && a.budget >= 0) body["cache_reuse_budget"] = a.budget;
         if (mode == 1 && !a.policy.empty()) body["cache_reuse_policy"] = a.policy;
-        Turn* row;
-        if (mode == 0) {
-          turns.push_back(Turn{si, t, change});
-          row = &turns.back();
-          const std::vector<int32_t> ids = prompt_ids(cli, body, &error);
-          if (!error.empty()) throw Error("bench agent: " + error);
-          row->prompt = int64_t(ids.size());
-          row->ideal = measure.ideal(ids);
-          row->block_hash = measure.block_hash(ids);
-        } else {
-          row = &*std::find_if(turns.begin(), turns.end(), [&](const Turn& r) { return r.session == si && r.turn == t; });
-        }
         const StreamedChat c = stream_chat(cli, body.dump());
         error = c.error;
         if (!error.empty()) throw Error(std::string("bench agent: ") + mode_name[mode] + " session " +
@@ -348,8 +347,8 @@ int run_bench_agent(const BenchAgentArgs& a) {
         }
         row->computed[mode] = prompt - pc.value("cached_tokens", int64_t(0)) - pc.value("approximate_tokens", int64_t(0));
         row->ttft_ms[mode] = c.ttft_ms;
-        progress.step("turns (session " + std::to_string(si + 1) + "/" + std::to_string(a.sessions) + ")");
       }
+      progress.step("turns (session " + std::to_string(si + 1) + "/" + std::to_string(a.sessions) + ")");
     }
   }
 

@@ -45,7 +45,7 @@ TEST(ContentChunks, CoverTheBlockInOrderWithinMinAndMax) {
     EXPECT_LE(c[i].end - c[i].begin, o.max_chunk + o.min_chunk);  // the last absorbs a short tail
   }
   // A short part stays one block.
-  EXPECT_EQ(content_chunks(ids, {}, {0, 2 * o.min_chunk - 1}).size(), 1u);
+  EXPECT_EQ(content_chunks(ids, {}, {0, o.min_part - 1}).size(), 1u);
 }
 
 TEST(ContentChunks, SameTextSameBoundariesAtAnyPositionAndInAnyRequest) {
@@ -80,7 +80,9 @@ TEST(ContentChunks, ParagraphBreaksAreBoundaries) {
   const std::vector<int32_t> ids = random_ids(3, 400);
   std::vector<uint8_t> breaks(ids.size(), 0);
   breaks[99] = breaks[199] = 1;
-  const std::vector<KvBlock> c = content_chunks(ids, breaks, {0, 400});
+  ChunkOptions only_breaks;
+  only_breaks.hash_period = 1 << 30;  // no hash boundary in 400 tokens, but by a 1-in-2^30 chance
+  const std::vector<KvBlock> c = content_chunks(ids, breaks, {0, 400}, only_breaks);
   std::vector<int32_t> begins;
   for (const KvBlock& k : c) begins.push_back(k.begin);
   EXPECT_NE(std::find(begins.begin(), begins.end(), 100), begins.end());
@@ -103,7 +105,7 @@ const char* kParas[] = {
 
 json story_body(const std::vector<int>& order, const std::string& salt, const char* mode, double budget) {
   std::string text;
-  for (int i : order) text += std::string(kParas[i]) + "\n\n";
+  for (int i : order) text += std::string(kParas[i]) + " " + kParas[i] + "\n\n";  // ~150 tokens each
   text += "Who went to the shop?";
   json b = {{"messages", json::array({{{"role", "system"}, {"content", kSys}}, {{"role", "user"}, {"content", text}}})},
             {"max_tokens", 4}, {"temperature", 0}, {"cache_salt", salt}, {"logprobs", true}, {"top_logprobs", 3},
@@ -121,10 +123,9 @@ TEST(ContentChunks, MovedParagraphInsideAMessageIsReusedAndExactStaysExact) {
   ASSERT_EQ(cold.status, 200) << cold.raw;
   const json& cold_lp = cold.body["choices"][0]["logprobs"];
 
-  // Budget 1 with chunk blocks: bitwise the full recomputation.
-  const Reply full = post(c, "/v1/chat/completions", story_body({2, 0, 1}, "s", "approximate", 1.0));
-  ASSERT_EQ(full.status, 200) << full.raw;
-  EXPECT_EQ(full.body["choices"][0]["logprobs"], cold_lp) << full.raw;
+  // A second namespace that saw the first order too, for the budget-1 request below (a
+  // budget-1 request computes everything, so it publishes its prompt as exact KV).
+  ASSERT_EQ(post(c, "/v1/chat/completions", story_body({0, 1, 2}, "full", "exact", -1)).status, 200);
 
   // Budget 0: the moved paragraphs come from the first request's KV.
   const Reply approx = post(c, "/v1/chat/completions", story_body({2, 0, 1}, "s", "approximate", 0.0));
@@ -138,6 +139,12 @@ TEST(ContentChunks, MovedParagraphInsideAMessageIsReusedAndExactStaysExact) {
   ASSERT_EQ(exact.status, 200) << exact.raw;
   EXPECT_EQ(exact.body["promptcache"]["approximate_tokens"], 0);
   EXPECT_EQ(exact.body["choices"][0]["logprobs"], cold_lp) << exact.raw;
+
+  // Budget 1 with chunk blocks: every moved token recomputed, bitwise the full computation.
+  const Reply full = post(c, "/v1/chat/completions", story_body({2, 0, 1}, "full", "approximate", 1.0));
+  ASSERT_EQ(full.status, 200) << full.raw;
+  EXPECT_GT(full.body["promptcache"]["recomputed_tokens"].get<int64_t>(), prompt / 4) << full.raw;
+  EXPECT_EQ(full.body["choices"][0]["logprobs"], cold_lp) << full.raw;
 }
 
 }  // namespace

@@ -23,7 +23,7 @@ std::vector<KvBlock> content_chunks(std::span<const int32_t> ids, std::span<cons
                                     const ChunkOptions& o) {
   std::vector<KvBlock> out;
   if (b.begin < 0 || b.end > int32_t(ids.size()) || b.end <= b.begin) return out;
-  if (b.end - b.begin < 2 * o.min_chunk) return {b};
+  if (b.end - b.begin < std::max(o.min_part, 2 * o.min_chunk)) return {b};
   int32_t start = b.begin;
   for (int32_t i = b.begin; i < b.end; ++i) {
     const int32_t len = i + 1 - start;

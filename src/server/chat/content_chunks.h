@@ -26,7 +26,8 @@
 namespace pc::server {
 
 struct ChunkOptions {
-  int32_t min_chunk = 24;    // tokens; a part shorter than 2 × this stays one block
+  int32_t min_part = 256;    // tokens; a shorter part stays one block (it is a chunk's size)
+  int32_t min_chunk = 24;    // tokens
   int32_t max_chunk = 256;   // tokens
   int32_t window = 8;        // token ids the rolling hash reads
   int32_t hash_period = 96;  // a hash boundary every ~hash_period tokens on average
