@@ -137,8 +137,15 @@ void prepare_chat(Server::State& st, Generation& g, const json& messages, const 
   split_content_parts(g.chat->parts, messages, g.chat->text, g.chat->token_offsets);
   g.params.gen.prompt = g.chat->ids;
   // Long parts as content-defined chunks: text that moved inside a part is found too.
-  const std::vector<uint8_t> breaks = paragraph_breaks(g.chat->text, g.chat->token_offsets, g.chat->ids.size());
-  g.params.gen.blocks = chunk_blocks(blocks_of(g.chat->parts), g.chat->ids, breaks);
+  // With KV tiers every block is also written there as an entry of its own (engine/
+  // approximate/tier_blocks.cc); chunks would multiply those writes and crowd the prefix
+  // entries out of what the tier writer may hold back (KvTiers::submit_write), so long
+  // parts stay whole blocks then.
+  g.params.gen.blocks = blocks_of(g.chat->parts);
+  if (!st.opt.tiers.enabled()) {
+    const std::vector<uint8_t> breaks = paragraph_breaks(g.chat->text, g.chat->token_offsets, g.chat->ids.size());
+    g.params.gen.blocks = chunk_blocks(g.params.gen.blocks, g.chat->ids, breaks);
+  }
   g.miss = st.structure.compare(g.ns, g.chat->ids, g.chat->parts);
 }
 
