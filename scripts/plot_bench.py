@@ -11,7 +11,7 @@ tests/plots/NAME.json (tests/plots requires one per plot). What each draws:
 
     prefill       prompt and decode tokens/s by prompt length, a line per kernel path
     conversation  TTFT by turn per cache, at full and at a quarter of the capacity
-    agent         TTFT and computed tokens by turn, exact vs approximate reuse
+    agent         TTFT and computed tokens by turn: exact, approximate reuse, block-hash cache
     modules       TTFT with cached modules vs full recomputation, and the speed-up,
                   by document length
     quality       top-1 agreement, mean KL and identical continuations by recompute
@@ -188,9 +188,13 @@ def plot_agent(d):
     t = [number(r, "turn", f"rows[{i}]") for i, r in enumerate(turns)]
     series = lambda key: [number(r, key, f"rows[{i}]") for i, r in enumerate(turns)]
     fig, ax = figure(2, f"bench agent: {base(d.get('model', '?'))}, "
-                        f"{d.get('sessions', '?')} sessions x {d.get('turns', '?')} turns")
+                        f"{d.get('sessions', '?')} sessions x {d.get('turns', '?')} turns, "
+                        f"documents {d.get('documents', 'separate')}")
     ax[0][0].plot(t, series("exact_ttft_ms"), marker="o", label="exact reuse")
     ax[0][0].plot(t, series("approximate_ttft_ms"), marker="s", label="approximate reuse")
+    if all("block_hash_ttft_ms" in r for r in turns):  # runs recorded before it was reported have none
+        ax[0][0].plot(t, series("block_hash_ttft_ms"), marker=".", linestyle="--",
+                      label="16-token block hash (sim., est.)")
     ax[0][0].set_ylim(bottom=0)
     finish(ax[0][0], "turn", "mean TTFT (ms)")
     for key, label, style in (("prompt_tokens", "prompt", ":"), ("block_hash_computed", "16-token block hash (sim.)", "--"),

@@ -30,7 +30,7 @@
 #include "cli/commands.h"
 #include "cli/progress.h"
 #include "engine/engine.h"
-#include "engine/recompute.h"
+#include "engine/approximate/recompute_policy.h"
 #include "common/error.h"
 #include "kernels/cpu_count.h"
 #include "model/model.h"

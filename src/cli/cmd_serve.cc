@@ -16,7 +16,7 @@
 #include "cli/commands.h"
 #include "cli/tier_flags.h"
 #include "cli/units.h"
-#include "engine/recompute.h"
+#include "engine/approximate/recompute_policy.h"
 #include "common/error.h"
 #include "kernels/cpu.h"
 #include "server/server.h"

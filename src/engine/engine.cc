@@ -7,12 +7,12 @@
 #include <cmath>
 #include <utility>
 
+#include "engine/approximate/approximate_reuse.h"
 #include "engine/cache_admin.h"
 #include "engine/grammar_cache.h"
 #include "engine/kv_tiers.h"
 #include "engine/module_cache.h"
 #include "engine/prefix_cache.h"
-#include "engine/relocation.h"
 #include "engine/sequence.h"
 #include "common/error.h"
 #include "kernels/thread_pool.h"
@@ -77,10 +77,12 @@ Engine::Engine(const Model& model, const EngineOptions& opt)
     tenant_hold_pages_ =
         std::max<int64_t>(1, int64_t(std::clamp(opt_.tenant_hold_share, 0.0, 1.0) * double(pages_->n_pages())));
   fwd_ = std::make_unique<Forward>(model, *kv_, *pool_);
+  approximate_ = std::make_unique<ApproximateReuse>(model, *pages_, *prefix_, *fwd_, opt.max_batch_tokens);
   if (opt.tiers.enabled() && prefix_reuse) {
     tiers_ = std::make_unique<KvTiers>(opt.tiers, *pages_, *prefix_);
     prefix_->set_tiers(tiers_.get());
     modules_->set_tiers(tiers_.get());
+    approximate_->set_tiers(tiers_.get());
   }
   admin_ = std::make_unique<CacheAdmin>(CacheAdmin::Parts{*prefix_, *modules_, tiers_.get(), *pages_, stats_,
                                                           ns(CacheScope()).model, tenant_hold_pages_});
@@ -209,7 +211,15 @@ int64_t Engine::start(KvPlan plan, const GenerateRequest& req, TokenCallback on_
 }
 
 void Engine::begin(Seq& s) {
-  if (fetch_tier_blocks(s)) {
+  // An approximate request's blocks that memory's block index lacks are looked up in the
+  // tiers once; the lookup's answer restarts begin().
+  if (approximate_->fetch_tier_blocks(s, [this, id = s.id](std::vector<Seq::TierBlock> found) {
+        auto it = active_.find(id);
+        if (it == active_.end()) return;  // cancelled meanwhile
+        Seq& q = *it->second;
+        for (Seq::TierBlock& b : found) q.tier_blocks.push_back(std::move(b));
+        begin(q);
+      })) {
     s.state = Seq::State::kPromoting;
     return;
   }
@@ -227,69 +237,6 @@ void Engine::begin(Seq& s) {
   }
   s.state = Seq::State::kWaiting;
   assemble(s);
-}
-
-namespace {
-
-// Blocks shorter than this are not worth a tier entry or a lookup.
-constexpr int32_t kMinTierBlock = 8;
-
-// The KV slots of tokens [begin, end) of a table whose entries each start at slot 0.
-std::vector<PageSlice> slices_of(const PageTable& t, int32_t begin, int32_t end) {
-  std::vector<PageSlice> out;
-  int32_t at = 0;
-  for (const PageEntry& e : t.entries()) {
-    const int32_t lo = std::max(begin, at), hi = std::min(end, at + e.filled);
-    if (lo < hi) out.push_back({e.page, lo - at, hi - at});
-    at += e.filled;
-    if (at >= end) break;
-  }
-  return out;
-}
-
-}  // namespace
-
-// An approximate request's blocks that memory's block index lacks are looked up in the
-// tiers once; the lookup's answer restarts begin().
-bool Engine::fetch_tier_blocks(Seq& s) {
-  if (!tiers_ || !s.prefix_plan || s.tier_blocks_fetched || s.kind != Seq::Kind::kRequest ||
-      s.req.reuse.mode != CacheReuse::kApproximate || s.plan.blocks.empty())
-    return false;
-  s.tier_blocks_fetched = true;
-  std::vector<std::vector<int32_t>> ask;
-  std::vector<int32_t> begins;
-  const int32_t n = int32_t(s.tokens.size());
-  for (const KvBlock& b : s.plan.blocks) {
-    if (b.begin < 0 || b.end > n || b.end - b.begin < kMinTierBlock) continue;
-    const std::span<const int32_t> toks(s.tokens.data() + b.begin, size_t(b.end - b.begin));
-    if (prefix_->block_hit(s.ns, toks)) continue;
-    ask.emplace_back(toks.begin(), toks.end());
-    begins.push_back(b.begin);
-  }
-  if (ask.empty()) return false;
-  tiers_->find_blocks(s.ns, std::move(ask), [this, id = s.id, begins](std::vector<PageTable>& found) {
-    auto it = active_.find(id);
-    if (it == active_.end()) return;  // cancelled meanwhile
-    Seq& q = *it->second;
-    for (size_t i = 0; i < found.size(); ++i)
-      if (found[i].n_tokens() > 0) q.tier_blocks.push_back(Seq::TierBlock{begins[i], std::move(found[i])});
-    begin(q);
-  });
-  return true;
-}
-
-// Each block of a finished exact prompt goes to the tiers with its K rotated to
-// position 0 (once: an entry written recently is not rewritten).
-void Engine::save_tier_blocks(const Seq& s) {
-  for (const KvBlock& b : s.plan.blocks) {
-    if (b.begin < 0 || b.end > s.n_kv || b.end - b.begin < kMinTierBlock) continue;
-    const std::span<const int32_t> toks(s.tokens.data() + b.begin, size_t(b.end - b.begin));
-    if (tiers_->block_written(s.ns, toks)) continue;
-    const std::vector<PageSlice> from = slices_of(s.table, b.begin, b.end);
-    PageTable at_zero(*pages_);
-    if (!relocated_copy(*pages_, model_, from, -b.begin, at_zero)) return;  // no free pages: skip
-    tiers_->save_block(s.ns, toks, at_zero);
-  }
 }
 
 int64_t Engine::add(const GenerateRequest& req, TokenCallback on_token) {
@@ -325,11 +272,11 @@ void Engine::finish(Seq& s, FinishReason reason) {
   if (s.prefix_plan && !s.approximate && s.n_kv > 0 && reason != FinishReason::kError &&
       s.state == Seq::State::kRunning) {
     prefix_->insert(s.ns, std::span<const int32_t>(s.tokens.data(), s.n_kv), s.table, s.n_prompt, s.plan.blocks);
-    if (tiers_ && prefix_->enabled()) save_tier_blocks(s);
+    if (tiers_ && prefix_->enabled()) approximate_->save_tier_blocks(s);
     if (s.kind == Seq::Kind::kRequest) apply_retention(s);
   } else if (s.prefix_plan && s.approximate && s.n_kv > 0 && reason != FinishReason::kError &&
              s.state == Seq::State::kRunning && prefix_->enabled()) {
-    publish_approximate(s);
+    approximate_->publish(s);
   }
   s.table.release();
   s.tier_blocks.clear();

@@ -56,8 +56,7 @@ class ModuleCache;
 class CacheAdmin;
 class RadixIndex;
 class ModuleStore;
-struct ReuseCandidate;
-struct BlockHit;
+class ApproximateReuse;
 
 struct EngineOptions {
   int threads = default_thread_count();
@@ -103,14 +102,14 @@ struct RetentionReport {
 //                 found at another position in the block index is reused with K rotated
 //                 to its new position; for a PML plan, each module segment whose KV did
 //                 not see everything before it in the prompt. The recompute policy
-//                 (engine/recompute.h) computes `budget` (0-1) of those tokens again,
+//                 (engine/approximate/recompute_policy.h) computes `budget` (0-1) of those tokens again,
 //                 attending to everything before them, and everything not found is
 //                 computed. Budget 1 is bitwise the exact result. KV made this way is
 //                 never published (prefix index, block index, module store, tiers).
 enum class CacheReuse { kExact, kApproximate };
 // kPrefix: each reused block's first tokens; kDeviation: the tokens whose layer-1 KV
 // deviates most (a check pass of layer 0); kImpact: that deviation weighted by the
-// attention the prompt's last token pays each token at layer 1. engine/recompute.h.
+// attention the prompt's last token pays each token at layer 1. engine/approximate/recompute_policy.h.
 enum class RecomputePolicy { kPrefix, kDeviation, kImpact };
 struct ReusePolicy {
   CacheReuse mode = CacheReuse::kExact;
@@ -134,7 +133,7 @@ struct GenerateRequest {
   // -1 = off (nothing computed); N >= 0 = each token's own and the N most likely.
   int32_t logprobs = -1;
   // Token ranges of the prompt that are parts of the request (tools, messages): their
-  // KV is indexed by content when the sequence finishes (engine/block_index.h).
+  // KV is indexed by content when the sequence finishes (engine/approximate/block_index.h).
   std::vector<KvBlock> blocks;
   ReusePolicy reuse;
   // Test hook (serve --test-hooks): when non-empty, the generated tokens are these, in
@@ -295,29 +294,10 @@ class Engine {
   friend struct EngineTestPeer;  // tests/engine_test_peer.h: the caches' insides, for tests only
   Seq& new_seq(const GenerateRequest& req, TokenCallback on_token);
   int64_t start(KvPlan plan, const GenerateRequest& req, TokenCallback on_token, bool keep_logits);
-  bool assemble_approximate(Seq& s, int32_t exact);
-  // Approximate requests: the longest prefix an earlier approximate request published
-  // (approximate_ns) beyond `*t`, copied in as a cached run; advances *t. False when no
-  // pages are left for the copy.
-  bool reuse_approximate_prefix(Seq& s, int32_t* t);
-  // Publishes an approximate sequence's KV in approximate_ns (memory only).
-  void publish_approximate(Seq& s);
-  // Turns the candidates into runs by the request's recompute policy (s.runs holds the
-  // rest of the prompt's runs, in order, disjoint from the candidates). False when no
-  // pages are left for the copies or the check (the caller waits and retries).
-  bool apply_recompute(Seq& s, std::vector<ReuseCandidate>& cands);
-  // Deviation scores of each candidate token (engine/recompute.cc): the check pass.
-  bool deviation_scores(Seq& s, const std::vector<ReuseCandidate>& cands, std::vector<std::vector<float>>& scores,
-                        int64_t* n_checked);
   // The lower-tier lookups a new sequence needs (the blocks approximate reuse may take
   // from a tier, then a longer prefix), each answered off the engine thread, then the
   // first assembly.
   void begin(Seq& s);
-  bool fetch_tier_blocks(Seq& s);
-  void save_tier_blocks(const Seq& s);
-  // Where block b of s's prompt has KV: memory's block index, or a block restored from
-  // a tier (position 0).
-  std::optional<BlockHit> find_block(Seq& s, const KvBlock& b);
   void check_fits(const Seq& s) const;
   GenerateResult wait(int64_t id);
   void wait_idle();
@@ -356,6 +336,7 @@ class Engine {
   std::unique_ptr<ModuleCache> modules_;
   std::unique_ptr<Reclaimer> reclaimer_;
   std::unique_ptr<Forward> fwd_;
+  std::unique_ptr<ApproximateReuse> approximate_;  // engine/approximate/approximate_reuse.h
   std::unique_ptr<KvTiers> tiers_;  // after the pool and caches: destroyed before them
   std::unique_ptr<CacheAdmin> admin_;
   std::unique_ptr<GrammarCache> grammars_;  // automata of requests' grammars

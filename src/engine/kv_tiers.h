@@ -46,7 +46,7 @@
 // (MatchUse::kPeek) and restores only insert, so the index counts the same requests
 // whether or not tiers are configured.
 //
-// Block entries (the KV of one request part, engine/block_index.h) let a restarted
+// Block entries (the KV of one request part, engine/approximate/block_index.h) let a restarted
 // server, or another one behind the same Redis, reuse blocks approximately. A block's
 // entry holds its KV with K rotated back to position 0, so the key is the namespace and
 // the block's tokens alone, whatever position it was computed at; a reuse rotates it to

@@ -92,10 +92,6 @@ PrefixCache::Peek PrefixCache::peek(const KvNamespace& ns, std::span<const int32
   return p;
 }
 
-KvNamespace approximate_ns(const KvNamespace& ns) {
-  return ns.as(KvKind::kApproximate);
-}
-
 void PrefixCache::insert(const KvNamespace& ns, std::span<const int32_t> tokens, const PageTable& table,
                          int32_t n_prompt, std::span<const KvBlock> blocks, bool write_through) {
   if (!enabled_ || tokens.empty()) return;

@@ -21,7 +21,7 @@
 #include <span>
 #include <vector>
 
-#include "engine/block_index.h"
+#include "engine/approximate/block_index.h"
 #include "engine/cache_report.h"
 #include "kv/kv_namespace.h"
 #include "kv/kv_plan.h"
@@ -33,11 +33,6 @@
 namespace pc {
 
 class KvTiers;
-
-// Where approximately built KV is published: a namespace of its own per tenant, which
-// only approximate requests look in, so an exact request never sees it and never
-// writes to it.
-KvNamespace approximate_ns(const KvNamespace& ns);
 
 // Keeps a matched radix path from eviction (RadixIndex::lock) until destroyed or reset.
 class PrefixLease {

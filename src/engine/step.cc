@@ -38,6 +38,9 @@ SeqKv seq_kv(const PageTable& t, std::vector<int32_t>& pages, std::vector<int32_
 struct Engine::Part {
   Seq* seq;
   int32_t n;  // tokens computed this step
+  // The stretches computed, in prompt order: tokens [first, first + count); cached runs
+  // between them are attached already.
+  std::vector<std::pair<int32_t, int32_t>> segments;
 };
 
 namespace {
@@ -66,7 +69,13 @@ void Engine::resume_waiting() {
 }
 
 // Attaches the cached runs the sequence has reached and prepares pages for its next
-// chunk. False when the pool could not supply the pages (the table is unchanged).
+// tokens to compute: up to the step's budget, across as many runs as it reaches — the
+// cached runs between computed ones are attached on the way, so a prompt of many short
+// computed runs (approximate reuse: the recomputed tokens between reused ones) costs one
+// forward pass per budget, not one per run. Each token attends to slots [0, slot] of the
+// table as laid out in prompt order, whichever step computes it (batch invariance).
+// False when the pool could not supply the pages for the first tokens (the table is
+// then unchanged); pages missing for later runs end the part where it got.
 bool Engine::plan_part(Seq& s, int64_t& budget, std::vector<Part>& parts) {
   while (s.run < s.runs.size() && s.runs[s.run].cached) {
     Run& r = s.runs[s.run];
@@ -75,19 +84,40 @@ bool Engine::plan_part(Seq& s, int64_t& budget, std::vector<Part>& parts) {
     s.n_kv = r.end;
     ++s.run;
   }
-  const int32_t end = s.run < s.runs.size() ? s.runs[s.run].end : int32_t(s.tokens.size());
-  const int32_t n = int32_t(std::min<int64_t>(budget, end - s.n_kv));
-  if (n <= 0) return true;
-  if (s.run < s.runs.size()) {
-    Run& r = s.runs[s.run];
-    if (r.fresh_page && s.n_kv == r.begin) {
-      s.table.seal();
-      if (r.first_entry < 0) r.first_entry = int32_t(s.table.entries().size());
+  Part part{&s, 0, {}};
+  int32_t at = s.n_kv;
+  size_t run = s.run;
+  while (budget > 0) {
+    if (run < s.runs.size() && s.runs[run].cached) {  // between two computed stretches
+      Run& r = s.runs[run];
+      if (!r.attached) s.table.attach(r.pages);
+      r.attached = true;
+      at = r.end;
+      ++run;
+      continue;
     }
+    const int32_t end = run < s.runs.size() ? s.runs[run].end : int32_t(s.tokens.size());
+    const int32_t n = int32_t(std::min<int64_t>(budget, end - at));
+    if (n <= 0) break;
+    if (run < s.runs.size()) {
+      Run& r = s.runs[run];
+      if (r.fresh_page && at == r.begin) {
+        s.table.seal();
+        if (r.first_entry < 0) r.first_entry = int32_t(s.table.entries().size());
+      }
+    }
+    if (!s.table.prepare_append(n)) {
+      if (part.n == 0) return false;
+      break;
+    }
+    part.segments.push_back({at, n});
+    part.n += n;
+    budget -= n;
+    at += n;
+    if (at < end || run >= s.runs.size()) break;  // the budget ends inside the run, or the prompt ended
+    ++run;
   }
-  if (!s.table.prepare_append(n)) return false;
-  parts.push_back({&s, n});
-  budget -= n;
+  if (part.n > 0) parts.push_back(std::move(part));
   return true;
 }
 
@@ -227,11 +257,11 @@ void Engine::run_parts(std::vector<Part>& parts) {
     Seq& s = *parts[i].seq;
     seqs[i] = seq_kv(s.table, pages[i], fills[i]);
     if (!s.recurrent.empty()) seqs[i].state = &s.recurrent;
-    for (int32_t j = 0; j < parts[i].n; ++j) {
-      const int32_t t = s.n_kv + j;
-      const bool logits = s.wants_logits() && t + 1 == int32_t(s.tokens.size());
-      batch.push_back(BatchEntry{s.tokens[t], s.positions[t], int32_t(i), t, logits});
-    }
+    for (const auto& [first, count] : parts[i].segments)
+      for (int32_t t = first; t < first + count; ++t) {
+        const bool logits = s.wants_logits() && t + 1 == int32_t(s.tokens.size());
+        batch.push_back(BatchEntry{s.tokens[t], s.positions[t], int32_t(i), t, logits});
+      }
   }
   const auto t0 = std::chrono::steady_clock::now();
   const float* logits = fwd_->run(batch, seqs);
@@ -249,8 +279,8 @@ void Engine::run_parts(std::vector<Part>& parts) {
   int64_t row = 0;
   for (Part& p : parts) {
     Seq& s = *p.seq;
-    s.n_kv += p.n;
-    if (s.run < s.runs.size() && s.n_kv >= s.runs[s.run].end) ++s.run;
+    s.n_kv = p.segments.back().first + p.segments.back().second;
+    while (s.run < s.runs.size() && s.n_kv >= s.runs[s.run].end) ++s.run;
     if (s.n_kv != int32_t(s.tokens.size())) continue;
     if (s.kind == Seq::Kind::kEncode) {
       finish_encoding(s);

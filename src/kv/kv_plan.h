@@ -67,7 +67,7 @@ struct KvSpan {
 
 // Tokens [begin, end) of the plan (in attention order) that are one part of the request
 // — a tool definition, a message — whose KV the engine indexes by content
-// (engine/block_index.h), so it can be found later at whatever position it sat.
+// (engine/approximate/block_index.h), so it can be found later at whatever position it sat.
 struct KvBlock {
   int32_t begin = 0, end = 0;
 };

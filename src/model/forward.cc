@@ -1,5 +1,6 @@
 #include "model/forward.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "gguf/gguf.h"
@@ -200,10 +201,9 @@ void Forward::run_to_layer(std::span<const BatchEntry> batch, std::span<const Se
   begin_batch(batch, seqs);
   run_layers(layer, batch, seqs);
   project_qkv(layer, m);
-  for (int64_t i = 0; i < m; ++i) {
-    f32_to_f16_row(k_.data() + i * kvd, k16_out.data() + i * kvd, kvd);
-    f32_to_f16_row(v_.data() + i * kvd, v16_out.data() + i * kvd, kvd);
-  }
+  for (int64_t h = 0; h < c.n_kv_head; ++h) store_kv(layer, h, m);
+  std::copy(k16_.begin(), k16_.begin() + m * kvd, k16_out.begin());
+  std::copy(v16_.begin(), v16_.begin() + m * kvd, v16_out.begin());
   if (q_out) q_out->assign(q_.begin(), q_.begin() + m * int64_t(c.n_head) * c.head_dim);
 }
 

@@ -62,8 +62,8 @@ class Forward {
   // invalid entries (token out of range, slot outside the page table).
   const float* run(std::span<const BatchEntry> batch, std::span<const SeqKv> seqs);
 
-  // Runs only layers [0, layer) of the batch (their K/V written to the slots as run()
-  // writes them) and returns layer `layer`'s K (after RoPE) and V of every entry, rounded
+  // Runs only layers [0, layer) of the batch (their K/V, and layer `layer`'s, written to
+  // the slots as run() writes them) and returns layer `layer`'s K (after RoPE) and V of every entry, rounded
   // to F16 as they would be stored: k16_out, v16_out [m][n_kv_head * head_dim], and when
   // q_out is given the queries, F32 after RoPE: [m][n_head * head_dim]. The arithmetic of
   // those layers is run()'s. For the deviation check of approximate reuse; not
@@ -72,7 +72,22 @@ class Forward {
                     std::vector<uint16_t>& k16_out, std::vector<uint16_t>& v16_out,
                     std::vector<float>* q_out = nullptr);
 
+  // Probes of one layer's attention over KV already in pages (model/layer_probe.cc), for
+  // the check pass of approximate reuse. They read K through the kernels' page layout
+  // (kernels/k_layout.h).
+  //
+  // Layer `layer`'s K and V of `slot` of `page`, decoded from F16: k_out, v_out
+  // [n_kv_head * head_dim].
+  void slot_kv(int layer, int32_t page, int32_t slot, float* k_out, float* v_out) const;
+  // The softmax attention of one query row at `layer` — q [n_head * head_dim], F32 after
+  // RoPE — over the first n_slots logical slots of `seq`, without a window or soft-cap:
+  // out [n_head][n_slots], each row summing to 1. In double precision, in slot order, so
+  // the weights do not depend on threads or batches.
+  void attention_weights(int layer, const float* q, const SeqKv& seq, int32_t n_slots,
+                         std::vector<double>& out) const;
+
   int64_t n_vocab() const;
+  const Model& model() const { return model_; }
 
  private:
   void validate(std::span<const BatchEntry> batch, std::span<const SeqKv> seqs) const;

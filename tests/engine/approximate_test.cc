@@ -1,4 +1,4 @@
-// Approximate reuse of moved blocks, for each recompute policy (engine/recompute.h):
+// Approximate reuse of moved blocks, for each recompute policy (engine/approximate/recompute_policy.h):
 // only when asked; budget 1 is bitwise the full recomputation; the policy's recompute
 // brings the next-token distribution closer to full recomputation than reusing
 // everything (stories260K, a trained 5-layer model); approximately built KV is never
@@ -11,7 +11,7 @@
 #include <cstring>
 
 #include "engine/engine.h"
-#include "engine/recompute.h"
+#include "engine/approximate/recompute_policy.h"
 #include "engine/relocation.h"
 #include "gguf/quants.h"
 #include "kernels/k_layout.h"

@@ -59,6 +59,19 @@ class PlotBench(unittest.TestCase):
                 self.assertTrue(png.startswith(b"\x89PNG\r\n\x1a\n"))
                 self.assertGreater(len(png), 10000)
 
+    def test_agent_draws_the_ttft_of_three_modes(self):
+        spec = importlib.util.spec_from_file_location("plot_bench", SCRIPT)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        with open(os.path.join(HERE, "agent.json")) as f:
+            d = json.load(f)
+        fig = mod.PLOTS["agent"](d)
+        ttft = fig.axes[0]
+        labels = [line.get_label() for line in ttft.get_lines()]
+        self.assertEqual(labels[:3], ["exact reuse", "approximate reuse", "16-token block hash (sim., est.)"])
+        hash_line = ttft.get_lines()[2]
+        self.assertEqual(list(hash_line.get_ydata()), [r["block_hash_ttft_ms"] for r in d["rows"]])
+
     def write(self, name, text):
         path = os.path.join(self.out, name)
         with open(path, "w") as f:

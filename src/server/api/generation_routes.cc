@@ -7,6 +7,7 @@
 #include "server/api/lifetime.h"
 #include "server/api/openai.h"
 #include "server/chat/tool_grammar.h"
+#include "server/chat/content_chunks.h"
 #include "server/state.h"
 #include "tokenizer/tokenizer.h"
 
@@ -160,7 +161,16 @@ void prepare_chat(Server::State& st, Generation& g, const json& sent, const json
                              parse_tool_arguments(template_messages(messages)), extra, st.tool_format, mode);
   split_content_parts(g.chat->parts, messages, g.chat->text, g.chat->token_offsets);
   g.params.gen.prompt = g.chat->ids;
+  // Long parts as content-defined chunks: text that moved inside a part is found too.
+  // With KV tiers every block is also written there as an entry of its own (engine/
+  // approximate/tier_blocks.cc); chunks would multiply those writes and crowd the prefix
+  // entries out of what the tier writer may hold back (KvTiers::submit_write), so long
+  // parts stay whole blocks then.
   g.params.gen.blocks = blocks_of(g.chat->parts);
+  if (!st.opt.tiers.enabled()) {
+    const std::vector<uint8_t> breaks = paragraph_breaks(g.chat->text, g.chat->token_offsets, g.chat->ids.size());
+    g.params.gen.blocks = chunk_blocks(g.params.gen.blocks, g.chat->ids, breaks);
+  }
   g.miss = st.structure.compare(g.scope, g.chat->ids, g.chat->parts);
 }
 

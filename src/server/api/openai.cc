@@ -8,7 +8,7 @@
 #include <cmath>
 #include <random>
 
-#include "engine/recompute.h"
+#include "engine/approximate/recompute_policy.h"
 #include "server/api/api_error.h"
 #include "tokenizer/tokenizer.h"
 

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <random>
 
-#include "engine/recompute.h"
+#include "engine/approximate/recompute_policy.h"
 #include "server/api/api_error.h"
 #include "server/api/structured_output.h"
 

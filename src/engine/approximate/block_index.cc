@@ -1,4 +1,4 @@
-#include "engine/block_index.h"
+#include "engine/approximate/block_index.h"
 
 #include <xxhash.h>
 

@@ -16,11 +16,8 @@
 //               have in this prompt (CacheBlend-style), grouped in   the first candidate
 //               runs of `run` tokens                                 to the last
 //
-// Deviation check. A token's layer-0 K/V depend only on its token and position, so a
-// candidate's rotated layer-0 KV is exact; its layer-1 K/V depend on the context. The
-// check runs layer 0 over the tokens from the first candidate on, attending to the
-// assembled KV before them, projects to layer-1 K and V, and scores each candidate token
-// by the squared distance of those from the reused layer-1 K/V.
+// The scoring policies read each candidate token's deviation from the check pass
+// (engine/approximate/check_pass.h).
 //
 // Budget 1 marks every candidate token: the prompt is then computed as a whole, bitwise
 // the exact result (and the check is skipped).

@@ -1,0 +1,117 @@
+#include "engine/approximate/check_pass.h"
+
+#include <algorithm>
+
+#include "engine/sequence.h"
+#include "gguf/quants.h"
+#include "model/forward.h"
+#include "model/model.h"
+
+namespace pc {
+
+bool check_pass(Forward& fwd, PagePool& pages, int max_batch_tokens, const Engine::Seq& s,
+                const std::vector<ReuseCandidate>& cands, std::vector<std::vector<float>>& scores,
+                int64_t* n_checked) {
+  scores.assign(cands.size(), {});
+  for (size_t i = 0; i < cands.size(); ++i) scores[i].assign(size_t(cands[i].size()), 0.f);
+  const ModelConfig& c = fwd.model().config();
+  if (cands.empty() || c.n_layer < 2) return true;  // one layer: rotated KV is exact
+  constexpr int kCheckLayer = 1;
+  const bool weighted = s.req.reuse.policy == RecomputePolicy::kImpact;
+  const int hd = int(c.head_dim), n_kv = int(c.n_kv_head), n_head = int(c.n_head);
+  const int64_t kvd = int64_t(n_kv) * hd;
+  const int32_t n = int32_t(s.tokens.size());
+  const int32_t to = weighted ? n : cands.back().end;
+
+  std::vector<float> dev;       // impact: [candidate tokens in order][n_kv]
+  std::vector<int32_t> slot_of; // impact: [candidate tokens in order] the token's scratch slot
+  std::vector<float> q_last;    // impact: [n_head * hd]
+  std::vector<float> kr(static_cast<size_t>(kvd)), vr(static_cast<size_t>(kvd));  // one token's reused layer-1 K/V
+
+  PageTable scratch(pages);
+  std::vector<int32_t> pg, fills;
+  std::vector<uint16_t> k16, v16;
+  std::vector<float> q;
+  std::vector<BatchEntry> batch;
+  // Layer 0 over tokens [b, e) appended to the scratch table, then the deviations of
+  // the candidate tokens among them.
+  auto check = [&](int32_t b, int32_t e, int cand) -> bool {
+    for (int32_t at = b; at < e;) {
+      const int32_t m = std::min<int32_t>(e - at, max_batch_tokens);
+      const int32_t slot0 = scratch.n_tokens();
+      if (!scratch.prepare_append(m)) return false;
+      batch.clear();
+      for (int32_t j = 0; j < m; ++j) batch.push_back(BatchEntry{s.tokens[at + j], s.positions[at + j], 0, slot0 + j, false});
+      const SeqKv sk = seq_kv(scratch, pg, fills);
+      const bool last = weighted && at + m == n;
+      fwd.run_to_layer(batch, std::span<const SeqKv>(&sk, 1), kCheckLayer, k16, v16, last ? &q : nullptr);
+      *n_checked += m;
+      if (last) q_last.assign(q.end() - int64_t(n_head) * hd, q.end());
+      if (cand >= 0) {
+        const ReuseCandidate& rc = cands[size_t(cand)];
+        // The reused layer-1 KV of these tokens: slices of rc.src in token order.
+        const std::vector<PageSlice> mine = sub_slices(rc.src, at - rc.begin, m);
+        int32_t j = 0;
+        for (const PageSlice& sl : mine) {
+          for (int32_t slot = sl.begin; slot < sl.end; ++slot, ++j) {
+            fwd.slot_kv(kCheckLayer, sl.page, slot, kr.data(), vr.data());
+            double total = 0;
+            for (int g = 0; g < n_kv; ++g) {
+              const uint16_t* kf = k16.data() + j * kvd + g * hd;
+              const uint16_t* vf = v16.data() + j * kvd + g * hd;
+              const float* kh = kr.data() + g * hd;
+              const float* vh = vr.data() + g * hd;
+              double d2 = 0;
+              for (int d = 0; d < hd; ++d) {
+                const double dk = double(fp16_to_fp32(kf[d])) - kh[d];
+                const double dv = double(fp16_to_fp32(vf[d])) - vh[d];
+                d2 += dk * dk + dv * dv;
+              }
+              total += d2;
+              if (weighted) dev.push_back(float(d2));
+            }
+            scores[size_t(cand)][size_t(at - rc.begin + j)] = float(total);
+            if (weighted) slot_of.push_back(slot0 + j);
+          }
+        }
+      }
+      at += m;
+    }
+    return true;
+  };
+
+  size_t ci = 0;
+  for (const Run& r : s.runs) {
+    for (; ci < cands.size() && cands[ci].begin < r.begin; ++ci)
+      if (!check(cands[ci].begin, cands[ci].end, int(ci))) return false;
+    if (r.begin >= to) break;
+    if (r.attached) {
+      scratch = s.table.share();  // the prefix hit: the table holds it already
+    } else if (r.cached) {
+      scratch.attach(r.pages);
+    } else if (!check(r.begin, std::min(r.end, to), -1)) {  // context for the candidates' layer 0
+      return false;
+    }
+  }
+  for (; ci < cands.size(); ++ci)
+    if (!check(cands[ci].begin, cands[ci].end, int(ci))) return false;
+  if (!weighted || q_last.empty()) return true;
+
+  // The last token's layer-1 attention over every slot of the scratch table (run_to_layer
+  // wrote the fresh layer-1 keys there), per query head.
+  std::vector<double> a;
+  const SeqKv sk = seq_kv(scratch, pg, fills);
+  const int64_t n_keys = scratch.n_tokens();
+  fwd.attention_weights(kCheckLayer, q_last.data(), sk, int32_t(n_keys), a);
+  const int group = n_head / n_kv;
+  size_t x = 0;
+  for (size_t i = 0; i < cands.size(); ++i)
+    for (int32_t j = 0; j < cands[i].size(); ++j, ++x) {
+      double w = 0;
+      for (int h = 0; h < n_head; ++h) w += a[size_t(h) * n_keys + slot_of[x]] * dev[x * n_kv + size_t(h / group)];
+      scores[i][size_t(j)] = float(w);
+    }
+  return true;
+}
+
+}  // namespace pc
