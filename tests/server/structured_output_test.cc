@@ -143,6 +143,29 @@ TEST_F(StructuredOutput, AnthropicOutputConfigFormat) {
   expect_person(r.body["content"][0]["text"].get<std::string>());
 }
 
+// The Responses API's text.format (the flat json_schema shape); a forced call with it is a 400.
+TEST_F(StructuredOutput, ResponsesTextFormat) {
+  const std::string body = R"({"max_output_tokens": 400, "temperature": 1, "input": "Describe a person.",
+      "text": {"format": {"type": "json_schema", "name": "person", "strict": true, "schema": )" +
+                           kPersonText + "}}}";
+  Reply r = post_text("/v1/responses", body);
+  ASSERT_EQ(r.status, 200) << r.raw;
+  std::string text;
+  for (const json& item : r.body["output"])
+    if (item["type"] == "message")
+      for (const json& part : item["content"])
+        if (part["type"] == "output_text") text += part["text"].get<std::string>();
+  expect_person(text);
+  Reply bad = post_text("/v1/responses", R"({"input": "x", "text": {"format": {"type": "json_schema", "name": "s",
+      "schema": {"type": "string", "pattern": "a+"}}}})");
+  EXPECT_EQ(bad.status, 400) << bad.raw;
+  EXPECT_EQ(bad.body["error"]["param"], "text.format.schema.pattern") << bad.raw;
+  Reply forced = post_text("/v1/responses", R"({"input": "x", "text": {"format": {"type": "json_object"}},
+      "tools": [{"type": "function", "name": "f", "parameters": {"type": "object"}}], "tool_choice": "required"})");
+  EXPECT_EQ(forced.status, 400) << forced.raw;
+  EXPECT_EQ(forced.body["error"]["param"], "tool_choice") << forced.raw;
+}
+
 // A forced call of a strict tool: its arguments follow the tool's schema.
 TEST_F(StructuredOutput, StrictToolArgumentsFollowTheSchema) {
   const std::string tools = R"([

@@ -84,10 +84,6 @@ Generation prepare(Server::State& st, const HttpRequest& req, bool chat) {
     check_tools(body);
     const ToolChoice choice = parse_tool_choice(body, st.tool_format);
     const ChatRender mode = parse_chat_render(body, body["messages"]);
-    if (g.params.gen.grammar && choice.forces())
-      throw bad_field("tool_choice",
-                      "a tool_choice that forces a call cannot be combined with response_format, json_schema or "
-                      "grammar (the reply would have to be both the call and the constrained output)");
     if (mode.continue_final && choice.forces())
       throw bad_field("continue_final_message",
                       "'continue_final_message' cannot be combined with a tool_choice that forces a call "
@@ -129,6 +125,11 @@ void split_thinking(const Server::State& st, Generation& g, ReasoningFormat form
 
 void force_tool_call(Server::State& st, Generation& g, const ToolChoice& choice, std::string_view raw_body) {
   if (!choice.forces()) return;
+  if (g.params.gen.grammar)
+    throw bad_field("tool_choice",
+                    "a tool_choice that forces a call cannot be combined with structured output (response_format, "
+                    "json_schema, grammar, text.format or output_config.format): the reply would have to be both "
+                    "the call and the constrained output");
   g.prefill = forced_call_prefix(st.tool_format, choice.name);
   g.prefill_ids = st.model->tokenizer().encode_continuation(g.prefill, /*parse_special=*/true);
   g.params.gen.prompt.insert(g.params.gen.prompt.end(), g.prefill_ids.begin(), g.prefill_ids.end());

@@ -226,16 +226,7 @@ void reject_unsupported(const json& body) {
         throw unsupported(at("include", i), "= message.output_text.logprobs is not supported on /v1/responses");
     }
   }
-  if (const json* text = field(body, "text")) {
-    if (!text->is_object()) throw bad_field("text", "'text' must be an object", "invalid_type");
-    if (const json* f = field(*text, "format")) {
-      if (!f->is_object()) throw bad_field("text.format", "'text.format' must be an object", "invalid_type");
-      const std::string& type = string_member(*f, "type", "text.format");
-      if (type != "text")
-        throw unsupported("text.format", "of type '" + type + "' is not supported yet (structured output needs "
-                                         "constrained decoding); only {\"type\": \"text\"}");
-    }
-  }
+  // text.format (structured output) is read by parse_responses_text_format.
   if (const json* r = field(body, "reasoning")) {
     if (!r->is_object()) throw bad_field("reasoning", "'reasoning' must be an object", "invalid_type");
     string_member(*r, "effort", "reasoning", false);

@@ -22,6 +22,7 @@
 #include "server/api/lifetime.h"
 #include "server/api/openai.h"
 #include "server/api/responses_request.h"
+#include "server/api/structured_output.h"
 #include "server/generation.h"
 #include "server/state.h"
 
@@ -117,6 +118,7 @@ ResponsesGeneration prepare_generation(Server::State& st, const HttpRequest& req
   st.check_model(g.params.model);
   g.scope = st.scope_of_request(req, g.params.cache_salt);
   g.params.gen.reuse = parse_reuse(chat, st.reuse_default);
+  g.params.gen.grammar = parse_responses_text_format(body, req.body);
   if (!a.t.previous_response_id.empty()) {
     std::optional<StoredResponse> prev = st.responses.get(a.tenant, a.t.previous_response_id);
     if (!prev)
@@ -137,12 +139,9 @@ ResponsesGeneration prepare_generation(Server::State& st, const HttpRequest& req
   const ToolChoice choice = parse_tool_choice(chat, st.tool_format);
   prepare_chat(st, g, messages, chat_extra(chat));
   if (!a.t.tools.empty() && choice.mode != ToolChoice::Mode::kNone) g.tools = st.tool_format;
-  if (choice.forces()) {
-    // Enforced by prefilling the reply with the call opener (and the name), as chat does.
-    g.prefill = forced_call_prefix(st.tool_format, choice.name);
-    g.prefill_ids = st.model->tokenizer().encode_continuation(g.prefill, /*parse_special=*/true);
-    g.params.gen.prompt.insert(g.params.gen.prompt.end(), g.prefill_ids.begin(), g.prefill_ids.end());
-  }
+  // Responses tools are not in chat's shape in the request's text, so a strict tool's
+  // arguments are not constrained here; the call itself is.
+  force_tool_call(st, g, choice);
   apply_test_hooks(st, g, chat);
   if (const std::optional<double> life = openai_retention_seconds(chat))
     g.params.gen.retain.push_back({int32_t(g.params.gen.prompt.size()), *life * st.opt.test_time_scale});

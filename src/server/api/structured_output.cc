@@ -104,4 +104,21 @@ std::shared_ptr<const grammar::Grammar> parse_anthropic_output_format(const json
   }
 }
 
+std::shared_ptr<const grammar::Grammar> parse_responses_text_format(const json& body, std::string_view raw) {
+  const json* text = field(body, "text");
+  if (!text) return nullptr;
+  if (!text->is_object()) throw bad_field("text", "'text' must be an object", "invalid_type");
+  const json* f = field(*text, "format");
+  if (!f) return nullptr;
+  if (!f->is_object() || !f->contains("type") || !(*f)["type"].is_string())
+    throw bad_field("text.format", "'text.format' must be an object with a string 'type'", "invalid_type");
+  try {
+    return grammar::from_response_format(ordered(*f, raw, {"text", "format"}));
+  } catch (const grammar::GrammarError& e) {
+    reject("text.format", e);
+  } catch (const nlohmann::json::exception& e) {
+    throw bad_field("text.format", std::string("invalid schema value: ") + e.what());
+  }
+}
+
 }  // namespace pc::server

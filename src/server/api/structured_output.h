@@ -5,6 +5,8 @@
 //   json_schema          llama-server: a JSON Schema
 //   grammar              llama-server: GBNF text
 //   output_config.format Anthropic Messages: {"type": "json_schema", "schema": S}
+//   text.format          Responses: {"type": "text" | "json_object"} or
+//                        {"type": "json_schema", "name", "schema": S, "strict"}
 //
 // At most one of the first three per request. A bad or unsupported one is an
 // ApiError 400 whose param is the offending field's path ("response_format.json_schema
@@ -27,5 +29,9 @@ std::shared_ptr<const grammar::Grammar> parse_output_constraint(const nlohmann::
 // Anthropic's output_config.format ({"type": "json_schema", "schema": S}); null when absent.
 std::shared_ptr<const grammar::Grammar> parse_anthropic_output_format(const nlohmann::json& body,
                                                                       std::string_view raw);
+
+// The Responses API's text.format; null when absent or {"type": "text"}.
+std::shared_ptr<const grammar::Grammar> parse_responses_text_format(const nlohmann::json& body,
+                                                                   std::string_view raw);
 
 }  // namespace pc::server
