@@ -43,6 +43,15 @@ static bool sees_all_before(const KvPlan& plan, size_t i, int32_t t) {
   return visible == t;
 }
 
+int32_t Engine::attach_prefix(Seq& s, std::span<const int32_t> tokens, bool whole) {
+  PrefixHit h = prefix_->attach(s.ns, tokens, whole);
+  s.table = std::move(h.table);
+  s.lease = std::move(h.lease);
+  s.n_kv = h.length;
+  if (h.length > 0) s.runs.push_back(Run{true, 0, h.length, {}, false, true});
+  return h.length;
+}
+
 bool Engine::assemble(Seq& s) {
   auto release = [&s] {
     s.runs.clear();
@@ -75,42 +84,35 @@ bool Engine::assemble(Seq& s) {
   int32_t t = 0;
   std::vector<ReuseCandidate> cands;  // approximate PML reuse: module spans for the policy
   if (s.prefix_plan) {
-    // All tokens so far (a resumed sequence's generated ones too) may come from the
-    // prefix cache; the last one is always computed.
-    PrefixHit h = prefix_->attach(s.ns, s.tokens);
-    s.table = std::move(h.table);
-    s.lease = std::move(h.lease);
-    s.n_kv = h.length;
-    if (h.length > 0) s.runs.push_back(Run{true, 0, h.length, {}, false, true});
-    cached = h.length;
-    computed = s.n_prompt - h.length;
+    // The plan is a token sequence from position 0: it is one prefix, all of its tokens
+    // so far (a resumed sequence's generated ones too) but the last, which is always
+    // computed. The rest is computed, or reused approximately when asked.
+    const int32_t exact = attach_prefix(s, s.tokens, /*whole=*/true);
+    cached = exact;
+    computed = s.n_prompt - exact;
     if (s.req.reuse.mode == CacheReuse::kApproximate && s.kind == Seq::Kind::kRequest) {
-      if (!approximate_->assemble(s, h.length, {})) return retry_later();  // no pages to relocate into
-      if (first) {
-        computed -= s.result.n_approximate;
-      }
+      if (!approximate_->assemble(s, exact, {})) return retry_later();  // no pages to relocate into
+      if (first) computed -= s.result.n_approximate;
     } else {
-      s.runs.push_back(Run{false, h.length, int32_t(s.tokens.size())});
+      s.runs.push_back(Run{false, exact, int32_t(s.tokens.size())});
     }
     if (first && !s.plan.blocks.empty())
-      s.result.n_reusable = prefix_->reusable_tokens(s.ns, s.tokens, s.plan.blocks, h.length);
+      s.result.n_reusable = prefix_->reusable_tokens(s.ns, s.tokens, s.plan.blocks, exact);
     t = int32_t(s.tokens.size());
   } else {
+    // A PML plan: spans resolved in order; a kPrefix span (first, if any) covers its own
+    // tokens only, all of which may come from the cache (the prompt goes on after it).
     for (size_t i = 0; i < s.plan.spans.size(); ++i) {
       const KvSpan& span = s.plan.spans[i];
       const int32_t n = span.n_tokens();
       if (n == 0) continue;
       switch (span.kind) {
         case KvSpan::Kind::kPrefix: {
-          PrefixHit h = prefix_->attach(s.ns, span.tokens, /*whole=*/false);
           if (t != 0) throw Error("a kPrefix span must come first in a plan");
-          s.table = std::move(h.table);
-          s.lease = std::move(h.lease);
-          s.n_kv = h.length;
-          if (h.length > 0) s.runs.push_back(Run{true, 0, h.length, {}, false, true});
-          if (h.length < n) s.runs.push_back(Run{false, h.length, n});
-          cached += h.length;
-          computed += n - h.length;
+          const int32_t hit = attach_prefix(s, span.tokens, /*whole=*/false);
+          if (hit < n) s.runs.push_back(Run{false, hit, n});
+          cached += hit;
+          computed += n - hit;
           break;
         }
         case KvSpan::Kind::kModule: {

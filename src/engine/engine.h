@@ -306,6 +306,10 @@ class Engine {
   // and tokens to compute; false while a module it needs is not ready yet (missing
   // modules are requested: a tier load or an encoding sequence).
   bool assemble(Seq& s);
+  // The longest cached prefix of `tokens` (PrefixCache::attach; `whole`: they end the
+  // sequence, so the last is computed) becomes s's table, lease and first cached run.
+  // Returns its length.
+  int32_t attach_prefix(Seq& s, std::span<const int32_t> tokens, bool whole);
   // Adds span.module to *missing unless the module cache holds it; false when missing.
   bool note_if_missing(Seq& s, const KvSpan& span, std::vector<int32_t>* missing);
   void request_module(Seq& owner, int32_t module, const KvNamespace& ns);
