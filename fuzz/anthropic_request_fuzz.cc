@@ -3,8 +3,6 @@
 // must end in ApiError (a 4xx naming the field) or ChatTemplateError (400 at the HTTP
 // edge); any other exception escapes and libFuzzer reports it as a crash.
 #include <cstdint>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "server/api/anthropic_request.h"
@@ -12,27 +10,13 @@
 #include "server/chat/chat_request.h"
 #include "server/chat/conversation.h"
 #include "server/api/openai_request.h"
-#include "template/builtin_templates.h"
-#include "template/chat_template.h"
 
-#ifndef PC_SHARED_DIR
-#define PC_SHARED_DIR "../shared"
-#endif
+#include "chat_render_util.h"
 
 namespace {
 
 using namespace pc;
 using namespace pc::server;
-
-const ChatTemplate& chat_template() {
-  static const ChatTemplate t = [] {
-    std::ifstream in(std::string(PC_SHARED_DIR) + "/templates/Qwen-Qwen2.5-7B-Instruct.jinja");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str().empty() ? ChatTemplate(*builtin_chat_template("chatml")) : ChatTemplate(ss.str());
-  }();
-  return t;
-}
 
 void decode(const std::string& text) {
   const json body = parse_body(text);
@@ -43,12 +27,7 @@ void decode(const std::string& text) {
   json extra = json::object();
   if (!t.tools.empty() && !anthropic_tools_off(body)) extra["tools"] = t.tools;
   const json flat = parse_tool_arguments(template_messages(t.messages));
-  try {
-    chat_template().apply_with_spans(flat, /*add_generation_prompt=*/true, extra, false);
-  } catch (const ChatTemplateError&) {
-    if (const std::optional<json> fixed = tool_call_content_as_empty(flat))
-      chat_template().apply_with_spans(*fixed, /*add_generation_prompt=*/true, extra, false);
-  }
+  fuzz::render_as_the_route(flat, extra);
 }
 
 }  // namespace

@@ -7,8 +7,6 @@
 // the HTTP edge); any other exception is a 500 there, so it escapes here and libFuzzer
 // reports it as a crash.
 #include <cstdint>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "server/api/api_error.h"
@@ -17,42 +15,21 @@
 #include "server/api/lifetime.h"
 #include "server/api/openai_request.h"
 #include "server/chat/request_structure.h"
-#include "template/builtin_templates.h"
-#include "template/chat_template.h"
 
-#ifndef PC_SHARED_DIR
-#define PC_SHARED_DIR "../shared"
-#endif
+#include "chat_render_util.h"
 
 namespace {
 
 using namespace pc;
 using namespace pc::server;
 
-// Qwen2.5's template (tools and tool calls rendered) from the shared folder, else the
-// built-in chatml.
-const ChatTemplate& chat_template() {
-  static const ChatTemplate t = [] {
-    std::ifstream in(std::string(PC_SHARED_DIR) + "/templates/Qwen-Qwen2.5-7B-Instruct.jinja");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str().empty() ? ChatTemplate(*builtin_chat_template("chatml")) : ChatTemplate(ss.str());
-  }();
-  return t;
-}
-
 // What prepare_chat does up to tokenization: render, then lay out the request's parts
 // over the text (one token per byte stands in for the tokenizer).
 void render(const json& messages, const json& extra) {
   const json flat = parse_tool_arguments(template_messages(messages));
-  RenderedChat r;
-  try {
-    r = chat_template().apply_with_spans(flat, /*add_generation_prompt=*/true, extra, false);
-  } catch (const ChatTemplateError&) {
-    const std::optional<json> fixed = tool_call_content_as_empty(flat);
-    if (!fixed) return;
-    r = chat_template().apply_with_spans(*fixed, /*add_generation_prompt=*/true, extra, false);
-  }
+  const std::optional<RenderedChat> rendered = fuzz::render_as_the_route(flat, extra);
+  if (!rendered) return;
+  const RenderedChat& r = *rendered;
   std::vector<int64_t> offsets;
   for (size_t i = 0; i <= r.text.size(); ++i) offsets.push_back(int64_t(i));
   std::vector<PartSpan> spans;

@@ -7,8 +7,6 @@
 // reports it as a crash.
 #include <cstdint>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "server/api/api_error.h"
@@ -17,27 +15,13 @@
 #include "server/chat/chat_request.h"
 #include "server/chat/conversation.h"
 #include "server/chat/stored_response.h"
-#include "template/builtin_templates.h"
-#include "template/chat_template.h"
 
-#ifndef PC_SHARED_DIR
-#define PC_SHARED_DIR "../shared"
-#endif
+#include "chat_render_util.h"
 
 namespace {
 
 using namespace pc;
 using namespace pc::server;
-
-const ChatTemplate& chat_template() {
-  static const ChatTemplate t = [] {
-    std::ifstream in(std::string(PC_SHARED_DIR) + "/templates/Qwen-Qwen2.5-7B-Instruct.jinja");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str().empty() ? ChatTemplate(*builtin_chat_template("chatml")) : ChatTemplate(ss.str());
-  }();
-  return t;
-}
 
 void decode(const std::string& text) {
   const json body = parse_body(text);
@@ -57,12 +41,7 @@ void decode(const std::string& text) {
   check_prompt_bytes(messages, 1 << 20, 4096, "input");
   const json flat = parse_tool_arguments(template_messages(messages));
   const json extra = chat_extra(t.chat_body);
-  try {
-    chat_template().apply_with_spans(flat, /*add_generation_prompt=*/true, extra, false);
-  } catch (const ChatTemplateError&) {
-    if (const std::optional<json> fixed = tool_call_content_as_empty(flat))
-      chat_template().apply_with_spans(*fixed, /*add_generation_prompt=*/true, extra, false);
-  }
+  fuzz::render_as_the_route(flat, extra);
 }
 
 void decode_value(const uint8_t* data, size_t size) {
