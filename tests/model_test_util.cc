@@ -1,6 +1,9 @@
 #include "model_test_util.h"
 
+#include <cmath>
+#include <fstream>
 #include <map>
+#include <mutex>
 
 #include "model/make_model.h"
 #include "test_util.h"
@@ -8,6 +11,29 @@
 namespace pc::test {
 
 std::string shared_model(const std::string& name) { return shared_dir() + "/models/" + name; }
+
+const nlohmann::json& llamacpp_reference(const std::string& dir) {
+  static std::mutex mu;
+  static std::map<std::string, nlohmann::json> loaded;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = loaded.find(dir);
+  if (it == loaded.end()) {
+    std::ifstream in(shared_model(dir + "/expected_llamacpp.json"));
+    it = loaded.emplace(dir, nlohmann::json::parse(in)).first;
+  }
+  return it->second;
+}
+
+std::vector<double> log_softmax(const float* x, size_t n) {
+  double mx = -INFINITY;
+  for (size_t i = 0; i < n; ++i) mx = std::max(mx, double(x[i]));
+  double s = 0;
+  for (size_t i = 0; i < n; ++i) s += std::exp(double(x[i]) - mx);
+  const double lse = mx + std::log(s);
+  std::vector<double> r(n);
+  for (size_t i = 0; i < n; ++i) r[i] = double(x[i]) - lse;
+  return r;
+}
 
 std::string generated_model(const std::string& arch, GgmlType type) {
   static std::map<std::string, std::string> cache;

@@ -4,12 +4,18 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "engine/engine.h"
 #include "gguf/types.h"
 
 namespace pc::test {
 
 std::string shared_model(const std::string& name);  // ../shared/models/<name>
+// ../shared/models/<dir>/expected_llamacpp.json (arch, arch2), read once per process.
+const nlohmann::json& llamacpp_reference(const std::string& dir);
+// Natural-log softmax of one row of logits, in double.
+std::vector<double> log_softmax(const float* x, size_t n);
 // Generates (once per process) a "tiny"-shape random model of the given arch
 // and weight type, with the Llama 2 SentencePiece vocabulary; returns its path.
 std::string generated_model(const std::string& arch, GgmlType type);

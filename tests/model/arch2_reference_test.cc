@@ -20,6 +20,7 @@
 #include "model/forward.h"
 #include "model/model.h"
 #include "model/recurrent_state.h"
+#include "model_test_util.h"
 #include "test_util.h"
 
 namespace pc {
@@ -30,25 +31,9 @@ const std::string& arch2_dir() {
   return d;
 }
 
-const nlohmann::json& expected() {
-  static const nlohmann::json j = [] {
-    std::ifstream in(arch2_dir() + "/expected_llamacpp.json");
-    return nlohmann::json::parse(in);
-  }();
-  return j;
-}
+using test::log_softmax;
 
-// Natural-log softmax of one row of logits, in double.
-std::vector<double> log_softmax(const float* x, size_t n) {
-  double mx = -INFINITY;
-  for (size_t i = 0; i < n; ++i) mx = std::max(mx, double(x[i]));
-  double s = 0;
-  for (size_t i = 0; i < n; ++i) s += std::exp(double(x[i]) - mx);
-  const double lse = mx + std::log(s);
-  std::vector<double> r(n);
-  for (size_t i = 0; i < n; ++i) r[i] = double(x[i]) - lse;
-  return r;
-}
+const nlohmann::json& expected() { return test::llamacpp_reference("arch2"); }
 
 // Compares one model with its reference, prompts computed in chunks of
 // `chunk` by the forward pass (logits only at the 16 steps); returns the
