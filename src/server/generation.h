@@ -101,4 +101,19 @@ CacheReport finish_generation(Server::State& st, const Generation& g, const std:
 void respond(Server::State& st, std::shared_ptr<Generation> g, const HttpRequest& req,
              HttpResponse& res);
 
+// What every route's answer does around the writing: a stream whose connection ended
+// cancels a generation still running (it has no reader any more); a whole answer that
+// throws cancels its generation before the error goes on.
+void cancel_if_running(Server::State& st, Generation& g);
+void cancel_generation(Server::State& st, Generation& g);
+template <class Whole>
+void answer_whole(Server::State& st, Generation& g, Whole&& write) {
+  try {
+    write();
+  } catch (...) {
+    cancel_generation(st, g);
+    throw;
+  }
+}
+
 }  // namespace pc::server

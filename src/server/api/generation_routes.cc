@@ -463,13 +463,16 @@ void respond_stream(Server::State& st, std::shared_ptr<Generation> g, HttpRespon
         sink.done();
         return true;
       },
-      [&st, g](bool) {
-        // The connection ended; a generation still running has no reader any more.
-        bool done = false;
-        g->job->wait_delta(0ms, &done);
-        if (!done) st.scheduler->cancel(*g->job);
-      });
+      [&st, g](bool) { cancel_if_running(st, *g); });
 }
+
+void cancel_if_running(Server::State& st, Generation& g) {
+  bool done = false;
+  g.job->wait_delta(0ms, &done);
+  if (!done) st.scheduler->cancel(*g.job);
+}
+
+void cancel_generation(Server::State& st, Generation& g) { st.scheduler->cancel(*g.job); }
 
 void handle(Server::State& st, const HttpRequest& req, HttpResponse& res, bool chat) {
   guard(res, [&] { respond(st, std::make_shared<Generation>(prepare(st, req, chat)), req, res); });
@@ -509,12 +512,7 @@ void submit(Server::State& st, Generation& g) {
 void respond(Server::State& st, std::shared_ptr<Generation> g, const HttpRequest& req,
              HttpResponse& res) {
   if (g->params.stream) return respond_stream(st, std::move(g), res);
-  try {
-    respond_whole(st, *g, req, res);
-  } catch (...) {
-    st.scheduler->cancel(*g->job);
-    throw;
-  }
+  answer_whole(st, *g, [&] { respond_whole(st, *g, req, res); });
 }
 
 void add_generation_routes(Server::State& st) {

@@ -411,23 +411,13 @@ void respond_stream(Server::State& st, std::shared_ptr<ResponsesGeneration> a, H
         sink.done();
         return true;
       },
-      [&st, a](bool) {
-        // The connection ended; a generation still running has no reader any more.
-        bool done = false;
-        a->g.job->wait_delta(0ms, &done);
-        if (!done) st.scheduler->cancel(*a->g.job);
-      });
+      [&st, a](bool) { cancel_if_running(st, a->g); });
 }
 
 void create(Server::State& st, const HttpRequest& req, HttpResponse& res) {
   auto a = std::make_shared<ResponsesGeneration>(prepare(st, req));
   if (a->g.params.stream) return respond_stream(st, std::move(a), res);
-  try {
-    respond_whole(st, *a, req, res);
-  } catch (...) {
-    st.scheduler->cancel(*a->g.job);
-    throw;
-  }
+  answer_whole(st, a->g, [&] { respond_whole(st, *a, req, res); });
 }
 
 std::string path_id(const HttpRequest& req) {
