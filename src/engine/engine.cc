@@ -112,16 +112,19 @@ std::span<const TokenLogprobs> Engine::logprobs(int64_t id) const {
   return it->second->result.logprobs;
 }
 
+// One page of the memory is kept back from what a request may use: a sequence whose
+// cached prefix ends inside a page copies that page on its first write while its lease
+// keeps the original, so a sequence of n tokens may hold ceil(n / P) + 1 pages.
 int64_t Engine::admission_tokens() const {
   // Retained prefixes count their charge (O(1), an upper bound: RadixIndex::retain).
   const int64_t held = admin_->pinned_pages() + prefix_->retained_pages();
-  return std::max<int64_t>(0, pages_->n_pages() - held) * pages_->page_size();
+  return std::max<int64_t>(0, pages_->n_pages() - held - 1) * pages_->page_size();
 }
 
 int64_t Engine::tenant_admission_tokens(int64_t held_pages) const {
   if (tenant_hold_pages_ <= 0) return admission_tokens();
   const int64_t others = tenant_hold_pages_ * std::max(0, opt_.tenants - 1);
-  return std::max<int64_t>(0, pages_->n_pages() - others - held_pages) * pages_->page_size();
+  return std::max<int64_t>(0, pages_->n_pages() - others - held_pages - 1) * pages_->page_size();
 }
 
 Engine::Seq& Engine::new_seq(const GenerateRequest& req, TokenCallback on_token) {

@@ -320,13 +320,17 @@ TEST_F(Responses, BadFieldsAreNamed) {
       {{{"input", "x"}, {"tools", kTools}, {"tool_choice", {{"type", "function"}, {"name", "nope"}}}}, "tool_choice"},
       {{{"input", "x"}, {"previous_response_id", "../etc"}}, "previous_response_id"},
       {{{"input", "x"}, {"store", "yes"}}, "store"},
-      {{{"input", "x"}, {"max_output_tokens", 100000}}, "max_output_tokens"},  // past the context
   };
   for (const auto& [body, param] : cases) {
     const Reply r = create(body);
     EXPECT_EQ(r.status, 400) << body.dump() << " → " << r.raw;
     EXPECT_EQ(r.body["error"]["param"], param) << body.dump() << " → " << r.raw;
   }
+  // max_output_tokens past the context is no error: the reply is capped at the context's end.
+  const Reply capped = create({{"input", "x"}, {"max_output_tokens", 100000}, {"test_forced_reply", "Hi."}});
+  ASSERT_EQ(capped.status, 200) << capped.raw;
+  EXPECT_EQ(capped.body["promptcache"]["max_tokens_capped"].get<int64_t>() + capped.body["usage"]["input_tokens"].get<int64_t>(),
+            4096) << capped.raw;
   auto c = srv_->client();
   const Reply g = get(c, "/v1/responses/resp_doesnotexist");
   EXPECT_EQ(g.status, 404);

@@ -34,7 +34,8 @@ std::string join(const std::string& field, const std::string& param) { return pa
   const std::string param = join(field, e.param);
   const std::string what = e.what();
   const bool unsupported = what.find("unsupported") != std::string::npos || what.find("not supported") != std::string::npos;
-  throw bad_field(param, "'" + field + "': " + what, unsupported ? "unsupported_parameter" : "invalid_value");
+  // The message names the whole path too: Anthropic's error shape has no param.
+  throw bad_field(param, "'" + param + "': " + what, unsupported ? "unsupported_parameter" : "invalid_value");
 }
 
 const json* field(const json& body, const char* name) {
