@@ -53,5 +53,20 @@ TEST(ServerJs, ResponsesNpmClients) {
   EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
 }
 
+// Structured output through the AI SDK (generateObject on openai(), openai.chat() and
+// @ai-sdk/anthropic) and LangChain (withStructuredOutput on ChatOpenAI and ChatAnthropic).
+TEST(ServerJs, StructuredOutputNpmClients) {
+  const std::filesystem::path js = std::filesystem::path(__FILE__).parent_path() / "js";
+  ASSERT_EQ(std::system("node --version > /dev/null 2>&1"), 0) << "node is not installed (scripts/setup.sh)";
+  for (const char* pkg : {"ai", "@ai-sdk/openai", "@ai-sdk/anthropic", "@langchain/openai", "@langchain/anthropic"})
+    ASSERT_TRUE(std::filesystem::exists(js / "node_modules" / pkg))
+        << "run `npm ci` in " << js.string() << " (scripts/test.sh does)";
+  ServeProcess srv({"-m", shared_path("models/stories260K.gguf"), "--test-hooks", "--chat-template-file",
+                    shared_path("templates/Qwen-Qwen2.5-7B-Instruct.jinja")});
+  const std::string cmd = "cd '" + js.string() + "' && PC_SERVER_URL=" + srv.url() +
+                          " node structured_clients_test.mjs 2>&1";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+}
+
 }  // namespace
 }  // namespace pc::test

@@ -466,13 +466,6 @@ void respond_stream(Server::State& st, std::shared_ptr<Generation> g, HttpRespon
       [&st, g](bool) { cancel_if_running(st, *g); });
 }
 
-void cancel_if_running(Server::State& st, Generation& g) {
-  bool done = false;
-  g.job->wait_delta(0ms, &done);
-  if (!done) st.scheduler->cancel(*g.job);
-}
-
-void cancel_generation(Server::State& st, Generation& g) { st.scheduler->cancel(*g.job); }
 
 void handle(Server::State& st, const HttpRequest& req, HttpResponse& res, bool chat) {
   guard(res, [&] { respond(st, std::make_shared<Generation>(prepare(st, req, chat)), req, res); });
@@ -524,5 +517,13 @@ void add_generation_routes(Server::State& st) {
               [&st](const HttpRequest& req, HttpResponse& res) { handle(st, req, res, true); });
   }
 }
+
+void cancel_if_running(Server::State& st, Generation& g) {
+  bool done = false;
+  g.job->wait_delta(0ms, &done);
+  if (!done) st.scheduler->cancel(*g.job);
+}
+
+void cancel_generation(Server::State& st, Generation& g) { st.scheduler->cancel(*g.job); }
 
 }  // namespace pc::server
