@@ -71,6 +71,88 @@ TEST(Thinking, Qwen3ReasoningContentWholeAndStreamed) {
   EXPECT_FALSE(plain.body["choices"][0]["message"].contains("reasoning_content"));
 }
 
+// /v1/responses: the thinking is a reasoning item before the message (whole and
+// streamed), counted in reasoning_tokens; a reasoning item sent back begins the assistant
+// turn it precedes (its text is that turn's reasoning_content); reasoning.effort sets
+// the template's switch (Qwen3: enable_thinking off for "none").
+TEST(Thinking, ResponsesReasoningItems) {
+  ServeProcess srv(args("templates/Qwen-Qwen3-0.6B.jinja"));
+  auto c = srv.client();
+  json body = {{"input", "Hi"}, {"max_output_tokens", 200}, {"temperature", 0}, {"test_forced_reply", kForced}};
+  const Reply r = post(c, "/v1/responses", body);
+  ASSERT_EQ(r.status, 200) << r.raw;
+  const json& out = r.body["output"];
+  ASSERT_EQ(out.size(), 2u) << r.raw;
+  EXPECT_EQ(out[0]["type"], "reasoning") << r.raw;
+  EXPECT_EQ(out[0]["content"][0]["type"], "reasoning_text") << r.raw;
+  EXPECT_EQ(out[0]["content"][0]["text"], "The user greets me.") << r.raw;
+  EXPECT_EQ(out[1]["type"], "message") << r.raw;
+  EXPECT_EQ(out[1]["content"][0]["text"], "Hello there.") << r.raw;
+  EXPECT_GT(r.body["usage"]["output_tokens_details"]["reasoning_tokens"].get<int64_t>(), 0) << r.raw;
+  EXPECT_LT(r.body["usage"]["output_tokens_details"]["reasoning_tokens"].get<int64_t>(),
+            r.body["usage"]["output_tokens"].get<int64_t>()) << r.raw;
+
+  body["stream"] = true;
+  const Reply s = post(c, "/v1/responses", body);
+  ASSERT_EQ(s.status, 200) << s.raw;
+  std::string reasoning, text, order;
+  json completed;
+  std::istringstream in(s.raw);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("data: ", 0) != 0) continue;
+    const json e = json::parse(line.substr(6));
+    const std::string type = e["type"];
+    if (type == "response.reasoning_text.delta") reasoning += e["delta"].get<std::string>();
+    if (type == "response.output_text.delta") text += e["delta"].get<std::string>();
+    if (type == "response.output_item.added") order += e["item"]["type"].get<std::string>() + " ";
+    if (type == "response.completed") completed = e["response"];
+  }
+  EXPECT_EQ(reasoning, "The user greets me.") << s.raw;
+  EXPECT_EQ(text, "Hello there.") << s.raw;
+  EXPECT_EQ(order, "reasoning message ") << s.raw;
+  ASSERT_EQ(completed["output"].size(), 2u) << s.raw;
+  EXPECT_EQ(completed["output"][0]["content"], out[0]["content"]) << s.raw;
+  EXPECT_EQ(completed["output"][1]["content"], out[1]["content"]) << s.raw;
+
+  // Sent back: the reasoning is the next assistant turn's reasoning_content, which the
+  // template renders for turns after the last user query (Qwen3).
+  json back = {{"input", json::array({{{"role", "user"}, {"content", "Hi"}},
+                                      {{"type", "reasoning"}, {"id", "rs_1"}, {"summary", json::array()},
+                                       {"content", json::array({{{"type", "reasoning_text"}, {"text", "Deep thought."}}})}},
+                                      {{"role", "assistant"}, {"content", "Hello."}}})},
+               {"max_output_tokens", 4}, {"temperature", 0}, {"test_forced_reply", "ok"}};
+  const Reply b = post(c, "/v1/responses", back);
+  ASSERT_EQ(b.status, 200) << b.raw;
+  // A lone reasoning item (no message or call after it) is no turn: the same prompt as without it.
+  json lone = back;
+  lone["input"].erase(2);
+  json plain = lone;
+  plain["input"].erase(1);
+  const Reply l = post(c, "/v1/responses", lone), p = post(c, "/v1/responses", plain);
+  ASSERT_EQ(l.status, 200) << l.raw;
+  EXPECT_EQ(l.body["usage"]["input_tokens"], p.body["usage"]["input_tokens"]) << l.raw << p.raw;
+  json bad = back;
+  bad["input"][1]["content"] = "x";
+  const Reply bb = post(c, "/v1/responses", bad);
+  EXPECT_EQ(bb.status, 400) << bb.raw;
+  EXPECT_EQ(bb.body["error"]["param"], "input[1].content") << bb.raw;
+
+  // reasoning.effort "none" turns Qwen3's thinking off: the prompt ends with an empty block.
+  json off = {{"input", "Hi"}, {"max_output_tokens", 4}, {"temperature", 0}, {"test_forced_reply", "ok"},
+              {"reasoning", {{"effort", "none"}}}};
+  json on = off;
+  on["reasoning"]["effort"] = "high";
+  const Reply ro = post(c, "/v1/responses", off), rn = post(c, "/v1/responses", on);
+  ASSERT_EQ(ro.status, 200) << ro.raw;
+  ASSERT_EQ(rn.status, 200) << rn.raw;
+  EXPECT_GT(ro.body["usage"]["input_tokens"].get<int64_t>(), rn.body["usage"]["input_tokens"].get<int64_t>())
+      << ro.raw << rn.raw;
+  off["reasoning"]["effort"] = "maximal";
+  const Reply re = post(c, "/v1/responses", off);
+  EXPECT_EQ(re.status, 400) << re.raw;
+  EXPECT_EQ(re.body["error"]["param"], "reasoning.effort") << re.raw;
+}
+
 TEST(Thinking, ServerReasoningFormatNone) {
   ServeProcess srv(args("templates/Qwen-Qwen3-0.6B.jinja", {"--reasoning-format", "none"}));
   auto c = srv.client();

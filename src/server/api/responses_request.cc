@@ -94,6 +94,15 @@ std::string call_output(const json& item, const std::string& where) {
 void add_item(const json& item, const std::string& w, ResponsesTranslation& t, const ItemLookup& lookup,
               bool referenced);
 
+// The last message when it is an assistant turn that has only reasoning so far.
+json* reasoning_only(json& messages) {
+  if (messages.empty()) return nullptr;
+  json& m = messages.back();
+  const bool only = m["role"] == "assistant" && m["content"].is_null() && !m.contains("tool_calls") &&
+                    m.contains("reasoning_content");
+  return only ? &m : nullptr;
+}
+
 // The input items, appended to t.messages.
 void translate_input(const json& input, ResponsesTranslation& t, const ItemLookup& lookup) {
   if (input.is_string()) {
@@ -108,6 +117,13 @@ void translate_input(const json& input, ResponsesTranslation& t, const ItemLooku
     add_item(input[i], at("input", i), t, lookup, false);
     t.input_items.push_back(input[i]);
   }
+  // Reasoning that began no message or call is no turn of its own.
+  json kept = json::array();
+  for (json& m : t.messages) {
+    const bool lone = m["role"] == "assistant" && m["content"].is_null() && !m.contains("tool_calls");
+    if (!lone) kept.push_back(std::move(m));
+  }
+  t.messages = std::move(kept);
 }
 
 // One input item (`referenced`: found by an item_reference, which it may not be itself).
@@ -122,7 +138,11 @@ void add_item(const json& item, const std::string& w, ResponsesTranslation& t, c
       throw bad_field(w + ".role", w + ".role must be user, assistant, system or developer, got '" + role + "'");
     const json* content = field(item, "content");
     if (!content) throw bad_field(w + ".content", w + ".content is required", "missing_required_parameter");
-    t.messages.push_back({{"role", role}, {"content", message_content(*content, w + ".content", role)}});
+    json text = message_content(*content, w + ".content", role);
+    if (json* last = reasoning_only(t.messages); last && role == "assistant")
+      (*last)["content"] = std::move(text);  // the turn its reasoning item began
+    else
+      t.messages.push_back({{"role", role}, {"content", std::move(text)}});
   } else if (type == "function_call") {
     const std::string& call_id = string_member(item, "call_id", w);
     const std::string& name = string_member(item, "name", w);
@@ -144,7 +164,20 @@ void add_item(const json& item, const std::string& w, ResponsesTranslation& t, c
     const std::string& call_id = string_member(item, "call_id", w);
     t.messages.push_back({{"role", "tool"}, {"tool_call_id", call_id}, {"content", call_output(item, w)}});
   } else if (type == "reasoning") {
-    // Earlier reasoning the client sends back: templates drop it from history.
+    // Earlier reasoning the client sends back begins an assistant turn: it becomes the
+    // reasoning_content of the message or calls that follow (the template renders it as
+    // it renders reasoning, or drops it). Only its content is the model's text; a
+    // summary or encrypted content adds nothing.
+    std::string text;
+    if (const json* c = field(item, "content")) {
+      if (!c->is_array()) throw bad_field(w + ".content", w + ".content must be an array", "invalid_type");
+      for (size_t i = 0; i < c->size(); ++i) {
+        const std::string wp = at(w + ".content", i);
+        if (!(*c)[i].is_object()) throw bad_field(wp, wp + " must be an object", "invalid_type");
+        if (string_member((*c)[i], "type", wp) == "reasoning_text") text += string_member((*c)[i], "text", wp);
+      }
+    }
+    if (!text.empty()) t.messages.push_back({{"role", "assistant"}, {"content", nullptr}, {"reasoning_content", text}});
   } else if (type == "item_reference" && !referenced) {
     // A client that stores responses sends their output items back by id.
     const std::string& id = string_member(item, "id", w);

@@ -13,6 +13,7 @@
 // after it, and its reply is put back into the conversation memory first, so the splice
 // reuses the exact ids and the history is a cache hit (also on another server of the
 // cluster, through Redis: response_store.h). Errors are OpenAI's shape.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -95,6 +96,23 @@ ApiError response_not_found(const std::string& id, const std::string& param) {
 
 ResponsesGeneration prepare_generation(Server::State& st, const HttpRequest& req);
 
+// reasoning.effort as the templates' switches: `reasoning_effort` (gpt-oss's harmony
+// template reads it) and `enable_thinking` (Qwen3's: off for "none" and "minimal"),
+// unless chat_template_kwargs set them.
+json reasoning_extra(const json& body, json extra) {
+  auto r = body.find("reasoning");
+  if (r == body.end() || !r->is_object()) return extra;
+  auto e = r->find("effort");
+  if (e == r->end() || e->is_null()) return extra;
+  const std::string effort = e->is_string() ? e->get<std::string>() : "";
+  static const char* kEfforts[] = {"none", "minimal", "low", "medium", "high", "xhigh"};
+  if (std::find(std::begin(kEfforts), std::end(kEfforts), effort) == std::end(kEfforts))
+    throw bad_field("reasoning.effort", "'reasoning.effort' must be none, minimal, low, medium, high or xhigh");
+  if (!extra.contains("reasoning_effort")) extra["reasoning_effort"] = effort == "xhigh" ? "high" : effort == "none" || effort == "minimal" ? "low" : effort;
+  if (!extra.contains("enable_thinking")) extra["enable_thinking"] = effort != "none" && effort != "minimal";
+  return extra;
+}
+
 // The chat path names chat's fields in its errors: the prompt is `input`, the reply's
 // bound `max_output_tokens` here.
 ResponsesGeneration prepare(Server::State& st, const HttpRequest& req) {
@@ -137,11 +155,12 @@ ResponsesGeneration prepare_generation(Server::State& st, const HttpRequest& req
   check_messages({{"messages", messages}});
   check_tools(chat);
   const ToolChoice choice = parse_tool_choice(chat, st.tool_format);
-  prepare_chat(st, g, messages, chat_extra(chat));
+  prepare_chat(st, g, messages, reasoning_extra(body, chat_extra(chat)));
   if (!a.t.tools.empty() && choice.mode != ToolChoice::Mode::kNone) g.tools = st.tool_format;
   // Responses tools are not in chat's shape in the request's text, so a strict tool's
   // arguments are not constrained here; the call itself is.
   force_tool_call(st, g, choice);
+  split_thinking(st, g, st.opt.reasoning_format);  // reasoning items (docs/api.md)
   apply_test_hooks(st, g, chat);
   if (const std::optional<double> life = openai_retention_seconds(chat))
     g.params.gen.retain.push_back({int32_t(g.params.gen.prompt.size()), *life * st.opt.test_time_scale});
@@ -163,16 +182,25 @@ json message_item(const std::string& id, const std::string& status, json content
   return {{"id", id}, {"type", "message"}, {"status", status}, {"role", "assistant"}, {"content", std::move(content)}};
 }
 
+// The model's thinking (reasoning.h), as Open Responses gives an open model's: its text
+// in content, no summary, nothing encrypted.
+json reasoning_item(const std::string& id, const std::string& status, const std::string& text) {
+  json content = json::array();
+  if (!text.empty() || status == "completed") content.push_back({{"type", "reasoning_text"}, {"text", text}});
+  return {{"id", id}, {"type", "reasoning"}, {"status", status}, {"summary", json::array()}, {"content", content}};
+}
+
 json call_item(const std::string& id, const std::string& status, const ToolCall& call, const std::string& arguments) {
   return {{"id", id},         {"type", "function_call"}, {"status", status},
           {"call_id", call.id}, {"name", call.name},       {"arguments", arguments}};
 }
 
-json usage_of(const CacheReport& c, int64_t output_tokens) {
+// reasoning_tokens: the reasoning text's tokens (tokenized again: a count, not the ids).
+json usage_of(const CacheReport& c, int64_t output_tokens, int64_t reasoning_tokens = 0) {
   return {{"input_tokens", c.prompt_tokens},
           {"input_tokens_details", {{"cached_tokens", c.cached_tokens}}},
           {"output_tokens", output_tokens},
-          {"output_tokens_details", {{"reasoning_tokens", 0}}},
+          {"output_tokens_details", {{"reasoning_tokens", reasoning_tokens}}},
           {"total_tokens", c.prompt_tokens + output_tokens}};
 }
 
@@ -205,12 +233,13 @@ std::string final_status(const JobOutcome& o) {
 // The finished response kept for previous_response_id and GET (store: true): the
 // conversation through its output, and the generated ids the memory holds for it.
 void store_response(Server::State& st, const ResponsesGeneration& a, const json& response, const std::string& content,
-                    const std::vector<ToolCall>& calls) {
+                    const std::vector<ToolCall>& calls, const std::string& reasoning) {
   if (!a.t.store) return;
   StoredResponse s;
   s.response = response;
   s.messages = a.conversation;
   json reply = {{"role", "assistant"}, {"content", content}};
+  if (!reasoning.empty()) reply["reasoning_content"] = reasoning;
   if (!calls.empty()) {
     json tc = json::array();
     std::vector<std::string> ids;
@@ -233,6 +262,10 @@ void store_response(Server::State& st, const ResponsesGeneration& a, const json&
   st.responses.put(a.tenant, a.id, s);
 }
 
+int64_t reasoning_tokens(const Server::State& st, const std::string& reasoning) {
+  return reasoning.empty() ? 0 : int64_t(st.model->tokenizer().encode_continuation(reasoning, false).size());
+}
+
 void throw_outcome_error(const JobOutcome& o) {
   if (o.error_code == "context_length_exceeded")
     throw ApiError(400, "invalid_request_error", o.error, "max_output_tokens", o.error_code);
@@ -249,27 +282,38 @@ void respond_whole(Server::State& st, ResponsesGeneration& a, const HttpRequest&
   }
   const JobOutcome& o = a.g.job->outcome();
   if (o.finish_reason == FinishReason::kError || o.finish_reason == FinishReason::kCancelled) throw_outcome_error(o);
+  std::string text = all.text, reasoning;
+  if (!a.g.think.empty()) {
+    ReasoningSplit split = split_reasoning(a.g.think, a.g.think_open, all.text);
+    text = std::move(split.content);
+    reasoning = std::move(split.reasoning);
+  }
   ToolParse parsed;
   if (a.g.tools != ToolFormat::kNone)
-    parsed = parse_tool_calls(a.g.tools, a.g.prefill + all.text);
+    parsed = parse_tool_calls(a.g.tools, a.g.prefill + text);
   else
-    parsed.content = all.text;
+    parsed.content = text;
   const CacheReport c = finish_generation(st, a.g, parsed.calls);
   json output = json::array();
+  if (!reasoning.empty()) output.push_back(reasoning_item(item_id(a, "rs_", 0), "completed", reasoning));
   if (!parsed.content.empty() || parsed.calls.empty())
-    output.push_back(message_item(item_id(a, "msg_", 0), "completed", json::array({text_part(parsed.content)})));
+    output.push_back(message_item(item_id(a, "msg_", output.size()), "completed", json::array({text_part(parsed.content)})));
   for (const ToolCall& call : parsed.calls)
     output.push_back(call_item(item_id(a, "fc_", output.size()), "completed", call, call.arguments));
   json r = response_object(st, a, final_status(o), std::move(output));
-  r["usage"] = usage_of(c, int64_t(o.result.tokens.size()));
+  r["usage"] = usage_of(c, int64_t(o.result.tokens.size()), reasoning_tokens(st, reasoning));
   r["promptcache"] = promptcache_json(a, c);
-  store_response(st, a, r, parsed.content, parsed.calls);
+  store_response(st, a, r, parsed.content, parsed.calls, reasoning);
   send_json(res, 200, r);
 }
 
 // ---- streaming ----
 
 struct StreamState {
+  std::optional<ReasoningParser> thinking;  // when the template thinks: the reply split as it comes
+  std::string reasoning;   // the open reasoning item's text so far
+  std::string rs_id;       // "" = no reasoning item open
+  int rs_index = -1;
   std::optional<ToolCallParser> tools;  // when the request has tools: text held until decided
   bool fed_prefill = false;
   std::vector<ToolCall> calls;
@@ -316,6 +360,24 @@ bool close_message(DataSink& sink, StreamState& s) {
   return ok;
 }
 
+bool open_reasoning(DataSink& sink, StreamState& s, const ResponsesGeneration& a) {
+  s.rs_index = int(s.output.size());
+  s.rs_id = item_id(a, "rs_", size_t(s.rs_index));
+  return write_event(sink, s, "response.output_item.added",
+                     {{"output_index", s.rs_index}, {"item", reasoning_item(s.rs_id, "in_progress", "")}});
+}
+
+bool close_reasoning(DataSink& sink, StreamState& s) {
+  const json item = reasoning_item(s.rs_id, "completed", s.reasoning);
+  const bool ok = write_event(sink, s, "response.reasoning_text.done",
+                              {{"item_id", s.rs_id}, {"output_index", s.rs_index}, {"content_index", 0},
+                               {"text", s.reasoning}}) &&
+                  write_event(sink, s, "response.output_item.done", {{"output_index", s.rs_index}, {"item", item}});
+  s.output.push_back(item);
+  s.rs_id.clear();
+  return ok;
+}
+
 // A completed call: its item, the arguments as one delta.
 bool write_call(DataSink& sink, StreamState& s, const ResponsesGeneration& a, const ToolCall& call) {
   const int index = int(s.output.size());
@@ -334,6 +396,7 @@ bool write_call(DataSink& sink, StreamState& s, const ResponsesGeneration& a, co
 void respond_stream(Server::State& st, std::shared_ptr<ResponsesGeneration> a, HttpResponse& res) {
   auto s = std::make_shared<StreamState>();
   if (a->g.tools != ToolFormat::kNone) s->tools.emplace(a->g.tools);
+  if (!a->g.think.empty()) s->thinking.emplace(a->g.think, a->g.think_open);
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
   res.set_chunked_content_provider(
@@ -353,9 +416,29 @@ void respond_stream(Server::State& st, std::shared_ptr<ResponsesGeneration> a, H
         }
         bool done = false;
         const Delta d = a->g.job->wait_delta(100ms, &done);
+        std::string reply = d.text;
+        if (s->thinking) {
+          // The thinking goes out as a reasoning item before the message.
+          ReasoningSplit split = s->thinking->push(d.text);
+          if (done) {
+            ReasoningSplit rest = s->thinking->finish();
+            split.reasoning += rest.reasoning;
+            split.content += rest.content;
+          }
+          if (!split.reasoning.empty()) {
+            if (s->rs_id.empty() && !open_reasoning(sink, *s, *a)) return gone();
+            s->reasoning += split.reasoning;
+            if (!write_event(sink, *s, "response.reasoning_text.delta",
+                             {{"item_id", s->rs_id}, {"output_index", s->rs_index}, {"content_index", 0},
+                              {"delta", split.reasoning}}))
+              return gone();
+          }
+          reply = std::move(split.content);
+          if (!s->rs_id.empty() && (!reply.empty() || done) && !close_reasoning(sink, *s)) return gone();
+        }
         ToolParse piece;
         if (s->tools) {
-          std::string text = d.text;
+          std::string text = reply;
           if (!s->fed_prefill) text = a->g.prefill + text;
           s->fed_prefill = true;
           piece = s->tools->push(text);
@@ -365,7 +448,7 @@ void respond_stream(Server::State& st, std::shared_ptr<ResponsesGeneration> a, H
             for (ToolCall& c : rest.calls) piece.calls.push_back(std::move(c));
           }
         } else {
-          piece.content = d.text;
+          piece.content = reply;
         }
         if (!piece.content.empty()) {
           if (s->msg_id.empty() && !open_message(sink, *s, *a)) return gone();
@@ -396,7 +479,9 @@ void respond_stream(Server::State& st, std::shared_ptr<ResponsesGeneration> a, H
         }
         // Every response has a message unless it made calls: an empty one when the
         // model wrote nothing.
-        if (s->msg_id.empty() && s->output.empty() && !open_message(sink, *s, *a)) return false;
+        const bool has_message = std::any_of(s->output.begin(), s->output.end(),
+                                             [](const json& item) { return item["type"] == "message"; });
+        if (s->msg_id.empty() && !has_message && s->calls.empty() && !open_message(sink, *s, *a)) return false;
         if (!s->msg_id.empty() && !close_message(sink, *s)) return false;
         const CacheReport c = finish_generation(st, a->g, s->calls);
         std::string content;
@@ -404,9 +489,9 @@ void respond_stream(Server::State& st, std::shared_ptr<ResponsesGeneration> a, H
           if (item["type"] == "message") content += item["content"][0]["text"].get<std::string>();
         const std::string status = final_status(o);
         json r = response_object(st, *a, status, s->output);
-        r["usage"] = usage_of(c, int64_t(o.result.tokens.size()));
+        r["usage"] = usage_of(c, int64_t(o.result.tokens.size()), reasoning_tokens(st, s->reasoning));
         r["promptcache"] = promptcache_json(*a, c);
-        store_response(st, *a, r, content, s->calls);
+        store_response(st, *a, r, content, s->calls, s->reasoning);
         write_event(sink, *s, status == "completed" ? "response.completed" : "response.incomplete", {{"response", r}});
         sink.done();
         return true;
