@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # End-to-end runs of real coding harnesses against `promptcache serve`: installs
 # @anthropic-ai/claude-code and @openai/codex from npm (large downloads: not part of
-# CI), starts a server on a generated random-weight model with a Qwen chat template and
-# --test-hooks, and runs `claude -p` and `codex exec` through a logging proxy
+# CI), starts a server on a generated random-weight model (the small shape: a 27K-token
+# harness prompt takes seconds, not minutes) with a Qwen chat template and --test-hooks,
+# and runs `claude -p` and `codex exec` through a logging proxy
 # (scripts/agents-e2e/proxy.mjs) that forces one tool call on the first request with
 # tools. Prints per client: each request, its status, and prompt / cached tokens.
 #
@@ -20,7 +21,7 @@ npm install --silent --prefix "$work/npm" @anthropic-ai/claude-code @openai/code
 bin=$work/npm/node_modules/.bin
 
 echo "== a generated model (random weights, GPT-2 byte-level vocabulary)"
-"$pc" make-model -o "$work/model.gguf" --arch qwen2 --vocab "$root/../shared/vocab/ggml-vocab-gpt-2.gguf" >/dev/null 2>&1
+"$pc" make-model -o "$work/model.gguf" --shape small --arch qwen2 --vocab "$root/../shared/vocab/ggml-vocab-gpt-2.gguf" >/dev/null 2>&1
 template=$root/../shared/templates/Qwen-Qwen2.5-7B-Instruct.jinja
 
 port_of() { sed -n 's/.*listening on [^:]*:\([0-9]*\).*/\1/p;s/^proxy on \([0-9]*\)$/\1/p' "$1" | head -1; }
