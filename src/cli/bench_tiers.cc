@@ -13,6 +13,7 @@
 #include <random>
 
 #include "cli/commands.h"
+#include "cli/bench_tier_chat.h"
 #include "cli/progress.h"
 #include "engine/engine.h"
 #include "pml/compiled_plan.h"
@@ -41,6 +42,8 @@ struct TiersArgs {
   bool throughput = true;
   int throughput_tokens = 4096;
   std::string json_out;
+  bool chat = false;  // only the chat section (bench_tier_chat.h)
+  TierChatOptions chat_opt;
 };
 
 double ms_since(std::chrono::steady_clock::time_point t) {
@@ -71,6 +74,17 @@ std::string make_scratch(const std::string& dir) {
 int run_tiers(const TiersArgs& a) {
   const std::string scratch = make_scratch(a.dir);
   nlohmann::json out = {{"bench", "tiers"}};
+  if (a.chat) {
+    TierChatOptions co = a.chat_opt;
+    co.model = a.model;
+    co.scratch = scratch;
+    co.redis_url = a.redis_url;
+    co.threads = a.threads;
+    out["chat"] = run_tier_chat(co);
+    if (a.dir.empty()) fs::remove_all(scratch);
+    if (!a.json_out.empty()) std::ofstream(a.json_out) << out.dump(2) << "\n";
+    return 0;
+  }
   // Steps: the throughput table, then each TTFT row (full, memory, disk, Redis).
   Progress progress("tiers", (a.throughput ? 1 : 0) + 3 + (a.redis_url.empty() ? 0 : 1));
   int64_t step = 0;
@@ -208,6 +222,15 @@ Run add_bench_tiers(CLI::App& bench) {
                 "Tokens of the throughput entry (tinyllama-1.1b KV shape)")
       ->capture_default_str()->check(CLI::Range(1, 1 << 20));
   p->add_option("--json", a->json_out, kBenchJsonHelp);
+  p->add_flag("--chat", a->chat,
+              "Instead: a long chat through --disk-cache (and --redis): bytes each tier wrote vs the final KV, "
+              "and reuse of the whole history by a restarted and a second server");
+  p->add_option("--turns", a->chat_opt.turns, "Chat turns (--chat)")->capture_default_str()->check(CLI::Range(1, 100000));
+  p->add_option("--turn-tokens", a->chat_opt.turn_tokens, "User tokens each turn adds (--chat)")
+      ->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  p->add_option("--reply-tokens", a->chat_opt.reply_tokens, "Tokens generated each turn (--chat)")
+      ->capture_default_str()->check(CLI::Range(1, 4096));
+  p->add_option("--chat-shape", a->chat_opt.shape, "Shape of the generated model (--chat)")->capture_default_str();
   return [a] { return run_tiers(*a); };
 }
 

@@ -17,7 +17,8 @@ KvNamespace CacheAdmin::ns(const CacheScope& scope) const { return KvNamespace{p
 CacheStats CacheAdmin::counters() const {
   CacheStats s;
   const PagePool& p = p_.pool;
-  s.pool = PoolView{p.page_size(), int64_t(p.page_bytes()), p.n_pages(), p.n_in_use(), p.n_cached(), p.n_free()};
+  s.pool = PoolView{p.page_size(), int64_t(p.page_bytes()), p.n_pages(), p.n_in_use(), p.n_cached(), p.n_free(),
+                    ns(CacheScope{}).kv_type};
   s.prefix = p_.prefix.counters(false);
   s.engine = p_.engine_stats;
   return s;

@@ -21,6 +21,9 @@ struct PoolView {
   int32_t page_size = 0;
   int64_t page_bytes = 0;
   int32_t pages = 0, pages_in_use = 0, pages_cached = 0, pages_free = 0;
+  std::string kv_type = "f16";  // how pages store K and V
+  // What one cached token costs, in memory and in every tier's payload.
+  int64_t bytes_per_token() const { return page_size > 0 ? page_bytes / page_size : 0; }
 };
 
 // The prefix cache's counters (its index of exact and approximate prefixes).
@@ -58,7 +61,9 @@ struct TierCounters {
   int64_t writes_skipped = 0;    // writes dropped: deferred ones would hold too many pages
   int64_t tier_resets = 0;       // times a tier's generation changed (it lost its entries)
   int64_t rewritten = 0;         // entries written again after a reset (prefixes, modules, copies)
-  int64_t written_bytes = 0;
+  int64_t written_bytes = 0;     // bytes of the entries written (each counted once, whatever the tiers)
+  int64_t links_present = 0;     // chain links write-through found in every tier already (not written)
+  int64_t links_read = 0;        // chain links restored by promotions
   int64_t errors = 0;            // exceptions in worker jobs (logged, never fatal)
 };
 struct TierReport {

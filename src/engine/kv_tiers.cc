@@ -49,19 +49,26 @@ KvNamespace module_entry_ns(const KvNamespace& ns, uint64_t digest, size_t segme
   return ns.module_segment(digest, int32_t(segment));
 }
 
-// One entry on its way to the tiers: the pages it reads stay referenced by `hold`
-// until the completion releases them on the engine thread.
+// Entries on their way to the tiers: one unchained entry (a module segment, a block)
+// or the links [first, end) of a prefix's chain. The pages read stay referenced by
+// `hold` until the completion releases them on the engine thread.
 struct KvTiers::Write {
   KvNamespace ns;
-  std::vector<int32_t> tokens;
-  std::vector<int32_t> pages;
+  std::vector<int32_t> tokens;   // the entry's tokens; a chain: the whole prefix [0, links × P)
+  std::vector<int32_t> pages;    // the pages to read: the entry's, or a chain's links [first, end)
+  std::vector<ChainLink> links;  // a chain: every link of the prefix, root first; else empty
+  size_t first = 0;              // a chain: the first link to write (those before were written)
   PageTable hold;
-  uint64_t key = 0;
-  int64_t keep_seconds = 0;  // KvTier::put
+  uint64_t key = 0;              // an unchained entry's key
+  int64_t keep_seconds = 0;      // KvTier::put
   // Filled by the worker.
-  uint64_t bytes = 0;
-  bool stored = false;
+  uint64_t bytes = 0;         // bytes of the entries some tier stored
+  int64_t stored = 0;         // entries some tier stored
+  int64_t present = 0;        // chain links every tier already had (not written)
+  int64_t failed = 0;         // entries that no tier stored
   explicit Write(PagePool& pool) : hold(pool) {}
+  bool chain() const { return !links.empty(); }
+  size_t n_pages() const { return pages.size(); }
 };
 
 namespace {
@@ -158,26 +165,54 @@ void KvTiers::promote_prefix(const KvNamespace& ns, std::span<const int32_t> tok
                              std::function<void(int32_t)> done) {
   ++stats_.lookups;
   const KvShape shape = pool_.shape();
+  const int32_t P = pool_.page_size();
   auto query = std::make_shared<std::vector<int32_t>>(tokens.begin(), tokens.end());
+  // Memory's whole pages are kept; the chain is read from the link `have` falls in.
+  const size_t first = size_t(std::max(0, have) / P);
   struct Found {
-    TierLookup lookup;
-    int tier = -1;
+    std::vector<Entry> links;     // links [first, first + size) of the chain
+    std::vector<int64_t> by_tier;  // [tier]: links it supplied
   };
   worker_->submit_value<Found>(
-      [this, ns, shape, query, have]() {
+      [this, ns, shape, query, first]() {
         Found f;
-        f.lookup = find([&](KvTier& t) { return t.longest_prefix(ns, shape, *query, have + 1); }, &f.tier);
+        f.by_tier.assign(tiers_.size(), 0);
+        const std::vector<ChainLink> links = chain_links(ns, shape, *query);
+        std::vector<uint64_t> keys;
+        for (const ChainLink& l : links) keys.push_back(l.key);
+        size_t next = first;
+        // Down the tiers, each continuing where the faster ones stopped; what a slower
+        // tier supplies is copied into the faster ones (e.g. the disk gets what another
+        // server put in Redis).
+        for (size_t i = 0; i < tiers_.size() && next < links.size(); ++i) {
+          TierChain c = tiers_[i]->read_chain(ns, shape, *query, std::span(links).subspan(next));
+          if (!c.hit()) continue;
+          for (size_t j = 0; j < i; ++j) {
+            for (const Entry& e : c.links)
+              if (!e.info.compressed) tiers_[j]->put(e.data);
+            tiers_[j]->touch_chain(std::span(keys).first(next + c.links.size()));
+          }
+          f.by_tier[i] += int64_t(c.links.size());
+          next += c.links.size();
+          for (Entry& e : c.links) f.links.push_back(std::move(e));
+        }
         return f;
       },
-      [this, ns, done = std::move(done)](std::optional<Found>& f, std::exception_ptr e) {
+      [this, ns, query, first, P, done = std::move(done)](std::optional<Found>& f, std::exception_ptr e) {
         int32_t restored = 0;
         if (e) {
           ++stats_.errors;
           log_error("lookup", e);
-        } else if (f && f->lookup.hit()) {
-          restored = std::max(0, prefix_.restore(ns, f->lookup.entry));
-          ++stats_.hits[size_t(f->tier)];
+        } else if (f && !f->links.empty()) {
+          const size_t end = (first + f->links.size()) * size_t(P);
+          restored = std::max(0, prefix_.restore_chain(ns, std::span(*query).first(end), int32_t(first) * P, f->links));
+          for (size_t i = 0; i < f->by_tier.size(); ++i)
+            if (f->by_tier[i] > 0) ++stats_.hits[i];
+          stats_.links_read += int64_t(f->links.size());
           stats_.promoted_tokens += restored;
+          // What was just read is in the tiers: write-through need not check it again.
+          const std::vector<ChainLink> links = chain_links(ns, pool_.shape(), std::span(*query).first(end));
+          for (const ChainLink& l : links) written_[l.key] = now_seconds();
         } else {
           ++stats_.misses;
         }
@@ -185,19 +220,30 @@ void KvTiers::promote_prefix(const KvNamespace& ns, std::span<const int32_t> tok
       });
 }
 
-bool KvTiers::should_write(uint64_t key) {
-  const int64_t now = now_seconds();
-  if (written_.size() > 100000) written_.clear();
+bool KvTiers::recently_written(uint64_t key) const {
   auto it = written_.find(key);
-  // Rewrite after half the Redis TTL, so entries in use do not expire there.
-  if (it != written_.end() && now - it->second < std::max(1, opt_.redis_ttl_seconds / 2)) return false;
-  written_[key] = now;  // also while in flight: a second save of the same entry is skipped
+  // Written again after half the Redis TTL, so entries in use do not expire there.
+  return it != written_.end() && now_seconds() - it->second < std::max(1, opt_.redis_ttl_seconds / 2);
+}
+
+bool KvTiers::should_write(uint64_t key) {
+  if (written_.size() > 1000000) written_.clear();
+  if (recently_written(key)) return false;
+  written_[key] = now_seconds();  // also while in flight: a second save of the same entry is skipped
   return true;
 }
 
 size_t KvTiers::max_pending() const { return size_t(std::max(1, opt_.max_pending_writes)); }
 
 int64_t KvTiers::max_deferred_pages() const { return std::max<int64_t>(1, int64_t(pool_.n_pages()) / 4); }
+
+void KvTiers::forget(const Write& w) {
+  if (!w.chain()) {
+    written_.erase(w.key);
+    return;
+  }
+  for (size_t i = w.first; i < w.links.size(); ++i) written_.erase(w.links[i].key);
+}
 
 void KvTiers::submit_write(std::shared_ptr<Write> w) {
   if (worker_->in_flight() < max_pending() && deferred_.empty()) {
@@ -209,7 +255,7 @@ void KvTiers::submit_write(std::shared_ptr<Write> w) {
     // Holding more pages would keep too much KV memory from reuse: this one is dropped,
     // and counted (the next save of the entry tries again).
     ++stats_.writes_skipped;
-    written_.erase(w->key);
+    forget(*w);
     return;  // w's hold goes with it
   }
   deferred_pages_ += pages;
@@ -296,84 +342,121 @@ void KvTiers::rewrite(size_t tier) {
   pump();
 }
 
+// Worker thread: a chain's links [first, end) go to each tier that lacks them, root
+// first (a crash leaves a chain that ends early, never a hole), then the whole chain is
+// marked used tail first (the eviction rule: docs/tiers.md).
+void KvTiers::write_chain(Write& w) {
+  const KvPageStore& kv = *pool_.store();
+  const int32_t P = pool_.page_size();
+  std::vector<uint64_t> keys;
+  for (const ChainLink& l : w.links) keys.push_back(l.key);
+  const std::span<const uint64_t> todo = std::span<const uint64_t>(keys).subspan(w.first);
+  std::vector<std::vector<char>> has;  // [tier][link - first]
+  for (const auto& t : tiers_) {
+    // A lifetime is written to every link (a put of a stored entry extends its life).
+    if (w.keep_seconds > 0) has.emplace_back(todo.size(), 0);
+    else has.push_back(t->has(todo));
+  }
+  for (size_t i = 0; i < todo.size(); ++i) {
+    bool needed = false;
+    for (const auto& h : has) needed = needed || !h[i];
+    if (!needed) {
+      ++w.present;
+      continue;
+    }
+    const ChainLink& l = w.links[w.first + i];
+    const std::vector<uint8_t> bytes =
+        serialize_link(kv, std::span(w.pages).subspan(i, 1), std::span(w.tokens).subspan(size_t(l.start), size_t(P)),
+                       w.ns, LinkPos{l.start, l.parent});
+    bool stored = false;
+    for (size_t t = 0; t < tiers_.size(); ++t)
+      if (!has[t][i] && tiers_[t]->put(bytes, w.keep_seconds) == TierStatus::kOk) stored = true;
+    if (stored) {
+      ++w.stored;
+      w.bytes += bytes.size();
+    } else {
+      ++w.failed;
+    }
+  }
+  for (const auto& t : tiers_) t->touch_chain(keys);
+}
+
 void KvTiers::start_write(std::shared_ptr<Write> w) {
   const KvPageStore* kv = pool_.store();
   worker_->submit(
       [this, w, kv] {
+        if (w->chain()) {
+          write_chain(*w);
+          return;
+        }
         const std::vector<uint8_t> bytes = serialize_entry(*kv, w->pages, w->tokens, w->ns);
-        w->bytes = bytes.size();
+        bool stored = false;
         for (const auto& t : tiers_)
-          if (t->put(bytes, w->keep_seconds) == TierStatus::kOk) w->stored = true;
+          if (t->put(bytes, w->keep_seconds) == TierStatus::kOk) stored = true;
+        if (stored) {
+          w->stored = 1;
+          w->bytes = bytes.size();
+        } else {
+          w->failed = 1;
+        }
       },
       [this, w](std::exception_ptr e) {
         w->hold.release();
         if (e) {
           ++stats_.errors;
           log_error("write", e);
+          if (w->stored + w->failed + w->present == 0) w->failed = 1;
         }
-        if (w->stored) {
-          ++stats_.writes;
-          stats_.written_bytes += int64_t(w->bytes);
-        } else {
-          written_.erase(w->key);  // retried by the next save
-          ++stats_.write_failures;
-        }
+        stats_.writes += w->stored;
+        stats_.written_bytes += int64_t(w->bytes);
+        stats_.links_present += w->present;
+        stats_.write_failures += w->failed;
+        if (w->failed > 0 || e) forget(*w);  // retried by the next save
       });
 }
 
-void KvTiers::write_from(const KvNamespace& ns, const PrefixSnapshot& snap, int32_t n_tokens, uint64_t key,
-                         int64_t keep_seconds) {
-  const size_t n_pages = size_t(n_tokens / pool_.page_size());
+size_t KvTiers::queue_chain(const KvNamespace& ns, std::span<const int32_t> tokens, int64_t keep_seconds) {
+  const int32_t P = pool_.page_size();
+  const std::span<const int32_t> aligned = tokens.first(tokens.size() / size_t(P) * size_t(P));
+  if (aligned.empty()) return 0;
+  std::vector<ChainLink> links = chain_links(ns, pool_.shape(), aligned);
+  // Links written (or in flight) recently are not written again: a conversation's next
+  // turn writes only the pages it added. A lifetime is written to every link.
+  size_t first = 0;
+  if (keep_seconds <= 0)
+    while (first < links.size() && recently_written(links[first].key)) ++first;
+  if (first == links.size()) return 0;
+  // Snapshot all of `tokens`, then use the whole pages the links cover.
+  PrefixSnapshot snap = prefix_.snapshot(ns, tokens, false);
+  if (snap.tokens.size() < aligned.size()) return 0;  // not all cached (evicted)
   auto w = std::make_shared<Write>(pool_);
   w->ns = ns;
-  w->key = key;
+  w->tokens.assign(aligned.begin(), aligned.end());
+  w->links = std::move(links);
+  w->first = first;
   w->keep_seconds = keep_seconds;
-  w->tokens.assign(snap.tokens.begin(), snap.tokens.begin() + n_tokens);
-  w->pages.assign(snap.pages.begin(), snap.pages.begin() + n_pages);
+  w->pages.assign(snap.pages.begin() + ptrdiff_t(first), snap.pages.begin() + ptrdiff_t(w->links.size()));
   // Hold only the pages written: a reference on a partial last page would make the
   // next turn appending to it copy it.
-  w->hold.attach(snap.table.entries().first(n_pages));
-  if (prefix_keys_.size() > kMaxPrefixKeys) prefix_keys_.clear();  // then only leaves' entries are rewritten
-  prefix_keys_.insert(key);
+  w->hold.attach(snap.table.entries().subspan(first, w->links.size() - first));
+  snap.table.release();
+  const int64_t now = now_seconds();
+  for (size_t i = first; i < w->links.size(); ++i) written_[w->links[i].key] = now;
+  const size_t n = w->links.size() - first;
   submit_write(std::move(w));
+  return n;
 }
 
 int32_t KvTiers::save_prefix(const KvNamespace& ns, std::span<const int32_t> tokens, int64_t keep_seconds) {
   const int32_t P = pool_.page_size();
   if (int32_t(tokens.size()) < P) return 0;
-  // Entries are page-aligned prefixes (tier/entry_key.h): cut before snapshotting.
-  const std::span<const int32_t> aligned = tokens.first(tokens.size() / P * P);
-  const uint64_t key = entry_key(ns, pool_.shape(), aligned);
-  if (keep_seconds > 0) {
-    written_[key] = now_seconds();  // a lifetime is always written: it sets the entry's own
-  } else if (!should_write(key)) {
-    return 0;
-  }
-  // Snapshot all of `tokens`, then cut to the aligned length the entry covers.
-  PrefixSnapshot snap = prefix_.snapshot(ns, tokens, false);
-  if (snap.tokens.size() < aligned.size()) return 0;  // not all cached (evicted)
-  write_from(ns, snap, int32_t(aligned.size()), key, keep_seconds);
-  snap.table.release();
-  return int32_t(aligned.size());
+  if (written_.size() > 1000000) written_.clear();
+  return queue_chain(ns, tokens, keep_seconds) > 0 ? int32_t(tokens.size() / size_t(P) * size_t(P)) : 0;
 }
 
 int64_t KvTiers::rewrite_prefix(const KvNamespace& ns, std::span<const int32_t> tokens) {
-  const int32_t P = pool_.page_size();
-  if (int32_t(tokens.size()) < P) return 0;
-  // One peek at the whole path (no node split), then an entry per length written.
-  PrefixSnapshot snap = prefix_.snapshot(ns, tokens, false);
-  int64_t n = 0;
-  bool longest = true;
-  for (const PrefixKey& k : prefix_keys(ns, pool_.shape(), tokens, P)) {
-    if (k.length % P != 0) continue;  // the whole path, unaligned: no entry has that length
-    const bool wanted = longest || prefix_keys_.contains(k.key);
-    longest = false;
-    if (!wanted || size_t(k.length) > snap.tokens.size() || !should_write(k.key)) continue;
-    write_from(ns, snap, k.length, k.key, 0);
-    ++n;
-  }
-  snap.table.release();
-  return n;
+  // The leaf's chain holds every shorter prefix of its path (each ends at one of its links).
+  return int64_t(queue_chain(ns, tokens, 0));
 }
 
 void KvTiers::save_module(const KvNamespace& ns, uint64_t digest, std::span<const int32_t> tokens,
@@ -488,8 +571,7 @@ KvNamespace block_entry_ns(const KvNamespace& ns) {
 }
 
 bool KvTiers::block_written(const KvNamespace& ns, std::span<const int32_t> tokens) const {
-  const auto it = written_.find(entry_key(block_entry_ns(ns), pool_.shape(), tokens));
-  return it != written_.end() && now_seconds() - it->second < std::max(1, opt_.redis_ttl_seconds / 2);
+  return recently_written(entry_key(block_entry_ns(ns), pool_.shape(), tokens));
 }
 
 void KvTiers::save_block(const KvNamespace& ns, std::span<const int32_t> tokens, const PageTable& at_zero) {

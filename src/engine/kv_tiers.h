@@ -7,16 +7,20 @@
 //     ▼
 //   tiers()[0] (disk) ─ tiers()[1] (Redis) ─ ...     every tier gets every entry
 //     ▲
-//     │  promotion: a prompt's longest prefix (or a module) is looked up down the list;
-//     │  the first tier that has it answers, its entry is copied into the tiers above
-//     │  it, restored into fresh pages and inserted into the index / module store
+//     │  promotion: a prompt's prefix is a chain of one-page links (tier/entry_key.h),
+//     │  walked down the list: each tier continues where the faster ones stopped, what
+//     │  a slower one supplies is copied into the faster ones, and the links are
+//     │  restored into fresh pages beside memory's own and inserted into the index. A
+//     │  module's segments are looked up the same way, each one entry.
 //
 // Why write-through rather than write-on-eviction: an entry must be in Redis before
 // another server can reuse it, and on disk before a crash or restart, which eviction
 // may never precede; and an eviction has to free pages at once, while serialization
 // would have to keep them. Eviction from memory therefore never loses an entry that
-// reached a lower tier. An entry already written is not written again (until half the
-// Redis TTL passed). Beyond max_pending_writes in flight, writes wait in a queue of
+// reached a lower tier. A prefix is written as the links of its chain: only those not
+// written (or read) recently, and of those only the ones a tier lacks (KvTier::has), so
+// a conversation's turns write each page once per tier. An entry or link already
+// written is not written again until half the Redis TTL passed. Beyond max_pending_writes in flight, writes wait in a queue of
 // their own (deferred, holding their pages) and start as earlier ones finish; only
 // when the deferred writes would hold more than a quarter of KV memory is a write
 // dropped, and counted (writes_skipped). flush() waits for the deferred ones too.
@@ -24,10 +28,8 @@
 // A shared tier losing its entries. tick() (engine thread, every loop of the
 // scheduler) asks each tier for its generation (KvTier::generation) every
 // check_interval_ms, on the worker. When a tier's generation changes (Redis restarted
-// empty), every prefix memory holds (each radix leaf) is written again: its longest
-// page-aligned entry and every shorter entry of its path written before (the keys of
-// written prefix entries are remembered, up to kMaxPrefixKeys), such as the prompt's
-// own entry that a repeat of the prompt probes (PrefixCache::insert writes both). Every
+// empty), every prefix memory holds (each radix leaf) is written again: the chain of
+// its whole pages, which holds every shorter prefix of its path. Every
 // entry a listable tier (the disk) holds is copied into it, a few per job; so sessions
 // cached before a Redis restart are found by other servers again without waiting for
 // their next turn or for half the TTL.
@@ -110,10 +112,10 @@ class KvTiers {
   // done(tokens restored, 0 when nothing) from poll().
   void promote_prefix(const KvNamespace& ns, std::span<const int32_t> tokens, int32_t have,
                       std::function<void(int32_t)> done);
-  // Writes the longest page-aligned cached prefix of `tokens` to every tier, in the
-  // background. keep_seconds > 0: a lifetime for the entry (KvTier::put), written even
-  // when the entry was written before. Returns the tokens the entry covers (0: none
-  // written).
+  // Writes the chain of the whole cached pages of `tokens` to every tier, in the
+  // background: the links not written recently that a tier lacks. keep_seconds > 0: a
+  // lifetime for every link (KvTier::put), written even when the links were written
+  // before. Returns the tokens the chain covers (0: nothing to write).
   int32_t save_prefix(const KvNamespace& ns, std::span<const int32_t> tokens, int64_t keep_seconds = 0);
 
   // A module's segments: [begin, end) ranges of its own tokens, consecutive from 0.
@@ -191,12 +193,17 @@ class KvTiers {
     size_t from, to;
     uint64_t key;
   };
+  bool recently_written(uint64_t key) const;
   bool should_write(uint64_t key);
-  // Queues the entry of snap's first n_tokens (a multiple of the page size) under `key`.
-  void write_from(const KvNamespace& ns, const PrefixSnapshot& snap, int32_t n_tokens, uint64_t key,
-                  int64_t keep_seconds);
-  // After a reset: writes again the entries of `tokens` (a radix leaf's path) that were
-  // written before, and its longest page-aligned one. Returns how many were queued.
+  // Queues the links of tokens' whole cached pages not written recently (all of them
+  // with a lifetime); returns how many.
+  size_t queue_chain(const KvNamespace& ns, std::span<const int32_t> tokens, int64_t keep_seconds);
+  // Worker thread: writes a chain's links to the tiers lacking them.
+  void write_chain(Write& w);
+  // A write that stored nothing or was dropped: its keys are written again next time.
+  void forget(const Write& w);
+  // After a reset: writes again the chain of `tokens` (a radix leaf's path). Returns how
+  // many links were queued.
   int64_t rewrite_prefix(const KvNamespace& ns, std::span<const int32_t> tokens);
   // Starts `w` now, or defers it when max_pending_writes are in flight.
   void submit_write(std::shared_ptr<Write> w);
@@ -223,10 +230,7 @@ class KvTiers {
   PagePool& pool_;
   PrefixCache& prefix_;  // the only owner of the prefix index: restores and snapshots go through it
   std::vector<std::unique_ptr<KvTier>> tiers_;  // fastest first; fixed after construction
-  std::unordered_map<uint64_t, int64_t> written_;  // entry key → when written (s)
-  static constexpr size_t kMaxPrefixKeys = 200000;
-  std::unordered_set<uint64_t> prefix_keys_;       // keys of prefix entries ever queued
-                                                   // (not cleared by a reset: rewrite_prefix)
+  std::unordered_map<uint64_t, int64_t> written_;  // entry or link key → when written or read (s)
   std::deque<std::shared_ptr<Write>> deferred_;     // writes waiting for a slot, oldest first
   int64_t deferred_pages_ = 0;                      // pages their holds reference
   std::deque<Copy> copies_;                         // entries to copy after a reset

@@ -55,6 +55,36 @@ int32_t PrefixCache::restore(const KvNamespace& ns, const Entry& entry) {
   return added;
 }
 
+int32_t PrefixCache::restore_chain(const KvNamespace& ns, std::span<const int32_t> tokens, int32_t from,
+                                   std::span<const Entry> links) {
+  const int32_t P = pool_.page_size();
+  if (from < 0 || from % P != 0) return -1;
+  PageTable table(pool_);
+  if (from > 0) {
+    const PrefixMatch m = index_.match_prefix(ns, tokens, from, RadixIndex::MatchUse::kPeek);
+    if (m.length < from) return -1;  // evicted since the lookup began
+    PageTable cached = PageTable::from_slices(pool_, m.slices);
+    table.attach(cached.entries().first(size_t(from / P)));
+    cached.release();
+  }
+  for (const Entry& e : links) {
+    PageTable t(pool_);
+    if (!restore_pages(pool_, e, t)) {
+      table.release();
+      return -1;
+    }
+    table.attach(t.entries());
+    t.release();
+  }
+  if (table.n_tokens() != int32_t(tokens.size())) {
+    table.release();
+    return -1;
+  }
+  const int32_t added = index_.insert(ns, tokens, table);
+  table.release();  // the index keeps its cache references
+  return added;
+}
+
 PrefixSnapshot PrefixCache::snapshot(const KvNamespace& ns, std::span<const int32_t> tokens, bool page_aligned) {
   const PrefixMatch m = index_.match_prefix(ns, tokens, int32_t(tokens.size()), RadixIndex::MatchUse::kPeek);
   PageTable cached = PageTable::from_slices(pool_, m.slices);

@@ -135,6 +135,13 @@ class PrefixCache {
   // cached part of `tokens` (all of them included) with references on its pages, for a
   // tier write, taken without counting a use or splitting a node (tier/prefix_transfer.h).
   int32_t restore(const KvNamespace& ns, const Entry& entry);
+  // A chain's links read from the tiers (tier/entry_key.h): `tokens` is the prefix they
+  // end, links[0] starting at `from` (a multiple of the page size); the index must still
+  // hold tokens [0, from) (their pages are shared, not copied). Returns the tokens the
+  // index did not have, or -1 when memory lost [0, from) or the links' pages could not
+  // be restored.
+  int32_t restore_chain(const KvNamespace& ns, std::span<const int32_t> tokens, int32_t from,
+                        std::span<const Entry> links);
   PrefixSnapshot snapshot(const KvNamespace& ns, std::span<const int32_t> tokens, bool page_aligned);
   // Every exact prefix the index holds (root → leaf), to write again to a tier that
   // lost its entries.

@@ -58,6 +58,15 @@ Metrics::Metrics() : reg_(std::make_shared<Registry>()) {
                    .Help("Cached prompt tokens / prompt tokens since start").Register(*reg_).Add({});
   cache_bytes_ = &BuildGauge().Name("promptcache_kv_bytes")
                       .Help("KV page bytes by state (tier memory)").Register(*reg_);
+  kv_bytes_per_token_ = &BuildGauge().Name("promptcache_kv_bytes_per_token")
+                             .Help("Bytes one cached token's KV takes, by KV type (memory and tier payloads)")
+                             .Register(*reg_);
+  tier_tokens_ = &BuildGauge().Name("promptcache_tier_tokens")
+                      .Help("Tokens whose KV a tier below memory holds (tiers that can know: disk)")
+                      .Register(*reg_);
+  tier_io_bytes_ = &BuildGauge().Name("promptcache_tier_io_bytes")
+                        .Help("Entry bytes each tier below memory wrote and read since start (dir: written, read)")
+                        .Register(*reg_);
   auto& idx = BuildGauge().Name("promptcache_prefix_index")
                   .Help("Radix prefix index: entries (nodes), tokens, evicted nodes").Register(*reg_);
   cache_entries_ = &idx.Add({{"what", "entries"}});
@@ -119,6 +128,7 @@ void Metrics::set_queue(size_t queued, size_t running) {
 
 void Metrics::set_cache(const CacheStats& s) {
   const double page = double(s.pool.page_bytes);
+  kv_bytes_per_token_->Add({{"kv_type", s.pool.kv_type}}).Set(double(s.pool.bytes_per_token()));
   cache_bytes_->Add({{"tier", "memory"}, {"state", "in_use"}}).Set(page * s.pool.pages_in_use);
   cache_bytes_->Add({{"tier", "memory"}, {"state", "cached"}}).Set(page * s.pool.pages_cached);
   cache_bytes_->Add({{"tier", "memory"}, {"state", "free"}}).Set(page * s.pool.pages_free);
@@ -175,6 +185,8 @@ void Metrics::set_tiers(const std::optional<TierReport>& tiers) {
   set("all", "tier_resets", t.tier_resets);
   set("all", "rewritten", t.rewritten);
   set("all", "written_bytes", t.written_bytes);
+  set("all", "links_present", t.links_present);
+  set("all", "links_read", t.links_read);
   set("all", "errors", t.errors);
   const std::vector<TierStats>& per_tier = tiers->tiers;
   for (size_t i = 0; i < per_tier.size(); ++i) {
@@ -183,6 +195,9 @@ void Metrics::set_tiers(const std::optional<TierReport>& tiers) {
     if (s.bytes >= 0) cache_bytes_->Add({{"tier", s.name}, {"state", "cached"}}).Set(double(s.bytes));
     if (s.capacity_bytes >= 0)
       cache_bytes_->Add({{"tier", s.name}, {"state", "capacity"}}).Set(double(s.capacity_bytes));
+    if (s.tokens >= 0) tier_tokens_->Add({{"tier", s.name}}).Set(double(s.tokens));
+    tier_io_bytes_->Add({{"tier", s.name}, {"dir", "written"}}).Set(double(s.bytes_written));
+    tier_io_bytes_->Add({{"tier", s.name}, {"dir", "read"}}).Set(double(s.bytes_read));
     set(name, "hits", t.hits[i]);  // entries this tier supplied to the engine
     set(name, "misses", s.misses);
     if (s.entries >= 0) set(name, "entries", s.entries);

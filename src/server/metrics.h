@@ -72,6 +72,9 @@ class Metrics {
   prometheus::Gauge* running_;
   prometheus::Gauge* hit_rate_;
   prometheus::Family<prometheus::Gauge>* cache_bytes_;
+  prometheus::Family<prometheus::Gauge>* kv_bytes_per_token_;  // {kv_type}
+  prometheus::Family<prometheus::Gauge>* tier_tokens_;         // {tier}
+  prometheus::Family<prometheus::Gauge>* tier_io_bytes_;       // {tier, dir}
   prometheus::Gauge* cache_entries_;
   prometheus::Gauge* cache_tokens_;
   prometheus::Gauge* cache_evicted_;

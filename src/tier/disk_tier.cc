@@ -22,6 +22,7 @@ namespace {
 int64_t unix_now() { return int64_t(::time(nullptr)); }
 
 constexpr const char* kSuffix = ".kv";
+constexpr const char* kKeepSuffix = ".keep";
 constexpr const char* kTempSuffix = ".part";
 
 bool ends_with(const std::string& s, const char* suffix) {
@@ -90,6 +91,40 @@ DiskTier::~DiskTier() {
 }
 
 std::string DiskTier::path_of(uint64_t key) const { return dir_ + "/" + key_hex(key) + kSuffix; }
+std::string DiskTier::keep_path_of(uint64_t key) const { return dir_ + "/" + key_hex(key) + kKeepSuffix; }
+
+int64_t DiskTier::read_keep(uint64_t key) const {
+  const int fd = ::open(keep_path_of(key).c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buf[32] = {};
+  const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0) return 0;
+  int64_t v = 0;
+  for (ssize_t i = 0; i < n; ++i) {
+    if (buf[i] < '0' || buf[i] > '9' || v > (int64_t(1) << 40)) return 0;  // not ours: no lifetime
+    v = v * 10 + (buf[i] - '0');
+  }
+  return v;
+}
+
+void DiskTier::write_keep(uint64_t key, int64_t keep_until) {
+  const std::string text = std::to_string(keep_until);
+  const std::string tmp = dir_ + "/." + key_hex(key) + "." + std::to_string(++temp_seq_) + kTempSuffix;
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    ++stats_.io_errors;
+    return;
+  }
+  int err = write_all(fd, reinterpret_cast<const uint8_t*>(text.data()), text.size());
+  if (!err && opt_.fsync && ::fsync(fd) != 0) err = errno;
+  if (::close(fd) != 0 && !err) err = errno;
+  if (!err && ::rename(tmp.c_str(), keep_path_of(key).c_str()) != 0) err = errno;
+  if (err) {
+    ::unlink(tmp.c_str());
+    ++stats_.io_errors;  // the entry stays; only its lifetime is not durable
+  }
+}
 
 // Startup: drop temporary files, validate headers, order by mtime, trim to capacity.
 void DiskTier::scan() {
@@ -99,6 +134,7 @@ void DiskTier::scan() {
     int64_t mtime_ns;
     Item item;
   };
+  std::vector<uint64_t> keeps;  // .keep files seen
   std::vector<Found> found;
   std::vector<std::string> names;
   while (dirent* e = ::readdir(d)) names.emplace_back(e->d_name);
@@ -110,6 +146,10 @@ void DiskTier::scan() {
       continue;
     }
     uint64_t key = 0;
+    if (ends_with(name, kKeepSuffix) && parse_key_hex(name.substr(0, name.size() - 5), &key)) {
+      keeps.push_back(key);
+      continue;
+    }
     if (!ends_with(name, kSuffix) || !parse_key_hex(name.substr(0, name.size() - 3), &key)) continue;
     Item item;
     struct stat st;
@@ -121,12 +161,28 @@ void DiskTier::scan() {
     }
     found.push_back({int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec, std::move(item)});
   }
-  std::sort(found.begin(), found.end(), [](const Found& a, const Found& b) { return a.mtime_ns < b.mtime_ns; });
+  // Oldest first; of equal times (a chain touched within one clock tick) the later link
+  // is the older, so that eviction keeps taking chains from their tails.
+  std::sort(found.begin(), found.end(), [](const Found& a, const Found& b) {
+    return a.mtime_ns != b.mtime_ns ? a.mtime_ns < b.mtime_ns : a.item.start > b.item.start;
+  });
   for (Found& f : found) {  // oldest first, each pushed to the front
     const uint64_t key = f.item.key;
     lru_.push_front(key);
     bytes_ += f.item.bytes;
+    tokens_ += f.item.n_tokens;
     items_.emplace(key, Slot{std::move(f.item), lru_.begin()});
+  }
+  const int64_t now = unix_now();
+  for (uint64_t key : keeps) {
+    auto it = items_.find(key);
+    if (it == items_.end()) {
+      ::unlink(keep_path_of(key).c_str());  // its entry is gone
+      continue;
+    }
+    const int64_t until = read_keep(key);
+    if (until > now) it->second.item.keep_until = until;
+    else ::unlink(keep_path_of(key).c_str());  // ran out (or unreadable)
   }
   evict_to(opt_.capacity_bytes);
 }
@@ -144,10 +200,11 @@ bool DiskTier::load_header(const std::string& path, uint64_t key_from_name, Item
       head.resize(hb);
       if (read_at(fd, head.data() + kEntryFixedHeader, hb - kEntryFixedHeader, kEntryFixedHeader)) {
         Decoded<EntryInfo> h = parse_entry_header(head, uint64_t(st.st_size));
-        if (h.ok() && entry_key(h.value.ns, h.value.shape, h.value.tokens) == key_from_name) {
+        if (h.ok() && h.value.key() == key_from_name) {
           item->key = key_from_name;
           item->bytes = uint64_t(st.st_size);
           item->n_tokens = h.value.n_tokens();
+          item->start = h.value.link.start;
           item->ns = std::move(h.value.ns);
           ok = true;
         }
@@ -169,7 +226,9 @@ void DiskTier::remove(uint64_t key, bool count_corrupt) {
   auto it = items_.find(key);
   if (it == items_.end()) return;
   ::unlink(path_of(key).c_str());
+  if (it->second.item.keep_until != 0) ::unlink(keep_path_of(key).c_str());
   bytes_ -= it->second.item.bytes;
+  tokens_ -= it->second.item.n_tokens;
   lru_.erase(it->second.lru);
   items_.erase(it);
   if (count_corrupt) ++stats_.corrupt_deleted;
@@ -214,12 +273,15 @@ int DiskTier::write_file(uint64_t key, std::span<const uint8_t> bytes) {
 TierStatus DiskTier::put(std::span<const uint8_t> entry_bytes, int64_t keep_seconds) {
   Decoded<EntryInfo> h = parse_entry_header(entry_bytes, entry_bytes.size());
   if (!h.ok()) return TierStatus::kInvalid;
-  const uint64_t key = entry_key(h.value.ns, h.value.shape, h.value.tokens);
+  const uint64_t key = h.value.key();
   const uint64_t size = entry_bytes.size();
   const int64_t keep_until = keep_seconds > 0 ? unix_now() + keep_seconds : 0;
   std::lock_guard<std::mutex> lock(mu_);
   if (auto it = items_.find(key); it != items_.end()) {
-    it->second.item.keep_until = std::max(it->second.item.keep_until, keep_until);
+    if (keep_until > it->second.item.keep_until) {
+      it->second.item.keep_until = keep_until;
+      write_keep(key, keep_until);
+    }
     touch(key, true);
     return TierStatus::kOk;
   }
@@ -245,16 +307,19 @@ TierStatus DiskTier::put(std::span<const uint8_t> entry_bytes, int64_t keep_seco
     if (!is_no_space(err)) ++stats_.io_errors;
     return is_no_space(err) ? TierStatus::kNoSpace : TierStatus::kIoError;
   }
+  if (keep_until > 0) write_keep(key, keep_until);
   lru_.push_front(key);
-  Item item{key, size, h.value.n_tokens(), std::move(h.value.ns), keep_until};
+  Item item{key, size, h.value.n_tokens(), h.value.link.start, std::move(h.value.ns), keep_until};
+  tokens_ += item.n_tokens;
   items_.emplace(key, Slot{std::move(item), lru_.begin()});
   bytes_ += size;
   ++stats_.puts;
+  stats_.bytes_written += int64_t(size);
   return TierStatus::kOk;
 }
 
 // Reads and fully validates the file of `key`; deletes it when invalid.
-TierLookup DiskTier::read_entry(uint64_t key, const KvNamespace& ns, const KvShape& shape,
+TierLookup DiskTier::read_entry(uint64_t key, const KvNamespace& ns, const KvShape& shape, const LinkPos& link,
                                 std::span<const int32_t> tokens) {
   TierLookup r;
   const std::string path = path_of(key);
@@ -275,8 +340,9 @@ TierLookup DiskTier::read_entry(uint64_t key, const KvNamespace& ns, const KvSha
     r.message = "disk cache: cannot read " + path;
     return r;
   }
+  stats_.bytes_read += int64_t(bytes.size());
   Decoded<Entry> d = deserialize_entry(std::move(bytes), EntryExpect{ns.model, ns.kv_type, shape});
-  if (d.ok() && (d.value.info.ns != ns || !std::ranges::equal(d.value.info.tokens, tokens))) {
+  if (d.ok() && !d.value.info.is(ns, link, tokens)) {
     d.error = EntryError::kWrongTokens;
     d.message = to_string(EntryError::kWrongTokens);
   }
@@ -286,7 +352,6 @@ TierLookup DiskTier::read_entry(uint64_t key, const KvNamespace& ns, const KvSha
     r.message = "disk cache: deleted " + path + ": " + d.message;
     return r;
   }
-  touch(key, true);
   r.status = TierStatus::kOk;
   r.length = int32_t(tokens.size());
   r.entry = std::move(d.value);
@@ -306,6 +371,7 @@ bool DiskTier::read_item(uint64_t key, std::vector<uint8_t>* bytes) {
   const bool ok = read_at(fd, bytes->data(), bytes->size(), 0);
   ::close(fd);
   if (!ok) ++stats_.io_errors;
+  else stats_.bytes_read += int64_t(bytes->size());
   return ok;
 }
 
@@ -313,27 +379,43 @@ TierLookup DiskTier::get(const KvNamespace& ns, const KvShape& shape, std::span<
   const uint64_t key = entry_key(ns, shape, tokens);
   std::lock_guard<std::mutex> lock(mu_);
   TierLookup r;
-  if (items_.count(key)) r = read_entry(key, ns, shape, tokens);
+  if (items_.count(key)) r = read_entry(key, ns, shape, LinkPos{}, tokens);
+  if (r.hit()) touch(key, true);
   ++(r.hit() ? stats_.hits : stats_.misses);
   return r;
 }
 
-TierLookup DiskTier::longest_prefix(const KvNamespace& ns, const KvShape& shape, std::span<const int32_t> tokens,
-                                    int32_t min_length) {
-  const std::vector<PrefixKey> keys = prefix_keys(ns, shape, tokens, min_length);
+TierChain DiskTier::read_chain(const KvNamespace& ns, const KvShape& shape, std::span<const int32_t> tokens,
+                               std::span<const ChainLink> links) {
   std::lock_guard<std::mutex> lock(mu_);
-  TierLookup r;
-  for (const PrefixKey& k : keys) {
-    if (!items_.count(k.key)) continue;
-    TierLookup c = read_entry(k.key, ns, shape, tokens.first(size_t(k.length)));
-    if (c.hit()) {
-      r = std::move(c);
+  TierChain r;
+  for (const ChainLink& l : links) {
+    if (l.start < 0 || size_t(l.start) + size_t(l.length) > tokens.size() || !items_.count(l.key)) break;
+    TierLookup c = read_entry(l.key, ns, shape, LinkPos{l.start, l.parent},
+                              tokens.subspan(size_t(l.start), size_t(l.length)));
+    if (!c.hit()) {
+      r.message = c.message;  // corrupt (deleted) or unreadable: the chain stops here
       break;
     }
-    if (!c.message.empty()) r.message = c.message;  // keep the last reason; try shorter
+    r.links.push_back(std::move(c.entry));
   }
+  for (size_t i = r.links.size(); i-- > 0;) touch(links[i].key, true);  // tail first: the root ends newest
+  if (!r.links.empty()) r.status = TierStatus::kOk;
   ++(r.hit() ? stats_.hits : stats_.misses);
   return r;
+}
+
+std::vector<char> DiskTier::has(std::span<const uint64_t> keys) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<char> out;
+  out.reserve(keys.size());
+  for (uint64_t k : keys) out.push_back(items_.count(k) ? 1 : 0);
+  return out;
+}
+
+void DiskTier::touch_chain(std::span<const uint64_t> keys_root_first) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (size_t i = keys_root_first.size(); i-- > 0;) touch(keys_root_first[i], true);
 }
 
 bool DiskTier::contains(const KvNamespace& ns, const KvShape& shape, std::span<const int32_t> tokens) const {
@@ -344,6 +426,13 @@ bool DiskTier::contains(const KvNamespace& ns, const KvShape& shape, std::span<c
 
 bool DiskTier::erase(const KvNamespace& ns, const KvShape& shape, std::span<const int32_t> tokens) {
   const uint64_t key = entry_key(ns, shape, tokens);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!items_.count(key)) return false;
+  remove(key, false);
+  return true;
+}
+
+bool DiskTier::erase_key(uint64_t key) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!items_.count(key)) return false;
   remove(key, false);
@@ -365,6 +454,9 @@ TierStats DiskTier::stats() const {
   s.name = name();
   s.entries = int64_t(items_.size());
   s.bytes = int64_t(bytes_);
+  s.tokens = tokens_;
+  s.bytes_written = c.bytes_written;
+  s.bytes_read = c.bytes_read;
   s.capacity_bytes = int64_t(opt_.capacity_bytes);
   s.hits = c.hits;
   s.misses = c.misses;

@@ -1,7 +1,9 @@
 // Disk tier: one file per entry under a cache directory; survives restarts.
 //
 //   DIR/.lock                  flock()ed while a DiskTier has the directory open
-//   DIR/<key hex>.kv           one entry (tier/entry.h format), key = entry_key(ns, shape, tokens)
+//   DIR/<key hex>.kv           one entry (tier/entry.h format) under its key (tier/entry_key.h)
+//   DIR/<key hex>.keep         its lifetime, when put() gave one: the unix second it is kept
+//                              until, as decimal text (written atomically, like entries)
 //   DIR/.<key hex>.<n>.part    a write in progress (removed at startup: a crash mid-write)
 //
 // Writes are atomic: the entry goes to a temporary file in the same directory, is
@@ -16,9 +18,16 @@
 // restart through file mtimes: a hit touches its file.
 //
 // Capacity is the sum of entry file sizes. put() evicts least recently used files to
-// make room, skipping entries whose lifetime (put's keep_seconds, kept in the index
-// only: a restart forgets it) has not run out; when those fill the capacity, put()
-// gives up with kNoSpace. A write that fails with ENOSPC/EDQUOT (the disk is full before the
+// make room, skipping entries whose lifetime (put's keep_seconds, kept in a .keep file
+// beside the entry so that a restart keeps it) has not run out; when those fill the
+// capacity, put() gives up with kNoSpace.
+//
+// Chains. A chain's links are marked used tail first (read_chain, touch_chain), and a
+// restart orders entries of equal mtime by start, later links older; so LRU eviction
+// takes a chain's tail before its root and never a link whose successors remain (a
+// shared root is touched by every chain through it). A link deleted as corrupt leaves its
+// successors stored and counted, unreachable until write-through writes the link again
+// (it writes the links a tier lacks) or LRU reaches them. A write that fails with ENOSPC/EDQUOT (the disk is full before the
 // capacity is) evicts at least the entry's size more and retries once, then gives up
 // with kNoSpace; nothing is left behind and nothing throws.
 //
@@ -72,10 +81,13 @@ class DiskTier final : public KvTier {
   // The entry of exactly `tokens`.
   TierLookup get(const KvNamespace& ns, const KvShape& shape, std::span<const int32_t> tokens) override;
   // The entry covering the longest prefix of `tokens` (of at least min_length tokens).
-  TierLookup longest_prefix(const KvNamespace& ns, const KvShape& shape, std::span<const int32_t> tokens,
-                            int32_t min_length = 1) override;
+  TierChain read_chain(const KvNamespace& ns, const KvShape& shape, std::span<const int32_t> tokens,
+                       std::span<const ChainLink> links) override;
+  std::vector<char> has(std::span<const uint64_t> keys) override;
+  void touch_chain(std::span<const uint64_t> keys_root_first) override;
   bool contains(const KvNamespace& ns, const KvShape& shape, std::span<const int32_t> tokens) const;
   bool erase(const KvNamespace& ns, const KvShape& shape, std::span<const int32_t> tokens);
+  bool erase_key(uint64_t key);
 
   const char* name() const override { return "disk"; }
   using Item = TierItem;
@@ -86,6 +98,7 @@ class DiskTier final : public KvTier {
   TierStats stats() const override;
   const std::string& dir() const { return dir_; }
   std::string path_of(uint64_t key) const;
+  std::string keep_path_of(uint64_t key) const;
 
  private:
   struct Slot {
@@ -94,8 +107,13 @@ class DiskTier final : public KvTier {
   };
   void scan();
   bool load_header(const std::string& path, uint64_t key_from_name, Item* item);
-  TierLookup read_entry(uint64_t key, const KvNamespace& ns, const KvShape& shape,
+  // Reads and validates the entry of `key`, expected to be `link` of ns with `tokens`;
+  // deletes it when invalid. Does not mark it used.
+  TierLookup read_entry(uint64_t key, const KvNamespace& ns, const KvShape& shape, const LinkPos& link,
                         std::span<const int32_t> tokens);
+  // The lifetime stored beside an entry (0: none or unreadable) and writing one.
+  int64_t read_keep(uint64_t key) const;
+  void write_keep(uint64_t key, int64_t keep_until);
   int write_file(uint64_t key, std::span<const uint8_t> bytes);  // 0 or errno
   bool evict_one();
   void evict_to(uint64_t target_bytes);
@@ -111,6 +129,8 @@ class DiskTier final : public KvTier {
     int64_t corrupt_deleted = 0;  // invalid files deleted (startup scan or get)
     int64_t temp_removed = 0;     // leftover temporary files removed at startup
     int64_t io_errors = 0;
+    int64_t bytes_written = 0;    // entry bytes written
+    int64_t bytes_read = 0;       // entry bytes read (lookups, read_item)
   };
 
   std::string dir_;
@@ -120,6 +140,7 @@ class DiskTier final : public KvTier {
   std::unordered_map<uint64_t, Slot> items_;
   std::list<uint64_t> lru_;  // front = most recently used
   uint64_t bytes_ = 0;
+  int64_t tokens_ = 0;  // sum of items' n_tokens
   uint64_t temp_seq_ = 0;
   Counters stats_;
 };

@@ -4,6 +4,7 @@
 #include <xxhash.h>
 #include <zstd.h>
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <stdexcept>
@@ -96,12 +97,37 @@ int32_t EntryInfo::n_pages() const {
   return shape.page_size > 0 ? (n_tokens() + shape.page_size - 1) / shape.page_size : 0;
 }
 
+uint64_t EntryInfo::key() const { return link_key(ns, shape, link.parent, tokens); }
+
+bool EntryInfo::is(const KvNamespace& want_ns, const LinkPos& want, std::span<const int32_t> want_tokens) const {
+  return ns == want_ns && link.start == want.start && link.parent == want.parent &&
+         std::ranges::equal(tokens, want_tokens);
+}
+
 std::vector<uint8_t> serialize_entry(const KvPageStore& kv, std::span<const int32_t> pages,
                                      std::span<const int32_t> tokens, const KvNamespace& ns,
                                      const SerializeOptions& opt) {
+  return serialize_link(kv, pages, tokens, ns, LinkPos{}, opt);
+}
+
+std::vector<std::vector<uint8_t>> serialize_chain(const KvPageStore& kv, std::span<const int32_t> pages,
+                                                  std::span<const int32_t> tokens, const KvNamespace& ns) {
+  const int32_t P = kv.shape().page_size;
+  const size_t n = std::min(pages.size(), tokens.size() / size_t(P));
+  std::vector<std::vector<uint8_t>> out;
+  for (const ChainLink& l : chain_links(ns, kv.shape(), tokens.first(n * size_t(P))))
+    out.push_back(serialize_link(kv, pages.subspan(size_t(l.start / P), 1), tokens.subspan(size_t(l.start), size_t(P)),
+                                 ns, LinkPos{l.start, l.parent}));
+  return out;
+}
+
+std::vector<uint8_t> serialize_link(const KvPageStore& kv, std::span<const int32_t> pages,
+                                    std::span<const int32_t> tokens, const KvNamespace& ns, const LinkPos& link,
+                                    const SerializeOptions& opt) {
   const KvShape& s = kv.shape();
   const size_t n = tokens.size();
   if (n == 0 || n > size_t(kMaxTokens)) throw std::invalid_argument("serialize_entry: bad token count");
+  if (link.start < 0 || link.start > kMaxTokens) throw std::invalid_argument("serialize_entry: bad link start");
   if (pages.size() != (n + s.page_size - 1) / s.page_size)
     throw std::invalid_argument("serialize_entry: page count does not match the token count");
   const std::string scope = tier_scope_bytes(ns);
@@ -147,13 +173,15 @@ std::vector<uint8_t> serialize_entry(const KvPageStore& kv, std::span<const int3
   put<int32_t>(p, 48, s.page_size);
   put<int32_t>(p, 52, int32_t(n));
   put<int32_t>(p, 56, int32_t(pages.size()));
-  put<uint32_t>(p, 60, 0);
+  put<int32_t>(p, 60, link.start);
   put<uint64_t>(p, 64, stored);
   put<uint64_t>(p, 72, raw);
   put<uint16_t>(p, 80, uint16_t(ns.model.size()));
   put<uint16_t>(p, 82, uint16_t(ns.kv_type.size()));
   put<uint16_t>(p, 84, uint16_t(scope.size()));
   put<uint16_t>(p, 86, 0);
+  put<uint64_t>(p, 88, link.parent.lo);
+  put<uint64_t>(p, 96, link.parent.hi);
   size_t off = kEntryFixedHeader;
   for (const std::string* str : {&ns.model, &ns.kv_type, &scope}) {
     std::memcpy(p + off, str->data(), str->size());
@@ -198,6 +226,8 @@ Decoded<EntryInfo> parse_entry_header(std::span<const uint8_t> bytes, uint64_t t
   e.shape = KvShape{get<int32_t>(p, 36), get<int32_t>(p, 40), get<int32_t>(p, 44), get<int32_t>(p, 48)};
   const int32_t n_tokens = get<int32_t>(p, 52);
   const int32_t n_pages = get<int32_t>(p, 56);
+  e.link.start = get<int32_t>(p, 60);
+  e.link.parent = ChainHash{get<uint64_t>(p, 88), get<uint64_t>(p, 96)};
   e.payload_bytes = get<uint64_t>(p, 64);
   e.raw_bytes = get<uint64_t>(p, 72);
   const size_t lens[3] = {get<uint16_t>(p, 80), get<uint16_t>(p, 82), get<uint16_t>(p, 84)};
@@ -214,6 +244,7 @@ Decoded<EntryInfo> parse_entry_header(std::span<const uint8_t> bytes, uint64_t t
   if ((flags & ~kFlagZstd) != 0) return fail<EntryInfo>(EntryError::kCorrupt, "unknown flags");
   if (!shape_ok(e.shape)) return fail<EntryInfo>(EntryError::kCorrupt, "bad KV shape");
   if (n_tokens <= 0 || n_tokens > kMaxTokens) return fail<EntryInfo>(EntryError::kCorrupt, "bad token count");
+  if (e.link.start < 0 || e.link.start > kMaxTokens) return fail<EntryInfo>(EntryError::kCorrupt, "bad link start");
   if (n_pages != (n_tokens + e.shape.page_size - 1) / e.shape.page_size)
     return fail<EntryInfo>(EntryError::kCorrupt, "page count does not match the token count");
   if (e.raw_bytes != uint64_t(n_pages) * e.shape.bytes_per_page())

@@ -11,11 +11,14 @@
 //   32  header_bytes                    u32  offset of the payload
 //   36  n_layer, n_kv_head, head_dim, page_size            4 × i32 (KvShape)
 //   52  n_tokens, n_pages                                  2 × i32
-//   60  reserved (0)                    u32
+//   60  start                           i32  the first token's index in its prefix (a chain
+//                                            link: tier/entry_key.h); 0 for unchained entries
 //   64  payload_bytes (as stored)       u64
 //   72  raw_bytes (uncompressed)        u64  == n_pages × bytes_per_page
 //   80  model, kv_type, scope lengths   3 × u16, then u16 reserved
-//   88  model, kv_type, scope bytes, zero-padded to 4 (scope: the namespace's
+//   88  parent                          2 × u64  chain hash of the prefix before `start`
+//                                            (lo, hi; {0, 0} at start 0)
+//   104 model, kv_type, scope bytes, zero-padded to 4 (scope: the namespace's
 //       tier_scope_bytes — tenant, salt, kind, module digest and segment)
 //       token ids    i32[n_tokens]
 //       position ids i32[n_tokens]      (the slot positions, as KvPageStore::pos)
@@ -36,14 +39,14 @@
 
 #include "kv/kv_storage.h"
 #include "kv/radix_index.h"
+#include "tier/entry_key.h"
 
 namespace pc {
 
-// 3: the namespace's scope stored as typed fields (kv/kv_namespace.h
-// tier_scope_bytes). Entries of another version are rejected, so old disk/Redis
-// entries are misses.
-inline constexpr uint32_t kEntryVersion = 3;
-inline constexpr size_t kEntryFixedHeader = 88;  // bytes before the strings
+// 4: chain links (start and parent hash; keys of tier/entry_key.h). Entries of another
+// version are rejected, so old disk/Redis entries are counted misses.
+inline constexpr uint32_t kEntryVersion = 4;
+inline constexpr size_t kEntryFixedHeader = 104;  // bytes before the strings
 
 enum class EntryError {
   kOk = 0,
@@ -67,10 +70,17 @@ struct EntryExpect {
   KvShape shape{0, 0, 0, 0};
 };
 
+// Where an entry sits in its chain (tier/entry_key.h); {0, {}}: an unchained entry.
+struct LinkPos {
+  int32_t start = 0;
+  ChainHash parent;
+};
+
 // The header fields, without the payload.
 struct EntryInfo {
   KvNamespace ns;
   KvShape shape;
+  LinkPos link;
   std::vector<int32_t> tokens;     // [n_tokens]
   std::vector<int32_t> positions;  // [n_tokens] position id of each token's slot
   bool compressed = false;
@@ -81,6 +91,10 @@ struct EntryInfo {
   int32_t n_tokens() const { return int32_t(tokens.size()); }
   int32_t n_pages() const;
   uint64_t total_bytes() const { return header_bytes + payload_bytes; }
+  // The key the entry is stored under: link_key(ns, shape, link.parent, tokens).
+  uint64_t key() const;
+  // Whether this is the link asked for: the namespace, start, parent and own tokens.
+  bool is(const KvNamespace& want_ns, const LinkPos& want, std::span<const int32_t> want_tokens) const;
 };
 
 // A decoded entry: its header and the uncompressed page bytes, [n_pages][page bytes].
@@ -110,6 +124,14 @@ struct SerializeOptions {
 std::vector<uint8_t> serialize_entry(const KvPageStore& kv, std::span<const int32_t> pages,
                                      std::span<const int32_t> tokens, const KvNamespace& ns,
                                      const SerializeOptions& opt = {});
+// The same for one link of a chain: `tokens` are the link's own, `link` its place.
+std::vector<uint8_t> serialize_link(const KvPageStore& kv, std::span<const int32_t> pages,
+                                    std::span<const int32_t> tokens, const KvNamespace& ns, const LinkPos& link,
+                                    const SerializeOptions& opt = {});
+// Every full page of a cached prefix as its chain's links (root first): the entries
+// write-through stores for tokens [0, pages.size() × page_size).
+std::vector<std::vector<uint8_t>> serialize_chain(const KvPageStore& kv, std::span<const int32_t> pages,
+                                                  std::span<const int32_t> tokens, const KvNamespace& ns);
 
 // The largest entry of n_tokens tokens under `ns` with `shape` can be (uncompressed;
 // a compressed payload is kept only when smaller): the bound a reader puts on the

@@ -11,46 +11,63 @@ namespace {
 
 void hash_string(XXH3_state_t& st, const std::string& s) {
   const uint64_t n = s.size();  // length first: ("ab","c") != ("a","bc")
-  XXH3_64bits_update(&st, &n, sizeof n);
-  XXH3_64bits_update(&st, s.data(), s.size());
+  XXH3_128bits_update(&st, &n, sizeof n);
+  XXH3_128bits_update(&st, s.data(), s.size());
 }
 
-void hash_head(XXH3_state_t& st, const KvNamespace& ns, const KvShape& shape) {
-  XXH3_64bits_reset(&st);
-  hash_string(st, ns.model);
-  hash_string(st, ns.kv_type);
-  hash_string(st, tier_scope_bytes(ns));  // scope and kind
-  const int32_t dims[4] = {shape.n_layer, shape.n_kv_head, shape.head_dim, shape.page_size};
-  XXH3_64bits_update(&st, dims, sizeof dims);
+// The namespace and shape, hashed into every link.
+struct Head {
+  std::string scope;
+  explicit Head(const KvNamespace& ns) : scope(tier_scope_bytes(ns)) {}
+  void hash(XXH3_state_t& st, const KvNamespace& ns, const KvShape& shape) const {
+    XXH3_128bits_reset(&st);
+    hash_string(st, ns.model);
+    hash_string(st, ns.kv_type);
+    hash_string(st, scope);
+    const int32_t dims[4] = {shape.n_layer, shape.n_kv_head, shape.head_dim, shape.page_size};
+    XXH3_128bits_update(&st, dims, sizeof dims);
+  }
+};
+
+ChainHash next(const Head& head, const KvNamespace& ns, const KvShape& shape, const ChainHash& parent,
+               std::span<const int32_t> tokens) {
+  XXH3_state_t st;
+  head.hash(st, ns, shape);
+  const uint64_t p[2] = {parent.lo, parent.hi};
+  XXH3_128bits_update(&st, p, sizeof p);
+  const uint64_t n = tokens.size();
+  XXH3_128bits_update(&st, &n, sizeof n);
+  XXH3_128bits_update(&st, tokens.data(), tokens.size_bytes());
+  const XXH128_hash_t h = XXH3_128bits_digest(&st);
+  return ChainHash{h.low64, h.high64};
 }
 
 }  // namespace
 
-uint64_t entry_key(const KvNamespace& ns, const KvShape& shape, std::span<const int32_t> tokens) {
-  XXH3_state_t st;
-  hash_head(st, ns, shape);
-  XXH3_64bits_update(&st, tokens.data(), tokens.size_bytes());
-  return XXH3_64bits_digest(&st);
+ChainHash chain_next(const KvNamespace& ns, const KvShape& shape, const ChainHash& parent,
+                     std::span<const int32_t> tokens) {
+  return next(Head(ns), ns, shape, parent, tokens);
 }
 
-std::vector<PrefixKey> prefix_keys(const KvNamespace& ns, const KvShape& shape,
-                                   std::span<const int32_t> tokens, int32_t min_length) {
-  std::vector<PrefixKey> out;
-  const int32_t n = int32_t(tokens.size());
+uint64_t link_key(const KvNamespace& ns, const KvShape& shape, const ChainHash& parent,
+                  std::span<const int32_t> tokens) {
+  return chain_next(ns, shape, parent, tokens).lo;
+}
+
+uint64_t entry_key(const KvNamespace& ns, const KvShape& shape, std::span<const int32_t> tokens) {
+  return link_key(ns, shape, ChainHash{}, tokens);
+}
+
+std::vector<ChainLink> chain_links(const KvNamespace& ns, const KvShape& shape, std::span<const int32_t> tokens) {
+  std::vector<ChainLink> out;
   const int32_t P = std::max(1, shape.page_size);
-  XXH3_state_t st;
-  hash_head(st, ns, shape);
-  int32_t done = 0;
-  for (int32_t len = P; len <= n; len += P) {
-    XXH3_64bits_update(&st, tokens.data() + done, size_t(len - done) * sizeof(int32_t));
-    done = len;
-    if (len >= min_length) out.push_back({len, XXH3_64bits_digest(&st)});
+  const Head head(ns);
+  ChainHash h;
+  for (int32_t start = 0; start + P <= int32_t(tokens.size()); start += P) {
+    const ChainHash nh = next(head, ns, shape, h, tokens.subspan(size_t(start), size_t(P)));
+    out.push_back(ChainLink{start, P, h, nh.lo});
+    h = nh;
   }
-  if (n > done) {
-    XXH3_64bits_update(&st, tokens.data() + done, size_t(n - done) * sizeof(int32_t));
-    if (n >= min_length) out.push_back({n, XXH3_64bits_digest(&st)});
-  }
-  std::reverse(out.begin(), out.end());
   return out;
 }
 

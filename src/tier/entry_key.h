@@ -1,18 +1,30 @@
 // Tier keys: which entry holds the KV of a token sequence.
 //
-// key = XXH3_64(namespace strings, KvShape, token ids). The shape is part of the key so
-// that servers with different page sizes share a cache without colliding. An entry is
-// stored under the key of its exact token sequence; a reader checks that the entry's
-// namespace and tokens are the ones it asked for, so a 64-bit collision is caught and
-// treated as a miss.
+// Chains. Below memory a prefix is a chain of links, each one page of tokens (the pool's
+// page_size): link k holds tokens [k·P, (k+1)·P) and is keyed by the hash of everything
+// before it plus its own tokens, as vLLM's block hashes and LMCache's chunks are:
 //
-// Prefix lookup. A tier cannot search by prefix, so longest-prefix lookup probes the
-// keys of candidate lengths, longest first: the query length itself, then every
-// multiple of page_size below it (tokens [0, 16k) for k descending). Entries written
-// for demotion therefore cover page-aligned prefixes (and the whole sequence), which
-// also keeps every page of an entry full. prefix_keys() computes all candidates in one
-// pass over the tokens (an incremental hash, read at each page boundary).
+//   h(-1)   = {0, 0}
+//   h(k)    = XXH3_128(model, kv_type, tier_scope_bytes, KvShape, h(k-1), tokens of link k)
+//   key(k)  = the low 64 bits of h(k)
+//
+// So a link is stored once however many prefixes share it, every page-aligned prefix is
+// a chain that ends at its own last link, and the namespace (model, KV type, tenant,
+// cache_salt, kind: tier_scope_bytes) is hashed into every link's key. A link's entry
+// stores its parent hash h(k-1) and its start k·P; a reader checks both, the namespace
+// and the link's own tokens, so a 64-bit key collision is a miss and reaching a link
+// through another prefix needs a 128-bit collision.
+//
+// Why a page per link: every page-aligned prefix is reachable as a chain end, so a
+// conversation's turns write each page once (a longer link would leave a partial tail
+// link that the next turn writes again); the costs are a header per page (~0.3 KB: the
+// page's tokens and positions, the namespace) and one key or file per page, which the
+// tiers read in pipelined batches.
+//
+// Entries that are not chained (module segments, blocks) are one-link chains: start 0,
+// parent {0, 0}, any number of tokens; entry_key() is their key.
 #pragma once
+#include <compare>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -24,16 +36,30 @@
 
 namespace pc {
 
+// A 128-bit chain hash (h(k) above).
+struct ChainHash {
+  uint64_t lo = 0, hi = 0;
+  auto operator<=>(const ChainHash&) const = default;
+};
+
+// h after appending `tokens` as one link to the chain ending in `parent`.
+ChainHash chain_next(const KvNamespace& ns, const KvShape& shape, const ChainHash& parent,
+                     std::span<const int32_t> tokens);
+// The key of a link: chain_next(...).lo.
+uint64_t link_key(const KvNamespace& ns, const KvShape& shape, const ChainHash& parent,
+                  std::span<const int32_t> tokens);
+// The key of an entry holding `tokens` from position 0 as one link (modules, blocks).
 uint64_t entry_key(const KvNamespace& ns, const KvShape& shape, std::span<const int32_t> tokens);
 
-struct PrefixKey {
-  int32_t length = 0;  // tokens [0, length)
+// One link of a prefix's chain.
+struct ChainLink {
+  int32_t start = 0;   // its first token's index in the prefix
+  int32_t length = 0;  // its tokens (the page size)
+  ChainHash parent;    // hash of tokens [0, start)
   uint64_t key = 0;
 };
-// Candidate keys for longest-prefix lookup, longest first: tokens.size(), then the
-// multiples of shape.page_size below it, down to page_size (lengths >= min_length).
-std::vector<PrefixKey> prefix_keys(const KvNamespace& ns, const KvShape& shape,
-                                   std::span<const int32_t> tokens, int32_t min_length = 1);
+// The links of tokens' full pages, root first: tokens.size() / page_size of them.
+std::vector<ChainLink> chain_links(const KvNamespace& ns, const KvShape& shape, std::span<const int32_t> tokens);
 
 // 16 lowercase hex digits (file names, Redis keys).
 std::string key_hex(uint64_t key);

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "tier/entry.h"
+#include "tier/entry_key.h"
 #include "tier/tier_result.h"
 #include "tier/tier_stats.h"
 
@@ -30,6 +31,7 @@ struct TierItem {
   uint64_t key = 0;
   uint64_t bytes = 0;
   int32_t n_tokens = 0;
+  int32_t start = 0;  // the link's first token in its prefix (tier/entry_key.h)
   KvNamespace ns;
   int64_t keep_until = 0;  // unix seconds the tier keeps it until (put's keep_seconds); 0: none
 };
@@ -48,10 +50,23 @@ class KvTier {
   virtual TierStatus put(std::span<const uint8_t> entry_bytes, int64_t keep_seconds = 0) = 0;
   // The entry of exactly `tokens`.
   virtual TierLookup get(const KvNamespace& ns, const KvShape& shape, std::span<const int32_t> tokens) = 0;
-  // The entry covering the longest prefix of `tokens` of at least min_length tokens
-  // (candidate lengths: tier/entry_key.h).
-  virtual TierLookup longest_prefix(const KvNamespace& ns, const KvShape& shape, std::span<const int32_t> tokens,
-                                    int32_t min_length = 1) = 0;
+  // Walks a prefix's chain (tier/entry_key.h): reads links[0], links[1], ... (links of
+  // `tokens`, consecutive, as chain_links gives them) and stops at the first one it does
+  // not hold or that fails validation (deleted and counted). Marks the links read used,
+  // tail first, so that a parent is never less recently used than its child.
+  virtual TierChain read_chain(const KvNamespace& ns, const KvShape& shape, std::span<const int32_t> tokens,
+                               std::span<const ChainLink> links) = 0;
+  // The whole chain of tokens' full pages, from its root.
+  TierChain read_prefix(const KvNamespace& ns, const KvShape& shape, std::span<const int32_t> tokens) {
+    const std::vector<ChainLink> links = chain_links(ns, shape, tokens);
+    return read_chain(ns, shape, tokens, links);
+  }
+  // Whether each of `keys` is stored ([i]: 1 or 0), without reading payloads; all 0 when
+  // the tier cannot be asked now (write-through then tries every key).
+  virtual std::vector<char> has(std::span<const uint64_t> keys) = 0;
+  // Marks a chain's links (root first) used, tail first (eviction removes from the
+  // tail: see the eviction rule in docs/tiers.md). Keys not stored are ignored.
+  virtual void touch_chain(std::span<const uint64_t> /*keys_root_first*/) {}
 
   virtual TierStats stats() const = 0;
 

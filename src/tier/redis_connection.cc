@@ -177,9 +177,17 @@ RedisConnection::Reply RedisConnection::Session::call(std::initializer_list<Arg>
 }
 
 RedisConnection::Reply RedisConnection::Session::get_and_rearm(const std::string& name, uint64_t max_bytes) {
+  append_get_and_rearm(name);
+  return read_rearmed(max_bytes);
+}
+
+void RedisConnection::Session::append_get_and_rearm(const std::string& name) {
   const std::string ttl = std::to_string(c_.opt_.ttl_seconds);
   append({arg("GET"), arg(name)});
-  append({arg("EXPIRE"), arg(name), arg(ttl)});
+  append({arg("EXPIRE"), arg(name), arg(ttl), arg("GT")});
+}
+
+RedisConnection::Reply RedisConnection::Session::read_rearmed(uint64_t max_bytes) {
   Reply value = read(value_limits(max_bytes));
   Reply expire = value ? read(kRedisSmallReply) : nullptr;
   return expire ? std::move(value) : Reply();

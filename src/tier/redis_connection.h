@@ -99,7 +99,13 @@ class RedisConnection {
     Reply read(const ReplyLimits& limits);
     Reply call(std::initializer_list<Arg> args, const ReplyLimits& limits = kRedisSmallReply);
     // GET `name` (at most max_bytes) and EXPIRE it to the TTL, pipelined; the GET's reply.
+    // The EXPIRE has GT: it only ever extends, so a value put with a lifetime longer
+    // than the TTL keeps its own (Redis >= 7.0; an older server answers the EXPIRE with
+    // an error, which is ignored: its values keep the TTL they were put with).
     Reply get_and_rearm(const std::string& name, uint64_t max_bytes);
+    // The same in two halves, for pipelining several: append the commands, then read.
+    void append_get_and_rearm(const std::string& name);
+    Reply read_rearmed(uint64_t max_bytes);
     void fail(const char* what);
     // An error reply on a healthy connection (e.g. OOM): counted, the connection kept.
     void error_reply(const char* what, const redisReply& r);

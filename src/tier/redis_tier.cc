@@ -28,7 +28,7 @@ RedisTier::~RedisTier() = default;
 TierStatus RedisTier::put(std::span<const uint8_t> entry_bytes, int64_t keep_seconds) {
   Decoded<EntryInfo> h = parse_entry_header(entry_bytes, entry_bytes.size());
   if (!h.ok()) return TierStatus::kInvalid;
-  const std::string name = key_name(entry_key(h.value.ns, h.value.shape, h.value.tokens));
+  const std::string name = key_name(h.value.key());
   const std::string ttl = std::to_string(std::max<int64_t>(conn_.options().ttl_seconds, keep_seconds));
   TierStatus status = TierStatus::kOk;
   {
@@ -50,32 +50,46 @@ TierStatus RedisTier::put(std::span<const uint8_t> entry_bytes, int64_t keep_sec
   }
   std::lock_guard<std::mutex> lock(mu_);
   ++(status == TierStatus::kOk ? stats_.puts : stats_.put_failures);
+  if (status == TierStatus::kOk) stats_.bytes_written += int64_t(entry_bytes.size());
   return status;
 }
 
 TierLookup RedisTier::fetch(Session& s, const std::string& name, const KvNamespace& ns, const KvShape& shape,
-                            std::span<const int32_t> tokens, bool* transport_error) {
-  TierLookup out;
+                            const LinkPos& link, std::span<const int32_t> tokens, bool* transport_error) {
   Reply value = s.get_and_rearm(name, entry_max_bytes(ns, shape, tokens.size()));
+  return take(s, std::move(value), name, ns, shape, link, tokens, transport_error, nullptr);
+}
+
+TierLookup RedisTier::take(Session& s, Reply value, const std::string& name, const KvNamespace& ns,
+                           const KvShape& shape, const LinkPos& link, std::span<const int32_t> tokens,
+                           bool* transport_error, std::vector<std::string>* deferred_del) {
+  TierLookup out;
   if (!value) {
     *transport_error = true;
     out.status = TierStatus::kUnavailable;
     return out;
   }
-  if (value->type != REDIS_REPLY_STRING) {  // expired between EXISTS and GET, or an error
+  if (value->type != REDIS_REPLY_STRING) {  // not there (expired), or an error
     out.status = TierStatus::kMiss;
     return out;
   }
   std::vector<uint8_t> bytes(value->str, value->str + value->len);
   value.reset();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_.bytes_read += int64_t(bytes.size());
+  }
   Decoded<Entry> d = deserialize_entry(std::move(bytes), EntryExpect{ns.model, ns.kv_type, shape});
-  if (d.ok() && (d.value.info.ns != ns || !std::ranges::equal(d.value.info.tokens, tokens))) {
+  if (d.ok() && !d.value.info.is(ns, link, tokens)) {
     d.error = EntryError::kWrongTokens;
     d.message = to_string(EntryError::kWrongTokens);
   }
   if (!d.ok()) {
-    Reply del = s.call({arg("DEL"), arg(name)});
-    if (!del) *transport_error = true;
+    if (deferred_del) {
+      deferred_del->push_back(name);  // replies of a pipeline are still to be read
+    } else if (!s.call({arg("DEL"), arg(name)})) {
+      *transport_error = true;
+    }
     {
       std::lock_guard<std::mutex> lock(mu_);
       ++stats_.corrupt_deleted;
@@ -99,7 +113,7 @@ TierLookup RedisTier::get(const KvNamespace& ns, const KvShape& shape, std::span
     return r;
   }
   bool transport_error = false;
-  r = fetch(s, name, ns, shape, tokens, &transport_error);
+  r = fetch(s, name, ns, shape, LinkPos{}, tokens, &transport_error);
   if (transport_error) {
     s.fail("GET");
     r.status = TierStatus::kUnavailable;
@@ -111,57 +125,82 @@ TierLookup RedisTier::get(const KvNamespace& ns, const KvShape& shape, std::span
   return r;
 }
 
-TierLookup RedisTier::longest_prefix(const KvNamespace& ns, const KvShape& shape, std::span<const int32_t> tokens,
-                                     int32_t min_length) {
-  const std::vector<PrefixKey> keys = prefix_keys(ns, shape, tokens, min_length);
-  std::vector<std::string> names;
-  names.reserve(keys.size());
-  for (const PrefixKey& k : keys) names.push_back(key_name(k.key));
+TierChain RedisTier::read_chain(const KvNamespace& ns, const KvShape& shape, std::span<const int32_t> tokens,
+                                std::span<const ChainLink> links) {
+  // Batches of GETs, pipelined: a link is one page, so a batch is a few MB at most.
+  constexpr size_t kBatch = 32;
+  TierChain r;
   Session s = conn_.session();
-  TierLookup r;
   if (!s.ok()) {
     r.status = TierStatus::kUnavailable;
     return r;
   }
-  const auto count = [&](bool hit) {
-    std::lock_guard<std::mutex> lock(mu_);
-    ++(hit ? stats_.hits : stats_.misses);
-  };
-  if (keys.empty()) {
-    count(false);
-    return r;
-  }
-  // One EXISTS per candidate length, pipelined; then the longest present one is read.
-  for (const std::string& n : names) s.append({arg("EXISTS"), arg(n)});
-  std::vector<char> present(names.size(), 0);
-  for (size_t i = 0; i < names.size(); ++i) {
-    Reply rep = s.read(kRedisSmallReply);
-    if (!rep) {
-      s.fail("EXISTS");
-      r.status = TierStatus::kUnavailable;
-      r.message = s.last_error();
-      return r;
+  bool stopped = false;
+  std::vector<std::string> invalid;  // DELeted once the pipeline's replies are read
+  for (size_t b = 0; b < links.size() && !stopped; b += kBatch) {
+    const size_t e = std::min(links.size(), b + kBatch);
+    std::vector<std::string> names;
+    for (size_t i = b; i < e; ++i) {
+      const ChainLink& l = links[i];
+      if (l.start < 0 || size_t(l.start) + size_t(l.length) > tokens.size()) break;
+      names.push_back(key_name(l.key));
+      s.append_get_and_rearm(names.back());
     }
-    present[i] = rep->type == REDIS_REPLY_INTEGER && rep->integer > 0;
-  }
-  for (size_t i = 0; i < names.size(); ++i) {
-    if (!present[i]) continue;
-    bool transport_error = false;
-    TierLookup c = fetch(s, names[i], ns, shape, tokens.first(size_t(keys[i].length)), &transport_error);
-    if (transport_error) {
-      s.fail("GET");
-      r.status = TierStatus::kUnavailable;
-      r.message = s.last_error();
-      return r;
+    for (size_t j = 0; j < names.size(); ++j) {  // every reply is read, even past the stop
+      const ChainLink& l = links[b + j];
+      const auto own = tokens.subspan(size_t(l.start), size_t(l.length));
+      Reply value = s.read_rearmed(entry_max_bytes(ns, shape, own.size()));
+      if (!value) {
+        s.fail("GET");
+        r.status = TierStatus::kUnavailable;
+        r.message = s.last_error();
+        r.links.clear();
+        return r;
+      }
+      if (stopped) continue;
+      bool transport_error = false;
+      TierLookup c = take(s, std::move(value), names[j], ns, shape, LinkPos{l.start, l.parent}, own,
+                          &transport_error, &invalid);
+      if (!c.hit()) {
+        r.message = c.message;
+        stopped = true;
+        continue;
+      }
+      r.links.push_back(std::move(c.entry));
     }
-    if (c.hit()) {
-      r = std::move(c);
-      break;
-    }
-    if (!c.message.empty()) r.message = c.message;
+    if (names.size() < e - b) stopped = true;
   }
-  count(r.hit());
+  for (const std::string& name : invalid) {
+    if (!s.call({arg("DEL"), arg(name)})) {
+      s.fail("DEL");
+      break;  // the links read are still good
+    }
+  }
+  if (!r.links.empty()) r.status = TierStatus::kOk;
+  std::lock_guard<std::mutex> lock(mu_);
+  ++(r.hit() ? stats_.hits : stats_.misses);
   return r;
+}
+
+std::vector<char> RedisTier::has(std::span<const uint64_t> keys) {
+  std::vector<char> out(keys.size(), 0);
+  if (keys.empty()) return out;
+  Session s = conn_.session();
+  if (!s.ok()) return out;
+  constexpr size_t kBatch = 512;
+  for (size_t b = 0; b < keys.size(); b += kBatch) {
+    const size_t e = std::min(keys.size(), b + kBatch);
+    for (size_t i = b; i < e; ++i) s.append({arg("EXISTS"), arg(key_name(keys[i]))});
+    for (size_t i = b; i < e; ++i) {
+      Reply rep = s.read(kRedisSmallReply);
+      if (!rep) {
+        s.fail("EXISTS");
+        return std::vector<char>(keys.size(), 0);
+      }
+      out[i] = rep->type == REDIS_REPLY_INTEGER && rep->integer > 0;
+    }
+  }
+  return out;
 }
 
 TierStatus RedisTier::erase(const KvNamespace& ns, const KvShape& shape, std::span<const int32_t> tokens) {
@@ -182,6 +221,8 @@ TierStats RedisTier::stats() const {
   s.put_failures = c.put_failures;
   s.errors = n.errors;
   s.corrupt_deleted = c.corrupt_deleted;
+  s.bytes_written = c.bytes_written;
+  s.bytes_read = c.bytes_read;
   s.counters = {{"unavailable", n.unavailable},
                 {"connects", n.connects},
                 {"replies_refused", n.refused},

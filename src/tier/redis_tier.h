@@ -4,11 +4,13 @@
 //   key   "pc:kv:" + key_hex(entry_key(ns, shape, tokens))     (tier/entry_key.h)
 //   value the entry bytes (tier/entry.h), SET with EX ttl_seconds
 //
-// A hit re-arms the TTL (EXPIRE, pipelined with the GET), so entries in use stay and
-// idle ones expire; capacity and LRU beyond that are the Redis server's (maxmemory and
-// maxmemory-policy allkeys-lru are the recommended setting). Longest-prefix lookup
-// pipelines one EXISTS per candidate length, then GETs the longest present entry; an
-// entry that fails validation is DELeted and the next shorter one is tried.
+// A hit re-arms the TTL (EXPIRE ... GT, pipelined with the GET: it only extends, so an
+// entry put with a longer lifetime keeps its own), so entries in use stay and idle ones
+// expire; capacity and LRU beyond that are the Redis server's (maxmemory and
+// maxmemory-policy allkeys-lru are the recommended setting). A chain walk pipelines the
+// GETs of its links in batches and stops at the first link missing; a link that fails
+// validation is DELeted and the walk stops there (the caller recomputes from it).
+// has() pipelines one EXISTS per key.
 //
 // Connection, faults, back-off, bounded replies and SIGPIPE: tier/redis_connection.h
 // (one RedisConnection of its own).
@@ -65,8 +67,9 @@ class RedisTier final : public KvTier {
   // SET key value EX ttl. kInvalid when the bytes are not an entry.
   TierStatus put(std::span<const uint8_t> entry_bytes, int64_t keep_seconds = 0) override;
   TierLookup get(const KvNamespace& ns, const KvShape& shape, std::span<const int32_t> tokens) override;
-  TierLookup longest_prefix(const KvNamespace& ns, const KvShape& shape, std::span<const int32_t> tokens,
-                            int32_t min_length = 1) override;
+  TierChain read_chain(const KvNamespace& ns, const KvShape& shape, std::span<const int32_t> tokens,
+                       std::span<const ChainLink> links) override;
+  std::vector<char> has(std::span<const uint64_t> keys) override;
   TierStatus erase(const KvNamespace& ns, const KvShape& shape, std::span<const int32_t> tokens);
 
   // Opaque values and the generation marker: the connection's (tier/redis_connection.h).
@@ -91,7 +94,12 @@ class RedisTier final : public KvTier {
   using Reply = RedisConnection::Reply;
   // GET (+ EXPIRE to re-arm the TTL) and validate; DELs an invalid entry.
   TierLookup fetch(RedisConnection::Session& s, const std::string& name, const KvNamespace& ns, const KvShape& shape,
-                   std::span<const int32_t> tokens, bool* transport_error);
+                   const LinkPos& link, std::span<const int32_t> tokens, bool* transport_error);
+  // Validates a GET's reply as `link` of ns with `tokens`; an invalid entry is DELeted
+  // now, or its name appended to deferred_del when a pipeline's replies are pending.
+  TierLookup take(RedisConnection::Session& s, RedisConnection::Reply value, const std::string& name,
+                  const KvNamespace& ns, const KvShape& shape, const LinkPos& link, std::span<const int32_t> tokens,
+                  bool* transport_error, std::vector<std::string>* deferred_del);
 
   RedisConnection conn_;
   mutable std::mutex mu_;  // the counters below
@@ -99,6 +107,7 @@ class RedisTier final : public KvTier {
     int64_t hits = 0, misses = 0;
     int64_t puts = 0, put_failures = 0;
     int64_t corrupt_deleted = 0;  // invalid entries DELeted
+    int64_t bytes_written = 0, bytes_read = 0;
   };
   Counters stats_;
 };

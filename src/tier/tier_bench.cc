@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <span>
 #include <stdexcept>
 
 #include "tier/disk_tier.h"
@@ -30,6 +31,13 @@ double best_of(int repeats, const std::function<void()>& f) {
 
 void check(bool ok, const std::string& what) {
   if (!ok) throw std::runtime_error("bench tiers: " + what);
+}
+
+// Restores a whole chain's links into consecutive pages of dst.
+void restore_chain_into(const TierChain& c, KvStorage& kv, std::span<const int32_t> dst, const std::string& what) {
+  check(c.hit() && c.links.size() == dst.size(), what + ": " + c.message);
+  for (size_t i = 0; i < c.links.size(); ++i)
+    check(restore_entry(c.links[i], kv, dst.subspan(i, 1)) == EntryError::kOk, what + " restore");
 }
 
 }  // namespace
@@ -58,6 +66,8 @@ std::vector<TierBenchRow> run_tier_bench(const TierBenchOptions& opt) {
     rows.push_back({name, kv_bytes, best_of(opt.repeats, f)});
   };
 
+  // Chains hold whole pages only: the links cover the first n_tokens / page_size pages.
+  const std::span<const int32_t> full_pages = std::span<const int32_t>(dst).first(size_t(opt.n_tokens / s.page_size));
   std::vector<uint8_t> copy(kv_bytes);
   row("memcpy", [&] { std::memcpy(copy.data(), kv.k(0, 0), kv_bytes); });
   row("memcpy into a fresh buffer", [&] {  // what every new 92 MB vector pays in page faults
@@ -108,11 +118,13 @@ std::vector<TierBenchRow> run_tier_bench(const TierBenchOptions& opt) {
       TierLookup r = disk.get(ns, s, tokens);
       check(r.hit() && restore_entry(r.entry, kv, dst) == EntryError::kOk, "disk get");
     });
-    row("disk longest_prefix+restore", [&] {
-      TierLookup r = disk.longest_prefix(ns, s, tokens);
-      check(r.hit() && restore_entry(r.entry, kv, dst) == EntryError::kOk, "disk prefix");
-    });
     disk.erase(ns, s, tokens);
+    row(opt.fsync ? "disk chain put (links, +fsync)" : "disk chain put (links)", [&] {
+      for (const TierItem& it : disk.list()) disk.erase_key(it.key);
+      for (const auto& link : serialize_chain(kv, src, tokens, ns)) check(disk.put(link) == TierStatus::kOk, "disk link put");
+    });
+    row("disk chain read+restore", [&] { restore_chain_into(disk.read_prefix(ns, s, tokens), kv, full_pages, "disk chain"); });
+    for (const TierItem& it : disk.list()) disk.erase_key(it.key);
   }
   if (!opt.redis_url.empty()) {
     RedisTierOptions ropt;
@@ -127,11 +139,12 @@ std::vector<TierBenchRow> run_tier_bench(const TierBenchOptions& opt) {
       TierLookup r = redis.get(ns, s, tokens);
       check(r.hit() && restore_entry(r.entry, kv, dst) == EntryError::kOk, "redis get: " + r.message);
     });
-    row("redis longest_prefix+restore", [&] {
-      TierLookup r = redis.longest_prefix(ns, s, tokens);
-      check(r.hit() && restore_entry(r.entry, kv, dst) == EntryError::kOk, "redis prefix");
-    });
     redis.erase(ns, s, tokens);
+    row("redis chain put (links)", [&] {
+      for (const auto& link : serialize_chain(kv, src, tokens, ns)) check(redis.put(link) == TierStatus::kOk, "redis link put");
+    });
+    row("redis chain read+restore", [&] { restore_chain_into(redis.read_prefix(ns, s, tokens), kv, full_pages, "redis chain"); });
+    for (const ChainLink& l : chain_links(ns, s, tokens)) redis.erase_value(RedisTier::key_name(l.key));
   }
   return rows;
 }

@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "tier/entry.h"
 
@@ -26,6 +27,20 @@ struct TierLookup {
   Entry entry;
   std::string message;  // why, when status is not kOk/kMiss
   bool hit() const { return status == TierStatus::kOk; }
+};
+
+// A chain walk (KvTier::read_chain): on kOk, `links` are the first links.size() links
+// asked for, each validated; kMiss when not even the first was there.
+struct TierChain {
+  TierStatus status = TierStatus::kMiss;
+  std::vector<Entry> links;
+  std::string message;  // why the walk stopped early, when a link was invalid or I/O failed
+  bool hit() const { return status == TierStatus::kOk && !links.empty(); }
+  int32_t tokens() const {
+    int32_t n = 0;
+    for (const Entry& e : links) n += e.info.n_tokens();
+    return n;
+  }
 };
 
 }  // namespace pc

@@ -15,6 +15,7 @@ struct TierStats {
   bool connected = true;        // usable now (a remote tier reachable; a local one: always)
   int64_t entries = -1;         // entries stored; -1: not known (Redis)
   int64_t bytes = -1;           // bytes stored; -1: not known
+  int64_t tokens = -1;          // tokens whose KV the entries hold; -1: not known (Redis)
   int64_t capacity_bytes = -1;  // -1: no capacity of ours (Redis: the server's maxmemory)
   int64_t ttl_seconds = -1;     // idle entries expire after this; -1: never
   int64_t hits = 0;             // lookups that found an entry
@@ -23,6 +24,8 @@ struct TierStats {
   int64_t put_failures = 0;     // puts that stored nothing
   int64_t errors = 0;           // I/O or transport failures
   int64_t corrupt_deleted = 0;  // invalid entries deleted
+  int64_t bytes_written = 0;    // entry bytes stored by puts since the tier was opened
+  int64_t bytes_read = 0;       // entry bytes read by lookups and copies
   // Counters only this kind of tier has, by name, in a fixed order (published as they are).
   std::vector<std::pair<std::string, int64_t>> counters;
   // Settings worth publishing, by name (disk: "dir").

@@ -8,6 +8,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "common/error.h"
 #include "test_util.h"
@@ -35,6 +36,15 @@ struct DiskTierTest : ::testing::Test {
     for (int32_t i = 0; i < (n + 15) / 16; ++i) pages.push_back(first_page + i);
     return serialize_entry(kv, pages, test::token_run(n, seed), small_ns());
   }
+  // The chain links of `tokens` over pages first_page, first_page + 1, ...
+  std::vector<std::vector<uint8_t>> chain(const std::vector<int32_t>& tokens, int32_t first_page = 0) {
+    std::vector<int32_t> pages;
+    for (int32_t i = 0; i < int32_t(tokens.size()) / 16; ++i) pages.push_back(first_page + i);
+    return serialize_chain(kv, pages, tokens, small_ns());
+  }
+  std::string link_path(const std::vector<int32_t>& tokens, size_t link) const {
+    return dir + "/" + key_hex(chain_links(small_ns(), small_shape(), tokens)[link].key) + ".kv";
+  }
   std::vector<std::string> files() const {
     std::vector<std::string> out;
     for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path().filename().string());
@@ -53,34 +63,141 @@ struct DiskTierTest : ::testing::Test {
   }
 };
 
-TEST_F(DiskTierTest, RoundTripAndLongestPrefix) {
+TEST_F(DiskTierTest, RoundTripAndChainWalk) {
   DiskTier disk(dir, 1 << 20);
-  for (int32_t n : {16, 32, 48}) ASSERT_EQ(disk.put(entry(n)), TierStatus::kOk);
-  EXPECT_EQ(disk.put(entry(32)), TierStatus::kOk);  // already there
+  const auto query = test::token_run(50);
+  const auto links = chain(std::vector<int32_t>(query.begin(), query.begin() + 48));
+  ASSERT_EQ(links.size(), 3u);
+  for (const auto& l : links) ASSERT_EQ(disk.put(l), TierStatus::kOk);
+  EXPECT_EQ(disk.put(links[1]), TierStatus::kOk);  // already there
   EXPECT_EQ(disk.stats().entries, 3);
   EXPECT_EQ(disk.stats().puts, 3);
+  EXPECT_EQ(disk.stats().tokens, 48);
+  int64_t link_bytes = 0;
+  for (const auto& l : links) link_bytes += int64_t(l.size());
+  EXPECT_EQ(disk.stats().bytes_written, link_bytes);
 
-  const auto query = test::token_run(50);
-  TierLookup r = disk.longest_prefix(small_ns(), small_shape(), query);
+  TierChain r = disk.read_prefix(small_ns(), small_shape(), query);
   ASSERT_TRUE(r.hit()) << r.message;
-  EXPECT_EQ(r.length, 48);
+  ASSERT_EQ(r.links.size(), 3u);
+  EXPECT_EQ(r.tokens(), 48);
+  EXPECT_EQ(disk.stats().bytes_read, link_bytes);
   std::vector<int32_t> out{20, 21, 22};
-  ASSERT_EQ(restore_entry(r.entry, kv, out), EntryError::kOk);
+  for (size_t i = 0; i < 3; ++i) ASSERT_EQ(restore_entry(r.links[i], kv, std::span(out).subspan(i, 1)), EntryError::kOk);
   EXPECT_EQ(kv_image(kv, out, 48), kv_image(kv, {0, 1, 2}, 48));
 
-  EXPECT_EQ(disk.longest_prefix(small_ns(), small_shape(), std::span(query).first(47)).length, 32);
-  EXPECT_EQ(disk.longest_prefix(small_ns(), small_shape(), std::span(query).first(15)).status, TierStatus::kMiss);
-  EXPECT_EQ(disk.longest_prefix(small_ns("other"), small_shape(), query).status, TierStatus::kMiss);
-  EXPECT_EQ(disk.longest_prefix(small_ns(), small_shape(), query, 40).length, 48);
-  EXPECT_EQ(disk.longest_prefix(small_ns(), small_shape(), std::span(query).first(47), 40).status,
-            TierStatus::kMiss);
+  EXPECT_EQ(disk.read_prefix(small_ns(), small_shape(), std::span(query).first(47)).tokens(), 32);
+  EXPECT_EQ(disk.read_prefix(small_ns(), small_shape(), std::span(query).first(15)).status, TierStatus::kMiss);
+  EXPECT_EQ(disk.read_prefix(small_ns("other"), small_shape(), query).status, TierStatus::kMiss);
+  // A chain whose tokens differ after the first link stops after it.
+  auto other = query;
+  other[20] += 1;
+  EXPECT_EQ(disk.read_prefix(small_ns(), small_shape(), other).tokens(), 16);
+  const auto keys = chain_links(small_ns(), small_shape(), query);
+  const std::vector<uint64_t> ask{keys[0].key, keys[2].key, 12345};
+  EXPECT_EQ(disk.has(ask), (std::vector<char>{1, 1, 0}));
 
-  EXPECT_TRUE(disk.get(small_ns(), small_shape(), test::token_run(16)).hit());
-  EXPECT_FALSE(disk.get(small_ns(), small_shape(), test::token_run(17)).hit());
-  EXPECT_TRUE(disk.erase(small_ns(), small_shape(), test::token_run(16)));
-  EXPECT_FALSE(disk.contains(small_ns(), small_shape(), test::token_run(16)));
-  EXPECT_FALSE(fs::exists(path_for(16)));
+  // Unchained entries (modules, blocks) are found by get().
+  ASSERT_EQ(disk.put(entry(16, 7)), TierStatus::kOk);
+  EXPECT_TRUE(disk.get(small_ns(), small_shape(), test::token_run(16, 7)).hit());
+  EXPECT_FALSE(disk.get(small_ns(), small_shape(), test::token_run(17, 7)).hit());
+  EXPECT_TRUE(disk.erase(small_ns(), small_shape(), test::token_run(16, 7)));
+  EXPECT_FALSE(disk.contains(small_ns(), small_shape(), test::token_run(16, 7)));
+  EXPECT_FALSE(fs::exists(path_for(16, 7)));
   EXPECT_EQ(disk.put(std::vector<uint8_t>{1, 2, 3}), TierStatus::kInvalid);
+}
+
+TEST_F(DiskTierTest, SharedPrefixIsStoredOnce) {
+  DiskTier disk(dir, 1 << 20);
+  // Two conversations sharing their first 32 tokens (pages 0, 1), then apart.
+  const auto a = test::token_run(64, 100);
+  auto b = a;
+  for (size_t i = 32; i < 64; ++i) b[i] = 5000 + int32_t(i);
+  std::vector<int32_t> pages_b{0, 1, 10, 11};
+  for (const auto& l : chain(a)) ASSERT_EQ(disk.put(l), TierStatus::kOk);
+  for (const auto& l : serialize_chain(kv, pages_b, b, small_ns())) ASSERT_EQ(disk.put(l), TierStatus::kOk);
+  EXPECT_EQ(disk.stats().entries, 6);  // 2 shared + 2 + 2, not 8
+  EXPECT_EQ(disk.stats().puts, 6);
+  EXPECT_EQ(files().size(), 7u);       // and .lock
+  EXPECT_EQ(disk.read_prefix(small_ns(), small_shape(), a).tokens(), 64);
+  TierChain rb = disk.read_prefix(small_ns(), small_shape(), b);
+  ASSERT_EQ(rb.tokens(), 64);
+  std::vector<int32_t> out{20, 21, 22, 23};
+  for (size_t i = 0; i < 4; ++i) ASSERT_EQ(restore_entry(rb.links[i], kv, std::span(out).subspan(i, 1)), EntryError::kOk);
+  EXPECT_EQ(kv_image(kv, out, 64), kv_image(kv, pages_b, 64));
+}
+
+TEST_F(DiskTierTest, MissingOrCorruptMiddleLinkStopsTheChain) {
+  const auto t = test::token_run(64);
+  {
+    DiskTier disk(dir, 1 << 20);
+    for (const auto& l : chain(t)) ASSERT_EQ(disk.put(l), TierStatus::kOk);
+    ASSERT_TRUE(fs::remove(link_path(t, 1)));  // gone behind the tier's back
+    TierChain r = disk.read_prefix(small_ns(), small_shape(), t);
+    EXPECT_EQ(r.tokens(), 16);  // link 0 only: 2 and 3 are unreachable without 1
+  }
+  DiskTier disk(dir, 1 << 20);  // the restart forgets link 1
+  EXPECT_EQ(disk.stats().entries, 3);
+  ASSERT_EQ(disk.put(chain(t)[1]), TierStatus::kOk);  // written again: the tail is reachable again
+  EXPECT_EQ(disk.read_prefix(small_ns(), small_shape(), t).tokens(), 64);
+  auto bytes = read_file(link_path(t, 2));
+  bytes[bytes.size() - 5] ^= 4;  // a payload bit of link 2
+  write_file(link_path(t, 2), bytes);
+  TierChain r = disk.read_prefix(small_ns(), small_shape(), t);
+  EXPECT_EQ(r.tokens(), 32);
+  EXPECT_NE(r.message.find("checksum"), std::string::npos) << r.message;
+  EXPECT_EQ(disk.stats().corrupt_deleted, 1);
+  EXPECT_FALSE(fs::exists(link_path(t, 2)));
+  EXPECT_TRUE(fs::exists(link_path(t, 3)));  // kept and counted: reachable once 2 is written again
+  EXPECT_EQ(disk.stats().entries, 3);
+}
+
+TEST_F(DiskTierTest, EvictionTakesChainsFromTheTail) {
+  const auto t = test::token_run(64);
+  const auto links = chain(t);
+  DiskTier disk(dir, 4 * links[0].size());
+  for (const auto& l : links) ASSERT_EQ(disk.put(l), TierStatus::kOk);
+  disk.touch_chain(std::vector<uint64_t>{});  // nothing to do
+  std::vector<uint64_t> keys;
+  for (const ChainLink& l : chain_links(small_ns(), small_shape(), t)) keys.push_back(l.key);
+  disk.touch_chain(keys);
+  // Two more entries: the chain's two last links go, its root stays reachable.
+  ASSERT_EQ(disk.put(entry(16, 1, 8)), TierStatus::kOk);
+  ASSERT_EQ(disk.put(entry(16, 2, 9)), TierStatus::kOk);
+  EXPECT_EQ(disk.has(keys), (std::vector<char>{1, 1, 0, 0}));
+  EXPECT_EQ(disk.read_prefix(small_ns(), small_shape(), t).tokens(), 32);
+  // A read marks the chain used tail first, so the same holds after reads.
+  ASSERT_EQ(disk.put(entry(16, 3, 10)), TierStatus::kOk);
+  EXPECT_EQ(disk.has(keys), (std::vector<char>{1, 1, 0, 0}));  // the unchained seed 1 went
+  ASSERT_EQ(disk.put(entry(16, 4, 11)), TierStatus::kOk);
+  ASSERT_EQ(disk.put(entry(16, 5, 12)), TierStatus::kOk);
+  EXPECT_EQ(disk.has(keys), (std::vector<char>{1, 0, 0, 0}));
+}
+
+TEST_F(DiskTierTest, LifetimeSurvivesRestart) {
+  const int64_t t0 = int64_t(::time(nullptr));
+  {
+    DiskTier disk(dir, 1 << 20);
+    ASSERT_EQ(disk.put(entry(16, 1), 3600), TierStatus::kOk);
+    ASSERT_EQ(disk.put(entry(16, 2)), TierStatus::kOk);
+    ASSERT_EQ(disk.put(entry(16, 2), 60), TierStatus::kOk);  // a stored entry gets a lifetime
+  }
+  {
+    DiskTier disk(dir, 1 << 20);
+    std::map<int64_t, int64_t> left;  // seed → seconds left
+    for (const TierItem& it : disk.list()) {
+      ASSERT_GT(it.keep_until, 0) << key_hex(it.key);
+      left[it.key == entry_key(small_ns(), small_shape(), test::token_run(16, 1)) ? 1 : 2] = it.keep_until - t0;
+    }
+    EXPECT_NEAR(double(left[1]), 3600.0, 5.0);  // about an hour left after the restart
+    EXPECT_NEAR(double(left[2]), 60.0, 5.0);
+  }
+  // A restart with room for one entry evicts neither: their lifetimes still hold.
+  DiskTier disk(dir, entry(16, 1).size());
+  EXPECT_EQ(disk.stats().entries, 2);
+  EXPECT_EQ(disk.stats().counter("evicted"), 0);
+  ASSERT_TRUE(disk.erase(small_ns(), small_shape(), test::token_run(16, 1)));
+  EXPECT_FALSE(fs::exists(dir + "/" + key_hex(entry_key(small_ns(), small_shape(), test::token_run(16, 1))) + ".keep"));
 }
 
 TEST_F(DiskTierTest, RestartFindsEntriesInLruOrder) {
@@ -100,7 +217,7 @@ TEST_F(DiskTierTest, RestartFindsEntriesInLruOrder) {
   EXPECT_EQ(items[1].n_tokens, 48);
   EXPECT_EQ(items[2].n_tokens, 32);
   EXPECT_EQ(items[0].ns, small_ns());
-  TierLookup r = disk.longest_prefix(small_ns(), small_shape(), test::token_run(40));
+  TierLookup r = disk.get(small_ns(), small_shape(), test::token_run(32));
   ASSERT_TRUE(r.hit());
   EXPECT_EQ(r.length, 32);
   std::vector<int32_t> out{20, 21};
@@ -135,30 +252,17 @@ TEST_F(DiskTierTest, CorruptTruncatedAndForeignFilesAreDeleted) {
   EXPECT_EQ(s.corrupt_deleted, 4);  // 32, 48, the misnamed one, the junk
   EXPECT_EQ(s.counter("temp_removed"), 1);
   EXPECT_EQ(s.entries, 2);
-  EXPECT_EQ(files(), (std::vector<std::string>{".lock", fs::path(path_for(16)).filename().string(),
-                                               fs::path(path_for(64)).filename().string(), "notes.txt"}));
+  std::vector<std::string> want{".lock", fs::path(path_for(16)).filename().string(),
+                                fs::path(path_for(64)).filename().string(), "notes.txt"};
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(files(), want);
 
   TierLookup r = disk.get(small_ns(), small_shape(), test::token_run(16));
   EXPECT_EQ(r.status, TierStatus::kMiss);
   EXPECT_NE(r.message.find("checksum"), std::string::npos) << r.message;
   EXPECT_FALSE(fs::exists(path_for(16)));
   EXPECT_EQ(disk.stats().corrupt_deleted, 5);
-  // The prefix lookup skips to the valid entry below a corrupt one.
-  EXPECT_EQ(disk.longest_prefix(small_ns(), small_shape(), test::token_run(70)).length, 64);
-}
-
-TEST_F(DiskTierTest, CorruptLongerEntryFallsBackToShorter) {
-  DiskTier disk(dir, 1 << 20);
-  ASSERT_EQ(disk.put(entry(16)), TierStatus::kOk);
-  ASSERT_EQ(disk.put(entry(32)), TierStatus::kOk);
-  auto e32 = read_file(path_for(32));
-  e32[e32.size() - 1] ^= 0x80;
-  write_file(path_for(32), e32);
-  TierLookup r = disk.longest_prefix(small_ns(), small_shape(), test::token_run(40));
-  ASSERT_TRUE(r.hit());
-  EXPECT_EQ(r.length, 16);
-  EXPECT_EQ(disk.stats().corrupt_deleted, 1);
-  EXPECT_EQ(disk.stats().entries, 1);
+  EXPECT_TRUE(disk.get(small_ns(), small_shape(), test::token_run(64)).hit());
 }
 
 TEST_F(DiskTierTest, CapacityEvictsLeastRecentlyUsed) {

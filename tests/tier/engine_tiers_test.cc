@@ -225,16 +225,15 @@ TEST_F(EngineTiersTest, TwoEnginesShareRedisAndRefillItAfterItRestartsEmpty) {
   EXPECT_EQ(c->generate(greedy(prompt)).n_promoted, 64);
 }
 
-// Redis restarting empty: the rewrite covers both entries a finished sequence wrote,
-// the longest page-aligned prefix of prompt + reply (96 of 99 tokens here) and the
-// prompt's own (64 of the 69 tokens before the last), which is what a repeat probes.
+// Redis restarting empty: the rewrite covers the chain of prompt + reply (96 of 99
+// tokens here), which holds the prompt's own 64 tokens (what a repeat probes).
 TEST_F(EngineTiersTest, RedisRestartRewritesThePromptsEntryToo) {
   test::RedisServer redis;
   ASSERT_TRUE(redis.running());
   auto a = engine("", redis.url());
   const GenerateResult ra = a->generate(greedy(prompt, 30));
   a->flush_tiers();
-  EXPECT_EQ(EngineTestPeer::tiers(*a)->stats().writes, 2);
+  EXPECT_EQ(EngineTestPeer::tiers(*a)->stats().writes, 6);  // the links of 96 tokens; the prompt's 64 share them
   a->poll_tiers();  // reads the generation Redis has now
   a->flush_tiers();
   redis.kill();
@@ -245,7 +244,7 @@ TEST_F(EngineTiersTest, RedisRestartRewritesThePromptsEntryToo) {
   }
   ASSERT_EQ(EngineTestPeer::tiers(*a)->stats().tier_resets, 1);
   a->flush_tiers();
-  EXPECT_EQ(EngineTestPeer::tiers(*a)->stats().rewritten, 2);
+  EXPECT_EQ(EngineTestPeer::tiers(*a)->stats().rewritten, 6);
   auto b = engine("", redis.url());
   const GenerateResult rb = b->generate(greedy(prompt, 30));
   EXPECT_EQ(rb.n_promoted, 64);
@@ -283,14 +282,14 @@ TEST_F(EngineTiersTest, RedisDownKeepsServingAndReconnects) {
   auto e = engine("", redis.url());
   const GenerateResult first = e->generate(greedy(prompt));
   e->flush_tiers();
-  EXPECT_EQ(EngineTestPeer::tiers(*e)->stats().writes, 1);
+  EXPECT_EQ(EngineTestPeer::tiers(*e)->stats().writes, 4);  // 4 links of 16 tokens
   redis.kill();
   std::vector<int32_t> other = prompt;
   other[1] = 7;
   const GenerateResult r = e->generate(greedy(other));  // lookup and write fail fast
   e->flush_tiers();
   EXPECT_EQ(r.n_cached, 1);  // BOS from memory
-  EXPECT_EQ(EngineTestPeer::tiers(*e)->stats().write_failures, 1);
+  EXPECT_EQ(EngineTestPeer::tiers(*e)->stats().write_failures, 4);
   EXPECT_EQ(e->generate(greedy(prompt)).tokens, first.tokens);  // memory still serves
   ASSERT_TRUE(redis.start());
   // The back-off is at most 2 s: a write after it reaches the restarted server.
@@ -298,7 +297,7 @@ TEST_F(EngineTiersTest, RedisDownKeepsServingAndReconnects) {
   other[1] = 8;
   e->generate(greedy(other));
   e->flush_tiers();
-  EXPECT_EQ(EngineTestPeer::tiers(*e)->stats().writes, 2);
+  EXPECT_EQ(EngineTestPeer::tiers(*e)->stats().writes, 8);
 }
 
 TEST_F(EngineTiersTest, CancelWhilePromoting) {
@@ -343,7 +342,8 @@ RadixCounts radix_counts(Engine& e) {
 // as radix matches, so the same requests reported more hits with a tier configured.
 TEST_F(EngineTiersTest, DiskTierDoesNotChangeRadixCounts) {
   const std::vector<int32_t> p(prompt.begin(), prompt.begin() + 37);
-  // 8 generated tokens: one entry written (32 tokens); 40: two (64 and the prompt's 32).
+  // 8 generated tokens: two links written (32 tokens); 40: four (64 tokens; the
+  // prompt's 32 are the first two).
   for (int gen : {8, 40}) {
     SCOPED_TRACE(gen);
     auto run = [&](const std::string& disk) {
@@ -353,7 +353,7 @@ TEST_F(EngineTiersTest, DiskTierDoesNotChangeRadixCounts) {
         e->generate(greedy(p, gen));
         e->flush_tiers();
       }
-      if (!disk.empty()) EXPECT_EQ(EngineTestPeer::tiers(*e)->stats().writes, gen == 8 ? 1 : 2);
+      if (!disk.empty()) EXPECT_EQ(EngineTestPeer::tiers(*e)->stats().writes, gen == 8 ? 2 : 4);
       return radix_counts(*e);
     };
     const RadixCounts plain = run("");

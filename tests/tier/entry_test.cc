@@ -132,6 +132,30 @@ TEST_F(EntryTest, HeaderParsesWithoutPayload) {
   EXPECT_EQ(parse_entry_header(std::span(good).first(hb), good.size() - 1).error, EntryError::kTruncated);
 }
 
+TEST_F(EntryTest, LinksCarryTheirPlaceAndOldFormatsAreRejected) {
+  const auto tokens = test::token_run(48);
+  const auto chain = serialize_chain(kv, src, tokens, small_ns());
+  ASSERT_EQ(chain.size(), 3u);
+  const auto links = chain_links(small_ns(), small_shape(), tokens);
+  for (size_t i = 0; i < 3; ++i) {
+    Decoded<Entry> d = deserialize_entry(chain[i], EntryExpect{"model-abc", "f16", small_shape()});
+    ASSERT_TRUE(d.ok()) << d.message;
+    EXPECT_EQ(d.value.info.link.start, links[i].start);
+    EXPECT_EQ(d.value.info.link.parent, links[i].parent);
+    EXPECT_EQ(d.value.info.key(), links[i].key);
+    EXPECT_TRUE(d.value.info.is(small_ns(), LinkPos{links[i].start, links[i].parent},
+                                std::span(tokens).subspan(size_t(links[i].start), 16)));
+    EXPECT_FALSE(d.value.info.is(small_ns(), LinkPos{links[i].start + 16, links[i].parent},
+                                 std::span(tokens).subspan(size_t(links[i].start), 16)));
+  }
+  // A version 3 entry (the whole-prefix format before chains) is a counted miss, not a crash.
+  auto old = chain[1];
+  old[8] = 3;
+  Decoded<Entry> d = deserialize_entry(old, {});
+  EXPECT_EQ(d.error, EntryError::kBadVersion);
+  EXPECT_NE(d.message.find("version 3"), std::string::npos) << d.message;
+}
+
 TEST_F(EntryTest, PreconditionsThrow) {
   const auto tokens = test::token_run(20);
   EXPECT_THROW(serialize_entry(kv, {src.data(), 1}, tokens, small_ns()), std::invalid_argument);
@@ -139,17 +163,25 @@ TEST_F(EntryTest, PreconditionsThrow) {
   EXPECT_THROW(serialize_entry(kv, {}, {}, small_ns()), std::invalid_argument);
 }
 
-TEST(EntryKey, PrefixKeysAreThePageAlignedPrefixes) {
+TEST(EntryKey, ChainLinksAreThePagesKeyedByEverythingBefore) {
   const auto tokens = test::token_run(37);
-  const auto keys = prefix_keys(small_ns(), small_shape(), tokens);
-  ASSERT_EQ(keys.size(), 3u);
-  EXPECT_EQ(keys[0].length, 37);
-  EXPECT_EQ(keys[1].length, 32);
-  EXPECT_EQ(keys[2].length, 16);
-  for (const PrefixKey& k : keys)
-    EXPECT_EQ(k.key, entry_key(small_ns(), small_shape(), std::span(tokens).first(k.length)));
-  EXPECT_EQ(prefix_keys(small_ns(), small_shape(), std::span(tokens).first(32)).size(), 2u);
-  EXPECT_EQ(prefix_keys(small_ns(), small_shape(), tokens, 20).size(), 2u);
+  const auto links = chain_links(small_ns(), small_shape(), tokens);
+  ASSERT_EQ(links.size(), 2u);  // whole pages only
+  EXPECT_EQ(links[0].start, 0);
+  EXPECT_EQ(links[1].start, 16);
+  EXPECT_EQ(links[0].parent, ChainHash{});
+  EXPECT_EQ(links[0].key, entry_key(small_ns(), small_shape(), std::span(tokens).first(16)));
+  const ChainHash h0 = chain_next(small_ns(), small_shape(), ChainHash{}, std::span(tokens).first(16));
+  EXPECT_EQ(links[1].parent, h0);
+  EXPECT_EQ(links[1].key, link_key(small_ns(), small_shape(), h0, std::span(tokens).subspan(16, 16)));
+  // The same page after other tokens is another link.
+  auto other = tokens;
+  other[3] += 1;
+  EXPECT_NE(chain_links(small_ns(), small_shape(), other)[1].key, links[1].key);
+  EXPECT_EQ(chain_links(small_ns(), small_shape(), std::span(tokens).first(32))[1].key, links[1].key);
+  // The tenant is in every link's key, not only the root's.
+  EXPECT_NE(chain_links(small_ns("t"), small_shape(), tokens)[1].key, links[1].key);
+  EXPECT_NE(link_key(small_ns("t"), small_shape(), h0, std::span(tokens).subspan(16, 16)), links[1].key);
   // Namespace, tenant and shape all separate keys.
   const uint64_t k = entry_key(small_ns(), small_shape(), tokens);
   EXPECT_NE(k, entry_key(small_ns("t"), small_shape(), tokens));

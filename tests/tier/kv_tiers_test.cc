@@ -30,15 +30,19 @@ class MapTier final : public KvTier {
     Decoded<EntryInfo> h = parse_entry_header(bytes, bytes.size());
     if (!h.ok()) return TierStatus::kInvalid;
     ++puts_;
-    items_[entry_key(h.value.ns, h.value.shape, h.value.tokens)].assign(bytes.begin(), bytes.end());
+    items_[h.value.key()].assign(bytes.begin(), bytes.end());
     return TierStatus::kOk;
   }
   TierLookup get(const KvNamespace& ns, const KvShape& shape, std::span<const int32_t> tokens) override {
+    return find(entry_key(ns, shape, tokens), ns, shape, LinkPos{}, tokens);
+  }
+  TierLookup find(uint64_t key, const KvNamespace& ns, const KvShape& shape, const LinkPos& link,
+                  std::span<const int32_t> tokens) {
     TierLookup r;
-    auto it = items_.find(entry_key(ns, shape, tokens));
+    auto it = items_.find(key);
     if (it != items_.end()) {
       Decoded<Entry> d = deserialize_entry(it->second, EntryExpect{ns.model, ns.kv_type, shape});
-      if (d.ok() && d.value.info.ns == ns && std::ranges::equal(d.value.info.tokens, tokens)) {
+      if (d.ok() && d.value.info.is(ns, link, tokens)) {
         r.status = TierStatus::kOk;
         r.length = int32_t(tokens.size());
         r.entry = std::move(d.value);
@@ -47,11 +51,21 @@ class MapTier final : public KvTier {
     ++(r.hit() ? hits_ : misses_);
     return r;
   }
-  TierLookup longest_prefix(const KvNamespace& ns, const KvShape& shape, std::span<const int32_t> tokens,
-                            int32_t min_length) override {
-    for (const PrefixKey& k : prefix_keys(ns, shape, tokens, min_length))
-      if (TierLookup r = get(ns, shape, tokens.first(size_t(k.length))); r.hit()) return r;
-    return {};
+  TierChain read_chain(const KvNamespace& ns, const KvShape& shape, std::span<const int32_t> tokens,
+                       std::span<const ChainLink> links) override {
+    TierChain c;
+    for (const ChainLink& l : links) {
+      TierLookup r = find(l.key, ns, shape, LinkPos{l.start, l.parent}, tokens.subspan(size_t(l.start), size_t(l.length)));
+      if (!r.hit()) break;
+      c.links.push_back(std::move(r.entry));
+    }
+    if (!c.links.empty()) c.status = TierStatus::kOk;
+    return c;
+  }
+  std::vector<char> has(std::span<const uint64_t> keys) override {
+    std::vector<char> out;
+    for (uint64_t k : keys) out.push_back(items_.count(k) ? 1 : 0);
+    return out;
   }
   uint64_t generation() override { return gen; }
   void clear() { items_.clear(); }
@@ -242,6 +256,46 @@ TEST_F(KvTiersTest, DeferredWritesAllLandAndALostTierIsWrittenAgain) {
   EXPECT_EQ(t.stats().writes_skipped, 0);
 }
 
+TEST_F(KvTiersTest, ConversationsSharingAPrefixStoreItsPagesOnce) {
+  auto owned = std::make_unique<MapTier>();
+  MapTier* map = owned.get();
+  std::vector<std::unique_ptr<KvTier>> list;
+  list.push_back(std::move(owned));
+  KvTiers t(std::move(list), TierOptions{}, pool, prefix);
+  // Two conversations of 48 tokens sharing their first 32; then a's next turn, 16 more.
+  std::vector<int32_t> a = test::token_run(64, 700);
+  std::vector<int32_t> b(a.begin(), a.begin() + 48);
+  for (size_t i = 32; i < 48; ++i) b[i] = 9000 + int32_t(i);
+  auto cache = [&](std::span<const int32_t> toks) {
+    PageTable p(pool);
+    ASSERT_TRUE(p.prepare_append(int32_t(toks.size())));
+    test::fill_pattern(kv, pages(p.entries()), 7, 0);
+    prefix.insert(small_ns(), toks, p, int32_t(toks.size()), {}, false);
+  };
+  cache(std::span(a).first(48));
+  cache(b);
+  EXPECT_EQ(t.save_prefix(small_ns(), std::span(a).first(48)), 48);
+  EXPECT_EQ(t.save_prefix(small_ns(), b), 48);
+  t.flush();
+  EXPECT_EQ(map->size(), 4u);  // 2 shared links + 1 + 1, not 6
+  EXPECT_EQ(t.stats().writes, 4);
+  const int64_t link_bytes = t.stats().written_bytes / 4;
+  // The next turn of a: one new link; saving the same prefix again writes nothing.
+  cache(a);
+  EXPECT_EQ(t.save_prefix(small_ns(), a), 64);
+  EXPECT_EQ(t.save_prefix(small_ns(), std::span(a).first(60)), 0);
+  t.flush();
+  EXPECT_EQ(map->size(), 5u);
+  EXPECT_EQ(t.stats().writes, 5);
+  EXPECT_EQ(t.stats().written_bytes, 5 * link_bytes);
+  // Another engine over the same store (a restart) writes nothing the store has.
+  KvTiers t2(std::vector<std::unique_ptr<KvTier>>{}, TierOptions{}, pool, prefix);
+  (void)t2;
+  const int64_t puts = map->stats().puts;
+  t.flush();
+  EXPECT_EQ(map->stats().puts, puts);
+}
+
 TEST_F(KvTiersTest, LookupGoesDownTheListAndCopiesUp) {
   auto slow = std::make_unique<MapTier>();
   MapTier* map = slow.get();
@@ -250,8 +304,8 @@ TEST_F(KvTiersTest, LookupGoesDownTheListAndCopiesUp) {
   PageTable two(pool);
   ASSERT_TRUE(two.prepare_append(32));
   test::fill_pattern(kv, pages(two.entries()), 3, 0);
-  const std::vector<uint8_t> bytes = serialize_entry(kv, pages(two.entries()), std::span(tokens).first(32), small_ns());
-  ASSERT_EQ(map->put(bytes), TierStatus::kOk);
+  for (const auto& link : serialize_chain(kv, pages(two.entries()), std::span(tokens).first(32), small_ns()))
+    ASSERT_EQ(map->put(link), TierStatus::kOk);
   two.release();
 
   std::vector<std::unique_ptr<KvTier>> list;
@@ -270,8 +324,9 @@ TEST_F(KvTiersTest, LookupGoesDownTheListAndCopiesUp) {
   const std::vector<TierStats> s = t.tier_stats();
   EXPECT_EQ(s[0].name, "disk");
   EXPECT_EQ(s[0].misses, 1);
-  EXPECT_EQ(s[0].entries, 1);  // the copy
+  EXPECT_EQ(s[0].entries, 1);  // the copy of link 1 (memory had link 0's page)
   EXPECT_EQ(s[1].hits, 1);
+  EXPECT_EQ(t.stats().links_read, 1);
 
   // The next lookup stops at the disk.
   restored = -1;

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <fstream>
 #include <random>
 
 #include "engine/engine.h"
@@ -48,6 +49,16 @@ struct PrefixTransferTest : ::testing::Test {
   std::span<const int32_t> query() const { return std::span(prompt).first(prompt.size() - 1); }
 };
 
+// The chain links of the cached whole pages of `tokens`, as write-through stores them.
+std::vector<std::vector<uint8_t>> save_chain(Engine& e, std::span<const int32_t> tokens) {
+  PagePool& pool = EngineTestPeer::page_pool(e);
+  PrefixSnapshot snap = EngineTestPeer::prefix(e).snapshot(e.ns(""), tokens, true);
+  if (snap.empty()) return {};
+  auto links = serialize_chain(*pool.store(), snap.pages, snap.tokens, e.ns(""));
+  snap.table.release();
+  return links;
+}
+
 // An entry of the cached prefix of `tokens` (page-aligned), serialized as a tier write
 // would: the prefix cache's snapshot, then the entry bytes. Empty when nothing is cached.
 std::vector<uint8_t> save_prefix(Engine& e, std::span<const int32_t> tokens, const SerializeOptions& opt = {}) {
@@ -65,20 +76,17 @@ TEST_F(PrefixTransferTest, RestartFromDiskIsBitwiseEqual) {
     Engine a(*model, options());
     a.prompt_logits(prompt, 16, true);  // computed and cached in memory
     DiskTier disk(dir, 64 << 20);
-    for (size_t len : {16, 64}) {  // demote two page-aligned prefixes
-      auto bytes = save_prefix(a, std::span(prompt).first(len), {true, 1});
-      ASSERT_FALSE(bytes.empty());
-      ASSERT_EQ(disk.put(bytes), TierStatus::kOk);
-    }
+    for (size_t len : {16, 64})  // two prefixes: the shorter one's link is the longer one's root
+      for (const auto& link : save_chain(a, std::span(prompt).first(len))) ASSERT_EQ(disk.put(link), TierStatus::kOk);
   }
   Engine b(*model, options());  // "restarted": empty memory cache
   DiskTier disk(dir, 64 << 20);
-  EXPECT_EQ(disk.stats().entries, 2);
+  EXPECT_EQ(disk.stats().entries, 4);
   const KvShape shape = EngineTestPeer::page_pool(b).shape();
-  TierLookup r = disk.longest_prefix(b.ns(""), shape, query());
+  TierChain r = disk.read_prefix(b.ns(""), shape, query());
   ASSERT_TRUE(r.hit()) << r.message;
-  EXPECT_EQ(r.length, 64);
-  EXPECT_EQ(EngineTestPeer::prefix(b).restore(b.ns(""), r.entry), 64);
+  EXPECT_EQ(r.tokens(), 64);
+  EXPECT_EQ(EngineTestPeer::prefix(b).restore_chain(b.ns(""), query().first(64), 0, r.links), 64);
   EngineTestPeer::page_pool(b).check_invariants();
   EngineTestPeer::index(b).check_invariants();
   int64_t n_cached = -1;
@@ -86,9 +94,40 @@ TEST_F(PrefixTransferTest, RestartFromDiskIsBitwiseEqual) {
   EXPECT_EQ(n_cached, 64);
   expect_rows_equal(got, 64);
   // Restoring again adds nothing new to the index.
-  EXPECT_EQ(EngineTestPeer::prefix(b).restore(b.ns(""), r.entry), 0);
+  EXPECT_EQ(EngineTestPeer::prefix(b).restore_chain(b.ns(""), query().first(64), 0, r.links), 0);
   // Another tenant's namespace does not see it.
-  EXPECT_EQ(disk.longest_prefix(b.ns("other"), shape, query()).status, TierStatus::kMiss);
+  EXPECT_EQ(disk.read_prefix(b.ns("other"), shape, query()).status, TierStatus::kMiss);
+}
+
+TEST_F(PrefixTransferTest, CorruptLinkIsDroppedAndRecomputedBitwise) {
+  const std::string dir = test::temp_dir() + "/disk";
+  std::vector<uint64_t> keys;
+  {
+    Engine a(*model, options());
+    a.prompt_logits(prompt, 16, true);
+    DiskTier disk(dir, 64 << 20);
+    for (const auto& link : save_chain(a, std::span(prompt).first(64))) ASSERT_EQ(disk.put(link), TierStatus::kOk);
+    for (const ChainLink& l : chain_links(a.ns(""), EngineTestPeer::page_pool(a).shape(), std::span(prompt).first(64)))
+      keys.push_back(l.key);
+  }
+  const std::string path = dir + "/" + key_hex(keys[2]) + ".kv";  // the third of four links
+  std::vector<uint8_t> bytes;
+  {
+    std::ifstream f(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(f), {});
+  }
+  bytes[bytes.size() / 2] ^= 0x10;
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+  Engine b(*model, options());
+  DiskTier disk(dir, 64 << 20);
+  TierChain r = disk.read_prefix(b.ns(""), EngineTestPeer::page_pool(b).shape(), query());
+  EXPECT_EQ(r.tokens(), 32);  // stops before the corrupt link, which is deleted
+  EXPECT_EQ(disk.stats().corrupt_deleted, 1);
+  ASSERT_EQ(EngineTestPeer::prefix(b).restore_chain(b.ns(""), query().first(32), 0, r.links), 32);
+  int64_t n_cached = -1;
+  std::vector<float> got = b.prompt_logits(prompt, 16, true, &n_cached);
+  EXPECT_EQ(n_cached, 32);  // the rest recomputed from the corrupt link on
+  expect_rows_equal(got, 32);
 }
 
 TEST_F(PrefixTransferTest, SecondServerThroughRedisIsBitwiseEqual) {
@@ -100,11 +139,11 @@ TEST_F(PrefixTransferTest, SecondServerThroughRedisIsBitwiseEqual) {
   RedisTier ra(server.url(), 600);
   RedisTier rb(server.url(), 600);
   a.prompt_logits(prompt, 7, true);
-  ASSERT_EQ(ra.put(save_prefix(a, std::span(prompt).first(48))), TierStatus::kOk);
-  TierLookup r = rb.longest_prefix(b.ns(""), EngineTestPeer::page_pool(b).shape(), query());
+  for (const auto& link : save_chain(a, std::span(prompt).first(48))) ASSERT_EQ(ra.put(link), TierStatus::kOk);
+  TierChain r = rb.read_prefix(b.ns(""), EngineTestPeer::page_pool(b).shape(), query());
   ASSERT_TRUE(r.hit()) << r.message;
-  EXPECT_EQ(r.length, 48);
-  ASSERT_EQ(EngineTestPeer::prefix(b).restore(b.ns(""), r.entry), 48);
+  EXPECT_EQ(r.tokens(), 48);
+  ASSERT_EQ(EngineTestPeer::prefix(b).restore_chain(b.ns(""), query().first(48), 0, r.links), 48);
   int64_t n_cached = -1;
   expect_rows_equal(b.prompt_logits(prompt, 5, true, &n_cached), 48);
   EXPECT_EQ(n_cached, 48);

@@ -35,6 +35,16 @@ struct RedisTierTest : ::testing::Test {
     for (int32_t i = 0; i < (n + 15) / 16; ++i) pages.push_back(i);
     return serialize_entry(kv, pages, test::token_run(n, seed), small_ns());
   }
+  // The links of token_run(n) over pages 0, 1, ...
+  std::vector<std::vector<uint8_t>> chain(int32_t n) {
+    std::vector<int32_t> pages;
+    for (int32_t i = 0; i < n / 16; ++i) pages.push_back(i);
+    return serialize_chain(kv, pages, test::token_run(n), small_ns());
+  }
+  // The key of the link ending at token n of token_run.
+  std::string link(int32_t n) const {
+    return RedisTier::key_name(chain_links(small_ns(), small_shape(), test::token_run(n)).back().key);
+  }
   std::string key(int32_t n, int32_t seed = 100) const {
     return RedisTier::key_name(entry_key(small_ns(), small_shape(), test::token_run(n, seed)));
   }
@@ -51,27 +61,44 @@ struct RedisTierTest : ::testing::Test {
 TEST_F(RedisTierTest, TwoClientsShareEntriesBitwiseWithTtl) {
   RedisTier a(server.url(), 600);
   RedisTier b(server.url(), 600);
-  for (int32_t n : {16, 32, 48}) ASSERT_EQ(a.put(entry(n)), TierStatus::kOk);
-  TierLookup r = b.longest_prefix(small_ns(), small_shape(), test::token_run(50));
+  for (const auto& l : chain(48)) ASSERT_EQ(a.put(l), TierStatus::kOk);
+  TierChain r = b.read_prefix(small_ns(), small_shape(), test::token_run(50));
   ASSERT_TRUE(r.hit()) << r.message;
-  EXPECT_EQ(r.length, 48);
+  ASSERT_EQ(r.tokens(), 48);
   std::vector<int32_t> out{10, 11, 12};
-  ASSERT_EQ(restore_entry(r.entry, kv, out), EntryError::kOk);
+  for (size_t i = 0; i < 3; ++i) ASSERT_EQ(restore_entry(r.links[i], kv, std::span(out).subspan(i, 1)), EntryError::kOk);
   EXPECT_EQ(kv_image(kv, out, 48), kv_image(kv, {0, 1, 2}, 48));
-  EXPECT_EQ(b.longest_prefix(small_ns(), small_shape(), test::token_run(47)).length, 32);
-  EXPECT_EQ(b.longest_prefix(small_ns(), small_shape(), test::token_run(15)).status, TierStatus::kMiss);
-  EXPECT_EQ(b.longest_prefix(small_ns("tenant"), small_shape(), test::token_run(50)).status, TierStatus::kMiss);
-  EXPECT_TRUE(b.get(small_ns(), small_shape(), test::token_run(16)).hit());
+  EXPECT_EQ(b.read_prefix(small_ns(), small_shape(), test::token_run(47)).tokens(), 32);
+  EXPECT_EQ(b.read_prefix(small_ns(), small_shape(), test::token_run(15)).status, TierStatus::kMiss);
+  EXPECT_EQ(b.read_prefix(small_ns("tenant"), small_shape(), test::token_run(50)).status, TierStatus::kMiss);
+  EXPECT_TRUE(b.get(small_ns(), small_shape(), test::token_run(16)).hit());  // the root is a one-link chain
+  std::vector<uint64_t> keys;
+  for (const ChainLink& l : chain_links(small_ns(), small_shape(), test::token_run(64))) keys.push_back(l.key);
+  EXPECT_EQ(b.has(keys), (std::vector<char>{1, 1, 1, 0}));
+  EXPECT_GT(b.stats().bytes_read, 0);
+  EXPECT_GT(a.stats().bytes_written, 3 * int64_t(small_shape().bytes_per_page()));
 
-  const long long ttl = test::redis_int(server.port(), {"TTL", key(32)});
+  const long long ttl = test::redis_int(server.port(), {"TTL", link(32)});
   EXPECT_GT(ttl, 590);
   EXPECT_LE(ttl, 600);
   EXPECT_EQ(b.erase(small_ns(), small_shape(), test::token_run(16)), TierStatus::kOk);
   EXPECT_EQ(test::redis_int(server.port(), {"EXISTS", key(16)}), 0);
   EXPECT_EQ(a.get(small_ns(), small_shape(), test::token_run(16)).status, TierStatus::kMiss);
+  EXPECT_EQ(a.read_prefix(small_ns(), small_shape(), test::token_run(50)).status, TierStatus::kMiss);  // no root
   EXPECT_EQ(a.put(std::vector<uint8_t>{1, 2}), TierStatus::kInvalid);
   EXPECT_EQ(a.stats().puts, 3);
   EXPECT_EQ(b.stats().hits, 3);
+}
+
+// A hit re-arms the TTL only forward: an entry put with a longer lifetime keeps its own.
+TEST_F(RedisTierTest, HitKeepsALongerOwnTtl) {
+  RedisTier a(fast(100));
+  ASSERT_EQ(a.put(entry(16), 7200), TierStatus::kOk);
+  ASSERT_TRUE(a.get(small_ns(), small_shape(), test::token_run(16)).hit());
+  EXPECT_GT(test::redis_int(server.port(), {"TTL", key(16)}), 7190);
+  for (const auto& l : chain(32)) ASSERT_EQ(a.put(l, 3600), TierStatus::kOk);
+  ASSERT_EQ(a.read_prefix(small_ns(), small_shape(), test::token_run(32)).tokens(), 32);
+  EXPECT_GT(test::redis_int(server.port(), {"TTL", link(32)}), 3590);
 }
 
 TEST_F(RedisTierTest, HitRearmsTheTtl) {
@@ -94,20 +121,21 @@ TEST_F(RedisTierTest, LifetimeSetsTheEntrysTtl) {
   EXPECT_GT(test::redis_int(server.port(), {"TTL", key(32)}), 90);
 }
 
-TEST_F(RedisTierTest, CorruptEntryIsDeletedAndShorterUsed) {
+TEST_F(RedisTierTest, CorruptLinkIsDeletedAndTheChainStopsThere) {
   RedisTier a(server.url(), 600);
-  ASSERT_EQ(a.put(entry(16)), TierStatus::kOk);
-  auto bad = entry(32);
-  bad[bad.size() - 3] ^= 4;
-  {  // store corrupt bytes under the 32-token key behind the tier's back
-    RedisTier raw(server.url(), 600);
-    ASSERT_EQ(raw.put(bad), TierStatus::kOk);  // put only checks the header
-  }
-  TierLookup r = a.longest_prefix(small_ns(), small_shape(), test::token_run(40));
+  auto links = chain(48);
+  links[1][links[1].size() - 3] ^= 4;  // the middle link's payload
+  for (const auto& l : links) ASSERT_EQ(a.put(l), TierStatus::kOk);  // put only checks the header
+  TierChain r = a.read_prefix(small_ns(), small_shape(), test::token_run(50));
   ASSERT_TRUE(r.hit());
-  EXPECT_EQ(r.length, 16);
+  EXPECT_EQ(r.tokens(), 16);
+  EXPECT_NE(r.message.find("checksum"), std::string::npos) << r.message;
   EXPECT_EQ(a.stats().corrupt_deleted, 1);
-  EXPECT_EQ(test::redis_int(server.port(), {"EXISTS", key(32)}), 0);
+  EXPECT_EQ(test::redis_int(server.port(), {"EXISTS", link(32)}), 0);
+  EXPECT_EQ(test::redis_int(server.port(), {"EXISTS", link(48)}), 1);
+  // A missing middle link stops the walk the same way, and the pipeline stays in step.
+  EXPECT_EQ(a.read_prefix(small_ns(), small_shape(), test::token_run(50)).tokens(), 16);
+  EXPECT_TRUE(a.get(small_ns(), small_shape(), test::token_run(16)).hit());
 }
 
 TEST_F(RedisTierTest, DatabasesAreSeparate) {
@@ -126,7 +154,7 @@ TEST_F(RedisTierTest, KilledServerFailsFastAndReconnects) {
   for (int i = 0; i < 50; ++i) {
     EXPECT_EQ(a.get(small_ns(), small_shape(), test::token_run(16)).status, TierStatus::kUnavailable);
     EXPECT_EQ(a.put(entry(32)), TierStatus::kUnavailable);
-    EXPECT_EQ(a.longest_prefix(small_ns(), small_shape(), test::token_run(40)).status, TierStatus::kUnavailable);
+    EXPECT_EQ(a.read_prefix(small_ns(), small_shape(), test::token_run(40)).status, TierStatus::kUnavailable);
   }
   EXPECT_LT(ms_since(t0), 1000) << "150 calls against a dead server";
   TierStats s = a.stats();

@@ -53,7 +53,7 @@ TEST(RedisUntrusted, EntryLookupsRefuseHostileReplies) {
   against_hostile_replies(
       [&](RedisTier& t) { return t.get(test::small_ns(), test::small_shape(), tokens).status; });
   against_hostile_replies(
-      [&](RedisTier& t) { return t.longest_prefix(test::small_ns(), test::small_shape(), tokens).status; });
+      [&](RedisTier& t) { return t.read_prefix(test::small_ns(), test::small_shape(), tokens).status; });
 }
 
 TEST(RedisUntrusted, ValuesAndGenerationRefuseHostileReplies) {

@@ -105,7 +105,7 @@ TEST(TierWorker, DiskRoundTripOffThread) {
   std::vector<int32_t> out{5, 6, 7};
   EntryError restored = EntryError::kCorrupt;
   w.submit_value<TierLookup>(
-      [&] { return disk.longest_prefix(test::small_ns(), test::small_shape(), tokens); },
+      [&] { return disk.get(test::small_ns(), test::small_shape(), tokens); },
       [&](std::optional<TierLookup>& r, std::exception_ptr) {
         ASSERT_TRUE(r->hit());
         restored = restore_entry(r->entry, kv, out);

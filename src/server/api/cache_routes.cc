@@ -23,6 +23,8 @@ json pool_json(const PoolView& p) {
   const int64_t b = p.page_bytes;
   return {{"page_size", p.page_size},
           {"page_bytes", b},
+          {"kv_type", p.kv_type},
+          {"bytes_per_token", {{p.kv_type, p.bytes_per_token()}}},
           {"pages", {{"capacity", p.pages}, {"in_use", p.pages_in_use},
                      {"cached", p.pages_cached}, {"free", p.pages_free}}},
           {"bytes", {{"capacity", b * p.pages}, {"in_use", b * p.pages_in_use},
@@ -38,7 +40,8 @@ json tiers_json(const TierReport& t) {
               {"module_loads", s.module_loads}, {"block_loads", s.block_loads}, {"writes", s.writes}, {"write_failures", s.write_failures},
               {"writes_skipped", s.writes_skipped}, {"writes_deferred", s.writes_deferred},
               {"tier_resets", s.tier_resets}, {"rewritten", s.rewritten},
-              {"written_bytes", s.written_bytes}, {"errors", s.errors},
+              {"written_bytes", s.written_bytes}, {"links_present", s.links_present},
+              {"links_read", s.links_read}, {"errors", s.errors},
               {"in_flight", t.writes_in_flight}};
   const std::vector<TierStats>& tiers = t.tiers;
   json order = json::array();
@@ -48,6 +51,9 @@ json tiers_json(const TierReport& t) {
               {"put_failures", ts.put_failures}, {"errors", ts.errors}, {"corrupt_deleted", ts.corrupt_deleted}};
     if (ts.entries >= 0) o["entries"] = ts.entries;
     if (ts.bytes >= 0) o["bytes"] = ts.bytes;
+    if (ts.tokens >= 0) o["tokens"] = ts.tokens;
+    o["bytes_written"] = ts.bytes_written;
+    o["bytes_read"] = ts.bytes_read;
     if (ts.capacity_bytes >= 0) o["capacity"] = ts.capacity_bytes;
     if (ts.ttl_seconds >= 0) o["ttl_seconds"] = ts.ttl_seconds;
     for (const auto& [name, v] : ts.counters) o[name] = v;
