@@ -166,6 +166,37 @@ TEST_F(StructuredOutput, ResponsesTextFormat) {
   EXPECT_EQ(forced.body["error"]["param"], "tool_choice") << forced.raw;
 }
 
+// /v1/responses: a forced call of a strict (flat, Responses-shaped) tool follows its schema;
+// an unsupported keyword is a 400 naming the request's own field.
+TEST_F(StructuredOutput, ResponsesStrictToolArguments) {
+  const std::string tools = R"([{"type": "web_search"},
+    {"type": "function", "name": "forecast", "strict": true, "parameters": {"type": "object",
+      "properties": {"city": {"type": "string", "maxLength": 12}, "days": {"type": "integer", "minimum": 1, "maximum": 7}},
+      "required": ["city", "days"], "additionalProperties": false}}])";
+  for (int seed = 0; seed < 3; ++seed) {
+    Reply r = post_text("/v1/responses", R"({"input": "Weather?", "max_output_tokens": 300, "temperature": 1,
+        "seed": )" + std::to_string(seed) + R"(, "tools": )" + tools + R"(, "tool_choice": "required"})");
+    ASSERT_EQ(r.status, 200) << r.raw;
+    const json* call = nullptr;
+    for (const json& item : r.body["output"])
+      if (item["type"] == "function_call") call = &item;
+    ASSERT_NE(call, nullptr) << r.raw;
+    EXPECT_EQ((*call)["name"], "forecast") << r.raw;
+    const json args = json::parse((*call)["arguments"].get<std::string>(), nullptr, false);
+    ASSERT_TRUE(args.is_object()) << r.raw;
+    ASSERT_TRUE(args["city"].is_string()) << r.raw;
+    ASSERT_TRUE(args["days"].is_number_integer()) << r.raw;
+    EXPECT_GE(args["days"].get<int>(), 1);
+    EXPECT_LE(args["days"].get<int>(), 7);
+    EXPECT_EQ(args.size(), 2u) << r.raw;
+  }
+  Reply bad = post_text("/v1/responses", R"({"input": "x", "tool_choice": "required", "tools": [{"type": "web_search"},
+      {"type": "function", "name": "f", "strict": true, "parameters": {"type": "object",
+       "properties": {"s": {"type": "string", "pattern": "a+"}}, "required": ["s"], "additionalProperties": false}}]})");
+  EXPECT_EQ(bad.status, 400) << bad.raw;
+  EXPECT_EQ(bad.body["error"]["param"], "tools[1].parameters.properties.s.pattern") << bad.raw;
+}
+
 // A forced call of a strict tool: its arguments follow the tool's schema.
 TEST_F(StructuredOutput, StrictToolArgumentsFollowTheSchema) {
   const std::string tools = R"([

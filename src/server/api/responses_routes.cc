@@ -17,6 +17,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 
 #include "server/api/api_error.h"
@@ -30,6 +31,8 @@
 namespace pc::server {
 
 namespace {
+
+using ojson = nlohmann::ordered_json;
 
 using namespace std::chrono_literals;
 
@@ -96,6 +99,41 @@ ApiError response_not_found(const std::string& id, const std::string& param) {
 
 ResponsesGeneration prepare_generation(Server::State& st, const HttpRequest& req);
 
+// The request's function tools in chat's shape ({"tools": [{type, function: {name,
+// description, parameters, strict}}]}), read from its text so that schemas keep their
+// key order: what the strict-tool grammar reads (forced_call_grammar).
+std::string chat_shaped_tools(std::string_view raw) {
+  const ojson body = ojson::parse(raw.begin(), raw.end(), nullptr, false);
+  ojson tools = ojson::array();
+  if (body.is_object() && body.contains("tools") && body["tools"].is_array())
+    for (const ojson& t : body["tools"]) {
+      if (!t.is_object() || !t.contains("type") || t["type"] != "function") continue;
+      ojson fn = t;
+      fn.erase("type");
+      tools.push_back({{"type", "function"}, {"function", std::move(fn)}});
+    }
+  return ojson{{"tools", std::move(tools)}}.dump();
+}
+
+// A grammar error's param in chat's shape (tools[k].function.X, k among the function
+// tools) as the request's field (tools[i].X).
+std::string responses_tool_param(const std::string& param, std::string_view raw) {
+  if (param.rfind("tools[", 0) != 0) return param;
+  const size_t close = param.find(']');
+  const int k = std::atoi(param.c_str() + 6);
+  const ojson body = ojson::parse(raw.begin(), raw.end(), nullptr, false);
+  int seen = -1;
+  size_t i = 0;
+  if (body.is_object() && body.contains("tools") && body["tools"].is_array())
+    for (; i < body["tools"].size(); ++i) {
+      const ojson& t = body["tools"][i];
+      if (t.is_object() && t.contains("type") && t["type"] == "function" && ++seen == k) break;
+    }
+  std::string rest = param.substr(close + 1);
+  if (rest.rfind(".function", 0) == 0) rest = rest.substr(9);
+  return "tools[" + std::to_string(i) + "]" + rest;
+}
+
 // reasoning.effort as the templates' switches: `reasoning_effort` (gpt-oss's harmony
 // template reads it) and `enable_thinking` (Qwen3's: off for "none" and "minimal"),
 // unless chat_template_kwargs set them.
@@ -157,9 +195,13 @@ ResponsesGeneration prepare_generation(Server::State& st, const HttpRequest& req
   const ToolChoice choice = parse_tool_choice(chat, st.tool_format);
   prepare_chat(st, g, messages, reasoning_extra(body, chat_extra(chat)));
   if (!a.t.tools.empty() && choice.mode != ToolChoice::Mode::kNone) g.tools = st.tool_format;
-  // Responses tools are not in chat's shape in the request's text, so a strict tool's
-  // arguments are not constrained here; the call itself is.
-  force_tool_call(st, g, choice);
+  // A forced call of a strict tool follows its schema, as on chat.
+  try {
+    force_tool_call(st, g, choice, chat_shaped_tools(req.body));
+  } catch (ApiError& e) {
+    e.param = responses_tool_param(e.param, req.body);
+    throw;
+  }
   split_thinking(st, g, st.opt.reasoning_format);  // reasoning items (docs/api.md)
   apply_test_hooks(st, g, chat);
   if (const std::optional<double> life = openai_retention_seconds(chat))
