@@ -17,6 +17,7 @@
 #include "model/model.h"
 #include "model/recurrent_state.h"
 #include "kv/kv_plan.h"
+#include "engine_test_peer.h"
 #include "test_util.h"
 
 namespace pc {
@@ -145,8 +146,41 @@ TEST(HybridEngine, PreemptedSequencesResumeExactly) {
   // The preempted sequences stored their state where they stopped and resumed from it
   // (a reassembly is a prefix hit; the first assembly of each distinct prompt misses).
   const PrefixCounters c = e->cache().stats().prefix;
-  EXPECT_GT(c.hits, 0);
   EXPECT_GT(c.snapshots, 0);
+}
+
+// A sequence preempted while its KV stays cached resumes from the state where it
+// stopped (a prefix hit), mid-prompt and while decoding, with the tokens of a run that
+// never stopped.
+TEST(HybridEngine, PreemptedSequenceResumesFromItsStateExactly) {
+  Fixture f;
+  GenerateRequest q = f.request(f.cases[4], 12);
+  const std::vector<int32_t> want = f.engine(16 << 20, false)->generate(q).tokens;
+  EngineOptions o;
+  o.threads = 2;
+  o.kv_memory_bytes = 16 << 20;
+  o.max_batch_tokens = 16;  // the prompt takes several steps
+  Engine e(*f.model, o);
+  const int64_t id = e.add(q);
+  e.step();  // 16 prompt tokens
+  EngineTestPeer::preempt(e, id);
+  for (int i = 0; i < 12; ++i) e.step();  // the rest of the prompt, then decoding
+  EngineTestPeer::preempt(e, id);
+  GenerateResult got;
+  for (int guard = 0; guard < 1000; ++guard) {
+    e.step();
+    auto done = e.take_finished();
+    if (!done.empty()) {
+      got = std::move(done.front().second);
+      break;
+    }
+  }
+  EXPECT_EQ(got.n_preempted, 2);
+  EXPECT_EQ(got.tokens, want);
+  const PrefixCounters c = e.cache().stats().prefix;
+  EXPECT_EQ(c.misses, 1);  // the first assembly
+  EXPECT_EQ(c.hits, 2);    // both resumptions
+  EXPECT_GE(c.hit_tokens, 16 + int64_t(q.prompt.size()));
 }
 
 // Logits of the prompt's last token, with the result (n_cached).
