@@ -217,6 +217,7 @@ Run add_bench(CLI::App& app) {
   Run quality = add_bench_quality(app);
   Run cluster = add_bench_cluster(app);
   Run grammar = add_bench_grammar(app);
+  Run hybrid = add_bench_hybrid(app);
   CLI::App* conv = app.get_subcommand("conversation");
   CLI::App* srv = app.get_subcommand("serve");
   CLI::App* tie = app.get_subcommand("tiers");
@@ -224,8 +225,9 @@ Run add_bench(CLI::App& app) {
   CLI::App* qua = app.get_subcommand("quality");
   CLI::App* clu = app.get_subcommand("cluster");
   CLI::App* gra = app.get_subcommand("grammar");
+  CLI::App* hyb = app.get_subcommand("hybrid");
   return [a, p, conv, srv, tie, agt, qua, clu, gra, conversation, modules, serve, tiers, agent, quality, cluster,
-          grammar] {
+          grammar, hyb, hybrid] {
     return p->parsed()    ? run_prefill(*a)
            : conv->parsed() ? conversation()
            : srv->parsed()  ? serve()
@@ -234,6 +236,7 @@ Run add_bench(CLI::App& app) {
            : qua->parsed()  ? quality()
            : clu->parsed()  ? cluster()
            : gra->parsed()  ? grammar()
+           : hyb->parsed()  ? hybrid()
                             : modules();
   };
 }

@@ -45,5 +45,6 @@ Run add_bench_quality(CLI::App& bench);
 Run add_bench_cluster(CLI::App& bench);
 // `bench grammar`: constrained vs free decode (src/cli/bench_grammar.cc).
 Run add_bench_grammar(CLI::App& bench);
+Run add_bench_hybrid(CLI::App& bench);
 
 }  // namespace pc::cli

@@ -44,7 +44,7 @@ static bool sees_all_before(const KvPlan& plan, size_t i, int32_t t) {
 }
 
 int32_t Engine::attach_prefix(Seq& s, std::span<const int32_t> tokens, bool whole) {
-  PrefixHit h = prefix_->attach(s.ns, tokens, whole);
+  PrefixHit h = prefix_->attach(s.ns, tokens, whole, s.recurrent.empty() ? nullptr : &s.recurrent);
   s.table = std::move(h.table);
   s.lease = std::move(h.lease);
   s.n_kv = h.length;
@@ -60,7 +60,8 @@ bool Engine::assemble(Seq& s) {
     s.table.release();
     s.hold.release();
     s.lease.reset();
-    if (!s.recurrent.empty()) s.recurrent.reset();
+    // s.recurrent stays: the state after tokens [0, its n_tokens()), which attach
+    // keeps (a parked sequence resuming where it stopped) or replaces.
   };
   // Out of pages for copies: everything let go, the next step tries again.
   auto retry_later = [&] {

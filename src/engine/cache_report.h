@@ -40,6 +40,8 @@ struct PrefixCounters {
   int64_t retention_refused = 0;     // lifetimes refused by the retention limit
   int64_t retention_overridden = 0;  // lifetimes ended early by an admin eviction
   int64_t metadata_bytes = 0;        // the index's own memory (stats() only)
+  int64_t snapshots = 0;             // recurrent-state snapshots held (hybrid models)
+  int64_t snapshot_bytes = 0;        // bytes of the KV pages they occupy
 };
 
 struct ModuleCounters {

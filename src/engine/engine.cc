@@ -63,11 +63,11 @@ Engine::Engine(const Model& model, const EngineOptions& opt)
                 " tokens needs " + std::to_string(shape.bytes_per_page()) + " bytes)");
   kv_ = std::make_unique<KvStorage>(shape, n_pages);
   pages_ = std::make_unique<PagePool>(*kv_);
-  // Models with recurrent layers keep no per-token KV in those layers, so a cached
-  // prefix cannot be resumed from its pages alone: no prefix reuse (or tiers) for
-  // them until state snapshots are stored with prefixes; every prompt is computed.
-  const bool prefix_reuse = opt.prefix_cache && model.config().n_recurrent == 0;
-  prefix_ = std::make_unique<PrefixCache>(*pages_, prefix_reuse);
+  // Models with recurrent layers keep no per-token KV in those layers: a cached prefix
+  // resumes only where a state snapshot is stored with it (engine/state_snapshots.h).
+  // The tiers carry no snapshots, so they stay off for such models (memory only).
+  const bool recurrent = model.config().n_recurrent > 0;
+  prefix_ = std::make_unique<PrefixCache>(*pages_, opt.prefix_cache, recurrent);
   modules_ = std::make_unique<ModuleCache>(*pages_, model);
   reclaimer_ = std::make_unique<Reclaimer>(*prefix_, *modules_);
   pages_->set_reclaimer(reclaimer_.get());
@@ -78,7 +78,7 @@ Engine::Engine(const Model& model, const EngineOptions& opt)
         std::max<int64_t>(1, int64_t(std::clamp(opt_.tenant_hold_share, 0.0, 1.0) * double(pages_->n_pages())));
   fwd_ = std::make_unique<Forward>(model, *kv_, *pool_);
   approximate_ = std::make_unique<ApproximateReuse>(model, *pages_, *prefix_, *fwd_, opt.max_batch_tokens);
-  if (opt.tiers.enabled() && prefix_reuse) {
+  if (opt.tiers.enabled() && opt.prefix_cache && !recurrent) {
     tiers_ = std::make_unique<KvTiers>(opt.tiers, *pages_, *prefix_);
     prefix_->set_tiers(tiers_.get());
     modules_->set_tiers(tiers_.get());
@@ -201,6 +201,7 @@ int64_t Engine::start(KvPlan plan, const GenerateRequest& req, TokenCallback on_
   }
   s.n_prompt = int32_t(s.tokens.size());
   s.result.n_prompt = s.n_prompt;
+  if (recurrent) s.snapshots.plan(s.plan, s.n_prompt, opt_.snapshots_per_sequence);
   try {
     check_fits(s);
   } catch (...) {
@@ -274,7 +275,9 @@ void Engine::finish(Seq& s, FinishReason reason) {
   if (s.prefix_plan && s.table.n_tokens() > s.n_kv) s.table.truncate(s.n_kv);
   if (s.prefix_plan && !s.approximate && s.n_kv > 0 && reason != FinishReason::kError &&
       s.state == Seq::State::kRunning) {
-    prefix_->insert(s.ns, std::span<const int32_t>(s.tokens.data(), s.n_kv), s.table, s.n_prompt, s.plan.blocks);
+    const std::vector<PrefixState> states = s.snapshots.to_publish(s.recurrent, s.n_kv);
+    prefix_->insert(s.ns, std::span<const int32_t>(s.tokens.data(), s.n_kv), s.table, s.n_prompt, s.plan.blocks,
+                    true, states);
     if (tiers_ && prefix_->enabled()) approximate_->save_tier_blocks(s);
     if (s.kind == Seq::Kind::kRequest) apply_retention(s);
   } else if (s.prefix_plan && s.approximate && s.n_kv > 0 && reason != FinishReason::kError &&
@@ -282,6 +285,7 @@ void Engine::finish(Seq& s, FinishReason reason) {
     approximate_->publish(s);
   }
   s.table.release();
+  s.snapshots.clear();
   s.tier_blocks.clear();
   s.hold.release();
   s.lease.reset();
@@ -447,10 +451,12 @@ std::vector<float> Engine::prompt_logits(const std::vector<int32_t>& prompt, int
   if (prompt.empty()) throw Error("the prompt is empty");
   const int64_t V = model_.config().n_vocab;
   const KvNamespace space = ns(scope);
+  RecurrentState state;  // recurrent models: restored from the snapshot a hit ends at
+  if (model_.config().n_recurrent > 0) state = RecurrentState(model_.config());
   PrefixHit hit(*pages_);
   if (use_cache) {
     prefix_->promote_now(space, prompt);  // this call runs to completion anyway
-    hit = prefix_->attach(space, prompt);
+    hit = prefix_->attach(space, prompt, true, state.empty() ? nullptr : &state);
   }
   PageTable& table = hit.table;
   int32_t done = hit.length;
@@ -458,8 +464,6 @@ std::vector<float> Engine::prompt_logits(const std::vector<int32_t>& prompt, int
   std::vector<float> out;
   out.reserve((prompt.size() - done) * V);
   std::vector<int32_t> ids, fills;
-  RecurrentState state;  // (no prefix hit on models with recurrent layers: done is 0)
-  if (model_.config().n_recurrent > 0) state = RecurrentState(model_.config());
   while (done < int32_t(prompt.size())) {
     const int32_t n = std::min<int32_t>(chunk, int32_t(prompt.size()) - done);
     if (!table.prepare_append(n)) throw Error("out of KV memory");
@@ -471,7 +475,11 @@ std::vector<float> Engine::prompt_logits(const std::vector<int32_t>& prompt, int
     out.insert(out.end(), l, l + int64_t(n) * V);
     done += n;
   }
-  if (use_cache) prefix_->insert(space, prompt, table, int32_t(prompt.size()) + 1);
+  if (use_cache) {
+    const PrefixState end{int32_t(prompt.size()), &state};
+    prefix_->insert(space, prompt, table, int32_t(prompt.size()) + 1, {}, true,
+                    state.empty() ? std::span<const PrefixState>() : std::span<const PrefixState>(&end, 1));
+  }
   return out;
 }
 

@@ -79,6 +79,9 @@ struct EngineOptions {
   // take (tenant_admission_tokens).
   double tenant_hold_share = 0;
   int tenants = 1;
+  // Models with recurrent layers: recurrent-state snapshots a sequence stores with its
+  // prefix at most (the latest kept; engine/state_snapshots.h).
+  int snapshots_per_sequence = 16;
 };
 
 // A lifetime asked for a prefix of the prompt: the prefix of `tokens` tokens stays

@@ -4,18 +4,47 @@
 #include <climits>
 
 #include "engine/kv_tiers.h"
+#include "model/recurrent_state.h"
 
 namespace pc {
 
-PrefixCache::PrefixCache(PagePool& pool, bool enabled) : pool_(pool), index_(pool), enabled_(enabled) {}
+PrefixCache::PrefixCache(PagePool& pool, bool enabled, bool with_states)
+    : pool_(pool), states_(pool), index_(pool), enabled_(enabled), with_states_(with_states) {
+  index_.set_state_store(&states_);
+}
 PrefixCache::~PrefixCache() = default;
 
-PrefixHit PrefixCache::attach(const KvNamespace& ns, std::span<const int32_t> tokens, bool whole) {
+PrefixHit PrefixCache::attach(const KvNamespace& ns, std::span<const int32_t> tokens, bool whole,
+                              RecurrentState* state) {
   PrefixHit h(pool_);
-  if (!enabled_ || tokens.empty()) return h;
+  // A parked sequence's own state, when the index still holds its KV, is the longest
+  // resume point it can have.
+  const int32_t own = state ? int32_t(state->n_tokens()) : 0;
+  if (!enabled_ || tokens.empty()) {
+    if (state) state->reset();
+    return h;
+  }
   // A prompt whose last token needs logits takes at most size - 1 tokens.
   const int32_t n = int32_t(tokens.size());
-  const PrefixMatch m = index_.match_prefix(ns, tokens, whole ? n - 1 : n);
+  int32_t limit = whole ? n - 1 : n;
+  int32_t snap = -1;
+  // Recurrent layers resume only from a snapshot: the match ends where one is stored.
+  if (with_states_) {
+    const int32_t at = state ? index_.state_prefix(ns, tokens, limit, &snap) : 0;
+    if (own > at && own <= limit &&
+        index_.match_prefix(ns, tokens, own, RadixIndex::MatchUse::kPeek).length == own) {
+      limit = own;
+      snap = -1;  // *state is the state after them already
+    } else {
+      limit = at;
+      if (state) state->reset();
+    }
+  }
+  const PrefixMatch m = index_.match_prefix(ns, tokens, limit);
+  if (snap >= 0 && m.length == limit) {
+    states_.get(snap, std::span<float>(state->mutable_data(), state->data().size()));
+    state->advance(states_.n_tokens(snap));
+  }
   h.lease = PrefixLease(&index_, m.node);
   h.table = PageTable::from_slices(pool_, m.slices);
   h.length = m.length;
@@ -123,9 +152,11 @@ PrefixCache::Peek PrefixCache::peek(const KvNamespace& ns, std::span<const int32
 }
 
 void PrefixCache::insert(const KvNamespace& ns, std::span<const int32_t> tokens, const PageTable& table,
-                         int32_t n_prompt, std::span<const KvBlock> blocks, bool write_through) {
+                         int32_t n_prompt, std::span<const KvBlock> blocks, bool write_through,
+                         std::span<const PrefixState> states) {
   if (!enabled_ || tokens.empty()) return;
   index_.insert(ns, tokens, table);
+  if (with_states_ && !states.empty()) store_states(ns, tokens, states);
   if (!blocks.empty()) {
     const RadixIndex::Anchor a = index_.anchor(ns, tokens);
     for (const KvBlock& b : blocks)
@@ -138,6 +169,25 @@ void PrefixCache::insert(const KvNamespace& ns, std::span<const int32_t> tokens,
   // when it is the same entry.
   tiers_->save_prefix(ns, tokens);
   tiers_->save_prefix(ns, tokens.first(std::min<size_t>(tokens.size(), size_t(std::max(0, n_prompt - 1)))));
+}
+
+void PrefixCache::store_states(const KvNamespace& ns, std::span<const int32_t> tokens,
+                               std::span<const PrefixState> states) {
+  // The path stays locked while snapshot pages are allocated: the reclaimer may evict
+  // other entries, never the nodes the snapshots go to.
+  const RadixIndex::Anchor a = index_.anchor(ns, tokens);
+  if (a.node < 0) return;
+  PrefixLease lock(&index_, a.node);
+  // Latest first: when the memory runs short, the snapshots nearest the end are kept.
+  for (auto it = states.rbegin(); it != states.rend(); ++it) {
+    const PrefixState& s = *it;
+    if (s.at <= 0 || s.at > int32_t(tokens.size()) || !s.state || s.state->n_tokens() != s.at) continue;
+    const int32_t node = index_.node_ending(ns, tokens.first(size_t(s.at)));
+    if (node < 0 || index_.node_state(node) >= 0) continue;
+    const int32_t h = states_.put(s.state->data(), s.state->n_tokens());
+    if (h < 0) return;  // the memory holds no more: the earlier snapshots stay
+    index_.set_node_state(node, h);
+  }
 }
 
 }  // namespace pc

@@ -28,11 +28,20 @@
 #include "kv/page_pool.h"
 #include "kv/page_table.h"
 #include "kv/radix_index.h"
+#include "kv/state_store.h"
 #include "tier/prefix_transfer.h"
 
 namespace pc {
 
 class KvTiers;
+class RecurrentState;
+
+// A recurrent-state snapshot a sequence took: the state after its first `at` tokens
+// (state->n_tokens() == at), to store with the prefix (PrefixCache::insert).
+struct PrefixState {
+  int32_t at = 0;
+  const RecurrentState* state = nullptr;
+};
 
 // Keeps a matched radix path from eviction (RadixIndex::lock) until destroyed or reset.
 class PrefixLease {
@@ -74,7 +83,9 @@ struct PrefixHit {
 class PrefixCache {
  public:
   // enabled = false: attach() never reuses and insert() never publishes.
-  PrefixCache(PagePool& pool, bool enabled);
+  // with_states: the model has recurrent layers; prefixes resume only where a state
+  // snapshot is stored (docs/architecture.md "State beside KV").
+  PrefixCache(PagePool& pool, bool enabled, bool with_states = false);
   ~PrefixCache();
   PrefixCache(const PrefixCache&) = delete;
   PrefixCache& operator=(const PrefixCache&) = delete;
@@ -86,7 +97,12 @@ class PrefixCache {
   // computed to produce logits), referenced into a fresh table. Counts a hit or miss.
   // `whole` = false: the tokens are followed by more of the prompt, so all of them
   // may come from the cache.
-  PrefixHit attach(const KvNamespace& ns, std::span<const int32_t> tokens, bool whole = true);
+  // With states: the match is cut back to the longest prefix that ends at a stored
+  // snapshot, which is restored into *state (reset when there is none) — or, when
+  // *state is already the state after its first n_tokens() tokens of `tokens` (a
+  // parked sequence's own) and the index holds their KV, to those, *state kept.
+  PrefixHit attach(const KvNamespace& ns, std::span<const int32_t> tokens, bool whole = true,
+                   RecurrentState* state = nullptr);
 
   // When a lower tier may hold more of `tokens` than memory does, asks it (off this
   // thread) and returns true; done(tokens restored) runs later on the engine thread
@@ -101,8 +117,12 @@ class PrefixCache {
   // it) and what a repeat of the prompt probes (its first n_prompt - 1 tokens).
   // `blocks` (token ranges within `tokens`) are recorded in the block index.
   // write_through = false: memory only (KV that must not reach the tiers).
+  // `states` (with_states only): snapshots to store at the nodes ending at their
+  // positions (split there), while the pool can supply their pages; a position that
+  // already holds one keeps it (the state after a prefix is a function of it).
   void insert(const KvNamespace& ns, std::span<const int32_t> tokens, const PageTable& table,
-              int32_t n_prompt, std::span<const KvBlock> blocks = {}, bool write_through = true);
+              int32_t n_prompt, std::span<const KvBlock> blocks = {}, bool write_through = true,
+              std::span<const PrefixState> states = {});
 
   // Tokens of `blocks` (ranges of `tokens`) from `from` on whose KV the block index
   // holds at some position: what reusing moved blocks could save.
@@ -110,6 +130,7 @@ class PrefixCache {
                           std::span<const KvBlock> blocks, int32_t from);
 
   bool enabled() const { return enabled_; }
+  bool with_states() const { return with_states_; }
 
   // Lifetimes (docs/api.md "Lifetimes", RadixIndex::retain): keeps the cached prefix
   // `tokens` from LRU eviction until now + lifetime; false beyond the retention limit
@@ -188,11 +209,14 @@ class PrefixCache {
 
  private:
   friend struct EngineTestPeer;  // tests/engine_test_peer.h
+  void store_states(const KvNamespace& ns, std::span<const int32_t> tokens, std::span<const PrefixState> states);
   PagePool& pool_;
+  StateStore states_;  // before index_: the index releases snapshots as it goes
   RadixIndex index_;
   BlockIndex blocks_;
   KvTiers* tiers_ = nullptr;
   bool enabled_;
+  bool with_states_;
 };
 
 }  // namespace pc

@@ -28,6 +28,8 @@ PrefixCounters PrefixCache::counters(bool with_metadata) const {
                    r.misses,   r.hit_tokens,     r.evicted,        r.retained,
                    r.retained_pages, r.retention_refused, r.retention_overridden};
   if (with_metadata) c.metadata_bytes = int64_t(index_.metadata_bytes());
+  c.snapshots = states_.count();
+  c.snapshot_bytes = states_.bytes();
   return c;
 }
 

@@ -24,6 +24,7 @@
 #include "engine/engine.h"
 #include "grammar/matcher.h"
 #include "engine/prefix_cache.h"
+#include "engine/state_snapshots.h"
 #include "kv/module_store.h"
 #include "kv/page_table.h"
 #include "model/forward.h"
@@ -68,9 +69,10 @@ struct Engine::Seq {
   size_t run = 0;                  // the run n_kv is in
   PageTable table;
   PageTable hold;
-  // Models with recurrent layers: the state after tokens[0, n_kv) (reset with the
-  // table: a reassembled sequence computes from its first token). Empty otherwise.
+  // Models with recurrent layers: the state after tokens[0, n_kv) (restored from the
+  // snapshot a prefix hit ends at, or reset with the table). Empty otherwise.
   RecurrentState recurrent;
+  SequenceSnapshots snapshots;     // recurrent models: the resume points it stores
   PrefixLease lease;
   Sampler sampler;
   std::unique_ptr<grammar::Matcher> matcher;  // req.grammar's place after the generated tokens

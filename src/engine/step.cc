@@ -126,15 +126,19 @@ void Engine::preempt(Seq& s) {
   // part that no forward pass wrote: only the computed tokens are published.
   if (s.prefix_plan && !s.approximate && s.n_kv > 0) {
     if (s.table.n_tokens() > s.n_kv) s.table.truncate(s.n_kv);
-    prefix_->insert(s.ns, std::span<const int32_t>(s.tokens.data(), s.n_kv), s.table, s.n_prompt, {}, false);
+    const std::vector<PrefixState> states = s.snapshots.to_publish(s.recurrent, s.n_kv);
+    prefix_->insert(s.ns, std::span<const int32_t>(s.tokens.data(), s.n_kv), s.table, s.n_prompt, {}, false, states);
   }
+  s.snapshots.clear();
   s.table.release();
   s.hold.release();
   s.lease.reset();
   s.runs.clear();
   s.run = 0;
   s.n_kv = 0;
-  if (!s.recurrent.empty()) s.recurrent.reset();  // resumed by recomputing (no snapshots yet)
+  // s.recurrent stays, as the state after tokens [0, n_kv): reassembly resumes from it
+  // while the index still holds that KV, else from the snapshot its prefix hit ends
+  // at, else from the first token (PrefixCache::attach).
   s.state = Seq::State::kParked;
   ++s.result.n_preempted;
   ++stats_.preemptions;
@@ -252,11 +256,19 @@ void Engine::step() {
 void Engine::run_parts(std::vector<Part>& parts) {
   std::vector<std::vector<int32_t>> pages(parts.size()), fills(parts.size());
   std::vector<SeqKv> seqs(parts.size());
+  std::vector<std::vector<StateCapture>> captures(parts.size());
   std::vector<BatchEntry> batch;
   for (size_t i = 0; i < parts.size(); ++i) {
     Seq& s = *parts[i].seq;
     seqs[i] = seq_kv(s.table, pages[i], fills[i]);
-    if (!s.recurrent.empty()) seqs[i].state = &s.recurrent;
+    if (!s.recurrent.empty()) {
+      seqs[i].state = &s.recurrent;
+      // Published prefixes only (not module encodings): snapshots at the resume points.
+      if (s.prefix_plan && !s.approximate)
+        for (const auto& [first, count] : parts[i].segments)
+          s.snapshots.captures(model_.config(), first, count, captures[i]);
+      seqs[i].captures = captures[i];
+    }
     for (const auto& [first, count] : parts[i].segments)
       for (int32_t t = first; t < first + count; ++t) {
         const bool logits = s.wants_logits() && t + 1 == int32_t(s.tokens.size());
@@ -279,6 +291,7 @@ void Engine::run_parts(std::vector<Part>& parts) {
   int64_t row = 0;
   for (Part& p : parts) {
     Seq& s = *p.seq;
+    s.snapshots.trim();
     s.n_kv = p.segments.back().first + p.segments.back().second;
     while (s.run < s.runs.size() && s.n_kv >= s.runs[s.run].end) ++s.run;
     if (s.n_kv != int32_t(s.tokens.size())) continue;

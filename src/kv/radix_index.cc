@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "kv/kv_check.h"
+#include "kv/state_store.h"
 
 namespace pc {
 
@@ -12,6 +13,7 @@ RadixIndex::~RadixIndex() {
   for (const Node& n : nodes_) {
     if (!n.alive) continue;
     for (const PageSlice& s : n.slices) pool_->unref_cache(s.page);
+    if (n.state >= 0 && states_) states_->release(n.state);
   }
   if (pool_->reclaimer() == this) pool_->set_reclaimer(nullptr);
 }
@@ -38,6 +40,7 @@ int32_t RadixIndex::new_node() {
   n.retain_until = Clock::time_point::min();
   n.retain_for = {};
   n.retain_pages = 0;
+  n.state = -1;
   return id;
 }
 
@@ -260,6 +263,8 @@ int32_t RadixIndex::pop_lru() {
 size_t RadixIndex::remove_leaf(int32_t id) {
   size_t freed = 0;
   for (const PageSlice& s : nodes_[id].slices) freed += unref_page(s.page);
+  if (nodes_[id].state >= 0 && states_) freed += states_->release(nodes_[id].state);
+  nodes_[id].state = -1;
   --stats_.entries;
   stats_.tokens -= int64_t(nodes_[id].tokens.size());
   ++stats_.evicted;
@@ -354,6 +359,36 @@ PrefixMatch RadixIndex::match_prefix(const KvNamespace& ns, std::span<const int3
   }
   if (counted) touch(m.node);
   return m;
+}
+
+void RadixIndex::set_node_state(int32_t node, int32_t handle) {
+  PC_KV_CHECK(node >= 0 && nodes_[node].alive && nodes_[node].parent >= 0, "a state snapshot needs a live entry");
+  PC_KV_CHECK(nodes_[node].state < 0, "the node holds a state snapshot already");
+  nodes_[node].state = handle;
+}
+
+int32_t RadixIndex::state_prefix(const KvNamespace& ns, std::span<const int32_t> tokens, int32_t max_length,
+                                 int32_t* handle) const {
+  *handle = -1;
+  int32_t best = 0;
+  const int32_t root = find_root(ns);
+  if (root < 0) return 0;
+  const size_t limit = std::min(tokens.size(), size_t(std::max(0, max_length)));
+  int32_t node = root;
+  size_t i = 0;
+  while (i < limit) {
+    const int32_t c = find_child(node, tokens[i]);
+    if (c < 0) break;
+    const std::vector<int32_t>& run = nodes_[c].tokens;
+    if (i + run.size() > limit || !std::equal(run.begin(), run.end(), tokens.begin() + i)) break;
+    i += run.size();
+    node = c;
+    if (nodes_[c].state >= 0) {
+      best = int32_t(i);
+      *handle = nodes_[c].state;
+    }
+  }
+  return best;
 }
 
 void RadixIndex::lock(int32_t node) {
@@ -648,7 +683,8 @@ RadixIndex::NodeView RadixIndex::node(int32_t id) const {
   PC_KV_CHECK(id >= 0 && id < int32_t(nodes_.size()) && nodes_[id].alive, "no such node");
   const Node& n = nodes_[id];
   return {n.parent, n.tokens,  n.slices, n.lock_ref, n.pins,    n.children.empty(),
-          n.depth,  n.hits,    n.created, n.used,    n.expires, n.retain_until, n.retain_for, n.retain_pages};
+          n.depth,  n.hits,    n.created, n.used,    n.expires, n.retain_until, n.retain_for, n.retain_pages,
+          n.state};
 }
 
 std::vector<KvNamespace> RadixIndex::namespaces() const {

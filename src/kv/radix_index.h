@@ -22,6 +22,10 @@
 //  - expiry (TTL): a node past its expiry goes with its whole subtree (pinned or
 //    not) once no sequence locks it, before any LRU eviction; a split node's upper
 //    half inherits the expiry, so the run up to the entry's branch point expires.
+//  - state snapshots (hybrid models, kv/state_store.h): a node may hold one snapshot
+//    of the recurrent state after its last token (depth + run length tokens). It is a
+//    cache reference of the node: released when the node is evicted; a split keeps
+//    it on the deeper half (the id), which still ends at the same depth.
 //  - retention (a sliding lifetime, retain()): until `retain_until` the node and its
 //    ancestors are not evicted by LRU (like a pin); every request match or insert
 //    through the node re-arms it to now + its lifetime. Retained nodes are charged the pages of
@@ -59,6 +63,8 @@
 #include "kv/page_table.h"
 
 namespace pc {
+
+class StateStore;
 
 struct PrefixMatch {
   int32_t length = 0;             // tokens whose KV is cached; < query length
@@ -121,6 +127,23 @@ class RadixIndex : public PageReclaimer {
   // to *out and returns true.
   bool path_slices(const KvNamespace& ns, Anchor a, int32_t begin, std::span<const int32_t> tokens,
                    std::vector<PageSlice>* out) const;
+
+  // Recurrent-state snapshots at node ends (the invariant above). The store releases
+  // a node's snapshot when the node is evicted; set once, before any snapshot.
+  void set_state_store(StateStore* store) { states_ = store; }
+  // The node ending exactly after `tokens` (split there if needed), or -1 when the
+  // prefix is not cached; its snapshot handle (-1: none), and setting it (the node
+  // must have none; the index owns `handle` from then on).
+  int32_t node_ending(const KvNamespace& ns, std::span<const int32_t> tokens) {
+    return find_exact(ns, tokens, /*do_split=*/true);
+  }
+  int32_t node_state(int32_t node) const { return nodes_[node].state; }
+  void set_node_state(int32_t node, int32_t handle);
+  // The longest prefix of `tokens`, at most `max_length` long, that is cached and
+  // ends at a node holding a snapshot: its length (0: none) and the snapshot handle
+  // (*handle, -1 when none). Changes nothing (a look, like MatchUse::kPeek).
+  int32_t state_prefix(const KvNamespace& ns, std::span<const int32_t> tokens, int32_t max_length,
+                       int32_t* handle) const;
 
   // Lock references along node → root; locked nodes are not evicted. -1 is a no-op.
   void lock(int32_t node);
@@ -210,6 +233,7 @@ class RadixIndex : public PageReclaimer {
     Clock::time_point retain_until;  // Clock::time_point::min(): not retained
     Clock::duration retain_for;      // the lifetime each match re-arms
     int64_t retain_pages;            // pages charged while retained (0: not retained)
+    int32_t state;                   // snapshot after its last token (-1: none)
   };
   NodeView node(int32_t id) const;
   // Namespaces that have a tree, and the leaves of one namespace's tree (the
@@ -241,6 +265,7 @@ class RadixIndex : public PageReclaimer {
     Clock::time_point retain_until = Clock::time_point::min();
     Clock::duration retain_for{};
     int64_t retain_pages = 0;        // pages charged while retained
+    int32_t state = -1;              // StateStore handle: snapshot after the run's end
     std::vector<int32_t> tokens;     // the run
     std::vector<PageSlice> slices;   // its KV, sizes summing to tokens.size()
     std::vector<Child> children;     // sorted by token
@@ -272,6 +297,7 @@ class RadixIndex : public PageReclaimer {
   int32_t find_exact(const KvNamespace& ns, std::span<const int32_t> tokens, bool split);
 
   PagePool* pool_;
+  StateStore* states_ = nullptr;
   std::map<KvNamespace, int32_t> roots_;
   std::vector<Node> nodes_;          // arena; ids are indices
   std::vector<int32_t> free_nodes_;  // dead ids, reused first

@@ -62,7 +62,8 @@ void delta_token(int64_t d, float* S, const float* q, const float* k, const floa
 
 void DeltaNet::run(const DeltaNetConfig& c, float eps, const DeltaNetWeights& w, int32_t state_index,
                    const float* xn, int64_t m, std::span<const std::vector<int32_t>> seq_rows,
-                   std::span<RecurrentState* const> states, float* out, ThreadPool& pool) {
+                   std::span<RecurrentState* const> states, std::span<const std::span<const StateCapture>> captures,
+                   float* out, ThreadPool& pool) {
   const int64_t C = c.channels(), D = c.d_head, NV = c.n_v_head, NK = c.n_k_head, I = c.d_inner();
   qkv_.resize(size_t(m * C));
   z_.resize(size_t(m * I));
@@ -72,11 +73,21 @@ void DeltaNet::run(const DeltaNetConfig& c, float eps, const DeltaNetWeights& w,
   const MatmulOut proj[] = {{w.qkv, qkv_.data()}, {w.z, z_.data()}, {w.beta, b_.data()}, {w.alpha, a_.data()}};
   matmul_many(proj, xn, m, pool);
   const int64_t n_seq = int64_t(seq_rows.size());
+  // Captures of sequence s: the state is copied right after the token that brings it
+  // to `after` tokens (base + k + 1 after the k-th row of this batch).
+  auto caps = [&](int64_t s) { return size_t(s) < captures.size() ? captures[s] : std::span<const StateCapture>(); };
   // The conv, token after token per sequence.
   pool.parallel_for(n_seq, [&](int64_t s, int) {
     if (seq_rows[s].empty()) return;
     float* state = states[s]->conv(state_index);
-    for (int32_t i : seq_rows[s]) conv_token(c, w.conv.data(), state, qkv_.data() + i * C);
+    const int64_t n = states[s]->conv_floats();
+    int64_t t = states[s]->n_tokens();
+    for (int32_t i : seq_rows[s]) {
+      conv_token(c, w.conv.data(), state, qkv_.data() + i * C);
+      ++t;
+      for (const StateCapture& cap : caps(s))
+        if (cap.after == t) std::memcpy(cap.into->conv(state_index), state, size_t(n) * sizeof(float));
+    }
   });
   // The delta rule, token after token per sequence and v head.
   const float scale = 1.f / std::sqrt(float(D));
@@ -85,6 +96,7 @@ void DeltaNet::run(const DeltaNetConfig& c, float eps, const DeltaNetWeights& w,
     if (seq_rows[s].empty()) return;
     float* S = states[s]->delta(state_index) + j * D * D;
     float q[1024], k[1024];
+    int64_t t = states[s]->n_tokens();
     for (int32_t i : seq_rows[s]) {
       const float* row = qkv_.data() + i * C;
       l2_norm(row + kh * D, q, D, eps);
@@ -97,6 +109,9 @@ void DeltaNet::run(const DeltaNetConfig& c, float eps, const DeltaNetWeights& w,
       rms_norm(o, w.norm.data(), o, D, eps);
       const float* z = z_.data() + i * I + j * D;
       for (int64_t d = 0; d < D; ++d) o[d] *= silu(z[d]);
+      ++t;
+      for (const StateCapture& cap : caps(s))
+        if (cap.after == t) std::memcpy(cap.into->delta(state_index) + j * D * D, S, size_t(D * D) * sizeof(float));
     }
   });
   matmul(w.out, o_.data(), m, out, pool);

@@ -29,6 +29,7 @@
 namespace pc {
 
 class RecurrentState;
+struct StateCapture;
 class ThreadPool;
 
 struct DeltaNetWeights {
@@ -46,10 +47,12 @@ class DeltaNet {
  public:
   // One layer over a batch. xn: [m][n_embd] normed inputs. seq_rows[s]: the
   // batch rows of sequence s, in token order, continuing states[s] (whose layer
-  // `state_index` is read and updated). out: [m][n_embd].
+  // `state_index` is read and updated). captures[s] (empty span: none; the span
+  // itself may be empty): copies of layer `state_index`'s state after given tokens of
+  // sequence s (recurrent_state.h StateCapture). out: [m][n_embd].
   void run(const DeltaNetConfig& c, float eps, const DeltaNetWeights& w, int32_t state_index, const float* xn,
            int64_t m, std::span<const std::vector<int32_t>> seq_rows, std::span<RecurrentState* const> states,
-           float* out, ThreadPool& pool);
+           std::span<const std::span<const StateCapture>> captures, float* out, ThreadPool& pool);
 
  private:
   std::vector<float> qkv_;   // [m][channels] projections, then the conv's output

@@ -133,6 +133,12 @@ void Forward::validate(std::span<const BatchEntry> batch, std::span<const SeqKv>
                   "the sequence's recurrent state (at token " + std::to_string(next[e.seq]) + ")");
     ++next[e.seq];
   }
+  for (size_t s = 0; s < seqs.size(); ++s)
+    for (const StateCapture& cap : seqs[s].captures)
+      if (!cap.into || cap.into->bytes() != seqs[s].state->bytes() || cap.after <= seqs[s].state->n_tokens() ||
+          cap.after > next[s])
+        throw Error("sequence " + std::to_string(s) + ": a state capture after token " + std::to_string(cap.after) +
+                    " outside the batch's tokens of the sequence, or into a state of another shape");
 }
 
 const float* Forward::run(std::span<const BatchEntry> batch, std::span<const SeqKv> seqs) {
@@ -147,7 +153,10 @@ const float* Forward::run(std::span<const BatchEntry> batch, std::span<const Seq
   begin_batch(batch, seqs);
   run_layers(int(c.n_layer), batch, seqs);
   for (size_t s = 0; s < seqs.size(); ++s)
-    if (c.n_recurrent > 0 && seqs[s].state) seqs[s].state->advance(int64_t(seq_rows_[s].size()));
+    if (c.n_recurrent > 0 && seqs[s].state) {
+      seqs[s].state->advance(int64_t(seq_rows_[s].size()));
+      for (const StateCapture& cap : seqs[s].captures) cap.into->advance(cap.after - cap.into->n_tokens());
+    }
   // Final norm and output projection, only for rows that want logits.
   int64_t r = 0;
   for (int64_t i = 0; i < m; ++i) {
@@ -214,7 +223,11 @@ void Forward::run_layers(int n, std::span<const BatchEntry> batch, std::span<con
     seq_rows_.resize(seqs.size());  // (capacity kept between batches)
     for (std::vector<int32_t>& r : seq_rows_) r.clear();
     seq_states_.resize(seqs.size());
-    for (size_t s = 0; s < seqs.size(); ++s) seq_states_[s] = seqs[s].state;
+    seq_captures_.resize(seqs.size());
+    for (size_t s = 0; s < seqs.size(); ++s) {
+      seq_states_[s] = seqs[s].state;
+      seq_captures_[s] = seqs[s].captures;
+    }
     for (int64_t i = 0; i < m; ++i) seq_rows_[batch[i].seq].push_back(int32_t(i));
   }
   for (int l = 0; l < n; ++l) {
@@ -237,7 +250,7 @@ void Forward::delta_net_block(int l, int64_t m) {
     rms_norm(x_.data() + i * E, w.attn_norm.data(), xn_.data() + i * E, E, c.rms_eps);
   });
   delta_net_.run(c.delta_net, c.rms_eps, w.delta_net, c.layers[l].state_index, xn_.data(), m, seq_rows_,
-                 seq_states_, o_.data(), pool_);
+                 seq_states_, seq_captures_, o_.data(), pool_);
   add_residual(w.post_attn_norm, m);
 }
 

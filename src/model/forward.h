@@ -29,6 +29,7 @@ namespace pc {
 
 class Model;
 class RecurrentState;
+struct StateCapture;
 class ThreadPool;
 
 struct SeqKv {
@@ -42,6 +43,9 @@ struct SeqKv {
   // state, which its entries must continue: in batch order, at slots
   // state->n_tokens(), +1, ... (run() advances it by its entries). Unused otherwise.
   RecurrentState* state = nullptr;
+  // Copies of `state` to take inside this pass, each right after the token that brings
+  // it to `after` tokens (resume points: engine/state_snapshots.h). Empty: none.
+  std::span<const StateCapture> captures;
 };
 
 struct BatchEntry {
@@ -133,6 +137,7 @@ class Forward {
   // Recurrent layers: per sequence, its batch rows in order and its state.
   std::vector<std::vector<int32_t>> seq_rows_;
   std::vector<RecurrentState*> seq_states_;
+  std::vector<std::span<const StateCapture>> seq_captures_;
   std::vector<float> cs_;     // [n_ropes][m][n_rot] rope cos/sin
   std::vector<int> pos_;      // [m] position ids (the attention window's queries)
   std::vector<float> logits_; // [n_logits][n_vocab]

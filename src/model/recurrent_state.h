@@ -63,8 +63,12 @@ class RecurrentState {
     n_tokens_ = s.n_tokens_;
   }
   int64_t bytes() const { return int64_t(data_.size() * sizeof(float)); }
+  // Floats of one layer's conv state and of one layer's delta state (all v heads).
+  int64_t conv_floats() const { return conv_floats_; }
+  int64_t delta_floats() const { return delta_floats_; }
   // The raw floats (all layers, in the layout above), for storing a snapshot.
   const std::vector<float>& data() const { return data_; }
+  float* mutable_data() { return data_.data(); }
   // A state read back from data() and n_tokens() of a state of the same model
   // (a tier entry); false when `data` does not have the model's size.
   static bool from_data(const ModelConfig& c, int64_t n_tokens, std::vector<float> data, RecurrentState* out) {
@@ -80,6 +84,16 @@ class RecurrentState {
   int64_t conv_floats_ = 0, delta_floats_ = 0;
   std::vector<float> data_;
   int64_t n_tokens_ = 0;
+};
+
+// A copy of a sequence's state taken inside the forward pass, after the token that
+// brings the state to `after` tokens (SeqKv::captures). `into` is a state of the same
+// model (RecurrentState(config)); each recurrent layer writes its part as it passes
+// that token, and Forward::run sets its n_tokens() to `after` when the pass returns.
+// `after` must fall within the batch's entries of that sequence.
+struct StateCapture {
+  int64_t after = 0;
+  RecurrentState* into = nullptr;
 };
 
 }  // namespace pc

@@ -68,10 +68,12 @@ Metrics::Metrics() : reg_(std::make_shared<Registry>()) {
                         .Help("Entry bytes each tier below memory wrote and read since start (dir: written, read)")
                         .Register(*reg_);
   auto& idx = BuildGauge().Name("promptcache_prefix_index")
-                  .Help("Radix prefix index: entries (nodes), tokens, evicted nodes").Register(*reg_);
+                  .Help("Radix prefix index: entries (nodes), tokens, evicted nodes, recurrent-state snapshots and their bytes").Register(*reg_);
   cache_entries_ = &idx.Add({{"what", "entries"}});
   cache_tokens_ = &idx.Add({{"what", "tokens"}});
   cache_evicted_ = &idx.Add({{"what", "evicted"}});
+  cache_snapshots_ = &idx.Add({{"what", "state_snapshots"}});
+  cache_snapshot_bytes_ = &idx.Add({{"what", "state_snapshot_bytes"}});
   ns_bytes_ = &BuildGauge().Name("promptcache_cache_bytes")
                    .Help("KV bytes cached per namespace (a keyed hash of tenant/cache_salt) and tier")
                    .Register(*reg_);
@@ -135,6 +137,8 @@ void Metrics::set_cache(const CacheStats& s) {
   cache_entries_->Set(double(s.prefix.entries));
   cache_tokens_->Set(double(s.prefix.tokens));
   cache_evicted_->Set(double(s.prefix.evicted));
+  cache_snapshots_->Set(double(s.prefix.snapshots));
+  cache_snapshot_bytes_->Set(double(s.prefix.snapshot_bytes));
 }
 
 std::string Metrics::namespace_label(const CacheScope& scope) const {

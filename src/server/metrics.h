@@ -78,6 +78,8 @@ class Metrics {
   prometheus::Gauge* cache_entries_;
   prometheus::Gauge* cache_tokens_;
   prometheus::Gauge* cache_evicted_;
+  prometheus::Gauge* cache_snapshots_;       // recurrent-state snapshots (hybrid models)
+  prometheus::Gauge* cache_snapshot_bytes_;  // KV-memory bytes they occupy
   prometheus::Counter* prompt_tokens_;
   prometheus::Counter* cached_tokens_;
   prometheus::Family<prometheus::Gauge>* ns_bytes_;

@@ -137,7 +137,8 @@ void stats(Server::State& st, const HttpRequest& req, HttpResponse& res) {
                     {"evicted", r.evicted}, {"metadata_bytes", r.metadata_bytes},
                     {"retained", r.retained}, {"retained_pages", r.retained_pages},
                     {"retention_refused", r.retention_refused},
-                    {"retentions_ended", r.retention_overridden}};
+                    {"retentions_ended", r.retention_overridden},
+                    {"state_snapshots", r.snapshots}, {"state_snapshot_bytes", r.snapshot_bytes}};
     out["modules"] = {{"entries", m.entries}, {"tokens", m.tokens}, {"bytes", m.bytes},
                       {"hits", m.hits}, {"misses", m.misses}, {"evicted", m.evicted}};
     out["engine"] = {{"requests", s.requests}, {"prompt_tokens", s.prompt_tokens},

@@ -281,6 +281,13 @@ void pml_completion(Server::State& st, const HttpRequest& req, HttpResponse& res
   if (p == body.end() || !p->is_string())
     throw bad_field("prompt", "'prompt' must be the PML text of a <prompt schema=\"...\">",
                     p == body.end() ? "missing_required_parameter" : "invalid_type");
+  // A module's KV cannot stand in for the recurrent state before it (the engine refuses
+  // such plans too): say so before anything is planned, as a 400.
+  if (st.model->config().n_recurrent > 0)
+    throw ApiError(400, "invalid_request_error",
+                   "PML modules are not available for " + st.model->config().arch_name +
+                       ": a module's KV cannot stand in for the state of the model's recurrent layers",
+                   "prompt", "unsupported_for_model");
   g->scope = st.scope_of_request(req, g->params.cache_salt);
   // Exact unless the request asks: modules then attend to the modules before them
   // through the recompute policy (docs/api.md "Approximate reuse").
