@@ -10,6 +10,7 @@ namespace {
 using ojson = nlohmann::ordered_json;
 
 std::string prefixed(const std::string& prefix, const std::string& param) {
+  if (prefix.empty()) return param;
   return param.empty() ? prefix : prefix + "." + param;
 }
 

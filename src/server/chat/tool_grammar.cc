@@ -54,6 +54,9 @@ std::shared_ptr<const grammar::Grammar> forced_call_grammar(ToolFormat f, std::s
       const ojson& fn = tools[i]["function"];
       any_strict = any_strict || strict(fn);
       ojson args = arguments_schema(fn);
+      // Compiled alone first, so that an error names the tool it is in.
+      where = "tools[" + std::to_string(i) + "].function.parameters";
+      if (strict(fn)) grammar::schema_to_gbnf(args);
       if (args.contains("$defs") || args.contains("definitions")) {
         where = "tools[" + std::to_string(i) + "].function.parameters.$defs";
         throw grammar::GrammarError("$defs in a strict tool's parameters are supported with a named tool_choice only");
