@@ -490,96 +490,6 @@ void q6k_row16(const MatmulArgs& a, int64_t r, int64_t c) {
   a.y[r * a.ldy + c] = hsum8(acc);
 }
 
-// Lane j of the result = the sum of the 8 lanes of v[j] (exact int32; the
-// AVX2 kernels' reduce8).
-inline __m256i reduce8_i32(const __m256i v[8]) {
-  const __m256i a = _mm256_hadd_epi32(v[0], v[1]);
-  const __m256i b = _mm256_hadd_epi32(v[2], v[3]);
-  const __m256i c = _mm256_hadd_epi32(v[4], v[5]);
-  const __m256i d = _mm256_hadd_epi32(v[6], v[7]);
-  const __m256i ab = _mm256_hadd_epi32(a, b);
-  const __m256i cd = _mm256_hadd_epi32(c, d);
-  return _mm256_add_epi32(_mm256_permute2x128_si256(ab, cd, 0x20), _mm256_permute2x128_si256(ab, cd, 0x31));
-}
-
-// y[r][c] for c in [c0, c1) of Q8_0 weights with the scalar kernel's
-// arithmetic: per block b in order, the exact int32 isum_b, then
-// sum = sum + (d_w[b] · d_x[b]) · float(isum_b), rounded separately (no FMA).
-// Integer pass: 8 columns' rows one after another, each front to back (one
-// forward stream), two blocks a vector: vpdpbusd of the weights offset to
-// unsigned (w + 128) with x gives isum_b + 128 · sum(x over the block), the
-// row's block sums of x (xs) take the offset out. Float part: the AVX2
-// q32_rows one, a lane per column (8 blocks' sums transposed).
-template <class V>
-void q8_0_rows16(const MatmulArgs& a, int64_t r, int64_t c0, int64_t c1) {
-  using I = typename V::I;
-  constexpr int kG = 8;  // columns whose float parts share a vector (a lane each)
-  const int64_t nb = a.k / 32, nb16 = (nb + 15) & ~int64_t(15);
-  const int8_t* xq = a.xq(r);
-  const float* xd = a.xd(r);
-  // xs: 128 · (sum of block b's 32 x); isum: the block sums of kG columns.
-  thread_local std::vector<int32_t> xs, isum;  // grow-only
-  if (xs.size() < size_t(nb16)) xs.resize(size_t(nb16));
-  if (isum.size() < size_t(kG * nb16)) isum.resize(size_t(kG * nb16));
-  for (int64_t b = 0; b < nb; ++b) {
-    int32_t t = 0;
-    for (int i = 0; i < 32; ++i) t += xq[32 * b + i];
-    xs[b] = t * 128;
-  }
-  for (int64_t b = nb; b < nb16; ++b) xs[b] = 0;
-  const I flip = V::dup256_i(_mm256_set1_epi8(int8_t(0x80)));
-  for (int64_t c = c0; c < c1; c += kG) {
-    const int g_n = c1 - c < kG ? static_cast<int>(c1 - c) : kG;
-    const BlockQ8_0* w[kG];
-    for (int g = 0; g < kG; ++g) w[g] = reinterpret_cast<const BlockQ8_0*>(a.w + (c + (g < g_n ? g : 0)) * a.row_bytes);
-    // Integer pass: each column's row front to back, one after another.
-    for (int g = 0; g < g_n; ++g) {
-      int32_t* is = isum.data() + g * nb16;
-      for (int64_t b0 = 0; b0 < nb; b0 += 16) {
-        const int64_t n = nb - b0 < 16 ? nb - b0 : 16;
-        __m256i h[16];
-        PC_UNROLL for (int i = 0; i < 8; ++i) {
-          const int64_t b = b0 + 2 * i;
-          if (2 * i >= n) {
-            h[2 * i] = h[2 * i + 1] = _mm256_setzero_si256();
-            continue;
-          }
-          // (an odd last block pairs with itself; its second half is unused)
-          const int64_t b1 = 2 * i + 1 < n ? b + 1 : b;
-          const I u = V::xor_i(V::load2x256_i(w[g][b].qs, w[g][b1].qs), flip);
-          const I v = V::dpbusd(V::zero_i(), u, V::load2x256_i(xq + 32 * b, xq + 32 * b1));
-          h[2 * i] = V::lo8_i(v);
-          h[2 * i + 1] = V::hi8_i(v);
-        }
-        PC_UNROLL for (int q = 0; q < 2; ++q) {
-          const __m256i s8 = _mm256_sub_epi32(reduce8_i32(h + 8 * q),
-                                              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs.data() + b0 + 8 * q)));
-          _mm256_storeu_si256(reinterpret_cast<__m256i*>(is + b0 + 8 * q), s8);
-        }
-      }
-    }
-    // Float part, block after block in order, a lane per column: 8 blocks'
-    // sums transposed (as the AVX2 q32_rows does).
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t b0 = 0; b0 < nb; b0 += 8) {
-      __m256i in[8], t[8];
-      PC_UNROLL for (int g = 0; g < kG; ++g)
-        in[g] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(isum.data() + g * nb16 + b0));
-      transpose8(in, t);
-      const int64_t n = nb - b0 < 8 ? nb - b0 : 8;
-      for (int64_t i = 0; i < n; ++i) {
-        const int64_t b = b0 + i;
-        int16_t d[8];
-        PC_UNROLL for (int g = 0; g < kG; ++g) d[g] = int16_t(w[g][b].d);
-        const __m128i dh = _mm_setr_epi16(d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7]);
-        const __m256 sc = _mm256_mul_ps(_mm256_cvtph_ps(dh), _mm256_broadcast_ss(xd + b));
-        acc = _mm256_add_ps(acc, _mm256_mul_ps(sc, _mm256_cvtepi32_ps(t[i])));
-      }
-    }
-    store_cols(a.y + r * a.ldy + c, acc, g_n);
-  }
-}
-
 template <class V>
 struct Avx512Q32 {
   using TileFn = void (*)(const MatmulArgs&, const Q32Panel&, int64_t, int64_t, int64_t, int64_t, int64_t);
@@ -602,11 +512,7 @@ struct Avx512Q32 {
   template <bool kQ4>
   static void run_task(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* scratch) {
     if (r1 - r0 < kPanelRows || !a.al.x16_off) {
-      if constexpr (kQ4) {
-        avx2_kernel(GgmlType::Q4_0)(a, r0, r1, c0, c1, scratch);
-      } else {
-        for (int64_t r = r0; r < r1; ++r) q8_0_rows16<V>(a, r, c0, c1);
-      }
+      avx2_kernel(kQ4 ? GgmlType::Q4_0 : GgmlType::Q8_0)(a, r0, r1, c0, c1, scratch);
       return;
     }
     const Q32Panel p = q32_task_panel<kQ4>(a, c0, c1, scratch);

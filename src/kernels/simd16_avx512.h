@@ -57,7 +57,6 @@ struct V512 {
   static I slli32_5(I v) { return _mm512_slli_epi32(v, 5); }
   static I words_zx(I table, I idx) { return _mm512_maskz_permutexvar_epi16(0x55555555u, idx, table); }
   static I load_i16x32(const int16_t* p) { return _mm512_loadu_si512(p); }
-  static I xor_i(I a, I b) { return _mm512_xor_si512(a, b); }
   static I loadu_i(const void* p) { return _mm512_loadu_si512(p); }
   static __m256i lo8_i(I v) { return _mm512_castsi512_si256(v); }
   static __m256i hi8_i(I v) { return _mm512_extracti64x4_epi64(v, 1); }

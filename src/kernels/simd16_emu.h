@@ -75,7 +75,6 @@ struct V512Emu {
     for (int i = 0; i < 32; ++i) out[i] = i % 2 ? int16_t(0) : t[ix[i] & 31];
     return {_mm256_load_si256(reinterpret_cast<const __m256i*>(out)), _mm256_load_si256(reinterpret_cast<const __m256i*>(out + 16))};
   }
-  static I xor_i(I a, I b) { return {_mm256_xor_si256(a.lo, b.lo), _mm256_xor_si256(a.hi, b.hi)}; }
   static I loadu_i(const void* p) { return load2x256_i(p, static_cast<const uint8_t*>(p) + 32); }
   static __m256i lo8_i(I v) { return v.lo; }
   static __m256i hi8_i(I v) { return v.hi; }
