@@ -187,8 +187,9 @@ void matmul_many(std::span<const MatmulOut> outs, const float* x, int64_t m, Thr
   // Task grid of each weight. Row blocks of up to 64 rows; column blocks
   // sized so one block of weights (as the kernel holds them: a repacked panel
   // for Q8_0 / Q4_0 prompt batches) stays cache resident (~96 KiB) while the
-  // row blocks reuse it, and small enough for >= ~8 tasks per thread in
-  // decode so the dynamic scheduling can balance.
+  // row blocks reuse it, and small enough for >= ~8 tasks per thread so the
+  // dynamic scheduling can balance; decode (m == 1) instead splits each
+  // weight into one contiguous range per thread.
   int64_t n_tasks = 0, task_bytes = 0;
   for (size_t i = 0; i < n_out; ++i) {
     const WeightView& w = outs[i].w;
@@ -205,6 +206,12 @@ void matmul_many(std::span<const MatmulOut> outs, const float* x, int64_t m, Thr
     if (cb < 1) cb = 1;  // rows longer than the cache budget
     const int64_t want_tasks = int64_t(threads) * 8;
     if (threads > 1 && rb_tasks * ceil_div(n, cb) < want_tasks) cb = ceil_div(n, ceil_div(want_tasks, rb_tasks));
+    // Decode (one row): nothing is reused from cache, every weight streams
+    // from DRAM once; each thread gets one contiguous range of every weight
+    // (equal rows: equal bytes), so each streams front to back for the whole
+    // call (1.3-1.45x the 8-tasks-a-thread split, bench in docs/benchmarks.md).
+    // A thread that comes late still loses nothing: tasks are claimed in order.
+    if (m == 1) cb = ceil_div(n, threads);
     const int64_t mult = simd ? simd->task_col_multiple(w.type, m) : 8;  // whole 8-column groups / tiles
     cb = ceil_div(cb, mult) * mult;
     if (cb > n) cb = n;
