@@ -1,4 +1,5 @@
-// AVX-512 prompt matmul kernels (Q8_0 / Q4_0, Q4_K and F32 / F16 / BF16 weights),
+// AVX-512 matmul kernels (prompt tiles of Q8_0 / Q4_0, Q4_K / Q5_K / Q6_K and
+// F32 / F16 / BF16 weights; decode kernels of Q4_K / Q5_K / Q6_K),
 // written once over a 16-lane backend V: V512 (AVX-512 F/BW/DQ/VL + VNNI,
 // simd16_avx512.h, built in kernels_avx512.cc) or V512Emu (the same
 // operations on pairs of AVX2 vectors, simd16_emu.h, built in
@@ -26,12 +27,21 @@
 //   halves; load2x256_i(p, q); join256_i(lo, hi) / dup256_i(v) from AVX2 vectors;
 //   and_i, or_i, srli4_16 (int16 >> 4), shuffle8 (vpshufb), maddubs, madd, add32
 //   (each per 128-bit lane as its AVX2 form)
+//   dpbusd(acc, u8, s8)  per int32 lane: acc + the 4 products u8 · s8 (vpdpbusd,
+//                     exact); sub32, slli32_5; slli16<S>, srli16<S> (int16 shifts)
+//   sll16_2 / srl16_2(v, s0, s1)  int16 shifts by s0 in lanes 0-7, s1 in 8-15
+//   words_zx(table, idx)  word 2i = table word idx[2i], word 2i+1 = 0 (vpermw,
+//                     zero-masked); load_i16x32, loadu_i (64 bytes)
+//   lo8_i, hi8_i      lanes 0-7 / 8-15 as an AVX2 integer vector
 //
 // Q4_K weights: the AVX2 tile_q4_k's arithmetic with two output columns per
 // vector (each 256-bit half the AVX2 tile's vector for its column; the
 // activations' 32 bytes in both halves), tiles of up to 4 rows × 4 columns.
 // Q5_K weights likewise with matmul_avx2_unpack.cc's tile_q5_k arithmetic (the
-// fifth bits made per column with AVX2 operations, then joined).
+// fifth bits made per column with AVX2 operations, then joined), Q6_K with
+// tile_q6_k's. Their int32 sums come from vpdpbusd + vpdpwssd (dot_scaled),
+// the same integers as the AVX2 maddubs / madd. Decode rows use one-row
+// kernels instead (q45k_row16, q6k_row16: see "decode" below).
 //
 // Float weights (F32 / F16 / BF16): the AVX2 tile_float's arithmetic with two
 // output columns per vector (lanes 0-7 one column, 8-15 the next): per output
