@@ -3,12 +3,23 @@
 // On a shared machine compare the "CPU" column of 1-thread runs, or use
 // test_kernels --gtest_filter='Matmul.Speed*:Matmul.DecodeStream*', which
 // interleaves the current kernels with the frozen pre-#7 ones.
+// DecodeStep args: {type, threads}: one decode token's matmuls over the
+// tinyllama-1.1b shape's 22 layers (Q/K/V and gate/up through matmul_many, as
+// the forward pass calls them; 0.5-1 GB of weights in huge pages, so every
+// weight streams from DRAM); counter: weight bytes per second, to set against
+// the read bandwidth `bench prefill` measures.
 // Attention args: {threads, tokens}: a prompt of `tokens` queries of one
 // sequence attending causally (smollm-135m head shape: 9 query / 3 KV heads of
 // 64), tasks split like the forward pass; counter: query-key pairs per second.
 #include <benchmark/benchmark.h>
 
+#include <sys/mman.h>
+
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -56,6 +67,63 @@ void shapes(benchmark::internal::Benchmark* b) {
   b->Args({2, 1, 576, 32000});      // output projection, one decode step
   b->UseRealTime();
 }
+
+// One weight matrix of the decode-step benchmark, its 16 distinct quantized
+// rows repeated (quantizing a gigabyte would take minutes), in huge pages.
+struct StreamWeight {
+  struct Free {
+    void operator()(uint8_t* p) const { std::free(p); }
+  };
+  std::unique_ptr<uint8_t, Free> data;
+  pc::WeightView view;
+  StreamWeight(pc::GgmlType type, int64_t n, int64_t k, std::mt19937& rng) {
+    const int64_t rb = pc::ggml_row_bytes(type, k);
+    const size_t huge = size_t(2) << 20, bytes = (size_t(n * rb) + huge - 1) / huge * huge;
+    data.reset(static_cast<uint8_t*>(std::aligned_alloc(huge, bytes)));
+#ifdef MADV_HUGEPAGE
+    madvise(data.get(), bytes, MADV_HUGEPAGE);
+#endif
+    std::normal_distribution<float> nd;
+    std::vector<float> row(k);
+    std::vector<uint8_t> rows(16 * rb);
+    for (int r = 0; r < 16; ++r) {
+      for (auto& v : row) v = nd(rng);
+      pc::quantize_row(type, row.data(), rows.data() + r * rb, k);
+    }
+    for (int64_t r = 0; r < n; ++r) std::memcpy(data.get() + r * rb, rows.data() + (r % 16) * rb, rb);
+    view = pc::WeightView{type, k, n, data.get(), rb};
+  }
+};
+
+void BM_DecodeStep(benchmark::State& st) {
+  const pc::GgmlType types[] = {pc::GgmlType::Q4_K, pc::GgmlType::Q5_K, pc::GgmlType::Q6_K, pc::GgmlType::Q8_0};
+  const pc::GgmlType type = types[st.range(0)];
+  pc::ThreadPool pool(int(st.range(1)));
+  const int64_t layers = 22, e = 2048, kv = 256, f = 5632;  // tinyllama-1.1b
+  std::mt19937 rng(1);
+  std::vector<StreamWeight> w;
+  for (int64_t l = 0; l < layers; ++l)
+    for (auto [n, k] : {std::pair{e, e}, {kv, e}, {kv, e}, {e, e}, {f, e}, {f, e}, {e, f}}) w.emplace_back(type, n, k, rng);
+  double bytes = 0;
+  for (const StreamWeight& sw : w) bytes += double(sw.view.n * sw.view.row_bytes);
+  std::vector<float> x(f), yq(e), yk(kv), yv(kv), yo(e), yg(f), yu(f), yd(e);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(float(i));
+  for (auto _ : st) {
+    for (int64_t l = 0; l < layers; ++l) {
+      const StreamWeight* lw = &w[size_t(l) * 7];
+      const pc::MatmulOut qkv[] = {{lw[0].view, yq.data()}, {lw[1].view, yk.data()}, {lw[2].view, yv.data()}};
+      pc::matmul_many(qkv, x.data(), 1, pool);
+      pc::matmul(lw[3].view, x.data(), 1, yo.data(), pool);
+      const pc::MatmulOut gu[] = {{lw[4].view, yg.data()}, {lw[5].view, yu.data()}};
+      pc::matmul_many(gu, x.data(), 1, pool);
+      pc::matmul(lw[6].view, x.data(), 1, yd.data(), pool);
+    }
+    benchmark::DoNotOptimize(yd.data());
+  }
+  st.counters["weightGB/s"] = benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  st.SetLabel(pc::ggml_type_name(type) + " " + pc::cpu_level_name(pc::cpu_level()));
+}
+BENCHMARK(BM_DecodeStep)->ArgsProduct({{0, 1, 2, 3}, {1, 2}})->UseRealTime()->Unit(benchmark::kMillisecond);
 
 void BM_Q8_0(benchmark::State& s) { run(s, pc::GgmlType::Q8_0); }
 void BM_Q4_0(benchmark::State& s) { run(s, pc::GgmlType::Q4_0); }

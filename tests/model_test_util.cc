@@ -43,7 +43,7 @@ std::string generated_model(const std::string& arch, GgmlType type) {
   if (it != cache.end()) return it->second;
   MakeModelOptions o;
   // K-quant rows need multiples of 256 elements, which the "tiny" shape lacks.
-  o.shape = (type == GgmlType::Q4_K || type == GgmlType::Q6_K) ? "small" : "tiny";
+  o.shape = ggml_block_elems(type) == 256 ? "small" : "tiny";
   o.arch = arch;
   o.type = type;
   o.vocab_path = shared_dir() + "/vocab/ggml-vocab-llama-spm.gguf";

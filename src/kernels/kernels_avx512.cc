@@ -1,7 +1,8 @@
-// AVX-512 kernels (CpuLevel::Avx512: F, BW, DQ, VL and VNNI): the prompt
-// matmul tiles of matmul_avx512_impl.h (Q8_0 / Q4_0, Q4_K and F32 / F16 /
-// BF16 weights) and the attention tiles of paged_attention_avx512_impl.h on real
-// 512-bit vectors (simd16_avx512.h); every other case is the AVX2 kernels'.
+// AVX-512 kernels (CpuLevel::Avx512: F, BW, DQ, VL and VNNI): the matmul
+// kernels of matmul_avx512_impl.h (prompt tiles of Q8_0 / Q4_0, Q4_K / Q5_K /
+// Q6_K and F32 / F16 / BF16 weights, decode kernels of Q4_K / Q5_K / Q6_K) and
+// the attention tiles of paged_attention_avx512_impl.h on real 512-bit vectors
+// (simd16_avx512.h); every other case is the AVX2 kernels'.
 // Only this file is compiled for AVX-512 (target pragma inside
 // kernels_simd16.inc, after the standard headers), so nothing else in the
 // binary uses it unless the dispatchers (matmul.cc, paged_attention.cc)

@@ -1,6 +1,6 @@
 // AVX2 + FMA + F16C kernels (CpuLevel::Avx2; on CpuLevel::Avx512 too, for
-// decode rows and Q6_K: kernels_avx512.cc has the prompt tiles of the other
-// types).
+// the float types' and Q8_0 / Q4_0 decode rows: kernels_avx512.cc has the
+// prompt tiles of those types and both kinds of kernel of the K-quants).
 //
 // Only the functions in this file are compiled for AVX2 (GCC/Clang target
 // pragma below), so the rest of the binary runs on any x86-64; matmul.cc picks
@@ -304,7 +304,9 @@ void run_task(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c
 //
 // Rows of x one at a time (decode, tasks of < kPanelRows rows): the weights
 // come straight from the file and are read in memory order, a whole row
-// (column of y) after another, because decode streams every weight from DRAM
+// (column of y) after another (passes of up to 512 blocks: whole rows up to
+// k = 16384; passes of 64 blocks read 8 rows side by side in 2 KiB pieces
+// and ran 1.1x slower on the tinyllama shape's k = 5632), because decode streams every weight from DRAM
 // once per token and a single forward stream (plus a software prefetch a
 // little ahead of it) is what the memory system serves fastest; reading 8 rows
 // side by side block by block was ~1.4× slower. Per column, 8 blocks at a
@@ -364,7 +366,7 @@ inline __m256i q32_block_sums8(const uint8_t* row, const int8_t* xq, int64_t b, 
 
 template <bool kQ4>
 void q32_rows(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
-  constexpr int64_t kChunk = 64;  // blocks per pass (the sums stay in L1)
+  constexpr int64_t kChunk = 512;  // blocks per pass: whole rows up to k = 16384 (the sums, 16 KiB, stay in L1)
   const int64_t nb = a.k / 32;
   alignas(32) int32_t isum[8][kChunk];
   // Q4_0: 8 · (sum of each block's 32 x) of the current row, for all column

@@ -1,4 +1,5 @@
-// AVX-512 prompt matmul kernels (Q8_0 / Q4_0, Q4_K and F32 / F16 / BF16 weights),
+// AVX-512 matmul kernels (prompt tiles of Q8_0 / Q4_0, Q4_K / Q5_K / Q6_K and
+// F32 / F16 / BF16 weights; decode kernels of Q4_K / Q5_K / Q6_K),
 // written once over a 16-lane backend V: V512 (AVX-512 F/BW/DQ/VL + VNNI,
 // simd16_avx512.h, built in kernels_avx512.cc) or V512Emu (the same
 // operations on pairs of AVX2 vectors, simd16_emu.h, built in
@@ -26,12 +27,21 @@
 //   halves; load2x256_i(p, q); join256_i(lo, hi) / dup256_i(v) from AVX2 vectors;
 //   and_i, or_i, srli4_16 (int16 >> 4), shuffle8 (vpshufb), maddubs, madd, add32
 //   (each per 128-bit lane as its AVX2 form)
+//   dpbusd(acc, u8, s8)  per int32 lane: acc + the 4 products u8 · s8 (vpdpbusd,
+//                     exact); sub32, slli32_5; slli16<S>, srli16<S> (int16 shifts)
+//   sll16_2 / srl16_2(v, s0, s1)  int16 shifts by s0 in lanes 0-7, s1 in 8-15
+//   words_zx(table, idx)  word 2i = table word idx[2i], word 2i+1 = 0 (vpermw,
+//                     zero-masked); load_i16x32, loadu_i (64 bytes)
+//   lo8_i, hi8_i      lanes 0-7 / 8-15 as an AVX2 integer vector
 //
 // Q4_K weights: the AVX2 tile_q4_k's arithmetic with two output columns per
 // vector (each 256-bit half the AVX2 tile's vector for its column; the
 // activations' 32 bytes in both halves), tiles of up to 4 rows × 4 columns.
 // Q5_K weights likewise with matmul_avx2_unpack.cc's tile_q5_k arithmetic (the
-// fifth bits made per column with AVX2 operations, then joined).
+// fifth bits made per column with AVX2 operations, then joined), Q6_K with
+// tile_q6_k's. Their int32 sums come from vpdpbusd + vpdpwssd (dot_scaled),
+// the same integers as the AVX2 maddubs / madd. Decode rows use one-row
+// kernels instead (q45k_row16, q6k_row16: see "decode" below).
 //
 // Float weights (F32 / F16 / BF16): the AVX2 tile_float's arithmetic with two
 // output columns per vector (lanes 0-7 one column, 8-15 the next): per output
@@ -61,7 +71,18 @@ namespace {
 
 constexpr int kR16 = 4, kC16 = 3;  // largest Q8_0 / Q4_0 tile: 4 rows × 3 pairs of groups (48 columns)
 constexpr int kFR = 4, kFP = 6;    // largest float tile: 4 rows × 6 pairs of columns
-constexpr int kKP = 2;             // largest Q4_K tile: 4 rows × 2 pairs of columns
+constexpr int kKP = 2;             // largest K-quant prompt tile: 4 rows × 2 pairs of columns
+
+// isum + s * (the sum of the 4 products u8 · s8 of each int32 lane), exactly
+// the integer that isum + madd(maddubs(u8, s8), s16) gives (the AVX2 kernels'
+// form, which never saturates here: every caller's 4-product sums are below
+// 2^15 in magnitude, 4 · 63 · 128): vpdpbusd sums the 4 products, vpdpwssd
+// multiplies the sum's low 16 bits by the scale s32 holds in the low word of
+// each int32 lane (its high word 0).
+template <class V>
+inline typename V::I dot_scaled(typename V::I isum, typename V::I u8, typename V::I s8, typename V::I s32) {
+  return V::dpwssd(isum, V::dpbusd(V::zero_i(), u8, s8), s32);
+}
 
 // y[r..r+R) × columns [c, c + nc), nc <= 2·P: pair j = columns c + 2j and
 // c + 2j + 1 (past the last column: the last one again, never stored).
@@ -186,13 +207,12 @@ void q4k_tile16(const MatmulArgs& a, int64_t r, int64_t c, int nc) {
       PC_UNROLL for (int ch = 0; ch < 4; ++ch) {
         const I q = V::load2x256_i(b0.qs + 32 * ch, b1.qs + 32 * ch);
         const I lo = V::and_i(q, m4), hi = V::and_i(V::srli4_16(q), m4);
-        const I slo = V::shuffle8(scmn, V::dup256_i(_mm256_set1_epi16(int16_t(0xFF00 | (2 * ch)))));
-        const I shi = V::shuffle8(scmn, V::dup256_i(_mm256_set1_epi16(int16_t(0xFF00 | (2 * ch + 1)))));
+        const I slo = V::shuffle8(scmn, V::dup256_i(_mm256_set1_epi32(int32_t(0xFFFFFF00u | (2 * ch)))));
+        const I shi = V::shuffle8(scmn, V::dup256_i(_mm256_set1_epi32(int32_t(0xFFFFFF00u | (2 * ch + 1)))));
         PC_UNROLL for (int i = 0; i < R; ++i) {
           const int8_t* x = xq[i] + 256 * b + 64 * ch;
-          const I x0 = V::bcast256_i(x), x1 = V::bcast256_i(x + 32);
-          isum[i] = V::add32(isum[i], V::madd(V::maddubs(lo, x0), slo));
-          isum[i] = V::add32(isum[i], V::madd(V::maddubs(hi, x1), shi));
+          isum[i] = dot_scaled<V>(isum[i], lo, V::bcast256_i(x), slo);
+          isum[i] = dot_scaled<V>(isum[i], hi, V::bcast256_i(x + 32), shi);
         }
       }
       const F d = V::set2_f(h2f(b0.d), h2f(b1.d));
@@ -258,13 +278,12 @@ void q5k_tile16(const MatmulArgs& a, int64_t r, int64_t c, int nc) {
         const I h0 = V::join256_i(q5k_fifth(b0.qh, 2 * ch), q5k_fifth(b1.qh, 2 * ch));
         const I h1 = V::join256_i(q5k_fifth(b0.qh, 2 * ch + 1), q5k_fifth(b1.qh, 2 * ch + 1));
         const I lo = V::or_i(V::and_i(q, m4), h0), hi = V::or_i(V::and_i(V::srli4_16(q), m4), h1);
-        const I slo = V::shuffle8(scmn, V::dup256_i(_mm256_set1_epi16(int16_t(0xFF00 | (2 * ch)))));
-        const I shi = V::shuffle8(scmn, V::dup256_i(_mm256_set1_epi16(int16_t(0xFF00 | (2 * ch + 1)))));
+        const I slo = V::shuffle8(scmn, V::dup256_i(_mm256_set1_epi32(int32_t(0xFFFFFF00u | (2 * ch)))));
+        const I shi = V::shuffle8(scmn, V::dup256_i(_mm256_set1_epi32(int32_t(0xFFFFFF00u | (2 * ch + 1)))));
         PC_UNROLL for (int i = 0; i < R; ++i) {
           const int8_t* x = xq[i] + 256 * b + 64 * ch;
-          const I x0 = V::bcast256_i(x), x1 = V::bcast256_i(x + 32);
-          isum[i] = V::add32(isum[i], V::madd(V::maddubs(lo, x0), slo));
-          isum[i] = V::add32(isum[i], V::madd(V::maddubs(hi, x1), shi));
+          isum[i] = dot_scaled<V>(isum[i], lo, V::bcast256_i(x), slo);
+          isum[i] = dot_scaled<V>(isum[i], hi, V::bcast256_i(x + 32), shi);
         }
       }
       const F d = V::set2_f(h2f(b0.d), h2f(b1.d));
@@ -281,6 +300,204 @@ void q5k_tile16(const MatmulArgs& a, int64_t r, int64_t c, int nc) {
     PC_UNROLL for (int j = 0; j < P; ++j)
       PC_UNROLL for (int h = 0; h < 2; ++h)
         if (2 * j + h < nc) a.y[(r + i) * a.ldy + c + 2 * j + h] = hsum8(h ? V::hi8(acc[i][j]) : V::lo8(acc[i][j]));
+}
+
+// Word indices into a Q6_K pair's int16 scales (words 0-15 the first column's
+// 16 scales, 16-31 the second's) giving, for 32-value vector v of a block,
+// each int32 lane the scale of its 16 values in its low word: lanes 0-3 scale
+// 2v and 4-7 scale 2v + 1 of the first column, lanes 8-15 the same of the
+// second (the odd words are zeroed by words_zx).
+struct Q6kScaleIdx {
+  alignas(64) int16_t w[8][32];
+  constexpr Q6kScaleIdx() : w() {
+    for (int v = 0; v < 8; ++v)
+      for (int i = 0; i < 16; ++i) w[v][2 * i] = int16_t((i / 8) * 16 + 2 * v + (i % 8) / 4);
+  }
+};
+inline constexpr Q6kScaleIdx kQ6kScaleIdx{};
+
+// y[r..r+R) × columns [c, c + nc) of Q6_K weights, nc <= 2·P (pairs as in
+// float_tile16), with the AVX2 tile_q6_k's arithmetic per lane: per block,
+// isum = sum over the 8 vectors v of scale · (q6 · x) (int32 lanes, exact),
+// tot = isum - 32 · madd(bsums, scales), acc = fma(d · d_x, float(tot), acc).
+template <class V, int R, int P>
+void q6k_tile16(const MatmulArgs& a, int64_t r, int64_t c, int nc) {
+  using I = typename V::I;
+  using F = typename V::F;
+  const int64_t nb = a.k / 256;
+  const BlockQ6_K* w[P][2];
+  PC_UNROLL for (int j = 0; j < P; ++j) {
+    const int64_t lo = c + 2 * j, hi = 2 * j + 1 < nc ? lo + 1 : lo;
+    w[j][0] = reinterpret_cast<const BlockQ6_K*>(a.w + lo * a.row_bytes);
+    w[j][1] = reinterpret_cast<const BlockQ6_K*>(a.w + hi * a.row_bytes);
+  }
+  const int8_t* xq[R];
+  const float* xd[R];
+  const int16_t* xb[R];
+  PC_UNROLL for (int i = 0; i < R; ++i) {
+    xq[i] = a.xq(r + i);
+    xd[i] = a.xd(r + i);
+    xb[i] = a.xbs(r + i);
+  }
+  const I m4 = V::dup256_i(_mm256_set1_epi8(0x0F));
+  const I m3 = V::dup256_i(_mm256_set1_epi8(0x03));
+  const I m30 = V::dup256_i(_mm256_set1_epi8(0x30));
+  F acc[R][P];
+  PC_UNROLL for (int i = 0; i < R; ++i) PC_UNROLL for (int j = 0; j < P; ++j) acc[i][j] = V::zero_f();
+  for (int64_t b = 0; b < nb; ++b) {
+    PC_UNROLL for (int j = 0; j < P; ++j) {
+      const BlockQ6_K& b0 = w[j][0][b];
+      const BlockQ6_K& b1 = w[j][1][b];
+      const I sc16 = V::join256_i(_mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b0.scales))),
+                                  _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b1.scales))));
+      I isum[R];
+      PC_UNROLL for (int i = 0; i < R; ++i) isum[i] = V::zero_i();
+      PC_UNROLL for (int v = 0; v < 8; ++v) {  // 32-value vector v = 4h + kk
+        const int h = v / 4, kk = v % 4;
+        const I ql = V::load2x256_i(b0.ql + 64 * h + 32 * (kk & 1), b1.ql + 64 * h + 32 * (kk & 1));
+        const I qh = V::load2x256_i(b0.qh + 32 * h, b1.qh + 32 * h);
+        const I lo4 = kk < 2 ? V::and_i(ql, m4) : V::and_i(V::template srli16<4>(ql), m4);
+        I hi2;
+        switch (kk) {
+          case 0: hi2 = V::template slli16<4>(V::and_i(qh, m3)); break;
+          case 1: hi2 = V::and_i(V::template slli16<2>(qh), m30); break;
+          case 2: hi2 = V::and_i(qh, m30); break;
+          default: hi2 = V::and_i(V::template srli16<2>(qh), m30); break;
+        }
+        const I q = V::or_i(lo4, hi2);
+        const I scv = V::words_zx(sc16, V::load_i16x32(kQ6kScaleIdx.w[v]));
+        PC_UNROLL for (int i = 0; i < R; ++i) isum[i] = dot_scaled<V>(isum[i], q, V::bcast256_i(xq[i] + 256 * b + 32 * v), scv);
+      }
+      const F d = V::set2_f(h2f(b0.d), h2f(b1.d));
+      PC_UNROLL for (int i = 0; i < R; ++i) {
+        const I bias = V::slli32_5(V::madd(V::bcast256_i(xb[i] + 16 * b), sc16));
+        const F dx = V::set1_f(xd[i][b]);
+        acc[i][j] = V::fmadd(V::mul(d, dx), V::cvt(V::sub32(isum[i], bias)), acc[i][j]);
+      }
+    }
+  }
+  PC_UNROLL for (int i = 0; i < R; ++i)
+    PC_UNROLL for (int j = 0; j < P; ++j)
+      PC_UNROLL for (int h = 0; h < 2; ++h)
+        if (2 * j + h < nc) a.y[(r + i) * a.ldy + c + 2 * j + h] = hsum8(h ? V::hi8(acc[i][j]) : V::lo8(acc[i][j]));
+}
+
+// ---- decode: one activation row, one weight row at a time -----------------
+// Decode streams every weight from DRAM once per token, and a core streams
+// fastest reading one row after another in memory order (tiles reading 2-4
+// rows side by side, each row a stream of its own, ran 1.5-2× slower from
+// DRAM here although faster from L2). So a decode kernel reads one weight row
+// front to back, 64 bytes a vector: lanes 0-7 one 32-value chunk of a block,
+// lanes 8-15 the next. Its int32 sums are the AVX2 kernel's for the same
+// lanes split over the two halves (half 0 the even chunks, half 1 the odd
+// ones), added at the end of the block (exact integers, any order); the float
+// part is then the AVX2 kernel's instruction for instruction, on 8 lanes.
+
+// y[r][c] of Q4_K weights (the arithmetic of tile_q4_k and q4k_tile16).
+// Vector p of a block: qs[64p, 64p + 64) = chunks 2p and 2p + 1; their low
+// nibbles are sub-blocks 4p and 4p + 2, the high ones 4p + 1 and 4p + 3.
+// (Q5_K: the same with the fifth bits of qh[l] or'ed in at bit 4: bit 2·ch
+// for the low nibbles of chunk ch, 2·ch + 1 for the high ones.)
+template <class V, bool kQ5>
+void q45k_row16(const MatmulArgs& a, int64_t r, int64_t c) {
+  using I = typename V::I;
+  using Blk = std::conditional_t<kQ5, BlockQ5_K, BlockQ4_K>;
+  const int64_t nb = a.k / 256;
+  const Blk* w = reinterpret_cast<const Blk*>(a.w + c * a.row_bytes);
+  const int8_t* xq = a.xq(r);
+  const float* xd = a.xd(r);
+  const int16_t* xb = a.xbs(r);
+  const I m4 = V::dup256_i(_mm256_set1_epi8(0x0F));
+  const I one = V::dup256_i(_mm256_set1_epi8(0x01));
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const Blk& blk = w[b];
+    // BlockQ5_K starts like BlockQ4_K (d, dmin, scales).
+    const __m256i scmn = _mm256_broadcastsi128_si256(q4k_scmn(*reinterpret_cast<const BlockQ4_K*>(&blk)));
+    const __m256i mins = _mm256_shuffle_epi8(scmn, q4k_mins_pattern());
+    const I scmn2 = V::dup256_i(scmn);
+    I qh;
+    if constexpr (kQ5) qh = V::bcast256_i(blk.qh);
+    I isum = V::zero_i();
+    PC_UNROLL for (int p = 0; p < 2; ++p) {
+      const I q = V::loadu_i(blk.qs + 64 * p);
+      I lo = V::and_i(q, m4), hi = V::and_i(V::srli4_16(q), m4);
+      if constexpr (kQ5) {
+        lo = V::or_i(lo, V::template slli16<4>(V::and_i(V::srl16_2(qh, 4 * p, 4 * p + 2), one)));
+        hi = V::or_i(hi, V::template slli16<4>(V::and_i(V::srl16_2(qh, 4 * p + 1, 4 * p + 3), one)));
+      }
+      const I slo = V::shuffle8(scmn2, V::join256_i(_mm256_set1_epi32(int32_t(0xFFFFFF00u | (4 * p))),
+                                                    _mm256_set1_epi32(int32_t(0xFFFFFF00u | (4 * p + 2)))));
+      const I shi = V::shuffle8(scmn2, V::join256_i(_mm256_set1_epi32(int32_t(0xFFFFFF00u | (4 * p + 1))),
+                                                    _mm256_set1_epi32(int32_t(0xFFFFFF00u | (4 * p + 3)))));
+      const int8_t* x = xq + 256 * b + 128 * p;
+      isum = dot_scaled<V>(isum, lo, V::load2x256_i(x, x + 64), slo);
+      isum = dot_scaled<V>(isum, hi, V::load2x256_i(x + 32, x + 96), shi);
+    }
+    const __m256i is8 = _mm256_add_epi32(V::lo8_i(isum), V::hi8_i(isum));
+    const __m256 d = _mm256_set1_ps(h2f(blk.d));
+    const __m256 dmin = _mm256_set1_ps(h2f(blk.dmin));
+    const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 16 * b));
+    const __m256 msum = _mm256_cvtepi32_ps(_mm256_madd_epi16(bs, mins));
+    const __m256 dx = _mm256_broadcast_ss(xd + b);
+    acc = _mm256_fmadd_ps(_mm256_mul_ps(d, dx), _mm256_cvtepi32_ps(is8), acc);
+    acc = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, dx), msum, acc);
+  }
+  a.y[r * a.ldy + c] = hsum8(acc);
+}
+
+// Word indices into a Q6_K block's 16 int16 scales (words 0-15) for a decode
+// vector of 32-value vectors v = 2u and 2u + 1 (lanes 0-7 and 8-15): int32
+// lane i gets scale 4u + i / 4 in its low word (the odd words are zeroed by
+// words_zx).
+struct Q6kRowScaleIdx {
+  alignas(64) int16_t w[4][32];
+  constexpr Q6kRowScaleIdx() : w() {
+    for (int u = 0; u < 4; ++u)
+      for (int i = 0; i < 16; ++i) w[u][2 * i] = int16_t(4 * u + i / 4);
+  }
+};
+inline constexpr Q6kRowScaleIdx kQ6kRowScaleIdx{};
+
+// y[r][c] of Q6_K weights (the arithmetic of tile_q6_k and q6k_tile16).
+// Half h of a block: ql[64h, 64h + 64) holds vectors 4h (bytes 0-31, low
+// nibbles), 4h + 1 (bytes 32-63, low), 4h + 2 and 4h + 3 (the same bytes'
+// high nibbles); their top two bits are qh[32h, 32h + 32) >> 0, 2, 4, 6.
+template <class V>
+void q6k_row16(const MatmulArgs& a, int64_t r, int64_t c) {
+  using I = typename V::I;
+  const int64_t nb = a.k / 256;
+  const BlockQ6_K* w = reinterpret_cast<const BlockQ6_K*>(a.w + c * a.row_bytes);
+  const int8_t* xq = a.xq(r);
+  const float* xd = a.xd(r);
+  const int16_t* xb = a.xbs(r);
+  const I m4 = V::dup256_i(_mm256_set1_epi8(0x0F));
+  const I m30 = V::dup256_i(_mm256_set1_epi8(0x30));
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const BlockQ6_K& blk = w[b];
+    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales)));
+    const I sct = V::dup256_i(sc16);
+    I isum = V::zero_i();
+    PC_UNROLL for (int h = 0; h < 2; ++h) {
+      const I ql = V::loadu_i(blk.ql + 64 * h);
+      const I qh = V::bcast256_i(blk.qh + 32 * h);
+      const int8_t* x = xq + 256 * b + 128 * h;
+      // vectors 4h, 4h + 1: low nibbles | (qh << 4, qh << 2) & 0x30
+      const I q01 = V::or_i(V::and_i(ql, m4), V::and_i(V::sll16_2(qh, 4, 2), m30));
+      isum = dot_scaled<V>(isum, q01, V::loadu_i(x), V::words_zx(sct, V::load_i16x32(kQ6kRowScaleIdx.w[2 * h])));
+      // vectors 4h + 2, 4h + 3: high nibbles | (qh, qh >> 2) & 0x30
+      const I q23 = V::or_i(V::and_i(V::srli4_16(ql), m4), V::and_i(V::srl16_2(qh, 0, 2), m30));
+      isum = dot_scaled<V>(isum, q23, V::loadu_i(x + 64), V::words_zx(sct, V::load_i16x32(kQ6kRowScaleIdx.w[2 * h + 1])));
+    }
+    const __m256i is8 = _mm256_add_epi32(V::lo8_i(isum), V::hi8_i(isum));
+    const __m256 d = _mm256_set1_ps(h2f(blk.d));
+    const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 16 * b));
+    const __m256i bias = _mm256_slli_epi32(_mm256_madd_epi16(bs, sc16), 5);
+    const __m256 dx = _mm256_broadcast_ss(xd + b);
+    acc = _mm256_fmadd_ps(_mm256_mul_ps(d, dx), _mm256_cvtepi32_ps(_mm256_sub_epi32(is8, bias)), acc);
+  }
+  a.y[r * a.ldy + c] = hsum8(acc);
 }
 
 template <class V>
@@ -332,6 +549,7 @@ struct Avx512Q32 {
       case GgmlType::BF16: return run_float<LoadBF16>;
       case GgmlType::Q4_K: return run_q4k;
       case GgmlType::Q5_K: return run_q5k;
+      case GgmlType::Q6_K: return run_q6k;
       default: return avx2_kernel(t);
     }
   }
@@ -391,29 +609,62 @@ struct Avx512Q32 {
     run_pairs<kFP>(L::kType, a, r0, r1, c0, c1, scratch, float_tile<L>);
   }
 
-  using Q4kFn = void (*)(const MatmulArgs&, int64_t, int64_t, int);
-  static Q4kFn q4k_tile(int nr, int np) {
+  // K-quant weights (Q4_K / Q5_K / Q6_K): tiles of up to kFR rows × 2·kKP
+  // columns for prompt batches, as run_pairs; the rows of tasks with fewer
+  // than kFR rows (decode) one at a time against one weight row at a time
+  // (T::row). Every kernel of a type performs the same per-lane operations, so
+  // the results are the same bits whichever runs.
+  using KTileFn = void (*)(const MatmulArgs&, int64_t, int64_t, int);
+  template <template <class, int, int> class T>
+  static KTileFn ktile(int nr, int np) {
     static_assert(kKP == 2, "pair table below");
     switch (nr) {
-      case 1: return np == 1 ? q4k_tile16<V, 1, 1> : q4k_tile16<V, 1, 2>;
-      case 2: return np == 1 ? q4k_tile16<V, 2, 1> : q4k_tile16<V, 2, 2>;
-      case 3: return np == 1 ? q4k_tile16<V, 3, 1> : q4k_tile16<V, 3, 2>;
-      default: return np == 1 ? q4k_tile16<V, 4, 1> : q4k_tile16<V, 4, 2>;
+      case 1: return np == 1 ? T<V, 1, 1>::run : T<V, 1, 2>::run;
+      case 2: return np == 1 ? T<V, 2, 1>::run : T<V, 2, 2>::run;
+      case 3: return np == 1 ? T<V, 3, 1>::run : T<V, 3, 2>::run;
+      default: return np == 1 ? T<V, 4, 1>::run : T<V, 4, 2>::run;
     }
   }
-  static void run_q4k(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* scratch) {
-    run_pairs<kKP>(GgmlType::Q4_K, a, r0, r1, c0, c1, scratch, q4k_tile);
-  }
-  static Q4kFn q5k_tile(int nr, int np) {
-    switch (nr) {
-      case 1: return np == 1 ? q5k_tile16<V, 1, 1> : q5k_tile16<V, 1, 2>;
-      case 2: return np == 1 ? q5k_tile16<V, 2, 1> : q5k_tile16<V, 2, 2>;
-      case 3: return np == 1 ? q5k_tile16<V, 3, 1> : q5k_tile16<V, 3, 2>;
-      default: return np == 1 ? q5k_tile16<V, 4, 1> : q5k_tile16<V, 4, 2>;
+  template <template <class, int, int> class T>
+  static void run_k(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t*) {
+    if (r1 - r0 < kFR) {
+      for (int64_t r = r0; r < r1; ++r)
+        for (int64_t c = c0; c < c1; ++c) T<V, 1, 1>::row(a, r, c);
+      return;
+    }
+    for (int64_t r = r0; r < r1;) {
+      const int nr = static_cast<int>(r1 - r < kFR ? r1 - r : kFR);
+      for (int64_t c = c0; c < c1;) {
+        const int nc = static_cast<int>(c1 - c < 2 * kKP ? c1 - c : 2 * kKP);
+        ktile<T>(nr, (nc + 1) / 2)(a, r, c, nc);
+        c += nc;
+      }
+      r += nr;
     }
   }
-  static void run_q5k(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* scratch) {
-    run_pairs<kKP>(GgmlType::Q5_K, a, r0, r1, c0, c1, scratch, q5k_tile);
+  template <class W, int R, int P>
+  struct Q4kT {
+    static void row(const MatmulArgs& a, int64_t r, int64_t c) { q45k_row16<W, false>(a, r, c); }
+    static void run(const MatmulArgs& a, int64_t r, int64_t c, int nc) { q4k_tile16<W, R, P>(a, r, c, nc); }
+  };
+  template <class W, int R, int P>
+  struct Q5kT {
+    static void row(const MatmulArgs& a, int64_t r, int64_t c) { q45k_row16<W, true>(a, r, c); }
+    static void run(const MatmulArgs& a, int64_t r, int64_t c, int nc) { q5k_tile16<W, R, P>(a, r, c, nc); }
+  };
+  template <class W, int R, int P>
+  struct Q6kT {
+    static void row(const MatmulArgs& a, int64_t r, int64_t c) { q6k_row16<W>(a, r, c); }
+    static void run(const MatmulArgs& a, int64_t r, int64_t c, int nc) { q6k_tile16<W, R, P>(a, r, c, nc); }
+  };
+  static void run_q4k(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* s) {
+    run_k<Q4kT>(a, r0, r1, c0, c1, s);
+  }
+  static void run_q5k(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* s) {
+    run_k<Q5kT>(a, r0, r1, c0, c1, s);
+  }
+  static void run_q6k(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* s) {
+    run_k<Q6kT>(a, r0, r1, c0, c1, s);
   }
 
   static KernelSet make_set(const char* name) {

@@ -48,6 +48,21 @@ struct V512 {
   static I maddubs(I a, I b) { return _mm512_maddubs_epi16(a, b); }
   static I madd(I a, I b) { return _mm512_madd_epi16(a, b); }
   static I add32(I a, I b) { return _mm512_add_epi32(a, b); }
+  static I dpbusd(I acc, I u8, I s8) { return _mm512_dpbusd_epi32(acc, u8, s8); }
+  template <int S>
+  static I slli16(I v) { return _mm512_slli_epi16(v, S); }
+  template <int S>
+  static I srli16(I v) { return _mm512_srli_epi16(v, S); }
+  static I sub32(I a, I b) { return _mm512_sub_epi32(a, b); }
+  static I slli32_5(I v) { return _mm512_slli_epi32(v, 5); }
+  static I words_zx(I table, I idx) { return _mm512_maskz_permutexvar_epi16(0x55555555u, idx, table); }
+  static I load_i16x32(const int16_t* p) { return _mm512_loadu_si512(p); }
+  static I loadu_i(const void* p) { return _mm512_loadu_si512(p); }
+  static __m256i lo8_i(I v) { return _mm512_castsi512_si256(v); }
+  static __m256i hi8_i(I v) { return _mm512_extracti64x4_epi64(v, 1); }
+  static I shifts2(int s0, int s1) { return join256_i(_mm256_set1_epi16(int16_t(s0)), _mm256_set1_epi16(int16_t(s1))); }
+  static I sll16_2(I v, int s0, int s1) { return _mm512_sllv_epi16(v, shifts2(s0, s1)); }
+  static I srl16_2(I v, int s0, int s1) { return _mm512_srlv_epi16(v, shifts2(s0, s1)); }
   static F load_h16(const uint16_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
   template <class L>
   static F load_w2(const uint8_t* p, const uint8_t* q, int64_t i) {

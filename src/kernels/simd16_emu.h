@@ -50,6 +50,43 @@ struct V512Emu {
   static I maddubs(I a, I b) { return {_mm256_maddubs_epi16(a.lo, b.lo), _mm256_maddubs_epi16(a.hi, b.hi)}; }
   static I madd(I a, I b) { return {_mm256_madd_epi16(a.lo, b.lo), _mm256_madd_epi16(a.hi, b.hi)}; }
   static I add32(I a, I b) { return {_mm256_add_epi32(a.lo, b.lo), _mm256_add_epi32(a.hi, b.hi)}; }
+  // vpdpbusd: acc + the sum of the 4 products u8 * s8 of each int32 lane,
+  // exactly (no saturation): even and odd bytes widened to int16, then vpmaddwd.
+  static __m256i dpbusd8(__m256i acc, __m256i u, __m256i s) {
+    const __m256i ue = _mm256_and_si256(u, _mm256_set1_epi16(0x00FF)), uo = _mm256_srli_epi16(u, 8);
+    const __m256i se = _mm256_srai_epi16(_mm256_slli_epi16(s, 8), 8), so = _mm256_srai_epi16(s, 8);
+    return _mm256_add_epi32(acc, _mm256_add_epi32(_mm256_madd_epi16(ue, se), _mm256_madd_epi16(uo, so)));
+  }
+  static I dpbusd(I acc, I u8, I s8) { return {dpbusd8(acc.lo, u8.lo, s8.lo), dpbusd8(acc.hi, u8.hi, s8.hi)}; }
+  template <int S>
+  static I slli16(I v) { return {_mm256_slli_epi16(v.lo, S), _mm256_slli_epi16(v.hi, S)}; }
+  template <int S>
+  static I srli16(I v) { return {_mm256_srli_epi16(v.lo, S), _mm256_srli_epi16(v.hi, S)}; }
+  static I sub32(I a, I b) { return {_mm256_sub_epi32(a.lo, b.lo), _mm256_sub_epi32(a.hi, b.hi)}; }
+  static I slli32_5(I v) { return {_mm256_slli_epi32(v.lo, 5), _mm256_slli_epi32(v.hi, 5)}; }
+  // vpermw with zero masking of the odd words: word 2i of the result is
+  // table word idx[2i] (0..31), word 2i + 1 is 0.
+  static I words_zx(I table, I idx) {
+    alignas(32) int16_t t[32], ix[32], out[32];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(t), table.lo);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(t + 16), table.hi);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(ix), idx.lo);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(ix + 16), idx.hi);
+    for (int i = 0; i < 32; ++i) out[i] = i % 2 ? int16_t(0) : t[ix[i] & 31];
+    return {_mm256_load_si256(reinterpret_cast<const __m256i*>(out)), _mm256_load_si256(reinterpret_cast<const __m256i*>(out + 16))};
+  }
+  static I loadu_i(const void* p) { return load2x256_i(p, static_cast<const uint8_t*>(p) + 32); }
+  static __m256i lo8_i(I v) { return v.lo; }
+  static __m256i hi8_i(I v) { return v.hi; }
+  static I sll16_2(I v, int s0, int s1) {
+    return {_mm256_sll_epi16(v.lo, _mm_cvtsi32_si128(s0)), _mm256_sll_epi16(v.hi, _mm_cvtsi32_si128(s1))};
+  }
+  static I srl16_2(I v, int s0, int s1) {
+    return {_mm256_srl_epi16(v.lo, _mm_cvtsi32_si128(s0)), _mm256_srl_epi16(v.hi, _mm_cvtsi32_si128(s1))};
+  }
+  static I load_i16x32(const int16_t* p) {
+    return {_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16))};
+  }
   static F load_h2(const uint16_t* lo, const uint16_t* hi) { return {cvt_h8(lo), cvt_h8(hi)}; }
   static F load_h16(const uint16_t* p) { return {cvt_h8(p), cvt_h8(p + 8)}; }
   static __m256 cvt_h8(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }

@@ -321,9 +321,10 @@ TEST(Matmul, Avx2MatchesReferenceBitwise) {
 
 // The AVX-512 kernel set gives bitwise the results of the path it must match:
 // the scalar kernels for Q8_0 / Q4_0 (prompt tiles 16 columns a vector), the
-// AVX2 kernels for F32 / F16 / BF16 / Q4_K (two columns a vector), over shapes that
+// AVX2 kernels for F32 / F16 / BF16 / Q4_K / Q6_K (two columns a vector), over shapes that
 // cover every tile shape and tail (odd column and group counts: a pair's
-// second half missing; k % 8 tails), decode rows (handed to the AVX2 kernels),
+// second half missing; k % 8 tails), decode rows (the K-quants' own decode
+// tiles; the AVX2 kernels for the others),
 // several thread counts, and matmul_many with shared activations. On machines
 // without AVX-512 it runs as the emulated set: the same kernel code on pairs
 // of AVX2 vectors.
@@ -339,10 +340,11 @@ TEST(Matmul, Avx512KernelsMatchScalarBitwise) {
   uint32_t seed = 900;
   for (const kern::KernelSet* set : sets) {
     ASSERT_NE(set, nullptr);
-    for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q4_K}) {
+    for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q4_K,
+                       GgmlType::Q6_K}) {
       const bool quant = ggml_block_elems(t) == 32;
-      const std::vector<int64_t> ks = quant                  ? std::vector<int64_t>{32, 96, 576, 2464}
-                                      : t == GgmlType::Q4_K ? std::vector<int64_t>{256, 1536}
+      const std::vector<int64_t> ks = quant                            ? std::vector<int64_t>{32, 96, 576, 2464}
+                                      : ggml_block_elems(t) == 256 ? std::vector<int64_t>{256, 1536}
                                                              : std::vector<int64_t>{1, 7, 8, 13, 200, 576};
       for (int64_t k : ks) {
         for (int64_t n : {1, 8, 13, 16, 24, 40, 48, 57, 129, 300}) {

@@ -84,6 +84,7 @@ TEST_P(BatchInvariance, GeneratedQwen35) { check_invariance(test::generated_mode
 TEST_P(BatchInvariance, GeneratedQwen35Moe) { check_invariance(test::generated_model("qwen35moe", GgmlType::Q4_0), 90); }
 TEST_P(BatchInvariance, GeneratedF16) { check_invariance(test::generated_model("llama", GgmlType::F16), 90); }
 TEST_P(BatchInvariance, GeneratedQ6K) { check_invariance(test::generated_model("qwen3", GgmlType::Q6_K), 90); }
+TEST_P(BatchInvariance, GeneratedQ5K) { check_invariance(test::generated_model("llama", GgmlType::Q5_K), 90); }
 
 // Contexts of several softmax segments (kAttnSegmentSlots): stepping 1 or 20
 // tokens at a time, the attention is split by segment (Forward::plan_split:
@@ -102,10 +103,11 @@ TEST_P(BatchInvariance, LongContextSplitAttentionWindowed) {
   check_invariance(test::generated_model("gemma2", GgmlType::F16), 300, {1, 2}, {0, 1});
 }
 
-// The AVX-512 kernels (matmul prompt tiles, attention tiles) keep the
-// property, and give bitwise the AVX2 path's logits (the same per-element
-// operations in the same order). Where the CPU lacks AVX-512 the same kernel
-// code runs on its AVX2 emulation.
+// The AVX-512 kernels (matmul prompt tiles, the K-quants' decode kernels,
+// attention tiles) keep the property — chunks of 1 token run the decode
+// kernels, longer ones the prompt tiles — and give bitwise the AVX2 path's
+// logits (the same per-element operations in the same order). Where the CPU
+// lacks AVX-512 the same kernel code runs on its AVX2 emulation.
 TEST(BatchInvarianceAvx512, MatchesAvx2Bitwise) {
   if (detect_cpu_level() < CpuLevel::Avx2) GTEST_SKIP() << "the emulated AVX-512 kernels need AVX2";
   const bool real = detect_cpu_level() >= CpuLevel::Avx512;
@@ -123,7 +125,7 @@ TEST(BatchInvarianceAvx512, MatchesAvx2Bitwise) {
   };
   const std::pair<const char*, GgmlType> models[] = {
       {"llama", GgmlType::Q8_0}, {"llama", GgmlType::Q4_0}, {"llama", GgmlType::F16}, {"qwen3", GgmlType::Q4_K},
-      {"gemma2", GgmlType::F16}, {"gemma3", GgmlType::Q8_0}};
+      {"qwen3", GgmlType::Q6_K}, {"llama", GgmlType::Q5_K}, {"gemma2", GgmlType::F16}, {"gemma3", GgmlType::Q8_0}};
   for (const auto& [arch, t] : models) {
     const std::string path = test::generated_model(arch, t);
     auto model = Model::load(path);
