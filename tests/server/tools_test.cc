@@ -154,7 +154,7 @@ class ToolsTest : public ::testing::TestWithParam<Format> {
   static void SetUpTestSuite() { tool_model(); }
   void SetUp() override {
     srv_ = std::make_unique<ServeProcess>(std::vector<std::string>{
-        "-m", tool_model(), "--test-hooks", "--chat-template-file", shared_path(std::string("templates/") + GetParam().tmpl + ".jinja")});
+        "-m", tool_model(), "--test-hooks", "--chat-template-file", shared_path(std::string("templates-2026/") + GetParam().tmpl + ".jinja")});
   }
   json request(const std::string& forced, json extra = json::object()) const {
     json body = {{"messages", json::array({{{"role", "user"}, {"content", "What is the weather in Paris?"}}})},
@@ -343,7 +343,7 @@ INSTANTIATE_TEST_SUITE_P(Templates, ToolsTest, ::testing::ValuesIn(kFormats),
 
 // Requests the server cannot honour are 400s naming the field.
 TEST(ToolsErrors, UnenforceableAndMalformedRequests) {
-  ServeProcess srv({"-m", tool_model(), "--chat-template-file", shared_path("templates/HuggingFaceTB-SmolLM3-3B.jinja")});
+  ServeProcess srv({"-m", tool_model(), "--chat-template-file", shared_path("templates-2026/HuggingFaceTB-SmolLM3-3B.jinja")});
   auto c = srv.client();
   const json base = {{"messages", json::array({{{"role", "user"}, {"content", "Hi"}}})}, {"tools", tools_json()}};
   for (const json& choice : {json("required"), json({{"type", "function"}, {"function", {{"name", "get_weather"}}}})}) {
