@@ -466,6 +466,13 @@ void respond_stream(Server::State& st, std::shared_ptr<Generation> g, HttpRespon
       [&st, g](bool) { cancel_if_running(st, *g); });
 }
 
+
+void handle(Server::State& st, const HttpRequest& req, HttpResponse& res, bool chat) {
+  guard(res, [&] { respond(st, std::make_shared<Generation>(prepare(st, req, chat)), req, res); });
+}
+
+}  // namespace
+
 void cancel_if_running(Server::State& st, Generation& g) {
   bool done = false;
   g.job->wait_delta(0ms, &done);
@@ -473,12 +480,6 @@ void cancel_if_running(Server::State& st, Generation& g) {
 }
 
 void cancel_generation(Server::State& st, Generation& g) { st.scheduler->cancel(*g.job); }
-
-void handle(Server::State& st, const HttpRequest& req, HttpResponse& res, bool chat) {
-  guard(res, [&] { respond(st, std::make_shared<Generation>(prepare(st, req, chat)), req, res); });
-}
-
-}  // namespace
 
 const ChatTemplate& chat_template_of(const Server::State& st) {
   if (!st.chat_template)
