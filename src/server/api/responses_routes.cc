@@ -138,7 +138,7 @@ ResponsesGeneration prepare_generation(Server::State& st, const HttpRequest& req
   check_tools(chat);
   const ToolChoice choice = parse_tool_choice(chat, st.tool_format);
   prepare_chat(st, g, messages, chat_extra(chat));
-  if (!a.t.tools.empty() && choice.mode != ToolChoice::Mode::kNone) g.tools = st.tool_format;
+  parse_replies_for_tools(st, g, a.t.tools, choice.mode != ToolChoice::Mode::kNone);
   // Responses tools are not in chat's shape in the request's text, so a strict tool's
   // arguments are not constrained here; the call itself is.
   force_tool_call(st, g, choice);
@@ -251,7 +251,7 @@ void respond_whole(Server::State& st, ResponsesGeneration& a, const HttpRequest&
   if (o.finish_reason == FinishReason::kError || o.finish_reason == FinishReason::kCancelled) throw_outcome_error(o);
   ToolParse parsed;
   if (a.g.tools != ToolFormat::kNone)
-    parsed = parse_tool_calls(a.g.tools, a.g.prefill + all.text);
+    parsed = parse_tool_calls(a.g.tools, a.g.prefill + all.text, {}, a.g.tool_schemas);
   else
     parsed.content = all.text;
   const CacheReport c = finish_generation(st, a.g, parsed.calls);
@@ -333,7 +333,7 @@ bool write_call(DataSink& sink, StreamState& s, const ResponsesGeneration& a, co
 
 void respond_stream(Server::State& st, std::shared_ptr<ResponsesGeneration> a, HttpResponse& res) {
   auto s = std::make_shared<StreamState>();
-  if (a->g.tools != ToolFormat::kNone) s->tools.emplace(a->g.tools);
+  if (a->g.tools != ToolFormat::kNone) s->tools.emplace(a->g.tools, std::function<std::string()>{}, a->g.tool_schemas);
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
   res.set_chunked_content_provider(

@@ -232,7 +232,9 @@ ToolTurn tool_turn(const RenderedChat& r, int mi, ToolFormat f) {
   }
   const size_t at = r.text.find(marker, last);
   if (at == std::string::npos || at + marker.size() > next) return t;
-  t.end = at + marker.size();
+  // Harmony's <|call|> is the end-of-generation token the reply stopped at: the
+  // remembered ids end before it, so the template's <|call|> stays template text.
+  t.end = at + (call_region_end_is_eog(f) ? 0 : marker.size());
   t.ok = true;
   return t;
 }
