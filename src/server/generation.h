@@ -80,7 +80,10 @@ void submit(Server::State& st, Generation& g);
 // g.params (sampling, stops, g.params.gen.retain) and g.scope are the caller's to set first.
 // `mode`: how the messages end (chat_render.h: generation prompt, none, or the final
 // assistant message continued).
-void prepare_chat(Server::State& st, Generation& g, const json& messages, const json& extra, ChatRender mode = {});
+// `key_order`: the request body as sent (read with ordered_json), whose "messages" and
+// "tools" give the template their objects' key order; null: keys sorted.
+void prepare_chat(Server::State& st, Generation& g, const json& messages, const json& extra, ChatRender mode = {},
+                  const nlohmann::ordered_json* key_order = nullptr);
 // Sets g.tools and g.tool_schemas: the reply is parsed for calls when the request offers
 // `tools` (in any of the API's shapes) and `parse` (tool_choice is not "none"), and always
 // with a harmony template (its channels).

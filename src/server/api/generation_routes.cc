@@ -88,7 +88,9 @@ Generation prepare(Server::State& st, const HttpRequest& req, bool chat) {
       throw bad_field("continue_final_message",
                       "'continue_final_message' cannot be combined with a tool_choice that forces a call "
                       "(the call would start a new reply)");
-    prepare_chat(st, g, body["messages"], chat_extra(body), mode);
+    // The body again with its key order, for the template (conversation.h keep_key_order).
+    const nlohmann::ordered_json order = nlohmann::ordered_json::parse(req.body, nullptr, false);
+    prepare_chat(st, g, body["messages"], chat_extra(body), mode, &order);
     parse_replies_for_tools(st, g, body.value("tools", json::array()), choice.mode != ToolChoice::Mode::kNone);
     force_tool_call(st, g, choice, req.body);
     split_thinking(st, g, request_reasoning_format(st, body));
@@ -157,13 +159,21 @@ void apply_test_hooks(Server::State& st, Generation& g, const json& body) {
   }
 }
 
-void prepare_chat(Server::State& st, Generation& g, const json& sent, const json& extra, ChatRender mode) {
+void prepare_chat(Server::State& st, Generation& g, const json& sent, const json& extra, ChatRender mode,
+                  const nlohmann::ordered_json* key_order) {
   check_prompt_bytes(sent, st.max_prompt_bytes, st.n_ctx, "messages");
   // Clients' per-request nonces normalised: the same harness renders the same prompt.
   json messages = sent;
   g.volatile_rules_applied = st.volatile_rules.apply(messages);
+  static const nlohmann::ordered_json kNoOrder;
+  const nlohmann::ordered_json& order = key_order ? *key_order : kNoOrder;
+  const nlohmann::ordered_json no_key = nullptr;
+  auto part_of = [&](const char* key) -> const nlohmann::ordered_json& {
+    return order.is_object() && order.contains(key) ? order[key] : no_key;
+  };
   g.chat = build_chat_prompt(chat_template_of(st), st.model->tokenizer(), st.memory, g.scope,
-                             parse_tool_arguments(template_messages(messages)), extra, st.tool_format, mode);
+                             parse_tool_arguments(keep_key_order(template_messages(messages), part_of("messages"))),
+                             keep_key_order(extra, order), st.tool_format, mode);
   split_content_parts(g.chat->parts, messages, g.chat->text, g.chat->token_offsets);
   g.params.gen.prompt = g.chat->ids;
   // Long parts as content-defined chunks: text that moved inside a part is found too.
