@@ -41,7 +41,10 @@ ToolParse streamed(ToolFormat f, const std::string& text, size_t step, std::shar
 }
 
 // Whole and streamed (every step from 1 to 7 bytes) agree; returns the whole parse.
-ToolParse parse_both(ToolFormat f, const std::string& text, std::shared_ptr<const ToolSchemas> schemas = nullptr) {
+// No tools offered: a harmony reply parses no calls.
+const std::shared_ptr<const ToolSchemas> kAnyTools = std::make_shared<const ToolSchemas>();
+
+ToolParse parse_both(ToolFormat f, const std::string& text, std::shared_ptr<const ToolSchemas> schemas = kAnyTools) {
   const ToolParse w = server::parse_tool_calls(f, text, counter_ids(), schemas);
   for (size_t step = 1; step <= 7; ++step) {
     const ToolParse s = streamed(f, text, step, schemas);
@@ -122,7 +125,7 @@ TEST(ToolFormats2026, XmlWithoutSchemasKeepsStringsAndMultilineValues) {
       "<parameter=body>\ndef f():\n    return \"</tool_call>\"\n\n</parameter>\n"
       "</function>\n</tool_call>\n<tool_call>\n<function=run>\n<parameter=n>\n3\n</parameter>\n</function>\n"
       "</tool_call>";
-  const ToolParse p = parse_both(ToolFormat::kQwenXml, reply);
+  const ToolParse p = parse_both(ToolFormat::kQwenXml, reply, nullptr);
   EXPECT_EQ(p.content, "I will write it.");
   ASSERT_EQ(p.calls.size(), 2u);
   EXPECT_EQ(p.calls[0].name, "write_file");
@@ -190,6 +193,13 @@ TEST(ToolFormats2026, HarmonyChannels) {
   p = parse_both(ToolFormat::kHarmony, " to=functions.f<|channel|>commentary json<|message|>{\"k\": 1}");
   ASSERT_EQ(p.calls.size(), 1u);
   EXPECT_EQ(p.calls[0].arguments, R"({"k":1})");
+  // A body that is no JSON object is no call; without tools offered, nothing is a call.
+  p = parse_both(ToolFormat::kHarmony, " to=functions.f<|channel|>commentary json<|message|>{\"k\": }");
+  EXPECT_TRUE(p.calls.empty());
+  EXPECT_EQ(p.content, "{\"k\": }");
+  p = parse_both(ToolFormat::kHarmony, "<|channel|>commentary to=functions.f json<|message|>{}<|call|>", nullptr);
+  EXPECT_TRUE(p.calls.empty());
+  EXPECT_EQ(p.content, "{}");
 }
 
 TEST(ToolFormats2026, ForcedPrefixesOpenACall) {

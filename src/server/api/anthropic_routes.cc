@@ -193,9 +193,9 @@ void respond_whole(Server::State& st, AnthropicGeneration& a, const HttpRequest&
   ToolParse parsed;
   if (a.g.tools != ToolFormat::kNone)
     parsed = parse_tool_calls(a.g.tools, a.g.prefill + split.content, tool_use_ids(a.g.tools), a.g.tool_schemas);
-  split.reasoning += parsed.reasoning;  // harmony: the analysis channel
   else
     parsed.content = std::move(split.content);
+  split.reasoning += parsed.reasoning;  // harmony: the analysis channel
   const CacheReport c = finish_generation(st, a.g, parsed.calls);
   json content = json::array();
   if (a.show_thinking && !split.reasoning.empty()) content.push_back(thinking_block(split.reasoning));

@@ -118,7 +118,7 @@ ReasoningFormat request_reasoning_format(const Server::State& st, const json& bo
 void parse_replies_for_tools(const Server::State& st, Generation& g, const json& tools, bool parse) {
   const bool offered = tools.is_array() && !tools.empty() && parse;
   if (offered || st.tool_format == ToolFormat::kHarmony) g.tools = st.tool_format;
-  if (offered) g.tool_schemas = std::make_shared<const ToolSchemas>(tool_schemas(tools));
+  if (offered) g.tool_schemas = std::make_shared<const ToolSchemas>(tool_schemas(tools));  // harmony: calls on
 }
 
 void split_thinking(const Server::State& st, Generation& g, ReasoningFormat format) {

@@ -28,7 +28,8 @@ std::string header_field(std::string_view header, std::string_view key) {
 
 }  // namespace
 
-HarmonyParser::HarmonyParser(std::function<std::string()> new_id) : new_id_(std::move(new_id)) {}
+HarmonyParser::HarmonyParser(std::function<std::string()> new_id, bool calls)
+    : new_id_(std::move(new_id)), calls_(calls) {}
 
 // At pos_, no body open: reads a header "...<|message|>" and opens its body. False when
 // the text does not reach the end of the header yet.
@@ -45,7 +46,7 @@ bool HarmonyParser::read_header(bool at_end) {
   std::string to = header_field(header, "to=");
   if (to.rfind("functions.", 0) == 0) to.erase(0, 10);
   if (channel == "analysis") body_ = Body::kReasoning;
-  else if (!to.empty()) body_ = Body::kCall;
+  else if (!to.empty() && calls_) body_ = Body::kCall;
   else body_ = Body::kContent;
   call_name_ = std::move(to);
   call_args_.clear();
@@ -59,14 +60,16 @@ void HarmonyParser::end_body(ToolParse& out) {
     while (b < e && scan::is_ws(call_args_[b])) ++b;
     while (e > b && scan::is_ws(call_args_[e - 1])) --e;
     const std::string raw = call_args_.substr(b, e - b);
-    const ojson args = ojson::parse(raw, nullptr, false);
-    ToolCall c;
-    c.id = new_id_();
-    c.name = call_name_;
-    c.arguments = args.is_object() ? args.dump(-1, ' ', false, ojson::error_handler_t::replace)
-                  : raw.empty()    ? "{}"
-                                   : raw;
-    out.calls.push_back(std::move(c));
+    const ojson args = raw.empty() ? ojson::object() : ojson::parse(raw, nullptr, false);
+    if (args.is_object()) {
+      ToolCall c;
+      c.id = new_id_();
+      c.name = call_name_;
+      c.arguments = args.dump(-1, ' ', false, ojson::error_handler_t::replace);
+      out.calls.push_back(std::move(c));
+    } else {
+      out.content += call_args_;  // no call: what the model wrote stays visible
+    }
   }
   body_ = Body::kNone;
   call_name_.clear();

@@ -14,6 +14,7 @@
 //   analysis                       → reasoning
 //   commentary to=functions.NAME   → a call of NAME, the body its JSON arguments
 //   commentary (no recipient)      → content (a preamble the user may see)
+//   (a call when calls are off, or whose body is no JSON object → content: its body)
 //   final                          → content
 //
 // Text before any header (a model that does not write harmony) is content. Bodies go
@@ -30,7 +31,8 @@ namespace pc::server {
 
 class HarmonyParser {
  public:
-  explicit HarmonyParser(std::function<std::string()> new_id);
+  // `calls`: the request offers tools; without, a message to a function is content.
+  HarmonyParser(std::function<std::string()> new_id, bool calls);
   ToolParse push(std::string_view text);
   ToolParse finish();
 
@@ -41,6 +43,7 @@ class HarmonyParser {
   void end_body(ToolParse& out);
 
   std::function<std::string()> new_id_;
+  bool calls_;
   std::string buf_;
   size_t pos_ = 0;            // buf_[0, pos_) is decided
   Body body_ = Body::kNone;   // inside a body of this kind; kNone: at a header (or the start)

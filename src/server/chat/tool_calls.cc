@@ -330,7 +330,7 @@ ToolCallParser::ToolCallParser(ToolFormat f, std::function<std::string()> new_id
                                std::shared_ptr<const ToolSchemas> schemas)
     : f_(f), new_id_(std::move(new_id)), schemas_(std::move(schemas)) {
   if (!new_id_) new_id_ = [f] { return new_tool_call_id(f); };
-  if (f_ == ToolFormat::kHarmony) harmony_ = std::make_unique<HarmonyParser>(new_id_);
+  if (f_ == ToolFormat::kHarmony) harmony_ = std::make_unique<HarmonyParser>(new_id_, schemas_ != nullptr);
 }
 
 ToolCallParser::~ToolCallParser() = default;

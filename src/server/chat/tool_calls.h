@@ -97,7 +97,9 @@ struct ToolParse {
 class HarmonyParser;
 
 // Incremental parser over one reply. `new_id` names each call (default:
-// new_tool_call_id(format)); `schemas` types kQwenXml arguments (null: all strings).
+// new_tool_call_id(format)); `schemas` types kQwenXml arguments (null: all strings) and
+// says the request offers tools: kHarmony without them parses no calls (a message to a
+// function is content), as every harmony reply goes through this parser.
 class ToolCallParser {
  public:
   explicit ToolCallParser(ToolFormat f, std::function<std::string()> new_id = {},
