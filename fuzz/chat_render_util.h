@@ -23,7 +23,7 @@ namespace pc::fuzz {
 // built-in chatml.
 inline const ChatTemplate& request_chat_template() {
   static const ChatTemplate t = [] {
-    std::ifstream in(std::string(PC_SHARED_DIR) + "/templates/Qwen-Qwen2.5-7B-Instruct.jinja");
+    std::ifstream in(std::string(PC_SHARED_DIR) + "/templates-2026/Qwen-Qwen2.5-7B-Instruct.jinja");
     std::stringstream ss;
     ss << in.rdbuf();
     return ss.str().empty() ? ChatTemplate(*builtin_chat_template("chatml")) : ChatTemplate(ss.str());

@@ -22,7 +22,7 @@ bin=$work/npm/node_modules/.bin
 
 echo "== a generated model (random weights, GPT-2 byte-level vocabulary)"
 "$pc" make-model -o "$work/model.gguf" --shape small --arch qwen2 --vocab "$root/../shared/vocab/ggml-vocab-gpt-2.gguf" >/dev/null 2>&1
-template=$root/../shared/templates/Qwen-Qwen2.5-7B-Instruct.jinja
+template=$root/../shared/templates-2026/Qwen-Qwen2.5-7B-Instruct.jinja
 
 port_of() { sed -n 's/.*listening on [^:]*:\([0-9]*\).*/\1/p;s/^proxy on \([0-9]*\)$/\1/p' "$1" | head -1; }
 wait_port() { for _ in $(seq 1 100); do p=$(port_of "$1"); [[ -n $p ]] && { echo "$p"; return; }; sleep 0.2; done; echo "no port in $1" >&2; exit 1; }

@@ -4,7 +4,7 @@
 
 namespace pc::test {
 
-// Folder with models/, vocab/, templates/ (../shared beside the repository).
+// Folder with models/, vocab/, templates-2026/ (../shared beside the repository).
 std::string shared_dir();
 // Path of the built `promptcache` executable.
 std::string cli_path();

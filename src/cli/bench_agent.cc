@@ -71,8 +71,8 @@ struct BenchAgentArgs {
   std::string documents = "separate";  // separate: text parts; joined: one string
   std::string dir;
   std::string vocab = "../shared/vocab/ggml-vocab-qwen2.gguf";
-  std::string template_file = "../shared/templates/Qwen-Qwen2.5-7B-Instruct.jinja";
-  std::string reasoning_template_file = "../shared/templates/Qwen-Qwen3-0.6B.jinja";
+  std::string template_file = "../shared/templates-2026/Qwen-Qwen2.5-7B-Instruct.jinja";
+  std::string reasoning_template_file = "../shared/templates-2026/Qwen-Qwen3-0.6B.jinja";
   int sessions = 4;
   bool joined = false;
   int turns = 12;
@@ -287,7 +287,7 @@ int run_bench_agent(const BenchAgentArgs& a) {
   for (const std::string* f : {&a.template_file, &a.reasoning_template_file})
     if (!std::filesystem::exists(*f))
       throw Error("chat template " + *f + " not found (--chat-template-file / --reasoning-template-file; "
-                  "the defaults are ../shared/templates/ relative to the working directory)");
+                  "the defaults are ../shared/templates-2026/ relative to the working directory)");
   std::signal(SIGPIPE, SIG_IGN);
   const std::string model = a.model.empty() ? generated_model(a) : a.model;
   std::vector<Turn> turns;

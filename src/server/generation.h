@@ -27,7 +27,11 @@ struct Generation {
   bool pml = false;                // a PML plan (module hits in the report)
   // Chat with tools (tool_choice not "none"): the reply is parsed for calls in this
   // format (kNone: plain content).
+  // kHarmony is set for every chat request (its parser is what takes the channels
+  // apart), tools or not.
   ToolFormat tools = ToolFormat::kNone;
+  // The tools' parameters schemas (kQwenXml types its arguments by them); null: none.
+  std::shared_ptr<const ToolSchemas> tool_schemas;
   // tool_choice "required" / named: the call opener the reply starts with
   // (forced_call_prefix), appended to the prompt as prefill_ids; the parser and the
   // conversation memory see it as the start of the reply.
@@ -76,7 +80,14 @@ void submit(Server::State& st, Generation& g);
 // g.params (sampling, stops, g.params.gen.retain) and g.scope are the caller's to set first.
 // `mode`: how the messages end (chat_render.h: generation prompt, none, or the final
 // assistant message continued).
-void prepare_chat(Server::State& st, Generation& g, const json& messages, const json& extra, ChatRender mode = {});
+// `key_order`: the request body as sent (read with ordered_json), whose "messages" and
+// "tools" give the template their objects' key order; null: keys sorted.
+void prepare_chat(Server::State& st, Generation& g, const json& messages, const json& extra, ChatRender mode = {},
+                  const nlohmann::ordered_json* key_order = nullptr);
+// Sets g.tools and g.tool_schemas: the reply is parsed for calls when the request offers
+// `tools` (in any of the API's shapes) and `parse` (tool_choice is not "none"), and always
+// with a harmony template (its channels).
+void parse_replies_for_tools(const Server::State& st, Generation& g, const json& tools, bool parse);
 // tool_choice "required" / named (Anthropic any / tool): the reply must be a call, so
 // it starts with the template's call opener (and, for a named tool, the JSON through
 // the name): g.prefill, tokenized as g.prefill_ids and appended to the prompt (after

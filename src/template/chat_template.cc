@@ -39,12 +39,12 @@ int32_t add_part(std::vector<TemplatePart>& parts, TemplatePart::Kind kind, int 
 
 // messages as template values, each tagged with its part (see
 // apply_with_spans); parts numbers them.
-Value tagged_messages(const nlohmann::json& messages, std::vector<TemplatePart>& parts) {
+Value tagged_messages(const nlohmann::ordered_json& messages, std::vector<TemplatePart>& parts) {
   if (!messages.is_array()) return jinja::from_json(messages);
   jinja::ValueList list;
   list.reserve(messages.size());
   for (size_t i = 0; i < messages.size(); ++i) {
-    const nlohmann::json& m = messages[i];
+    const nlohmann::ordered_json& m = messages[i];
     const int mi = static_cast<int>(i);
     Value v = jinja::from_json(m, add_part(parts, TemplatePart::Kind::kMessage, mi, -1));
     if (m.is_object()) {
@@ -66,7 +66,7 @@ Value tagged_messages(const nlohmann::json& messages, std::vector<TemplatePart>&
   return Value::list(std::move(list));
 }
 
-Value tagged_tools(const nlohmann::json& tools, std::vector<TemplatePart>& parts) {
+Value tagged_tools(const nlohmann::ordered_json& tools, std::vector<TemplatePart>& parts) {
   if (!tools.is_array()) return jinja::from_json(tools);
   jinja::ValueList list;
   for (size_t i = 0; i < tools.size(); ++i)
@@ -88,8 +88,8 @@ size_t common_writes(const std::string& a, const std::vector<size_t>& wa, const 
 
 }  // namespace
 
-ChatTemplate::Vars ChatTemplate::make_vars(const nlohmann::json& messages, bool add_generation_prompt,
-                                           const nlohmann::json& extra, std::vector<TemplatePart>* parts) const {
+ChatTemplate::Vars ChatTemplate::make_vars(const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                                           const nlohmann::ordered_json& extra, std::vector<TemplatePart>* parts) const {
   Vars vars;
   auto& v = vars.list;
   v.emplace_back("bos_token", jinja::Value(bos_token_));
@@ -108,15 +108,15 @@ ChatTemplate::Vars ChatTemplate::make_vars(const nlohmann::json& messages, bool 
   return vars;
 }
 
-std::string ChatTemplate::apply(const nlohmann::json& messages, bool add_generation_prompt,
-                                const nlohmann::json& extra) const {
+std::string ChatTemplate::apply(const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                                const nlohmann::ordered_json& extra) const {
   Vars vars = make_vars(messages, add_generation_prompt, extra, nullptr);
   jinja::Interp interp;
   return interp.render(*tmpl_, vars.list);
 }
 
-RenderedChat ChatTemplate::apply_with_spans(const nlohmann::json& messages, bool add_generation_prompt,
-                                            const nlohmann::json& extra, bool find_generation_prompt) const {
+RenderedChat ChatTemplate::apply_with_spans(const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                                            const nlohmann::ordered_json& extra, bool find_generation_prompt) const {
   std::vector<TemplatePart> parts;
   Vars vars = make_vars(messages, add_generation_prompt, extra, &parts);
   std::vector<size_t> writes;

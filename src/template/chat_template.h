@@ -78,10 +78,12 @@ class ChatTemplate {
   ChatTemplate& operator=(ChatTemplate&&) noexcept;
 
   // messages: JSON array of {role, content, ...}. extra: additional variables
-  // (tools, enable_thinking, ...). Throws ChatTemplateError; when the template
+  // (tools, enable_thinking, ...). Objects keep their key order (what `tojson`
+  // writes, as Jinja2 does for a Python dict); a nlohmann::json converts
+  // implicitly, with its keys sorted. Throws ChatTemplateError; when the template
   // calls raise_exception(msg), what() is exactly msg.
-  std::string apply(const nlohmann::json& messages, bool add_generation_prompt,
-                    const nlohmann::json& extra = nlohmann::json::object()) const;
+  std::string apply(const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                    const nlohmann::ordered_json& extra = nlohmann::ordered_json::object()) const;
 
   // apply() that also says, for every byte of the text, the part of the
   // request it came from. The spans follow the data, not the template's
@@ -102,15 +104,15 @@ class ChatTemplate {
   // Costs about 2x-3x apply() (measured in spans_test).
   // find_generation_prompt = false: the generation prompt's bytes stay template text
   // (kNone), saving the second render that tells them apart.
-  RenderedChat apply_with_spans(const nlohmann::json& messages, bool add_generation_prompt,
-                                const nlohmann::json& extra = nlohmann::json::object(),
+  RenderedChat apply_with_spans(const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                                const nlohmann::ordered_json& extra = nlohmann::ordered_json::object(),
                                 bool find_generation_prompt = true) const;
 
   const std::string& source() const { return source_; }
 
  private:
   struct Vars;
-  Vars make_vars(const nlohmann::json& messages, bool add_generation_prompt, const nlohmann::json& extra,
+  Vars make_vars(const nlohmann::ordered_json& messages, bool add_generation_prompt, const nlohmann::ordered_json& extra,
                  std::vector<TemplatePart>* parts) const;
 
   std::string source_;

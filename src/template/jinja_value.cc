@@ -258,25 +258,25 @@ int values_compare(const Value& a, const Value& b) {
 // ---------------------------------------------------------------------------
 // conversions
 
-static Value from_json_untagged(const nlohmann::json& j, int32_t part) {
+static Value from_json_untagged(const nlohmann::ordered_json& j, int32_t part) {
   switch (j.type()) {
-    case nlohmann::json::value_t::null: return Value::none();
-    case nlohmann::json::value_t::boolean: return Value(j.get<bool>());
-    case nlohmann::json::value_t::number_integer: return Value(j.get<int64_t>());
-    case nlohmann::json::value_t::number_unsigned: {
+    case nlohmann::ordered_json::value_t::null: return Value::none();
+    case nlohmann::ordered_json::value_t::boolean: return Value(j.get<bool>());
+    case nlohmann::ordered_json::value_t::number_integer: return Value(j.get<int64_t>());
+    case nlohmann::ordered_json::value_t::number_unsigned: {
       uint64_t u = j.get<uint64_t>();
       if (u <= static_cast<uint64_t>(INT64_MAX)) return Value(static_cast<int64_t>(u));
       return Value(static_cast<double>(u));
     }
-    case nlohmann::json::value_t::number_float: return Value(j.get<double>());
-    case nlohmann::json::value_t::string: return Value(j.get<std::string>());
-    case nlohmann::json::value_t::array: {
+    case nlohmann::ordered_json::value_t::number_float: return Value(j.get<double>());
+    case nlohmann::ordered_json::value_t::string: return Value(j.get<std::string>());
+    case nlohmann::ordered_json::value_t::array: {
       ValueList items;
       items.reserve(j.size());
       for (const auto& e : j) items.push_back(from_json(e, part));
       return Value::list(std::move(items));
     }
-    case nlohmann::json::value_t::object: {
+    case nlohmann::ordered_json::value_t::object: {
       auto d = std::make_shared<Dict>();
       for (auto it = j.begin(); it != j.end(); ++it) d->set(it.key(), from_json(it.value(), part));
       return Value::dict(std::move(d));
@@ -285,7 +285,7 @@ static Value from_json_untagged(const nlohmann::json& j, int32_t part) {
   }
 }
 
-Value from_json(const nlohmann::json& j, int32_t part) {
+Value from_json(const nlohmann::ordered_json& j, int32_t part) {
   Value v = from_json_untagged(j, part);
   v.set_part(part);
   return v;

@@ -205,7 +205,9 @@ int values_compare(const Value& a, const Value& b);
 
 // ---- conversions ----
 // part: the provenance given to the value and everything inside it.
-Value from_json(const nlohmann::json& j, int32_t part = kNoPart);
+// Objects keep their key order (ordered_json), as a Python dict keeps the order
+// the request gave.
+Value from_json(const nlohmann::ordered_json& j, int32_t part = kNoPart);
 // json.dumps(v, ensure_ascii=False, indent=indent, separators=...).
 // indent: nullptr for none, otherwise the per-level indent string.
 // runs: when non-null, receives the provenance of the output's bytes (each

@@ -31,6 +31,37 @@ constexpr const char* kQwen2 =
     "|\\s+(?!\\S)"
     "|\\s+";
 
+// Qwen3.5 (llama.cpp's "qwen35"): Qwen2's single digits, with combining marks
+// (\p{M}) part of a word and never part of a punctuation run, so a letter and
+// the marks on it stay one word.
+constexpr const char* kQwen35 =
+    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
+    "|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+"
+    "|\\p{N}"
+    "| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*"
+    "|\\s*[\\r\\n]+"
+    "|\\s+(?!\\S)"
+    "|\\s+";
+
+// o200k_base (tiktoken's published pat_str; llama.cpp's "gpt-4o", used by
+// gpt-oss and Llama 4). A word is an optional leading non-letter, then either
+// upper/title-case letters followed by lower-case ones or an all-caps run, so
+// "HelloWorld" splits at the capital; a contraction stays on its word ("don't"
+// is one piece); digits in runs of up to three; a punctuation run keeps the
+// newlines and slashes after it. Marks (\p{M}) and Lm/Lo letters count on both
+// sides of the case split. The contraction group is (?i:...) in the original;
+// spelled with classes here for the reason given at kLlama3.
+constexpr const char* kO200k =
+    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+"
+    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?"
+    "|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*"
+    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?"
+    "|\\p{N}{1,3}"
+    "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*"
+    "|\\s*[\\r\\n]+"
+    "|\\s+(?!\\S)"
+    "|\\s+";
+
 // GPT-2 (encoder.py), case-sensitive contractions.
 constexpr const char* kGpt2 =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
@@ -50,6 +81,8 @@ std::unique_ptr<PreTokenizer> PreTokenizer::create(const std::string& name) {
   std::vector<const char*> patterns;
   if (name == "llama-bpe" || name == "llama3") patterns = {kLlama3};
   else if (name == "qwen2") patterns = {kQwen2};
+  else if (name == "qwen35") patterns = {kQwen35};
+  else if (name == "gpt-4o" || name == "llama4") patterns = {kO200k};
   else if (name == "gpt-2" || name == "gpt2" || name.empty() || name == "default") patterns = {kGpt2};
   else throw Error("unsupported BPE pre-tokenizer (tokenizer.ggml.pre): \"" + name + "\"");
 

@@ -16,7 +16,8 @@ namespace pc {
 
 class PreTokenizer {
  public:
-  // "llama-bpe"/"llama3", "qwen2", "gpt-2"/"gpt2" (also "" and "default");
+  // "llama-bpe"/"llama3", "qwen2", "qwen35", "gpt-4o"/"llama4" (o200k_base),
+  // "gpt-2"/"gpt2" (also "" and "default");
   // anything else throws pc::Error naming it.
   static std::unique_ptr<PreTokenizer> create(const std::string& name);
   ~PreTokenizer();

@@ -15,6 +15,25 @@ constexpr std::string_view kEogTexts[] = {
     "<|endoftext|>", "</s>", "<|end_of_text|>",
 };
 
+// gpt-oss (o200k_harmony): a reply is a sequence of messages whose headers are
+// special tokens, and the server must see them to take the channels apart
+// (server/chat/harmony.h): <|start|>, <|channel|>, <|message|> and <|constrain|>
+// are text in a reply (user-defined). A reply ends at <|return|> (final answer) or
+// <|call|> (a tool call); <|end|> ends one message, after which the model goes on
+// (its analysis, then the answer), so it is no end of generation here.
+void mark_harmony(Vocab& v) {
+  auto id = [&](std::string_view t) {
+    auto it = v.id_of.find(std::string(t));
+    return it == v.id_of.end() ? -1 : it->second;
+  };
+  const int32_t channel = id("<|channel|>"), message = id("<|message|>"), call = id("<|call|>"), ret = id("<|return|>");
+  if (channel < 0 || message < 0 || call < 0 || ret < 0) return;
+  for (std::string_view t : {"<|start|>", "<|channel|>", "<|message|>", "<|constrain|>"})
+    if (int32_t i = id(t); i >= 0) v.type[i] = TokenType::kUserDefined;
+  v.eog[call] = v.eog[ret] = 1;
+  if (int32_t end = id("<|end|>"); end >= 0) v.eog[end] = 0;
+}
+
 }  // namespace
 
 Vocab Vocab::load(const GgufFile& f, bool spm, bool bpe_default_add_bos) {
@@ -70,6 +89,7 @@ Vocab Vocab::load(const GgufFile& f, bool spm, bool bpe_default_add_bos) {
     for (std::string_view e : kEogTexts)
       if (v.text[i] == e) v.eog[i] = 1;
   }
+  mark_harmony(v);
 
   for (size_t i = 0; i < n; ++i) {
     const TokenType t = v.type[i];

@@ -428,7 +428,7 @@ TEST(Cli, ProgressLineOnlyOnATerminal) {
           " --sessions 2 --turns 2 --system-tokens 24 --user-min 4 --user-max 8 --reply-min 2 --reply-max 4",
       "bench modules -m " + model + " --lengths 24 --docs 2 --prompts 1",
       "bench serve -m " + kStories + " --chat-template-file " + test::shared_dir() +
-          "/templates/Qwen-Qwen2.5-7B-Instruct.jinja --clients 1 --seconds 0.3 --system-words 10 --max-tokens 1"
+          "/templates-2026/Qwen-Qwen2.5-7B-Instruct.jinja --clients 1 --seconds 0.3 --system-words 10 --max-tokens 1"
           " --parallel 1 --kv-memory 16MiB",
   };
   for (const std::string& b : benches) {

@@ -17,7 +17,7 @@ namespace pc::pml {
 namespace {
 
 std::string read_template(const std::string& name) {
-  return pc::test::read_file(pc::test::shared_dir() + "/templates/" + name + ".jinja");
+  return pc::test::read_file(pc::test::shared_dir() + "/templates-2026/" + name + ".jinja");
 }
 
 // The text of ids with special tokens spelled out (decode drops them).

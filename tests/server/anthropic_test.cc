@@ -20,7 +20,7 @@ const std::string kModel = "models/stories260K.gguf";
 
 std::vector<std::string> qwen_args(std::vector<std::string> more = {}) {
   std::vector<std::string> a = {"-m", shared_path(kModel), "--threads", "1", "--chat-template-file",
-                                shared_path("templates/Qwen-Qwen2.5-7B-Instruct.jinja")};
+                                shared_path("templates-2026/Qwen-Qwen2.5-7B-Instruct.jinja")};
   a.insert(a.end(), more.begin(), more.end());
   return a;
 }

@@ -16,7 +16,7 @@ class Api : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     srv_ = new ServeProcess({"-m", shared_path("models/stories260K.gguf"), "--chat-template-file",
-                             shared_path("templates/Qwen-Qwen2.5-7B-Instruct.jinja"),
+                             shared_path("templates-2026/Qwen-Qwen2.5-7B-Instruct.jinja"),
                              "--parallel", "4", "--kv-memory", "64MiB"});
   }
   static void TearDownTestSuite() {

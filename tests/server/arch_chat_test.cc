@@ -22,7 +22,7 @@ class ArchChatTest : public ::testing::TestWithParam<ArchChat> {};
 TEST_P(ArchChatTest, ServesAConversation) {
   const ArchChat& p = GetParam();
   ServeProcess srv({"-m", shared_path(std::string("models/arch/") + p.model), "--chat-template-file",
-                    shared_path(std::string("templates/") + p.tmpl), "--kv-memory", "32MiB"});
+                    shared_path(std::string("templates-2026/") + p.tmpl), "--kv-memory", "32MiB"});
   auto c = srv.client();
   json messages = json::array({{{"role", "user"}, {"content", "Tell me about the old lighthouse by the sea."}}});
   Reply t = post(c, "/apply-template", {{"messages", messages}});

@@ -15,7 +15,7 @@ TEST(BenchServe, TinyRunHasNoErrorsAndCacheHits) {
   const std::string out = temp_dir() + "/bench_serve.json";
   const std::string cmd = promptcache_path() + " bench serve -m " + shared_path("models/stories260K.gguf") +
                           " --chat-template-file " +
-                          shared_path("templates/Qwen-Qwen2.5-7B-Instruct.jinja") +
+                          shared_path("templates-2026/Qwen-Qwen2.5-7B-Instruct.jinja") +
                           " --clients 2 --seconds 2 --system-words 60 --max-tokens 4 --parallel 2"
                           " --kv-memory 32MiB --json " + out + " > " + temp_dir() + "/bench.log 2>&1";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;

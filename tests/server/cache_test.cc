@@ -22,7 +22,7 @@ const std::string kModel = "models/stories260K.gguf";
 
 std::vector<std::string> chatml_args() {
   return {"-m", shared_path(kModel), "--chat-template-file",
-          shared_path("templates/Qwen-Qwen2.5-7B-Instruct.jinja"), "--kv-memory", "64MiB"};
+          shared_path("templates-2026/Qwen-Qwen2.5-7B-Instruct.jinja"), "--kv-memory", "64MiB"};
 }
 
 json chat_request(const json& messages, int max_tokens) {
@@ -92,7 +92,7 @@ TEST(ServerCache, TenTurnChatHitsAllHistory) {
 // and everything before still hits.
 TEST(ServerCache, Qwen3DivergenceReportedAndPrefixStillHits) {
   ServeProcess srv({"-m", shared_path(kModel), "--chat-template-file",
-                    shared_path("templates/Qwen-Qwen3-0.6B.jinja")});
+                    shared_path("templates-2026/Qwen-Qwen3-0.6B.jinja")});
   auto c = srv.client();
   json messages = json::array({{{"role", "user"}, {"content", "Tell me a story about a cat."}}});
   json req = chat_request(messages, 16);

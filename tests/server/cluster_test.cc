@@ -377,7 +377,7 @@ ChatTurn chat_turn(int port, Chat& c, bool routed) {
 
 std::vector<std::string> chat_server_args(const std::string& redis_url, int port = 0) {
   std::vector<std::string> a = {"-m", shared_path("models/stories260K.gguf"), "--chat-template-file",
-                                shared_path("templates/Qwen-Qwen2.5-7B-Instruct.jinja"), "--threads", "1",
+                                shared_path("templates-2026/Qwen-Qwen2.5-7B-Instruct.jinja"), "--threads", "1",
                                 "--kv-memory", "64MiB"};
   if (!redis_url.empty()) a.insert(a.end(), {"--redis", redis_url});
   if (port) a.insert(a.end(), {"--port", std::to_string(port)});

@@ -17,7 +17,7 @@ const std::string kModel = "models/stories260K.gguf";
 
 std::vector<std::string> qwen_args() {
   return {"-m", shared_path(kModel), "--chat-template-file",
-          shared_path("templates/Qwen-Qwen2.5-7B-Instruct.jinja"), "--parallel", "2", "--kv-memory",
+          shared_path("templates-2026/Qwen-Qwen2.5-7B-Instruct.jinja"), "--parallel", "2", "--kv-memory",
           "64MiB"};
 }
 

@@ -116,7 +116,7 @@ json story_body(const std::vector<int>& order, const std::string& salt, const ch
 
 TEST(ContentChunks, MovedParagraphInsideAMessageIsReusedAndExactStaysExact) {
   ServeProcess srv({"-m", shared_path("models/stories260K.gguf"), "--chat-template-file",
-                    shared_path("templates/Qwen-Qwen2.5-7B-Instruct.jinja"), "--kv-memory", "64MiB"});
+                    shared_path("templates-2026/Qwen-Qwen2.5-7B-Instruct.jinja"), "--kv-memory", "64MiB"});
   auto c = srv.client();
   ASSERT_EQ(post(c, "/v1/chat/completions", story_body({0, 1, 2}, "s", "exact", -1)).status, 200);
   const Reply cold = post(c, "/v1/chat/completions", story_body({2, 0, 1}, "cold", "exact", -1));

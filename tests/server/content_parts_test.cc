@@ -37,7 +37,7 @@ json body(const std::vector<int>& order, const std::string& salt, bool approxima
 
 TEST(ContentParts, ReorderedDocumentsAreFoundAsBlocks) {
   ServeProcess srv({"-m", shared_path("models/stories260K.gguf"), "--chat-template-file",
-                    shared_path("templates/Qwen-Qwen2.5-7B-Instruct.jinja"), "--kv-memory", "64MiB"});
+                    shared_path("templates-2026/Qwen-Qwen2.5-7B-Instruct.jinja"), "--kv-memory", "64MiB"});
   auto c = srv.client();
   for (const char* salt : {"exact", "approx"}) {
     const Reply r = post(c, "/v1/chat/completions", body({0, 1, 2}, salt, false));

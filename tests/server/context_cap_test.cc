@@ -16,7 +16,7 @@ class ContextCap : public ::testing::Test {
   static void SetUpTestSuite() {
     srv = new ServeProcess({"-m", shared_path("models/stories260K.gguf"), "--threads", "1", "-c",
                             std::to_string(kCtx), "--chat-template-file",
-                            shared_path("templates/Qwen-Qwen2.5-7B-Instruct.jinja")});
+                            shared_path("templates-2026/Qwen-Qwen2.5-7B-Instruct.jinja")});
   }
   static void TearDownTestSuite() {
     delete srv;

@@ -22,7 +22,7 @@ using nlohmann::json;
 TEST(Conversation, TextAfterSplicedReplyContinuesIt) {
   auto f = GgufFile::open(shared_dir() + "/models/stories260K.gguf");
   auto tok = Tokenizer::from_gguf(*f);
-  const ChatTemplate tmpl(read_file(shared_dir() + "/templates/Qwen-Qwen2.5-7B-Instruct.jinja"));
+  const ChatTemplate tmpl(read_file(shared_dir() + "/templates-2026/Qwen-Qwen2.5-7B-Instruct.jinja"));
   server::ConversationMemory memory;
 
   json messages = json::array({{{"role", "user"}, {"content", "Tell me a story."}}});
@@ -68,7 +68,7 @@ TEST(Conversation, TextAfterSplicedReplyContinuesIt) {
 TEST(Conversation, ToolCallTurnSplicedByCallId) {
   auto f = GgufFile::open(shared_dir() + "/models/stories260K.gguf");
   auto tok = Tokenizer::from_gguf(*f);
-  const ChatTemplate tmpl(read_file(shared_dir() + "/templates/Qwen-Qwen2.5-7B-Instruct.jinja"));
+  const ChatTemplate tmpl(read_file(shared_dir() + "/templates-2026/Qwen-Qwen2.5-7B-Instruct.jinja"));
   const json tools = json::array({{{"type", "function"},
                                    {"function", {{"name", "get_weather"}, {"parameters", {{"type", "object"}}}}}}});
   const json extra = {{"tools", tools}};

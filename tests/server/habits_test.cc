@@ -15,7 +15,7 @@ const std::string kQwenDefault = "You are Qwen, created by Alibaba Cloud. You ar
 
 ServeProcess qwen_server(std::vector<std::string> extra = {}) {
   std::vector<std::string> args = {"-m", shared_path("models/stories260K.gguf"), "--chat-template-file",
-                                   shared_path("templates/Qwen-Qwen2.5-7B-Instruct.jinja"), "--kv-memory", "64MiB"};
+                                   shared_path("templates-2026/Qwen-Qwen2.5-7B-Instruct.jinja"), "--kv-memory", "64MiB"};
   args.insert(args.end(), extra.begin(), extra.end());
   return ServeProcess(args);
 }

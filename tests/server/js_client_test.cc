@@ -19,7 +19,7 @@ TEST(ServerJs, OpenAiNpmClient) {
   ASSERT_TRUE(std::filesystem::exists(js / "node_modules" / "openai"))
       << "run `npm ci` in " << js.string() << " (scripts/test.sh does)";
   ServeProcess srv({"-m", shared_path("models/stories260K.gguf"), "--test-hooks", "--chat-template-file",
-                    shared_path("templates/Qwen-Qwen2.5-7B-Instruct.jinja")});
+                    shared_path("templates-2026/Qwen-Qwen2.5-7B-Instruct.jinja")});
   const std::string cmd = "cd '" + js.string() + "' && PC_SERVER_URL=" + srv.url() +
                           "/v1 node openai_client_test.mjs 2>&1";
   EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
@@ -31,7 +31,7 @@ TEST(ServerJs, AnthropicNpmClient) {
   ASSERT_TRUE(std::filesystem::exists(js / "node_modules" / "@anthropic-ai" / "sdk"))
       << "run `npm ci` in " << js.string() << " (scripts/test.sh does)";
   ServeProcess srv({"-m", shared_path("models/stories260K.gguf"), "--test-hooks", "--chat-template-file",
-                    shared_path("templates/Qwen-Qwen2.5-7B-Instruct.jinja")});
+                    shared_path("templates-2026/Qwen-Qwen2.5-7B-Instruct.jinja")});
   // The client appends /v1/messages to its base URL.
   const std::string cmd = "cd '" + js.string() + "' && PC_SERVER_URL=" + srv.url() +
                           " node anthropic_client_test.mjs 2>&1";
@@ -47,7 +47,7 @@ TEST(ServerJs, ResponsesNpmClients) {
     ASSERT_TRUE(std::filesystem::exists(js / "node_modules" / pkg))
         << "run `npm ci` in " << js.string() << " (scripts/test.sh does)";
   ServeProcess srv({"-m", shared_path("models/stories260K.gguf"), "--test-hooks", "--chat-template-file",
-                    shared_path("templates/Qwen-Qwen2.5-7B-Instruct.jinja")});
+                    shared_path("templates-2026/Qwen-Qwen2.5-7B-Instruct.jinja")});
   const std::string cmd = "cd '" + js.string() + "' && PC_SERVER_URL=" + srv.url() +
                           "/v1 node responses_clients_test.mjs 2>&1";
   EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;

@@ -13,9 +13,9 @@ class MissReasons : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     srv_ = new ServeProcess({"-m", shared_path("models/stories260K.gguf"), "--chat-template-file",
-                             shared_path("templates/Qwen-Qwen2.5-7B-Instruct.jinja"), "--kv-memory", "64MiB"});
+                             shared_path("templates-2026/Qwen-Qwen2.5-7B-Instruct.jinja"), "--kv-memory", "64MiB"});
     qwen3_ = new ServeProcess({"-m", shared_path("models/stories260K.gguf"), "--chat-template-file",
-                               shared_path("templates/Qwen-Qwen3-0.6B.jinja"), "--kv-memory", "64MiB"});
+                               shared_path("templates-2026/Qwen-Qwen3-0.6B.jinja"), "--kv-memory", "64MiB"});
   }
   static void TearDownTestSuite() {
     delete srv_;

@@ -19,7 +19,7 @@ class Pml : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     srv_ = new ServeProcess({"-m", shared_path("models/stories260K.gguf"), "--chat-template-file",
-                             shared_path("templates/Qwen-Qwen2.5-7B-Instruct.jinja"), "--kv-memory",
+                             shared_path("templates-2026/Qwen-Qwen2.5-7B-Instruct.jinja"), "--kv-memory",
                              "64MiB"});
   }
   static void TearDownTestSuite() {

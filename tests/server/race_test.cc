@@ -17,7 +17,7 @@ namespace {
 
 std::vector<std::string> race_args(const std::string& kv_memory, const std::string& parallel) {
   return {"-m", shared_path("models/stories260K.gguf"), "--chat-template-file",
-          shared_path("templates/Qwen-Qwen2.5-7B-Instruct.jinja"), "--kv-memory", kv_memory,
+          shared_path("templates-2026/Qwen-Qwen2.5-7B-Instruct.jinja"), "--kv-memory", kv_memory,
           "--parallel", parallel, "--queue", "64", "--threads", "1"};
 }
 

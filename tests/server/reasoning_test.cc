@@ -78,13 +78,13 @@ TEST(Reasoning, PromptOpensThinking) {
 std::string read(const std::string& rel) { return read_file(shared_dir() + "/" + rel); }
 
 TEST(Reasoning, TemplatesThatThink) {
-  for (const char* t : {"templates/Qwen-Qwen3-0.6B.jinja", "templates/deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja",
+  for (const char* t : {"templates-2026/Qwen-Qwen3-0.6B.jinja", "templates-2026/deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja",
                         "templates-2026/Qwen-Qwen3.5-4B.jinja"}) {
     const std::string src = read(t);
     ASSERT_FALSE(src.empty()) << t;
     EXPECT_EQ(server::detect_think_tags(src).open, "<think>") << t;
   }
-  for (const char* t : {"templates/Qwen-Qwen2.5-7B-Instruct.jinja", "templates/meta-llama-Llama-3.1-8B-Instruct.jinja"})
+  for (const char* t : {"templates-2026/Qwen-Qwen2.5-7B-Instruct.jinja", "templates-2026/meta-llama-Llama-3.1-8B-Instruct.jinja"})
     EXPECT_TRUE(server::detect_think_tags(read(t)).empty()) << t;
 }
 

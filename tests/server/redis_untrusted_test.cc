@@ -23,7 +23,7 @@ constexpr long kRssBoundKb = 64 * 1024;
 
 std::vector<std::string> chat_args(const std::string& redis_url) {
   std::vector<std::string> a = {"-m", shared_path("models/stories260K.gguf"), "--chat-template-file",
-                                shared_path("templates/Qwen-Qwen2.5-7B-Instruct.jinja"), "--threads", "1",
+                                shared_path("templates-2026/Qwen-Qwen2.5-7B-Instruct.jinja"), "--threads", "1",
                                 "--kv-memory", "64MiB"};
   if (!redis_url.empty()) a.insert(a.end(), {"--redis", redis_url});
   return a;

@@ -59,7 +59,7 @@ class RedTeam : public ::testing::Test {
     const std::string keys = temp_dir() + "/redteam-keys.txt";
     std::ofstream(keys) << "key-a tenant-a\nkey-b tenant-b\n";
     srv_ = new ServeProcess({"-m", shared_path("models/stories260K.gguf"), "--threads", "1", "--kv-memory", "64MiB",
-                             "--chat-template-file", shared_path("templates/Qwen-Qwen2.5-7B-Instruct.jinja"),
+                             "--chat-template-file", shared_path("templates-2026/Qwen-Qwen2.5-7B-Instruct.jinja"),
                              "--api-keys", keys,
                              // ManyFlatModules stores a 40,000-module schema (the default
                              // per-tenant bound is 4,096 modules; tenant_bounds_test.cc).

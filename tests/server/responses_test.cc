@@ -33,7 +33,7 @@ const std::string& responses_model() {
 
 std::vector<std::string> server_args(std::vector<std::string> more = {}) {
   std::vector<std::string> a = {"-m", responses_model(), "--test-hooks", "--chat-template-file",
-                                shared_path("templates/Qwen-Qwen2.5-7B-Instruct.jinja")};
+                                shared_path("templates-2026/Qwen-Qwen2.5-7B-Instruct.jinja")};
   a.insert(a.end(), more.begin(), more.end());
   return a;
 }

@@ -31,7 +31,7 @@ class StructuredOutput : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     srv_ = new ServeProcess({"-m", shared_path("models/stories260K.gguf"), "--chat-template-file",
-                             shared_path("templates/Qwen-Qwen2.5-7B-Instruct.jinja"), "--parallel", "2",
+                             shared_path("templates-2026/Qwen-Qwen2.5-7B-Instruct.jinja"), "--parallel", "2",
                              "--kv-memory", "64MiB"});
   }
   static void TearDownTestSuite() {

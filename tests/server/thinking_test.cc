@@ -41,7 +41,7 @@ std::pair<std::string, std::string> streamed_parts(const std::string& raw) {
 }
 
 TEST(Thinking, Qwen3ReasoningContentWholeAndStreamed) {
-  ServeProcess srv(args("templates/Qwen-Qwen3-0.6B.jinja"));
+  ServeProcess srv(args("templates-2026/Qwen-Qwen3-0.6B.jinja"));
   auto c = srv.client();
   json body = chat_body(kForced);
   const Reply r = post(c, "/v1/chat/completions", body);
@@ -154,7 +154,7 @@ TEST(Thinking, ResponsesReasoningItems) {
 }
 
 TEST(Thinking, ServerReasoningFormatNone) {
-  ServeProcess srv(args("templates/Qwen-Qwen3-0.6B.jinja", {"--reasoning-format", "none"}));
+  ServeProcess srv(args("templates-2026/Qwen-Qwen3-0.6B.jinja", {"--reasoning-format", "none"}));
   auto c = srv.client();
   const Reply r = post(c, "/v1/chat/completions", chat_body(kForced));
   ASSERT_EQ(r.status, 200) << r.raw;
@@ -166,7 +166,7 @@ TEST(Thinking, ServerReasoningFormatNone) {
 }
 
 TEST(Thinking, ReasoningInHistoryRenderedAsTheTemplateDoes) {
-  ServeProcess srv(args("templates/Qwen-Qwen3-0.6B.jinja"));
+  ServeProcess srv(args("templates-2026/Qwen-Qwen3-0.6B.jinja"));
   auto c = srv.client();
   // Qwen3 renders the reasoning of an assistant turn after the last user query.
   const json messages = {{{"role", "user"}, {"content", "Hi"}},
@@ -202,7 +202,7 @@ TEST(Thinking, ReasoningInHistoryRenderedAsTheTemplateDoes) {
 }
 
 TEST(Thinking, AnthropicThinkingBlocks) {
-  ServeProcess srv(args("templates/Qwen-Qwen3-0.6B.jinja"));
+  ServeProcess srv(args("templates-2026/Qwen-Qwen3-0.6B.jinja"));
   auto c = srv.client();
   json body = {{"max_tokens", 200}, {"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"test_forced_reply", kForced},
                {"thinking", {{"type", "enabled"}, {"budget_tokens", 1024}}}};
@@ -244,7 +244,7 @@ TEST(Thinking, AnthropicThinkingBlocks) {
 }
 
 TEST(Thinking, DeepSeekPromptOpensTheBlock) {
-  ServeProcess srv(args("templates/deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja"));
+  ServeProcess srv(args("templates-2026/deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja"));
   auto c = srv.client();
   // enable_thinking: the generation prompt ends with "<think>\n", so the reply starts
   // inside the block.

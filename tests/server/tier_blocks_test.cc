@@ -19,7 +19,7 @@ const char* kC = "Which of the two would you rather have as a friend, and why?";
 
 std::vector<std::string> args(const std::string& dir) {
   return {"-m", shared_path("models/stories260K.gguf"), "--chat-template-file",
-          shared_path("templates/Qwen-Qwen2.5-7B-Instruct.jinja"), "--kv-memory", "64MiB", "--disk-cache", dir};
+          shared_path("templates-2026/Qwen-Qwen2.5-7B-Instruct.jinja"), "--kv-memory", "64MiB", "--disk-cache", dir};
 }
 
 json body(const std::vector<json>& messages, const std::string& salt, bool approximate) {

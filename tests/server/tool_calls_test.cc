@@ -53,7 +53,7 @@ ToolParse parse_both(ToolFormat f, const std::string& text) {
 
 TEST(ToolCalls, DetectsFormatFromTemplateSource) {
   auto fmt = [](const std::string& name) {
-    return server::detect_tool_format(read_file(shared_dir() + "/templates/" + name + ".jinja"));
+    return server::detect_tool_format(read_file(shared_dir() + "/templates-2026/" + name + ".jinja"));
   };
   EXPECT_EQ(fmt("Qwen-Qwen2.5-7B-Instruct"), ToolFormat::kQwen);
   EXPECT_EQ(fmt("Qwen-Qwen3-0.6B"), ToolFormat::kQwen);

@@ -46,7 +46,7 @@ class Validation : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     srv_ = new ServeProcess({"-m", shared_path("models/stories260K.gguf"), "--threads", "1", "--kv-memory", "64MiB",
-                             "--chat-template-file", shared_path("templates/Qwen-Qwen2.5-7B-Instruct.jinja")});
+                             "--chat-template-file", shared_path("templates-2026/Qwen-Qwen2.5-7B-Instruct.jinja")});
   }
   static void TearDownTestSuite() {
     delete srv_;

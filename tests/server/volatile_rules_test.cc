@@ -84,7 +84,7 @@ int64_t prompt_of(const json& u) {
 std::vector<std::string> serve_args(std::vector<std::string> more = {}) {
   std::vector<std::string> a = {"-m", shared_path("models/stories260K.gguf"), "--threads", "1", "--test-hooks",
                                 "--any-model", "--chat-template-file",
-                                shared_path("templates/Qwen-Qwen2.5-7B-Instruct.jinja")};
+                                shared_path("templates-2026/Qwen-Qwen2.5-7B-Instruct.jinja")};
   a.insert(a.end(), more.begin(), more.end());
   return a;
 }

@@ -1,4 +1,4 @@
-// Reference renderings (../shared/templates/expected) of Python Jinja2 with
+// Reference renderings (../shared/templates-2026/expected) of Python Jinja2 with
 // Hugging Face's apply_chat_template settings must be matched byte for byte.
 #include <gtest/gtest.h>
 
@@ -14,11 +14,12 @@
 
 namespace {
 
-using nlohmann::json;
+// Ordered: a case's objects reach the template with their keys as cases.json has them.
+using json = nlohmann::ordered_json;
 
 using pc::test::read_file;
 
-std::string templates_dir() { return pc::test::shared_dir() + "/templates"; }
+std::string templates_dir() { return pc::test::shared_dir() + "/templates-2026"; }
 
 struct RefCase {
   std::string tmpl;
@@ -78,6 +79,6 @@ std::string case_name(const ::testing::TestParamInfo<RefCase>& info) {
 
 INSTANTIATE_TEST_SUITE_P(Templates, ReferenceRendering, ::testing::ValuesIn(load_index()), case_name);
 
-TEST(ReferenceIndex, HasAllRenderings) { EXPECT_EQ(load_index().size(), 40u); }
+TEST(ReferenceIndex, HasAllRenderings) { EXPECT_EQ(load_index().size(), 96u); }
 
 }  // namespace

@@ -260,6 +260,60 @@ TEST(Tokenizer, UnknownModelOrPreTokenizerIsAnError) {
   expect_error_naming(*make_vocab("gpt2", &bad_pre), "mystery-pre");
 }
 
+// A gpt-oss-like vocabulary: the harmony header tokens are control tokens in the file.
+std::unique_ptr<GgufFile> make_harmony_vocab(bool with_call) {
+  GgufWriter w;
+  w.set_string("general.architecture", "gpt-oss");
+  w.set_string("tokenizer.ggml.model", "gpt2");
+  w.set_string("tokenizer.ggml.pre", "gpt-4o");
+  std::vector<std::string> texts = {"a", "b", "ab", "<|start|>", "<|channel|>", "<|message|>",
+                                    "<|constrain|>", "<|end|>", "<|return|>"};
+  if (with_call) texts.push_back("<|call|>");
+  GgufValue toks, types;
+  toks.type = types.type = GgufType::ARRAY;
+  toks.elem_type = GgufType::STRING;
+  types.elem_type = GgufType::INT32;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    GgufValue v;
+    v.type = GgufType::STRING;
+    v.s = texts[i];
+    toks.arr.push_back(v);
+    GgufValue t;
+    t.type = GgufType::INT32;
+    t.i = i < 3 ? 1 : 3;  // normal, then control
+    types.arr.push_back(t);
+  }
+  w.set("tokenizer.ggml.tokens", toks);
+  w.set("tokenizer.ggml.token_type", types);
+  GgufValue merges, m;
+  merges.type = GgufType::ARRAY;
+  merges.elem_type = m.type = GgufType::STRING;
+  m.s = "a b";
+  merges.arr.push_back(m);
+  w.set("tokenizer.ggml.merges", merges);
+  return GgufFile::from_bytes(w.to_bytes());
+}
+
+TEST(Tokenizer, HarmonyHeadersAreReplyTextAndEndIsNoEndOfGeneration) {
+  auto f = make_harmony_vocab(true);
+  auto t = Tokenizer::from_gguf(*f);
+  // The headers a reply is parsed by come out as text...
+  for (int32_t id : {3, 4, 5, 6}) EXPECT_EQ(t->token_to_piece(id), t->token_text(id));
+  EXPECT_EQ(t->decode({4, 0, 5, 1}), "<|channel|>a<|message|>b");
+  // ...a reply ends at <|return|> or <|call|>, not at <|end|> (one message ends there).
+  EXPECT_FALSE(t->is_eog(7));
+  EXPECT_TRUE(t->is_eog(8));
+  EXPECT_TRUE(t->is_eog(9));
+  EXPECT_EQ(t->token_to_piece(7), "");
+  // Parsed from the prompt text as the special tokens they are.
+  EXPECT_EQ(t->encode("<|start|>ab<|channel|>", false, true), (Ids{3, 2, 4}));
+  // Without the harmony set (no <|call|>), nothing changes: <|end|> ends a turn (Phi-3).
+  auto g = make_harmony_vocab(false);
+  auto u = Tokenizer::from_gguf(*g);
+  EXPECT_TRUE(u->is_eog(7));
+  EXPECT_EQ(u->token_to_piece(4), "");
+}
+
 TEST(Tokenizer, MinimalBpeVocabFromMemory) {
   // No tokenizer.ggml.pre: GPT-2's regex.
   auto f = make_vocab("gpt2", nullptr);

@@ -60,7 +60,7 @@ TEST_P(VocabVectors, MatchesReferenceIdsAndRoundTrips) {
   auto tok = Tokenizer::from_gguf(*file);
   const auto inputs = read_inputs(base + ".inp");
   const auto expected = read_outputs(base + ".out");
-  ASSERT_EQ(inputs.size(), 46u);
+  ASSERT_GE(inputs.size(), 46u);  // 46 cases in every set; qwen35's has 4 more
   ASSERT_EQ(inputs.size(), expected.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
     const auto ids = tok->encode(inputs[i], /*add_special=*/false, /*parse_special=*/false);
@@ -72,7 +72,8 @@ TEST_P(VocabVectors, MatchesReferenceIdsAndRoundTrips) {
 }
 
 INSTANTIATE_TEST_SUITE_P(All, VocabVectors,
-                         ::testing::Values("llama-spm", "phi-3", "llama-bpe", "qwen2", "gpt-2"),
+                         ::testing::Values("llama-spm", "phi-3", "llama-bpe", "qwen2", "gpt-2",
+                                           "qwen35"),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& c : n) if (c == '-') c = '_';

@@ -98,7 +98,8 @@ AnthropicGeneration prepare(Server::State& st, const HttpRequest& req) {
                                    "(the call would start a new reply)");
   const json extra = template_extra(t, body);
   prepare_chat(st, g, t.messages, extra, mode);
-  if (extra.contains("tools")) g.tools = st.tool_format;  // replies parsed into tool_use blocks
+  // Replies parsed into tool_use blocks.
+  parse_replies_for_tools(st, g, t.tools, extra.contains("tools"));
   force_tool_call(st, g, choice);
   // The thinking is split from the text always (with --reasoning-format other than
   // none), and shown only when the request enabled thinking, as Anthropic's API does.
@@ -191,9 +192,10 @@ void respond_whole(Server::State& st, AnthropicGeneration& a, const HttpRequest&
     split.content = all.text;
   ToolParse parsed;
   if (a.g.tools != ToolFormat::kNone)
-    parsed = parse_tool_calls(a.g.tools, a.g.prefill + split.content, tool_use_ids(a.g.tools));
+    parsed = parse_tool_calls(a.g.tools, a.g.prefill + split.content, tool_use_ids(a.g.tools), a.g.tool_schemas);
   else
     parsed.content = std::move(split.content);
+  split.reasoning += parsed.reasoning;  // harmony: the analysis channel
   const CacheReport c = finish_generation(st, a.g, parsed.calls);
   json content = json::array();
   if (a.show_thinking && !split.reasoning.empty()) content.push_back(thinking_block(split.reasoning));
@@ -229,7 +231,7 @@ struct StreamState {
 
 void respond_stream(Server::State& st, std::shared_ptr<AnthropicGeneration> a, HttpResponse& res) {
   auto s = std::make_shared<StreamState>();
-  if (a->g.tools != ToolFormat::kNone) s->tools.emplace(a->g.tools, tool_use_ids(a->g.tools));
+  if (a->g.tools != ToolFormat::kNone) s->tools.emplace(a->g.tools, tool_use_ids(a->g.tools), a->g.tool_schemas);
   if (!a->g.think.empty()) s->thinking.emplace(a->g.think, a->g.think_open);
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");

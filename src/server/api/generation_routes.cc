@@ -88,10 +88,10 @@ Generation prepare(Server::State& st, const HttpRequest& req, bool chat) {
       throw bad_field("continue_final_message",
                       "'continue_final_message' cannot be combined with a tool_choice that forces a call "
                       "(the call would start a new reply)");
-    prepare_chat(st, g, body["messages"], chat_extra(body), mode);
-    const auto tools = body.find("tools");
-    if (tools != body.end() && tools->is_array() && !tools->empty() && choice.mode != ToolChoice::Mode::kNone)
-      g.tools = st.tool_format;
+    // The body again with its key order, for the template (conversation.h keep_key_order).
+    const nlohmann::ordered_json order = nlohmann::ordered_json::parse(req.body, nullptr, false);
+    prepare_chat(st, g, body["messages"], chat_extra(body), mode, &order);
+    parse_replies_for_tools(st, g, body.value("tools", json::array()), choice.mode != ToolChoice::Mode::kNone);
     force_tool_call(st, g, choice, req.body);
     split_thinking(st, g, request_reasoning_format(st, body));
   } else {
@@ -113,6 +113,12 @@ ReasoningFormat request_reasoning_format(const Server::State& st, const json& bo
   const auto f = it->is_string() ? parse_reasoning_format(it->get<std::string>()) : std::nullopt;
   if (!f) throw bad_field("reasoning_format", "'reasoning_format' must be \"none\", \"deepseek\" or \"auto\", got " + it->dump());
   return *f;
+}
+
+void parse_replies_for_tools(const Server::State& st, Generation& g, const json& tools, bool parse) {
+  const bool offered = tools.is_array() && !tools.empty() && parse;
+  if (offered || st.tool_format == ToolFormat::kHarmony) g.tools = st.tool_format;
+  if (offered) g.tool_schemas = std::make_shared<const ToolSchemas>(tool_schemas(tools));  // harmony: calls on
 }
 
 void split_thinking(const Server::State& st, Generation& g, ReasoningFormat format) {
@@ -153,13 +159,21 @@ void apply_test_hooks(Server::State& st, Generation& g, const json& body) {
   }
 }
 
-void prepare_chat(Server::State& st, Generation& g, const json& sent, const json& extra, ChatRender mode) {
+void prepare_chat(Server::State& st, Generation& g, const json& sent, const json& extra, ChatRender mode,
+                  const nlohmann::ordered_json* key_order) {
   check_prompt_bytes(sent, st.max_prompt_bytes, st.n_ctx, "messages");
   // Clients' per-request nonces normalised: the same harness renders the same prompt.
   json messages = sent;
   g.volatile_rules_applied = st.volatile_rules.apply(messages);
+  static const nlohmann::ordered_json kNoOrder;
+  const nlohmann::ordered_json& order = key_order ? *key_order : kNoOrder;
+  const nlohmann::ordered_json no_key = nullptr;
+  auto part_of = [&](const char* key) -> const nlohmann::ordered_json& {
+    return order.is_object() && order.contains(key) ? order[key] : no_key;
+  };
   g.chat = build_chat_prompt(chat_template_of(st), st.model->tokenizer(), st.memory, g.scope,
-                             parse_tool_arguments(template_messages(messages)), extra, st.tool_format, mode);
+                             parse_tool_arguments(keep_key_order(template_messages(messages), part_of("messages"))),
+                             keep_key_order(extra, order), st.tool_format, mode);
   split_content_parts(g.chat->parts, messages, g.chat->text, g.chat->token_offsets);
   g.params.gen.prompt = g.chat->ids;
   // Long parts as content-defined chunks: text that moved inside a part is found too.
@@ -346,9 +360,10 @@ void respond_whole(Server::State& st, Generation& g, const HttpRequest& req,
   }
   std::vector<ToolCall> calls;
   if (g.tools != ToolFormat::kNone) {
-    ToolParse parsed = parse_tool_calls(g.tools, g.prefill + content);
+    ToolParse parsed = parse_tool_calls(g.tools, g.prefill + content, {}, g.tool_schemas);
     content = std::move(parsed.content);
     calls = std::move(parsed.calls);
+    reasoning += parsed.reasoning;  // harmony: the analysis channel
   }
   const CacheReport c = finish_generation(st, g, calls);
   send_json(res, 200, full_response(g.meta, content, finish_reason(o, calls), c,
@@ -363,7 +378,7 @@ bool write_event(DataSink& sink, const std::string& data) {
 // A streamed reply's tool calls: the parser over prefill + text, the calls sent so far,
 // and the logprobs of text it holds back (sent with the next content, or at the end).
 struct StreamTools {
-  explicit StreamTools(ToolFormat f) : parser(f) {}
+  StreamTools(ToolFormat f, std::shared_ptr<const ToolSchemas> schemas) : parser(f, {}, std::move(schemas)) {}
   ToolCallParser parser;
   bool fed_prefill = false;
   std::vector<ToolCall> calls;
@@ -373,7 +388,7 @@ struct StreamTools {
 void respond_stream(Server::State& st, std::shared_ptr<Generation> g, HttpResponse& res) {
   auto first = std::make_shared<bool>(true);
   auto last_write = std::make_shared<Clock::time_point>(Clock::now());
-  auto tools = g->tools != ToolFormat::kNone ? std::make_shared<StreamTools>(g->tools) : nullptr;
+  auto tools = g->tools != ToolFormat::kNone ? std::make_shared<StreamTools>(g->tools, g->tool_schemas) : nullptr;
   auto thinking = !g->think.empty() ? std::make_shared<ReasoningParser>(g->think, g->think_open) : nullptr;
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
@@ -418,7 +433,13 @@ void respond_stream(Server::State& st, std::shared_ptr<Generation> g, HttpRespon
           if (done) {
             ToolParse rest = tools->parser.finish();
             parsed.content += rest.content;
+            parsed.reasoning += rest.reasoning;
             for (ToolCall& c : rest.calls) parsed.calls.push_back(std::move(c));
+          }
+          if (!parsed.reasoning.empty()) {  // harmony: the analysis channel
+            if (!write_event(sink, dump(reasoning_chunk(g->meta, parsed.reasoning, *first, nullptr)))) return gone();
+            *first = false;
+            *last_write = Clock::now();
           }
           for (TokenLogprobInfo& t : d.logprobs) tools->held.logprobs.push_back(std::move(t));
           d.logprobs.clear();
@@ -472,6 +493,7 @@ void handle(Server::State& st, const HttpRequest& req, HttpResponse& res, bool c
 }
 
 }  // namespace
+
 
 const ChatTemplate& chat_template_of(const Server::State& st) {
   if (!st.chat_template)

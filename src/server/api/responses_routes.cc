@@ -194,7 +194,7 @@ ResponsesGeneration prepare_generation(Server::State& st, const HttpRequest& req
   check_tools(chat);
   const ToolChoice choice = parse_tool_choice(chat, st.tool_format);
   prepare_chat(st, g, messages, reasoning_extra(body, chat_extra(chat)));
-  if (!a.t.tools.empty() && choice.mode != ToolChoice::Mode::kNone) g.tools = st.tool_format;
+  parse_replies_for_tools(st, g, a.t.tools, choice.mode != ToolChoice::Mode::kNone);
   // A forced call of a strict tool follows its schema, as on chat.
   try {
     force_tool_call(st, g, choice, chat_shaped_tools(req.body));
@@ -332,7 +332,7 @@ void respond_whole(Server::State& st, ResponsesGeneration& a, const HttpRequest&
   }
   ToolParse parsed;
   if (a.g.tools != ToolFormat::kNone)
-    parsed = parse_tool_calls(a.g.tools, a.g.prefill + text);
+    parsed = parse_tool_calls(a.g.tools, a.g.prefill + text, {}, a.g.tool_schemas);
   else
     parsed.content = text;
   const CacheReport c = finish_generation(st, a.g, parsed.calls);
@@ -437,7 +437,7 @@ bool write_call(DataSink& sink, StreamState& s, const ResponsesGeneration& a, co
 
 void respond_stream(Server::State& st, std::shared_ptr<ResponsesGeneration> a, HttpResponse& res) {
   auto s = std::make_shared<StreamState>();
-  if (a->g.tools != ToolFormat::kNone) s->tools.emplace(a->g.tools);
+  if (a->g.tools != ToolFormat::kNone) s->tools.emplace(a->g.tools, std::function<std::string()>{}, a->g.tool_schemas);
   if (!a->g.think.empty()) s->thinking.emplace(a->g.think, a->g.think_open);
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");

@@ -10,6 +10,7 @@
 namespace pc::server {
 
 using json = nlohmann::json;
+using ojson = nlohmann::ordered_json;  // what the template gets: the request's key order
 
 namespace {
 
@@ -21,24 +22,25 @@ std::optional<bool> optional_bool(const json& body, const char* name) {
   return it->get<bool>();
 }
 
-bool last_is_assistant(const json& messages) {
+template <class J>
+bool last_is_assistant(const J& messages) {
   return messages.is_array() && !messages.empty() && messages.back().is_object() &&
          messages.back().value("role", "") == "assistant";
 }
 
-RenderedChat render_once(const ChatTemplate& tmpl, const json& messages, const json& extra, bool agp, bool spans) {
+RenderedChat render_once(const ChatTemplate& tmpl, const ojson& messages, const ojson& extra, bool agp, bool spans) {
   if (spans) return tmpl.apply_with_spans(messages, agp, extra, /*find_generation_prompt=*/false);
   RenderedChat r;
   r.text = tmpl.apply(messages, agp, extra);
   return r;
 }
 
-RenderedChat render_or_retry(const ChatTemplate& tmpl, const json& messages, const json& extra, bool agp,
+RenderedChat render_or_retry(const ChatTemplate& tmpl, const ojson& messages, const ojson& extra, bool agp,
                              bool spans) {
   try {
     return render_once(tmpl, messages, extra, agp, spans);
   } catch (const ChatTemplateError&) {
-    const std::optional<json> fixed = tool_call_content_as_empty(messages);
+    const std::optional<ojson> fixed = tool_call_content_as_empty(messages);
     if (!fixed) throw;
     return render_once(tmpl, *fixed, extra, agp, spans);
   }
@@ -69,15 +71,15 @@ ChatRender parse_chat_render(const json& body, const json& messages) {
   return m;
 }
 
-RenderedChat render_chat(const ChatTemplate& tmpl, const json& messages, const json& extra, ChatRender mode,
+RenderedChat render_chat(const ChatTemplate& tmpl, const ojson& messages, const ojson& extra, ChatRender mode,
                          bool spans) {
   if (!mode.continue_final || !last_is_assistant(messages))
     return render_or_retry(tmpl, messages, extra, mode.add_generation_prompt, spans);
-  const json& content = messages.back().contains("content") ? messages.back()["content"] : json();
+  const ojson content = messages.back().contains("content") ? messages.back()["content"] : ojson();
   const std::string text = content.is_string() ? content.get<std::string>() : "";
   if (text.empty()) {
     // Nothing to continue: the assistant's turn opened by the generation prompt.
-    json before = messages;
+    ojson before = messages;
     before.erase(before.size() - 1);
     return render_or_retry(tmpl, before, extra, /*agp=*/true, spans);
   }

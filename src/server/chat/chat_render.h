@@ -32,7 +32,8 @@ ChatRender parse_chat_render(const nlohmann::json& body, const nlohmann::json& m
 // null content is tried again with "" there (tool_call_content_as_empty). Throws
 // ChatTemplateError, or a 400 naming continue_final_message when the template does not
 // render the final message's content as sent (there is no place to cut).
-RenderedChat render_chat(const ChatTemplate& tmpl, const nlohmann::json& messages, const nlohmann::json& extra,
+RenderedChat render_chat(const ChatTemplate& tmpl, const nlohmann::ordered_json& messages,
+                         const nlohmann::ordered_json& extra,
                          ChatRender mode, bool spans);
 
 }  // namespace pc::server

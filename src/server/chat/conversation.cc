@@ -232,7 +232,9 @@ ToolTurn tool_turn(const RenderedChat& r, int mi, ToolFormat f) {
   }
   const size_t at = r.text.find(marker, last);
   if (at == std::string::npos || at + marker.size() > next) return t;
-  t.end = at + marker.size();
+  // Harmony's <|call|> is the end-of-generation token the reply stopped at: the
+  // remembered ids end before it, so the template's <|call|> stays template text.
+  t.end = at + (call_region_end_is_eog(f) ? 0 : marker.size());
   t.ok = true;
   return t;
 }
@@ -259,8 +261,8 @@ void check_divergence(const Splice& s, ChatPrompt& p) {
 
 }  // namespace
 
-std::optional<nlohmann::json> tool_call_content_as_empty(const nlohmann::json& messages) {
-  nlohmann::json fixed = messages;
+std::optional<nlohmann::ordered_json> tool_call_content_as_empty(const nlohmann::ordered_json& messages) {
+  nlohmann::ordered_json fixed = messages;
   bool changed = false;
   for (auto& m : fixed)
     if (m.is_object() && m.contains("tool_calls") && (!m.contains("content") || m["content"].is_null())) {
@@ -271,7 +273,24 @@ std::optional<nlohmann::json> tool_call_content_as_empty(const nlohmann::json& m
   return fixed;
 }
 
-nlohmann::json parse_tool_arguments(nlohmann::json messages) {
+nlohmann::ordered_json keep_key_order(const nlohmann::json& value, const nlohmann::ordered_json& order) {
+  if (value.is_array()) {
+    nlohmann::ordered_json out = nlohmann::ordered_json::array();
+    for (size_t i = 0; i < value.size(); ++i)
+      out.push_back(keep_key_order(value[i], order.is_array() && i < order.size() ? order[i] : nullptr));
+    return out;
+  }
+  if (!value.is_object()) return value;
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
+  if (order.is_object())
+    for (auto it = order.begin(); it != order.end(); ++it)
+      if (auto v = value.find(it.key()); v != value.end()) out[it.key()] = keep_key_order(*v, it.value());
+  for (auto it = value.begin(); it != value.end(); ++it)
+    if (!out.contains(it.key())) out[it.key()] = keep_key_order(it.value(), nullptr);
+  return out;
+}
+
+nlohmann::ordered_json parse_tool_arguments(nlohmann::ordered_json messages) {
   if (!messages.is_array()) return messages;
   for (auto& m : messages) {
     if (!m.is_object()) continue;
@@ -283,7 +302,8 @@ nlohmann::json parse_tool_arguments(nlohmann::json messages) {
       if (fn == call.end() || !fn->is_object()) continue;
       auto args = fn->find("arguments");
       if (args == fn->end() || !args->is_string()) continue;
-      nlohmann::json parsed = nlohmann::json::parse(args->get_ref<const std::string&>(), nullptr, false);
+      nlohmann::ordered_json parsed =
+          nlohmann::ordered_json::parse(args->get_ref<const std::string&>(), nullptr, false);
       if (parsed.is_object()) *args = std::move(parsed);
     }
   }
@@ -292,7 +312,7 @@ nlohmann::json parse_tool_arguments(nlohmann::json messages) {
 
 ChatPrompt build_chat_prompt(const ChatTemplate& tmpl, const Tokenizer& tok,
                              ConversationMemory& memory, const CacheScope& scope,
-                             const nlohmann::json& messages, const nlohmann::json& extra,
+                             const nlohmann::ordered_json& messages, const nlohmann::ordered_json& extra,
                              ToolFormat tool_format, ChatRender mode) {
   // The generation prompt is left as template text: no block needs it, and finding it
   // takes a second render.
@@ -389,7 +409,7 @@ ChatPrompt build_chat_prompt(const ChatTemplate& tmpl, const Tokenizer& tok,
     spans.push_back(ps);
   }
   const auto tools = extra.is_object() ? extra.find("tools") : extra.end();
-  p.parts = request_parts(spans, messages, tools != extra.end() ? *tools : nlohmann::json(), p.token_offsets);
+  p.parts = request_parts(spans, messages, tools != extra.end() ? nlohmann::json(*tools) : nlohmann::json(), p.token_offsets);
   if (latest) check_divergence(*latest, p);
   if (latest_unknown && p.reason.empty()) p.reason = "unknown_reply";
   return p;

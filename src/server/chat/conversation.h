@@ -131,20 +131,27 @@ struct ChatPrompt {
 // client sent since was changed); otherwise the message is tokenized as rendered.
 ChatPrompt build_chat_prompt(const ChatTemplate& tmpl, const Tokenizer& tok,
                              ConversationMemory& memory, const CacheScope& scope,
-                             const nlohmann::json& messages, const nlohmann::json& extra,
+                             const nlohmann::ordered_json& messages, const nlohmann::ordered_json& extra,
                              ToolFormat tool_format = ToolFormat::kNone, ChatRender mode = {});
 
 // OpenAI clients send tool_calls[].function.arguments as a JSON string; templates
 // render `arguments | tojson` or iterate it as an object. Each string that parses as
-// a JSON object becomes that object (other strings are left as they are).
-nlohmann::json parse_tool_arguments(nlohmann::json messages);
+// a JSON object becomes that object, its keys in the order the string has them (other
+// strings are left as they are).
+nlohmann::ordered_json parse_tool_arguments(nlohmann::ordered_json messages);
+
+// `value` with each object's keys in the order the same object has them in `order`
+// (the request's text read with ordered_json; matched by key and array index), keys
+// `order` lacks after them. The server reads bodies into nlohmann::json, which sorts
+// keys; templates write mappings (tojson, items) in the order they are given.
+nlohmann::ordered_json keep_key_order(const nlohmann::json& value, const nlohmann::ordered_json& order);
 
 // OpenAI clients send a tool-call message's content as null. A template that needs a
 // string there (Qwen3: '</think>' in message.content) fails on it; it is rendered again
 // with these messages: content "" for each tool-call message whose content is null or
 // absent (not up front: DeepSeek-R1 tests `content is not none` and would render an
 // empty turn for ""). nullopt when there is no such message.
-std::optional<nlohmann::json> tool_call_content_as_empty(const nlohmann::json& messages);
+std::optional<nlohmann::ordered_json> tool_call_content_as_empty(const nlohmann::ordered_json& messages);
 
 // Ids of `text` as a continuation piece (the text after a spliced reply: no BOS,
 // no SentencePiece space prefix; special tokens parsed), or as the start of a

@@ -5,6 +5,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "server/chat/harmony.h"
+#include "server/chat/tool_call_scan.h"
+
 namespace pc::server {
 
 namespace {
@@ -22,24 +25,11 @@ constexpr std::string_view kDsCallEnd = "<｜tool▁call▁end｜>";
 constexpr std::string_view kDsCallsEnd = "<｜tool▁calls▁end｜>";
 constexpr int kMaxJsonDepth = 256;  // deeper arguments are no call (bounded parsing)
 
-// One parse step over the reply text: a complete call, text that may still become
-// one (the reply has not gone far enough), or text that is not a call.
-enum class Got { kDone, kMore, kNo };
-
-bool is_ws(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
-void skip_ws(std::string_view s, size_t& i) {
-  while (i < s.size() && is_ws(s[i])) ++i;
-}
-
-// s[i..] begins with `lit`: kDone (i moves past it, unless peek); s[i..] is a proper
-// prefix of it: kMore; otherwise kNo.
-Got expect(std::string_view s, size_t& i, std::string_view lit, bool peek = false) {
-  const size_t n = std::min(lit.size(), s.size() - i);
-  if (s.substr(i, n) != lit.substr(0, n)) return Got::kNo;
-  if (n < lit.size()) return Got::kMore;
-  if (!peek) i += lit.size();
-  return Got::kDone;
-}
+using scan::Got;
+using scan::expect;
+using scan::is_ws;
+using scan::opener_prefix_at_end;
+using scan::skip_ws;
 
 // The JSON object, array or string at s[i..] (after whitespace): [*begin, i) once it
 // is complete. Brackets are matched outside strings; json parsing validates it after.
@@ -165,14 +155,6 @@ Got parse_mistral(std::string_view s, size_t& i, std::vector<ToolCall>& calls) {
   return Got::kDone;
 }
 
-// Bytes at the end of s[from..] that may begin `open` (a proper prefix of it).
-size_t opener_prefix_at_end(std::string_view s, size_t from, std::string_view open) {
-  const size_t n = std::min(open.size() - 1, s.size() - from);
-  for (size_t k = n; k > 0; --k)
-    if (s.substr(s.size() - k) == open.substr(0, k)) return k;
-  return 0;
-}
-
 // Text up to `stop` (not included; i moves onto it), without newlines or markers.
 Got until(std::string_view s, size_t& i, std::string_view stop, std::string* out) {
   const size_t at = s.find(stop, i);
@@ -222,12 +204,15 @@ Got parse_deepseek(std::string_view s, size_t& i, std::vector<ToolCall>& calls) 
   return Got::kDone;
 }
 
-Got parse_call(ToolFormat f, std::string_view s, size_t& i, std::vector<ToolCall>& calls) {
+Got parse_call(ToolFormat f, std::string_view s, size_t& i, const ToolSchemas* schemas,
+               std::vector<ToolCall>& calls) {
   switch (f) {
     case ToolFormat::kQwen: return parse_qwen(s, i, calls);
+    case ToolFormat::kQwenXml: return scan::parse_qwen_xml(s, i, schemas, calls);
     case ToolFormat::kLlama3: return parse_llama(s, i, calls);
     case ToolFormat::kMistral: return parse_mistral(s, i, calls);
     case ToolFormat::kDeepSeek: return parse_deepseek(s, i, calls);
+    case ToolFormat::kHarmony:  // HarmonyParser
     case ToolFormat::kNone: break;
   }
   return Got::kNo;
@@ -236,10 +221,12 @@ Got parse_call(ToolFormat f, std::string_view s, size_t& i, std::vector<ToolCall
 // The marker that opens a call anywhere in the text.
 std::string_view opener(ToolFormat f) {
   switch (f) {
-    case ToolFormat::kQwen: return kQwenOpen;
+    case ToolFormat::kQwen:
+    case ToolFormat::kQwenXml: return kQwenOpen;
     case ToolFormat::kLlama3: return kPythonTag;
     case ToolFormat::kMistral: return kMistralOpen;
     case ToolFormat::kDeepSeek: return kDsCallsBegin;
+    case ToolFormat::kHarmony:
     case ToolFormat::kNone: break;
   }
   return {};
@@ -254,6 +241,10 @@ size_t trim_back(std::string_view s, size_t from, size_t end) {
 }  // namespace
 
 ToolFormat detect_tool_format(std::string_view src) {
+  if (src.find("<|channel|>") != std::string_view::npos && src.find("<|call|>") != std::string_view::npos)
+    return ToolFormat::kHarmony;
+  if (src.find("<function=") != std::string_view::npos && src.find(kQwenOpen) != std::string_view::npos)
+    return ToolFormat::kQwenXml;
   if (src.find(kDsCallsBegin) != std::string_view::npos) return ToolFormat::kDeepSeek;
   if (src.find(kMistralOpen) != std::string_view::npos) return ToolFormat::kMistral;
   if (src.find(kQwenOpen) != std::string_view::npos) return ToolFormat::kQwen;
@@ -269,9 +260,29 @@ const char* tool_format_name(ToolFormat f) {
     case ToolFormat::kLlama3: return "llama3";
     case ToolFormat::kMistral: return "mistral";
     case ToolFormat::kDeepSeek: return "deepseek";
+    case ToolFormat::kQwenXml: return "qwen-xml";
+    case ToolFormat::kHarmony: return "harmony";
     case ToolFormat::kNone: break;
   }
   return "none";
+}
+
+ToolSchemas tool_schemas(const ojson& tools) {
+  ToolSchemas out;
+  if (!tools.is_array()) return out;
+  for (const ojson& t : tools) {
+    if (!t.is_object()) continue;
+    const ojson* fn = &t;
+    if (auto f = t.find("function"); f != t.end() && f->is_object()) fn = &*f;
+    auto name = fn->find("name");
+    if (name == fn->end() || !name->is_string()) continue;
+    for (const char* key : {"parameters", "input_schema"})
+      if (auto p = fn->find(key); p != fn->end() && p->is_object()) {
+        out.parameters[name->get<std::string>()] = *p;
+        break;
+      }
+  }
+  return out;
 }
 
 std::string new_tool_call_id(ToolFormat f) {
@@ -292,6 +303,9 @@ std::string forced_call_prefix(ToolFormat f, const std::string& name) {
     case ToolFormat::kMistral: return std::string(kMistralOpen) + "[" + (name.empty() ? "" : named);
     case ToolFormat::kDeepSeek:
       return std::string(kDsCallsBegin) + std::string(kDsCallBegin) + "function" + std::string(kDsSep) + name;
+    case ToolFormat::kQwenXml: return std::string(kQwenOpen) + "\n<function=" + (name.empty() ? "" : name + ">\n");
+    case ToolFormat::kHarmony:
+      return "<|channel|>commentary to=functions." + (name.empty() ? "" : name + " <|constrain|>json<|message|>");
     case ToolFormat::kNone: break;
   }
   return "";
@@ -303,15 +317,24 @@ std::string_view call_region_end(ToolFormat f) {
     case ToolFormat::kLlama3: return "}";
     case ToolFormat::kMistral: return "]";
     case ToolFormat::kDeepSeek: return kDsCallsEnd;
+    case ToolFormat::kQwenXml: return kQwenClose;
+    case ToolFormat::kHarmony: return "<|call|>";
     case ToolFormat::kNone: break;
   }
   return {};
 }
 
-ToolCallParser::ToolCallParser(ToolFormat f, std::function<std::string()> new_id)
-    : f_(f), new_id_(std::move(new_id)) {
+bool call_region_end_is_eog(ToolFormat f) { return f == ToolFormat::kHarmony; }
+
+ToolCallParser::ToolCallParser(ToolFormat f, std::function<std::string()> new_id,
+                               std::shared_ptr<const ToolSchemas> schemas)
+    : f_(f), new_id_(std::move(new_id)), schemas_(std::move(schemas)) {
   if (!new_id_) new_id_ = [f] { return new_tool_call_id(f); };
+  if (f_ == ToolFormat::kHarmony) harmony_ = std::make_unique<HarmonyParser>(new_id_, schemas_ != nullptr);
 }
+
+ToolCallParser::~ToolCallParser() = default;
+ToolCallParser::ToolCallParser(ToolCallParser&&) noexcept = default;
 
 void ToolCallParser::emit_content(size_t end, ToolParse& out) {
   if (end <= pos_) return;
@@ -363,7 +386,7 @@ void ToolCallParser::advance(bool at_end, ToolParse& out) {
     }
     size_t i = at;
     std::vector<ToolCall> calls;
-    Got g = parse_call(f_, s, i, calls);
+    Got g = parse_call(f_, s, i, schemas_.get(), calls);
     if (g == Got::kMore && at_end) g = Got::kNo;
     if (g == Got::kDone) {
       emit_content(trim_back(s, pos_, at), out);
@@ -386,6 +409,11 @@ void ToolCallParser::advance(bool at_end, ToolParse& out) {
 }
 
 ToolParse ToolCallParser::push(std::string_view text) {
+  if (harmony_) {
+    ToolParse out = harmony_->push(text);
+    n_calls_ += int(out.calls.size());
+    return out;
+  }
   ToolParse out;
   buf_.append(text);
   advance(false, out);
@@ -393,16 +421,23 @@ ToolParse ToolCallParser::push(std::string_view text) {
 }
 
 ToolParse ToolCallParser::finish() {
+  if (harmony_) {
+    ToolParse out = harmony_->finish();
+    n_calls_ += int(out.calls.size());
+    return out;
+  }
   ToolParse out;
   advance(true, out);
   return out;
 }
 
-ToolParse parse_tool_calls(ToolFormat f, std::string_view text, std::function<std::string()> new_id) {
-  ToolCallParser p(f, std::move(new_id));
+ToolParse parse_tool_calls(ToolFormat f, std::string_view text, std::function<std::string()> new_id,
+                           std::shared_ptr<const ToolSchemas> schemas) {
+  ToolCallParser p(f, std::move(new_id), std::move(schemas));
   ToolParse out = p.push(text);
   ToolParse rest = p.finish();
   out.content += rest.content;
+  out.reasoning += rest.reasoning;
   for (ToolCall& c : rest.calls) out.calls.push_back(std::move(c));
   return out;
 }

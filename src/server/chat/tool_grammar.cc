@@ -28,7 +28,8 @@ std::string wrap(const std::string& schema_gbnf, const std::string& pre, const s
 }  // namespace
 
 std::shared_ptr<const grammar::Grammar> forced_call_grammar(ToolFormat f, std::string_view raw, const std::string& name) {
-  if (f == ToolFormat::kDeepSeek || f == ToolFormat::kNone) return nullptr;
+  if (f == ToolFormat::kDeepSeek || f == ToolFormat::kQwenXml || f == ToolFormat::kNone) return nullptr;
+  if (f == ToolFormat::kHarmony && name.empty()) return nullptr;  // its prefix ends inside the name
   const ojson body = ojson::parse(raw.begin(), raw.end(), nullptr, false);
   if (!body.is_object() || !body.contains("tools") || !body["tools"].is_array()) return nullptr;
   const ojson& tools = body["tools"];
@@ -41,6 +42,8 @@ std::shared_ptr<const grammar::Grammar> forced_call_grammar(ToolFormat f, std::s
         if (fn["name"] != name) continue;
         if (!strict(fn)) return nullptr;
         where = "tools[" + std::to_string(i) + "].function.parameters";
+        // Harmony's prefix ends at <|message|>: the body is the arguments object itself.
+        if (f == ToolFormat::kHarmony) return grammar::parse_gbnf(wrap(grammar::schema_to_gbnf(arguments_schema(fn)), "", ""));
         const char* key = f == ToolFormat::kLlama3 ? "parameters" : "arguments";
         const std::string pre = std::string(R"(ws "," ws "\")") + key + R"(\"" ws ":" ws)";
         return grammar::parse_gbnf(wrap(grammar::schema_to_gbnf(arguments_schema(fn)), pre, "ws \"}\" " + close));

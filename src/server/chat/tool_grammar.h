@@ -9,7 +9,8 @@
 //   qwen     , "arguments": ARGS }  \n</tool_call>               {"name": N, "arguments": ARGS}  \n</tool_call>
 //   mistral  , "arguments": ARGS } ]                             {"name": N, "arguments": ARGS} ]
 //   llama3   , "parameters": ARGS }                              (not constrained)
-//   deepseek (not constrained)
+//   harmony  ARGS                                                (not constrained)
+//   deepseek, qwen-xml (not constrained)
 //
 // For "required", every tool is an alternative: a strict tool's arguments follow its
 // schema, another's are any JSON object. Null when no tool involved is strict, or the
