@@ -21,14 +21,14 @@ npm install --silent --prefix "$work/npm" @anthropic-ai/claude-code @openai/code
 bin=$work/npm/node_modules/.bin
 
 echo "== a generated model (random weights, GPT-2 byte-level vocabulary)"
-"$pc" make-model -o "$work/model.gguf" --shape small --arch qwen2 --vocab "$root/../shared/vocab/ggml-vocab-gpt-2.gguf" >/dev/null 2>&1
+"$pc" make-model -o "$work/model.gguf" --shape small --context-length 65536 --arch qwen2 --vocab "$root/../shared/vocab/ggml-vocab-gpt-2.gguf" >/dev/null 2>&1
 template=$root/../shared/templates-2026/Qwen-Qwen2.5-7B-Instruct.jinja
 
-port_of() { sed -n 's/.*listening on [^:]*:\([0-9]*\).*/\1/p;s/^proxy on \([0-9]*\)$/\1/p' "$1" | head -1; }
+port_of() { sed -n 's/.*listening on .*:\([0-9][0-9]*\).*/\1/p;s/^proxy on \([0-9]*\)$/\1/p' "$1" | head -1; }
 wait_port() { for _ in $(seq 1 100); do p=$(port_of "$1"); [[ -n $p ]] && { echo "$p"; return; }; sleep 0.2; done; echo "no port in $1" >&2; exit 1; }
 
 "$pc" serve -m "$work/model.gguf" --port 0 --chat-template-file "$template" --test-hooks --any-model \
-  -c 32768 --log-level info >"$work/serve.log" 2>&1 &
+  -c 65536 --log-level info >"$work/serve.log" 2>&1 &
 sport=$(wait_port "$work/serve.log")
 echo "server on $sport"
 

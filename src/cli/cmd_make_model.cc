@@ -73,6 +73,10 @@ Run add_make_model(CLI::App& app) {
                  "default: a built-in byte-level vocabulary")
       ->check(CLI::ExistingFile);
   app.add_option("--seed", a->opt.seed, "Random seed")->capture_default_str();
+  app.add_option("--context-length", a->opt.context_length,
+                 "Positions the model states it was trained for (<arch>.context_length)")
+      ->check(CLI::Range(int64_t(1), int64_t(UINT32_MAX)))
+      ->capture_default_str();
   app.add_flag("--tied", a->opt.tied_output, "Tie the output projection to the token embedding");
   return [a] { return run_make_model(*a); };
 }
