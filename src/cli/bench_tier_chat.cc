@@ -84,7 +84,7 @@ nlohmann::json run_tier_chat(const TierChatOptions& o) {
   auto a = engine_with(disk_dir, o.redis_url);
   const KvNamespace ns = a->ns("");
   const KvShape shape = a->cache().stats().pool.page_size > 0
-                            ? KvShape{c.n_layer, c.n_kv_head, c.head_dim, a->cache().stats().pool.page_size}
+                            ? KvShape{int(c.n_layer), int(c.n_kv_head), int(c.head_dim), int(a->cache().stats().pool.page_size)}
                             : KvShape{};
   const int32_t P = shape.page_size;
   Progress progress("tier-chat", o.turns);
