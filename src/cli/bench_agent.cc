@@ -52,6 +52,7 @@
 
 #include "cli/chat_stream.h"
 #include "cli/commands.h"
+#include "cli/in_process_server.h"
 #include "cli/progress.h"
 #include "cli/units.h"
 #include "common/error.h"
@@ -268,20 +269,6 @@ std::string generated_model(const BenchAgentArgs& a) {
   }
   return path.string();
 }
-
-struct InProcessServer {
-  server::Server srv;
-  std::thread listener;
-  int port = 0;
-  explicit InProcessServer(const server::ServerOptions& o) : srv(o) {
-    port = srv.bind();
-    listener = std::thread([this] { srv.listen(); });
-  }
-  ~InProcessServer() {
-    srv.stop();
-    listener.join();
-  }
-};
 
 int run_bench_agent(const BenchAgentArgs& a) {
   for (const std::string* f : {&a.template_file, &a.reasoning_template_file})

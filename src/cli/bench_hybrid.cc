@@ -27,6 +27,7 @@
 
 #include "cli/chat_stream.h"
 #include "cli/commands.h"
+#include "cli/in_process_server.h"
 #include "cli/units.h"
 #include "common/error.h"
 #include "kernels/cpu_count.h"
@@ -78,20 +79,6 @@ std::string model_file(const BenchHybridArgs& a, const std::string& arch) {
   }
   return path.string();
 }
-
-struct InProcessServer {
-  server::Server srv;
-  std::thread listener;
-  int port = 0;
-  explicit InProcessServer(const server::ServerOptions& o) : srv(o) {
-    port = srv.bind();
-    listener = std::thread([this] { srv.listen(); });
-  }
-  ~InProcessServer() {
-    srv.stop();
-    listener.join();
-  }
-};
 
 json messages_for(int turn) {
   json m = json::array();

@@ -258,12 +258,7 @@ void respond_stream(Server::State& st, std::shared_ptr<AnthropicGeneration> a, H
         bool done = false;
         Delta d = a->g.job->wait_delta(100ms, &done);
         if (s->thinking) {
-          ReasoningSplit split = s->thinking->push(d.text);
-          if (done) {
-            ReasoningSplit rest = s->thinking->finish();
-            split.reasoning += rest.reasoning;
-            split.content += rest.content;
-          }
+          ReasoningSplit split = s->thinking->next(d.text, done);
           d.text = std::move(split.content);
           if (a->show_thinking && !split.reasoning.empty()) {
             // The thinking block comes first: it opens before any text block.

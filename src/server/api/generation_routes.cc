@@ -405,12 +405,7 @@ void respond_stream(Server::State& st, std::shared_ptr<Generation> g, HttpRespon
         if (thinking) {
           // The thinking goes out as delta.reasoning_content (with the logprobs of a
           // delta that holds no content); the answer goes on as content.
-          ReasoningSplit split = thinking->push(d.text);
-          if (done) {
-            ReasoningSplit rest = thinking->finish();
-            split.reasoning += rest.reasoning;
-            split.content += rest.content;
-          }
+          ReasoningSplit split = thinking->next(d.text, done);
           d.text = std::move(split.content);
           if (!split.reasoning.empty()) {
             json lp = nullptr;

@@ -461,12 +461,7 @@ void respond_stream(Server::State& st, std::shared_ptr<ResponsesGeneration> a, H
         std::string reply = d.text;
         if (s->thinking) {
           // The thinking goes out as a reasoning item before the message.
-          ReasoningSplit split = s->thinking->push(d.text);
-          if (done) {
-            ReasoningSplit rest = s->thinking->finish();
-            split.reasoning += rest.reasoning;
-            split.content += rest.content;
-          }
+          ReasoningSplit split = s->thinking->next(d.text, done);
           if (!split.reasoning.empty()) {
             if (s->rs_id.empty() && !open_reasoning(sink, *s, *a)) return gone();
             s->reasoning += split.reasoning;

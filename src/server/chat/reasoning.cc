@@ -116,6 +116,16 @@ ReasoningSplit ReasoningParser::push(std::string_view text) {
   return out;
 }
 
+ReasoningSplit ReasoningParser::next(std::string_view text, bool done) {
+  ReasoningSplit out = push(text);
+  if (done) {
+    ReasoningSplit rest = finish();
+    out.reasoning += rest.reasoning;
+    out.content += rest.content;
+  }
+  return out;
+}
+
 ReasoningSplit ReasoningParser::finish() {
   ReasoningSplit out;
   step(out, /*end=*/true);

@@ -49,6 +49,8 @@ class ReasoningParser {
   ReasoningParser(ThinkTags tags, bool starts_inside);
   ReasoningSplit push(std::string_view text);
   ReasoningSplit finish();
+  // A stream's step: push(text), and when `done` the finish() that follows it too.
+  ReasoningSplit next(std::string_view text, bool done);
 
  private:
   enum class State { kStart, kInside, kAfter, kContent };
