@@ -19,6 +19,7 @@
 #include "model/model.h"
 #include "pml/pml.h"
 #include "tokenizer/tokenizer.h"
+#include "probe/engine_logits.h"
 
 namespace pc::cli {
 
@@ -79,9 +80,9 @@ int run_accuracy(const ModArgs& a, const Model& model, const pml::Encoder& enc) 
     const std::string prompt = "<prompt schema=\"docs\"><doc" + std::to_string(d1) + "/><doc" +
                                std::to_string(d2) + "/> " + q + "</prompt>";
     const pml::PromptPlan plan = pml::plan_prompt(prompt, layout, enc, "prompt.pml");
-    const std::vector<float> mod = cached.plan_logits(pml::kv_plan(plan, layout));
+    const std::vector<float> mod = plan_logits(cached, pml::kv_plan(plan, layout));
     const std::vector<int32_t> full = pml::plan_tokens(plan, layout);
-    const std::vector<float> all = cold.prompt_logits(full, 512);
+    const std::vector<float> all = prompt_logits(cold, full, 512);
     const float* ref = all.data() + (full.size() - 1) * V;
     auto softmax = [&](const float* l) {
       std::vector<double> p(V);

@@ -35,6 +35,7 @@
 #include "kernels/cpu_count.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
+#include "probe/engine_logits.h"
 
 namespace pc::cli {
 
@@ -189,12 +190,12 @@ int run_quality(const QualityArgs& a) {
         const std::string tenant = "q" + std::to_string(i) + "." + std::to_string(c);
         GenerateRequest req1 = request(first, tenant);
         req1.max_tokens = 0;
-        warm.request_logits(req1);
+        request_logits(warm, req1);
         GenerateRequest req2 = request(second, tenant);
         max_len = std::max<int64_t>(max_len, int64_t(req2.prompt.size()) + a.continuation);
         GenerateResult full_r;
         const auto t_cold = std::chrono::steady_clock::now();
-        const std::vector<float> full = cold.request_logits(req2, &full_r, /*generate=*/true);
+        const std::vector<float> full = request_logits(cold, req2, &full_r, /*generate=*/true);
         cold_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_cold).count();
         for (size_t k = 0; k < settings.size(); ++k) {
           GenerateRequest r = req2;
@@ -205,7 +206,7 @@ int run_quality(const QualityArgs& a) {
           r.reuse.continue_approximate = false;  // one step from exact KV, not the previous setting's
           GenerateResult got;
           const auto t0 = std::chrono::steady_clock::now();
-          const std::vector<float> l = warm.request_logits(r, &got, /*generate=*/true);
+          const std::vector<float> l = request_logits(warm, r, &got, /*generate=*/true);
           Cell& cell = cells[size_t(c)][k];
           cell.ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
           const double kl = kl_divergence(full, l);

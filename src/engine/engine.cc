@@ -400,37 +400,6 @@ void Engine::wait_idle() {
   while (!active_.empty()) step();
 }
 
-std::vector<float> Engine::request_logits(const GenerateRequest& req, GenerateResult* result, bool generate) {
-  if (req.prompt.empty()) throw Error("the prompt is empty");
-  GenerateRequest r = req;
-  if (!generate) r.max_tokens = 0;
-  KvPlan plan = KvPlan::prompt(r.prompt);
-  plan.blocks = r.blocks;
-  const int64_t id = start(std::move(plan), r, nullptr, true);
-  GenerateResult got = wait(id);
-  if (result) *result = std::move(got);
-  std::vector<float> out = std::move(kept_logits_[id]);
-  kept_logits_.erase(id);
-  return out;
-}
-
-std::vector<float> Engine::plan_logits(KvPlan plan, const CacheScope& scope) {
-  GenerateRequest req;
-  req.scope = scope;
-  return plan_logits(std::move(plan), req);
-}
-
-std::vector<float> Engine::plan_logits(KvPlan plan, const GenerateRequest& req, GenerateResult* result) {
-  GenerateRequest r = req;
-  r.max_tokens = 0;
-  const int64_t id = start(std::move(plan), r, nullptr, true);
-  GenerateResult got = wait(id);  // finishes at its first sample (max_tokens 0), keeping the logits there
-  if (result) *result = std::move(got);
-  std::vector<float> out = std::move(kept_logits_[id]);
-  kept_logits_.erase(id);
-  return out;
-}
-
 int64_t Engine::preload(std::shared_ptr<const ModuleSet> modules, const CacheScope& scope) {
   int64_t tokens = 0;
   const KvNamespace space = ns(scope);
@@ -444,43 +413,6 @@ int64_t Engine::preload(std::shared_ptr<const ModuleSet> modules, const CacheSco
     if (modules_->peek(space, spec)) tokens += int64_t(spec.tokens.size());
   }
   return tokens;
-}
-
-std::vector<float> Engine::prompt_logits(const std::vector<int32_t>& prompt, int chunk, bool use_cache,
-                                         int64_t* n_cached, const CacheScope& scope) {
-  if (prompt.empty()) throw Error("the prompt is empty");
-  const int64_t V = model_.config().n_vocab;
-  const KvNamespace space = ns(scope);
-  RecurrentState state;  // recurrent models: restored from the snapshot a hit ends at
-  if (model_.config().n_recurrent > 0) state = RecurrentState(model_.config());
-  PrefixHit hit(*pages_);
-  if (use_cache) {
-    prefix_->promote_now(space, prompt);  // this call runs to completion anyway
-    hit = prefix_->attach(space, prompt, true, state.empty() ? nullptr : &state);
-  }
-  PageTable& table = hit.table;
-  int32_t done = hit.length;
-  if (n_cached) *n_cached = done;
-  std::vector<float> out;
-  out.reserve((prompt.size() - done) * V);
-  std::vector<int32_t> ids, fills;
-  while (done < int32_t(prompt.size())) {
-    const int32_t n = std::min<int32_t>(chunk, int32_t(prompt.size()) - done);
-    if (!table.prepare_append(n)) throw Error("out of KV memory");
-    SeqKv kv = seq_kv(table, ids, fills);
-    if (!state.empty()) kv.state = &state;
-    std::vector<BatchEntry> batch;
-    for (int32_t t = done; t < done + n; ++t) batch.push_back(BatchEntry{prompt[t], t, 0, t, true});
-    const float* l = fwd_->run(batch, std::span<const SeqKv>(&kv, 1));
-    out.insert(out.end(), l, l + int64_t(n) * V);
-    done += n;
-  }
-  if (use_cache) {
-    const PrefixState end{int32_t(prompt.size()), &state};
-    prefix_->insert(space, prompt, table, int32_t(prompt.size()) + 1, {}, true,
-                    state.empty() ? std::span<const PrefixState>() : std::span<const PrefixState>(&end, 1));
-  }
-  return out;
 }
 
 }  // namespace pc

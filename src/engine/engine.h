@@ -239,27 +239,9 @@ class Engine {
   // them. req.prompt is ignored; its max_tokens, sampling and tenant apply.
   int64_t add_plan(KvPlan plan, const GenerateRequest& req, TokenCallback on_token = nullptr);
   GenerateResult generate_plan(KvPlan plan, const GenerateRequest& req, const TokenCallback& on_token = nullptr);
-  // Logits at the end of a plan (no generation), [n_vocab]. For tests.
-  std::vector<float> plan_logits(KvPlan plan, const CacheScope& scope = {});
-  // The same with a request's tenant and reuse policy (req.prompt and max_tokens ignored),
-  // its result's counts in *result. For tests and quality measurements.
-  std::vector<float> plan_logits(KvPlan plan, const GenerateRequest& req, GenerateResult* result = nullptr);
-  // Logits after a request's prompt (its plan built as add() does), with its result's
-  // counts in *result; with `generate` it also generates its max_tokens (result->tokens),
-  // else max_tokens is ignored. For tests and quality measurements.
-  std::vector<float> request_logits(const GenerateRequest& req, GenerateResult* result = nullptr,
-                                    bool generate = false);
   // Encodes (or restores) every cacheable module of a set now (--preload). Returns
   // the tokens encoded.
   int64_t preload(std::shared_ptr<const ModuleSet> modules, const CacheScope& scope = {});
-
-  // Logits of every prompt position from `begin` on, [n - begin][n_vocab],
-  // computed in chunks of `chunk` tokens. With use_cache, the longest cached
-  // prefix is reused (returned in *n_cached, and `begin` must be <= it) and the
-  // prompt is inserted into the index afterwards. For tests and tools.
-  std::vector<float> prompt_logits(const std::vector<int32_t>& prompt, int chunk,
-                                   bool use_cache = false, int64_t* n_cached = nullptr,
-                                   const CacheScope& scope = {});
 
   // The admin face of the caches (stats, listings, pins, TTLs, eviction).
   CacheAdmin& cache() { return *admin_; }
@@ -295,6 +277,7 @@ class Engine {
   struct Reclaimer;
   struct Part;
   friend struct EngineTestPeer;  // tests/engine_test_peer.h: the caches' insides, for tests only
+  friend struct EngineProbe;     // probe/engine_logits.cc: logits without generation (tests, benchmarks)
   Seq& new_seq(const GenerateRequest& req, TokenCallback on_token);
   int64_t start(KvPlan plan, const GenerateRequest& req, TokenCallback on_token, bool keep_logits);
   // The lower-tier lookups a new sequence needs (the blocks approximate reuse may take
@@ -349,7 +332,7 @@ class Engine {
   std::unique_ptr<GrammarCache> grammars_;  // automata of requests' grammars
   std::map<int64_t, std::unique_ptr<Seq>> active_;  // by id: oldest first
   std::vector<std::pair<int64_t, GenerateResult>> finished_;
-  std::map<int64_t, std::vector<float>> kept_logits_;  // plan_logits(): by sequence id
+  std::map<int64_t, std::vector<float>> kept_logits_;  // probe/engine_logits.h: by sequence id
   // Step costs, moving averages (step.cc): a decode-only step, and each prompt token
   // beyond it. 0 until measured.
   double decode_step_ms_ = 0;

@@ -78,7 +78,7 @@ struct Engine::Seq {
   std::unique_ptr<grammar::Matcher> matcher;  // req.grammar's place after the generated tokens
   GenerateResult result;
   bool assembled_once = false;     // the first assembly counted the request's reuse
-  bool keep_logits = false;        // plan_logits(): keep the last prompt position's logits
+  bool keep_logits = false;        // probe/engine_logits.h: keep the last prompt position's logits
   std::vector<float> logits;
   std::vector<int32_t> encoded_by_me;  // modules this request had encoded (misses)
   // Approximate reuse: blocks restored from the KV tiers (not in memory's block index),

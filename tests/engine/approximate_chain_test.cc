@@ -12,6 +12,7 @@
 #include "model_test_util.h"
 #include "tokenizer/tokenizer.h"
 #include "engine_test_peer.h"
+#include "probe/engine_logits.h"
 
 namespace pc {
 namespace {
@@ -44,7 +45,7 @@ TEST(ApproximateChain, NextTurnContinuesFromApproximateKv) {
   // approximately built KV, which no exact cache holds.
   const auto turn3 = f.request({f.sys, f.b, f.a, f.c, f.d}, CacheReuse::kApproximate);
   GenerateResult t3;
-  const std::vector<float> l3 = e->request_logits(turn3, &t3);
+  const std::vector<float> l3 = request_logits(*e, turn3, &t3);
   EXPECT_EQ(t3.n_cached, t2.n_cached) << "the exact prefix is still the one before the swap";
   EXPECT_GE(t3.n_cached + t3.n_approximate, t2.n_prompt);
   EXPECT_LE(t3.n_computed, int64_t(f.d.size()) + 2);
@@ -53,13 +54,13 @@ TEST(ApproximateChain, NextTurnContinuesFromApproximateKv) {
   auto exact = turn3;
   exact.reuse.mode = CacheReuse::kExact;
   GenerateResult x;
-  EXPECT_TRUE(bitwise(e->request_logits(exact, &x), f.engine()->request_logits(exact)));
+  EXPECT_TRUE(bitwise(request_logits(*e, exact, &x), request_logits(*f.engine(), exact)));
   EXPECT_EQ(x.n_approximate, 0);
   EXPECT_EQ(x.n_cached, t2.n_cached);
   // Budget 1 is the exact result: it does not continue from approximate KV.
   auto all = turn3;
   all.reuse.budget = 1.0;
-  EXPECT_TRUE(bitwise(e->request_logits(all), f.engine()->request_logits(turn3)));
+  EXPECT_TRUE(bitwise(request_logits(*e, all), request_logits(*f.engine(), turn3)));
   EngineTestPeer::page_pool(*e).check_invariants();
 }
 

@@ -26,6 +26,7 @@
 #include "pml/pml.h"
 #include "tokenizer/tokenizer.h"
 #include "engine_test_peer.h"
+#include "probe/engine_logits.h"
 
 namespace pc {
 namespace {
@@ -70,12 +71,12 @@ TEST(Approximate, EachPolicyRecomputesTowardsFull) {
   Fixture f;
   const auto first = f.request({f.sys, f.a, f.b, f.user});
   const std::vector<std::vector<int32_t>> moved = {f.sys, f.b, f.a, f.user};
-  const std::vector<float> full = f.engine()->request_logits(f.request(moved));
+  const std::vector<float> full = request_logits(*f.engine(), f.request(moved));
 
   auto warm = [&](CacheReuse mode, double budget, RecomputePolicy policy, GenerateResult* r) {
     auto e = f.engine();
     e->generate(first);
-    return e->request_logits(f.request(moved, mode, budget, policy), r);
+    return request_logits(*e, f.request(moved, mode, budget, policy), r);
   };
   // Exact (the default): nothing approximate, bitwise the full recomputation.
   GenerateResult exact;
@@ -130,14 +131,14 @@ TEST(Approximate, EachPolicyRecomputesTowardsFull) {
 TEST(Approximate, ExactUnlessAsked) {
   Fixture f;
   const std::vector<std::vector<int32_t>> moved = {f.sys, f.b, f.a, f.user};
-  const std::vector<float> cold = f.engine()->request_logits(f.request(moved));
+  const std::vector<float> cold = request_logits(*f.engine(), f.request(moved));
   auto e = f.engine();
   e->generate(f.request({f.sys, f.a, f.b, f.user}));
   GenerateRequest plain;  // the defaults, with blocks to find
   plain.prompt = f.request(moved).prompt;
   plain.blocks = f.request(moved).blocks;
   GenerateResult r;
-  EXPECT_TRUE(bitwise(e->request_logits(plain, &r), cold));
+  EXPECT_TRUE(bitwise(request_logits(*e, plain, &r), cold));
   EXPECT_EQ(r.n_approximate, 0);
   EXPECT_EQ(r.n_recomputed, 0);
   EXPECT_GT(r.n_reusable, 0);  // there was something approximate reuse could have taken
@@ -145,19 +146,19 @@ TEST(Approximate, ExactUnlessAsked) {
   GenerateRequest policy_only = plain;
   policy_only.reuse.policy = RecomputePolicy::kDeviation;
   policy_only.reuse.budget = 0;
-  EXPECT_TRUE(bitwise(e->request_logits(policy_only, &r), cold));
+  EXPECT_TRUE(bitwise(request_logits(*e, policy_only, &r), cold));
   EXPECT_EQ(r.n_approximate, 0);
 }
 
 TEST(Approximate, NeverPublished) {
   Fixture f;
   const std::vector<std::vector<int32_t>> moved = {f.sys, f.b, f.a, f.user};
-  const std::vector<float> cold = f.engine()->request_logits(f.request(moved));
+  const std::vector<float> cold = request_logits(*f.engine(), f.request(moved));
   GenerateResult reference;  // an exact request after the first one: its exact prefix
   {
     auto e = f.engine();
     e->generate(f.request({f.sys, f.a, f.b, f.user}));
-    e->request_logits(f.request(moved), &reference);
+    request_logits(*e, f.request(moved), &reference);
   }
   for (RecomputePolicy policy : kPolicies) {
     SCOPED_TRACE(recompute_policy_name(policy));
@@ -169,7 +170,7 @@ TEST(Approximate, NeverPublished) {
     ASSERT_GT(r.n_approximate, 0);
     // The same prompt, exact: its KV must come only from exactly computed sequences.
     GenerateResult exact;
-    EXPECT_TRUE(bitwise(e->request_logits(f.request(moved), &exact), cold));
+    EXPECT_TRUE(bitwise(request_logits(*e, f.request(moved), &exact), cold));
     EXPECT_EQ(exact.n_cached, reference.n_cached);
     EngineTestPeer::page_pool(*e).check_invariants();
   }
@@ -318,9 +319,9 @@ struct PmlFixture : Fixture {
 TEST(ApproximatePml, LaterModulesAttendToEarlierOnes) {
   PmlFixture f;
   const std::string body = "<dog/><cat/> One day Max and Tom";
-  const std::vector<float> full = f.engine()->plan_logits(PmlFixture::computed(f.plan(body), "cat"));
+  const std::vector<float> full = plan_logits(*f.engine(), PmlFixture::computed(f.plan(body), "cat"));
   auto e = f.engine();
-  const std::vector<float> exact = e->plan_logits(f.plan(body));  // encodes the modules
+  const std::vector<float> exact = plan_logits(*e, f.plan(body));  // encodes the modules
   const size_t entries = EngineTestPeer::modules(*e).stats().entries;
   const double kl_exact = kl(full, exact);
   EXPECT_GT(kl_exact, 0);  // the cat never saw the dog
@@ -329,7 +330,7 @@ TEST(ApproximatePml, LaterModulesAttendToEarlierOnes) {
     GenerateRequest req;
     req.reuse = {CacheReuse::kApproximate, policy, 0.25, 1};
     GenerateResult r;
-    const std::vector<float> l25 = e->plan_logits(f.plan(body), req, &r);
+    const std::vector<float> l25 = plan_logits(*e, f.plan(body), req, &r);
     EXPECT_GT(r.n_recomputed, 0);
     EXPECT_GT(r.n_approximate, 0);
     // The root text and the dog saw everything before them: exact, cached.
@@ -341,12 +342,12 @@ TEST(ApproximatePml, LaterModulesAttendToEarlierOnes) {
                 kl_exact, kl25);
     EXPECT_LT(kl25, kl_exact);
     req.reuse.budget = 1.0;
-    EXPECT_TRUE(bitwise(e->plan_logits(f.plan(body), req, &r), full));
+    EXPECT_TRUE(bitwise(plan_logits(*e, f.plan(body), req, &r), full));
     EXPECT_EQ(r.n_approximate, 0);
     // Recomputed KV never enters the module store: the same entries, and an exact
     // prompt is bitwise what it was.
     EXPECT_EQ(EngineTestPeer::modules(*e).stats().entries, entries);
-    EXPECT_TRUE(bitwise(e->plan_logits(f.plan(body)), exact));
+    EXPECT_TRUE(bitwise(plan_logits(*e, f.plan(body)), exact));
   }
   EngineTestPeer::page_pool(*e).check_invariants();
 }

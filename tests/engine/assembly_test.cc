@@ -15,6 +15,7 @@
 #include "pml/pml.h"
 #include "tokenizer/tokenizer.h"
 #include "engine_test_peer.h"
+#include "probe/engine_logits.h"
 
 namespace pc {
 namespace {
@@ -99,14 +100,14 @@ TEST(Assembly, PrefixHitRunsCachedThenComputed) {
   Fixture f;
   const std::vector<int32_t> prompt = f.ids("Once upon a time there was a little dog", true);
   auto cold = f.engine();
-  const std::vector<float> want = cold->plan_logits(KvPlan::prompt(prompt));
+  const std::vector<float> want = plan_logits(*cold, KvPlan::prompt(prompt));
   auto e = f.engine();
   GenerateRequest req;
   req.prompt = prompt;
   req.max_tokens = 0;
   EXPECT_EQ(e->generate(req).n_cached, 0);
   EXPECT_EQ(e->generate(req).n_cached, int64_t(prompt.size()) - 1);
-  expect_same(want, e->plan_logits(KvPlan::prompt(prompt)), "prefix hit");
+  expect_same(want, plan_logits(*e, KvPlan::prompt(prompt)), "prefix hit");
 }
 
 // A mixed plan: a prefix the prefix cache holds, a module, computed text.
@@ -139,7 +140,7 @@ TEST(Assembly, MixedPlanPrefixModuleCompute) {
   EXPECT_FALSE(plan.is_prefix());
 
   auto cold = f.engine();
-  const std::vector<float> want = cold->plan_logits(plan);
+  const std::vector<float> want = plan_logits(*cold, plan);
   auto e = f.engine();
   // Cache the prefix first (a plain prompt of those tokens and one more).
   GenerateRequest req;
@@ -153,7 +154,7 @@ TEST(Assembly, MixedPlanPrefixModuleCompute) {
   EXPECT_EQ(warm.n_prompt, plan.n_tokens());
   EXPECT_EQ(warm.n_module_misses, 2);               // dog and its context (the root) encoded
   EXPECT_GE(warm.n_cached, n_ctx);                  // the prefix came from the prefix cache
-  expect_same(want, e->plan_logits(plan), "prefix + module + text, all cached");
+  expect_same(want, plan_logits(*e, plan), "prefix + module + text, all cached");
   EngineTestPeer::page_pool(*e).check_invariants();
 }
 
@@ -191,8 +192,8 @@ TEST(Assembly, CompactRelocationKeepsItsOwnPages) {
 TEST(Assembly, DropModulesTakesRelocatedCopies) {
   Fixture f;
   auto e = f.engine();
-  e->plan_logits(pml::kv_plan(f.plan("<reply/> The end.", " layout=\"compact\""), f.schema));
-  e->plan_logits(pml::kv_plan(f.plan("<dog/> The end."), f.schema));
+  plan_logits(*e, pml::kv_plan(f.plan("<reply/> The end.", " layout=\"compact\""), f.schema));
+  plan_logits(*e, pml::kv_plan(f.plan("<dog/> The end."), f.schema));
   int shifted = 0;
   for (const auto& [key, entry] : EngineTestPeer::modules(*e).entries()) shifted += key.shift != 0;
   ASSERT_GE(shifted, 1);

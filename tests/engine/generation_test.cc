@@ -9,6 +9,7 @@
 #include "model/model.h"
 #include "model_test_util.h"
 #include "tokenizer/tokenizer.h"
+#include "probe/engine_logits.h"
 
 namespace pc {
 namespace {
@@ -83,7 +84,7 @@ TEST(Generation, LogprobsAreLogSoftmaxOfRawLogits) {
   std::vector<int32_t> ids = req.prompt;
   for (size_t i = 0; i < r.tokens.size(); ++i) {
     const int64_t V = model->config().n_vocab;
-    const std::vector<float> all = engine.prompt_logits(ids, 64);
+    const std::vector<float> all = prompt_logits(engine, ids, 64);
     const float* l = all.data() + (ids.size() - 1) * V;
     double mx = l[0], sum = 0;
     for (int64_t v = 0; v < V; ++v) mx = std::max(mx, double(l[v]));

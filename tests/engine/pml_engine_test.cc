@@ -24,6 +24,7 @@
 #include "pml/pml.h"
 #include "tokenizer/tokenizer.h"
 #include "engine_test_peer.h"
+#include "probe/engine_logits.h"
 
 namespace pc {
 namespace {
@@ -65,19 +66,19 @@ void expect_same(const std::vector<float>& a, const std::vector<float>& b, const
 void check_hit_or_miss(Fixture& f) {
   const auto p = f.plan("<dog/><happy/> One day Max saw a bird.");
   auto e = f.engine();
-  const auto miss = e->plan_logits(pml::kv_plan(p, f.schema));              // modules encoded in this request
+  const auto miss = plan_logits(*e, pml::kv_plan(p, f.schema));              // modules encoded in this request
   EXPECT_GT(EngineTestPeer::modules(*e).stats().entries, 0);
-  const auto hit = e->plan_logits(pml::kv_plan(p, f.schema));               // all modules cached
+  const auto hit = plan_logits(*e, pml::kv_plan(p, f.schema));               // all modules cached
   expect_same(miss, hit, "cached vs encoded in the request");
   EXPECT_GT(EngineTestPeer::modules(*e).stats().hits, 0);
   EngineTestPeer::modules(*e).evict(size_t(1) << 40);                        // everything evicted
   EXPECT_EQ(EngineTestPeer::modules(*e).stats().entries, 0);
-  const auto again = e->plan_logits(pml::kv_plan(p, f.schema));
+  const auto again = plan_logits(*e, pml::kv_plan(p, f.schema));
   expect_same(miss, again, "evicted and re-encoded");
   auto e2 = f.engine();                                       // other combinations first
-  e2->plan_logits(pml::kv_plan(f.plan("<cat/><sad/> The end."), f.schema));
-  e2->plan_logits(pml::kv_plan(f.plan("<happy/><dog/><cat/> Then"), f.schema));
-  const auto other = e2->plan_logits(pml::kv_plan(p, f.schema));
+  plan_logits(*e2, pml::kv_plan(f.plan("<cat/><sad/> The end."), f.schema));
+  plan_logits(*e2, pml::kv_plan(f.plan("<happy/><dog/><cat/> Then"), f.schema));
+  const auto other = plan_logits(*e2, pml::kv_plan(p, f.schema));
   expect_same(miss, other, "after other combinations");
 }
 
@@ -103,10 +104,10 @@ TEST_P(PmlEngineArch, CompactLayoutHitsAreExact) {
   Fixture f(test::shared_model(std::string("arch/") + GetParam()));
   const auto p = f.plan("<cat/><happy/> Then Tom", " layout=\"compact\"");
   auto e = f.engine();
-  const auto a = e->plan_logits(pml::kv_plan(p, f.schema));
-  expect_same(a, e->plan_logits(pml::kv_plan(p, f.schema)), "compact layout, relocated copies from the store");
+  const auto a = plan_logits(*e, pml::kv_plan(p, f.schema));
+  expect_same(a, plan_logits(*e, pml::kv_plan(p, f.schema)), "compact layout, relocated copies from the store");
   EngineTestPeer::modules(*e).evict(size_t(1) << 40);
-  expect_same(a, e->plan_logits(pml::kv_plan(p, f.schema)), "compact layout after eviction");
+  expect_same(a, plan_logits(*e, pml::kv_plan(p, f.schema)), "compact layout after eviction");
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, PmlEngineArch,
@@ -125,13 +126,13 @@ TEST(PmlEngine, PinnedModulesAreNotEvicted) {
   const pml::SchemaLayout layout = pml::compile_schema(schema, f.enc, "p.pml");
   const auto p = pml::plan_prompt("<prompt schema=\"p\"><kept/><loose/> The end.</prompt>", layout, f.enc);
   auto e = f.engine();
-  const auto want = e->plan_logits(pml::kv_plan(p, layout));
+  const auto want = plan_logits(*e, pml::kv_plan(p, layout));
   EngineTestPeer::modules(*e).evict(size_t(1) << 40);
   int pinned = 0;
   for (const auto& [key, entry] : EngineTestPeer::modules(*e).entries()) pinned += entry.pins > 0 && entry.path == "kept";
   EXPECT_EQ(pinned, 1);
   EXPECT_EQ(EngineTestPeer::modules(*e).entries().size(), 1u);  // only the pinned one stayed
-  expect_same(want, e->plan_logits(pml::kv_plan(p, layout)), "pinned module kept, the other re-encoded");
+  expect_same(want, plan_logits(*e, pml::kv_plan(p, layout)), "pinned module kept, the other re-encoded");
 }
 
 TEST(PmlEngine, ModuleTtlExpires) {
@@ -157,12 +158,12 @@ TEST(PmlEngine, ArgumentsAndUncachedModules) {
   Fixture f;
   const auto p = f.plan("<reply lang=\"French\"/><fresh/><dog/> The end.");
   auto e = f.engine();
-  const auto a = e->plan_logits(pml::kv_plan(p, f.schema));
-  const auto b = e->plan_logits(pml::kv_plan(p, f.schema));
+  const auto a = plan_logits(*e, pml::kv_plan(p, f.schema));
+  const auto b = plan_logits(*e, pml::kv_plan(p, f.schema));
   expect_same(a, b, "argument and cache=false module, second run");
   auto e2 = f.engine();
-  e2->plan_logits(pml::kv_plan(f.plan("<reply/> x"), f.schema));  // placeholder version cached first
-  expect_same(a, e2->plan_logits(pml::kv_plan(p, f.schema)), "after the placeholder version was cached");
+  plan_logits(*e2, pml::kv_plan(f.plan("<reply/> x"), f.schema));  // placeholder version cached first
+  expect_same(a, plan_logits(*e2, pml::kv_plan(p, f.schema)), "after the placeholder version was cached");
   // The uncached module is never stored.
   for (const auto& [key, entry] : EngineTestPeer::modules(*e).entries()) EXPECT_NE(entry.path, "fresh");
 }
@@ -190,17 +191,17 @@ TEST(PmlEngine, CompactLayoutRuns) {
   Fixture f;
   const auto p = f.plan("<cat/><happy/> Then Tom", " layout=\"compact\"");
   auto e = f.engine();
-  const auto a = e->plan_logits(pml::kv_plan(p, f.schema));
+  const auto a = plan_logits(*e, pml::kv_plan(p, f.schema));
   int shifted = 0;
   for (const auto& [key, entry] : EngineTestPeer::modules(*e).entries()) shifted += key.shift != 0;
   EXPECT_GE(shifted, 1);  // the relocated copies are cached
   const int32_t pages = EngineTestPeer::page_pool(*e).n_in_use() + EngineTestPeer::page_pool(*e).n_cached();
-  const auto b = e->plan_logits(pml::kv_plan(p, f.schema));
+  const auto b = plan_logits(*e, pml::kv_plan(p, f.schema));
   expect_same(a, b, "compact layout, second run (relocated copies from the store)");
   EXPECT_EQ(EngineTestPeer::page_pool(*e).n_in_use() + EngineTestPeer::page_pool(*e).n_cached(), pages);  // nothing relocated again
   for (float v : a) ASSERT_TRUE(std::isfinite(v));
   EngineTestPeer::modules(*e).evict(size_t(1) << 40);  // relocated again from re-encoded modules: same logits
-  expect_same(a, e->plan_logits(pml::kv_plan(p, f.schema)), "compact layout after eviction");
+  expect_same(a, plan_logits(*e, pml::kv_plan(p, f.schema)), "compact layout after eviction");
 }
 
 // Keys relocated by RoPE rotation vs keys computed directly at the new
@@ -261,7 +262,7 @@ TEST(PmlEngine, RelocatedKeysMatchDirectComputationPerLayerRope) {
 TEST(PmlEngine, PromptMustEndWithText) {
   Fixture f;
   auto e = f.engine();
-  EXPECT_THROW(e->plan_logits(pml::kv_plan(f.plan("<dog/>"), f.schema)), Error);
+  EXPECT_THROW(plan_logits(*e, pml::kv_plan(f.plan("<dog/>"), f.schema)), Error);
 }
 
 }  // namespace

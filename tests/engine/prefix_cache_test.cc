@@ -16,6 +16,7 @@
 #include "model/model.h"
 #include "model_test_util.h"
 #include "engine_test_peer.h"
+#include "probe/engine_logits.h"
 
 namespace pc {
 namespace {
@@ -62,7 +63,7 @@ int64_t check_exact(const std::string& path, int64_t kv_bytes, int rounds, uint3
   std::vector<int32_t> base{1};
   auto more = random_tokens(rng, V, 70);
   base.insert(base.end(), more.begin(), more.end());
-  cached.prompt_logits(base, 64, true);
+  prompt_logits(cached, base, 64, true);
   history.push_back(base);
   int64_t total_cached = 0;
   for (int r = 0; r < rounds; ++r) {
@@ -75,8 +76,8 @@ int64_t check_exact(const std::string& path, int64_t kv_bytes, int rounds, uint3
     p.insert(p.end(), tail.begin(), tail.end());
     const int chunk = 1 + int(rng() % 48);
     int64_t n_cached = 0;
-    const std::vector<float> got = cached.prompt_logits(p, chunk, true, &n_cached);
-    const std::vector<float> ref = plain.prompt_logits(p, int(p.size()));
+    const std::vector<float> got = prompt_logits(cached, p, chunk, true, &n_cached);
+    const std::vector<float> ref = prompt_logits(plain, p, int(p.size()));
     const int64_t ideal = ideal_hit(history, p);
     if (roomy) {
       EXPECT_EQ(n_cached, ideal) << "round " << r;
@@ -179,11 +180,11 @@ TEST(PrefixCache, TenantsDoNotShare) {
   const auto more = random_tokens(rng, model->config().n_vocab, 40);
   p.insert(p.end(), more.begin(), more.end());
   int64_t n = -1;
-  e.prompt_logits(p, 64, true, &n, "alice");
+  prompt_logits(e, p, 64, true, &n, "alice");
   EXPECT_EQ(n, 0);
-  e.prompt_logits(p, 64, true, &n, "bob");
+  prompt_logits(e, p, 64, true, &n, "bob");
   EXPECT_EQ(n, 0);
-  e.prompt_logits(p, 64, true, &n, "alice");
+  prompt_logits(e, p, 64, true, &n, "alice");
   EXPECT_EQ(n, int64_t(p.size()) - 1);
 }
 

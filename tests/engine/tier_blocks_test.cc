@@ -13,6 +13,7 @@
 #include "model/model.h"
 #include "model_test_util.h"
 #include "tokenizer/tokenizer.h"
+#include "probe/engine_logits.h"
 
 namespace pc {
 namespace {
@@ -69,15 +70,15 @@ TEST_F(TierBlocks, RestartedEngineReusesMovedBlocksFromDisk) {
   {
     auto e = engine(false);
     e->generate(first);
-    from_memory = e->request_logits(request(moved, CacheReuse::kApproximate), &mem);
+    from_memory = request_logits(*e, request(moved, CacheReuse::kApproximate), &mem);
   }
-  const std::vector<float> full = engine(false)->request_logits(request(moved));
+  const std::vector<float> full = request_logits(*engine(false), request(moved));
   ASSERT_GT(mem.n_approximate, 0);
 
   auto e = engine(true);
   // Another namespace finds nothing: block entries carry the tenant.
   GenerateResult other;
-  e->request_logits(request(moved, CacheReuse::kApproximate, "someone-else"), &other);
+  request_logits(*e, request(moved, CacheReuse::kApproximate, "someone-else"), &other);
   EXPECT_EQ(other.n_approximate, 0);
 
   // The same exact prefix as in memory (the parts begin with the same token), so that the
@@ -85,7 +86,7 @@ TEST_F(TierBlocks, RestartedEngineReusesMovedBlocksFromDisk) {
   ASSERT_EQ(mem.n_cached, 2);
   e->generate(request({{b[0]}}));
   GenerateResult restarted;
-  const std::vector<float> from_disk = e->request_logits(request(moved, CacheReuse::kApproximate), &restarted);
+  const std::vector<float> from_disk = request_logits(*e, request(moved, CacheReuse::kApproximate), &restarted);
   // The same tokens are reused as from memory, now from the disk tier.
   EXPECT_EQ(restarted.n_approximate, mem.n_approximate);
   EXPECT_EQ(restarted.n_cached, mem.n_cached);
@@ -98,7 +99,7 @@ TEST_F(TierBlocks, RestartedEngineReusesMovedBlocksFromDisk) {
   EXPECT_LT(max_abs_diff(from_disk, from_memory), 0.05f * approximation);
 
   // Exact requests never see it.
-  EXPECT_TRUE(bitwise(e->request_logits(request(moved)), full));
+  EXPECT_TRUE(bitwise(request_logits(*e, request(moved)), full));
 }
 
 TEST_F(TierBlocks, ExactRequestsDoNotLookBlocksUp) {
@@ -108,7 +109,7 @@ TEST_F(TierBlocks, ExactRequestsDoNotLookBlocksUp) {
   }
   auto e = engine(true);
   GenerateResult r;
-  e->request_logits(request({sys, b, a, user}), &r);
+  request_logits(*e, request({sys, b, a, user}), &r);
   EXPECT_EQ(r.n_approximate, 0);
   EXPECT_EQ(e->cache().stats().tiers->totals.block_loads, 0);
 }

@@ -17,6 +17,7 @@
 #include "model_test_util.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
+#include "probe/engine_logits.h"
 
 namespace pc {
 namespace {
@@ -46,7 +47,7 @@ double check_model(const std::string& name, int chunk) {
         << name << ": tokenization of case " << c.at("prompt").get<std::string>().substr(0, 20);
     std::vector<int32_t> tokens = prompt;
     tokens.insert(tokens.end(), output.begin(), output.end() - 1);
-    const std::vector<float> logits = engine.prompt_logits(tokens, chunk);
+    const std::vector<float> logits = prompt_logits(engine, tokens, chunk);
     EXPECT_EQ(logits.size(), tokens.size() * V);
     const nlohmann::json& steps = c.at("steps");
     for (size_t i = 0; i < steps.size(); ++i) {
@@ -117,7 +118,7 @@ TEST(ArchReference, LongRopeFactorSetFollowsContextSize) {
   eo.kv_memory_bytes = 4 << 20;
   const std::vector<int32_t> prompt = {1, 9038, 2501, 263, 931};
   Engine a(*long_set, eo), b(*short_set, eo);
-  const std::vector<float> la = a.prompt_logits(prompt, 5), lb = b.prompt_logits(prompt, 5);
+  const std::vector<float> la = prompt_logits(a, prompt, 5), lb = prompt_logits(b, prompt, 5);
   ASSERT_EQ(la.size(), lb.size());
   double most = 0;
   for (size_t i = 0; i < la.size(); ++i) most = std::max(most, double(std::fabs(la[i] - lb[i])));

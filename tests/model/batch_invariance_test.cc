@@ -11,6 +11,7 @@
 #include "kernels/paged_attention_internal.h"
 #include "model/model.h"
 #include "model_test_util.h"
+#include "probe/engine_logits.h"
 
 namespace pc {
 namespace {
@@ -37,7 +38,7 @@ void check_invariance(const std::string& path, int n_tokens, std::vector<int> th
     Engine engine(*model, eo);
     for (int chunk : chunks) {
       if (chunk == 0) chunk = n_tokens;
-      std::vector<float> got = engine.prompt_logits(prompt, chunk);
+      std::vector<float> got = prompt_logits(engine, prompt, chunk);
       if (ref.empty()) {
         ref = std::move(got);
         continue;
@@ -135,9 +136,9 @@ TEST(BatchInvarianceAvx512, MatchesAvx2Bitwise) {
     eo.kv_memory_bytes = 64 << 20;
     Engine engine(*model, eo);
     use(false);
-    const std::vector<float> want = engine.prompt_logits(prompt, 300);
+    const std::vector<float> want = prompt_logits(engine, prompt, 300);
     use(true);
-    const std::vector<float> got = engine.prompt_logits(prompt, 300);
+    const std::vector<float> got = prompt_logits(engine, prompt, 300);
     ASSERT_EQ(got.size(), want.size());
     EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float))) << path;
     check_invariance(path, 70);  // still AVX-512: chunks and threads

@@ -19,6 +19,7 @@
 #include "kv/kv_plan.h"
 #include "engine_test_peer.h"
 #include "test_util.h"
+#include "probe/engine_logits.h"
 
 namespace pc {
 namespace {
@@ -190,7 +191,7 @@ std::vector<float> last_logits(Engine& e, const std::vector<int32_t>& prompt, st
   q.prompt = prompt;
   q.blocks = std::move(blocks);
   q.max_tokens = 0;
-  return e.request_logits(q, r, false);
+  return request_logits(e, q, r, false);
 }
 
 std::vector<int32_t> cat(std::vector<int32_t> a, std::span<const int32_t> b) {

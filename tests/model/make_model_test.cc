@@ -14,6 +14,7 @@
 #include "gguf/quants.h"
 #include "model/model.h"
 #include "test_util.h"
+#include "probe/engine_logits.h"
 
 namespace pc {
 namespace {
@@ -143,7 +144,7 @@ TEST(MakeModel, GemmaAndPhi3Load) {
       eo.threads = 1;
       eo.kv_memory_bytes = 8 << 20;
       Engine e(*m, eo);
-      for (float v : e.prompt_logits({1, 450, 4996, 17354, 1701, 29916}, 6)) ASSERT_TRUE(std::isfinite(v));
+      for (float v : prompt_logits(e, {1, 450, 4996, 17354, 1701, 29916}, 6)) ASSERT_TRUE(std::isfinite(v));
     }
 }
 
@@ -175,7 +176,7 @@ TEST(MakeModel, MoeAndHybridLoad) {
       eo.threads = 1;
       eo.kv_memory_bytes = 8 << 20;
       Engine e(*m, eo);
-      for (float v : e.prompt_logits({1, 450, 4996, 17354, 1701, 29916}, 6)) ASSERT_TRUE(std::isfinite(v));
+      for (float v : prompt_logits(e, {1, 450, 4996, 17354, 1701, 29916}, 6)) ASSERT_TRUE(std::isfinite(v));
     }
 }
 

@@ -17,6 +17,7 @@
 #include "model/model.h"
 #include "model_test_util.h"
 #include "test_util.h"
+#include "probe/engine_logits.h"
 
 namespace pc {
 namespace {
@@ -132,7 +133,7 @@ void check_model(const std::string& path) {
   std::vector<int32_t> base{1};
   const auto more = random_tokens(rng, V, 40);
   base.insert(base.end(), more.begin(), more.end());
-  cached.prompt_logits(base, 64, true);
+  prompt_logits(cached, base, 64, true);
   int64_t total_cached = 0;
   for (int r = 0; r < 4; ++r) {
     const int shared = 1 + int(rng() % base.size());
@@ -140,8 +141,8 @@ void check_model(const std::string& path) {
     const auto tail = random_tokens(rng, V, 1 + int(rng() % 20));
     p.insert(p.end(), tail.begin(), tail.end());
     int64_t n_cached = 0;
-    const std::vector<float> got = cached.prompt_logits(p, 1 + int(rng() % 16), true, &n_cached);
-    const std::vector<float> ref = plain.prompt_logits(p, int(p.size()));
+    const std::vector<float> got = prompt_logits(cached, p, 1 + int(rng() % 16), true, &n_cached);
+    const std::vector<float> ref = prompt_logits(plain, p, int(p.size()));
     // At least the shared prefix (an earlier round's prompt may share more).
     EXPECT_GE(n_cached, std::min<int64_t>(shared, int64_t(p.size()) - 1)) << "round " << r;
     for (size_t i = n_cached; i < p.size(); ++i)

@@ -17,6 +17,7 @@
 #include "model/config.h"
 #include "model/model.h"
 #include "model_test_util.h"
+#include "probe/engine_logits.h"
 
 namespace pc {
 namespace {
@@ -186,7 +187,7 @@ float relative_error(Engine& engine, const Model& model, const std::string& path
   std::uniform_int_distribution<int32_t> d(3, int32_t(model.config().n_vocab) - 1);
   std::vector<int32_t> prompt{1};
   for (int i = 0; i < 3; ++i) prompt.push_back(d(rng));
-  const std::vector<float> all = engine.prompt_logits(prompt, 8);
+  const std::vector<float> all = prompt_logits(engine, prompt, 8);
   const size_t V = size_t(model.config().n_vocab);
   const std::vector<float> ref = reference_logits(path, prompt);
   EXPECT_EQ(ref.size(), all.size());

@@ -26,6 +26,7 @@
 #include "tier/redis_tier.h"
 #include "tier/tier_fixture.h"
 #include "engine_test_peer.h"
+#include "probe/engine_logits.h"
 
 namespace pc {
 namespace {
@@ -83,7 +84,7 @@ void expect_bitwise(const std::vector<float>& a, const std::vector<float>& b, co
 TEST_F(EngineTiersTest, PrefixSurvivesRestart) {
   auto none = engine("");
   EXPECT_EQ(EngineTestPeer::tiers(*none), nullptr);
-  const std::vector<float> want = none->prompt_logits(prompt, 64);
+  const std::vector<float> want = prompt_logits(*none, prompt, 64);
   const GenerateResult cold = none->generate(greedy(prompt));
   {
     auto a = engine(dir);
@@ -105,7 +106,7 @@ TEST_F(EngineTiersTest, PrefixSurvivesRestart) {
   {  // logits of the uncached positions after a restart, bitwise
     auto c = engine(dir);
     int64_t n_cached = 0;
-    const std::vector<float> got = c->prompt_logits(prompt, 16, true, &n_cached);
+    const std::vector<float> got = prompt_logits(*c, prompt, 16, true, &n_cached);
     ASSERT_EQ(n_cached, 64);
     const int64_t V = model->config().n_vocab;
     ASSERT_EQ(got.size(), size_t(6 * V));
@@ -162,11 +163,11 @@ TEST_F(EngineTiersTest, ModulesSurviveRestart) {
   std::vector<float> want;
   {
     auto a = engine(dir);
-    want = a->plan_logits(pml::kv_plan(p, schema));
+    want = plan_logits(*a, pml::kv_plan(p, schema));
     a->flush_tiers();
   }
   auto b = engine(dir);
-  expect_bitwise(want, b->plan_logits(pml::kv_plan(p, schema)), "modules restored from disk");
+  expect_bitwise(want, plan_logits(*b, pml::kv_plan(p, schema)), "modules restored from disk");
   EXPECT_GE(EngineTestPeer::tiers(*b)->stats().module_loads, 3);  // dog, reply, cat (and context text)
   GenerateRequest req = greedy({});
   const GenerateResult r = b->generate_plan(pml::kv_plan(p, schema), req);
@@ -187,14 +188,14 @@ TEST_F(EngineTiersTest, TwoEnginesShareRedisAndRefillItAfterItRestartsEmpty) {
   EXPECT_GT(ra.n_module_misses, 0);
   a->generate(greedy(prompt));
   a->flush_tiers();
-  const std::vector<float> want = a->plan_logits(pml::kv_plan(p, schema));
+  const std::vector<float> want = plan_logits(*a, pml::kv_plan(p, schema));
 
   auto b = engine("", redis.url());  // a second server: nothing in its memory
   const GenerateResult rb = b->generate_plan(pml::kv_plan(p, schema), greedy({}));
   EXPECT_EQ(rb.n_module_misses, 0);
   EXPECT_GT(rb.n_promoted, 0);
   EXPECT_EQ(rb.tokens, ra.tokens);
-  expect_bitwise(want, b->plan_logits(pml::kv_plan(p, schema)), "modules from Redis");
+  expect_bitwise(want, plan_logits(*b, pml::kv_plan(p, schema)), "modules from Redis");
   const GenerateResult pb = b->generate(greedy(prompt));
   EXPECT_EQ(pb.n_promoted, 64);
   ASSERT_EQ(EngineTestPeer::tiers(*b)->tiers().size(), 1u);
@@ -221,7 +222,7 @@ TEST_F(EngineTiersTest, TwoEnginesShareRedisAndRefillItAfterItRestartsEmpty) {
   const GenerateResult rc = c->generate_plan(pml::kv_plan(p, schema), greedy({}));
   EXPECT_EQ(rc.n_module_misses, 0);
   EXPECT_EQ(rc.tokens, ra.tokens);
-  expect_bitwise(want, c->plan_logits(pml::kv_plan(p, schema)), "modules written again");
+  expect_bitwise(want, plan_logits(*c, pml::kv_plan(p, schema)), "modules written again");
   EXPECT_EQ(c->generate(greedy(prompt)).n_promoted, 64);
 }
 

@@ -16,6 +16,7 @@
 #include "tier/redis_tier.h"
 #include "tier/tier_fixture.h"
 #include "engine_test_peer.h"
+#include "probe/engine_logits.h"
 
 namespace pc {
 namespace {
@@ -39,7 +40,7 @@ struct PrefixTransferTest : ::testing::Test {
     prompt.push_back(1);
     for (int i = 0; i < 69; ++i) prompt.push_back(d(rng));
     Engine plain(*model, options());
-    want = plain.prompt_logits(prompt, 64);
+    want = prompt_logits(plain, prompt, 64);
   }
   // Logits of positions [from, n) must equal `want`'s rows bitwise.
   void expect_rows_equal(const std::vector<float>& got, int64_t from) {
@@ -74,7 +75,7 @@ TEST_F(PrefixTransferTest, RestartFromDiskIsBitwiseEqual) {
   const std::string dir = test::temp_dir() + "/disk";
   {
     Engine a(*model, options());
-    a.prompt_logits(prompt, 16, true);  // computed and cached in memory
+    prompt_logits(a, prompt, 16, true);  // computed and cached in memory
     DiskTier disk(dir, 64 << 20);
     for (size_t len : {16, 64})  // two prefixes: the shorter one's link is the longer one's root
       for (const auto& link : save_chain(a, std::span(prompt).first(len))) ASSERT_EQ(disk.put(link), TierStatus::kOk);
@@ -90,7 +91,7 @@ TEST_F(PrefixTransferTest, RestartFromDiskIsBitwiseEqual) {
   EngineTestPeer::page_pool(b).check_invariants();
   EngineTestPeer::index(b).check_invariants();
   int64_t n_cached = -1;
-  std::vector<float> got = b.prompt_logits(prompt, 16, true, &n_cached);
+  std::vector<float> got = prompt_logits(b, prompt, 16, true, &n_cached);
   EXPECT_EQ(n_cached, 64);
   expect_rows_equal(got, 64);
   // Restoring again adds nothing new to the index.
@@ -104,7 +105,7 @@ TEST_F(PrefixTransferTest, CorruptLinkIsDroppedAndRecomputedBitwise) {
   std::vector<uint64_t> keys;
   {
     Engine a(*model, options());
-    a.prompt_logits(prompt, 16, true);
+    prompt_logits(a, prompt, 16, true);
     DiskTier disk(dir, 64 << 20);
     for (const auto& link : save_chain(a, std::span(prompt).first(64))) ASSERT_EQ(disk.put(link), TierStatus::kOk);
     for (const ChainLink& l : chain_links(a.ns(""), EngineTestPeer::page_pool(a).shape(), std::span(prompt).first(64)))
@@ -125,7 +126,7 @@ TEST_F(PrefixTransferTest, CorruptLinkIsDroppedAndRecomputedBitwise) {
   EXPECT_EQ(disk.stats().corrupt_deleted, 1);
   ASSERT_EQ(EngineTestPeer::prefix(b).restore_chain(b.ns(""), query().first(32), 0, r.links), 32);
   int64_t n_cached = -1;
-  std::vector<float> got = b.prompt_logits(prompt, 16, true, &n_cached);
+  std::vector<float> got = prompt_logits(b, prompt, 16, true, &n_cached);
   EXPECT_EQ(n_cached, 32);  // the rest recomputed from the corrupt link on
   expect_rows_equal(got, 32);
 }
@@ -138,14 +139,14 @@ TEST_F(PrefixTransferTest, SecondServerThroughRedisIsBitwiseEqual) {
   Engine b(*model, options());
   RedisTier ra(server.url(), 600);
   RedisTier rb(server.url(), 600);
-  a.prompt_logits(prompt, 7, true);
+  prompt_logits(a, prompt, 7, true);
   for (const auto& link : save_chain(a, std::span(prompt).first(48))) ASSERT_EQ(ra.put(link), TierStatus::kOk);
   TierChain r = rb.read_prefix(b.ns(""), EngineTestPeer::page_pool(b).shape(), query());
   ASSERT_TRUE(r.hit()) << r.message;
   EXPECT_EQ(r.tokens(), 48);
   ASSERT_EQ(EngineTestPeer::prefix(b).restore_chain(b.ns(""), query().first(48), 0, r.links), 48);
   int64_t n_cached = -1;
-  expect_rows_equal(b.prompt_logits(prompt, 5, true, &n_cached), 48);
+  expect_rows_equal(prompt_logits(b, prompt, 5, true, &n_cached), 48);
   EXPECT_EQ(n_cached, 48);
 }
 
@@ -154,7 +155,7 @@ TEST_F(PrefixTransferTest, SnapshotHoldsPagesAndAligns) {
   PagePool& pool = EngineTestPeer::page_pool(a);
   EXPECT_TRUE(EngineTestPeer::prefix(a).snapshot(a.ns(""), prompt, true).empty());
   EXPECT_TRUE(save_prefix(a, prompt).empty());
-  a.prompt_logits(std::vector<int32_t>(prompt.begin(), prompt.begin() + 40), 16, true);
+  prompt_logits(a, std::vector<int32_t>(prompt.begin(), prompt.begin() + 40), 16, true);
   // Cached: 40 tokens. Asking for 70 gives the page-aligned 32; asking for 40, all 40.
   PrefixSnapshot s = EngineTestPeer::prefix(a).snapshot(a.ns(""), prompt, true);
   EXPECT_EQ(s.tokens.size(), 32u);
@@ -175,7 +176,7 @@ TEST_F(PrefixTransferTest, SnapshotHoldsPagesAndAligns) {
   // Restored into the now empty engine, the 40-token prefix (cut to 39) hits again.
   ASSERT_EQ(EngineTestPeer::prefix(a).restore(a.ns(""), d.value), 40);
   int64_t n_cached = -1;
-  expect_rows_equal(a.prompt_logits(prompt, 16, true, &n_cached), 40);
+  expect_rows_equal(prompt_logits(a, prompt, 16, true, &n_cached), 40);
   EXPECT_EQ(n_cached, 40);
 }
 
