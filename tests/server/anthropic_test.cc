@@ -36,6 +36,17 @@ Reply messages(httplib::Client& c, const json& body, const httplib::Headers& h =
   return out;
 }
 
+// Body text as sent (json would sort its keys), and the reply.
+Reply post_text(httplib::Client& c, const std::string& path, const std::string& text) {
+  auto r = c.Post(path, text, "application/json");
+  Reply out;
+  if (!r) return out;
+  out.status = r->status;
+  out.raw = r->body;
+  out.body = json::parse(r->body, nullptr, false);
+  return out;
+}
+
 // Named SSE events: (event name, data).
 std::vector<std::pair<std::string, json>> named_events(const std::string& body) {
   std::vector<std::pair<std::string, json>> out;
@@ -126,24 +137,25 @@ TEST(ServerAnthropic, ToolUseAndToolResultTranslateToChatMessages) {
                                               {{"type", "text"}, {"text", "Thanks!"}}})}}})}};
   const Reply r = messages(c, a);
   ASSERT_EQ(r.status, 200) << r.raw;
-  const json o = {
+  // In the order OpenAI's clients send (the template writes the tools as given).
+  const nlohmann::ordered_json o = {
       {"max_tokens", 8}, {"temperature", 0}, {"cache_salt", "openai"},
-      {"tools", json::array({{{"type", "function"},
+      {"tools", nlohmann::ordered_json::array({{{"type", "function"},
                               {"function", {{"name", "get_weather"}, {"description", "The weather."}, {"parameters", schema}}}}})},
       {"messages",
-       json::array({{{"role", "system"}, {"content", kSystem}},
+       nlohmann::ordered_json::array({{{"role", "system"}, {"content", kSystem}},
                     {{"role", "user"}, {"content", "Weather in Paris?"}},
                     {{"role", "assistant"}, {"content", "Looking."},
-                     {"tool_calls", json::array({{{"id", "toolu_1"}, {"type", "function"},
+                     {"tool_calls", nlohmann::ordered_json::array({{{"id", "toolu_1"}, {"type", "function"},
                                                   {"function", {{"name", "get_weather"}, {"arguments", {{"city", "Paris"}}}}}}})}},
                     {{"role", "tool"}, {"tool_call_id", "toolu_1"}, {"content", "Sunny"}},
                     {{"role", "user"}, {"content", "Thanks!"}}})}};
-  const Reply oc = post(c, "/v1/chat/completions", o);
+  const Reply oc = post_text(c, "/v1/chat/completions", o.dump());
   ASSERT_EQ(oc.status, 200) << oc.raw;
   EXPECT_EQ(prompt_of(r.body["usage"]), oc.body["usage"]["prompt_tokens"]);
   EXPECT_EQ(whole_text(r.body), oc.body["choices"][0]["message"]["content"]);
   // The rendered prompt holds the tool and the call (apply-template renders the same messages).
-  const Reply t = post(c, "/apply-template", o);
+  const Reply t = post_text(c, "/apply-template", o.dump());
   ASSERT_EQ(t.status, 200) << t.raw;
   EXPECT_NE(t.body["prompt"].get<std::string>().find("get_weather"), std::string::npos);
   EXPECT_NE(t.body["prompt"].get<std::string>().find("\"city\": \"Paris\""), std::string::npos) << t.body["prompt"];
@@ -376,6 +388,44 @@ TEST(AnthropicTools, ToolUseBlocksAndTheNextTurnHitsTheCache) {
   const Reply n = messages(c, next);
   ASSERT_EQ(n.status, 200) << n.raw;
   EXPECT_GE(n.body["usage"]["cache_read_input_tokens"].get<int64_t>(), first_prompt) << n.raw;
+}
+
+}  // namespace
+}  // namespace pc::test
+
+namespace pc::test {
+namespace {
+
+// A tool's schema and a tool_use input keep the key order the client sent, as on
+// /v1/chat/completions: the same conversation sent both ways renders the same prompt,
+// so the second request reads all of it but the last token from the cache. (Sorted
+// keys would put "alpha" before "zeta" and miss from the tools on.)
+TEST(ServerAnthropic, SchemasAndInputsKeepTheClientsKeyOrder) {
+  ServeProcess srv(qwen_args());
+  auto c = srv.client();
+  const std::string schema =
+      R"({"type": "object", "properties": {"zeta": {"type": "string"}, "alpha": {"type": "integer"}}, "required": ["zeta"]})";
+  const std::string chat = R"({"max_tokens": 1, "temperature": 0, "cache_salt": "order",
+    "tools": [{"type": "function", "function": {"name": "lookup", "description": "Looks up.", "parameters": )" +
+                           schema + R"(}}],
+    "messages": [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Find it."},
+      {"role": "assistant", "content": "", "tool_calls": [{"id": "toolu_9", "type": "function",
+        "function": {"name": "lookup", "arguments": {"zeta": "z", "alpha": 1}}}]},
+      {"role": "tool", "tool_call_id": "toolu_9", "content": "found"}]})";
+  const Reply oc = post_text(c, "/v1/chat/completions", chat);
+  ASSERT_EQ(oc.status, 200) << oc.raw;
+  const std::string anthropic = R"({"max_tokens": 1, "temperature": 0, "cache_salt": "order",
+    "system": "You are terse.",
+    "tools": [{"name": "lookup", "description": "Looks up.", "input_schema": )" +
+                                schema + R"(}],
+    "messages": [{"role": "user", "content": "Find it."},
+      {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_9", "name": "lookup", "input": {"zeta": "z", "alpha": 1}}]},
+      {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_9", "content": "found"}]}]})";
+  const Reply a = post_text(c, "/v1/messages", anthropic);
+  ASSERT_EQ(a.status, 200) << a.raw;
+  const int64_t prompt = oc.body["usage"]["prompt_tokens"].get<int64_t>();
+  EXPECT_EQ(prompt_of(a.body["usage"]), prompt);
+  EXPECT_EQ(a.body["usage"]["cache_read_input_tokens"].get<int64_t>(), prompt - 1) << a.raw;
 }
 
 }  // namespace

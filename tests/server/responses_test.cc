@@ -394,3 +394,38 @@ TEST(ResponsesCluster, AnotherServerContinuesAStoredResponse) {
 
 }  // namespace
 }  // namespace pc::test
+
+namespace pc::test {
+namespace {
+
+// A function tool's parameters keep the key order the client sent, as on
+// /v1/chat/completions: the same request sent both ways renders the same prompt, so the
+// second reads all of it but the last token from the cache.
+TEST(ServerResponses, ToolSchemasKeepTheClientsKeyOrder) {
+  ServeProcess srv(server_args());
+  auto c = srv.client();
+  const std::string schema =
+      R"({"type": "object", "properties": {"zeta": {"type": "string"}, "alpha": {"type": "integer"}}, "required": ["zeta"]})";
+  const std::string chat = R"({"max_tokens": 1, "temperature": 0, "cache_salt": "order",
+    "tools": [{"type": "function", "function": {"name": "lookup", "description": "Looks up.", "parameters": )" +
+                           schema + R"(}}],
+    "messages": [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Find it."}]})";
+  auto oc = c.Post("/v1/chat/completions", chat, "application/json");
+  ASSERT_TRUE(oc);
+  ASSERT_EQ(oc->status, 200) << oc->body;
+  const std::string responses = R"({"max_output_tokens": 1, "temperature": 0, "cache_salt": "order", "store": false,
+    "instructions": "You are terse.",
+    "tools": [{"type": "function", "name": "lookup", "description": "Looks up.", "parameters": )" +
+                                schema + R"(}],
+    "input": "Find it."})";
+  auto r = c.Post("/v1/responses", responses, "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const int64_t prompt = json::parse(oc->body)["usage"]["prompt_tokens"].get<int64_t>();
+  const json u = json::parse(r->body)["usage"];
+  EXPECT_EQ(u["input_tokens"].get<int64_t>(), prompt);
+  EXPECT_EQ(u["input_tokens_details"]["cached_tokens"].get<int64_t>(), prompt - 1) << r->body;
+}
+
+}  // namespace
+}  // namespace pc::test

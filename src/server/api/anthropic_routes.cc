@@ -97,7 +97,10 @@ AnthropicGeneration prepare(Server::State& st, const HttpRequest& req) {
     throw bad_field("tool_choice", "a 'tool_choice' that forces a call cannot continue a final assistant message "
                                    "(the call would start a new reply)");
   const json extra = template_extra(t, body);
-  prepare_chat(st, g, t.messages, extra, mode);
+  // Schemas and tool inputs keep the key order the client sent (the template writes them).
+  const nlohmann::ordered_json order =
+      translated_key_order(t.messages, extra, nlohmann::ordered_json::parse(req.body, nullptr, false));
+  prepare_chat(st, g, t.messages, extra, mode, &order);
   // Replies parsed into tool_use blocks.
   parse_replies_for_tools(st, g, t.tools, extra.contains("tools"));
   force_tool_call(st, g, choice);

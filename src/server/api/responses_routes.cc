@@ -193,7 +193,10 @@ ResponsesGeneration prepare_generation(Server::State& st, const HttpRequest& req
   check_messages({{"messages", messages}});
   check_tools(chat);
   const ToolChoice choice = parse_tool_choice(chat, st.tool_format);
-  prepare_chat(st, g, messages, reasoning_extra(body, chat_extra(chat)));
+  const json extra = reasoning_extra(body, chat_extra(chat));
+  // Schemas keep the key order the client sent (the template writes them).
+  const ojson order = translated_key_order(messages, extra, ojson::parse(req.body, nullptr, false));
+  prepare_chat(st, g, messages, extra, ChatRender{}, &order);
   parse_replies_for_tools(st, g, a.t.tools, choice.mode != ToolChoice::Mode::kNone);
   // A forced call of a strict tool follows its schema, as on chat.
   try {

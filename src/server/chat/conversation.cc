@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <span>
+#include <unordered_map>
 
 #include "template/chat_template.h"
 #include "tokenizer/tokenizer.h"
@@ -288,6 +289,59 @@ nlohmann::ordered_json keep_key_order(const nlohmann::json& value, const nlohman
   for (auto it = value.begin(); it != value.end(); ++it)
     if (!out.contains(it.key())) out[it.key()] = keep_key_order(it.value(), nullptr);
   return out;
+}
+
+namespace {
+
+// Every object in a request's ordered text, by its content (keys sorted, as nlohmann::json
+// writes it): what the translation copied from the request is found here.
+using SentObjects = std::unordered_map<std::string, const nlohmann::ordered_json*>;
+
+void index_sent(const nlohmann::ordered_json& v, SentObjects& out) {
+  if (v.is_object()) {
+    out.emplace(nlohmann::json(v).dump(), &v);
+    for (const auto& [key, child] : v.items()) index_sent(child, out);
+  } else if (v.is_array()) {
+    for (const auto& child : v) index_sent(child, out);
+  }
+}
+
+nlohmann::ordered_json order_of(const nlohmann::json& value, const SentObjects& sent,
+                                const nlohmann::ordered_json& shape) {
+  static const nlohmann::ordered_json kNone;
+  if (value.is_array()) {
+    const nlohmann::ordered_json& each = shape.is_array() && !shape.empty() ? shape[0] : kNone;
+    nlohmann::ordered_json out = nlohmann::ordered_json::array();
+    for (const auto& v : value) out.push_back(order_of(v, sent, each));
+    return out;
+  }
+  if (!value.is_object()) return nullptr;
+  if (auto it = sent.find(value.dump()); it != sent.end()) return *it->second;
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
+  if (shape.is_object())
+    for (auto it = shape.begin(); it != shape.end(); ++it)
+      if (auto v = value.find(it.key()); v != value.end()) out[it.key()] = order_of(*v, sent, it.value());
+  for (auto it = value.begin(); it != value.end(); ++it)
+    if (!out.contains(it.key())) out[it.key()] = order_of(it.value(), sent, kNone);
+  return out;
+}
+
+}  // namespace
+
+nlohmann::ordered_json translated_key_order(const nlohmann::json& messages, const nlohmann::json& extra,
+                                            const nlohmann::ordered_json& sent) {
+  static const nlohmann::ordered_json kMessages = nlohmann::ordered_json::parse(R"([{
+    "role": null, "content": null, "reasoning_content": null,
+    "tool_calls": [{"id": null, "type": null, "function": {"name": null, "arguments": null}}],
+    "tool_call_id": null, "name": null}])");
+  static const nlohmann::ordered_json kExtra = nlohmann::ordered_json::parse(
+      R"({"tools": [{"type": null, "function": {"name": null, "description": null, "parameters": null}}]})");
+  SentObjects objects;
+  index_sent(sent, objects);
+  nlohmann::ordered_json order = order_of(extra, objects, kExtra);
+  if (!order.is_object()) order = nlohmann::ordered_json::object();
+  order["messages"] = order_of(messages, objects, kMessages);
+  return order;
 }
 
 nlohmann::ordered_json parse_tool_arguments(nlohmann::ordered_json messages) {

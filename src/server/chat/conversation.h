@@ -146,6 +146,16 @@ nlohmann::ordered_json parse_tool_arguments(nlohmann::ordered_json messages);
 // keys; templates write mappings (tojson, items) in the order they are given.
 nlohmann::ordered_json keep_key_order(const nlohmann::json& value, const nlohmann::ordered_json& order);
 
+// The order keep_key_order needs when the chat messages and template variables
+// (`extra`: tools, kwargs) were translated from another API's body (Anthropic's,
+// Responses'), read again with ordered_json as `sent`: every object equal to one
+// somewhere in `sent` (a tool's schema, a tool_use input) takes that object's key order;
+// objects the translation built take the order OpenAI clients send (a message's role,
+// content, tool_calls{id, type, function{name, arguments}}, ...; a tool's type,
+// function{name, description, parameters}).
+nlohmann::ordered_json translated_key_order(const nlohmann::json& messages, const nlohmann::json& extra,
+                                            const nlohmann::ordered_json& sent);
+
 // OpenAI clients send a tool-call message's content as null. A template that needs a
 // string there (Qwen3: '</think>' in message.content) fails on it; it is rendered again
 // with these messages: content "" for each tool-call message whose content is null or
