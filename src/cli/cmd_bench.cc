@@ -1,5 +1,6 @@
 // `promptcache bench prefill`: prompt and decode throughput of a model.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -19,6 +20,7 @@
 #include "kernels/thread_pool.h"
 #include "kv/kv_storage.h"
 #include "model/model.h"
+#include "model/recurrent_state.h"
 
 namespace pc::cli {
 
@@ -37,12 +39,14 @@ struct PrefillArgs {
   std::vector<float> temperatures{0.f};  // decode sampling; 0 = greedy
   uint64_t seed = 1;
   std::string json_out;
+  std::vector<std::string> compare;  // models measured side by side with `model`
 };
 
 // One measured configuration: kernels × decode temperature.
 struct PrefillRun {
   CpuLevel level;
   float temperature;
+  size_t model = 0;  // index into the models measured (--compare)
 };
 
 // --kernels names -> levels ("auto": the best this CPU runs). Throws on a name
@@ -61,34 +65,62 @@ std::vector<CpuLevel> kernel_levels(const std::vector<std::string>& names) {
 }
 
 // Bytes of weights one decode token reads: every tensor but token_embd, of
-// which one row is read (unless output is tied to it).
-int64_t decode_weight_bytes(const std::string& path) {
+// which one row is read (unless output is tied to it); of a MoE layer's expert
+// tensors (`*_exps`) only the n_used of n_expert a token selects.
+int64_t decode_weight_bytes(const std::string& path, const ModelConfig& c) {
   const auto f = GgufFile::open(path);
   int64_t total = 0;
-  for (const GgufTensorInfo& t : f->tensors())
-    if (t.name != "token_embd.weight" || !f->tensor("output.weight")) total += int64_t(t.nbytes);
+  for (const GgufTensorInfo& t : f->tensors()) {
+    if (t.name == "token_embd.weight" && f->tensor("output.weight")) continue;
+    const bool experts = t.name.find("_exps.") != std::string::npos && c.moe.n_expert > 0;
+    total += experts ? int64_t(t.nbytes) / c.moe.n_expert * c.moe.n_used : int64_t(t.nbytes);
+  }
   return total;
 }
 
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t h = v.size() / 2;
+  return v.size() % 2 ? v[h] : (v[h - 1] + v[h]) / 2;
+}
+
+// One model under measurement, with its own engine.
+struct PrefillModel {
+  std::string path;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Engine> engine;
+};
+
 int run_prefill(const PrefillArgs& a) {
   const std::vector<CpuLevel> levels = kernel_levels(a.kernels);
-  auto model = Model::load(a.model, a.mmap ? Residency::kMap : Residency::kMemory);
-  const ModelConfig& c = model->config();
-  EngineOptions eo;
-  eo.threads = a.threads;
-  eo.max_batch_tokens = a.batch_tokens;
   int max_len = 0;
   for (int n : a.lengths) max_len = std::max(max_len, n);
-  KvShape shape{int(c.n_layer), int(c.n_kv_head), int(c.head_dim), eo.page_size};
-  eo.kv_memory_bytes = int64_t(shape.bytes_per_token()) * (max_len + a.decode + 64);
-  Engine engine(*model, eo);
+  std::vector<PrefillModel> models;
+  std::vector<std::string> paths{a.model};
+  paths.insert(paths.end(), a.compare.begin(), a.compare.end());
+  for (const std::string& path : paths) {
+    PrefillModel pm;
+    pm.path = path;
+    pm.model = Model::load(path, a.mmap ? Residency::kMap : Residency::kMemory);
+    const ModelConfig& c = pm.model->config();
+    EngineOptions eo;
+    eo.threads = a.threads;
+    eo.max_batch_tokens = a.batch_tokens;
+    KvShape shape{int(c.n_layer), int(c.n_kv_head), int(c.head_dim), eo.page_size};
+    eo.kv_memory_bytes = int64_t(shape.bytes_per_token()) * (max_len + a.decode + 64);
+    if (c.n_recurrent > 0) eo.kv_memory_bytes += 4 * RecurrentState(c).bytes();  // the prompt's snapshots
+    pm.engine = std::make_unique<Engine>(*pm.model, eo);
+    models.push_back(std::move(pm));
+  }
+  const bool compare = models.size() > 1;
   std::mt19937 rng(42);
-  std::uniform_int_distribution<int32_t> pick(3, int32_t(c.n_vocab) - 1);
 
   std::vector<PrefillRun> runs;
-  for (CpuLevel l : levels)
-    for (float t : a.temperatures) runs.push_back({l, t});
-  const bool several = runs.size() > 1;
+  for (size_t mi = 0; mi < models.size(); ++mi)
+    for (CpuLevel l : levels)
+      for (float t : a.temperatures) runs.push_back({l, t, mi});
+  const bool several = levels.size() * a.temperatures.size() > 1;
   std::string names, temps;
   for (CpuLevel l : levels) names += (names.empty() ? "" : ", ") + cpu_level_name(l);
   for (float t : a.temperatures) {
@@ -96,76 +128,116 @@ int run_prefill(const PrefillArgs& a) {
     std::snprintf(buf, sizeof buf, "%g", double(t));
     temps += (temps.empty() ? "" : ", ") + std::string(buf);
   }
-  std::printf("model: %s\n%s\nthreads %d, kernels %s, decode temperature %s (seed %llu)%s\n\n", a.model.c_str(),
-              c.describe().c_str(), a.threads, names.c_str(), temps.c_str(), (unsigned long long)a.seed,
-              several ? " (runs interleaved, side by side)" : "");
-  if (c.n_ctx_train > 0 && max_len + a.decode > c.n_ctx_train)
-    std::fprintf(stderr,
-                 "warning: %d prompt + %d decode tokens exceed the model's training context (%lld): "
-                 "the speed is measured, the text would not be meaningful\n",
-                 max_len, a.decode, (long long)c.n_ctx_train);
-  std::printf("%8s  %14s  %10s  %14s%s\n", "tokens", "prompt tok/s", "TTFT ms", "decode tok/s",
-              several ? "  kernels  temperature" : "");
+  for (size_t mi = 0; mi < models.size(); ++mi)
+    std::printf("%s%s: %s\n%s\n", compare ? "model " : "model", compare ? std::to_string(mi).c_str() : "",
+                models[mi].path.c_str(), models[mi].model->config().describe().c_str());
+  std::printf("threads %d, kernels %s, decode temperature %s (seed %llu)%s\n\n", a.threads, names.c_str(),
+              temps.c_str(), (unsigned long long)a.seed,
+              several || compare ? " (runs interleaved, side by side)" : "");
+  for (const PrefillModel& pm : models) {
+    const ModelConfig& c = pm.model->config();
+    if (c.n_ctx_train > 0 && max_len + a.decode > c.n_ctx_train)
+      std::fprintf(stderr,
+                   "warning: %d prompt + %d decode tokens exceed the model's training context (%lld): "
+                   "the speed is measured, the text would not be meaningful\n",
+                   max_len, a.decode, (long long)c.n_ctx_train);
+  }
+  std::printf("%8s  %14s  %10s  %14s%s%s\n", "tokens", "prompt tok/s", "TTFT ms", "decode tok/s",
+              compare ? "  model" : "", several ? "  kernels  temperature" : "");
   nlohmann::json rows = nlohmann::json::array();
+  std::vector<double> best_decode(models.size(), 0);
   Progress progress("prefill", int64_t(a.lengths.size()) * a.repeat * int64_t(runs.size()));
   for (int n : a.lengths) {
     const size_t nl = runs.size();
     std::vector<double> best_pp(nl, 0), best_tg(nl, 0), best_ttft(nl, 1e30);
+    std::vector<std::vector<double>> all_pp(nl), all_tg(nl);
     for (int rep = 0; rep < a.repeat; ++rep) {
       for (size_t li = 0; li < nl; ++li) {
         set_cpu_level(runs[li].level);
+        const ModelConfig& c = models[runs[li].model].model->config();
+        std::uniform_int_distribution<int32_t> pick(3, int32_t(c.n_vocab) - 1);
         GenerateRequest req;
         for (int i = 0; i < n; ++i) req.prompt.push_back(pick(rng));
         req.max_tokens = a.decode;
         req.stop_at_eog = false;
         req.sampling.temperature = runs[li].temperature;
         req.sampling.seed = a.seed;
-        GenerateResult r = engine.generate(req);
+        GenerateResult r = models[runs[li].model].engine->generate(req);
         const double pp = n / (r.prompt_ms / 1000);
         const double tg = r.tokens.size() > 1 ? (r.tokens.size() - 1) / (r.decode_ms / 1000) : 0;
         best_pp[li] = std::max(best_pp[li], pp);
         best_tg[li] = std::max(best_tg[li], tg);
         best_ttft[li] = std::min(best_ttft[li], r.ttft_ms);
+        all_pp[li].push_back(pp);
+        all_tg[li].push_back(tg);
         progress.step("runs (" + std::to_string(n) + " tokens, " + cpu_level_name(runs[li].level) + ")");
       }
     }
     progress.clear();
     for (size_t li = 0; li < nl; ++li) {
-      char kname[64] = "";
+      char mname[16] = "", kname[64] = "";
+      if (compare) std::snprintf(mname, sizeof mname, "  %5zu", runs[li].model);
       if (several)
         std::snprintf(kname, sizeof kname, "  %-7s  %g", cpu_level_name(runs[li].level).c_str(),
                       double(runs[li].temperature));
       if (a.decode > 0) {
-        std::printf("%8d  %14.1f  %10.1f  %14.1f%s\n", n, best_pp[li], best_ttft[li], best_tg[li], kname);
+        std::printf("%8d  %14.1f  %10.1f  %14.1f%s%s\n", n, best_pp[li], best_ttft[li], best_tg[li], mname, kname);
       } else {  // (no token generated: no TTFT, no decode rate)
-        std::printf("%8d  %14.1f  %10s  %14s%s\n", n, best_pp[li], "-", "-", kname);
+        std::printf("%8d  %14.1f  %10s  %14s%s%s\n", n, best_pp[li], "-", "-", mname, kname);
       }
-      rows.push_back({{"prompt_tokens", n}, {"kernels", cpu_level_name(runs[li].level)},
-                      {"temperature", runs[li].temperature}, {"prompt_tokens_per_s", best_pp[li]},
-                      {"ttft_ms", a.decode > 0 ? nlohmann::json(best_ttft[li]) : nlohmann::json(nullptr)},
-                      {"decode_tokens_per_s", a.decode > 0 ? nlohmann::json(best_tg[li]) : nlohmann::json(nullptr)}});
+      best_decode[runs[li].model] = std::max(best_decode[runs[li].model], best_tg[li]);
+      nlohmann::json row = {{"prompt_tokens", n}, {"kernels", cpu_level_name(runs[li].level)},
+                            {"temperature", runs[li].temperature}, {"prompt_tokens_per_s", best_pp[li]},
+                            {"prompt_tokens_per_s_median", median(all_pp[li])},
+                            {"ttft_ms", a.decode > 0 ? nlohmann::json(best_ttft[li]) : nlohmann::json(nullptr)},
+                            {"decode_tokens_per_s", a.decode > 0 ? nlohmann::json(best_tg[li]) : nlohmann::json(nullptr)},
+                            {"decode_tokens_per_s_median",
+                             a.decode > 0 ? nlohmann::json(median(all_tg[li])) : nlohmann::json(nullptr)},
+                            {"decode_tokens_per_s_runs", a.decode > 0 ? nlohmann::json(all_tg[li]) : nlohmann::json(nullptr)}};
+      if (compare) row["model"] = runs[li].model;
+      rows.push_back(row);
+    }
+    // Side by side: each model's medians against the first's (same kernels and temperature).
+    if (compare) {
+      for (size_t li = 0; li < nl; ++li) {
+        if (runs[li].model == 0) continue;
+        const size_t base = li % (nl / models.size());
+        const double m0 = median(all_tg[base]), m1 = median(all_tg[li]);
+        const double p0 = median(all_pp[base]), p1 = median(all_pp[li]);
+        if (a.decode > 0)
+          std::printf("%8d  medians of %d: decode %.1f (model 0) vs %.1f (model %zu) tok/s: model %zu / model 0 = "
+                      "%.2fx; prompt %.2fx\n",
+                      n, a.repeat, m0, m1, runs[li].model, runs[li].model, m0 > 0 ? m1 / m0 : 0.0,
+                      p0 > 0 ? p1 / p0 : 0.0);
+        else
+          std::printf("%8d  medians of %d: prompt %.1f (model 0) vs %.1f (model %zu) tok/s: %.2fx\n", n, a.repeat, p0,
+                      p1, runs[li].model, p0 > 0 ? p1 / p0 : 0.0);
+      }
     }
     std::fflush(stdout);
   }
   progress.done();
   set_cpu_level(default_cpu_level());
-  // Decode reads every weight once a token: its bytes times the decode rate
-  // against the machine's read bandwidth on the same threads.
+  // Decode reads every weight once a token (a MoE layer: its selected experts'):
+  // its bytes times the decode rate against the machine's read bandwidth on the
+  // same threads.
   nlohmann::json bw = nullptr;
   if (a.bandwidth && a.decode > 0) {
-    const int64_t weight_bytes = decode_weight_bytes(a.model);
     ThreadPool pool(a.threads);
     const ReadBandwidth rb = measure_read_bandwidth(pool);
-    double best_tg = 0;
-    for (const auto& row : rows)
-      if (row["decode_tokens_per_s"].is_number()) best_tg = std::max(best_tg, row["decode_tokens_per_s"].get<double>());
-    const double streamed = double(weight_bytes) * best_tg * 1e-9;
-    std::printf("\ndecode reads %.1f MB of weights a token: %.2f GB/s at %.1f tok/s; read bandwidth %.2f GB/s "
-                "(%d threads, %.0f MiB buffer, best of %d): %.0f %%\n",
-                weight_bytes * 1e-6, streamed, best_tg, rb.gb_per_s, a.threads, rb.bytes / 1048576.0, rb.passes,
-                rb.gb_per_s > 0 ? 100 * streamed / rb.gb_per_s : 0.0);
-    bw = {{"weight_bytes_per_token", weight_bytes}, {"decode_gb_per_s", streamed},
-          {"read_bandwidth_gb_per_s", rb.gb_per_s}};
+    nlohmann::json per = nlohmann::json::array();
+    for (size_t mi = 0; mi < models.size(); ++mi) {
+      const int64_t weight_bytes = decode_weight_bytes(models[mi].path, models[mi].model->config());
+      const double streamed = double(weight_bytes) * best_decode[mi] * 1e-9;
+      std::printf("\n%sdecode reads %.1f MB of weights a token: %.2f GB/s at %.1f tok/s; read bandwidth %.2f GB/s "
+                  "(%d threads, %.0f MiB buffer, best of %d): %.0f %%\n",
+                  compare ? ("model " + std::to_string(mi) + ": ").c_str() : "", weight_bytes * 1e-6, streamed,
+                  best_decode[mi], rb.gb_per_s, a.threads, rb.bytes / 1048576.0, rb.passes,
+                  rb.gb_per_s > 0 ? 100 * streamed / rb.gb_per_s : 0.0);
+      per.push_back({{"weight_bytes_per_token", weight_bytes}, {"decode_gb_per_s", streamed},
+                     {"read_bandwidth_gb_per_s", rb.gb_per_s}});
+    }
+    bw = compare ? per : per[0];
   }
   if (!a.json_out.empty()) {
     nlohmann::json kernels = nlohmann::json::array();
@@ -173,6 +245,7 @@ int run_prefill(const PrefillArgs& a) {
     nlohmann::json j = {{"bench", "prefill"}, {"model", a.model}, {"threads", a.threads}, {"kernels", kernels},
                         {"temperatures", a.temperatures}, {"seed", a.seed}, {"results", rows},
                         {"bandwidth", bw}};
+    if (compare) j["models"] = paths;
     std::ofstream(a.json_out) << j.dump(2) << "\n";
   }
   return 0;
@@ -194,7 +267,12 @@ Run add_bench(CLI::App& app) {
   p->add_option("--decode", a->decode, "Tokens to decode after each prompt")
       ->capture_default_str()->check(CLI::Range(0, 1 << 20));
   p->add_option("-t,--threads", a->threads, kThreadsHelp)->capture_default_str()->check(CLI::Range(1, 256));
-  p->add_option("--repeat", a->repeat, "Runs per length (best is reported)")
+  p->add_option("--compare", a->compare,
+                "Other GGUF models measured side by side with --model: every run alternates between the models "
+                "(each with its own engine), and each length prints the medians of --repeat and their ratio "
+                "to --model's (space- or comma-separated)")
+      ->delimiter(',')->check(CLI::ExistingFile);
+  p->add_option("--repeat", a->repeat, "Runs per length (best is reported; with --compare also the median)")
       ->capture_default_str()->check(CLI::Range(1, 1000));
   p->add_option("--batch-tokens", a->batch_tokens, "Tokens per forward step (a longer prompt runs in chunks of this many)")
       ->capture_default_str()->check(CLI::Range(1, 1 << 20));

@@ -66,6 +66,10 @@ struct TierCounters {
   int64_t written_bytes = 0;     // bytes of the entries written (each counted once, whatever the tiers)
   int64_t links_present = 0;     // chain links write-through found in every tier already (not written)
   int64_t links_read = 0;        // chain links restored by promotions
+  int64_t states_written = 0;    // recurrent-state entries written (hybrid models; also in writes)
+  int64_t state_bytes_written = 0;  // their bytes (also in written_bytes)
+  int64_t states_read = 0;       // recurrent-state snapshots restored by promotions
+  int64_t state_bytes_read = 0;  // their entries' bytes
   int64_t errors = 0;            // exceptions in worker jobs (logged, never fatal)
 };
 struct TierReport {

@@ -64,10 +64,11 @@ Engine::Engine(const Model& model, const EngineOptions& opt)
   kv_ = std::make_unique<KvStorage>(shape, n_pages);
   pages_ = std::make_unique<PagePool>(*kv_);
   // Models with recurrent layers keep no per-token KV in those layers: a cached prefix
-  // resumes only where a state snapshot is stored with it (engine/state_snapshots.h).
-  // The tiers carry no snapshots, so they stay off for such models (memory only).
+  // resumes only where a state snapshot is stored with it (engine/state_snapshots.h),
+  // and the tiers carry each snapshot beside its prefix's chain (docs/tiers.md).
   const bool recurrent = model.config().n_recurrent > 0;
-  prefix_ = std::make_unique<PrefixCache>(*pages_, opt.prefix_cache, recurrent);
+  prefix_ = std::make_unique<PrefixCache>(*pages_, opt.prefix_cache,
+                                          recurrent ? int64_t(RecurrentState(model.config()).data().size()) : 0);
   modules_ = std::make_unique<ModuleCache>(*pages_, model);
   reclaimer_ = std::make_unique<Reclaimer>(*prefix_, *modules_);
   pages_->set_reclaimer(reclaimer_.get());
@@ -78,7 +79,7 @@ Engine::Engine(const Model& model, const EngineOptions& opt)
         std::max<int64_t>(1, int64_t(std::clamp(opt_.tenant_hold_share, 0.0, 1.0) * double(pages_->n_pages())));
   fwd_ = std::make_unique<Forward>(model, *kv_, *pool_);
   approximate_ = std::make_unique<ApproximateReuse>(model, *pages_, *prefix_, *fwd_, opt.max_batch_tokens);
-  if (opt.tiers.enabled() && opt.prefix_cache && !recurrent) {
+  if (opt.tiers.enabled() && opt.prefix_cache) {
     tiers_ = std::make_unique<KvTiers>(opt.tiers, *pages_, *prefix_);
     prefix_->set_tiers(tiers_.get());
     modules_->set_tiers(tiers_.get());
@@ -278,7 +279,8 @@ void Engine::finish(Seq& s, FinishReason reason) {
     const std::vector<PrefixState> states = s.snapshots.to_publish(s.recurrent, s.n_kv);
     prefix_->insert(s.ns, std::span<const int32_t>(s.tokens.data(), s.n_kv), s.table, s.n_prompt, s.plan.blocks,
                     true, states);
-    if (tiers_ && prefix_->enabled()) approximate_->save_tier_blocks(s);
+    // Blocks serve approximate reuse, which recurrent layers rule out.
+    if (tiers_ && prefix_->enabled() && !prefix_->with_states()) approximate_->save_tier_blocks(s);
     if (s.kind == Seq::Kind::kRequest) apply_retention(s);
   } else if (s.prefix_plan && s.approximate && s.n_kv > 0 && reason != FinishReason::kError &&
              s.state == Seq::State::kRunning && prefix_->enabled()) {

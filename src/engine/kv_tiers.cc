@@ -61,6 +61,7 @@ struct KvTiers::Write {
   PageTable hold;
   uint64_t key = 0;              // an unchained entry's key
   int64_t keep_seconds = 0;      // KvTier::put
+  std::vector<uint8_t> ready;    // a state entry, serialized on the engine thread (no pages held)
   // Filled by the worker.
   uint64_t bytes = 0;         // bytes of the entries some tier stored
   int64_t stored = 0;         // entries some tier stored
@@ -162,19 +163,24 @@ TierLookup KvTiers::find(const std::function<TierLookup(KvTier&)>& probe, int* t
 }
 
 void KvTiers::promote_prefix(const KvNamespace& ns, std::span<const int32_t> tokens, int32_t have,
-                             std::function<void(int32_t)> done) {
+                             std::function<void(int32_t)> done, int32_t have_state) {
   ++stats_.lookups;
   const KvShape shape = pool_.shape();
   const int32_t P = pool_.page_size();
   auto query = std::make_shared<std::vector<int32_t>>(tokens.begin(), tokens.end());
   // Memory's whole pages are kept; the chain is read from the link `have` falls in.
   const size_t first = size_t(std::max(0, have) / P);
+  const uint64_t state_bytes = have_state >= 0 ? uint64_t(prefix_.state_floats()) * sizeof(float) : 0;
   struct Found {
     std::vector<Entry> links;     // links [first, first + size) of the chain
     std::vector<int64_t> by_tier;  // [tier]: links it supplied
+    Entry state;                   // a state entry, when state_at > 0
+    int32_t state_at = 0;          // the tokens the state follows
+    int state_tier = -1;
+    uint64_t state_key = 0;
   };
   worker_->submit_value<Found>(
-      [this, ns, shape, query, first]() {
+      [this, ns, shape, query, first, have_state, state_bytes]() {
         Found f;
         f.by_tier.assign(tiers_.size(), 0);
         const std::vector<ChainLink> links = chain_links(ns, shape, *query);
@@ -196,13 +202,21 @@ void KvTiers::promote_prefix(const KvNamespace& ns, std::span<const int32_t> tok
           next += c.links.size();
           for (Entry& e : c.links) f.links.push_back(std::move(e));
         }
+        if (state_bytes > 0) find_state(ns, shape, *query, int32_t(next) * pool_.page_size(), have_state, state_bytes,
+                                        &f.state, &f.state_at, &f.state_tier, &f.state_key);
         return f;
       },
-      [this, ns, query, first, P, done = std::move(done)](std::optional<Found>& f, std::exception_ptr e) {
+      [this, ns, query, first, P, have_state, done = std::move(done)](std::optional<Found>& f, std::exception_ptr e) {
         int32_t restored = 0;
         if (e) {
           ++stats_.errors;
           log_error("lookup", e);
+          if (done) done(0);
+          return;
+        }
+        const bool found_state = f && f->state_at > 0;
+        if (f && f->links.empty() && !found_state) {
+          ++stats_.misses;
         } else if (f && !f->links.empty()) {
           const size_t end = (first + f->links.size()) * size_t(P);
           restored = std::max(0, prefix_.restore_chain(ns, std::span(*query).first(end), int32_t(first) * P, f->links));
@@ -213,11 +227,88 @@ void KvTiers::promote_prefix(const KvNamespace& ns, std::span<const int32_t> tok
           // What was just read is in the tiers: write-through need not check it again.
           const std::vector<ChainLink> links = chain_links(ns, pool_.shape(), std::span(*query).first(end));
           for (const ChainLink& l : links) written_[l.key] = now_seconds();
-        } else {
-          ++stats_.misses;
+        }
+        if (found_state) {
+          const int32_t added =
+              prefix_.restore_state(ns, std::span(*query).first(size_t(f->state_at)), f->state);
+          if (added >= 0) {
+            ++stats_.states_read;
+            stats_.state_bytes_read += int64_t(f->state.info.total_bytes());
+            if (f->state_tier >= 0 && f->links.empty()) ++stats_.hits[size_t(f->state_tier)];
+            stats_.promoted_tokens += added;
+            written_[f->state_key] = now_seconds();
+            // The resume point moved from memory's latest snapshot to this one.
+            restored = std::max(restored + added, f->state_at - std::max(0, have_state));
+          }
         }
         if (done) done(restored);
       });
+}
+
+void KvTiers::find_state(const KvNamespace& ns, const KvShape& shape, std::span<const int32_t> query,
+                         int32_t avail, int32_t have_state, uint64_t state_bytes, Entry* out, int32_t* at,
+                         int* tier, uint64_t* key) {
+  // A state entry at p holds the KV of [start, p) (start = state_link_start(p)); the
+  // pages before start must be memory's or the walk's: p <= avail + P. The latest
+  // such p after memory's own snapshot is wanted; candidates are asked for with
+  // KvTier::has (an index look on the disk, pipelined EXISTS on Redis) in batches,
+  // latest first, so a conversation's next turn finds its snapshot in the first batch.
+  const int32_t P = shape.page_size;
+  const int32_t q = int32_t(query.size());
+  const int32_t hi = std::min(q, avail + P);
+  if (hi <= have_state) return;
+  const std::vector<ChainHash> bounds =
+      chain_bounds(ns, shape, query.first(size_t(state_link_start(hi, P))));
+  constexpr int32_t kBatch = 256;
+  for (int32_t top = hi; top > have_state; top -= kBatch) {
+    const int32_t bottom = std::max(have_state, top - kBatch);  // probes p in (bottom, top]
+    std::vector<uint64_t> keys;
+    for (int32_t p = top; p > bottom; --p) {
+      const int32_t s = state_link_start(p, P);
+      keys.push_back(state_key(ns, shape, bounds[size_t(s / P)], query.subspan(size_t(s), size_t(p - s))));
+    }
+    std::vector<char> any(keys.size(), 0);
+    for (const auto& t : tiers_) {
+      const std::vector<char> h = t->has(keys);
+      for (size_t i = 0; i < any.size() && i < h.size(); ++i) any[i] = char(any[i] | h[i]);
+    }
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (!any[i]) continue;
+      const int32_t p = top - int32_t(i);
+      const int32_t s = state_link_start(p, P);
+      const LinkPos link{s, bounds[size_t(s / P)]};
+      const auto own = query.subspan(size_t(s), size_t(p - s));
+      int found = -1;
+      TierLookup r = find([&](KvTier& t) { return t.get_state(ns, shape, link, own, state_bytes); }, &found);
+      if (!r.hit()) continue;  // invalid (deleted) or gone meanwhile: an earlier one may do
+      *out = std::move(r.entry);
+      *at = p;
+      *tier = found;
+      *key = keys[i];
+      return;
+    }
+  }
+}
+
+void KvTiers::save_state(const KvNamespace& ns, std::span<const int32_t> tokens, std::span<const float> state) {
+  const int32_t P = pool_.page_size();
+  const int32_t p = int32_t(tokens.size());
+  if (p <= 0 || state.empty()) return;
+  const int32_t start = state_link_start(p, P);
+  const std::vector<ChainHash> bounds = chain_bounds(ns, pool_.shape(), tokens.first(size_t(start)));
+  const LinkPos link{start, bounds.back()};
+  const std::span<const int32_t> own = tokens.subspan(size_t(start));
+  const uint64_t key = state_key(ns, pool_.shape(), link.parent, own);
+  if (recently_written(key)) return;
+  PrefixSnapshot snap = prefix_.snapshot(ns, tokens, false);
+  if (int32_t(snap.tokens.size()) < p) return;  // not all cached (evicted)
+  auto w = std::make_shared<Write>(pool_);
+  w->ns = ns;
+  w->key = key;
+  w->ready = serialize_state_link(*pool_.store(), snap.pages[size_t(start / P)], own, ns, link, state);
+  snap.table.release();
+  written_[key] = now_seconds();
+  submit_write(std::move(w));
 }
 
 bool KvTiers::recently_written(uint64_t key) const {
@@ -389,6 +480,14 @@ void KvTiers::start_write(std::shared_ptr<Write> w) {
           write_chain(*w);
           return;
         }
+        if (!w->ready.empty()) {  // a state entry
+          bool stored = false;
+          for (const auto& t : tiers_)
+            if (t->put(w->ready, w->keep_seconds) == TierStatus::kOk) stored = true;
+          (stored ? w->stored : w->failed) = 1;
+          if (stored) w->bytes = w->ready.size();
+          return;
+        }
         const std::vector<uint8_t> bytes = serialize_entry(*kv, w->pages, w->tokens, w->ns);
         bool stored = false;
         for (const auto& t : tiers_)
@@ -409,6 +508,10 @@ void KvTiers::start_write(std::shared_ptr<Write> w) {
         }
         stats_.writes += w->stored;
         stats_.written_bytes += int64_t(w->bytes);
+        if (!w->ready.empty()) {
+          stats_.states_written += w->stored;
+          stats_.state_bytes_written += int64_t(w->bytes);
+        }
         stats_.links_present += w->present;
         stats_.write_failures += w->failed;
         if (w->failed > 0 || e) forget(*w);  // retried by the next save
@@ -456,7 +559,14 @@ int32_t KvTiers::save_prefix(const KvNamespace& ns, std::span<const int32_t> tok
 
 int64_t KvTiers::rewrite_prefix(const KvNamespace& ns, std::span<const int32_t> tokens) {
   // The leaf's chain holds every shorter prefix of its path (each ends at one of its links).
-  return int64_t(queue_chain(ns, tokens, 0));
+  int64_t n = int64_t(queue_chain(ns, tokens, 0));
+  // And the snapshots on it, each beside the chain.
+  if (prefix_.with_states())
+    for (const auto& [at, floats] : prefix_.states_on(ns, tokens)) {
+      save_state(ns, tokens.first(size_t(at)), floats);
+      ++n;
+    }
+  return n;
 }
 
 void KvTiers::save_module(const KvNamespace& ns, uint64_t digest, std::span<const int32_t> tokens,

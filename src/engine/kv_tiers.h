@@ -110,13 +110,23 @@ class KvTiers {
   // Looks for a prefix of `tokens` longer than `have` (the tokens memory already
   // has) down the tiers; restores what it finds into the index and calls
   // done(tokens restored, 0 when nothing) from poll().
+  // have_state >= 0 (hybrid models): memory's latest snapshot on the path ends there;
+  // the tiers are also asked for the latest state entry after it (the prefix's chain
+  // ending before it must be in memory or found in the walk), which is restored with
+  // its partial page. The restored count is then at least the tokens the snapshot
+  // moved the resume point by.
   void promote_prefix(const KvNamespace& ns, std::span<const int32_t> tokens, int32_t have,
-                      std::function<void(int32_t)> done);
+                      std::function<void(int32_t)> done, int32_t have_state = -1);
   // Writes the chain of the whole cached pages of `tokens` to every tier, in the
   // background: the links not written recently that a tier lacks. keep_seconds > 0: a
   // lifetime for every link (KvTier::put), written even when the links were written
   // before. Returns the tokens the chain covers (0: nothing to write).
   int32_t save_prefix(const KvNamespace& ns, std::span<const int32_t> tokens, int64_t keep_seconds = 0);
+  // Writes the recurrent state after `tokens` (a snapshot the prefix cache stores) as
+  // a state entry beside the prefix's chain (tier/entry.h): the partial page it ends in
+  // and the state, serialized here (the state is copied, the page read now), written
+  // in the background. Skipped when written recently or the prefix is not cached.
+  void save_state(const KvNamespace& ns, std::span<const int32_t> tokens, std::span<const float> state);
 
   // A module's segments: [begin, end) ranges of its own tokens, consecutive from 0.
   using Segments = std::vector<std::pair<int32_t, int32_t>>;
@@ -219,6 +229,10 @@ class KvTiers {
   // Runs on any thread: the first tier holding what `probe` asks for answers, and its
   // entry is copied into the tiers above it. *tier: the index of that tier (-1: none).
   TierLookup find(const std::function<TierLookup(KvTier&)>& probe, int* tier);
+  // Worker thread: the latest state entry after have_state whose chain before it is
+  // held (avail: the whole pages memory and the walk have), copied into faster tiers.
+  void find_state(const KvNamespace& ns, const KvShape& shape, std::span<const int32_t> query, int32_t avail,
+                  int32_t have_state, uint64_t state_bytes, Entry* out, int32_t* at, int* tier, uint64_t* key);
   FoundModule find_module(const KvNamespace& ns, uint64_t digest, std::span<const int32_t> tokens,
                           const Segments& segments);
   // Engine thread: restores what find_module found and counts it; null on a miss or

@@ -2,14 +2,15 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstring>
 
 #include "engine/kv_tiers.h"
 #include "model/recurrent_state.h"
 
 namespace pc {
 
-PrefixCache::PrefixCache(PagePool& pool, bool enabled, bool with_states)
-    : pool_(pool), states_(pool), index_(pool), enabled_(enabled), with_states_(with_states) {
+PrefixCache::PrefixCache(PagePool& pool, bool enabled, int64_t state_floats)
+    : pool_(pool), states_(pool), index_(pool), enabled_(enabled), state_floats_(std::max<int64_t>(0, state_floats)) {
   index_.set_state_store(&states_);
 }
 PrefixCache::~PrefixCache() = default;
@@ -29,7 +30,7 @@ PrefixHit PrefixCache::attach(const KvNamespace& ns, std::span<const int32_t> to
   int32_t limit = whole ? n - 1 : n;
   int32_t snap = -1;
   // Recurrent layers resume only from a snapshot: the match ends where one is stored.
-  if (with_states_) {
+  if (with_states()) {
     const int32_t at = state ? index_.state_prefix(ns, tokens, limit, &snap) : 0;
     if (own > at && own <= limit &&
         index_.match_prefix(ns, tokens, own, RadixIndex::MatchUse::kPeek).length == own) {
@@ -67,6 +68,15 @@ bool PrefixCache::promote(const KvNamespace& ns, std::span<const int32_t> tokens
   const int32_t have = index_.match_prefix(ns, tokens, int32_t(tokens.size()) - 1, RadixIndex::MatchUse::kPeek).length;
   const int32_t P = pool_.page_size();
   const int32_t n = int32_t(tokens.size());
+  if (with_states()) {
+    // A resume point is a snapshot: ask the tiers unless memory has one at the last
+    // possible position (n - 1).
+    int32_t handle = -1;
+    const int32_t have_state = index_.state_prefix(ns, tokens, n - 1, &handle);
+    if (have_state >= n - 1) return false;
+    tiers_->promote_prefix(ns, tokens.first(n - 1), have, std::move(done), have_state);
+    return true;
+  }
   if ((n - 1) / P * P <= have) return false;
   tiers_->promote_prefix(ns, tokens.first(n - 1), have, std::move(done));
   return true;
@@ -114,6 +124,61 @@ int32_t PrefixCache::restore_chain(const KvNamespace& ns, std::span<const int32_
   return added;
 }
 
+int32_t PrefixCache::restore_state(const KvNamespace& ns, std::span<const int32_t> tokens, const Entry& entry) {
+  const int32_t P = pool_.page_size();
+  const int32_t start = entry.info.link.start;
+  const int32_t p = int32_t(tokens.size());
+  if (!with_states() || !enabled_ || start < 0 || start % P != 0 || start + entry.info.n_tokens() != p ||
+      entry.info.state_bytes != uint64_t(state_floats_) * sizeof(float))
+    return -1;
+  PageTable table(pool_);
+  if (start > 0) {
+    const PrefixMatch m = index_.match_prefix(ns, tokens, start, RadixIndex::MatchUse::kPeek);
+    if (m.length < start) return -1;  // evicted since the lookup began
+    PageTable cached = PageTable::from_slices(pool_, m.slices);
+    table.attach(cached.entries().first(size_t(start / P)));
+    cached.release();
+  }
+  PageTable tail(pool_);
+  if (!restore_pages(pool_, entry, tail)) {
+    table.release();
+    return -1;
+  }
+  table.attach(tail.entries());
+  tail.release();
+  const int32_t added = index_.insert(ns, tokens, table);
+  table.release();  // the index keeps its cache references
+  // The path stays locked while the snapshot's pages are allocated (see store_states).
+  const RadixIndex::Anchor a = index_.anchor(ns, tokens);
+  if (a.node < 0) return -1;
+  PrefixLease lock(&index_, a.node);
+  const int32_t node = index_.node_ending(ns, tokens);
+  if (node < 0) return -1;
+  if (index_.node_state(node) < 0) {
+    std::vector<float> floats(static_cast<size_t>(state_floats_));
+    std::memcpy(floats.data(), entry.state_payload().data(), entry.info.state_bytes);
+    const int32_t h = states_.put(floats, p);
+    if (h < 0) return -1;
+    index_.set_node_state(node, h);
+  }
+  return added;
+}
+
+std::vector<std::pair<int32_t, std::vector<float>>> PrefixCache::states_on(const KvNamespace& ns,
+                                                                           std::span<const int32_t> tokens) const {
+  std::vector<std::pair<int32_t, std::vector<float>>> out;
+  for (int32_t limit = int32_t(tokens.size()); limit > 0;) {
+    int32_t h = -1;
+    const int32_t at = index_.state_prefix(ns, tokens, limit, &h);
+    if (at <= 0 || h < 0) break;
+    std::vector<float> floats(size_t(states_.n_floats(h)));
+    states_.get(h, floats);
+    out.emplace_back(at, std::move(floats));
+    limit = at - 1;
+  }
+  return out;
+}
+
 PrefixSnapshot PrefixCache::snapshot(const KvNamespace& ns, std::span<const int32_t> tokens, bool page_aligned) {
   const PrefixMatch m = index_.match_prefix(ns, tokens, int32_t(tokens.size()), RadixIndex::MatchUse::kPeek);
   PageTable cached = PageTable::from_slices(pool_, m.slices);
@@ -156,7 +221,7 @@ void PrefixCache::insert(const KvNamespace& ns, std::span<const int32_t> tokens,
                          std::span<const PrefixState> states) {
   if (!enabled_ || tokens.empty()) return;
   index_.insert(ns, tokens, table);
-  if (with_states_ && !states.empty()) store_states(ns, tokens, states);
+  if (with_states() && !states.empty()) store_states(ns, tokens, states);
   if (!blocks.empty()) {
     const RadixIndex::Anchor a = index_.anchor(ns, tokens);
     for (const KvBlock& b : blocks)
@@ -169,6 +234,12 @@ void PrefixCache::insert(const KvNamespace& ns, std::span<const int32_t> tokens,
   // when it is the same entry.
   tiers_->save_prefix(ns, tokens);
   tiers_->save_prefix(ns, tokens.first(std::min<size_t>(tokens.size(), size_t(std::max(0, n_prompt - 1)))));
+  // Each snapshot goes with its prefix: its own entry beside the chain (the links above
+  // cover every whole page before it).
+  if (with_states())
+    for (const PrefixState& s : states)
+      if (s.at > 0 && s.at <= int32_t(tokens.size()) && s.state && s.state->n_tokens() == s.at)
+        tiers_->save_state(ns, tokens.first(size_t(s.at)), s.state->data());
 }
 
 void PrefixCache::store_states(const KvNamespace& ns, std::span<const int32_t> tokens,

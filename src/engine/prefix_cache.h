@@ -83,9 +83,10 @@ struct PrefixHit {
 class PrefixCache {
  public:
   // enabled = false: attach() never reuses and insert() never publishes.
-  // with_states: the model has recurrent layers; prefixes resume only where a state
-  // snapshot is stored (docs/architecture.md "State beside KV").
-  PrefixCache(PagePool& pool, bool enabled, bool with_states = false);
+  // state_floats > 0: the model has recurrent layers, whose state has that many floats;
+  // prefixes resume only where a state snapshot is stored (docs/architecture.md "State
+  // beside KV").
+  PrefixCache(PagePool& pool, bool enabled, int64_t state_floats = 0);
   ~PrefixCache();
   PrefixCache(const PrefixCache&) = delete;
   PrefixCache& operator=(const PrefixCache&) = delete;
@@ -107,7 +108,8 @@ class PrefixCache {
   // When a lower tier may hold more of `tokens` than memory does, asks it (off this
   // thread) and returns true; done(tokens restored) runs later on the engine thread
   // (KvTiers::poll). Returns false when there is nothing to ask. Only whole pages can
-  // come from a tier.
+  // come from a tier, and with states a snapshot with the partial page it ends in:
+  // asked whenever memory's latest snapshot ends before the prompt's last token.
   bool promote(const KvNamespace& ns, std::span<const int32_t> tokens, std::function<void(int32_t)> done);
   // Synchronous promotion (tools and tests that run one prompt to completion).
   void promote_now(const KvNamespace& ns, std::span<const int32_t> tokens);
@@ -130,7 +132,8 @@ class PrefixCache {
                           std::span<const KvBlock> blocks, int32_t from);
 
   bool enabled() const { return enabled_; }
-  bool with_states() const { return with_states_; }
+  bool with_states() const { return state_floats_ > 0; }
+  int64_t state_floats() const { return state_floats_; }
 
   // Lifetimes (docs/api.md "Lifetimes", RadixIndex::retain): keeps the cached prefix
   // `tokens` from LRU eviction until now + lifetime; false beyond the retention limit
@@ -164,6 +167,17 @@ class PrefixCache {
   int32_t restore_chain(const KvNamespace& ns, std::span<const int32_t> tokens, int32_t from,
                         std::span<const Entry> links);
   PrefixSnapshot snapshot(const KvNamespace& ns, std::span<const int32_t> tokens, bool page_aligned);
+  // A state entry read from the tiers (tier/entry.h): the state after `tokens`, whose
+  // last link.start.. tokens' KV the entry holds (the index must hold [0, start)).
+  // Restores that page and stores the snapshot at the node ending at tokens.size().
+  // Returns the tokens the index did not have (0 or more), or -1 when memory lost
+  // [0, start), the pages or the snapshot could not be stored, or the entry's state is
+  // not this model's size.
+  int32_t restore_state(const KvNamespace& ns, std::span<const int32_t> tokens, const Entry& entry);
+  // Every snapshot stored on the path of `tokens` (at or before its end): its position
+  // and floats (copied), to write to a tier that lost its entries.
+  std::vector<std::pair<int32_t, std::vector<float>>> states_on(const KvNamespace& ns,
+                                                                std::span<const int32_t> tokens) const;
   // Every exact prefix the index holds (root → leaf), to write again to a tier that
   // lost its entries.
   std::vector<std::pair<KvNamespace, std::vector<int32_t>>> resident_prefixes() const;
@@ -216,7 +230,7 @@ class PrefixCache {
   BlockIndex blocks_;
   KvTiers* tiers_ = nullptr;
   bool enabled_;
-  bool with_states_;
+  int64_t state_floats_;
 };
 
 }  // namespace pc

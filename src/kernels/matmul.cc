@@ -116,13 +116,13 @@ void matmul(const WeightView& w, const float* x, int64_t m, float* y, ThreadPool
   matmul_many(std::span<const MatmulOut>(&out, 1), x, m, pool);
 }
 
-void matmul_many(std::span<const MatmulOut> outs, const float* x, int64_t m, ThreadPool& pool) {
-  constexpr size_t kMaxOuts = 8;
-  if (outs.size() > kMaxOuts) {
-    for (size_t i = 0; i < outs.size(); i += kMaxOuts)
-      matmul_many(outs.subspan(i, std::min(kMaxOuts, outs.size() - i)), x, m, pool);
-    return;
-  }
+namespace {
+
+constexpr size_t kMaxOuts = 16;
+
+// Up to kMaxOuts weights in one pool dispatch; out i reads xs[i] (m × its k).
+// Activations are quantized once per distinct (x, layout).
+void run_outs(std::span<const MatmulOut> outs, const float* const* xs, int64_t m, ThreadPool& pool) {
   const kern::KernelSet* simd = kernel_set();
   Plan plans[kMaxOuts];
   const size_t n_out = outs.size();
@@ -132,10 +132,8 @@ void matmul_many(std::span<const MatmulOut> outs, const float* x, int64_t m, Thr
     if (!plans[i].kernel) plans[i].kernel = kern::scalar_kernel(w.type);
     if (!plans[i].kernel) throw Error("matmul: unsupported weight type " + ggml_type_name(w.type));
     check_weight(w);
-    if (w.k != outs[0].w.k) throw Error("matmul_many: weights of different row lengths share one x");
   }
   if (m <= 0 || n_out == 0) return;
-  const int64_t k = outs[0].w.k;
   const int threads = pool.size();
 
   // Activations: quantized once per distinct layout (rows are independent).
@@ -145,19 +143,21 @@ void matmul_many(std::span<const MatmulOut> outs, const float* x, int64_t m, Thr
   int64_t act_bytes = 0;
   for (size_t i = 0; i < n_out; ++i) {
     const WeightView& w = outs[i].w;
+    const int64_t k = w.k;
     kern::MatmulArgs& a = plans[i].a;
     a.call_id = ++calls;
     a.w = w.data;
     a.row_bytes = w.row_bytes;
     a.k = k;
-    a.x = x;
+    a.x = xs[i];
     a.y = outs[i].y;
     a.ldy = w.n;
     act_off[i] = -1;
     if (const int64_t qk = kern::act_block(w.type)) {
       a.al = kern::act_layout(k, qk, simd && simd->wants_x16(w.type, m));
       for (size_t j = 0; j < i; ++j)
-        if (act_off[j] >= 0 && same_layout(plans[j].a.al, a.al)) act_off[i] = act_off[j];
+        if (act_off[j] >= 0 && xs[j] == xs[i] && plans[j].a.k == k && same_layout(plans[j].a.al, a.al))
+          act_off[i] = act_off[j];
       if (act_off[i] < 0) {
         act_off[i] = act_bytes;
         act_bytes += a.al.stride * m;
@@ -174,6 +174,8 @@ void matmul_many(std::span<const MatmulOut> outs, const float* x, int64_t m, Thr
       plans[i].a.act = buf + act_off[i];
       if (!quantize[i]) continue;
       const kern::ActLayout al = plans[i].a.al;
+      const float* x = xs[i];
+      const int64_t k = plans[i].a.k;
       uint8_t* dst = buf + act_off[i];
       if (threads > 1 && m * k >= (int64_t(1) << 15)) {
         const int64_t rows_per = ceil_div(m, int64_t(threads) * 4);
@@ -198,6 +200,7 @@ void matmul_many(std::span<const MatmulOut> outs, const float* x, int64_t m, Thr
     const WeightView& w = outs[i].w;
     Plan& p = plans[i];
     const int64_t n = w.n;
+    const int64_t k = w.k;
     p.rb = m <= 64 ? m : 64;
     p.n_rb = ceil_div(m, p.rb);
     const int64_t col_bytes = simd ? simd->task_col_bytes(w.type, k, m) : 0;
@@ -255,6 +258,32 @@ void matmul_many(std::span<const MatmulOut> outs, const float* x, int64_t m, Thr
       p.kernel(p.a, r0, r1, c0, c1, scratch);
     }
   });
+}
+
+}  // namespace
+
+void matmul_many(std::span<const MatmulOut> outs, const float* x, int64_t m, ThreadPool& pool) {
+  for (const MatmulOut& o : outs)
+    if (o.w.k != outs[0].w.k) throw Error("matmul_many: weights of different row lengths share one x");
+  const float* xs[kMaxOuts];
+  for (size_t i = 0; i < outs.size(); i += kMaxOuts) {
+    const std::span<const MatmulOut> part = outs.subspan(i, std::min(kMaxOuts, outs.size() - i));
+    std::fill(xs, xs + part.size(), x);
+    run_outs(part, xs, m, pool);
+  }
+}
+
+void matmul_each(std::span<const MatmulIn> ins, int64_t m, ThreadPool& pool) {
+  MatmulOut outs[kMaxOuts];
+  const float* xs[kMaxOuts];
+  for (size_t i = 0; i < ins.size(); i += kMaxOuts) {
+    const size_t n = std::min(kMaxOuts, ins.size() - i);
+    for (size_t j = 0; j < n; ++j) {
+      outs[j] = MatmulOut{ins[i + j].w, ins[i + j].y};
+      xs[j] = ins[i + j].x;
+    }
+    run_outs(std::span<const MatmulOut>(outs, n), xs, m, pool);
+  }
 }
 
 }  // namespace pc

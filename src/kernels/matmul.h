@@ -52,4 +52,18 @@ struct MatmulOut {
 // All weights must have the same k (throws pc::Error otherwise).
 void matmul_many(std::span<const MatmulOut> outs, const float* x, int64_t m, ThreadPool& pool);
 
+// One weight matrix, its input (m × w.k floats) and its output (m × w.n) for
+// matmul_each().
+struct MatmulIn {
+  WeightView w;
+  const float* x = nullptr;
+  float* y = nullptr;
+};
+
+// Several weight matrices each applied to its own x (the down projections of a
+// decode token's experts): each y is bitwise what matmul(w, x, m, y, pool) gives,
+// and up to 16 of them run in one pool dispatch, so a thread streams its share of
+// every weight without a wait between them.
+void matmul_each(std::span<const MatmulIn> ins, int64_t m, ThreadPool& pool);
+
 }  // namespace pc

@@ -103,6 +103,36 @@ void MoeFfn::run_experts(const MoeConfig& c, int64_t E, const MoeWeights& w, int
   ge_.resize(size_t(rows * F));
   ue_.resize(size_t(rows * F));
   ye_.resize(size_t(rows * E));
+  if (m == 1) {
+    // Decode: one row per selected expert, all the same x. Every expert's gate and up
+    // run in one pool dispatch and every down projection in another (the same
+    // kernels on the same rows as below, so bitwise the same results), so the
+    // threads stream the active experts' weights back to back instead of waiting at
+    // 3 dispatches per expert.
+    gate_up_.clear();
+    down_.clear();
+    for (int64_t r = 0; r < rows; ++r) {
+      const int32_t e = experts_[order_[r]];
+      gate_up_.push_back({w.gate[e], ge_.data() + r * F});
+      gate_up_.push_back({w.up[e], ue_.data() + r * F});
+    }
+    matmul_many(gate_up_, xe_.data(), 1, pool);
+    for (int64_t r = 0; r < rows; ++r) {
+      const int32_t e = experts_[order_[r]];
+      float* g = ge_.data() + r * F;
+      float* u = ue_.data() + r * F;
+      add_row(g, w.gate_bias, e, F);
+      add_row(u, w.up_bias, e, F);
+      if (c.activation == Activation::kSwiGluClamped)
+        swiglu_clamped(g, u, g, F);
+      else
+        swiglu(g, u, g, F);
+      down_.push_back({w.down[e], g, ye_.data() + r * E});
+    }
+    matmul_each(down_, 1, pool);
+    for (int64_t r = 0; r < rows; ++r) add_row(ye_.data() + r * E, w.down_bias, experts_[order_[r]], E);
+    return;
+  }
   for (int64_t e = 0; e < c.n_expert; ++e) {
     const int64_t r0 = first_[e], n = first_[e + 1] - r0;
     if (n == 0) continue;

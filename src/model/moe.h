@@ -65,6 +65,8 @@ class MoeFfn {
   std::vector<float> xe_;         // [m * n_used][n_embd] the inputs, grouped by expert
   std::vector<float> ge_, ue_;    // [m * n_used][n_ff]
   std::vector<float> ye_;         // [m * n_used][n_embd] expert outputs
+  std::vector<MatmulOut> gate_up_;  // decode: [n_used * 2] every selected expert's gate and up
+  std::vector<MatmulIn> down_;      // decode: [n_used] every selected expert's down projection
   std::vector<float> sg_, sh_g_, sh_u_, sh_y_;  // shared expert: gate logit [m], [m][n_ff_shared] x2, [m][n_embd]
 };
 

@@ -191,6 +191,10 @@ void Metrics::set_tiers(const std::optional<TierReport>& tiers) {
   set("all", "written_bytes", t.written_bytes);
   set("all", "links_present", t.links_present);
   set("all", "links_read", t.links_read);
+  set("all", "states_written", t.states_written);
+  set("all", "state_bytes_written", t.state_bytes_written);
+  set("all", "states_read", t.states_read);
+  set("all", "state_bytes_read", t.state_bytes_read);
   set("all", "errors", t.errors);
   const std::vector<TierStats>& per_tier = tiers->tiers;
   for (size_t i = 0; i < per_tier.size(); ++i) {

@@ -320,7 +320,7 @@ TierStatus DiskTier::put(std::span<const uint8_t> entry_bytes, int64_t keep_seco
 
 // Reads and fully validates the file of `key`; deletes it when invalid.
 TierLookup DiskTier::read_entry(uint64_t key, const KvNamespace& ns, const KvShape& shape, const LinkPos& link,
-                                std::span<const int32_t> tokens) {
+                                std::span<const int32_t> tokens, uint64_t state_bytes) {
   TierLookup r;
   const std::string path = path_of(key);
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -345,6 +345,11 @@ TierLookup DiskTier::read_entry(uint64_t key, const KvNamespace& ns, const KvSha
   if (d.ok() && !d.value.info.is(ns, link, tokens)) {
     d.error = EntryError::kWrongTokens;
     d.message = to_string(EntryError::kWrongTokens);
+  }
+  if (d.ok() && d.value.info.state_bytes != state_bytes) {
+    d.error = EntryError::kCorrupt;
+    d.message = "a state section of " + std::to_string(d.value.info.state_bytes) + " bytes, expected " +
+                std::to_string(state_bytes);
   }
   if (!d.ok()) {
     remove(key, true);
@@ -380,6 +385,17 @@ TierLookup DiskTier::get(const KvNamespace& ns, const KvShape& shape, std::span<
   std::lock_guard<std::mutex> lock(mu_);
   TierLookup r;
   if (items_.count(key)) r = read_entry(key, ns, shape, LinkPos{}, tokens);
+  if (r.hit()) touch(key, true);
+  ++(r.hit() ? stats_.hits : stats_.misses);
+  return r;
+}
+
+TierLookup DiskTier::get_state(const KvNamespace& ns, const KvShape& shape, const LinkPos& link,
+                               std::span<const int32_t> tokens, uint64_t state_bytes) {
+  const uint64_t key = state_key(ns, shape, link.parent, tokens);
+  std::lock_guard<std::mutex> lock(mu_);
+  TierLookup r;
+  if (items_.count(key)) r = read_entry(key, ns, shape, link, tokens, state_bytes);
   if (r.hit()) touch(key, true);
   ++(r.hit() ? stats_.hits : stats_.misses);
   return r;

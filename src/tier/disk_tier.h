@@ -83,6 +83,8 @@ class DiskTier final : public KvTier {
   // The entry covering the longest prefix of `tokens` (of at least min_length tokens).
   TierChain read_chain(const KvNamespace& ns, const KvShape& shape, std::span<const int32_t> tokens,
                        std::span<const ChainLink> links) override;
+  TierLookup get_state(const KvNamespace& ns, const KvShape& shape, const LinkPos& link,
+                       std::span<const int32_t> tokens, uint64_t state_bytes) override;
   std::vector<char> has(std::span<const uint64_t> keys) override;
   void touch_chain(std::span<const uint64_t> keys_root_first) override;
   bool contains(const KvNamespace& ns, const KvShape& shape, std::span<const int32_t> tokens) const;
@@ -108,9 +110,9 @@ class DiskTier final : public KvTier {
   void scan();
   bool load_header(const std::string& path, uint64_t key_from_name, Item* item);
   // Reads and validates the entry of `key`, expected to be `link` of ns with `tokens`;
-  // deletes it when invalid. Does not mark it used.
+  // deletes it when invalid. Does not mark it used. state_bytes: a state entry's.
   TierLookup read_entry(uint64_t key, const KvNamespace& ns, const KvShape& shape, const LinkPos& link,
-                        std::span<const int32_t> tokens);
+                        std::span<const int32_t> tokens, uint64_t state_bytes = 0);
   // The lifetime stored beside an entry (0: none or unreadable) and writing one.
   int64_t read_keep(uint64_t key) const;
   void write_keep(uint64_t key, int64_t keep_until);

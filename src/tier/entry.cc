@@ -17,6 +17,7 @@ namespace {
 
 constexpr char kMagic[8] = {'P', 'C', 'K', 'V', 'E', 'N', 'T', '1'};
 constexpr uint32_t kFlagZstd = 1;
+constexpr uint32_t kFlagState = 2;
 // Sanity bounds: reject absurd headers before allocating anything.
 constexpr int32_t kMaxDim = 1 << 16;
 constexpr int32_t kMaxTokens = 1 << 24;
@@ -87,17 +88,20 @@ const char* to_string(EntryError e) {
   return "unknown entry error";
 }
 
-uint64_t entry_max_bytes(const KvNamespace& ns, const KvShape& shape, size_t n_tokens) {
+uint64_t entry_max_bytes(const KvNamespace& ns, const KvShape& shape, size_t n_tokens, uint64_t state_bytes) {
   if (shape.page_size <= 0) return 0;
   const uint64_t n_pages = (n_tokens + size_t(shape.page_size) - 1) / size_t(shape.page_size);
-  return header_size(ns, n_tokens) + n_pages * shape.bytes_per_page();  // stored compressed only when smaller
+  return header_size(ns, n_tokens) + n_pages * shape.bytes_per_page() +
+         state_bytes;  // stored compressed only when smaller
 }
 
 int32_t EntryInfo::n_pages() const {
   return shape.page_size > 0 ? (n_tokens() + shape.page_size - 1) / shape.page_size : 0;
 }
 
-uint64_t EntryInfo::key() const { return link_key(ns, shape, link.parent, tokens); }
+uint64_t EntryInfo::key() const {
+  return has_state() ? state_key(ns, shape, link.parent, tokens) : link_key(ns, shape, link.parent, tokens);
+}
 
 bool EntryInfo::is(const KvNamespace& want_ns, const LinkPos& want, std::span<const int32_t> want_tokens) const {
   return ns == want_ns && link.start == want.start && link.parent == want.parent &&
@@ -121,9 +125,12 @@ std::vector<std::vector<uint8_t>> serialize_chain(const KvPageStore& kv, std::sp
   return out;
 }
 
-std::vector<uint8_t> serialize_link(const KvPageStore& kv, std::span<const int32_t> pages,
-                                    std::span<const int32_t> tokens, const KvNamespace& ns, const LinkPos& link,
-                                    const SerializeOptions& opt) {
+namespace {
+
+// A link's entry; `state` non-empty: a state entry (its floats after the pages).
+std::vector<uint8_t> serialize(const KvPageStore& kv, std::span<const int32_t> pages, std::span<const int32_t> tokens,
+                               const KvNamespace& ns, const LinkPos& link, std::span<const float> state,
+                               const SerializeOptions& opt) {
   const KvShape& s = kv.shape();
   const size_t n = tokens.size();
   if (n == 0 || n > size_t(kMaxTokens)) throw std::invalid_argument("serialize_entry: bad token count");
@@ -138,18 +145,19 @@ std::vector<uint8_t> serialize_link(const KvPageStore& kv, std::span<const int32
 
   const size_t hdr = header_size(ns, n);
   const size_t page = s.bytes_per_page();
-  const size_t raw = pages.size() * page;
+  const size_t raw = pages.size() * page + state.size_bytes();
   std::vector<uint8_t> out(hdr + raw);  // shrunk below when compressed
   uint8_t* p = out.data();
 
-  // Payload first: raw pages straight into place.
+  // Payload first: raw pages straight into place, then the state.
   uint8_t* payload = p + hdr;
   for (size_t i = 0; i < pages.size(); ++i) {
     const int filled = int(std::min<size_t>(s.page_size, n - i * s.page_size));
     kv.read_page(pages[i], filled, payload + i * page);
   }
+  if (!state.empty()) std::memcpy(payload + pages.size() * page, state.data(), state.size_bytes());
   size_t stored = raw;
-  uint32_t flags = 0;
+  uint32_t flags = state.empty() ? 0 : kFlagState;
   if (opt.compress) {
     std::vector<uint8_t> z(ZSTD_compressBound(raw));
     const size_t zn = ZSTD_compress(z.data(), z.size(), payload, raw, opt.zstd_level);
@@ -200,6 +208,23 @@ std::vector<uint8_t> serialize_link(const KvPageStore& kv, std::span<const int32
   return out;
 }
 
+}  // namespace
+
+std::vector<uint8_t> serialize_link(const KvPageStore& kv, std::span<const int32_t> pages,
+                                    std::span<const int32_t> tokens, const KvNamespace& ns, const LinkPos& link,
+                                    const SerializeOptions& opt) {
+  return serialize(kv, pages, tokens, ns, link, {}, opt);
+}
+
+std::vector<uint8_t> serialize_state_link(const KvPageStore& kv, int32_t page, std::span<const int32_t> tokens,
+                                          const KvNamespace& ns, const LinkPos& link, std::span<const float> state,
+                                          const SerializeOptions& opt) {
+  if (state.empty()) throw std::invalid_argument("serialize_state_link: no state");
+  if (tokens.size() > size_t(kv.shape().page_size))
+    throw std::invalid_argument("serialize_state_link: more tokens than a page");
+  return serialize(kv, std::span<const int32_t>(&page, 1), tokens, ns, link, state, opt);
+}
+
 uint32_t entry_header_bytes(std::span<const uint8_t> first) {
   if (first.size() < kEntryFixedHeader || std::memcmp(first.data(), kMagic, 8) != 0) return 0;
   return get<uint32_t>(first.data(), 32);
@@ -232,6 +257,7 @@ Decoded<EntryInfo> parse_entry_header(std::span<const uint8_t> bytes, uint64_t t
   e.raw_bytes = get<uint64_t>(p, 72);
   const size_t lens[3] = {get<uint16_t>(p, 80), get<uint16_t>(p, 82), get<uint16_t>(p, 84)};
   e.compressed = flags & kFlagZstd;
+  const bool state = flags & kFlagState;
 
   if (e.header_bytes < kEntryFixedHeader || e.header_bytes % 8 != 0)
     return fail<EntryInfo>(EntryError::kCorrupt, "bad header length " + std::to_string(e.header_bytes));
@@ -241,14 +267,22 @@ Decoded<EntryInfo> parse_entry_header(std::span<const uint8_t> bytes, uint64_t t
   if (get<uint64_t>(p, 24) != checksum_of(p, e.header_bytes))
     return fail<EntryInfo>(EntryError::kChecksum, "header checksum mismatch");
   // From here the header is what the writer wrote; check it is self-consistent.
-  if ((flags & ~kFlagZstd) != 0) return fail<EntryInfo>(EntryError::kCorrupt, "unknown flags");
+  if ((flags & ~(kFlagZstd | kFlagState)) != 0) return fail<EntryInfo>(EntryError::kCorrupt, "unknown flags");
   if (!shape_ok(e.shape)) return fail<EntryInfo>(EntryError::kCorrupt, "bad KV shape");
   if (n_tokens <= 0 || n_tokens > kMaxTokens) return fail<EntryInfo>(EntryError::kCorrupt, "bad token count");
   if (e.link.start < 0 || e.link.start > kMaxTokens) return fail<EntryInfo>(EntryError::kCorrupt, "bad link start");
   if (n_pages != (n_tokens + e.shape.page_size - 1) / e.shape.page_size)
     return fail<EntryInfo>(EntryError::kCorrupt, "page count does not match the token count");
-  if (e.raw_bytes != uint64_t(n_pages) * e.shape.bytes_per_page())
+  const uint64_t pages_bytes = uint64_t(n_pages) * e.shape.bytes_per_page();
+  if (state) {
+    // A state entry: one page of tokens, then a state of whole floats.
+    if (n_pages != 1 || e.raw_bytes <= pages_bytes || (e.raw_bytes - pages_bytes) % sizeof(float) != 0 ||
+        e.raw_bytes - pages_bytes > (uint64_t(1) << 40))
+      return fail<EntryInfo>(EntryError::kCorrupt, "bad state section");
+    e.state_bytes = e.raw_bytes - pages_bytes;
+  } else if (e.raw_bytes != pages_bytes) {
     return fail<EntryInfo>(EntryError::kCorrupt, "payload length does not match the shape");
+  }
   if (!e.compressed && e.payload_bytes != e.raw_bytes)
     return fail<EntryInfo>(EntryError::kCorrupt, "payload length does not match the shape");
   if (e.payload_bytes > (uint64_t(1) << 48)) return fail<EntryInfo>(EntryError::kCorrupt, "bad payload length");
@@ -319,7 +353,7 @@ EntryError restore_entry(const Entry& entry, KvPageStore& kv, std::span<const in
   const KvShape& e = entry.info.shape;
   if (s.n_layer != e.n_layer || s.n_kv_head != e.n_kv_head || s.head_dim != e.head_dim || s.page_size != e.page_size)
     return EntryError::kWrongShape;
-  if (int64_t(pages.size()) != entry.info.n_pages() || entry.payload().size() != pages.size() * s.bytes_per_page())
+  if (int64_t(pages.size()) != entry.info.n_pages() || entry.page_payload().size() != pages.size() * s.bytes_per_page())
     return EntryError::kCorrupt;
   for (int32_t p : pages)
     if (p < 0 || p >= kv.n_pages()) return EntryError::kCorrupt;

@@ -5,7 +5,8 @@
 //
 //   0   magic "PCKVENT1"                8
 //   8   format version (kEntryVersion)  u32
-//   12  flags (bit 0: payload is zstd)  u32
+//   12  flags                           u32  bit 0: payload is zstd; bit 1: a state entry
+//                                            (the payload ends with a recurrent state)
 //   16  checksum                        u64  XXH3_64 of [0,16) + [32, end): header and payload
 //   24  header checksum                 u64  XXH3_64 of [0,16) + [32, header_bytes)
 //   32  header_bytes                    u32  offset of the payload
@@ -14,7 +15,8 @@
 //   60  start                           i32  the first token's index in its prefix (a chain
 //                                            link: tier/entry_key.h); 0 for unchained entries
 //   64  payload_bytes (as stored)       u64
-//   72  raw_bytes (uncompressed)        u64  == n_pages × bytes_per_page
+//   72  raw_bytes (uncompressed)        u64  == n_pages × bytes_per_page (+ the state's
+//                                            bytes in a state entry)
 //   80  model, kv_type, scope lengths   3 × u16, then u16 reserved
 //   88  parent                          2 × u64  chain hash of the prefix before `start`
 //                                            (lo, hi; {0, 0} at start 0)
@@ -26,6 +28,11 @@
 //   header_bytes: payload = n_pages pages, each a page's serialized bytes
 //       (KvPageStore::read_page: K,V of every layer, head-major, F16). Slots of the
 //       last page beyond n_tokens are zero, so equal KV gives equal bytes.
+//       A state entry (flag bit 1; tier/entry_key.h state_key) then holds the
+//       recurrent state after its last token: f32[(raw_bytes - pages) / 4], the
+//       floats of RecurrentState::data(). It is shaped like the chain link ending at
+//       that token (start, parent, its 1..page_size own tokens and their KV), so a
+//       reader restores the partial page and the state together.
 //
 // The header checksum lets a tier validate a header without reading the payload (the
 // disk tier's startup scan); the full checksum is verified by deserialize_entry.
@@ -84,6 +91,7 @@ struct EntryInfo {
   std::vector<int32_t> tokens;     // [n_tokens]
   std::vector<int32_t> positions;  // [n_tokens] position id of each token's slot
   bool compressed = false;
+  uint64_t state_bytes = 0;        // a state entry's state section (0: a KV-only entry)
   uint32_t header_bytes = 0;
   uint64_t payload_bytes = 0;      // as stored
   uint64_t raw_bytes = 0;          // uncompressed
@@ -91,8 +99,11 @@ struct EntryInfo {
   int32_t n_tokens() const { return int32_t(tokens.size()); }
   int32_t n_pages() const;
   uint64_t total_bytes() const { return header_bytes + payload_bytes; }
-  // The key the entry is stored under: link_key(ns, shape, link.parent, tokens).
+  // The key the entry is stored under: link_key(ns, shape, link.parent, tokens), or
+  // state_key(...) for a state entry.
   uint64_t key() const;
+  bool has_state() const { return state_bytes > 0; }
+  uint64_t page_bytes() const { return raw_bytes - state_bytes; }  // the pages' part of the payload
   // Whether this is the link asked for: the namespace, start, parent and own tokens.
   bool is(const KvNamespace& want_ns, const LinkPos& want, std::span<const int32_t> want_tokens) const;
 };
@@ -103,6 +114,9 @@ struct Entry {
   std::vector<uint8_t> data;  // owns the payload (at data[offset..offset+raw_bytes))
   size_t offset = 0;
   std::span<const uint8_t> payload() const { return {data.data() + offset, info.raw_bytes}; }
+  std::span<const uint8_t> page_payload() const { return payload().first(info.page_bytes()); }
+  // A state entry's state (unaligned bytes: copy them out as floats).
+  std::span<const uint8_t> state_payload() const { return payload().subspan(info.page_bytes()); }
 };
 
 template <class T>
@@ -128,6 +142,11 @@ std::vector<uint8_t> serialize_entry(const KvPageStore& kv, std::span<const int3
 std::vector<uint8_t> serialize_link(const KvPageStore& kv, std::span<const int32_t> pages,
                                     std::span<const int32_t> tokens, const KvNamespace& ns, const LinkPos& link,
                                     const SerializeOptions& opt = {});
+// A state entry (see the layout above): `tokens` are the link's own (1..page_size, one
+// page), `link` its place, `state` the recurrent state after its last token.
+std::vector<uint8_t> serialize_state_link(const KvPageStore& kv, int32_t page, std::span<const int32_t> tokens,
+                                          const KvNamespace& ns, const LinkPos& link, std::span<const float> state,
+                                          const SerializeOptions& opt = {});
 // Every full page of a cached prefix as its chain's links (root first): the entries
 // write-through stores for tokens [0, pages.size() × page_size).
 std::vector<std::vector<uint8_t>> serialize_chain(const KvPageStore& kv, std::span<const int32_t> pages,
@@ -136,7 +155,8 @@ std::vector<std::vector<uint8_t>> serialize_chain(const KvPageStore& kv, std::sp
 // The largest entry of n_tokens tokens under `ns` with `shape` can be (uncompressed;
 // a compressed payload is kept only when smaller): the bound a reader puts on the
 // bytes it accepts from a tier it does not trust (tier/redis_reply.h).
-uint64_t entry_max_bytes(const KvNamespace& ns, const KvShape& shape, size_t n_tokens);
+// state_bytes: a state entry's state section.
+uint64_t entry_max_bytes(const KvNamespace& ns, const KvShape& shape, size_t n_tokens, uint64_t state_bytes = 0);
 
 // Parses and validates the header only (magic, version, sizes, header checksum,
 // expectations). `bytes` must hold at least the header; `total_size` is the size of

@@ -71,6 +71,23 @@ std::vector<ChainLink> chain_links(const KvNamespace& ns, const KvShape& shape, 
   return out;
 }
 
+std::vector<ChainHash> chain_bounds(const KvNamespace& ns, const KvShape& shape, std::span<const int32_t> tokens) {
+  const int32_t P = std::max(1, shape.page_size);
+  const Head head(ns);
+  std::vector<ChainHash> out(1);
+  for (int32_t start = 0; start + P <= int32_t(tokens.size()); start += P)
+    out.push_back(next(head, ns, shape, out.back(), tokens.subspan(size_t(start), size_t(P))));
+  return out;
+}
+
+uint64_t state_key(const KvNamespace& ns, const KvShape& shape, const ChainHash& parent,
+                   std::span<const int32_t> tokens) {
+  constexpr uint64_t kStateSeed = 0x6574617473ull;  // "state"
+  const ChainHash h = chain_next(ns, shape, parent, tokens);
+  const uint64_t v[2] = {h.lo, h.hi};
+  return XXH3_64bits_withSeed(v, sizeof v, kStateSeed);
+}
+
 std::string key_hex(uint64_t key) {
   static const char kDigits[] = "0123456789abcdef";
   std::string s(16, '0');

@@ -61,6 +61,22 @@ struct ChainLink {
 // The links of tokens' full pages, root first: tokens.size() / page_size of them.
 std::vector<ChainLink> chain_links(const KvNamespace& ns, const KvShape& shape, std::span<const int32_t> tokens);
 
+// The chain hash at every page boundary of tokens: [k] = h of tokens [0, k·P), for
+// k = 0 .. tokens.size() / P ([0] = {0, 0}).
+std::vector<ChainHash> chain_bounds(const KvNamespace& ns, const KvShape& shape, std::span<const int32_t> tokens);
+
+// Recurrent-state entries (hybrid models, docs/tiers.md "Recurrent state"). The state
+// after tokens [0, p) travels in an entry shaped like the link that ends at p: its own
+// tokens are [start, p) with start = ((p - 1) / P)·P (1 to P tokens, the page p falls
+// in, possibly partial), its parent is the chain hash of [0, start), and it carries the
+// state after its pages. Its key is derived from the link's chain hash with a tag, so it
+// never meets a link's key, and covers the namespace like every link's:
+//   state_key = XXH3_64(h(link ending at p), seed "state")
+uint64_t state_key(const KvNamespace& ns, const KvShape& shape, const ChainHash& parent,
+                   std::span<const int32_t> tokens);
+// The start of the state entry of the state after p tokens (p >= 1).
+inline int32_t state_link_start(int32_t p, int32_t page_size) { return (p - 1) / page_size * page_size; }
+
 // 16 lowercase hex digits (file names, Redis keys).
 std::string key_hex(uint64_t key);
 // Parses key_hex output; false when `s` is not 16 hex digits.

@@ -61,6 +61,12 @@ class KvTier {
     const std::vector<ChainLink> links = chain_links(ns, shape, tokens);
     return read_chain(ns, shape, tokens, links);
   }
+  // A recurrent-state entry (tier/entry.h, tier/entry_key.h state_key): the one shaped
+  // like the link at `link` with own `tokens` (1..page_size of them), carrying a state
+  // of state_bytes; an entry failing validation (checksum, namespace, link, tokens,
+  // state size) is deleted and a miss. Marks it used.
+  virtual TierLookup get_state(const KvNamespace& ns, const KvShape& shape, const LinkPos& link,
+                               std::span<const int32_t> tokens, uint64_t state_bytes) = 0;
   // Whether each of `keys` is stored ([i]: 1 or 0), without reading payloads; all 0 when
   // the tier cannot be asked now (write-through then tries every key).
   virtual std::vector<char> has(std::span<const uint64_t> keys) = 0;

@@ -55,14 +55,15 @@ TierStatus RedisTier::put(std::span<const uint8_t> entry_bytes, int64_t keep_sec
 }
 
 TierLookup RedisTier::fetch(Session& s, const std::string& name, const KvNamespace& ns, const KvShape& shape,
-                            const LinkPos& link, std::span<const int32_t> tokens, bool* transport_error) {
-  Reply value = s.get_and_rearm(name, entry_max_bytes(ns, shape, tokens.size()));
-  return take(s, std::move(value), name, ns, shape, link, tokens, transport_error, nullptr);
+                            const LinkPos& link, std::span<const int32_t> tokens, bool* transport_error,
+                            uint64_t state_bytes) {
+  Reply value = s.get_and_rearm(name, entry_max_bytes(ns, shape, tokens.size(), state_bytes));
+  return take(s, std::move(value), name, ns, shape, link, tokens, transport_error, nullptr, state_bytes);
 }
 
 TierLookup RedisTier::take(Session& s, Reply value, const std::string& name, const KvNamespace& ns,
                            const KvShape& shape, const LinkPos& link, std::span<const int32_t> tokens,
-                           bool* transport_error, std::vector<std::string>* deferred_del) {
+                           bool* transport_error, std::vector<std::string>* deferred_del, uint64_t state_bytes) {
   TierLookup out;
   if (!value) {
     *transport_error = true;
@@ -83,6 +84,11 @@ TierLookup RedisTier::take(Session& s, Reply value, const std::string& name, con
   if (d.ok() && !d.value.info.is(ns, link, tokens)) {
     d.error = EntryError::kWrongTokens;
     d.message = to_string(EntryError::kWrongTokens);
+  }
+  if (d.ok() && d.value.info.state_bytes != state_bytes) {
+    d.error = EntryError::kCorrupt;
+    d.message = "a state section of " + std::to_string(d.value.info.state_bytes) + " bytes, expected " +
+                std::to_string(state_bytes);
   }
   if (!d.ok()) {
     if (deferred_del) {
@@ -114,6 +120,28 @@ TierLookup RedisTier::get(const KvNamespace& ns, const KvShape& shape, std::span
   }
   bool transport_error = false;
   r = fetch(s, name, ns, shape, LinkPos{}, tokens, &transport_error);
+  if (transport_error) {
+    s.fail("GET");
+    r.status = TierStatus::kUnavailable;
+    r.message = s.last_error();
+    return r;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  ++(r.hit() ? stats_.hits : stats_.misses);
+  return r;
+}
+
+TierLookup RedisTier::get_state(const KvNamespace& ns, const KvShape& shape, const LinkPos& link,
+                                std::span<const int32_t> tokens, uint64_t state_bytes) {
+  const std::string name = key_name(state_key(ns, shape, link.parent, tokens));
+  Session s = conn_.session();
+  TierLookup r;
+  if (!s.ok()) {
+    r.status = TierStatus::kUnavailable;
+    return r;
+  }
+  bool transport_error = false;
+  r = fetch(s, name, ns, shape, link, tokens, &transport_error, state_bytes);
   if (transport_error) {
     s.fail("GET");
     r.status = TierStatus::kUnavailable;

@@ -69,6 +69,8 @@ class RedisTier final : public KvTier {
   TierLookup get(const KvNamespace& ns, const KvShape& shape, std::span<const int32_t> tokens) override;
   TierChain read_chain(const KvNamespace& ns, const KvShape& shape, std::span<const int32_t> tokens,
                        std::span<const ChainLink> links) override;
+  TierLookup get_state(const KvNamespace& ns, const KvShape& shape, const LinkPos& link,
+                       std::span<const int32_t> tokens, uint64_t state_bytes) override;
   std::vector<char> has(std::span<const uint64_t> keys) override;
   TierStatus erase(const KvNamespace& ns, const KvShape& shape, std::span<const int32_t> tokens);
 
@@ -94,12 +96,13 @@ class RedisTier final : public KvTier {
   using Reply = RedisConnection::Reply;
   // GET (+ EXPIRE to re-arm the TTL) and validate; DELs an invalid entry.
   TierLookup fetch(RedisConnection::Session& s, const std::string& name, const KvNamespace& ns, const KvShape& shape,
-                   const LinkPos& link, std::span<const int32_t> tokens, bool* transport_error);
+                   const LinkPos& link, std::span<const int32_t> tokens, bool* transport_error,
+                   uint64_t state_bytes = 0);
   // Validates a GET's reply as `link` of ns with `tokens`; an invalid entry is DELeted
   // now, or its name appended to deferred_del when a pipeline's replies are pending.
   TierLookup take(RedisConnection::Session& s, RedisConnection::Reply value, const std::string& name,
                   const KvNamespace& ns, const KvShape& shape, const LinkPos& link, std::span<const int32_t> tokens,
-                  bool* transport_error, std::vector<std::string>* deferred_del);
+                  bool* transport_error, std::vector<std::string>* deferred_del, uint64_t state_bytes = 0);
 
   RedisConnection conn_;
   mutable std::mutex mu_;  // the counters below

@@ -424,6 +424,47 @@ TEST(Matmul, ManyMatchesSeparateCalls) {
   EXPECT_THROW(matmul_many(bad, x.data(), 1, pools[0]), Error);
 }
 
+// matmul_each (each weight its own x, one dispatch for up to 16) gives each output
+// bitwise what matmul gives it alone: mixed types and row lengths, inputs shared by
+// some outputs and not others, more outputs than one dispatch takes, every level,
+// m and thread count.
+TEST(Matmul, EachMatchesSeparateCalls) {
+  LevelGuard guard;
+  ThreadPool pools[3] = {ThreadPool(1), ThreadPool(2), ThreadPool(3)};
+  const GgmlType types[] = {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::F16, GgmlType::Q4_0, GgmlType::Q6_K};
+  std::vector<Weights> ws;
+  std::vector<int64_t> ks, ns;
+  for (int i = 0; i < 19; ++i) {
+    ks.push_back(i % 3 == 0 ? 256 : 512);
+    ns.push_back(8 + 13 * (i % 4));
+    ws.push_back(make_weights(types[i % 5], ns.back(), ks.back(), 700 + i));
+  }
+  for (const KernelPath& path : kernel_paths()) {
+    path.use();
+    for (int64_t m : {1, 3, 17}) {
+      // Inputs: outputs 2j and 2j + 1 of the same row length share one.
+      std::vector<std::vector<float>> xs;
+      for (size_t i = 0; i < ws.size(); ++i) xs.push_back(random_x(m, ks[i], 91 + uint32_t(i + 7 * m)));
+      for (auto& pool : pools) {
+        std::vector<std::vector<float>> want(ws.size()), got(ws.size());
+        std::vector<MatmulIn> ins;
+        for (size_t i = 0; i < ws.size(); ++i) {
+          const float* x = (i % 2 && ks[i - 1] == ks[i]) ? xs[i - 1].data() : xs[i].data();
+          want[i].assign(m * ns[i], 0.f);
+          got[i].assign(m * ns[i], -1.f);
+          matmul(ws[i].view(), x, m, want[i].data(), pool);
+          ins.push_back({ws[i].view(), x, got[i].data()});
+        }
+        matmul_each(ins, m, pool);
+        for (size_t i = 0; i < ws.size(); ++i)
+          ASSERT_EQ(std::memcmp(got[i].data(), want[i].data(), want[i].size() * sizeof(float)), 0)
+              << label(types[i % 5], path.name(), ks[i]) << " output " << i << " m=" << m
+              << " threads=" << pool.size();
+      }
+    }
+  }
+}
+
 TEST(Matmul, UnsupportedTypeThrows) {
   ThreadPool pool(1);
   std::vector<uint8_t> data(1024);

@@ -274,5 +274,68 @@ TEST(HybridEngine, SnapshotsAreBoundedAndEvictedWithTheirPrefix) {
   EXPECT_EQ(c.snapshot_bytes, 0);
 }
 
+// As Admission.PreemptionAfterPlanningUnderStaggeredLoad and
+// Admission.PreemptionWithoutPrefixCacheLeavesTheIndexEmpty do for attention models:
+// requests sharing prefixes arrive over time in a KV memory too small for all of them
+// (with or without the prefix cache), so sequences are preempted mid-prompt and while
+// decoding and resume from a stored snapshot, their own state or a recomputation; every
+// output equals the request run alone. On the dense hybrid and the MoE hybrid.
+TEST(HybridEngine, PreemptionUnderStaggeredLoadResumesExactly) {
+  for (const char* name : {"qwen35-tiny", "qwen35moe-tiny"}) {
+    SCOPED_TRACE(name);
+    Fixture f;
+    f.name = name;
+    f.model = Model::load(test::shared_dir() + "/models/arch2/" + f.name + ".gguf");
+    const std::vector<int32_t> shared = f.cases[4].at("prompt_ids").get<std::vector<int32_t>>();
+    std::vector<GenerateRequest> reqs;
+    for (int i = 0; i < 6; ++i) {
+      GenerateRequest r = f.request(f.cases[i % 4], 20 + 7 * (i % 3));
+      if (i % 3 != 2) r.prompt.insert(r.prompt.begin(), shared.begin(), shared.begin() + 40 + 8 * i);
+      reqs.push_back(std::move(r));
+    }
+    std::vector<std::vector<int32_t>> want;
+    {
+      auto big = f.engine(64 << 20, /*prefix_cache=*/false);
+      for (const GenerateRequest& r : reqs) want.push_back(big->generate(r).tokens);
+    }
+    const ModelConfig& mc = f.model->config();
+    const int64_t page = int64_t(mc.n_layer) * mc.n_kv_head * mc.head_dim * 2 * 2 * 16;
+    const int64_t snapshot_pages = (RecurrentState(mc).bytes() + page - 1) / page;
+    for (bool cache : {true, false}) {
+      for (const auto [pages, batch] : {std::pair{10, 8}, std::pair{12, 16}}) {
+        SCOPED_TRACE(std::string(cache ? "prefix cache" : "no prefix cache") + ", pages " +
+                     std::to_string(pages) + ", batch " + std::to_string(batch));
+        EngineOptions o;
+        o.threads = 2;
+        o.kv_memory_bytes = page * (pages + 2 * snapshot_pages);
+        o.max_batch_tokens = batch;
+        o.prefix_cache = cache;
+        Engine e(*f.model, o);
+        std::map<int64_t, size_t> ids;
+        std::map<size_t, GenerateResult> got;
+        size_t next = 0;
+        for (int step = 0; got.size() < reqs.size() && step < 200000; ++step) {
+          if (next < reqs.size() && step % 2 == 0) {
+            ids[e.add(reqs[next])] = next;
+            ++next;
+          }
+          e.step();
+          for (auto& [id, r] : e.take_finished()) got[ids.at(id)] = std::move(r);
+        }
+        ASSERT_EQ(got.size(), reqs.size());
+        int64_t preempted = 0;
+        for (size_t i = 0; i < reqs.size(); ++i) {
+          EXPECT_EQ(got[i].finish_reason, FinishReason::kLength) << i << ": " << got[i].error;
+          EXPECT_EQ(got[i].tokens, want[i]) << "request " << i;
+          if (!cache) EXPECT_EQ(got[i].n_cached, 0) << "request " << i;
+          preempted += got[i].n_preempted;
+        }
+        EXPECT_GT(preempted, 0);
+        EngineTestPeer::page_pool(e).check_invariants();
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace pc

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include "tier/entry_key.h"
 #include "tier/tier_fixture.h"
 
@@ -161,6 +163,42 @@ TEST_F(EntryTest, PreconditionsThrow) {
   EXPECT_THROW(serialize_entry(kv, {src.data(), 1}, tokens, small_ns()), std::invalid_argument);
   EXPECT_THROW(serialize_entry(kv, std::vector<int32_t>{0, 99}, tokens, small_ns()), std::invalid_argument);
   EXPECT_THROW(serialize_entry(kv, {}, {}, small_ns()), std::invalid_argument);
+}
+
+// A state entry: the link-shaped page ending at its position, then the state.
+TEST_F(EntryTest, StateEntryRoundTripsAndEveryCorruptedByteIsRejected) {
+  const auto tokens = test::token_run(21);  // state after 21 tokens: own tokens [16, 21)
+  const std::vector<ChainHash> bounds = chain_bounds(small_ns("t1"), small_shape(), tokens);
+  ASSERT_EQ(bounds.size(), 2u);
+  EXPECT_EQ(state_link_start(21, 16), 16);
+  EXPECT_EQ(state_link_start(16, 16), 0);  // a page-aligned state: the whole last page
+  const LinkPos link{16, bounds[1]};
+  const auto own = std::span(tokens).subspan(16);
+  std::vector<float> state(37);
+  for (size_t i = 0; i < state.size(); ++i) state[i] = float(i) * 0.25f - 3.f;
+  const auto bytes = serialize_state_link(kv, src[1], own, small_ns("t1"), link, state);
+  Decoded<Entry> d = deserialize_entry(bytes, expect());
+  ASSERT_TRUE(d.ok()) << d.message;
+  EXPECT_TRUE(d.value.info.has_state());
+  EXPECT_EQ(d.value.info.state_bytes, state.size() * sizeof(float));
+  EXPECT_TRUE(d.value.info.is(small_ns("t1"), link, own));
+  ASSERT_EQ(d.value.state_payload().size(), state.size() * sizeof(float));
+  EXPECT_EQ(0, std::memcmp(d.value.state_payload().data(), state.data(), d.value.state_payload().size()));
+  // Keyed apart from the link of the same tokens, and by the tenant.
+  EXPECT_EQ(d.value.info.key(), state_key(small_ns("t1"), small_shape(), link.parent, own));
+  EXPECT_NE(d.value.info.key(), link_key(small_ns("t1"), small_shape(), link.parent, own));
+  EXPECT_NE(d.value.info.key(), state_key(small_ns("t2"), small_shape(), link.parent, own));
+  std::vector<int32_t> out{dst[0]};
+  ASSERT_EQ(restore_entry(d.value, kv, out), EntryError::kOk);
+  EXPECT_EQ(kv_image(kv, out, 5), kv_image(kv, {src[1]}, 5));
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    auto bad = bytes;
+    bad[i] ^= 0x10;
+    EXPECT_FALSE(deserialize_entry(bad, expect()).ok()) << "flipped byte " << i << " of " << bytes.size();
+  }
+  auto cut = bytes;
+  cut.resize(bytes.size() - 4);
+  EXPECT_FALSE(deserialize_entry(cut, expect()).ok());
 }
 
 TEST(EntryKey, ChainLinksAreThePagesKeyedByEverythingBefore) {

@@ -62,6 +62,12 @@ class MapTier final : public KvTier {
     if (!c.links.empty()) c.status = TierStatus::kOk;
     return c;
   }
+  TierLookup get_state(const KvNamespace& ns, const KvShape& shape, const LinkPos& link,
+                       std::span<const int32_t> tokens, uint64_t state_bytes) override {
+    TierLookup r = find(state_key(ns, shape, link.parent, tokens), ns, shape, link, tokens);
+    if (r.hit() && r.entry.info.state_bytes != state_bytes) return {};
+    return r;
+  }
   std::vector<char> has(std::span<const uint64_t> keys) override {
     std::vector<char> out;
     for (uint64_t k : keys) out.push_back(items_.count(k) ? 1 : 0);

@@ -41,7 +41,9 @@ json tiers_json(const TierReport& t) {
               {"writes_skipped", s.writes_skipped}, {"writes_deferred", s.writes_deferred},
               {"tier_resets", s.tier_resets}, {"rewritten", s.rewritten},
               {"written_bytes", s.written_bytes}, {"links_present", s.links_present},
-              {"links_read", s.links_read}, {"errors", s.errors},
+              {"links_read", s.links_read}, {"states_written", s.states_written},
+              {"state_bytes_written", s.state_bytes_written}, {"states_read", s.states_read},
+              {"state_bytes_read", s.state_bytes_read}, {"errors", s.errors},
               {"in_flight", t.writes_in_flight}};
   const std::vector<TierStats>& tiers = t.tiers;
   json order = json::array();
