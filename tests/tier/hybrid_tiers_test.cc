@@ -16,6 +16,7 @@
 #include "engine/kv_tiers.h"
 #include "model/model.h"
 #include "model/recurrent_state.h"
+#include "probe/engine_logits.h"
 #include "test_util.h"
 #include "tier/entry.h"
 #include "tier/tier_fixture.h"
@@ -72,7 +73,7 @@ struct HybridTiersTest : ::testing::Test {
     GenerateRequest q;
     q.prompt = prompt;
     q.max_tokens = 0;
-    return e.request_logits(q, r, false);
+    return request_logits(e, q, r, false);
   }
   // State entries on the disk by the position they follow.
   std::map<int32_t, fs::path> state_files() const {
@@ -189,7 +190,7 @@ TEST_F(HybridTiersTest, TenantsDoNotShareStateEntries) {
   q.max_tokens = 0;
   q.scope = CacheScope("another-tenant");
   GenerateResult r;
-  b->request_logits(q, &r, false);
+  request_logits(*b, q, &r, false);
   EXPECT_EQ(r.n_cached, 0);
   EXPECT_EQ(EngineTestPeer::tiers(*b)->stats().states_read, 0);
 }
