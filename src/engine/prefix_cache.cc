@@ -94,18 +94,23 @@ int32_t PrefixCache::restore(const KvNamespace& ns, const Entry& entry) {
   return added;
 }
 
+bool PrefixCache::attach_cached_head(const KvNamespace& ns, std::span<const int32_t> tokens, int32_t n,
+                                     PageTable& table) {
+  if (n <= 0) return true;
+  const PrefixMatch m = index_.match_prefix(ns, tokens, n, RadixIndex::MatchUse::kPeek);
+  if (m.length < n) return false;
+  PageTable cached = PageTable::from_slices(pool_, m.slices);
+  table.attach(cached.entries().first(size_t(n / pool_.page_size())));
+  cached.release();
+  return true;
+}
+
 int32_t PrefixCache::restore_chain(const KvNamespace& ns, std::span<const int32_t> tokens, int32_t from,
                                    std::span<const Entry> links) {
   const int32_t P = pool_.page_size();
   if (from < 0 || from % P != 0) return -1;
   PageTable table(pool_);
-  if (from > 0) {
-    const PrefixMatch m = index_.match_prefix(ns, tokens, from, RadixIndex::MatchUse::kPeek);
-    if (m.length < from) return -1;  // evicted since the lookup began
-    PageTable cached = PageTable::from_slices(pool_, m.slices);
-    table.attach(cached.entries().first(size_t(from / P)));
-    cached.release();
-  }
+  if (!attach_cached_head(ns, tokens, from, table)) return -1;  // evicted since the lookup began
   for (const Entry& e : links) {
     PageTable t(pool_);
     if (!restore_pages(pool_, e, t)) {
@@ -132,13 +137,7 @@ int32_t PrefixCache::restore_state(const KvNamespace& ns, std::span<const int32_
       entry.info.state_bytes != uint64_t(state_floats_) * sizeof(float))
     return -1;
   PageTable table(pool_);
-  if (start > 0) {
-    const PrefixMatch m = index_.match_prefix(ns, tokens, start, RadixIndex::MatchUse::kPeek);
-    if (m.length < start) return -1;  // evicted since the lookup began
-    PageTable cached = PageTable::from_slices(pool_, m.slices);
-    table.attach(cached.entries().first(size_t(start / P)));
-    cached.release();
-  }
+  if (!attach_cached_head(ns, tokens, start, table)) return -1;  // evicted since the lookup began
   PageTable tail(pool_);
   if (!restore_pages(pool_, entry, tail)) {
     table.release();

@@ -222,6 +222,9 @@ class PrefixCache {
   std::optional<BlockLocation> find_block(const KvNamespace& ns, std::span<const int32_t> tokens);
 
  private:
+  // Appends to `table` the whole cached pages of tokens' first n (a multiple of the page
+  // size) as memory holds them; false when memory no longer has them all.
+  bool attach_cached_head(const KvNamespace& ns, std::span<const int32_t> tokens, int32_t n, PageTable& table);
   friend struct EngineTestPeer;  // tests/engine_test_peer.h
   void store_states(const KvNamespace& ns, std::span<const int32_t> tokens, std::span<const PrefixState> states);
   PagePool& pool_;

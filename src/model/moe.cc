@@ -28,6 +28,21 @@ void swiglu_clamped(const float* gate, const float* up, float* out, int64_t n) {
   }
 }
 
+namespace {
+
+// One routed row of expert e: biases added to its gate and up rows, then the
+// activation, written over the gate row.
+void activate_row(float* g, float* u, const MoeWeights& w, const MoeConfig& c, int64_t e, int64_t F) {
+  add_row(g, w.gate_bias, e, F);
+  add_row(u, w.up_bias, e, F);
+  if (c.activation == Activation::kSwiGluClamped)
+    swiglu_clamped(g, u, g, F);
+  else
+    swiglu(g, u, g, F);
+}
+
+}  // namespace
+
 void route_token(const MoeConfig& c, const float* logits, int32_t* experts, float* weights) {
   const int64_t n = c.n_expert, k = c.n_used;
   // Selection by logit (softmax is monotonic, so the same experts as by p).
@@ -120,13 +135,7 @@ void MoeFfn::run_experts(const MoeConfig& c, int64_t E, const MoeWeights& w, int
     for (int64_t r = 0; r < rows; ++r) {
       const int32_t e = experts_[order_[r]];
       float* g = ge_.data() + r * F;
-      float* u = ue_.data() + r * F;
-      add_row(g, w.gate_bias, e, F);
-      add_row(u, w.up_bias, e, F);
-      if (c.activation == Activation::kSwiGluClamped)
-        swiglu_clamped(g, u, g, F);
-      else
-        swiglu(g, u, g, F);
+      activate_row(g, ue_.data() + r * F, w, c, e, F);
       down_.push_back({w.down[e], g, ye_.data() + r * E});
     }
     matmul_each(down_, 1, pool);
@@ -140,13 +149,7 @@ void MoeFfn::run_experts(const MoeConfig& c, int64_t E, const MoeWeights& w, int
     matmul_many(gate_up, xe_.data() + r0 * E, n, pool);
     for (int64_t r = r0; r < r0 + n; ++r) {
       float* g = ge_.data() + r * F;
-      float* u = ue_.data() + r * F;
-      add_row(g, w.gate_bias, e, F);
-      add_row(u, w.up_bias, e, F);
-      if (c.activation == Activation::kSwiGluClamped)
-        swiglu_clamped(g, u, g, F);
-      else
-        swiglu(g, u, g, F);
+      activate_row(g, ue_.data() + r * F, w, c, e, F);
     }
     matmul(w.down[e], ge_.data() + r0 * F, n, ye_.data() + r0 * E, pool);
     for (int64_t r = r0; r < r0 + n; ++r) add_row(ye_.data() + r * E, w.down_bias, e, E);

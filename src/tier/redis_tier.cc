@@ -111,29 +111,16 @@ TierLookup RedisTier::take(Session& s, Reply value, const std::string& name, con
 }
 
 TierLookup RedisTier::get(const KvNamespace& ns, const KvShape& shape, std::span<const int32_t> tokens) {
-  const std::string name = key_name(entry_key(ns, shape, tokens));
-  Session s = conn_.session();
-  TierLookup r;
-  if (!s.ok()) {
-    r.status = TierStatus::kUnavailable;
-    return r;
-  }
-  bool transport_error = false;
-  r = fetch(s, name, ns, shape, LinkPos{}, tokens, &transport_error);
-  if (transport_error) {
-    s.fail("GET");
-    r.status = TierStatus::kUnavailable;
-    r.message = s.last_error();
-    return r;
-  }
-  std::lock_guard<std::mutex> lock(mu_);
-  ++(r.hit() ? stats_.hits : stats_.misses);
-  return r;
+  return lookup(key_name(entry_key(ns, shape, tokens)), ns, shape, LinkPos{}, tokens, 0);
 }
 
 TierLookup RedisTier::get_state(const KvNamespace& ns, const KvShape& shape, const LinkPos& link,
                                 std::span<const int32_t> tokens, uint64_t state_bytes) {
-  const std::string name = key_name(state_key(ns, shape, link.parent, tokens));
+  return lookup(key_name(state_key(ns, shape, link.parent, tokens)), ns, shape, link, tokens, state_bytes);
+}
+
+TierLookup RedisTier::lookup(const std::string& name, const KvNamespace& ns, const KvShape& shape,
+                             const LinkPos& link, std::span<const int32_t> tokens, uint64_t state_bytes) {
   Session s = conn_.session();
   TierLookup r;
   if (!s.ok()) {

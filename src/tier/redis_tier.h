@@ -94,6 +94,9 @@ class RedisTier final : public KvTier {
 
  private:
   using Reply = RedisConnection::Reply;
+  // One entry's lookup (get, get_state): fetch, a lost connection as unavailable, counted.
+  TierLookup lookup(const std::string& name, const KvNamespace& ns, const KvShape& shape, const LinkPos& link,
+                    std::span<const int32_t> tokens, uint64_t state_bytes);
   // GET (+ EXPIRE to re-arm the TTL) and validate; DELs an invalid entry.
   TierLookup fetch(RedisConnection::Session& s, const std::string& name, const KvNamespace& ns, const KvShape& shape,
                    const LinkPos& link, std::span<const int32_t> tokens, bool* transport_error,

@@ -36,17 +36,6 @@ Reply messages(httplib::Client& c, const json& body, const httplib::Headers& h =
   return out;
 }
 
-// Body text as sent (json would sort its keys), and the reply.
-Reply post_text(httplib::Client& c, const std::string& path, const std::string& text) {
-  auto r = c.Post(path, text, "application/json");
-  Reply out;
-  if (!r) return out;
-  out.status = r->status;
-  out.raw = r->body;
-  out.body = json::parse(r->body, nullptr, false);
-  return out;
-}
-
 // Named SSE events: (event name, data).
 std::vector<std::pair<std::string, json>> named_events(const std::string& body) {
   std::vector<std::pair<std::string, json>> out;
@@ -403,8 +392,7 @@ namespace {
 TEST(ServerAnthropic, SchemasAndInputsKeepTheClientsKeyOrder) {
   ServeProcess srv(qwen_args());
   auto c = srv.client();
-  const std::string schema =
-      R"({"type": "object", "properties": {"zeta": {"type": "string"}, "alpha": {"type": "integer"}}, "required": ["zeta"]})";
+  const std::string schema = kUnsortedSchema;
   const std::string chat = R"({"max_tokens": 1, "temperature": 0, "cache_salt": "order",
     "tools": [{"type": "function", "function": {"name": "lookup", "description": "Looks up.", "parameters": )" +
                            schema + R"(}}],

@@ -404,8 +404,7 @@ namespace {
 TEST(ServerResponses, ToolSchemasKeepTheClientsKeyOrder) {
   ServeProcess srv(server_args());
   auto c = srv.client();
-  const std::string schema =
-      R"({"type": "object", "properties": {"zeta": {"type": "string"}, "alpha": {"type": "integer"}}, "required": ["zeta"]})";
+  const std::string schema = kUnsortedSchema;
   const std::string chat = R"({"max_tokens": 1, "temperature": 0, "cache_salt": "order",
     "tools": [{"type": "function", "function": {"name": "lookup", "description": "Looks up.", "parameters": )" +
                            schema + R"(}}],

@@ -119,6 +119,13 @@ Reply post(httplib::Client& c, const std::string& path, const json& body) {
   return to_reply(c.Post(path.c_str(), body.dump(), "application/json"));
 }
 
+Reply post_text(httplib::Client& c, const std::string& path, const std::string& text) {
+  return to_reply(c.Post(path.c_str(), text, "application/json"));
+}
+
+const char* const kUnsortedSchema =
+    R"({"type": "object", "properties": {"zeta": {"type": "string"}, "alpha": {"type": "integer"}}, "required": ["zeta"]})";
+
 Reply get(httplib::Client& c, const std::string& path) { return to_reply(c.Get(path.c_str())); }
 
 std::vector<std::string> sse_events(const std::string& body) {

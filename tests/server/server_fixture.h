@@ -45,6 +45,11 @@ struct Reply {
   std::string raw;
 };
 Reply post(httplib::Client& c, const std::string& path, const json& body);
+// POST of a body text as given (json would sort its keys).
+Reply post_text(httplib::Client& c, const std::string& path, const std::string& text);
+// A tool's JSON schema whose properties are not in sorted order ("zeta" before "alpha"):
+// for tests that the client's key order reaches the prompt.
+extern const char* const kUnsortedSchema;
 Reply get(httplib::Client& c, const std::string& path);
 // The `data:` payloads of an SSE body, in order ("[DONE]" included as a string).
 std::vector<std::string> sse_events(const std::string& body);

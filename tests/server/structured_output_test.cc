@@ -39,15 +39,7 @@ class StructuredOutput : public ::testing::Test {
     srv_ = nullptr;
   }
   // POST of a raw body text (to keep key order).
-  Reply post_text(const std::string& path, const std::string& body) {
-    auto r = c.Post(path, body, "application/json");
-    Reply out;
-    if (!r) return out;
-    out.status = r->status;
-    out.raw = r->body;
-    out.body = json::parse(r->body, nullptr, false);
-    return out;
-  }
+  Reply post_text(const std::string& path, const std::string& body) { return pc::test::post_text(c, path, body); }
   static ServeProcess* srv_;
   httplib::Client c = srv_->client();
 };
