@@ -124,8 +124,8 @@ class KvTiers {
   int32_t save_prefix(const KvNamespace& ns, std::span<const int32_t> tokens, int64_t keep_seconds = 0);
   // Writes the recurrent state after `tokens` (a snapshot the prefix cache stores) as
   // a state entry beside the prefix's chain (tier/entry.h): the partial page it ends in
-  // and the state, serialized here (the state is copied, the page read now), written
-  // in the background. Skipped when written recently or the prefix is not cached.
+  // (held until written) and the state (copied), serialized and written in the
+  // background. Skipped when written recently or the prefix is not cached.
   void save_state(const KvNamespace& ns, std::span<const int32_t> tokens, std::span<const float> state);
 
   // A module's segments: [begin, end) ranges of its own tokens, consecutive from 0.

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "engine/engine.h"
 #include "engine/kv_tiers.h"
@@ -221,6 +222,32 @@ TEST_F(HybridTiersTest, SecondServerResumesFromRedisAndCopiesToItsDisk) {
   GenerateResult got;
   expect_bitwise(logits(*c, other, &got), logits(*cold, other, &want), "from the disk copy");
   EXPECT_EQ(got.n_cached, n + 5);
+}
+
+// Redis restarting empty: the server holding the conversation writes its chain and the
+// snapshots on it again, so another server resumes it from Redis as before.
+TEST_F(HybridTiersTest, RedisRestartedEmptyGetsTheSnapshotsAgain) {
+  test::RedisServer redis;
+  ASSERT_TRUE(redis.available()) << "redis-server is not installed (scripts/setup.sh installs it)";
+  ASSERT_TRUE(redis.running());
+  auto a = engine("", redis.url());
+  first_turn(*a);
+  a->poll_tiers();  // reads the generation Redis has now
+  a->flush_tiers();
+  redis.kill();
+  ASSERT_TRUE(redis.start());  // no persistence: empty
+  for (int i = 0; i < 100 && EngineTestPeer::tiers(*a)->stats().tier_resets == 0; ++i) {
+    a->poll_tiers();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_EQ(EngineTestPeer::tiers(*a)->stats().tier_resets, 1);
+  a->flush_tiers();
+  EXPECT_GE(EngineTestPeer::tiers(*a)->stats().states_written, 5 + 5);
+  auto cold = engine("", "", false);
+  auto b = engine("", redis.url());
+  GenerateResult got, want;
+  expect_bitwise(logits(*b, next_turn(), &got), logits(*cold, next_turn(), &want), "after Redis restarted");
+  EXPECT_EQ(got.n_cached, int32_t(p1.size()) + 5);
 }
 
 }  // namespace
