@@ -54,6 +54,14 @@
 // the block's tokens alone, whatever position it was computed at; a reuse rotates it to
 // where it sits then. Its namespace is the request's with kind KvKind::kBlock.
 //
+// State entries (hybrid models: the prefix cache has states). Each recurrent-state
+// snapshot the prefix cache stores is written beside its prefix's chain as its own entry,
+// shaped like the link that would end at its position (the page it falls in, then the
+// state; tier/entry.h, docs/tiers.md "Hybrid models"): links are written once per page
+// and never rewritten, while snapshots arrive later at positions inside pages. A
+// promotion asks for the latest state entry after memory's own snapshot and restores its
+// page and state with the links.
+//
 // Module entries use the entry format of prefixes. Each segment of a module (a run of
 // its tokens starting on a fresh page, see kv/module_store.h) is one entry whose
 // namespace is the request's with kind KvKind::kModule, the module's digest and the
