@@ -291,7 +291,8 @@ void KvTiers::find_state(const KvNamespace& ns, const KvShape& shape, std::span<
   }
 }
 
-void KvTiers::save_state(const KvNamespace& ns, std::span<const int32_t> tokens, std::span<const float> state) {
+void KvTiers::save_state(const KvNamespace& ns, std::span<const int32_t> tokens, std::span<const float> state,
+                         int64_t keep_seconds) {
   const int32_t P = pool_.page_size();
   const int32_t p = int32_t(tokens.size());
   if (p <= 0 || state.empty()) return;
@@ -300,13 +301,14 @@ void KvTiers::save_state(const KvNamespace& ns, std::span<const int32_t> tokens,
   const LinkPos link{start, bounds.back()};
   const std::span<const int32_t> own = tokens.subspan(size_t(start));
   const uint64_t key = state_key(ns, pool_.shape(), link.parent, own);
-  if (recently_written(key)) return;
+  if (keep_seconds <= 0 && recently_written(key)) return;
   PrefixSnapshot snap = prefix_.snapshot(ns, tokens, false);
   if (int32_t(snap.tokens.size()) < p) return;  // not all cached (evicted)
   auto w = std::make_shared<Write>(pool_);
   w->ns = ns;
   w->key = key;
   w->link = link;
+  w->keep_seconds = keep_seconds;
   w->tokens.assign(own.begin(), own.end());
   w->state.assign(state.begin(), state.end());
   // The page is held until written (its slots up to p are below its fill: read-only);

@@ -134,7 +134,10 @@ class KvTiers {
   // a state entry beside the prefix's chain (tier/entry.h): the partial page it ends in
   // (held until written) and the state (copied), serialized and written in the
   // background. Skipped when written recently or the prefix is not cached.
-  void save_state(const KvNamespace& ns, std::span<const int32_t> tokens, std::span<const float> state);
+  // keep_seconds > 0: a lifetime for the entry (KvTier::put), written even when it was
+  // written before.
+  void save_state(const KvNamespace& ns, std::span<const int32_t> tokens, std::span<const float> state,
+                  int64_t keep_seconds = 0);
 
   // A module's segments: [begin, end) ranges of its own tokens, consecutive from 0.
   using Segments = std::vector<std::pair<int32_t, int32_t>>;

@@ -179,6 +179,34 @@ TEST_F(HybridTiersTest, CorruptStateEntryIsDroppedAndAnEarlierOneUsed) {
   EXPECT_EQ(got2.n_cached, 0);
 }
 
+// A prefix retained in the tiers (memory holds no retention here) keeps the state entry
+// it resumes from as long: the disk writes its lifetime beside it.
+TEST_F(HybridTiersTest, RetainedPrefixKeepsItsStateEntry) {
+  EngineOptions o;
+  o.threads = 2;
+  o.kv_memory_bytes = 16 << 20;
+  o.retention_share = 0;  // memory retains nothing: the tiers keep the prefix
+  o.tiers.disk_dir = dir;
+  o.tiers.disk_fsync = false;
+  Engine e(*model, o);
+  GenerateRequest q;
+  q.prompt = p1;
+  q.max_tokens = 2;
+  q.stop_at_eog = false;
+  q.retain = {RetainRequest{int32_t(p1.size()), 3600}};
+  const GenerateResult r = e.generate(q);
+  e.flush_tiers();
+  EXPECT_EQ(r.retention.tier, "disk");
+  const std::map<int32_t, fs::path> files = state_files();
+  ASSERT_TRUE(files.count(int32_t(p1.size())));
+  fs::path keep = files.at(int32_t(p1.size()));
+  keep.replace_extension(".keep");
+  EXPECT_TRUE(fs::exists(keep)) << keep;
+  fs::path other = files.at(int32_t(p1.size()) - 1);  // not the resume point: no lifetime
+  other.replace_extension(".keep");
+  EXPECT_FALSE(fs::exists(other)) << other;
+}
+
 TEST_F(HybridTiersTest, TenantsDoNotShareStateEntries) {
   {
     auto a = engine(dir);
