@@ -17,6 +17,7 @@
 #include "kernels/cpu_count.h"
 #include "kv/kv_storage.h"
 #include "model/model.h"
+#include "model/recurrent_state.h"
 
 namespace pc::cli {
 
@@ -251,7 +252,15 @@ int run_conversation(const ConvArgs& a) {
   int64_t longest = 0;
   for (const Request& r : full) longest = std::max<int64_t>(longest, r.computed_kv.size() + 1);
   const int64_t quarter_tokens = std::max<int64_t>(working_tokens / 4, longest + 64);
-  const auto quarter = replay(*model, a, quarter_tokens * int64_t(shape.bytes_per_token()), "replay, quarter working set");
+  // A hybrid model's snapshots share the KV memory: room for those on the path a
+  // running request holds (at most one per part and reply: a session's 2 per turn, and
+  // the request's own, EngineOptions::snapshots_per_sequence) besides the quarter.
+  const int64_t snapshot_bytes =
+      c.n_recurrent > 0 ? (2 * int64_t(a.turns) + EngineOptions{}.snapshots_per_sequence) *
+                              ((RecurrentState(c).bytes() / int64_t(shape.bytes_per_page()) + 1) * int64_t(shape.bytes_per_page()))
+                        : 0;
+  const auto quarter = replay(*model, a, quarter_tokens * int64_t(shape.bytes_per_token()) + snapshot_bytes,
+                              "replay, quarter working set");
   j["quarter_capacity"] = report("capacity: a quarter of the working set (" +
                                      std::to_string(quarter_tokens) + " tokens)",
                                  evaluate(quarter, a, quarter_tokens));

@@ -329,6 +329,14 @@ void Engine::apply_retention(Seq& s) {
     if (!tiers_) continue;
     // Beyond the memory share: the tiers keep the prefix's whole pages that long.
     const int32_t kept = tiers_->save_prefix(s.ns, prefix, int64_t(std::ceil(r.seconds)));
+    // A hybrid model resumes the prefix from the latest snapshot at or before its end:
+    // that state entry gets the lifetime too.
+    if (prefix_->with_states()) {
+      const auto states = prefix_->states_on(s.ns, prefix, 1);
+      if (!states.empty())
+        tiers_->save_state(s.ns, prefix.first(size_t(states[0].first)), states[0].second,
+                           int64_t(std::ceil(r.seconds)));
+    }
     if (kept > tier_kept.tokens && !tiers_->tiers().empty())
       tier_kept = {kept, unix_at(now + life), tiers_->tiers().front()->name()};
   }

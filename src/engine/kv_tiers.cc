@@ -61,7 +61,8 @@ struct KvTiers::Write {
   PageTable hold;
   uint64_t key = 0;              // an unchained entry's key
   int64_t keep_seconds = 0;      // KvTier::put
-  std::vector<uint8_t> ready;    // a state entry, serialized on the engine thread (no pages held)
+  std::vector<float> state;      // a state entry: the state (pages[0]: the page it ends in)
+  LinkPos link;                  // a state entry's place (its own tokens: `tokens`)
   // Filled by the worker.
   uint64_t bytes = 0;         // bytes of the entries some tier stored
   int64_t stored = 0;         // entries some tier stored
@@ -290,7 +291,8 @@ void KvTiers::find_state(const KvNamespace& ns, const KvShape& shape, std::span<
   }
 }
 
-void KvTiers::save_state(const KvNamespace& ns, std::span<const int32_t> tokens, std::span<const float> state) {
+void KvTiers::save_state(const KvNamespace& ns, std::span<const int32_t> tokens, std::span<const float> state,
+                         int64_t keep_seconds) {
   const int32_t P = pool_.page_size();
   const int32_t p = int32_t(tokens.size());
   if (p <= 0 || state.empty()) return;
@@ -299,13 +301,20 @@ void KvTiers::save_state(const KvNamespace& ns, std::span<const int32_t> tokens,
   const LinkPos link{start, bounds.back()};
   const std::span<const int32_t> own = tokens.subspan(size_t(start));
   const uint64_t key = state_key(ns, pool_.shape(), link.parent, own);
-  if (recently_written(key)) return;
+  if (keep_seconds <= 0 && recently_written(key)) return;
   PrefixSnapshot snap = prefix_.snapshot(ns, tokens, false);
   if (int32_t(snap.tokens.size()) < p) return;  // not all cached (evicted)
   auto w = std::make_shared<Write>(pool_);
   w->ns = ns;
   w->key = key;
-  w->ready = serialize_state_link(*pool_.store(), snap.pages[size_t(start / P)], own, ns, link, state);
+  w->link = link;
+  w->keep_seconds = keep_seconds;
+  w->tokens.assign(own.begin(), own.end());
+  w->state.assign(state.begin(), state.end());
+  // The page is held until written (its slots up to p are below its fill: read-only);
+  // the worker serializes, so the engine thread only copies the state.
+  w->pages.push_back(snap.pages[size_t(start / P)]);
+  w->hold.attach(snap.table.entries().subspan(size_t(start / P), 1));
   snap.table.release();
   written_[key] = now_seconds();
   submit_write(std::move(w));
@@ -480,12 +489,13 @@ void KvTiers::start_write(std::shared_ptr<Write> w) {
           write_chain(*w);
           return;
         }
-        if (!w->ready.empty()) {  // a state entry
+        if (!w->state.empty()) {  // a state entry
+          const std::vector<uint8_t> bytes = serialize_state_link(*kv, w->pages[0], w->tokens, w->ns, w->link, w->state);
           bool stored = false;
           for (const auto& t : tiers_)
-            if (t->put(w->ready, w->keep_seconds) == TierStatus::kOk) stored = true;
+            if (t->put(bytes, w->keep_seconds) == TierStatus::kOk) stored = true;
           (stored ? w->stored : w->failed) = 1;
-          if (stored) w->bytes = w->ready.size();
+          if (stored) w->bytes = bytes.size();
           return;
         }
         const std::vector<uint8_t> bytes = serialize_entry(*kv, w->pages, w->tokens, w->ns);
@@ -508,7 +518,7 @@ void KvTiers::start_write(std::shared_ptr<Write> w) {
         }
         stats_.writes += w->stored;
         stats_.written_bytes += int64_t(w->bytes);
-        if (!w->ready.empty()) {
+        if (!w->state.empty()) {
           stats_.states_written += w->stored;
           stats_.state_bytes_written += int64_t(w->bytes);
         }

@@ -54,6 +54,14 @@
 // the block's tokens alone, whatever position it was computed at; a reuse rotates it to
 // where it sits then. Its namespace is the request's with kind KvKind::kBlock.
 //
+// State entries (hybrid models: the prefix cache has states). Each recurrent-state
+// snapshot the prefix cache stores is written beside its prefix's chain as its own entry,
+// shaped like the link that would end at its position (the page it falls in, then the
+// state; tier/entry.h, docs/tiers.md "Hybrid models"): links are written once per page
+// and never rewritten, while snapshots arrive later at positions inside pages. A
+// promotion asks for the latest state entry after memory's own snapshot and restores its
+// page and state with the links.
+//
 // Module entries use the entry format of prefixes. Each segment of a module (a run of
 // its tokens starting on a fresh page, see kv/module_store.h) is one entry whose
 // namespace is the request's with kind KvKind::kModule, the module's digest and the
@@ -124,9 +132,12 @@ class KvTiers {
   int32_t save_prefix(const KvNamespace& ns, std::span<const int32_t> tokens, int64_t keep_seconds = 0);
   // Writes the recurrent state after `tokens` (a snapshot the prefix cache stores) as
   // a state entry beside the prefix's chain (tier/entry.h): the partial page it ends in
-  // and the state, serialized here (the state is copied, the page read now), written
-  // in the background. Skipped when written recently or the prefix is not cached.
-  void save_state(const KvNamespace& ns, std::span<const int32_t> tokens, std::span<const float> state);
+  // (held until written) and the state (copied), serialized and written in the
+  // background. Skipped when written recently or the prefix is not cached.
+  // keep_seconds > 0: a lifetime for the entry (KvTier::put), written even when it was
+  // written before.
+  void save_state(const KvNamespace& ns, std::span<const int32_t> tokens, std::span<const float> state,
+                  int64_t keep_seconds = 0);
 
   // A module's segments: [begin, end) ranges of its own tokens, consecutive from 0.
   using Segments = std::vector<std::pair<int32_t, int32_t>>;

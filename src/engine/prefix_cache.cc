@@ -164,9 +164,10 @@ int32_t PrefixCache::restore_state(const KvNamespace& ns, std::span<const int32_
 }
 
 std::vector<std::pair<int32_t, std::vector<float>>> PrefixCache::states_on(const KvNamespace& ns,
-                                                                           std::span<const int32_t> tokens) const {
+                                                                           std::span<const int32_t> tokens,
+                                                                           size_t max_count) const {
   std::vector<std::pair<int32_t, std::vector<float>>> out;
-  for (int32_t limit = int32_t(tokens.size()); limit > 0;) {
+  for (int32_t limit = int32_t(tokens.size()); limit > 0 && out.size() < max_count;) {
     int32_t h = -1;
     const int32_t at = index_.state_prefix(ns, tokens, limit, &h);
     if (at <= 0 || h < 0) break;

@@ -174,10 +174,11 @@ class PrefixCache {
   // [0, start), the pages or the snapshot could not be stored, or the entry's state is
   // not this model's size.
   int32_t restore_state(const KvNamespace& ns, std::span<const int32_t> tokens, const Entry& entry);
-  // Every snapshot stored on the path of `tokens` (at or before its end): its position
-  // and floats (copied), to write to a tier that lost its entries.
-  std::vector<std::pair<int32_t, std::vector<float>>> states_on(const KvNamespace& ns,
-                                                                std::span<const int32_t> tokens) const;
+  // The snapshots stored on the path of `tokens` (at or before its end), latest first,
+  // at most max_count: position and floats (copied), to write to a tier that lost its
+  // entries or to give a lifetime.
+  std::vector<std::pair<int32_t, std::vector<float>>> states_on(const KvNamespace& ns, std::span<const int32_t> tokens,
+                                                                size_t max_count = SIZE_MAX) const;
   // Every exact prefix the index holds (root → leaf), to write again to a tier that
   // lost its entries.
   std::vector<std::pair<KvNamespace, std::vector<int32_t>>> resident_prefixes() const;

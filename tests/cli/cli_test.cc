@@ -187,6 +187,36 @@ TEST(Cli, BenchPrefillWithoutDecode) {
   EXPECT_GT(dj["results"][0]["decode_tokens_per_s"].get<double>(), 0.0);
 }
 
+// `bench prefill` and `bench conversation` run on every 2026 architecture (the arch2
+// fixtures: MoE, hybrid dense and MoE, gpt-oss), and --compare measures two models
+// side by side with the medians' ratio.
+TEST(Cli, BenchPrefillAndConversationRunOnEveryNewArchitecture) {
+  const std::string dir = test::temp_dir();
+  for (const char* name : {"qwen3moe-tiny", "qwen35-tiny", "qwen35moe-tiny", "gpt-oss-tiny"}) {
+    const std::string m = test::shared_dir() + "/models/arch2/" + name + ".gguf";
+    CmdResult p = run("bench prefill -m " + m + " --tokens 40 --decode 4 --no-bandwidth --json " + dir + "/p.json");
+    ASSERT_EQ(p.status, 0) << name << ": " << p.out;
+    std::ifstream in(dir + "/p.json");
+    const nlohmann::json j = nlohmann::json::parse(in);
+    EXPECT_GT(j["results"][0]["decode_tokens_per_s"].get<double>(), 0.0) << name;
+    CmdResult c = run("bench conversation -m " + m + " --sessions 2 --turns 2 --system-tokens 40 --user-max 40 "
+                      "--reply-max 60");
+    ASSERT_EQ(c.status, 0) << name << ": " << c.out;
+    EXPECT_NE(c.out.find("promptcache (token radix)"), std::string::npos) << name << ": " << c.out;
+  }
+  const std::string moe = test::shared_dir() + "/models/arch2/qwen3moe-tiny.gguf";
+  CmdResult r = run("bench prefill -m " + moe + " --compare " + kStories +
+                    " --tokens 8 --decode 3 --repeat 3 --no-bandwidth --json " + dir + "/c.json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("medians of 3: decode"), std::string::npos) << r.out;
+  std::ifstream in(dir + "/c.json");
+  const nlohmann::json j = nlohmann::json::parse(in);
+  ASSERT_EQ(j["results"].size(), 2u);
+  EXPECT_EQ(j["results"][1]["model"], 1);
+  EXPECT_EQ(j["results"][1]["decode_tokens_per_s_runs"].size(), 3u);
+  EXPECT_EQ(j["models"].size(), 2u);
+}
+
 // `bench prefill --kernels` measures several CPU code paths in one process, a
 // row per path and length; a path the CPU cannot run, or an unknown name, is
 // an error before anything runs.

@@ -105,6 +105,45 @@ TEST(ServerTiers, TwoServersShareRedis) {
   EXPECT_EQ(same.body["choices"][0]["text"], ra.body["choices"][0]["text"]);
 }
 
+json tiers_stats(ServeProcess& srv);
+
+// A hybrid (Gated DeltaNet) model: the prefix's recurrent-state snapshots travel with
+// it, so the restarted server and a second one sharing Redis resume the prompt from a
+// snapshot (cached tokens: all but the last) with the cold run's greedy text.
+TEST(ServerTiers, HybridModelResumesAfterRestartAndOnASecondServer) {
+  RedisServer redis;
+  ASSERT_TRUE(redis.available()) << "redis-server is not installed (scripts/setup.sh installs it)";
+  ASSERT_TRUE(redis.running());
+  const std::string dir = temp_dir() + "/disk-cache";
+  const auto hybrid = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a{"-m", shared_path("models/arch2/qwen35-tiny.gguf"), "--kv-memory", "64MiB"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  std::string cold_text;
+  int64_t n_prompt = 0;
+  {
+    ServeProcess srv(hybrid({"--disk-cache", dir, "--redis", redis.url()}));
+    auto c = srv.client();
+    const Reply r = post(c, "/v1/completions", completion());
+    ASSERT_EQ(r.status, 200) << r.raw;
+    EXPECT_EQ(cached_tokens(r), 0);
+    cold_text = r.body["choices"][0]["text"];
+    n_prompt = r.body["usage"]["prompt_tokens"];
+  }  // SIGTERM: the engine finishes its tier writes before exiting
+  for (const auto& tier : {std::vector<std::string>{"--disk-cache", dir}, std::vector<std::string>{"--redis", redis.url()}}) {
+    ServeProcess srv(hybrid(tier));
+    auto c = srv.client();
+    const Reply r = post(c, "/v1/completions", completion());
+    ASSERT_EQ(r.status, 200) << r.raw;
+    EXPECT_EQ(cached_tokens(r), n_prompt - 1) << tier[0];
+    EXPECT_EQ(r.body["choices"][0]["text"], cold_text) << tier[0];
+    const json t = tiers_stats(srv);
+    EXPECT_EQ(int64_t(t["states_read"]), 1) << t.dump();
+    EXPECT_GT(int64_t(t["state_bytes_read"]), 0) << t.dump();
+  }
+}
+
 json tiers_stats(ServeProcess& srv) {
   auto c = srv.client();
   return get(c, "/v1/cache/stats").body["tiers"];

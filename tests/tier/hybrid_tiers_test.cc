@@ -11,6 +11,7 @@
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "engine/engine.h"
 #include "engine/kv_tiers.h"
@@ -179,6 +180,34 @@ TEST_F(HybridTiersTest, CorruptStateEntryIsDroppedAndAnEarlierOneUsed) {
   EXPECT_EQ(got2.n_cached, 0);
 }
 
+// A prefix retained in the tiers (memory holds no retention here) keeps the state entry
+// it resumes from as long: the disk writes its lifetime beside it.
+TEST_F(HybridTiersTest, RetainedPrefixKeepsItsStateEntry) {
+  EngineOptions o;
+  o.threads = 2;
+  o.kv_memory_bytes = 16 << 20;
+  o.retention_share = 0;  // memory retains nothing: the tiers keep the prefix
+  o.tiers.disk_dir = dir;
+  o.tiers.disk_fsync = false;
+  Engine e(*model, o);
+  GenerateRequest q;
+  q.prompt = p1;
+  q.max_tokens = 2;
+  q.stop_at_eog = false;
+  q.retain = {RetainRequest{int32_t(p1.size()), 3600}};
+  const GenerateResult r = e.generate(q);
+  e.flush_tiers();
+  EXPECT_EQ(r.retention.tier, "disk");
+  const std::map<int32_t, fs::path> files = state_files();
+  ASSERT_TRUE(files.count(int32_t(p1.size())));
+  fs::path keep = files.at(int32_t(p1.size()));
+  keep.replace_extension(".keep");
+  EXPECT_TRUE(fs::exists(keep)) << keep;
+  fs::path other = files.at(int32_t(p1.size()) - 1);  // not the resume point: no lifetime
+  other.replace_extension(".keep");
+  EXPECT_FALSE(fs::exists(other)) << other;
+}
+
 TEST_F(HybridTiersTest, TenantsDoNotShareStateEntries) {
   {
     auto a = engine(dir);
@@ -222,6 +251,32 @@ TEST_F(HybridTiersTest, SecondServerResumesFromRedisAndCopiesToItsDisk) {
   GenerateResult got;
   expect_bitwise(logits(*c, other, &got), logits(*cold, other, &want), "from the disk copy");
   EXPECT_EQ(got.n_cached, n + 5);
+}
+
+// Redis restarting empty: the server holding the conversation writes its chain and the
+// snapshots on it again, so another server resumes it from Redis as before.
+TEST_F(HybridTiersTest, RedisRestartedEmptyGetsTheSnapshotsAgain) {
+  test::RedisServer redis;
+  ASSERT_TRUE(redis.available()) << "redis-server is not installed (scripts/setup.sh installs it)";
+  ASSERT_TRUE(redis.running());
+  auto a = engine("", redis.url());
+  first_turn(*a);
+  a->poll_tiers();  // reads the generation Redis has now
+  a->flush_tiers();
+  redis.kill();
+  ASSERT_TRUE(redis.start());  // no persistence: empty
+  for (int i = 0; i < 100 && EngineTestPeer::tiers(*a)->stats().tier_resets == 0; ++i) {
+    a->poll_tiers();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_EQ(EngineTestPeer::tiers(*a)->stats().tier_resets, 1);
+  a->flush_tiers();
+  EXPECT_GE(EngineTestPeer::tiers(*a)->stats().states_written, 5 + 5);
+  auto cold = engine("", "", false);
+  auto b = engine("", redis.url());
+  GenerateResult got, want;
+  expect_bitwise(logits(*b, next_turn(), &got), logits(*cold, next_turn(), &want), "after Redis restarted");
+  EXPECT_EQ(got.n_cached, int32_t(p1.size()) + 5);
 }
 
 }  // namespace
