@@ -276,8 +276,9 @@ std::string generated_model(const BenchAgentArgs& a) {
 // Where each change turn's TTFT went, per mode (the server's promptcache.timings), and
 // the approximate run's cost per computed token at that turn against a normal turn's.
 void print_profile(const std::vector<Turn>& turns, double normal_ms_per_token, json& out) {
-  std::printf("\nprofile of the turns with a change (ms; assembly = lookups + copies + check + select + the rest "
-              "of assembly; other = TTFT - assembly - forward: HTTP, rendering, sampling, queueing)\n");
+  std::printf("\nprofile of the turns with a change (ms; assembly = lookups + check pass + select + the rest of "
+              "assembly; relocate = reused KV copied into the sequence with K rotated; other = TTFT - assembly - "
+              "relocate - forward: HTTP, rendering, sampling, queueing)\n");
   std::printf("%3s %4s %-6s %6s %6s %8s | %8s %7s %8s %8s %8s %7s | %8s %6s %7s | %8s\n", "ses", "turn", "mode",
               "comp", "check", "TTFT", "assembly", "lookup", "relocate", "chk fwd", "chk scor", "select", "forward",
               "passes", "other", "x normal");
@@ -295,7 +296,7 @@ void print_profile(const std::vector<Turn>& turns, double normal_ms_per_token, j
                   r.session, r.turn, m == 0 ? "exact" : "approx", (long long)r.computed[m],
                   (long long)(m == 1 ? r.checked : 0), r.ttft_ms[m], asm_ms, num(t, "lookup_ms"),
                   num(t, "relocate_ms"), num(t, "check_forward_ms"), num(t, "check_score_ms"), num(t, "select_ms"),
-                  fwd, int(num(t, "forward_passes")), r.ttft_ms[m] - asm_ms - fwd, x);
+                  fwd, int(num(t, "forward_passes")), r.ttft_ms[m] - asm_ms - num(t, "relocate_ms") - fwd, x);
       out["profile"].push_back({{"session", r.session}, {"turn", r.turn}, {"change", r.change},
                                 {"mode", m == 0 ? "exact" : "approximate"}, {"computed", r.computed[m]},
                                 {"ttft_ms", r.ttft_ms[m]}, {"timings", t}, {"over_normal_per_token", x}});

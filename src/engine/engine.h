@@ -157,13 +157,15 @@ struct GenerateRequest {
 };
 
 // Where a request's prompt time went on the engine thread, in milliseconds (the
-// response's `promptcache.timings`; `bench agent --profile`). The approximate-reuse parts
-// are inside assemble_ms; forward_ms is the forward passes that computed the request's
-// prompt tokens, whole (a pass batching other requests' tokens counts in full for each).
+// response's `promptcache.timings`; `bench agent --profile`). Lookups, the check pass and
+// the selection are inside assemble_ms; relocate_ms is not (reused KV is copied when the
+// step that reaches it is planned); forward_ms is the forward passes that computed the
+// request's prompt tokens, whole (a pass batching other requests' tokens counts in full
+// for each).
 struct PromptTimings {
-  double assemble_ms = 0;       // Engine::assemble (every time it ran), all below included
+  double assemble_ms = 0;       // Engine::assemble (every time it ran)
   double lookup_ms = 0;         // approximate: block index and approximate-prefix lookups
-  double relocate_ms = 0;       // approximate: page copies with K rotated (relocated_copy)
+  double relocate_ms = 0;       // approximate: reused KV copied into the table, K rotated
   double check_forward_ms = 0;  // approximate: the check pass's layer-0 runs
   double check_score_ms = 0;    // approximate: the check pass's deviations and attention weights
   double select_ms = 0;         // approximate: the policy's choice of tokens
