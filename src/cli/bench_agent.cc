@@ -83,6 +83,7 @@ struct BenchAgentArgs {
   int threads = default_thread_count();
   std::string kv_memory = "2GiB";  // both modes' KV, side by side
   std::string json_out;
+  bool profile = false;  // print where each change turn's time went (promptcache.timings)
 };
 
 // Deterministic text of `words` words from a small vocabulary, seeded by `seed`.
@@ -192,6 +193,8 @@ struct Turn {
   int64_t prompt = 0, ideal = 0, block_hash = 0;
   int64_t computed[2] = {0, 0};  // exact, approximate
   double ttft_ms[2] = {0, 0};
+  json timings[2];  // promptcache.timings per mode
+  int64_t checked = 0;  // approximate: tokens the check pass ran through layer 0
 };
 
 double median(std::vector<double> v) {
@@ -270,6 +273,37 @@ std::string generated_model(const BenchAgentArgs& a) {
   return path.string();
 }
 
+// Where each change turn's TTFT went, per mode (the server's promptcache.timings), and
+// the approximate run's cost per computed token at that turn against a normal turn's.
+void print_profile(const std::vector<Turn>& turns, double normal_ms_per_token, json& out) {
+  std::printf("\nprofile of the turns with a change (ms; assembly = lookups + check pass + select + the rest of "
+              "assembly; relocate = reused KV copied into the sequence with K rotated; other = TTFT - assembly - "
+              "relocate - forward: HTTP, rendering, sampling, queueing)\n");
+  std::printf("%3s %4s %-6s %6s %6s %8s | %8s %7s %8s %8s %8s %7s | %8s %6s %7s | %8s\n", "ses", "turn", "mode",
+              "comp", "check", "TTFT", "assembly", "lookup", "relocate", "chk fwd", "chk scor", "select", "forward",
+              "passes", "other", "x normal");
+  out["profile"] = json::array();
+  auto num = [](const json& j, const char* k) { return j.is_object() ? j.value(k, 0.0) : 0.0; };
+  for (const Turn& r : turns) {
+    if (r.change.empty() || r.turn == 1) continue;
+    for (int m = 0; m < 2; ++m) {
+      const json& t = r.timings[m];
+      const double asm_ms = num(t, "assemble_ms"), fwd = num(t, "forward_ms");
+      const double x = normal_ms_per_token > 0 && r.computed[m] > 0
+                           ? r.ttft_ms[m] / (normal_ms_per_token * double(r.computed[m]))
+                           : 0;
+      std::printf("%3d %4d %-6s %6lld %6lld %8.1f | %8.1f %7.1f %8.1f %8.1f %8.1f %7.1f | %8.1f %6d %7.1f | %8.2f\n",
+                  r.session, r.turn, m == 0 ? "exact" : "approx", (long long)r.computed[m],
+                  (long long)(m == 1 ? r.checked : 0), r.ttft_ms[m], asm_ms, num(t, "lookup_ms"),
+                  num(t, "relocate_ms"), num(t, "check_forward_ms"), num(t, "check_score_ms"), num(t, "select_ms"),
+                  fwd, int(num(t, "forward_passes")), r.ttft_ms[m] - asm_ms - num(t, "relocate_ms") - fwd, x);
+      out["profile"].push_back({{"session", r.session}, {"turn", r.turn}, {"change", r.change},
+                                {"mode", m == 0 ? "exact" : "approximate"}, {"computed", r.computed[m]},
+                                {"ttft_ms", r.ttft_ms[m]}, {"timings", t}, {"over_normal_per_token", x}});
+    }
+  }
+}
+
 int run_bench_agent(const BenchAgentArgs& a) {
   for (const std::string* f : {&a.template_file, &a.reasoning_template_file})
     if (!std::filesystem::exists(*f))
@@ -334,6 +368,8 @@ int run_bench_agent(const BenchAgentArgs& a) {
         }
         row->computed[mode] = prompt - pc.value("cached_tokens", int64_t(0)) - pc.value("approximate_tokens", int64_t(0));
         row->ttft_ms[mode] = c.ttft_ms;
+        row->timings[mode] = pc.value("timings", json::object());
+        if (mode == 1) row->checked = pc.value("checked_tokens", int64_t(0));
       }
       progress.step("turns (session " + std::to_string(si + 1) + "/" + std::to_string(a.sessions) + ")");
     }
@@ -426,6 +462,7 @@ int run_bench_agent(const BenchAgentArgs& a) {
                    {"approximate_normal_ms_per_token", per_token},
                    {"approximate_change_over_exact_change", approx_over_exact},
                    {"approximate_change_over_compute", over}};
+  if (a.profile) print_profile(turns, per_token, out);
   if (!a.json_out.empty()) std::ofstream(a.json_out) << out.dump(2) << "\n";
   return 0;
 }
@@ -467,6 +504,10 @@ Run add_bench_agent(CLI::App& bench) {
   c->add_option("-t,--threads", a->threads, kThreadsHelp)->capture_default_str()->check(CLI::Range(1, 256));
   c->add_option("--kv-memory", a->kv_memory, "Server KV cache memory")->capture_default_str();
   c->add_option("--json", a->json_out, kBenchJsonHelp);
+  c->add_flag("--profile", a->profile,
+              "Also print where each change turn's time went, per mode: assembly (block lookups, page copies "
+              "with K rotated, the check pass, the policy's choice), forward passes, the rest (HTTP, "
+              "rendering, sampling)");
   return [a] {
     a->joined = a->documents == "joined";
     return run_bench_agent(*a);

@@ -18,6 +18,7 @@
 #include "engine/approximate/recompute_policy.h"
 #include "engine/sequence.h"
 #include "common/error.h"
+#include "common/stopwatch.h"
 
 namespace pc {
 
@@ -53,6 +54,7 @@ int32_t Engine::attach_prefix(Seq& s, std::span<const int32_t> tokens, bool whol
 }
 
 bool Engine::assemble(Seq& s) {
+  ScopedMs timer(s.result.timings.assemble_ms);
   auto release = [&s] {
     s.runs.clear();
     s.run = 0;

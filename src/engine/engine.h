@@ -57,6 +57,7 @@ class CacheAdmin;
 class RadixIndex;
 class ModuleStore;
 class ApproximateReuse;
+struct Run;
 
 struct EngineOptions {
   int threads = default_thread_count();
@@ -155,6 +156,23 @@ struct GenerateRequest {
   std::shared_ptr<const grammar::Grammar> grammar;
 };
 
+// Where a request's prompt time went on the engine thread, in milliseconds (the
+// response's `promptcache.timings`; `bench agent --profile`). Lookups, the check pass and
+// the selection are inside assemble_ms; relocate_ms is not (reused KV is copied when the
+// step that reaches it is planned); forward_ms is the forward passes that computed the
+// request's prompt tokens, whole (a pass batching other requests' tokens counts in full
+// for each).
+struct PromptTimings {
+  double assemble_ms = 0;       // Engine::assemble (every time it ran)
+  double lookup_ms = 0;         // approximate: block index and approximate-prefix lookups
+  double relocate_ms = 0;       // approximate: reused KV copied into the table, K rotated
+  double check_forward_ms = 0;  // approximate: the check pass's layer-0 runs
+  double check_score_ms = 0;    // approximate: the check pass's deviations and attention weights
+  double select_ms = 0;         // approximate: the policy's choice of tokens
+  double forward_ms = 0;        // forward passes computing its prompt tokens
+  int32_t forward_passes = 0;
+};
+
 struct GenerateResult {
   std::vector<int32_t> tokens;  // generated ids
   int64_t n_prompt = 0;
@@ -184,6 +202,7 @@ struct GenerateResult {
   // The longest prefix of the prompt under a lifetime (asked by this request or by an
   // earlier one and re-armed by this one), when it finished.
   RetentionReport retention;
+  PromptTimings timings;
 };
 
 // Called with each new token; return false to stop the sequence.
@@ -305,6 +324,9 @@ class Engine {
   // Steps (engine/step.cc).
   void resume_waiting();
   bool plan_part(Seq& s, int64_t& budget, std::vector<Part>& parts);
+  // Puts a cached run's KV into s.table once: by reference, or copied (Run::copied).
+  // False when the pool has no pages for the copy (the table is then as before).
+  bool attach_run(Seq& s, Run& r);
   int64_t encode_budget() const;
   bool preempt_for(Seq& s, std::vector<Part>& parts, int64_t& budget);
   void preempt(Seq& s);

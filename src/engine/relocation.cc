@@ -1,5 +1,7 @@
 #include "engine/relocation.h"
 
+#include <optional>
+
 #include "kv/kv_page_store.h"
 #include "model/rope_shift.h"
 
@@ -8,6 +10,8 @@ namespace pc {
 bool relocated_copy(PagePool& pool, const Model& model, std::span<const PageSlice> src, int32_t shift,
                     PageTable& out) {
   KvPageStore& kv = *pool.store();
+  std::optional<KeyShift> rot;
+  if (shift != 0) rot.emplace(model, shift);
   for (const PageSlice& s : src) {
     int32_t done = 0;
     while (done < s.size()) {
@@ -19,11 +23,10 @@ bool relocated_copy(PagePool& pool, const Model& model, std::span<const PageSlic
       if (n > 1 && !out.prepare_append(n - 1)) return false;
       kv.copy_range(first.page, first.slot, s.page, s.begin + done, n);
       pool.set_fill(first.page, first.slot + n);
+      if (rot) rot->shift_slots(kv, first.page, first.slot, first.slot + n);
       done += n;
     }
   }
-  if (shift != 0)
-    for (const PageEntry& e : out.entries()) shift_positions(model, kv, e.page, e.filled, shift);
   return true;
 }
 

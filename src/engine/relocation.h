@@ -13,9 +13,11 @@ namespace pc {
 
 class Model;
 
-// Fills `out`, an empty table, with the KV of the slices, in order, moved by `shift`
-// positions: packed into fresh pages from slot 0. False when the pool has no pages left
-// (out then holds what was copied so far; the caller drops it).
+// Appends to `out` the KV of the slices, in order, moved by `shift` positions (only the
+// slots it writes are rotated): packed after the table's last token — into its last
+// page where that page takes appends (PageTable::prepare_append), then fresh pages; an
+// empty table is filled from slot 0 of a fresh page. False when the pool has no pages
+// left (out then holds what was copied so far; the caller drops or truncates it).
 bool relocated_copy(PagePool& pool, const Model& model, std::span<const PageSlice> src, int32_t shift,
                     PageTable& out);
 

@@ -40,6 +40,13 @@ struct Run {
   bool fresh_page = false;        // computed: starts on a fresh page (a module segment)
   bool attached = false;          // cached: already in the table (a prefix hit)
   int32_t first_entry = -1;       // fresh_page: the table entry it starts at, once begun
+  // cached, when `copied` is non-empty (approximate reuse) instead of `pages`: the KV
+  // of tokens [begin, end), in order, computed `shift` positions earlier, copied into
+  // the table's own pages when the run is reached (relocated_copy: packed after the
+  // tokens before it, K rotated), so that the table stays aligned and attention visits
+  // full blocks of 8 slots. The sequence's `hold` keeps the source pages.
+  std::vector<PageSlice> copied;
+  int32_t shift = 0;
 };
 
 // What the forward pass attends over: a table's pages in order, with their fills when

@@ -11,10 +11,12 @@
 #include <algorithm>
 #include <chrono>
 
+#include "common/stopwatch.h"
 #include "engine/engine.h"
 #include "engine/kv_tiers.h"
 #include "engine/module_cache.h"
 #include "engine/prefix_cache.h"
+#include "engine/relocation.h"
 #include "engine/sequence.h"
 #include "kv/page_pool.h"
 #include "model/forward.h"
@@ -79,8 +81,7 @@ void Engine::resume_waiting() {
 bool Engine::plan_part(Seq& s, int64_t& budget, std::vector<Part>& parts) {
   while (s.run < s.runs.size() && s.runs[s.run].cached) {
     Run& r = s.runs[s.run];
-    if (!r.attached) s.table.attach(r.pages);
-    r.attached = true;
+    if (!attach_run(s, r)) return false;
     s.n_kv = r.end;
     ++s.run;
   }
@@ -90,8 +91,7 @@ bool Engine::plan_part(Seq& s, int64_t& budget, std::vector<Part>& parts) {
   while (budget > 0) {
     if (run < s.runs.size() && s.runs[run].cached) {  // between two computed stretches
       Run& r = s.runs[run];
-      if (!r.attached) s.table.attach(r.pages);
-      r.attached = true;
+      if (!attach_run(s, r)) break;  // no pages for its copy: the part ends before it
       at = r.end;
       ++run;
       continue;
@@ -118,6 +118,22 @@ bool Engine::plan_part(Seq& s, int64_t& budget, std::vector<Part>& parts) {
     ++run;
   }
   if (part.n > 0) parts.push_back(std::move(part));
+  return true;
+}
+
+bool Engine::attach_run(Seq& s, Run& r) {
+  if (r.attached) return true;
+  if (r.copied.empty()) {
+    s.table.attach(r.pages);
+  } else {
+    ScopedMs timer(s.result.timings.relocate_ms);
+    const int32_t before = s.table.n_tokens();
+    if (!relocated_copy(*pages_, model_, r.copied, r.shift, s.table)) {
+      s.table.truncate(before);
+      return false;
+    }
+  }
+  r.attached = true;
   return true;
 }
 
@@ -279,8 +295,13 @@ void Engine::run_parts(std::vector<Part>& parts) {
   const float* logits = fwd_->run(batch, seqs);
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   int64_t prompt_tokens = 0;
-  for (const Part& p : parts)
+  for (const Part& p : parts) {
     if (!(p.seq->kind == Seq::Kind::kRequest && p.seq->prompt_done() && p.n == 1)) prompt_tokens += p.n;
+    if (!p.seq->prompt_done()) {
+      p.seq->result.timings.forward_ms += ms;
+      ++p.seq->result.timings.forward_passes;
+    }
+  }
   auto average = [](double& avg, double x) { avg = avg <= 0 ? x : 0.8 * avg + 0.2 * x; };
   if (prompt_tokens == 0) {
     average(decode_step_ms_, ms);

@@ -5,11 +5,33 @@
 // stored values. V does not depend on the position.
 #pragma once
 #include <cstdint>
+#include <memory>
 
 namespace pc {
 
 class KvPageStore;
 class Model;
+
+// The rotation by one shift, with each layer's own RoPE (its angles computed once):
+// an F16 key row widened to F32, rotated, rounded back to F16 (round to nearest even).
+class KeyShift {
+ public:
+  KeyShift(const Model& model, int32_t shift);
+  ~KeyShift();
+  KeyShift(const KeyShift&) = delete;
+  KeyShift& operator=(const KeyShift&) = delete;
+  int32_t shift() const { return shift_; }
+  // Rotates n_rows rows of head_dim F16 keys of `layer` in place.
+  void rotate(int layer, uint16_t* rows, int n_rows);
+  // Rotates the K of slots [first, n_slots) of `page` (every layer and KV head) and
+  // adds the shift to their position ids; slots below `first` are left as they are.
+  void shift_slots(KvPageStore& kv, int32_t page, int32_t first, int32_t n_slots);
+
+ private:
+  class Op;
+  int32_t shift_;
+  std::unique_ptr<Op> op_;
+};
 
 // Rotates the K of slots [0, n_slots) of `page` (every layer and KV head) by
 // `shift` positions and adds `shift` to their position ids.

@@ -247,6 +247,55 @@ TEST(Approximate, RelocatedBlockMatchesDirectComputation) {
   EXPECT_LT(worst_v, 4e-3);
 }
 
+// Reused KV is copied into a sequence's own table after the tokens before it
+// (Run::copied): relocated_copy appending to a table whose last page is partly filled
+// rotates only the slots it writes. The earlier slots keep their bits, and the appended
+// ones are bitwise what a copy into an empty table gives, wherever they land in a page.
+TEST(Approximate, RelocatedAppendRotatesOnlyItsOwnSlots) {
+  Fixture f;
+  const Model& m = *f.model;
+  const ModelConfig& c = m.config();
+  const int P = 16;
+  KvStorage kv(KvShape{int(c.n_layer), int(c.n_kv_head), int(c.head_dim), P}, 32);
+  PagePool pool(kv);
+  ThreadPool threads(1);
+  Forward fwd(m, kv, threads);
+  std::vector<int32_t> toks = {m.tokenizer().bos()};
+  toks.insert(toks.end(), f.sys.begin(), f.sys.end());
+  ASSERT_GT(toks.size(), size_t(P + 8));
+  PageTable at0(pool);
+  ASSERT_TRUE(at0.prepare_append(int32_t(toks.size())));
+  std::vector<int32_t> pages;
+  for (const PageEntry& e : at0.entries()) pages.push_back(e.page);
+  std::vector<BatchEntry> batch;
+  for (size_t i = 0; i < toks.size(); ++i) batch.push_back(BatchEntry{toks[i], int32_t(i), 0, int32_t(i), false});
+  SeqKv sk{pages.data(), int32_t(pages.size())};
+  fwd.run(batch, std::span<const SeqKv>(&sk, 1));
+  std::vector<PageSlice> all;
+  for (const PageEntry& e : at0.entries()) all.push_back({e.page, 0, e.filled});
+  const int32_t head = 5, n = int32_t(toks.size()) - head, shift = 37;
+  PageTable packed(pool), alone(pool);
+  ASSERT_TRUE(relocated_copy(pool, m, sub_slices(all, 0, head), 0, packed));
+  ASSERT_TRUE(relocated_copy(pool, m, sub_slices(all, head, n), shift, packed));
+  ASSERT_TRUE(relocated_copy(pool, m, sub_slices(all, head, n), shift, alone));
+  ASSERT_EQ(packed.n_tokens(), head + n);
+  ASSERT_EQ(packed.entries()[0].filled, P);  // packed after the 5 tokens, not on a fresh page
+  const int hd = int(c.head_dim);
+  auto slot = [&](const PageTable& t, int32_t i) { return std::pair<int32_t, int>{t.entries()[size_t(i / P)].page, i % P}; };
+  auto key = [&](std::pair<int32_t, int> at, int l, int h, int d) {
+    return kv.k(at.first, l)[size_t(h) * P * hd + k_index(P, hd, at.second, d)];
+  };
+  for (int l = 0; l < c.n_layer; ++l)
+    for (int h = 0; h < c.n_kv_head; ++h)
+      for (int d = 0; d < hd; ++d) {
+        for (int32_t i = 0; i < head; ++i) EXPECT_EQ(key(slot(packed, i), l, h, d), key(slot(at0, i), l, h, d));
+        for (int32_t i = 0; i < n; ++i) EXPECT_EQ(key(slot(packed, head + i), l, h, d), key(slot(alone, i), l, h, d));
+      }
+  for (int32_t i = 0; i < head; ++i) EXPECT_EQ(kv.pos(slot(packed, i).first)[slot(packed, i).second], i);
+  for (int32_t i = 0; i < n; ++i)
+    EXPECT_EQ(kv.pos(slot(packed, head + i).first)[slot(packed, head + i).second], head + i + shift);
+}
+
 TEST(Approximate, SelectionRules) {
   std::vector<ReuseCandidate> cands = {{10, 20, {}, 0}, {30, 34, {}, 0}};
   // prefix: ceil(budget × size) of each, from its start.

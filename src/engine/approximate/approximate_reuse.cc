@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "engine/approximate/approximate_namespace.h"
+#include "common/stopwatch.h"
 #include "engine/approximate/check_pass.h"
 #include "engine/prefix_cache.h"
 #include "engine/relocation.h"
@@ -30,24 +31,35 @@ std::vector<PageSlice> cut_slices(std::span<const PageSlice> slices, int32_t beg
   return out;
 }
 
+// Sequence references on the pages of `slices` (in s.hold, until the sequence lets go),
+// so that nothing evicts them before the runs that copy from them are reached.
+void hold_slices(Engine::Seq& s, std::span<const PageSlice> slices) {
+  std::vector<PageEntry> held;
+  for (const PageSlice& sl : slices) held.push_back({sl.page, sl.end});
+  s.hold.attach(held);
+}
+
 }  // namespace
 
-bool ApproximateReuse::continue_approximate(Seq& s, int32_t* t) {
-  if (!s.req.reuse.continue_approximate || s.req.reuse.budget >= 1.0) return true;
-  // The lease keeps the path: the copy below may evict.
-  const PrefixCache::Peek m = prefix_.peek(approximate_ns(s.ns), s.tokens, int32_t(s.tokens.size()) - 1);
-  if (m.length <= *t) return true;
+void ApproximateReuse::continue_approximate(Seq& s, int32_t* t) {
+  if (!s.req.reuse.continue_approximate || s.req.reuse.budget >= 1.0) return;
+  PrefixCache::Peek m;
+  {
+    ScopedMs timer(s.result.timings.lookup_ms);
+    m = prefix_.peek(approximate_ns(s.ns), s.tokens, int32_t(s.tokens.size()) - 1);
+  }
+  if (m.length <= *t) return;
   // The path is an aligned table (token i in page i / P, slot i % P): its pages from the
   // first page boundary at or after *t on are taken by reference; the tokens before that
-  // boundary share a page with tokens the request has from elsewhere, so they are copied.
+  // boundary share a page with tokens the request has from elsewhere, so they are copied
+  // (into the sequence's table after the exact prefix, which keeps the table aligned).
+  // s.hold keeps the path's pages once the lease ends.
   const int32_t P = pages_.page_size();
   const int32_t edge = std::min(m.length, (*t + P - 1) / P * P);
   if (edge > *t) {
-    PageTable copy(pages_);
-    if (!relocated_copy(pages_, model_, cut_slices(m.slices, *t, edge), 0, copy)) return false;
     Run r{true, *t, edge};
-    r.pages.assign(copy.entries().begin(), copy.entries().end());
-    s.hold.attach(r.pages);
+    r.copied = cut_slices(m.slices, *t, edge);
+    hold_slices(s, r.copied);
     s.runs.push_back(std::move(r));
   }
   if (m.length > edge) {
@@ -58,7 +70,6 @@ bool ApproximateReuse::continue_approximate(Seq& s, int32_t* t) {
     s.runs.push_back(std::move(r));
   }
   *t = m.length;
-  return true;
 }
 
 // After the exact prefix [0, exact): each later block found in the block index at
@@ -69,7 +80,7 @@ bool ApproximateReuse::assemble_blocks(Seq& s, int32_t exact) {
   int32_t t = exact;
   // An earlier approximate request's KV first; it went through a policy already, so it is
   // no candidate.
-  if (!continue_approximate(s, &t)) return false;
+  continue_approximate(s, &t);
   const int32_t continued = t - exact;
   const int32_t n = int32_t(s.tokens.size());
   for (const KvBlock& b : s.plan.blocks) {
@@ -82,6 +93,7 @@ bool ApproximateReuse::assemble_blocks(Seq& s, int32_t exact) {
     if (end <= lo) continue;
     if (lo > t) s.runs.push_back(Run{false, t, lo});
     cands.push_back(ReuseCandidate{lo, end, sub_slices(hit->slices, lo - b.begin, end - lo), b.begin - hit->position});
+    hold_slices(s, cands.back().src);  // the index's pages: copies and the check pass allocate, which may evict
     t = end;
   }
   if (t < n) s.runs.push_back(Run{false, t, n});
@@ -94,6 +106,7 @@ bool ApproximateReuse::assemble_blocks(Seq& s, int32_t exact) {
 }
 
 std::optional<BlockHit> ApproximateReuse::find_block(Seq& s, const KvBlock& b) {
+  ScopedMs timer(s.result.timings.lookup_ms);
   const std::span<const int32_t> toks(s.tokens.data() + b.begin, size_t(b.end - b.begin));
   if (std::optional<BlockHit> hit = prefix_.block_hit(s.ns, toks)) return hit;
   // Blocks an approximate request computed (after approximately reused KV): only
@@ -114,19 +127,12 @@ bool ApproximateReuse::apply_recompute(Seq& s, std::vector<ReuseCandidate>& cand
   int64_t total = 0;
   for (const ReuseCandidate& c : cands) total += c.size();
   RecomputeMasks masks;
-  std::vector<PageTable> moved;  // kDeviation, kImpact: each candidate's KV at its new positions
   int64_t checked = 0;
   const int64_t k = budget_tokens(cands, budget);
   if (p.policy != RecomputePolicy::kPrefix && k > 0 && k < total) {
-    for (ReuseCandidate& c : cands) {
-      PageTable& m = moved.emplace_back(pages_);
-      if (!relocated_copy(pages_, model_, c.src, c.shift, m)) return false;
-      c.src.clear();
-      for (const PageEntry& e : m.entries()) c.src.push_back({e.page, 0, e.filled});
-      c.shift = 0;
-    }
     std::vector<std::vector<float>> scores;
-    if (!check_pass(fwd_, pages_, max_batch_tokens_, s, cands, scores, &checked)) return false;
+    if (!check_pass(fwd_, pages_, max_batch_tokens_, s, cands, scores, &checked, s.result.timings)) return false;
+    ScopedMs timer(s.result.timings.select_ms);
     masks = select_by_score(cands, scores, budget, p.run);
   } else {
     // kPrefix; or a scoring policy with nothing to choose (no token, or all): no check.
@@ -142,7 +148,7 @@ bool ApproximateReuse::apply_recompute(Seq& s, std::vector<ReuseCandidate>& cand
   };
   int64_t approx = 0, recomputed = 0;
   size_t ci = 0;
-  auto emit = [&](size_t i) -> bool {
+  auto emit = [&](size_t i) {
     const ReuseCandidate& c = cands[i];
     const std::vector<uint8_t>& m = masks[i];
     for (int32_t a = 0; a < c.size();) {
@@ -152,28 +158,24 @@ bool ApproximateReuse::apply_recompute(Seq& s, std::vector<ReuseCandidate>& cand
         compute(c.begin + a, c.begin + b);
         recomputed += b - a;
       } else {
-        PageTable copy(pages_);
-        if (!relocated_copy(pages_, model_, sub_slices(c.src, a, b - a), c.shift, copy)) return false;
+        // Copied into the sequence's table when the run is reached (Run::copied).
         Run r{true, c.begin + a, c.begin + b};
-        r.pages.assign(copy.entries().begin(), copy.entries().end());
-        s.hold.attach(r.pages);
+        r.copied = sub_slices(c.src, a, b - a);
+        r.shift = c.shift;
         runs.push_back(std::move(r));
         approx += b - a;
       }
       a = b;
     }
-    return true;
   };
   for (Run& r : s.runs) {
-    for (; ci < cands.size() && cands[ci].begin < r.begin; ++ci)
-      if (!emit(ci)) return false;
+    for (; ci < cands.size() && cands[ci].begin < r.begin; ++ci) emit(ci);
     if (r.cached)
       runs.push_back(std::move(r));
     else
       compute(r.begin, r.end);
   }
-  for (; ci < cands.size(); ++ci)
-    if (!emit(ci)) return false;
+  for (; ci < cands.size(); ++ci) emit(ci);
   s.runs = std::move(runs);
   s.approximate = approx > 0;
   if (!s.assembled_once) {

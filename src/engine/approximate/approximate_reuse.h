@@ -65,8 +65,8 @@ class ApproximateReuse {
   // block found at another position is a candidate; everything else is computed.
   bool assemble_blocks(Seq& s, int32_t exact);
   // The longest prefix an earlier approximate request published (approximate_ns) beyond
-  // `*t`, as cached runs; advances *t. False when no pages are left for the copy.
-  bool continue_approximate(Seq& s, int32_t* t);
+  // `*t`, as cached runs; advances *t.
+  void continue_approximate(Seq& s, int32_t* t);
   // Where block b of s's prompt has KV: memory's block index (the request's namespace,
   // then approximate_ns), or a block restored from a tier (position 0).
   std::optional<BlockHit> find_block(Seq& s, const KvBlock& b);

@@ -1,17 +1,21 @@
 #include "engine/approximate/check_pass.h"
 
 #include <algorithm>
+#include <optional>
 
+#include "common/stopwatch.h"
+#include "engine/relocation.h"
 #include "engine/sequence.h"
 #include "gguf/quants.h"
 #include "model/forward.h"
 #include "model/model.h"
+#include "model/rope_shift.h"
 
 namespace pc {
 
 bool check_pass(Forward& fwd, PagePool& pages, int max_batch_tokens, const Engine::Seq& s,
                 const std::vector<ReuseCandidate>& cands, std::vector<std::vector<float>>& scores,
-                int64_t* n_checked) {
+                int64_t* n_checked, PromptTimings& timings) {
   scores.assign(cands.size(), {});
   for (size_t i = 0; i < cands.size(); ++i) scores[i].assign(size_t(cands[i].size()), 0.f);
   const ModelConfig& c = fwd.model().config();
@@ -27,6 +31,8 @@ bool check_pass(Forward& fwd, PagePool& pages, int max_batch_tokens, const Engin
   std::vector<int32_t> slot_of; // impact: [candidate tokens in order] the token's scratch slot
   std::vector<float> q_last;    // impact: [n_head * hd]
   std::vector<float> kr(static_cast<size_t>(kvd)), vr(static_cast<size_t>(kvd));  // one token's reused layer-1 K/V
+  std::vector<uint16_t> kr16(static_cast<size_t>(kvd));
+  std::optional<KeyShift> rot;  // the rotation of the candidate being scored
 
   PageTable scratch(pages);
   std::vector<int32_t> pg, fills;
@@ -44,17 +50,28 @@ bool check_pass(Forward& fwd, PagePool& pages, int max_batch_tokens, const Engin
       for (int32_t j = 0; j < m; ++j) batch.push_back(BatchEntry{s.tokens[at + j], s.positions[at + j], 0, slot0 + j, false});
       const SeqKv sk = seq_kv(scratch, pg, fills);
       const bool last = weighted && at + m == n;
-      fwd.run_to_layer(batch, std::span<const SeqKv>(&sk, 1), kCheckLayer, k16, v16, last ? &q : nullptr);
+      {
+        ScopedMs timer(timings.check_forward_ms);
+        fwd.run_to_layer(batch, std::span<const SeqKv>(&sk, 1), kCheckLayer, k16, v16, last ? &q : nullptr);
+      }
       *n_checked += m;
       if (last) q_last.assign(q.end() - int64_t(n_head) * hd, q.end());
       if (cand >= 0) {
+        ScopedMs timer(timings.check_score_ms);
         const ReuseCandidate& rc = cands[size_t(cand)];
-        // The reused layer-1 KV of these tokens: slices of rc.src in token order.
+        // The reused layer-1 KV of these tokens: slices of rc.src in token order, K
+        // rotated by rc.shift as the copy of it in the sequence will be.
+        if (rc.shift != 0 && (!rot || rot->shift() != rc.shift)) rot.emplace(fwd.model(), rc.shift);
         const std::vector<PageSlice> mine = sub_slices(rc.src, at - rc.begin, m);
         int32_t j = 0;
         for (const PageSlice& sl : mine) {
           for (int32_t slot = sl.begin; slot < sl.end; ++slot, ++j) {
             fwd.slot_kv(kCheckLayer, sl.page, slot, kr.data(), vr.data());
+            if (rc.shift != 0) {
+              for (int64_t d = 0; d < kvd; ++d) kr16[size_t(d)] = fp32_to_fp16(kr[size_t(d)]);  // exact: F16 values
+              rot->rotate(kCheckLayer, kr16.data(), n_kv);
+              for (int64_t d = 0; d < kvd; ++d) kr[size_t(d)] = fp16_to_fp32(kr16[size_t(d)]);
+            }
             double total = 0;
             for (int g = 0; g < n_kv; ++g) {
               const uint16_t* kf = k16.data() + j * kvd + g * hd;
@@ -87,6 +104,8 @@ bool check_pass(Forward& fwd, PagePool& pages, int max_batch_tokens, const Engin
     if (r.begin >= to) break;
     if (r.attached) {
       scratch = s.table.share();  // the prefix hit: the table holds it already
+    } else if (r.cached && !r.copied.empty()) {
+      if (!relocated_copy(pages, fwd.model(), r.copied, r.shift, scratch)) return false;
     } else if (r.cached) {
       scratch.attach(r.pages);
     } else if (!check(r.begin, std::min(r.end, to), -1)) {  // context for the candidates' layer 0
@@ -99,6 +118,7 @@ bool check_pass(Forward& fwd, PagePool& pages, int max_batch_tokens, const Engin
 
   // The last token's layer-1 attention over every slot of the scratch table (run_to_layer
   // wrote the fresh layer-1 keys there), per query head.
+  ScopedMs timer(timings.check_score_ms);
   std::vector<double> a;
   const SeqKv sk = seq_kv(scratch, pg, fills);
   const int64_t n_keys = scratch.n_tokens();

@@ -26,11 +26,12 @@ namespace pc {
 class Forward;
 class PagePool;
 
-// scores[i][j]: token j of candidate i. The candidates' KV in `src` must sit at its new
-// positions (shift 0); s.runs holds the rest of the prompt, in order. Adds the tokens run
-// through layer 0 to *n_checked. False when the pool has no pages for the scratch table.
+// scores[i][j]: token j of candidate i. The candidates' KV is read from `src` with K
+// rotated by their `shift` (as relocated_copy rotates it, without copying pages);
+// s.runs holds the rest of the prompt, in order. Adds the tokens run
+// through layer 0 to *n_checked and its time to `timings`. False when the pool has no pages for the scratch table.
 bool check_pass(Forward& fwd, PagePool& pages, int max_batch_tokens, const Engine::Seq& s,
                 const std::vector<ReuseCandidate>& cands, std::vector<std::vector<float>>& scores,
-                int64_t* n_checked);
+                int64_t* n_checked, PromptTimings& timings);
 
 }  // namespace pc

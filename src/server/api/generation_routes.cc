@@ -241,6 +241,7 @@ CacheReport finish_generation(Server::State& st, const Generation& g, const std:
   c.approximate_tokens = o.result.n_approximate;
   c.recomputed_tokens = o.result.n_recomputed;
   c.checked_tokens = o.result.n_checked;
+  c.timings = o.result.timings;
   c.reuse = g.params.gen.reuse;
   c.retention = o.result.retention;
   c.max_tokens_capped = g.max_tokens_capped;

@@ -50,6 +50,15 @@ json cache_json(const CacheReport& c) {
                                        {"budget", c.reuse.budget}}
                                 : json{{"mode", "exact"}}}};
   if (c.reuse.mode == CacheReuse::kApproximate) j["checked_tokens"] = c.checked_tokens;
+  const PromptTimings& t = c.timings;
+  j["timings"] = {{"assemble_ms", t.assemble_ms},
+                  {"lookup_ms", t.lookup_ms},
+                  {"relocate_ms", t.relocate_ms},
+                  {"check_forward_ms", t.check_forward_ms},
+                  {"check_score_ms", t.check_score_ms},
+                  {"select_ms", t.select_ms},
+                  {"forward_ms", t.forward_ms},
+                  {"forward_passes", t.forward_passes}};
   if (c.module_hits >= 0) {
     j["module_hits"] = c.module_hits;
     j["module_misses"] = c.module_misses;
