@@ -2,7 +2,6 @@
 
 #include <vector>
 
-#include "gguf/quants.h"
 #include "kernels/elementwise.h"
 #include "kv/kv_page_store.h"
 #include "model/model.h"
@@ -11,13 +10,14 @@ namespace pc {
 
 namespace {
 
-// RoPE by a fixed angle over F16 key rows, with each layer's own RoPE (base,
+// RoPE by a fixed angle over key rows, with each layer's own RoPE (base,
 // scaling and factors; gemma3's local and global layers differ) and never
 // LongRoPE's attention factor, which the stored keys already carry: each row
-// widened to F32, rotated, rounded back to F16 (round to nearest even).
+// as the store decodes it to F32, rotated; the store keeps the result in its KV
+// type (F16 rounded to nearest even, or the row requantized from its own values).
 class RopeShift final : public KeyRowsOp {
  public:
-  RopeShift(const Model& model, int32_t shift) : k_(model.config().head_dim) {
+  RopeShift(const Model& model, int32_t shift) : head_dim_(int(model.config().head_dim)) {
     const ModelConfig& c = model.config();
     ropes_.reserve(size_t(c.n_layer));
     cs_.resize(size_t(c.n_layer * c.n_rot));
@@ -27,22 +27,18 @@ class RopeShift final : public KeyRowsOp {
     }
     n_rot_ = c.n_rot;
   }
-  void apply(int layer, uint16_t* rows, int n_rows) override {
-    const size_t hd = k_.size();
+  void apply(int layer, float* rows, int n_rows) override {
+    const size_t hd = size_t(head_dim_);
     const Rope& rope = ropes_[size_t(layer)];
     const float* cs = cs_.data() + size_t(layer * n_rot_);
-    for (int s = 0; s < n_rows; ++s) {
-      uint16_t* row = rows + size_t(s) * hd;
-      for (size_t d = 0; d < hd; ++d) k_[d] = fp16_to_fp32(row[d]);
-      rope.apply(k_.data(), cs);
-      for (size_t d = 0; d < hd; ++d) row[d] = fp32_to_fp16(k_[d]);
-    }
+    for (int s = 0; s < n_rows; ++s) rope.apply(rows + size_t(s) * hd, cs);
   }
 
  private:
   std::vector<Rope> ropes_;    // [n_layer]
-  std::vector<float> cs_, k_;  // [n_layer][n_rot] cos/sin of the shift; [head_dim] one key
+  std::vector<float> cs_;      // [n_layer][n_rot] cos/sin of the shift
   int64_t n_rot_ = 0;
+  int head_dim_ = 0;
 };
 
 }  // namespace

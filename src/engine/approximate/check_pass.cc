@@ -30,7 +30,7 @@ bool check_pass(Forward& fwd, PagePool& pages, int max_batch_tokens, const Engin
 
   PageTable scratch(pages);
   std::vector<int32_t> pg, fills;
-  std::vector<uint16_t> k16, v16;
+  std::vector<float> fresh_k, fresh_v;  // layer-1 K/V as stored
   std::vector<float> q;
   std::vector<BatchEntry> batch;
   // Layer 0 over tokens [b, e) appended to the scratch table, then the deviations of
@@ -44,7 +44,7 @@ bool check_pass(Forward& fwd, PagePool& pages, int max_batch_tokens, const Engin
       for (int32_t j = 0; j < m; ++j) batch.push_back(BatchEntry{s.tokens[at + j], s.positions[at + j], 0, slot0 + j, false});
       const SeqKv sk = seq_kv(scratch, pg, fills);
       const bool last = weighted && at + m == n;
-      fwd.run_to_layer(batch, std::span<const SeqKv>(&sk, 1), kCheckLayer, k16, v16, last ? &q : nullptr);
+      fwd.run_to_layer(batch, std::span<const SeqKv>(&sk, 1), kCheckLayer, fresh_k, fresh_v, last ? &q : nullptr);
       *n_checked += m;
       if (last) q_last.assign(q.end() - int64_t(n_head) * hd, q.end());
       if (cand >= 0) {
@@ -57,14 +57,14 @@ bool check_pass(Forward& fwd, PagePool& pages, int max_batch_tokens, const Engin
             fwd.slot_kv(kCheckLayer, sl.page, slot, kr.data(), vr.data());
             double total = 0;
             for (int g = 0; g < n_kv; ++g) {
-              const uint16_t* kf = k16.data() + j * kvd + g * hd;
-              const uint16_t* vf = v16.data() + j * kvd + g * hd;
+              const float* kf = fresh_k.data() + j * kvd + g * hd;
+              const float* vf = fresh_v.data() + j * kvd + g * hd;
               const float* kh = kr.data() + g * hd;
               const float* vh = vr.data() + g * hd;
               double d2 = 0;
               for (int d = 0; d < hd; ++d) {
-                const double dk = double(fp16_to_fp32(kf[d])) - kh[d];
-                const double dv = double(fp16_to_fp32(vf[d])) - vh[d];
+                const double dk = double(kf[d]) - kh[d];
+                const double dv = double(vf[d]) - vh[d];
                 d2 += dk * dk + dv * dv;
               }
               total += d2;
