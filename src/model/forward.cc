@@ -375,6 +375,7 @@ void Forward::attention_block(int l, std::span<const BatchEntry> batch, std::spa
   const int64_t scratch_per_thread = int64_t(scratch_.size()) / pool_.size();
   auto attention_args = [&](const BatchEntry& e, int g) {
     PagedAttentionArgs a;
+    a.kv_type = kv_.shape().kv_type;
     a.k_pages = kptr_[e.seq].data();
     a.v_pages = vptr_[e.seq].data();
     a.page_size = kv_.shape().page_size;
