@@ -8,6 +8,7 @@
 #include <random>
 
 #include "cli/commands.h"
+#include "cli/kv_type_flag.h"
 #include "cli/progress.h"
 #include "cli/units.h"
 #include "engine/engine.h"
@@ -35,6 +36,7 @@ struct PrefillArgs {
   bool bandwidth = true;
   std::vector<std::string> kernels{"auto"};
   std::vector<float> temperatures{0.f};  // decode sampling; 0 = greedy
+  std::vector<KvType> kv_types{KvType::kF16};
   uint64_t seed = 1;
   std::string json_out;
 };
@@ -43,6 +45,7 @@ struct PrefillArgs {
 struct PrefillRun {
   CpuLevel level;
   float temperature;
+  size_t kv;  // index in PrefillArgs::kv_types
 };
 
 // --kernels names -> levels ("auto": the best this CPU runs). Throws on a name
@@ -74,20 +77,26 @@ int run_prefill(const PrefillArgs& a) {
   const std::vector<CpuLevel> levels = kernel_levels(a.kernels);
   auto model = Model::load(a.model, a.mmap ? Residency::kMap : Residency::kMemory);
   const ModelConfig& c = model->config();
-  EngineOptions eo;
-  eo.threads = a.threads;
-  eo.max_batch_tokens = a.batch_tokens;
   int max_len = 0;
   for (int n : a.lengths) max_len = std::max(max_len, n);
-  KvShape shape{int(c.n_layer), int(c.n_kv_head), int(c.head_dim), eo.page_size};
-  eo.kv_memory_bytes = int64_t(shape.bytes_per_token()) * (max_len + a.decode + 64);
-  Engine engine(*model, eo);
+  // An engine per KV type, each with room for the longest run (its own bytes per token).
+  std::vector<std::unique_ptr<Engine>> engines;
+  for (KvType t : a.kv_types) {
+    EngineOptions eo;
+    eo.threads = a.threads;
+    eo.max_batch_tokens = a.batch_tokens;
+    eo.kv_type = t;
+    KvShape shape{int(c.n_layer), int(c.n_kv_head), int(c.head_dim), eo.page_size, t};
+    eo.kv_memory_bytes = int64_t(shape.bytes_per_token()) * (max_len + a.decode + 64);
+    engines.push_back(std::make_unique<Engine>(*model, eo));
+  }
   std::mt19937 rng(42);
   std::uniform_int_distribution<int32_t> pick(3, int32_t(c.n_vocab) - 1);
 
   std::vector<PrefillRun> runs;
   for (CpuLevel l : levels)
-    for (float t : a.temperatures) runs.push_back({l, t});
+    for (float t : a.temperatures)
+      for (size_t k = 0; k < a.kv_types.size(); ++k) runs.push_back({l, t, k});
   const bool several = runs.size() > 1;
   std::string names, temps;
   for (CpuLevel l : levels) names += (names.empty() ? "" : ", ") + cpu_level_name(l);
@@ -96,16 +105,18 @@ int run_prefill(const PrefillArgs& a) {
     std::snprintf(buf, sizeof buf, "%g", double(t));
     temps += (temps.empty() ? "" : ", ") + std::string(buf);
   }
-  std::printf("model: %s\n%s\nthreads %d, kernels %s, decode temperature %s (seed %llu)%s\n\n", a.model.c_str(),
+  std::string kv_names;
+  for (KvType t : a.kv_types) kv_names += (kv_names.empty() ? "" : ", ") + std::string(kv_type_name(t));
+  std::printf("model: %s\n%s\nthreads %d, kernels %s, decode temperature %s (seed %llu), KV %s%s\n\n", a.model.c_str(),
               c.describe().c_str(), a.threads, names.c_str(), temps.c_str(), (unsigned long long)a.seed,
-              several ? " (runs interleaved, side by side)" : "");
+              kv_names.c_str(), several ? " (runs interleaved, side by side)" : "");
   if (c.n_ctx_train > 0 && max_len + a.decode > c.n_ctx_train)
     std::fprintf(stderr,
                  "warning: %d prompt + %d decode tokens exceed the model's training context (%lld): "
                  "the speed is measured, the text would not be meaningful\n",
                  max_len, a.decode, (long long)c.n_ctx_train);
   std::printf("%8s  %14s  %10s  %14s%s\n", "tokens", "prompt tok/s", "TTFT ms", "decode tok/s",
-              several ? "  kernels  temperature" : "");
+              several ? "  kernels  temperature  kv" : "");
   nlohmann::json rows = nlohmann::json::array();
   Progress progress("prefill", int64_t(a.lengths.size()) * a.repeat * int64_t(runs.size()));
   for (int n : a.lengths) {
@@ -120,7 +131,7 @@ int run_prefill(const PrefillArgs& a) {
         req.stop_at_eog = false;
         req.sampling.temperature = runs[li].temperature;
         req.sampling.seed = a.seed;
-        GenerateResult r = engine.generate(req);
+        GenerateResult r = engines[runs[li].kv]->generate(req);
         const double pp = n / (r.prompt_ms / 1000);
         const double tg = r.tokens.size() > 1 ? (r.tokens.size() - 1) / (r.decode_ms / 1000) : 0;
         best_pp[li] = std::max(best_pp[li], pp);
@@ -133,14 +144,15 @@ int run_prefill(const PrefillArgs& a) {
     for (size_t li = 0; li < nl; ++li) {
       char kname[64] = "";
       if (several)
-        std::snprintf(kname, sizeof kname, "  %-7s  %g", cpu_level_name(runs[li].level).c_str(),
-                      double(runs[li].temperature));
+        std::snprintf(kname, sizeof kname, "  %-7s  %-11g  %s", cpu_level_name(runs[li].level).c_str(),
+                      double(runs[li].temperature), kv_type_name(a.kv_types[runs[li].kv]));
       if (a.decode > 0) {
         std::printf("%8d  %14.1f  %10.1f  %14.1f%s\n", n, best_pp[li], best_ttft[li], best_tg[li], kname);
       } else {  // (no token generated: no TTFT, no decode rate)
         std::printf("%8d  %14.1f  %10s  %14s%s\n", n, best_pp[li], "-", "-", kname);
       }
       rows.push_back({{"prompt_tokens", n}, {"kernels", cpu_level_name(runs[li].level)},
+                      {"kv_type", kv_type_name(a.kv_types[runs[li].kv])},
                       {"temperature", runs[li].temperature}, {"prompt_tokens_per_s", best_pp[li]},
                       {"ttft_ms", a.decode > 0 ? nlohmann::json(best_ttft[li]) : nlohmann::json(nullptr)},
                       {"decode_tokens_per_s", a.decode > 0 ? nlohmann::json(best_tg[li]) : nlohmann::json(nullptr)}});
@@ -208,6 +220,7 @@ Run add_bench(CLI::App& app) {
                  "others sample the whole vocabulary: top-k, top-p and min-p off)")
       ->capture_default_str()->delimiter(',')->check(CLI::Range(0.0, 100.0));
   p->add_option("--seed", a->seed, "Sampling seed of the decode at temperature > 0")->capture_default_str();
+  add_kv_types_option(*p, &a->kv_types);
   p->add_option("--json", a->json_out, kBenchJsonHelp);
   Run conversation = add_bench_conversation(app);
   Run modules = add_bench_modules(app);

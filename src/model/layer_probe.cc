@@ -25,7 +25,7 @@ void Forward::attention_weights(int layer, const float* q, const SeqKv& seq, int
   const int group = n_head / n_kv;
   const int64_t kvd = int64_t(n_kv) * hd;
   // The keys of the slots in order, F32 [n_slots][kvd].
-  std::vector<float> keys, vrow(size_t(kvd));
+  std::vector<float> keys, vrow(static_cast<size_t>(kvd));
   keys.reserve(size_t(n_slots * kvd));
   for (int32_t p = 0; p < seq.n_pages && int64_t(keys.size()) < n_slots * kvd; ++p) {
     const int filled = seq.fills ? seq.fills[p] : P;
