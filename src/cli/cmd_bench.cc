@@ -228,6 +228,7 @@ Run add_bench(CLI::App& app) {
   Run tiers = add_bench_tiers(app);
   Run agent = add_bench_agent(app);
   Run quality = add_bench_quality(app);
+  Run kv_quality = add_bench_kv_quality(app);
   Run cluster = add_bench_cluster(app);
   Run grammar = add_bench_grammar(app);
   Run hybrid = add_bench_hybrid(app);
@@ -236,17 +237,19 @@ Run add_bench(CLI::App& app) {
   CLI::App* tie = app.get_subcommand("tiers");
   CLI::App* agt = app.get_subcommand("agent");
   CLI::App* qua = app.get_subcommand("quality");
+  CLI::App* kvq = app.get_subcommand("kv-quality");
   CLI::App* clu = app.get_subcommand("cluster");
   CLI::App* gra = app.get_subcommand("grammar");
   CLI::App* hyb = app.get_subcommand("hybrid");
   return [a, p, conv, srv, tie, agt, qua, clu, gra, conversation, modules, serve, tiers, agent, quality, cluster,
-          grammar, hyb, hybrid] {
+          grammar, hyb, hybrid, kvq, kv_quality] {
     return p->parsed()    ? run_prefill(*a)
            : conv->parsed() ? conversation()
            : srv->parsed()  ? serve()
            : tie->parsed()  ? tiers()
            : agt->parsed()  ? agent()
            : qua->parsed()  ? quality()
+           : kvq->parsed()  ? kv_quality()
            : clu->parsed()  ? cluster()
            : gra->parsed()  ? grammar()
            : hyb->parsed()  ? hybrid()
