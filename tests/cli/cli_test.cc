@@ -246,7 +246,7 @@ TEST(Cli, KvTypes) {
   }
   CmdResult g = run("generate -m " + kStories + " -p \"Once upon a time\" -n 16 --kv-type q4_0");
   ASSERT_EQ(g.status, 0) << g.out;
-  EXPECT_NE(g.out.find("Once upon a time"), std::string::npos) << g.out;
+  EXPECT_NE(g.out.find("there was"), std::string::npos) << g.out;  // (F16 gives ", there was a little girl named Lily")
   CmdResult q = run("bench kv-quality -m " + kStories + " --prompts 6 --pool 4 --max-tokens 64 --json " + dir +
                     "/q.json");
   ASSERT_EQ(q.status, 0) << q.out;
