@@ -52,6 +52,7 @@
 
 #include "cli/chat_stream.h"
 #include "cli/commands.h"
+#include "cli/kv_type_flag.h"
 #include "cli/in_process_server.h"
 #include "cli/progress.h"
 #include "cli/units.h"
@@ -68,6 +69,7 @@ using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
 struct BenchAgentArgs {
+  KvType kv_type = KvType::kF16;  // --kv-type
   std::string model;  // "" = a generated model in `dir`
   std::string documents = "separate";  // separate: text parts; joined: one string
   std::string dir;
@@ -323,6 +325,7 @@ int run_bench_agent(const BenchAgentArgs& a) {
     o.model_path = model;
     o.port = 0;
     o.threads = a.threads;
+    o.kv_type = a.kv_type;
     o.kv_memory_bytes = parse_bytes(a.kv_memory);
     o.chat_template_file = tmpl;
     return o;
@@ -501,6 +504,7 @@ Run add_bench_agent(CLI::App& bench) {
       ->check(CLI::Range(0.0, 1.0));
   c->add_option("--policy", a->policy, "cache_reuse_policy of the approximate run (default: the server's)")
       ->check(CLI::IsMember({"prefix", "deviation", "impact"}));
+  add_kv_type_option(*c, &a->kv_type);
   c->add_option("-t,--threads", a->threads, kThreadsHelp)->capture_default_str()->check(CLI::Range(1, 256));
   c->add_option("--kv-memory", a->kv_memory, "Server KV cache memory")->capture_default_str();
   c->add_option("--json", a->json_out, kBenchJsonHelp);

@@ -53,6 +53,7 @@
 
 #include "cli/chat_stream.h"
 #include "cli/commands.h"
+#include "cli/kv_type_flag.h"
 #include "cli/units.h"
 #include "engine/engine.h"
 #include "common/error.h"
@@ -71,6 +72,7 @@ using Clock = std::chrono::steady_clock;
 namespace fs = std::filesystem;
 
 struct ClusterArgs {
+  KvType kv_type = KvType::kF16;  // --kv-type
   std::string model;  // "" = a generated 'small' model in dir
   std::string dir;
   std::string chat_template_file;
@@ -247,6 +249,7 @@ TraceResult run_trace(const ClusterArgs& a, const std::string& model, const std:
     o.model_path = model;
     o.port = 0;
     o.threads = a.threads;
+    o.kv_type = a.kv_type;
     o.parallel = std::max(1, a.clients);
     o.kv_memory_bytes = parse_bytes(a.kv_memory);
     o.chat_template_file = a.chat_template_file;
@@ -327,6 +330,7 @@ std::vector<PromotionRow> run_promotion(const ClusterArgs& a, const std::string&
   for (int n : a.history) {
     EngineOptions eo;
     eo.threads = a.promotion_threads;
+    eo.kv_type = a.kv_type;
     const KvShape shape{int(c.n_layer), int(c.n_kv_head), int(c.head_dim), eo.page_size};
     eo.kv_memory_bytes = int64_t(shape.bytes_per_token()) * (2 * int64_t(n) + 256);
     GenerateRequest req;
@@ -472,6 +476,7 @@ Run add_bench_cluster(CLI::App& bench) {
       ->capture_default_str()->check(CLI::Range(1, 100000));
   c->add_option("--max-tokens", a->max_tokens, "Tokens generated per turn")
       ->capture_default_str()->check(CLI::Range(1, 100000));
+  add_kv_type_option(*c, &a->kv_type);
   c->add_option("-t,--threads", a->threads, "Compute threads of each server")
       ->capture_default_str()->check(CLI::Range(1, 256));
   c->add_option("--kv-memory", a->kv_memory, "KV memory of each server")->capture_default_str();

@@ -10,6 +10,7 @@
 #include <random>
 
 #include "cli/commands.h"
+#include "cli/kv_type_flag.h"
 #include "cli/progress.h"
 #include "cli/units.h"
 #include "engine/engine.h"
@@ -61,6 +62,7 @@ void BlockCacheSim::insert(const std::vector<int32_t>& tokens) {
 namespace {
 
 struct ConvArgs {
+  KvType kv_type = KvType::kF16;  // --kv-type
   std::string model;
   int sessions = 16;
   int turns = 12;
@@ -100,6 +102,7 @@ std::vector<Request> replay(const Model& model, const ConvArgs& a, int64_t kv_by
   Progress progress(label, int64_t(a.sessions) * a.turns);
   EngineOptions eo;
   eo.threads = a.threads;
+  eo.kv_type = a.kv_type;
   eo.kv_memory_bytes = kv_bytes;
   Engine engine(model, eo);
   std::mt19937 rng(a.seed);
@@ -284,6 +287,7 @@ Run add_bench_conversation(CLI::App& bench) {
   p->add_option("--reply-min", a->reply_min, "Shortest reply")->capture_default_str();
   p->add_option("--reply-max", a->reply_max, "Longest reply")->capture_default_str();
   p->add_option("--seed", a->seed, "Trace seed")->capture_default_str();
+  add_kv_type_option(*p, &a->kv_type);
   p->add_option("-t,--threads", a->threads, kThreadsHelp)->capture_default_str()->check(CLI::Range(1, 256));
   p->add_option("--json", a->json_out, kBenchJsonHelp);
   return [a] { return run_conversation(*a); };

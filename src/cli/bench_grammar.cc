@@ -15,6 +15,7 @@
 #include <random>
 
 #include "cli/commands.h"
+#include "cli/kv_type_flag.h"
 #include "engine/engine.h"
 #include "grammar/gbnf_parser.h"
 #include "grammar/json_schema.h"
@@ -27,6 +28,7 @@ namespace pc::cli {
 namespace {
 
 struct GrammarArgs {
+  KvType kv_type = KvType::kF16;  // --kv-type
   std::string model;
   int decode = 128;
   int threads = default_thread_count();
@@ -57,6 +59,7 @@ int run_grammar(const GrammarArgs& a) {
   auto model = Model::load(a.model);
   EngineOptions eo;
   eo.threads = a.threads;
+  eo.kv_type = a.kv_type;
   eo.kv_memory_bytes = int64_t(256) << 20;
   Engine engine(*model, eo);
   const int32_t V = int32_t(model->config().n_vocab);
@@ -123,6 +126,7 @@ Run add_bench_grammar(CLI::App& bench) {
   CLI::App* p = bench.add_subcommand("grammar", "Decode cost of constrained decoding (JSON Schema, json_object) vs free");
   p->add_option("-m,--model", a->model, "GGUF model file")->required()->check(CLI::ExistingFile);
   p->add_option("--decode", a->decode, "Most tokens per request")->capture_default_str()->check(CLI::Range(2, 1 << 16));
+  add_kv_type_option(*p, &a->kv_type);
   p->add_option("-t,--threads", a->threads, kThreadsHelp)->capture_default_str()->check(CLI::Range(1, 256));
   p->add_option("--repeat", a->repeat, "Rounds (the best per request is reported)")
       ->capture_default_str()->check(CLI::Range(1, 1000));

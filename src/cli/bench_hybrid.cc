@@ -27,6 +27,7 @@
 
 #include "cli/chat_stream.h"
 #include "cli/commands.h"
+#include "cli/kv_type_flag.h"
 #include "cli/in_process_server.h"
 #include "cli/units.h"
 #include "common/error.h"
@@ -41,6 +42,7 @@ namespace {
 using json = nlohmann::json;
 
 struct BenchHybridArgs {
+  KvType kv_type = KvType::kF16;  // --kv-type
   std::string dir;
   std::string shape = "small";
   std::string vocab = "../shared/vocab/ggml-vocab-qwen35.gguf";
@@ -118,6 +120,7 @@ int run_bench_hybrid(const BenchHybridArgs& a) {
     o.model_path = model_file(a, arch);
     o.port = 0;
     o.threads = a.threads;
+    o.kv_type = a.kv_type;
     o.kv_memory_bytes = parse_bytes(a.kv_memory);
     o.chat_template_file = a.template_file;
     servers.push_back(std::make_unique<InProcessServer>(o));
@@ -176,6 +179,7 @@ Run add_bench_hybrid(CLI::App& bench) {
   c->add_option("--chat-template-file", a->template_file, "Qwen3.5 chat template")->capture_default_str();
   c->add_option("--turns", a->turns, "Turns of the session")->capture_default_str()->check(CLI::Range(2, 100));
   c->add_option("--max-tokens", a->max_tokens, "Tokens generated per turn")->capture_default_str();
+  add_kv_type_option(*c, &a->kv_type);
   c->add_option("-t,--threads", a->threads, "Server threads")->capture_default_str();
   c->add_option("--kv-memory", a->kv_memory, "Server KV memory")->capture_default_str();
   return [a] { return run_bench_hybrid(*a); };

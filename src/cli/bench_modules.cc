@@ -11,6 +11,7 @@
 #include <random>
 
 #include "cli/commands.h"
+#include "cli/kv_type_flag.h"
 #include "cli/progress.h"
 #include "engine/engine.h"
 #include "pml/compiled_plan.h"
@@ -26,6 +27,7 @@ namespace pc::cli {
 namespace {
 
 struct ModArgs {
+  KvType kv_type = KvType::kF16;  // --kv-type
   std::string model;
   std::vector<int> lengths{512, 1024, 2048, 4096};
   int docs = 4;
@@ -66,6 +68,7 @@ int run_accuracy(const ModArgs& a, const Model& model, const pml::Encoder& enc) 
   const pml::SchemaLayout layout = pml::compile_schema(schema, enc, "bench.pml");
   EngineOptions eo;
   eo.threads = a.threads;
+  eo.kv_type = a.kv_type;
   Engine cached(model, eo);
   eo.prefix_cache = false;
   Engine cold(model, eo);
@@ -130,6 +133,7 @@ int run_modules(const ModArgs& a) {
     const pml::SchemaLayout layout = pml::compile_schema(schema, enc, "bench.pml");
     EngineOptions eo;
     eo.threads = a.threads;
+    eo.kv_type = a.kv_type;
     eo.kv_memory_bytes = int64_t(model->config().n_layer) * model->config().n_kv_head *
                              model->config().head_dim * 4 * (int64_t(a.docs + 3) * L + 1024) + (64 << 20);
     Engine cached(*model, eo);
@@ -190,6 +194,7 @@ Run add_bench_modules(CLI::App& bench) {
       ->capture_default_str()->delimiter(',')->check(CLI::Range(1, 1 << 20));
   p->add_option("--docs", a->docs, "Documents per schema")->capture_default_str()->check(CLI::Range(2, 1000));
   p->add_option("--prompts", a->prompts, "Prompts per length")->capture_default_str()->check(CLI::Range(1, 100000));
+  add_kv_type_option(*p, &a->kv_type);
   p->add_option("-t,--threads", a->threads, kThreadsHelp)->capture_default_str()->check(CLI::Range(1, 256));
   p->add_option("--seed", a->seed, "Seed")->capture_default_str();
   p->add_option("--json", a->json_out, kBenchJsonHelp);

@@ -28,6 +28,7 @@
 #include <random>
 
 #include "cli/commands.h"
+#include "cli/kv_type_flag.h"
 #include "cli/progress.h"
 #include "engine/engine.h"
 #include "engine/approximate/recompute_policy.h"
@@ -42,6 +43,7 @@ namespace pc::cli {
 namespace {
 
 struct QualityArgs {
+  KvType kv_type = KvType::kF16;  // --kv-type
   std::vector<std::string> models;
   int prompts = 100;  // per kind of change (4 kinds: 400 prompts per model)
   std::vector<double> budgets{0, 0.05, 0.10, 0.15, 0.25};
@@ -137,6 +139,7 @@ int run_quality(const QualityArgs& a) {
                 (long long)model->config().n_ctx_train);
     EngineOptions eo;
     eo.threads = a.threads;
+    eo.kv_type = a.kv_type;
     eo.kv_memory_bytes = 64 << 20;
     Engine warm(*model, eo);
     eo.prefix_cache = false;
@@ -301,6 +304,7 @@ Run add_bench_quality(CLI::App& bench) {
   q->add_option("--continuation", a->continuation, "Greedy tokens compared after the prompt")
       ->capture_default_str()->check(CLI::Range(0, 4096));
   q->add_option("--pool", a->pool, "Generated blocks the prompts draw from")->capture_default_str()->check(CLI::Range(8, 100000));
+  add_kv_type_option(*q, &a->kv_type);
   q->add_option("-t,--threads", a->threads, "CPU threads (the models are tiny: 1 is fastest)")
       ->capture_default_str()->check(CLI::Range(1, 256));
   q->add_option("--seed", a->seed, "Seed of the generated blocks and the arrangements")->capture_default_str();

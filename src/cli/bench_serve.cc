@@ -27,6 +27,7 @@
 
 #include "cli/chat_stream.h"
 #include "cli/commands.h"
+#include "cli/kv_type_flag.h"
 #include "cli/progress.h"
 #include "cli/units.h"
 #include "common/error.h"
@@ -42,6 +43,7 @@ using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
 struct BenchServeArgs {
+  KvType kv_type = KvType::kF16;  // --kv-type
   std::string model;               // "" = a generated model in `dir`
   std::string dir;
   std::string url;                 // a running server instead of one in this process
@@ -178,6 +180,7 @@ RunResult run_in_process(const BenchServeArgs& a, const std::string& model, bool
   o.parallel = a.parallel;
   o.queue = std::max(64, a.clients);
   o.threads = a.threads;
+  o.kv_type = a.kv_type;
   o.kv_memory_bytes = parse_bytes(a.kv_memory);
   o.prefix_cache = prefix_cache;
   o.chat_template_file = a.chat_template_file;
@@ -282,6 +285,7 @@ Run add_bench_serve(CLI::App& bench) {
       ->capture_default_str()->check(CLI::Range(1, 100000));
   c->add_option("--max-tokens", a->max_tokens, "Tokens generated per request")
       ->capture_default_str()->check(CLI::Range(1, 100000));
+  add_kv_type_option(*c, &a->kv_type);
   c->add_option("-t,--threads", a->threads, kThreadsHelp)->capture_default_str()->check(CLI::Range(1, 256));
   c->add_option("--parallel", a->parallel, "Server sequences at once")->capture_default_str()->check(CLI::Range(1, 4096));
   c->add_option("--kv-memory", a->kv_memory, "Server KV cache memory")->capture_default_str();

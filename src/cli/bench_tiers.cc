@@ -13,6 +13,7 @@
 #include <random>
 
 #include "cli/commands.h"
+#include "cli/kv_type_flag.h"
 #include "cli/bench_tier_chat.h"
 #include "cli/progress.h"
 #include "engine/engine.h"
@@ -33,6 +34,7 @@ namespace {
 namespace fs = std::filesystem;
 
 struct TiersArgs {
+  KvType kv_type = KvType::kF16;  // --kv-type
   std::string model;
   std::string shape = "smollm-135m";
   int length = 2048;
@@ -135,6 +137,7 @@ int run_tiers(const TiersArgs& a) {
   const auto& c = model->config();
   EngineOptions eo;
   eo.threads = a.threads;
+  eo.kv_type = a.kv_type;
   eo.kv_memory_bytes = int64_t(c.n_layer) * c.n_kv_head * c.head_dim * 4 * (3 * int64_t(a.length) + 1024) + (64 << 20);
   auto engine_with = [&](const std::string& disk, const std::string& redis) {
     EngineOptions o = eo;
@@ -214,6 +217,7 @@ Run add_bench_tiers(CLI::App& bench) {
       ->check(CLI::ExistingFile);
   p->add_option("--shape", a->shape, "Shape of the generated model")->capture_default_str();
   p->add_option("--length", a->length, "Tokens of the document module")->capture_default_str()->check(CLI::Range(16, 1 << 20));
+  add_kv_type_option(*p, &a->kv_type);
   p->add_option("-t,--threads", a->threads, kThreadsHelp)->capture_default_str()->check(CLI::Range(1, 256));
   p->add_option("--dir", a->dir, "Scratch directory (default: a new one under $TMPDIR)");
   p->add_option("--redis", a->redis_url, "Redis URL for the Redis rows (e.g. redis://127.0.0.1:6379/0)");

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "cli/commands.h"
+#include "cli/kv_type_flag.h"
 #include "cli/progress.h"
 #include "cli/units.h"
 #include "engine/engine.h"
@@ -37,6 +38,7 @@ struct PrefillArgs {
   bool bandwidth = true;
   std::vector<std::string> kernels{"auto"};
   std::vector<float> temperatures{0.f};  // decode sampling; 0 = greedy
+  std::vector<KvType> kv_types{KvType::kF16};
   uint64_t seed = 1;
   std::string json_out;
   std::vector<std::string> compare;  // models measured side by side with `model`
@@ -47,6 +49,7 @@ struct PrefillRun {
   CpuLevel level;
   float temperature;
   size_t model = 0;  // index into the models measured (--compare)
+  size_t kv = 0;     // index in PrefillArgs::kv_types
 };
 
 // --kernels names -> levels ("auto": the best this CPU runs). Throws on a name
@@ -89,7 +92,7 @@ double median(std::vector<double> v) {
 struct PrefillModel {
   std::string path;
   std::unique_ptr<Model> model;
-  std::unique_ptr<Engine> engine;
+  std::vector<std::unique_ptr<Engine>> engines;  // one per KV type measured
 };
 
 int run_prefill(const PrefillArgs& a) {
@@ -104,13 +107,17 @@ int run_prefill(const PrefillArgs& a) {
     pm.path = path;
     pm.model = Model::load(path, a.mmap ? Residency::kMap : Residency::kMemory);
     const ModelConfig& c = pm.model->config();
-    EngineOptions eo;
-    eo.threads = a.threads;
-    eo.max_batch_tokens = a.batch_tokens;
-    KvShape shape{int(c.n_layer), int(c.n_kv_head), int(c.head_dim), eo.page_size};
-    eo.kv_memory_bytes = int64_t(shape.bytes_per_token()) * (max_len + a.decode + 64);
-    if (c.n_recurrent > 0) eo.kv_memory_bytes += 4 * RecurrentState(c).bytes();  // the prompt's snapshots
-    pm.engine = std::make_unique<Engine>(*pm.model, eo);
+    // An engine per KV type, each with room for the longest run (its own bytes per token).
+    for (KvType t : a.kv_types) {
+      EngineOptions eo;
+      eo.threads = a.threads;
+      eo.max_batch_tokens = a.batch_tokens;
+      eo.kv_type = t;
+      KvShape shape{int(c.n_layer), int(c.n_kv_head), int(c.head_dim), eo.page_size, t};
+      eo.kv_memory_bytes = int64_t(shape.bytes_per_token()) * (max_len + a.decode + 64);
+      if (c.n_recurrent > 0) eo.kv_memory_bytes += 4 * RecurrentState(c).bytes();  // the prompt's snapshots
+      pm.engines.push_back(std::make_unique<Engine>(*pm.model, eo));
+    }
     models.push_back(std::move(pm));
   }
   const bool compare = models.size() > 1;
@@ -119,8 +126,9 @@ int run_prefill(const PrefillArgs& a) {
   std::vector<PrefillRun> runs;
   for (size_t mi = 0; mi < models.size(); ++mi)
     for (CpuLevel l : levels)
-      for (float t : a.temperatures) runs.push_back({l, t, mi});
-  const bool several = levels.size() * a.temperatures.size() > 1;
+      for (float t : a.temperatures)
+        for (size_t k = 0; k < a.kv_types.size(); ++k) runs.push_back({l, t, mi, k});
+  const bool several = levels.size() * a.temperatures.size() * a.kv_types.size() > 1;
   std::string names, temps;
   for (CpuLevel l : levels) names += (names.empty() ? "" : ", ") + cpu_level_name(l);
   for (float t : a.temperatures) {
@@ -128,11 +136,13 @@ int run_prefill(const PrefillArgs& a) {
     std::snprintf(buf, sizeof buf, "%g", double(t));
     temps += (temps.empty() ? "" : ", ") + std::string(buf);
   }
+  std::string kv_names;
+  for (KvType t : a.kv_types) kv_names += (kv_names.empty() ? "" : ", ") + std::string(kv_type_name(t));
   for (size_t mi = 0; mi < models.size(); ++mi)
     std::printf("%s%s: %s\n%s\n", compare ? "model " : "model", compare ? std::to_string(mi).c_str() : "",
                 models[mi].path.c_str(), models[mi].model->config().describe().c_str());
-  std::printf("threads %d, kernels %s, decode temperature %s (seed %llu)%s\n\n", a.threads, names.c_str(),
-              temps.c_str(), (unsigned long long)a.seed,
+  std::printf("threads %d, kernels %s, decode temperature %s (seed %llu), KV %s%s\n\n", a.threads, names.c_str(),
+              temps.c_str(), (unsigned long long)a.seed, kv_names.c_str(),
               several || compare ? " (runs interleaved, side by side)" : "");
   for (const PrefillModel& pm : models) {
     const ModelConfig& c = pm.model->config();
@@ -143,7 +153,7 @@ int run_prefill(const PrefillArgs& a) {
                    max_len, a.decode, (long long)c.n_ctx_train);
   }
   std::printf("%8s  %14s  %10s  %14s%s%s\n", "tokens", "prompt tok/s", "TTFT ms", "decode tok/s",
-              compare ? "  model" : "", several ? "  kernels  temperature" : "");
+              compare ? "  model" : "", several ? "  kernels  temperature  kv" : "");
   nlohmann::json rows = nlohmann::json::array();
   std::vector<double> best_decode(models.size(), 0);
   Progress progress("prefill", int64_t(a.lengths.size()) * a.repeat * int64_t(runs.size()));
@@ -162,7 +172,7 @@ int run_prefill(const PrefillArgs& a) {
         req.stop_at_eog = false;
         req.sampling.temperature = runs[li].temperature;
         req.sampling.seed = a.seed;
-        GenerateResult r = models[runs[li].model].engine->generate(req);
+        GenerateResult r = models[runs[li].model].engines[runs[li].kv]->generate(req);
         const double pp = n / (r.prompt_ms / 1000);
         const double tg = r.tokens.size() > 1 ? (r.tokens.size() - 1) / (r.decode_ms / 1000) : 0;
         best_pp[li] = std::max(best_pp[li], pp);
@@ -178,8 +188,8 @@ int run_prefill(const PrefillArgs& a) {
       char mname[16] = "", kname[64] = "";
       if (compare) std::snprintf(mname, sizeof mname, "  %5zu", runs[li].model);
       if (several)
-        std::snprintf(kname, sizeof kname, "  %-7s  %g", cpu_level_name(runs[li].level).c_str(),
-                      double(runs[li].temperature));
+        std::snprintf(kname, sizeof kname, "  %-7s  %-11g  %s", cpu_level_name(runs[li].level).c_str(),
+                      double(runs[li].temperature), kv_type_name(a.kv_types[runs[li].kv]));
       if (a.decode > 0) {
         std::printf("%8d  %14.1f  %10.1f  %14.1f%s%s\n", n, best_pp[li], best_ttft[li], best_tg[li], mname, kname);
       } else {  // (no token generated: no TTFT, no decode rate)
@@ -187,6 +197,7 @@ int run_prefill(const PrefillArgs& a) {
       }
       best_decode[runs[li].model] = std::max(best_decode[runs[li].model], best_tg[li]);
       nlohmann::json row = {{"prompt_tokens", n}, {"kernels", cpu_level_name(runs[li].level)},
+                            {"kv_type", kv_type_name(a.kv_types[runs[li].kv])},
                             {"temperature", runs[li].temperature}, {"prompt_tokens_per_s", best_pp[li]},
                             {"prompt_tokens_per_s_median", median(all_pp[li])},
                             {"ttft_ms", a.decode > 0 ? nlohmann::json(best_ttft[li]) : nlohmann::json(nullptr)},
@@ -286,6 +297,7 @@ Run add_bench(CLI::App& app) {
                  "others sample the whole vocabulary: top-k, top-p and min-p off)")
       ->capture_default_str()->delimiter(',')->check(CLI::Range(0.0, 100.0));
   p->add_option("--seed", a->seed, "Sampling seed of the decode at temperature > 0")->capture_default_str();
+  add_kv_types_option(*p, &a->kv_types);
   p->add_option("--json", a->json_out, kBenchJsonHelp);
   Run conversation = add_bench_conversation(app);
   Run modules = add_bench_modules(app);
@@ -293,6 +305,7 @@ Run add_bench(CLI::App& app) {
   Run tiers = add_bench_tiers(app);
   Run agent = add_bench_agent(app);
   Run quality = add_bench_quality(app);
+  Run kv_quality = add_bench_kv_quality(app);
   Run cluster = add_bench_cluster(app);
   Run grammar = add_bench_grammar(app);
   Run hybrid = add_bench_hybrid(app);
@@ -301,17 +314,19 @@ Run add_bench(CLI::App& app) {
   CLI::App* tie = app.get_subcommand("tiers");
   CLI::App* agt = app.get_subcommand("agent");
   CLI::App* qua = app.get_subcommand("quality");
+  CLI::App* kvq = app.get_subcommand("kv-quality");
   CLI::App* clu = app.get_subcommand("cluster");
   CLI::App* gra = app.get_subcommand("grammar");
   CLI::App* hyb = app.get_subcommand("hybrid");
   return [a, p, conv, srv, tie, agt, qua, clu, gra, conversation, modules, serve, tiers, agent, quality, cluster,
-          grammar, hyb, hybrid] {
+          grammar, hyb, hybrid, kvq, kv_quality] {
     return p->parsed()    ? run_prefill(*a)
            : conv->parsed() ? conversation()
            : srv->parsed()  ? serve()
            : tie->parsed()  ? tiers()
            : agt->parsed()  ? agent()
            : qua->parsed()  ? quality()
+           : kvq->parsed()  ? kv_quality()
            : clu->parsed()  ? cluster()
            : gra->parsed()  ? grammar()
            : hyb->parsed()  ? hybrid()

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/kv_type_flag.h"
 #include "cli/tier_flags.h"
 #include "cli/units.h"
 #include "engine/engine.h"
@@ -34,6 +35,7 @@ struct GenerateArgs {
   int64_t ctx_size = 0;  // -c: positions prompt + reply may use (0 = no cap)
   int threads = default_thread_count();
   std::string kv_memory = "1GiB";
+  KvType kv_type = KvType::kF16;
   bool no_bos = false;
   bool special = false;
   SamplingParams sampling;
@@ -178,6 +180,7 @@ int run_generate(const GenerateArgs& a) {
   EngineOptions eo;
   eo.threads = a.threads;
   eo.kv_memory_bytes = parse_bytes(a.kv_memory);
+  eo.kv_type = a.kv_type;
   eo.tiers = tier_options(a.tiers);
   Engine engine(*model, eo);
   const int64_t n_ctx = a.ctx_size > 0 ? context_size(model->config(), a.ctx_size) : 0;
@@ -234,6 +237,7 @@ Run add_generate(CLI::App& app) {
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   app.add_option("-t,--threads", a->threads, kThreadsHelp)->capture_default_str()->check(CLI::Range(1, 256));
   app.add_option("--kv-memory", a->kv_memory, "KV cache memory (e.g. 512MiB, 4GiB)")->capture_default_str();
+  add_kv_type_option(app, &a->kv_type);
   add_tier_options(app, a->tiers);
   app.add_flag("--no-bos", a->no_bos, "Do not add BOS even if the model asks for it");
   app.add_flag("--special", a->special, "Parse special-token text (e.g. <|im_start|>) in the prompt");

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "cli/kv_type_flag.h"
 #include "cli/tier_flags.h"
 #include "cli/units.h"
 #include "engine/approximate/recompute_policy.h"
@@ -215,6 +216,7 @@ Run add_serve(CLI::App& app) {
   app.add_option("-t,--threads", o.threads, kThreadsHelp)
       ->capture_default_str()->check(CLI::Range(1, 256));
   app.add_option("--kv-memory", a->kv_memory, "KV cache memory (e.g. 512MiB, 4GiB)")->capture_default_str();
+  add_kv_type_option(app, &o.kv_type);
   app.add_option("--batch-tokens", o.max_batch_tokens, "Tokens per forward step (prompt chunks + decodes)")
       ->capture_default_str()->check(CLI::Range(1, 1 << 20));
   add_tier_options(app, a->tiers);

@@ -41,6 +41,8 @@ Run add_bench_tiers(CLI::App& bench);
 Run add_bench_agent(CLI::App& bench);
 // `bench quality`, registered by add_bench.
 Run add_bench_quality(CLI::App& bench);
+// `bench kv-quality`: quantized KV against F16 (src/cli/bench_kv_quality.cc).
+Run add_bench_kv_quality(CLI::App& bench);
 // `bench cluster`: several servers and one Redis (src/cli/bench_cluster.cc).
 Run add_bench_cluster(CLI::App& bench);
 // `bench grammar`: constrained vs free decode (src/cli/bench_grammar.cc).

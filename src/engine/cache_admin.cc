@@ -12,7 +12,7 @@ double unix_seconds(CacheAdmin::Clock::time_point t, CacheAdmin::Clock::time_poi
          std::chrono::duration<double>(t - now).count();
 }
 
-KvNamespace CacheAdmin::ns(const CacheScope& scope) const { return KvNamespace{p_.model, "f16", scope}; }
+KvNamespace CacheAdmin::ns(const CacheScope& scope) const { return KvNamespace{p_.model, kv_type_name(p_.pool.shape().kv_type), scope}; }
 
 CacheStats CacheAdmin::counters() const {
   CacheStats s;

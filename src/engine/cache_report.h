@@ -21,7 +21,7 @@ struct PoolView {
   int32_t page_size = 0;
   int64_t page_bytes = 0;
   int32_t pages = 0, pages_in_use = 0, pages_cached = 0, pages_free = 0;
-  std::string kv_type = "f16";  // how pages store K and V
+  std::string kv_type = "f16";  // how pages store K and V (kernels/kv_quant.h: f16, q8_0, q4_0)
   // What one cached token costs, in memory and in every tier's payload.
   int64_t bytes_per_token() const { return page_size > 0 ? page_bytes / page_size : 0; }
 };

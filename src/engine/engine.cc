@@ -32,9 +32,9 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
-KvShape kv_shape(const Model& m, int page_size) {
+KvShape kv_shape(const Model& m, int page_size, KvType kv_type) {
   const ModelConfig& c = m.config();
-  return KvShape{int(c.n_layer), int(c.n_kv_head), int(c.head_dim), page_size};
+  return KvShape{int(c.n_layer), int(c.n_kv_head), int(c.head_dim), page_size, kv_type};
 }
 
 }  // namespace
@@ -55,7 +55,10 @@ struct Engine::Reclaimer : PageReclaimer {
 Engine::Engine(const Model& model, const EngineOptions& opt)
     : model_(model), opt_(opt), pool_(std::make_unique<ThreadPool>(opt.threads)) {
   if (opt.max_batch_tokens < 1) throw Error("max_batch_tokens must be at least 1");
-  const KvShape shape = kv_shape(model, opt.page_size);
+  const KvShape shape = kv_shape(model, opt.page_size, opt.kv_type);
+  if (shape.row_bytes() == 0)
+    throw Error(std::string("--kv-type ") + kv_type_name(opt.kv_type) + " cannot store this model's heads of " +
+                std::to_string(shape.head_dim) + " dimensions (needs a multiple of 32, or 8 or 16); use f16");
   const int32_t n_pages = PagePool::pages_for_bytes(shape, uint64_t(std::max<int64_t>(0, opt.kv_memory_bytes)));
   if (n_pages < 1)
     throw Error("--kv-memory " + std::to_string(opt.kv_memory_bytes) +
@@ -104,7 +107,7 @@ void Engine::poll_tiers() {
 
 
 KvNamespace Engine::ns(const CacheScope& scope) const {
-  return KvNamespace{model_.fingerprint(), "f16", scope};
+  return KvNamespace{model_.fingerprint(), kv_type_name(opt_.kv_type), scope};
 }
 
 std::span<const TokenLogprobs> Engine::logprobs(int64_t id) const {

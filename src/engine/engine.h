@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "engine/finish_reason.h"
+#include "kernels/kv_quant.h"
 #include "common/error.h"
 #include "engine/sampler.h"
 #include "kernels/cpu_count.h"
@@ -61,8 +62,11 @@ struct Run;
 
 struct EngineOptions {
   int threads = default_thread_count();
-  int64_t kv_memory_bytes = int64_t(1) << 30;  // KV page capacity
+  int64_t kv_memory_bytes = int64_t(1) << 30;  // KV page capacity, in the KV type's real bytes
   int page_size = 16;
+  // How pages store K and V (kernels/kv_quant.h). Exactness holds within a type: a hit
+  // gives bitwise the logits of recomputing in that type; namespaces keep types apart.
+  KvType kv_type = KvType::kF16;
   int max_batch_tokens = 512;  // tokens per forward step (prompt chunks + decodes)
   bool prefix_cache = true;    // reuse and insert prefixes
   // While sequences decode, module-encoding chunks are sized so that a step takes at

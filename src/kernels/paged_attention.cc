@@ -1,6 +1,8 @@
-// Attention over paged F16 KV. The arithmetic, per query head:
+// Attention over paged KV. The arithmetic, per query head, over the keys K and
+// values V as F32 — F16 widened, or quantized rows dequantized (exact in F32:
+// kernels/kv_quant.h), so every KV type runs the same operations on its values:
 //
-//   q16 = f16(q)                                  query rounded to F16, like the keys
+//   q16 = f16(q)                                  query rounded to F16
 //   the blocks of visible slots, in sequence order: a page's slots [8j, 8j+8)
 //   that the query sees (the last block of a page or of the context may be
 //   shorter; fills of partial pages end a page early); a block belongs to
@@ -62,11 +64,33 @@ namespace {
 
 inline float round_f16(float v) { return fp16_to_fp32(fp32_to_fp16(v)); }
 
-// Key u of a block (K: [hd][kw], k_layout.h).
-float dot(const float* q, const uint16_t* K, int kw, int u, int hd) {
+// Key u of a block (K: [hd][8] F32).
+float dot(const float* q, const float* K, int u, int hd) {
   float r = 0.f;
-  for (int d = 0; d < hd; ++d) r = std::fma(q[d], fp16_to_fp32(K[d * kw + u]), r);
+  for (int d = 0; d < hd; ++d) r = std::fma(q[d], K[d * 8 + u], r);
   return r;
+}
+
+// A block of for_each_key_block() as F32: kf [hd][8] (key u, dimension d at
+// kf[d * 8 + u]; lanes past nb zero), vf [nb][hd]; row: scratch [hd].
+void decode_block(const PagedAttentionArgs& a, const uint16_t* K, int kw, const uint16_t* V, int nb, float* kf,
+                  float* vf, float* row) {
+  const int hd = a.head_dim;
+  for (int i = 0; i < 8 * hd; ++i) kf[i] = 0.f;
+  if (a.kv_type == KvType::kF16) {
+    for (int d = 0; d < hd; ++d)
+      for (int u = 0; u < nb; ++u) kf[d * 8 + u] = fp16_to_fp32(K[d * kw + u]);
+    for (int i = 0; i < nb * hd; ++i) vf[i] = fp16_to_fp32(V[i]);
+    return;
+  }
+  const size_t rb = kv_row_bytes(a.kv_type, hd);
+  const auto* kb = reinterpret_cast<const uint8_t*>(K);
+  const auto* vb = reinterpret_cast<const uint8_t*>(V);
+  for (int u = 0; u < nb; ++u) {
+    kv_dequantize_row(a.kv_type, kb + u * rb, hd, row);
+    for (int d = 0; d < hd; ++d) kf[d * 8 + u] = row[d];
+    kv_dequantize_row(a.kv_type, vb + u * rb, hd, vf + size_t(u) * hd);
+  }
 }
 
 // One token's query heads over the blocks of slots [lo, hi) (all, or one
@@ -76,60 +100,78 @@ void attention_scalar(const PagedAttentionArgs& a, const float* q, int group, in
                       int hi, float* out, const AttentionState* st, int64_t qi0, float* scratch) {
   const int hd = a.head_dim;
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-  float* q16 = scratch;           // [hd]
-  float* acc = scratch + hd;      // [hd] this segment
-  float* accm = scratch + 2 * hd; // [hd] the segments before it, merged
+  // Each block is decoded once for the token's query heads; each query's operations
+  // and their order are those of the arithmetic above.
+  float* q16 = scratch;                       // [group][hd]
+  float* acc = q16 + size_t(group) * hd;      // [group][hd] this segment
+  float* accm = acc + size_t(group) * hd;     // [group][hd] the segments before it, merged
+  float* kf = accm + size_t(group) * hd;      // [hd][8] a block's keys
+  float* vf = kf + 8 * hd;                    // [8][hd] its values
+  float* row = vf + 8 * hd;                   // [hd]
+  float* M = row + hd;                        // [group] each query's state
+  float* S = M + group;
+  float* Mm = S + group;
+  float* Sm = Mm + group;
   for (int j = 0; j < group; ++j) {
-    const float* qj = q + size_t(j) * hd;
     for (int d = 0; d < hd; ++d) {
-      q16[d] = round_f16(qj[d]);
-      acc[d] = accm[d] = 0.f;
+      q16[j * hd + d] = round_f16(q[size_t(j) * hd + d]);
+      acc[j * hd + d] = accm[j * hd + d] = 0.f;
     }
-    float M = kNegInf, S = 0.f, Mm = kNegInf, Sm = 0.f;
-    int cur = -1;  // this segment
-    for_each_key_block(a, n_ctx, [&](const uint16_t* K, int kw, const uint16_t* V, int nb, int pos,
-                                     const int32_t* kpos) {
-      if (pos / a.segment != cur) {
-        merge_attention_state(hd, &Mm, &Sm, accm, M, S, acc);
-        M = kNegInf;
-        S = 0.f;
-        for (int d = 0; d < hd; ++d) acc[d] = 0.f;
-        cur = pos / a.segment;
+    M[j] = Mm[j] = kNegInf;
+    S[j] = Sm[j] = 0.f;
+  }
+  int cur = -1;  // this segment
+  for_each_key_block(a, n_ctx, [&](const uint16_t* K, int kw, const uint16_t* V, int nb, int pos,
+                                   const int32_t* kpos) {
+    if (pos / a.segment != cur) {
+      for (int j = 0; j < group; ++j) {
+        merge_attention_state(hd, Mm + j, Sm + j, accm + j * hd, M[j], S[j], acc + j * hd);
+        M[j] = kNegInf;
+        S[j] = 0.f;
+        for (int d = 0; d < hd; ++d) acc[j * hd + d] = 0.f;
       }
-      const unsigned vis = window_bits(a, kpos, nb, q_pos);
-      if (vis == 0) return;
+      cur = pos / a.segment;
+    }
+    const unsigned vis = window_bits(a, kpos, nb, q_pos);
+    if (vis == 0) return;
+    decode_block(a, K, kw, V, nb, kf, vf, row);
+    for (int j = 0; j < group; ++j) {
+      float* aj = acc + j * hd;
       float s[8];
-      float m = M;
+      float m = M[j];
       for (int u = 0; u < nb; ++u) {
         if (!(vis >> u & 1u)) continue;
-        s[u] = dot(q16, K, kw, u, hd) * a.scale;
+        s[u] = dot(q16 + j * hd, kf, u, hd) * a.scale;
         if (a.softcap > 0) s[u] = softcap_score(s[u], a.softcap);
         m = s[u] > m ? s[u] : m;
       }
-      if (m > M) {
-        const float c = fixed_exp(M - m);
-        S = S * c;
-        for (int d = 0; d < hd; ++d) acc[d] = acc[d] * c;
-        M = m;
+      if (m > M[j]) {
+        const float c = fixed_exp(M[j] - m);
+        S[j] = S[j] * c;
+        for (int d = 0; d < hd; ++d) aj[d] = aj[d] * c;
+        M[j] = m;
       }
       for (int u = 0; u < nb; ++u) {
         if (!(vis >> u & 1u)) continue;
-        const float pu = fixed_exp(s[u] - M);
-        S = S + pu;
-        const uint16_t* Vt = V + size_t(u) * hd;
-        for (int d = 0; d < hd; ++d) acc[d] = std::fma(fp16_to_fp32(Vt[d]), pu, acc[d]);
+        const float pu = fixed_exp(s[u] - M[j]);
+        S[j] = S[j] + pu;
+        const float* Vt = vf + size_t(u) * hd;
+        for (int d = 0; d < hd; ++d) aj[d] = std::fma(Vt[d], pu, aj[d]);
       }
-    }, lo, hi);
-    merge_attention_state(hd, &Mm, &Sm, accm, M, S, acc);
+    }
+  }, lo, hi);
+  for (int j = 0; j < group; ++j) {
+    float* am = accm + j * hd;
+    merge_attention_state(hd, Mm + j, Sm + j, am, M[j], S[j], acc + j * hd);
     if (st) {
       const int64_t qi = qi0 + j;
-      st->m[qi] = Mm;
-      st->s[qi] = Sm;
-      for (int d = 0; d < hd; ++d) st->acc[qi * hd + d] = accm[d];
+      st->m[qi] = Mm[j];
+      st->s[qi] = Sm[j];
+      for (int d = 0; d < hd; ++d) st->acc[qi * hd + d] = am[d];
     } else {
-      if (a.sinks) add_attention_sink(hd, &Mm, &Sm, accm, a.sinks[j]);
-      const float inv = 1.f / Sm;
-      for (int d = 0; d < hd; ++d) out[size_t(j) * hd + d] = accm[d] * inv;
+      if (a.sinks) add_attention_sink(hd, Mm + j, Sm + j, am, a.sinks[j]);
+      const float inv = 1.f / Sm[j];
+      for (int d = 0; d < hd; ++d) out[size_t(j) * hd + d] = am[d] * inv;
     }
   }
 }
@@ -184,7 +226,8 @@ void paged_attention_tokens(const PagedAttentionArgs& a, int group, const PagedA
 void paged_attention_prefetch(const PagedAttentionArgs& a, int n_ctx, int seg) {
   int lo, hi;
   segment_range(a, seg, &lo, &hi);
-  const size_t words = size_t(a.n_kv_head) * a.page_size * a.head_dim / 2;  // 32-bit words of a K (or V) block
+  const size_t row = a.kv_type == KvType::kF16 ? size_t(a.head_dim) * 2 : kv_row_bytes(a.kv_type, a.head_dim);
+  const size_t words = size_t(a.n_kv_head) * a.page_size * row / 4;  // 32-bit words of a K (or V) block
   uint32_t sink = 0;
   for (int t0 = 0, p = 0; t0 < n_ctx && t0 < hi; ++p) {
     const int pg = a.fills ? a.fills[p] : a.page_size;

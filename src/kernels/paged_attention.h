@@ -1,9 +1,12 @@
-// Attention of query vectors over a sequence's paged KV (F16), flash-style:
+// Attention of query vectors over a sequence's paged KV (F16, Q8_0 or Q4_0:
+// kernels/kv_quant.h), flash-style:
 // keys are visited in sequence order with an online softmax, so a query's
 // result depends only on the query and the KV it sees — never on how many
 // other queries are batched with it. paged_attention.cc states the arithmetic.
 #pragma once
 #include <cstdint>
+
+#include "kernels/kv_quant.h"
 
 namespace pc {
 
@@ -13,11 +16,14 @@ namespace pc {
 constexpr int kAttnSegmentSlots = 256;
 
 struct PagedAttentionArgs {
-  // Per page of the sequence, in order: the layer's K and V blocks, F16,
-  // each [n_kv_head][page_size × head_dim] (K: blocks of 8 slots,
-  // dimension-major, k_layout.h; V: slot-major rows).
+  // Per page of the sequence, in order: the layer's K and V blocks, each
+  // [n_kv_head][page_size × head_dim]. F16: K in blocks of 8 slots,
+  // dimension-major (k_layout.h), V slot-major rows. Quantized types: K and V
+  // both slot-major rows of kv_row_bytes(kv_type, head_dim) bytes (kv_quant.h),
+  // the block's address given as a 16-bit word pointer.
   const uint16_t* const* k_pages = nullptr;
   const uint16_t* const* v_pages = nullptr;
+  KvType kv_type = KvType::kF16;
   int page_size = 16;
   int head_dim = 0;
   int kv_head = 0;     // which KV head (selects its page_size × head_dim slabs)
@@ -53,10 +59,12 @@ struct PagedAttentionArgs {
 // attention loads each key once for all of them). out: [group][head_dim].
 // scratch: at least paged_attention_scratch(page_size, head_dim, group) floats.
 // Scratch floats for nq query heads (AVX2 kernel: chunks of 8 blocks of 8
-// slots, each query's state and merged state; the scalar path needs less).
+// slots, each query's state and merged state, a chunk's K and V dequantized
+// and 8 rows being transposed; the scalar path needs less).
 inline int64_t attention_scratch_floats(int head_dim, int64_t nq) {
   const int64_t chunk = 64;
-  return 3 * nq * head_dim + 4 * nq + chunk * head_dim / 2 + nq * chunk + nq * chunk / 8 + 3 * nq + 64;
+  return 3 * nq * head_dim + 4 * nq + chunk * head_dim / 2 + nq * chunk + nq * chunk / 8 + 3 * nq +
+         (2 * chunk + 8) * head_dim + 64;
 }
 inline int64_t paged_attention_scratch(int /*page_size*/, int head_dim, int group) {
   return attention_scratch_floats(head_dim, group);

@@ -6,7 +6,9 @@
 // One kernel, tokens_kernel<NV> (NV = head_dim / 8), for up to kAttnMaxTokens
 // tokens × group query heads of one KV head (a single token too:
 // paged_attention() calls it with one), in chunks of up to 8 blocks of
-// visible slots, read straight from the pages (F16, converted as loaded):
+// visible slots, read straight from the pages (F16, converted as loaded; the
+// quantized types' rows dequantized per chunk into scratch, K transposed to
+// the F16 pages' block layout, then the same tiles on F32):
 // scores in register tiles of 3 queries × up to 4 blocks, on the pages' K
 // (dimension-major per block of 8 slots, k_layout.h: a lane per slot, each K
 // load serves 3 queries; each pair's dot is one FMA chain over head_dim in
@@ -44,6 +46,9 @@ namespace {
 inline __m256 load_f16(const uint16_t* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
+// 8 values the tiles read: F16 from a page, or F32 dequantized.
+inline __m256 load8(const uint16_t* p) { return load_f16(p); }
+inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
 
 inline __m256 round_f16(__m256 v) {
   return _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
@@ -69,6 +74,9 @@ inline void transpose8_ps(const __m256 in[8], __m256 out[8]) {
   }
 }
 
+template <class E>
+constexpr bool E_is_float = std::is_same_v<E, float>;
+
 constexpr int kChunkBlocks = 8;                  // blocks of 8 slots per chunk
 constexpr int kTileBlocks = 4;                   // blocks per score tile (registers)
 constexpr int kChunkSlots = 8 * kChunkBlocks;
@@ -79,20 +87,20 @@ constexpr int kChunkSlots = 8 * kChunkBlocks;
 // QT queries, each broadcast query element KB blocks. Times scale.
 // (Not inlined: inlined into a loop, GCC turns each load address into an
 // induction variable of its own and spills them.)
-template <int NV, int QT, int KB>
-__attribute__((noinline)) void score_tile(const float* const* qv, const uint16_t* const* kb, float scale, float* const* sc) {
+template <int NV, int QT, int KB, class E>
+__attribute__((noinline)) void score_tile(const float* const* qv, const E* const* kb, float scale, float* const* sc) {
   constexpr int hd = 8 * NV;
   __m256 s[QT][KB];
   PC_UNROLL for (int i = 0; i < QT; ++i) PC_UNROLL for (int b = 0; b < KB; ++b) s[i][b] = _mm256_setzero_ps();
   const float* q[QT];
-  const uint16_t* k16[KB];
+  const E* k16[KB];
   PC_UNROLL for (int i = 0; i < QT; ++i) q[i] = qv[i];
   PC_UNROLL for (int b = 0; b < KB; ++b) k16[b] = kb[b];
   for (int d = 0; d < hd; ++d) {
     __m256 qb[QT];
     PC_UNROLL for (int i = 0; i < QT; ++i) qb[i] = _mm256_broadcast_ss(q[i] + d);
     PC_UNROLL for (int b = 0; b < KB; ++b) {
-      const __m256 k = load_f16(k16[b] + 8 * d);
+      const __m256 k = load8(k16[b] + 8 * d);
       PC_UNROLL for (int i = 0; i < QT; ++i) s[i][b] = _mm256_fmadd_ps(qb[i], k, s[i][b]);
     }
   }
@@ -104,9 +112,9 @@ __attribute__((noinline)) void score_tile(const float* const* qv, const uint16_t
 // DV vectors [v0, v0 + DV) of head_dim: per block, the rescale (when a query's
 // maximum grew), then acc = fma(V[t], p_t, acc) slot by slot; each V vector
 // loaded once for the QT queries (vb[b]: block b's values, [slot][head_dim] F16).
-template <int NV, int QT, int DV>
+template <int NV, int QT, int DV, class E>
 __attribute__((noinline)) void update_tile(float* const* acc, const float* const* p, const float* const* c,
-                                           const uint16_t* const* vb, const int* blk_len, int n_blk, int v0) {
+                                           const E* const* vb, const int* blk_len, int n_blk, int v0) {
   constexpr int hd = 8 * NV;
   __m256 a[QT][DV];
   PC_UNROLL for (int i = 0; i < QT; ++i) PC_UNROLL for (int j = 0; j < DV; ++j) a[i][j] = _mm256_loadu_ps(acc[i] + 8 * (v0 + j));
@@ -127,9 +135,9 @@ __attribute__((noinline)) void update_tile(float* const* acc, const float* const
       const int t = 8 * b + u;
       __m256 pv[QT];
       PC_UNROLL for (int i = 0; i < QT; ++i) pv[i] = _mm256_broadcast_ss(p[i] + t);
-      const uint16_t* vt = vb[b] + u * hd + 8 * v0;
+      const E* vt = vb[b] + u * hd + 8 * v0;
       PC_UNROLL for (int j = 0; j < DV; ++j) {
-        const __m256 vv = load_f16(vt + 8 * j);
+        const __m256 vv = load8(vt + 8 * j);
         PC_UNROLL for (int i = 0; i < QT; ++i) a[i][j] = _mm256_fmadd_ps(vv, pv[i], a[i][j]);
       }
     }
@@ -204,11 +212,51 @@ inline void merge_state(float* mm, float* sm, float* accm, float mk, float sk, c
   *mm = m;
 }
 
+// n rows of a quantized type (rows rb bytes apart) dequantized to out [n][hd]:
+// bitwise kv_dequantize_row() (d * q is exact in F32 either way).
+void dequant_rows(KvType t, const uint8_t* rows, size_t rb, int n, int hd, float* out) {
+  if (hd % 32 != 0) {  // one block a row (heads of 8 or 16): the reference
+    for (int u = 0; u < n; ++u) kv_dequantize_row(t, rows + u * rb, hd, out + size_t(u) * hd);
+    return;
+  }
+  const int nb = hd / 32;
+  for (int u = 0; u < n; ++u) {
+    const uint8_t* r = rows + u * rb;
+    float* o = out + size_t(u) * hd;
+    if (t == KvType::kQ8_0) {
+      for (int b = 0; b < nb; ++b, r += 34, o += 32) {
+        const __m256 d = _mm256_set1_ps(_cvtsh_ss(*reinterpret_cast<const uint16_t*>(r)));
+        const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r + 2));
+        const __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+        _mm256_storeu_ps(o, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo))));
+        _mm256_storeu_ps(o + 8, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8)))));
+        _mm256_storeu_ps(o + 16, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi))));
+        _mm256_storeu_ps(o + 24, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8)))));
+      }
+    } else {  // q4_0: values 0-15 the low nibbles, 16-31 the high ones
+      const __m128i mask = _mm_set1_epi8(15), eight = _mm_set1_epi8(8);
+      for (int b = 0; b < nb; ++b, r += 18, o += 32) {
+        const __m256 d = _mm256_set1_ps(_cvtsh_ss(*reinterpret_cast<const uint16_t*>(r)));
+        const __m128i qs = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r + 2));
+        const __m128i lo = _mm_sub_epi8(_mm_and_si128(qs, mask), eight);
+        const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(qs, 4), mask), eight);
+        _mm256_storeu_ps(o, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo))));
+        _mm256_storeu_ps(o + 8, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8)))));
+        _mm256_storeu_ps(o + 16, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi))));
+        _mm256_storeu_ps(o + 24, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8)))));
+      }
+    }
+  }
+}
+
 // NV = head_dim / 8 vectors per head. The visible slots are taken in chunks of
 // up to kChunkBlocks blocks (a block: up to 8 slots of one page, as
 // paged_attention.cc defines them; a chunk may span pages). Per chunk:
 //   1. the blocks' K and V addresses in the pages (a block shorter than 8
 //      slots: its keys copied, zero-padded to 8, so no lane reads past it);
+//      with a quantized type (E = float), the block's rows dequantized into
+//      scratch instead: V as rows [8][hd], K transposed to [hd][8] (lanes
+//      past the block zero) — the F16 pages' layout, in F32;
 //   2. scores of every query that sees part of the chunk, in tiles of 3
 //      queries × 4 slots (register blocking: each K load serves 3 queries);
 //   3. per query and visible block, in order: the block maximum, the rescale
@@ -224,9 +272,9 @@ inline void merge_state(float* mm, float* sm, float* accm, float mk, float sk, c
 // query's state (M, S, acc) is merged into its merged state (Mm, Sm, accm)
 // and restarted.
 // Every query's operations and their order are those of paged_attention.cc.
-template <int NV>
+template <int NV, class E>
 void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionTokens& tk,
-                   float* scratch, const AttnTiles& tiles) {
+                   float* scratch, const AttnTileSet<E>& tiles) {
   constexpr int hd = 8 * NV;
   constexpr int DV = attn_update_vectors(NV);
   constexpr int QT = 3;
@@ -244,6 +292,10 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
   int* ctx = reinterpret_cast<int*>(cf + size_t(nq) * kChunkBlocks);  // [nq]
   int* live = ctx + nq;                          // [nq] queries that see any of the chunk, then those that see all of it
   int* part = live + nq;                         // [nq] queries that see only part of it
+  float* kdq = reinterpret_cast<float*>(part + nq) + 8;  // [kChunkBlocks][hd][8] dequantized K (E = float)
+  float* vdq = kdq + size_t(kChunkSlots) * hd;   // [kChunkBlocks][8][hd] dequantized V
+  float* rows = vdq + size_t(kChunkSlots) * hd;  // [8][hd] a block's K rows
+  [[maybe_unused]] const size_t rb = E_is_float<E> ? kv_row_bytes(a.kv_type, hd) : 0;
   int n_max = 0;
   for (int qi = 0; qi < nq; ++qi) {
     ctx[qi] = tk.n_ctx[qi / group];
@@ -260,8 +312,8 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
   const float neg_inf = -std::numeric_limits<float>::infinity();
 
   int blk_pos[kChunkBlocks], blk_len[kChunkBlocks], n_blk = 0;
-  const uint16_t* kblk[kChunkBlocks];
-  const uint16_t* vblk[kChunkBlocks];
+  const E* kblk[kChunkBlocks];
+  const E* vblk[kChunkBlocks];
   const int32_t* kpos[kChunkBlocks];
   const bool windowed = a.window > 0;
   auto qpos = [&](int qi) { return int64_t(tk.q_pos[qi / group]); };
@@ -386,7 +438,7 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
         for (int u = 0; u < blk_len[b]; ++u) {
           if (!(bits >> u & 1)) continue;
           const __m256 pv = _mm256_broadcast_ss(p + 8 * b + u);
-          PC_UNROLL for (int v = 0; v < NV; ++v) ac[v] = _mm256_fmadd_ps(load_f16(vblk[b] + u * hd + 8 * v), pv, ac[v]);
+          PC_UNROLL for (int v = 0; v < NV; ++v) ac[v] = _mm256_fmadd_ps(load8(vblk[b] + u * hd + 8 * v), pv, ac[v]);
         }
       }
       PC_UNROLL for (int v = 0; v < NV; ++v) _mm256_storeu_ps(acc + qi * hd + 8 * v, ac[v]);
@@ -415,7 +467,22 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
       end_segment();
       cur = pos / a.segment;
     }
-    if (len == 8) {  // (then kw == 8 too)
+    if constexpr (E_is_float<E>) {  // a quantized block: dequantized into scratch
+      float* vd = vdq + size_t(8 * n_blk) * hd;
+      float* kd = kdq + size_t(8 * n_blk) * hd;
+      dequant_rows(a.kv_type, reinterpret_cast<const uint8_t*>(V), rb, len, hd, vd);
+      dequant_rows(a.kv_type, reinterpret_cast<const uint8_t*>(K), rb, len, hd, rows);
+      for (int u = len; u < 8; ++u)
+        PC_UNROLL for (int v = 0; v < NV; ++v) _mm256_storeu_ps(rows + u * hd + 8 * v, _mm256_setzero_ps());
+      PC_UNROLL for (int v = 0; v < NV; ++v) {  // dimensions [8v, 8v + 8) of the 8 rows, transposed
+        __m256 in[8], out[8];
+        PC_UNROLL for (int u = 0; u < 8; ++u) in[u] = _mm256_loadu_ps(rows + u * hd + 8 * v);
+        transpose8_ps(in, out);
+        PC_UNROLL for (int i = 0; i < 8; ++i) _mm256_storeu_ps(kd + (8 * v + i) * 8, out[i]);
+      }
+      kblk[n_blk] = kd;
+      vblk[n_blk] = vd;
+    } else if (len == 8) {  // (then kw == 8 too)
       kblk[n_blk] = K;
     } else {  // zero keys past the block's end (never read past it)
       uint16_t* kp = kpad + size_t(8 * n_blk) * hd;
@@ -431,7 +498,7 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
       }
       kblk[n_blk] = kp;
     }
-    vblk[n_blk] = V;
+    if constexpr (!E_is_float<E>) vblk[n_blk] = V;
     kpos[n_blk] = kp;
     blk_pos[n_blk] = pos;
     blk_len[n_blk] = len;
@@ -475,8 +542,8 @@ void merge_query(const AttentionState* parts, int n_seg, int64_t qi, float* out,
 template <int NV>
 const AttnTiles& avx2_tiles() {
   static const AttnTiles t = make_attn_tiles(
-      [](auto sh) { return score_tile<NV, decltype(sh)::kQT, decltype(sh)::kKB>; },
-      [](auto qt) { return update_tile<NV, decltype(qt)::value, attn_update_vectors(NV)>; });
+      [](auto sh) { return score_tile<NV, decltype(sh)::kQT, decltype(sh)::kKB, typename decltype(sh)::Elem>; },
+      [](auto qt) { return update_tile<NV, decltype(qt)::kQT, attn_update_vectors(NV), typename decltype(qt)::Elem>; });
   return t;
 }
 
@@ -486,7 +553,9 @@ bool paged_attention_tokens_avx2(const PagedAttentionArgs& a, int group,
                                  const PagedAttentionTokens& t, float* scratch, const AttnTiles* tiles) {
   return with_head_vectors(a.head_dim, [&](auto nv) {
     constexpr int NV = decltype(nv)::value;
-    tokens_kernel<NV>(a, group, t, scratch, tiles ? *tiles : avx2_tiles<NV>());
+    const AttnTiles& tl = tiles ? *tiles : avx2_tiles<NV>();
+    if (a.kv_type == KvType::kF16) tokens_kernel<NV>(a, group, t, scratch, tl.f16);
+    else tokens_kernel<NV>(a, group, t, scratch, tl.f32);
   });
 }
 

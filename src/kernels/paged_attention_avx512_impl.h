@@ -1,5 +1,6 @@
 // AVX-512 register tiles of the attention kernel (paged_attention_avx2.cc
-// runs them through its AttnTiles table), written once over a 16-lane backend
+// runs them through its AttnTiles table; F16 pages and dequantized F32 chunks
+// alike), written once over a 16-lane backend
 // V (simd16_avx512.h on AVX-512, simd16_emu.h emulated on AVX2 for tests; the
 // operations are listed in matmul_avx512_impl.h). Each lane performs the AVX2
 // tile's operations in its order, so scores, exps and accumulators are
@@ -24,15 +25,26 @@ namespace {
 #define PC_UNROLL _Pragma("GCC unroll 16")
 #endif
 
-template <class V, int NV, int QT, int KB>
-__attribute__((noinline)) void score_tile16(const float* const* qv, const uint16_t* const* kb, float scale,
+// 8 values from lo (lanes 0-7) and 8 from hi (8-15) / 16 from p: F16 from a
+// page, or F32 dequantized (AttnTileSet).
+template <class V>
+inline typename V::F load2_16(const uint16_t* lo, const uint16_t* hi) { return V::load_h2(lo, hi); }
+template <class V>
+inline typename V::F load2_16(const float* lo, const float* hi) { return V::load_f2(lo, hi); }
+template <class V>
+inline typename V::F load16(const uint16_t* p) { return V::load_h16(p); }
+template <class V>
+inline typename V::F load16(const float* p) { return V::loadu_f(p); }
+
+template <class V, int NV, int QT, int KB, class E>
+__attribute__((noinline)) void score_tile16(const float* const* qv, const E* const* kb, float scale,
                                             float* const* sc) {
   using F = typename V::F;
   constexpr int hd = 8 * NV, KP = (KB + 1) / 2;
   F s[QT][KP];
   PC_UNROLL for (int i = 0; i < QT; ++i) PC_UNROLL for (int j = 0; j < KP; ++j) s[i][j] = V::zero_f();
   const float* q[QT];
-  const uint16_t* k16[KP][2];
+  const E* k16[KP][2];
   PC_UNROLL for (int i = 0; i < QT; ++i) q[i] = qv[i];
   PC_UNROLL for (int j = 0; j < KP; ++j) {
     k16[j][0] = kb[2 * j];
@@ -40,7 +52,7 @@ __attribute__((noinline)) void score_tile16(const float* const* qv, const uint16
   }
   for (int d = 0; d < hd; ++d) {
     F kv[KP];
-    PC_UNROLL for (int j = 0; j < KP; ++j) kv[j] = V::load_h2(k16[j][0] + 8 * d, k16[j][1] + 8 * d);
+    PC_UNROLL for (int j = 0; j < KP; ++j) kv[j] = load2_16<V>(k16[j][0] + 8 * d, k16[j][1] + 8 * d);
     PC_UNROLL for (int i = 0; i < QT; ++i) {
       const F qb = V::set1_f(q[i][d]);
       PC_UNROLL for (int j = 0; j < KP; ++j) s[i][j] = V::fmadd(qb, kv[j], s[i][j]);
@@ -56,9 +68,9 @@ __attribute__((noinline)) void score_tile16(const float* const* qv, const uint16
 }
 
 // DV (even) vectors of 8 dimensions from v0: DV / 2 vectors of 16.
-template <class V, int NV, int QT, int DV>
+template <class V, int NV, int QT, int DV, class E>
 __attribute__((noinline)) void update_tile16(float* const* acc, const float* const* p, const float* const* c,
-                                             const uint16_t* const* vb, const int* blk_len, int n_blk, int v0) {
+                                             const E* const* vb, const int* blk_len, int n_blk, int v0) {
   static_assert(DV % 2 == 0, "16 dimensions a vector");
   using F = typename V::F;
   constexpr int hd = 8 * NV, DW = DV / 2;
@@ -77,9 +89,9 @@ __attribute__((noinline)) void update_tile16(float* const* acc, const float* con
       const int t = 8 * b + u;
       F pv[QT];
       PC_UNROLL for (int i = 0; i < QT; ++i) pv[i] = V::set1_f(p[i][t]);
-      const uint16_t* vt = vb[b] + u * hd + 8 * v0;
+      const E* vt = vb[b] + u * hd + 8 * v0;
       PC_UNROLL for (int w = 0; w < DW; ++w) {
-        const F vv = V::load_h16(vt + 16 * w);
+        const F vv = load16<V>(vt + 16 * w);
         PC_UNROLL for (int i = 0; i < QT; ++i) a[i][w] = V::fmadd(vv, pv[i], a[i][w]);
       }
     }
@@ -95,8 +107,8 @@ const AttnTiles* attn_tiles16(int head_dim) {
     constexpr int NV = decltype(nv)::value, DV = attn_update_vectors(NV);
     if constexpr (DV % 2 == 0) {
       static const AttnTiles t = make_attn_tiles(
-          [](auto sh) { return score_tile16<V, NV, decltype(sh)::kQT, decltype(sh)::kKB>; },
-          [](auto qt) { return update_tile16<V, NV, decltype(qt)::value, DV>; });
+          [](auto sh) { return score_tile16<V, NV, decltype(sh)::kQT, decltype(sh)::kKB, typename decltype(sh)::Elem>; },
+          [](auto qt) { return update_tile16<V, NV, decltype(qt)::kQT, DV, typename decltype(qt)::Elem>; });
       tiles = &t;
     }
   });

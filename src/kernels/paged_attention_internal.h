@@ -14,14 +14,19 @@ namespace pc {
 // The walk of the arithmetic (paged_attention.cc): f(K, kw, V, nb, pos, kpos)
 // for each block of a query's causally visible slots in order — a page's slots
 // [b, b + nb), b a multiple of 8, nb <= 8, the block's first slot at sequence
-// position pos — with K the block's keys ([head_dim][kw], kw its width in the
-// page: key u, dimension d at K[d * kw + u]; k_layout.h), V its values
-// ([nb][head_dim]), in the page's slab for a.kv_head, and kpos the position ids
-// of its slots ([nb]; null without a.pos_pages). Only blocks with lo <= pos < hi.
+// position pos — in the page's slab for a.kv_head, with kpos the position ids
+// of its slots ([nb]; null without a.pos_pages). F16: K the block's keys
+// ([head_dim][kw], kw its width in the page: key u, dimension d at K[d * kw + u];
+// k_layout.h), V its values ([nb][head_dim]). Quantized types: K and V the
+// bytes of the block's first row (rows kv_row_bytes() apart), kw unused.
+// Only blocks with lo <= pos < hi.
 template <class F>
 inline void for_each_key_block(const PagedAttentionArgs& a, int n_ctx, F&& f, int lo = 0,
                                int hi = std::numeric_limits<int>::max()) {
-  const size_t slab = size_t(a.kv_head) * a.page_size * a.head_dim;
+  const bool f16 = a.kv_type == KvType::kF16;
+  // a row's size and the head's slab offset, in 16-bit words (row bytes are even)
+  const size_t row = f16 ? size_t(a.head_dim) : kv_row_bytes(a.kv_type, a.head_dim) / 2;
+  const size_t slab = size_t(a.kv_head) * a.page_size * row;
   for (int t0 = 0, p = 0; t0 < n_ctx && t0 < hi; ++p) {
     const int pg = a.fills ? a.fills[p] : a.page_size;
     const int nk = n_ctx - t0 < pg ? n_ctx - t0 : pg;
@@ -29,8 +34,8 @@ inline void for_each_key_block(const PagedAttentionArgs& a, int n_ctx, F&& f, in
       for (int b = 0; b < nk; b += 8) {
         if (t0 + b < lo) continue;
         if (t0 + b >= hi) return;
-        f(a.k_pages[p] + slab + size_t(b) * a.head_dim, k_block_width(a.page_size, b),
-          a.v_pages[p] + slab + size_t(b) * a.head_dim, nk - b < 8 ? nk - b : 8, t0 + b,
+        f(a.k_pages[p] + slab + size_t(b) * row, k_block_width(a.page_size, b),
+          a.v_pages[p] + slab + size_t(b) * row, nk - b < 8 ? nk - b : 8, t0 + b,
           a.pos_pages ? a.pos_pages[p] + b : nullptr);
       }
     t0 += pg;
@@ -96,31 +101,54 @@ inline void add_attention_sink(int hd, float* mm, float* sm, float* accm, float 
 // blocks of 8 slots; update[QT-1] the accumulators of QT queries for
 // attn_update_vectors(NV) vectors of 8 dimensions from v0. The AVX2 kernel has
 // its own; AVX-512 ones (paged_attention_avx512_impl.h) do the same
-// operations per lane on 16-lane vectors.
-struct AttnTiles {
-  using ScoreFn = void (*)(const float* const* qv, const uint16_t* const* kb, float scale, float* const* sc);
+// operations per lane on 16-lane vectors. E is what the tiles read: uint16_t,
+// F16 keys and values straight from the pages; float, a chunk of quantized
+// rows the kernel dequantized (exactly) into scratch in the same layout.
+template <class E>
+struct AttnTileSet {
+  using ScoreFn = void (*)(const float* const* qv, const E* const* kb, float scale, float* const* sc);
   using UpdateFn = void (*)(float* const* acc, const float* const* p, const float* const* c,
-                            const uint16_t* const* vb, const int* blk_len, int n_blk, int v0);
+                            const E* const* vb, const int* blk_len, int n_blk, int v0);
   ScoreFn score[3][4] = {};
   UpdateFn update[3] = {};
 };
+struct AttnTiles {
+  AttnTileSet<uint16_t> f16;
+  AttnTileSet<float> f32;
+  template <class E>
+  const AttnTileSet<E>& of() const {
+    if constexpr (std::is_same_v<E, float>) return f32;
+    else return f16;
+  }
+};
 constexpr int attn_update_vectors(int nv) { return nv % 4 == 0 ? 4 : nv % 2 == 0 ? 2 : 1; }
 
-template <int QT, int KB>
+template <int QT, int KB, class E>
 struct AttnTileShape {
   static constexpr int kQT = QT, kKB = KB;
+  using Elem = E;
 };
-// A tile table from generic callables: score(AttnTileShape<QT, KB>{}) and
-// update(std::integral_constant<int, QT>{}) return the tiles of that shape.
+template <int QT, class E>
+struct AttnUpdateShape {
+  static constexpr int kQT = QT;
+  using Elem = E;
+};
+// A tile table from generic callables: score(AttnTileShape<QT, KB, E>{}) and
+// update(AttnUpdateShape<QT, E>{}) return the tiles of that shape and element.
+template <class E, class Score, class Update>
+void fill_attn_tiles(AttnTileSet<E>& t, Score& score, Update& update) {
+  [&]<int... I>(std::integer_sequence<int, I...>) {
+    ((t.score[I / 4][I % 4] = score(AttnTileShape<I / 4 + 1, I % 4 + 1, E>{})), ...);
+  }(std::make_integer_sequence<int, 12>{});
+  [&]<int... I>(std::integer_sequence<int, I...>) {
+    ((t.update[I] = update(AttnUpdateShape<I + 1, E>{})), ...);
+  }(std::make_integer_sequence<int, 3>{});
+}
 template <class Score, class Update>
 AttnTiles make_attn_tiles(Score&& score, Update&& update) {
   AttnTiles t;
-  [&]<int... I>(std::integer_sequence<int, I...>) {
-    ((t.score[I / 4][I % 4] = score(AttnTileShape<I / 4 + 1, I % 4 + 1>{})), ...);
-  }(std::make_integer_sequence<int, 12>{});
-  [&]<int... I>(std::integer_sequence<int, I...>) {
-    ((t.update[I] = update(std::integral_constant<int, I + 1>{})), ...);
-  }(std::make_integer_sequence<int, 3>{});
+  fill_attn_tiles(t.f16, score, update);
+  fill_attn_tiles(t.f32, score, update);
   return t;
 }
 

@@ -4,7 +4,7 @@
 //
 //   field          what it separates
 //   model          fingerprint of the weights (model.h)
-//   kv_type        how pages store K and V ("f16")
+//   kv_type        how pages store K and V (kernels/kv_quant.h: "f16", "q8_0", "q4_0")
 //   scope.tenant   the API tenant a key maps to ("" = the default tenant)
 //   scope.salt     a request's cache_salt within its tenant ("" = none)
 //   kind           exact prefixes, approximately built KV, blocks indexed by content,
@@ -51,7 +51,7 @@ const char* to_string(KvKind kind);
 
 struct KvNamespace {
   std::string model;    // model fingerprint
-  std::string kv_type;  // "f16", "bf16", "q8_0"
+  std::string kv_type;  // kv_type_name(): "f16", "q8_0", "q4_0"
   CacheScope scope;
   KvKind kind = KvKind::kExact;
   uint64_t module_digest = 0;  // kModule: the module's content digest

@@ -10,12 +10,19 @@
 // — so the hot path pays nothing for the indirection.
 //
 // Page bytes. Whatever a store keeps in its own memory, a page's *serialized*
-// form (read_page / write_page, the payload of a tier entry) is, all F16:
+// form (read_page / write_page, the payload of a tier entry) is, for KV type f16:
 //
-//   page ─┬─ layer 0 ─┬─ K [n_kv_head][page_size × head_dim]   after RoPE, kernels/k_layout.h
-//         │           └─ V [n_kv_head][page_size][head_dim]    slot-major
+//   page ─┬─ layer 0 ─┬─ K [n_kv_head][page_size × head_dim]   F16, after RoPE, kernels/k_layout.h
+//         │           └─ V [n_kv_head][page_size][head_dim]    F16, slot-major
 //         ├─ layer 1 ...
 //         └─ layer L-1                                          bytes_per_page() in all
+//
+// and for the quantized types (q8_0, q4_0; rows as kernels/kv_quant.h defines them):
+//
+//   page ─┬─ layer 0 ─┬─ K [n_kv_head][page_size][row_bytes]   after RoPE, slot-major rows
+//         │           └─ V [n_kv_head][page_size][row_bytes]
+//         ├─ layer 1 ...
+//         └─ layer L-1
 //
 // Positions. The position id of each slot is host metadata kept by the base
 // class for every store (pos()): only host code reads it (relocation, the
@@ -30,6 +37,8 @@
 #include <span>
 #include <vector>
 
+#include "kernels/kv_quant.h"
+
 namespace pc {
 
 struct KvShape {
@@ -37,10 +46,13 @@ struct KvShape {
   int n_kv_head = 0;
   int head_dim = 0;
   int page_size = 16;  // token slots per page
+  KvType kv_type = KvType::kF16;
 
-  // F16 elements of one K (or V) block: one layer, one page.
-  size_t block_elems() const { return size_t(n_kv_head) * page_size * head_dim; }
-  size_t bytes_per_page() const { return 2 * size_t(n_layer) * block_elems() * sizeof(uint16_t); }
+  // Bytes of one head's K (or V) row of one token (0: the type cannot store it).
+  size_t row_bytes() const { return kv_row_bytes(kv_type, head_dim); }
+  // Bytes of one K (or V) block: one layer, one page, every KV head.
+  size_t block_bytes() const { return size_t(n_kv_head) * page_size * row_bytes(); }
+  size_t bytes_per_page() const { return 2 * size_t(n_layer) * block_bytes(); }
   size_t bytes_per_token() const { return bytes_per_page() / page_size; }
 };
 
@@ -50,13 +62,14 @@ struct KvSlot {
   int32_t slot = 0;
 };
 
-// An operation on the keys of one KV head of one layer of a page, given as F16
+// An operation on the keys of one KV head of one layer of a page, given as F32
 // rows: rows[s * head_dim + d] is dimension d of slot s, s in [0, n_rows).
-// The store gathers the rows, calls apply() with their layer and stores what it
-// left there.
+// The store decodes the rows (exact for every KV type), calls apply() with their
+// layer and stores what it left there as a write would (F16 rounding, or each row
+// quantized from its own values).
 class KeyRowsOp {
  public:
-  virtual void apply(int layer, uint16_t* rows, int n_rows) = 0;
+  virtual void apply(int layer, float* rows, int n_rows) = 0;
 
  protected:
   ~KeyRowsOp() = default;
@@ -77,18 +90,23 @@ class KvPageStore {
 
   // The attention kernels' view of one layer: for each page of `pages`, the
   // address of its K block and its V block of `layer` in the store's memory
-  // (k_out[i], v_out[i]; each [n_kv_head][page_size × head_dim] F16, K laid out
-  // by kernels/k_layout.h). Valid until the pages are written again.
+  // (k_out[i], v_out[i]; laid out as the page bytes above: F16, K by
+  // kernels/k_layout.h; or the quantized types' rows, addressed as 16-bit words
+  // though they are bytes). Valid until the pages are written again.
   virtual void layer_blocks(int layer, std::span<const int32_t> pages, const uint16_t** k_out,
                             const uint16_t** v_out) const = 0;
 
   // Writes the K and V of one KV head of `layer` for tokens into their slots:
-  // token i's key is k16[i * stride, + head_dim), its value v16[i * stride, +
-  // head_dim), F16 already rounded, going to slots[i]. In span order, so of
-  // two tokens naming one slot the last wins. Calls for different KV heads
-  // touch disjoint bytes and may run concurrently.
-  virtual void write_slots(int layer, int kv_head, std::span<const KvSlot> slots, const uint16_t* k16,
-                           const uint16_t* v16, size_t stride) = 0;
+  // token i's key is k[i * stride, + head_dim), its value v[i * stride, +
+  // head_dim), F32, going to slots[i], stored in the shape's KV type (F16 rounded
+  // to nearest even, or each row quantized from its own values: kernels/kv_quant.h).
+  // In span order, so of two tokens naming one slot the last wins. Calls for
+  // different KV heads touch disjoint bytes and may run concurrently.
+  virtual void write_slots(int layer, int kv_head, std::span<const KvSlot> slots, const float* k,
+                           const float* v, size_t stride) = 0;
+  // Slot `slot` of `page`: layer `layer`'s K and V of every KV head, decoded to F32
+  // (k_out, v_out: [n_kv_head][head_dim]).
+  virtual void read_slot(int layer, int32_t page, int slot, float* k_out, float* v_out) const = 0;
 
   // Copies slots [0, n_slots) of src into dst: K and V of every layer and
   // their positions; dst's other slots keep their bytes.
@@ -97,9 +115,10 @@ class KvPageStore {
   // (K, V, positions).
   virtual void copy_range(int32_t dst, int dst_slot, int32_t src, int src_slot, int n) = 0;
 
-  // Runs op over the keys of slots [0, n_slots) of `page`, once per layer and
-  // KV head, and keeps the result (RoPE relocation). Positions are untouched.
-  virtual void update_keys(int32_t page, int n_slots, KeyRowsOp& op) = 0;
+  // Runs op over the keys of slots [first, end) of `page`, once per layer and
+  // KV head, and keeps the result (RoPE relocation); the other slots keep their
+  // bytes. Positions are untouched.
+  virtual void update_keys(int32_t page, int first, int end, KeyRowsOp& op) = 0;
 
   // The page's serialized bytes (the layout above, bytes_per_page() of them)
   // into out, keeping slots [0, n_slots) and zeros elsewhere, so equal KV gives

@@ -78,8 +78,6 @@ void Forward::reserve(int64_t m, int64_t n_logits) {
     q_.resize(m * c.n_head * c.head_dim);
     k_.resize(m * c.n_kv_head * c.head_dim);
     v_.resize(m * c.n_kv_head * c.head_dim);
-    k16_.resize(m * c.n_kv_head * c.head_dim);
-    v16_.resize(m * c.n_kv_head * c.head_dim);
     att_.resize(m * c.n_head * c.head_dim);
     o_.resize(m * c.n_embd);
     gate_.resize(m * c.n_ff);
@@ -196,23 +194,24 @@ void Forward::begin_batch(std::span<const BatchEntry> batch, std::span<const Seq
 }
 
 void Forward::run_to_layer(std::span<const BatchEntry> batch, std::span<const SeqKv> seqs, int layer,
-                           std::vector<uint16_t>& k16_out, std::vector<uint16_t>& v16_out,
+                           std::vector<float>& k_out, std::vector<float>& v_out,
                            std::vector<float>* q_out) {
   validate(batch, seqs);
   const ModelConfig& c = model_.config();
   if (layer < 0 || layer >= c.n_layer) throw Error("run_to_layer: layer " + std::to_string(layer) + " out of range");
   const int64_t m = int64_t(batch.size()), kvd = int64_t(c.n_kv_head) * c.head_dim;
   reserve(m, 0);
-  k16_out.resize(size_t(m * kvd));
-  v16_out.resize(size_t(m * kvd));
+  k_out.resize(size_t(m * kvd));
+  v_out.resize(size_t(m * kvd));
   if (m == 0) return;
   if (c.n_recurrent > 0) throw Error("run_to_layer: not available for models with recurrent layers");
   begin_batch(batch, seqs);
   run_layers(layer, batch, seqs);
   project_qkv(layer, m);
   for (int64_t h = 0; h < c.n_kv_head; ++h) store_kv(layer, h, m);
-  std::copy(k16_.begin(), k16_.begin() + m * kvd, k16_out.begin());
-  std::copy(v16_.begin(), v16_.begin() + m * kvd, v16_out.begin());
+  // As stored: read back from the slots (F16, or dequantized).
+  for (int64_t i = 0; i < m; ++i)
+    kv_.read_slot(layer, slots_[i].page, slots_[i].slot, k_out.data() + i * kvd, v_out.data() + i * kvd);
   if (q_out) q_out->assign(q_.begin(), q_.begin() + m * int64_t(c.n_head) * c.head_dim);
 }
 
@@ -295,12 +294,8 @@ void Forward::map_slots(std::span<const BatchEntry> batch, std::span<const SeqKv
 void Forward::store_kv(int layer, int64_t h, int64_t m) {
   const ModelConfig& c = model_.config();
   const int64_t hd = c.head_dim, kvd = c.n_kv_head * hd;
-  for (int64_t i = 0; i < m; ++i) {
-    f32_to_f16_row(k_.data() + i * kvd + h * hd, k16_.data() + i * kvd + h * hd, hd);
-    f32_to_f16_row(v_.data() + i * kvd + h * hd, v16_.data() + i * kvd + h * hd, hd);
-  }
-  kv_.write_slots(layer, int(h), std::span<const KvSlot>(slots_.data(), size_t(m)), k16_.data() + h * hd,
-                  v16_.data() + h * hd, size_t(kvd));
+  kv_.write_slots(layer, int(h), std::span<const KvSlot>(slots_.data(), size_t(m)), k_.data() + h * hd,
+                  v_.data() + h * hd, size_t(kvd));
 }
 
 void Forward::project_qkv(int l, int64_t m) {
@@ -380,6 +375,7 @@ void Forward::attention_block(int l, std::span<const BatchEntry> batch, std::spa
   const int64_t scratch_per_thread = int64_t(scratch_.size()) / pool_.size();
   auto attention_args = [&](const BatchEntry& e, int g) {
     PagedAttentionArgs a;
+    a.kv_type = kv_.shape().kv_type;
     a.k_pages = kptr_[e.seq].data();
     a.v_pages = vptr_[e.seq].data();
     a.page_size = kv_.shape().page_size;

@@ -67,20 +67,20 @@ class Forward {
   const float* run(std::span<const BatchEntry> batch, std::span<const SeqKv> seqs);
 
   // Runs only layers [0, layer) of the batch (their K/V, and layer `layer`'s, written to
-  // the slots as run() writes them) and returns layer `layer`'s K (after RoPE) and V of every entry, rounded
-  // to F16 as they would be stored: k16_out, v16_out [m][n_kv_head * head_dim], and when
+  // the slots as run() writes them) and returns layer `layer`'s K (after RoPE) and V of every entry as
+  // stored, decoded to F32 (F16 or the KV type's quantization): k_out, v_out [m][n_kv_head * head_dim], and when
   // q_out is given the queries, F32 after RoPE: [m][n_head * head_dim]. The arithmetic of
   // those layers is run()'s. For the deviation check of approximate reuse; not
   // for models with recurrent layers (throws pc::Error).
   void run_to_layer(std::span<const BatchEntry> batch, std::span<const SeqKv> seqs, int layer,
-                    std::vector<uint16_t>& k16_out, std::vector<uint16_t>& v16_out,
+                    std::vector<float>& k_out, std::vector<float>& v_out,
                     std::vector<float>* q_out = nullptr);
 
   // Probes of one layer's attention over KV already in pages (model/layer_probe.cc), for
   // the check pass of approximate reuse. They read K through the kernels' page layout
   // (kernels/k_layout.h).
   //
-  // Layer `layer`'s K and V of `slot` of `page`, decoded from F16: k_out, v_out
+  // Layer `layer`'s K and V of `slot` of `page`, decoded to F32: k_out, v_out
   // [n_kv_head * head_dim].
   void slot_kv(int layer, int32_t page, int32_t slot, float* k_out, float* v_out) const;
   // The softmax attention of one query row at `layer` — q [n_head * head_dim], F32 after
@@ -126,7 +126,6 @@ class Forward {
   std::vector<float> xn_;     // [m][n_embd] normed input of a sub-block
   std::vector<float> q_;      // [m][n_head*hd]
   std::vector<float> k_, v_;  // [m][n_kv*hd]
-  std::vector<uint16_t> k16_, v16_;  // [m][n_kv*hd] k_, v_ rounded to F16 for the store
   std::vector<float> att_;    // [m][n_head*hd] attention output
   std::vector<float> o_;      // [m][n_embd]
   std::vector<float> gate_, up_;  // [m][n_ff]

@@ -4,18 +4,20 @@
 
 #include "gguf/quants.h"
 #include "kernels/elementwise.h"
+#include "kernels/kv_quant.h"
 #include "kv/kv_page_store.h"
 #include "model/model.h"
 
 namespace pc {
 
-// RoPE by a fixed angle over F16 key rows, with each layer's own RoPE (base,
+// RoPE by a fixed angle over key rows, with each layer's own RoPE (base,
 // scaling and factors; gemma3's local and global layers differ) and never
-// LongRoPE's attention factor, which the stored keys already carry. `skip`: rows
-// of each call left as they are (slots below KeyShift::shift_slots' `first`).
+// LongRoPE's attention factor, which the stored keys already carry: each row
+// as the store decodes it to F32, rotated; the store keeps the result in its KV
+// type (F16 rounded to nearest even, or the row requantized from its own values).
 class KeyShift::Op final : public KeyRowsOp {
  public:
-  Op(const Model& model, int32_t shift) : k_(model.config().head_dim) {
+  Op(const Model& model, int32_t shift) : head_dim_(int(model.config().head_dim)) {
     const ModelConfig& c = model.config();
     ropes_.reserve(size_t(c.n_layer));
     cs_.resize(size_t(c.n_layer * c.n_rot));
@@ -25,38 +27,43 @@ class KeyShift::Op final : public KeyRowsOp {
     }
     n_rot_ = c.n_rot;
   }
-  void apply(int layer, uint16_t* rows, int n_rows) override {
-    const size_t hd = k_.size();
+  void apply(int layer, float* rows, int n_rows) override {
+    const size_t hd = size_t(head_dim_);
     const Rope& rope = ropes_[size_t(layer)];
     const float* cs = cs_.data() + size_t(layer * n_rot_);
-    for (int s = skip; s < n_rows; ++s) {
-      uint16_t* row = rows + size_t(s) * hd;
-      for (size_t d = 0; d < hd; ++d) k_[d] = fp16_to_fp32(row[d]);
-      rope.apply(k_.data(), cs);
-      for (size_t d = 0; d < hd; ++d) row[d] = fp32_to_fp16(k_[d]);
-    }
+    for (int r = 0; r < n_rows; ++r) rope.apply(rows + size_t(r) * hd, cs);
   }
-  int skip = 0;
 
  private:
   std::vector<Rope> ropes_;    // [n_layer]
-  std::vector<float> cs_, k_;  // [n_layer][n_rot] cos/sin of the shift; [head_dim] one key
+  std::vector<float> cs_;      // [n_layer][n_rot] cos/sin of the shift
   int64_t n_rot_ = 0;
+  int head_dim_ = 0;
+
+ public:
+  int head_dim() const { return head_dim_; }
 };
 
 KeyShift::KeyShift(const Model& model, int32_t shift) : shift_(shift), op_(std::make_unique<Op>(model, shift)) {}
 KeyShift::~KeyShift() = default;
 
-void KeyShift::rotate(int layer, uint16_t* rows, int n_rows) {
-  op_->skip = 0;
+void KeyShift::rotate(int layer, float* rows, int n_rows, KvType type) {
   op_->apply(layer, rows, n_rows);
+  const int hd = op_->head_dim();
+  if (type == KvType::kF16) {
+    for (size_t i = 0; i < size_t(n_rows) * hd; ++i) rows[i] = fp16_to_fp32(fp32_to_fp16(rows[i]));
+    return;
+  }
+  std::vector<uint8_t> q(kv_row_bytes(type, hd));
+  for (int r = 0; r < n_rows; ++r) {
+    kv_quantize_row(type, rows + size_t(r) * hd, hd, q.data());
+    kv_dequantize_row(type, q.data(), hd, rows + size_t(r) * hd);
+  }
 }
 
 void KeyShift::shift_slots(KvPageStore& kv, int32_t page, int32_t first, int32_t n_slots) {
   if (first >= n_slots) return;
-  op_->skip = first;
-  kv.update_keys(page, n_slots, *op_);
-  op_->skip = 0;
+  kv.update_keys(page, first, n_slots, *op_);
   for (int s = first; s < n_slots; ++s) kv.pos(page)[s] += shift_;
 }
 

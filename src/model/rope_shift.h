@@ -1,11 +1,16 @@
 // Moving cached keys to other positions. K is stored after RoPE, and RoPE
 // rotates each pair of dimensions by an angle proportional to the position, so
 // K computed at position p and rotated by `shift` equals K computed at
-// p + shift — exactly in real arithmetic; here up to F16 rounding of the
-// stored values. V does not depend on the position.
+// p + shift — exactly in real arithmetic; here up to the rounding of the
+// stored values (F16, or the KV type's quantization: the rotated row is stored
+// as a write would store it). Relocating the same keys by the same shift gives
+// the same bytes, which is what keeps PML hits equal to misses within a KV type
+// (docs/architecture.md "KV types"). V does not depend on the position.
 #pragma once
 #include <cstdint>
 #include <memory>
+
+#include "kernels/kv_quant.h"
 
 namespace pc {
 
@@ -13,7 +18,7 @@ class KvPageStore;
 class Model;
 
 // The rotation by one shift, with each layer's own RoPE (its angles computed once):
-// an F16 key row widened to F32, rotated, rounded back to F16 (round to nearest even).
+// a key row decoded to F32, rotated, and stored back in the page's KV type.
 class KeyShift {
  public:
   KeyShift(const Model& model, int32_t shift);
@@ -21,8 +26,9 @@ class KeyShift {
   KeyShift(const KeyShift&) = delete;
   KeyShift& operator=(const KeyShift&) = delete;
   int32_t shift() const { return shift_; }
-  // Rotates n_rows rows of head_dim F16 keys of `layer` in place.
-  void rotate(int layer, uint16_t* rows, int n_rows);
+  // Rotates n_rows decoded key rows (head_dim floats each) of `layer` in place and
+  // rounds them as a page of `type` would keep them: the values a relocated copy holds.
+  void rotate(int layer, float* rows, int n_rows, KvType type);
   // Rotates the K of slots [first, n_slots) of `page` (every layer and KV head) and
   // adds the shift to their position ids; slots below `first` are left as they are.
   void shift_slots(KvPageStore& kv, int32_t page, int32_t first, int32_t n_slots);

@@ -210,10 +210,10 @@ void log_startup(const Server::State& st) {
   char buf[1024];
   std::snprintf(buf, sizeof buf,
                 "model %s (%s), architecture %s, %lld layers, context %lld tokens, KV capacity %lld tokens "
-                "(%.0f MiB), template %s, tiers: %s, threads %d, kernels %s, parallel %d, queue %d, api keys %s",
+                "(%.0f MiB, %s), template %s, tiers: %s, threads %d, kernels %s, parallel %d, queue %d, api keys %s",
                 st.model_id.c_str(), o.model_path.c_str(), c.arch_name.c_str(), static_cast<long long>(c.n_layer),
                 static_cast<long long>(st.n_ctx), static_cast<long long>(st.kv_tokens),
-                double(o.kv_memory_bytes) / (1 << 20),
+                double(o.kv_memory_bytes) / (1 << 20), kv_type_name(o.kv_type),
                 st.chat_template_origin.empty() ? "none" : st.chat_template_origin.c_str(), tiers.c_str(), o.threads,
                 cpu_level_name(cpu_level()).c_str(), o.parallel, o.queue,
                 st.api_keys.empty() ? "off" : (std::to_string(st.api_keys.size()) + " keys").c_str());
@@ -399,6 +399,7 @@ Server::Server(const ServerOptions& opt) : st_(std::make_unique<State>()) {
   EngineOptions eo;
   eo.threads = opt.threads;
   eo.kv_memory_bytes = opt.kv_memory_bytes;
+  eo.kv_type = opt.kv_type;
   eo.max_batch_tokens = opt.max_batch_tokens;
   eo.prefix_cache = opt.prefix_cache;
   eo.retention_share = opt.retention_share;

@@ -30,6 +30,7 @@ struct ServerOptions {
   int queue = 64;                   // requests waiting for a sequence slot
   int threads = default_thread_count();  // compute threads (physical cores available)
   int64_t kv_memory_bytes = int64_t(1) << 30;
+  KvType kv_type = KvType::kF16;    // --kv-type: how pages store K and V
   int max_batch_tokens = 512;
   bool prefix_cache = true;
   ReusePolicy reuse;                // --cache-reuse-default, --cache-reuse-budget

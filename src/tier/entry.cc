@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <optional>
 #include <stdexcept>
 
 namespace pc {
@@ -142,6 +143,9 @@ std::vector<uint8_t> serialize(const KvPageStore& kv, std::span<const int32_t> p
     throw std::invalid_argument("serialize_entry: namespace string too long");
   for (int32_t p : pages)
     if (p < 0 || p >= kv.n_pages()) throw std::invalid_argument("serialize_entry: page out of range");
+  if (ns.kv_type != kv_type_name(s.kv_type))
+    throw std::invalid_argument("serialize_entry: namespace KV type " + ns.kv_type + " is not the store's " +
+                                kv_type_name(s.kv_type));
 
   const size_t hdr = header_size(ns, n);
   const size_t page = s.bytes_per_page();
@@ -273,18 +277,6 @@ Decoded<EntryInfo> parse_entry_header(std::span<const uint8_t> bytes, uint64_t t
   if (e.link.start < 0 || e.link.start > kMaxTokens) return fail<EntryInfo>(EntryError::kCorrupt, "bad link start");
   if (n_pages != (n_tokens + e.shape.page_size - 1) / e.shape.page_size)
     return fail<EntryInfo>(EntryError::kCorrupt, "page count does not match the token count");
-  const uint64_t pages_bytes = uint64_t(n_pages) * e.shape.bytes_per_page();
-  if (state) {
-    // A state entry: one page of tokens, then a state of whole floats.
-    if (n_pages != 1 || e.raw_bytes <= pages_bytes || (e.raw_bytes - pages_bytes) % sizeof(float) != 0 ||
-        e.raw_bytes - pages_bytes > (uint64_t(1) << 40))
-      return fail<EntryInfo>(EntryError::kCorrupt, "bad state section");
-    e.state_bytes = e.raw_bytes - pages_bytes;
-  } else if (e.raw_bytes != pages_bytes) {
-    return fail<EntryInfo>(EntryError::kCorrupt, "payload length does not match the shape");
-  }
-  if (!e.compressed && e.payload_bytes != e.raw_bytes)
-    return fail<EntryInfo>(EntryError::kCorrupt, "payload length does not match the shape");
   if (e.payload_bytes > (uint64_t(1) << 48)) return fail<EntryInfo>(EntryError::kCorrupt, "bad payload length");
   const size_t strings = kEntryFixedHeader + lens[0] + lens[1] + lens[2];
   if (align_up(align_up(strings, 4) + 2 * size_t(n_tokens) * 4, 8) != e.header_bytes)
@@ -302,6 +294,23 @@ Decoded<EntryInfo> parse_entry_header(std::span<const uint8_t> bytes, uint64_t t
   }
   if (!read_tier_scope_bytes(std::string_view(reinterpret_cast<const char*>(p + off), lens[2]), &e.ns))
     return fail<EntryInfo>(EntryError::kCorrupt, "bad namespace scope");
+  // The KV type names the page format (kernels/kv_quant.h), so the payload's length.
+  const std::optional<KvType> kv_type = parse_kv_type(e.ns.kv_type);
+  if (!kv_type) return fail<EntryInfo>(EntryError::kWrongKvType, "unknown KV type " + e.ns.kv_type);
+  e.shape.kv_type = *kv_type;
+  if (e.shape.row_bytes() == 0) return fail<EntryInfo>(EntryError::kCorrupt, "bad KV shape for its KV type");
+  const uint64_t pages_bytes = uint64_t(n_pages) * e.shape.bytes_per_page();
+  if (state) {
+    // A state entry: one page of tokens, then a state of whole floats.
+    if (n_pages != 1 || e.raw_bytes <= pages_bytes || (e.raw_bytes - pages_bytes) % sizeof(float) != 0 ||
+        e.raw_bytes - pages_bytes > (uint64_t(1) << 40))
+      return fail<EntryInfo>(EntryError::kCorrupt, "bad state section");
+    e.state_bytes = e.raw_bytes - pages_bytes;
+  } else if (e.raw_bytes != pages_bytes) {
+    return fail<EntryInfo>(EntryError::kCorrupt, "payload length does not match the shape");
+  }
+  if (!e.compressed && e.payload_bytes != e.raw_bytes)
+    return fail<EntryInfo>(EntryError::kCorrupt, "payload length does not match the shape");
   off += lens[2];
   off = align_up(off, 4);
   e.tokens.resize(n_tokens);

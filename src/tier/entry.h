@@ -26,8 +26,10 @@
 //       position ids i32[n_tokens]      (the slot positions, as KvPageStore::pos)
 //       zero padding to 8 → header_bytes
 //   header_bytes: payload = n_pages pages, each a page's serialized bytes
-//       (KvPageStore::read_page: K,V of every layer, head-major, F16). Slots of the
-//       last page beyond n_tokens are zero, so equal KV gives equal bytes.
+//       (KvPageStore::read_page: K,V of every layer, head-major, in the KV type
+//       the kv_type string names: f16, q8_0 or q4_0, kernels/kv_quant.h; the
+//       pages' length follows from it). Slots of the last page beyond n_tokens
+//       are zero, so equal KV gives equal bytes.
 //       A state entry (flag bit 1; tier/entry_key.h state_key) then holds the
 //       recurrent state after its last token: f32[(raw_bytes - pages) / 4], the
 //       floats of RecurrentState::data(). It is shaped like the chain link ending at

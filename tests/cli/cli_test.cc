@@ -159,6 +159,20 @@ TEST(Cli, ErrorsAreMessagesNotCrashes) {
     EXPECT_NE(b.out.find(std::string(bad).substr(0, std::string(bad).find(' '))), std::string::npos) << b.out;
     EXPECT_EQ(b.out.find("tok/s"), std::string::npos) << bad << ": " << b.out;
   }
+  // --kv-type: explained in --help; an unknown type, or one the model's heads cannot
+  // take, is an error naming the flag.
+  EXPECT_NE(h.out.find("--kv-type"), std::string::npos);
+  EXPECT_NE(h.out.find("q8_0"), std::string::npos);
+  CmdResult kt = run("generate -m " + kStories + " -p hi --kv-type q5_1");
+  EXPECT_NE(kt.status, 0) << kt.out;
+  EXPECT_NE(kt.out.find("--kv-type"), std::string::npos) << kt.out;
+  EXPECT_NE(kt.out.find("q5_1"), std::string::npos) << kt.out;
+  CmdResult kh = run("generate -m " + test::shared_dir() + "/models/llama-2-tiny-random.gguf -p hi --kv-type q8_0");
+  EXPECT_EQ(kh.status, 1) << kh.out;
+  EXPECT_NE(kh.out.find("--kv-type q8_0"), std::string::npos) << kh.out;
+  CmdResult ks = run("serve -m " + kStories + " --kv-type Q8");
+  EXPECT_NE(ks.status, 0) << ks.out;
+  EXPECT_NE(ks.out.find("--kv-type"), std::string::npos) << ks.out;
   CmdResult m = run("bench modules -m " + kStories + " --docs 1");
   EXPECT_NE(m.status, 0) << m.out;
   EXPECT_NE(m.out.find("--docs"), std::string::npos) << m.out;
@@ -243,6 +257,41 @@ TEST(Cli, BenchPrefillKernelsSideBySide) {
     EXPECT_EQ(no.status, 1) << no.out;
     EXPECT_NE(no.out.find("cannot run avx512"), std::string::npos) << no.out;
   }
+}
+
+// `bench prefill --kv-type f16,q8_0` runs both KV types side by side, a row each;
+// `generate --kv-type q4_0` generates (the greedy text of a trained model is close
+// to F16's); `bench kv-quality` reports q8_0 and q4_0 against F16.
+TEST(Cli, KvTypes) {
+  const std::string dir = test::temp_dir();
+  CmdResult r = run("bench prefill -m " + kStories + " --tokens 16,40 --decode 2 --kv-type f16,q8_0 --json " + dir +
+                    "/kv.json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  std::ifstream in(dir + "/kv.json");
+  const nlohmann::json j = nlohmann::json::parse(in);
+  ASSERT_EQ(j["results"].size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(j["results"][i]["kv_type"], i % 2 ? "q8_0" : "f16") << i;
+    EXPECT_GT(j["results"][i]["decode_tokens_per_s"].get<double>(), 0.0) << i;
+  }
+  CmdResult g = run("generate -m " + kStories + " -p \"Once upon a time\" -n 16 --kv-type q4_0");
+  ASSERT_EQ(g.status, 0) << g.out;
+  EXPECT_NE(g.out.find("there was"), std::string::npos) << g.out;  // (F16 gives ", there was a little girl named Lily")
+  CmdResult q = run("bench kv-quality -m " + kStories + " --prompts 6 --pool 4 --max-tokens 64 --json " + dir +
+                    "/q.json");
+  ASSERT_EQ(q.status, 0) << q.out;
+  std::ifstream qin(dir + "/q.json");
+  const nlohmann::json qj = nlohmann::json::parse(qin);
+  ASSERT_EQ(qj["models"][0]["results"].size(), 2u);
+  const nlohmann::json& q8 = qj["models"][0]["results"][0];
+  EXPECT_EQ(q8["kv_type"], "q8_0");
+  EXPECT_EQ(q8["prompts"], 6);
+  EXPECT_GT(q8["top1_agreement"].get<double>(), 0.9);
+  EXPECT_LT(q8["mean_kl"].get<double>(), 0.05);
+  EXPECT_LT(q8["bytes_per_token"].get<int64_t>(), q8["f16_bytes_per_token"].get<int64_t>());
+  CmdResult bad = run("bench kv-quality -m " + kStories + " --kv-type f16");
+  EXPECT_NE(bad.status, 0) << bad.out;
+  EXPECT_NE(bad.out.find("--kv-type"), std::string::npos) << bad.out;
 }
 
 // PROMPTCACHE_KERNELS caps the CPU code path a process uses (an escape hatch

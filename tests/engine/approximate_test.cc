@@ -38,7 +38,15 @@ struct Fixture {
   std::vector<int32_t> sys = text(test::Story::kSys), a = text(test::Story::kA), b = text(test::Story::kB),
                        user = text(test::Story::kC);
   std::vector<int32_t> text(const std::string& s) { return model->tokenizer().encode(s, false, false); }
-  std::unique_ptr<Engine> engine() { return test::block_engine(*model); }
+  KvType kv_type = KvType::kF16;
+  std::unique_ptr<Engine> engine() {
+    if (kv_type == KvType::kF16) return test::block_engine(*model);
+    EngineOptions o;  // block_engine()'s, in another KV type
+    o.kv_memory_bytes = 32 << 20;
+    o.threads = 1;
+    o.kv_type = kv_type;
+    return std::make_unique<Engine>(*model, o);
+  }
   GenerateRequest request(const std::vector<std::vector<int32_t>>& parts, CacheReuse mode = CacheReuse::kExact,
                           double budget = 0, RecomputePolicy policy = RecomputePolicy::kPrefix) {
     GenerateRequest r = test::block_request(model->tokenizer().bos(), parts, mode, budget);
@@ -67,8 +75,9 @@ bool bitwise(const std::vector<float>& x, const std::vector<float>& y) {
   return !x.empty() && x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
 }
 
-TEST(Approximate, EachPolicyRecomputesTowardsFull) {
+void check_policies(KvType kv_type) {
   Fixture f;
+  f.kv_type = kv_type;
   const auto first = f.request({f.sys, f.a, f.b, f.user});
   const std::vector<std::vector<int32_t>> moved = {f.sys, f.b, f.a, f.user};
   const std::vector<float> full = request_logits(*f.engine(), f.request(moved));
@@ -125,6 +134,18 @@ TEST(Approximate, EachPolicyRecomputesTowardsFull) {
     std::printf("%s: KL(full || approximate): budget 0: %.6f, budget 0.25: %.6f\n", recompute_policy_name(policy),
                 kl0, kl25);
     EXPECT_LT(kl25, kl0);
+  }
+}
+
+TEST(Approximate, EachPolicyRecomputesTowardsFull) { check_policies(KvType::kF16); }
+
+// With quantized KV: moved blocks' K rotated (dequantized, rotated, requantized), the
+// check pass on the stored (dequantized) K/V, budget 1 bitwise the full recomputation
+// in that type, and recomputing brings the logits closer to it.
+TEST(Approximate, EachPolicyRecomputesTowardsFullWithQuantizedKv) {
+  for (KvType t : {KvType::kQ8_0, KvType::kQ4_0}) {
+    SCOPED_TRACE(kv_type_name(t));
+    check_policies(t);
   }
 }
 

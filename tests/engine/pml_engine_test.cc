@@ -42,8 +42,10 @@ const char* kSchema = R"(<schema name="story">
 </schema>)";
 
 struct Fixture {
-  explicit Fixture(const std::string& path = test::shared_model("stories260K.gguf")) : model(Model::load(path)) {}
+  explicit Fixture(const std::string& path = test::shared_model("stories260K.gguf"), KvType kv = KvType::kF16)
+      : model(Model::load(path)), kv_type(kv) {}
   std::unique_ptr<Model> model;
+  KvType kv_type;
   pml::Encoder enc = pml::Encoder::for_model(model->tokenizer(), model->file());
   pml::SchemaLayout schema = pml::compile_schema(kSchema, enc, "story.pml");
   pml::PromptPlan plan(const std::string& body, const std::string& attrs = "") {
@@ -53,6 +55,7 @@ struct Fixture {
   std::unique_ptr<Engine> engine(int64_t kv = 64 << 20) {
     EngineOptions o;
     o.kv_memory_bytes = kv;
+    o.kv_type = kv_type;
     return std::make_unique<Engine>(*model, o);
   }
 };
@@ -85,6 +88,25 @@ void check_hit_or_miss(Fixture& f) {
 TEST(PmlEngine, SameLogitsHitOrMiss) {
   Fixture f;
   check_hit_or_miss(f);
+}
+
+// Quantized KV: module hits are bitwise the misses' logits within the type, and
+// compact layout's relocated keys (dequantized, rotated, requantized the same way
+// on a hit and a miss) too.
+TEST(PmlEngine, SameLogitsHitOrMissPerQuantizedKvType) {
+  for (KvType t : {KvType::kQ8_0, KvType::kQ4_0}) {
+    SCOPED_TRACE(kv_type_name(t));
+    Fixture f(test::shared_model("stories260K.gguf"), t);
+    check_hit_or_miss(f);
+    const auto p = f.plan("<cat/><happy/> Then Tom", " layout=\"compact\"");
+    auto e = f.engine();
+    const auto a = plan_logits(*e, pml::kv_plan(p, f.schema));
+    expect_same(a, plan_logits(*e, pml::kv_plan(p, f.schema)), "compact layout, relocated copies from the store");
+    EngineTestPeer::modules(*e).evict(size_t(1) << 40);
+    expect_same(a, plan_logits(*e, pml::kv_plan(p, f.schema)), "compact layout after eviction");
+    Fixture g(test::shared_model("arch/gemma3-tiny.gguf"), t);
+    check_hit_or_miss(g);
+  }
 }
 
 // Sliding-window models (window 32 positions): the schema spans ~90 positions

@@ -28,11 +28,12 @@ std::vector<int32_t> random_tokens(std::mt19937& rng, int64_t n_vocab, int n) {
   return v;
 }
 
-EngineOptions options(int64_t kv_bytes, bool cache) {
+EngineOptions options(int64_t kv_bytes, bool cache, KvType kv_type = KvType::kF16) {
   EngineOptions o;
   o.threads = 2;
   o.kv_memory_bytes = kv_bytes;
   o.prefix_cache = cache;
+  o.kv_type = kv_type;
   return o;
 }
 
@@ -53,11 +54,11 @@ int64_t ideal_hit(const std::vector<std::vector<int32_t>>& history, const std::v
 // capacity, every hit must be exactly the longest shared prefix; otherwise at
 // most that. Returns the total number of cached tokens.
 int64_t check_exact(const std::string& path, int64_t kv_bytes, int rounds, uint32_t seed,
-                    bool roomy = true) {
+                    bool roomy = true, KvType kv_type = KvType::kF16) {
   auto model = Model::load(path);
   const int64_t V = model->config().n_vocab;
-  Engine cached(*model, options(kv_bytes, true));
-  Engine plain(*model, options(64 << 20, false));
+  Engine cached(*model, options(kv_bytes, true, kv_type));
+  Engine plain(*model, options(64 << 20, false, kv_type));
   std::mt19937 rng(seed);
   std::vector<std::vector<int32_t>> history;
   std::vector<int32_t> base{1};
@@ -132,10 +133,10 @@ TEST(PrefixCache, ExactUnderEvictionPressure) {
   EXPECT_GT(check_exact(path, 12 * 16 * 640, 30, 4, /*roomy=*/false), 0);
 }
 
-void check_conversation(const std::string& path) {
+void check_conversation(const std::string& path, KvType kv_type = KvType::kF16) {
   auto model = Model::load(path);
-  Engine cached(*model, options(64 << 20, true));
-  Engine plain(*model, options(64 << 20, false));
+  Engine cached(*model, options(64 << 20, true, kv_type));
+  Engine plain(*model, options(64 << 20, false, kv_type));
   std::mt19937 rng(9);
   std::vector<int32_t> conv{1};
   for (int turn = 0; turn < 6; ++turn) {
@@ -161,6 +162,87 @@ void check_conversation(const std::string& path) {
 
 TEST(PrefixCache, GreedyConversationMatchesUncached) {
   check_conversation(test::shared_model("TinyStories-656K-Q8_0.gguf"));
+}
+
+// Quantized KV (kernels/kv_quant.h): exactness holds within the type — a hit gives
+// bitwise the logits of recomputing with the same KV type, at any prefix length and
+// chunking, under eviction pressure, and through greedy conversations; on heads of
+// 8 (stories260K), 16 (TinyStories, gemma3) and 32 dimensions (a generated model:
+// GGUF's 32-value blocks).
+TEST(PrefixCache, ExactWithinEachQuantizedKvType) {
+  for (KvType t : {KvType::kQ8_0, KvType::kQ4_0}) {
+    SCOPED_TRACE(kv_type_name(t));
+    EXPECT_GT(check_exact(test::shared_model("stories260K.gguf"), 64 << 20, 12, 21, true, t), 0);
+    EXPECT_GT(check_exact(test::shared_model("TinyStories-656K-Q8_0.gguf"), 64 << 20, 8, 22, true, t), 0);
+    // stories260K in q8_0: 5 layers × 4 heads × 2 × 10 bytes = 400 bytes a token
+    EXPECT_GT(check_exact(test::shared_model("stories260K.gguf"), 12 * 16 * 400, 12, 23, false, t), 0);
+    check_conversation(test::shared_model("TinyStories-656K-Q8_0.gguf"), t);
+    check_conversation(test::shared_model("arch/gemma3-tiny.gguf"), t);
+  }
+}
+
+TEST(PrefixCache, ExactWithQuantizedKvOnWholeBlocks) {
+  const std::string path = test::generated_model("qwen3", GgmlType::Q4_K);  // the "small" shape: heads of 64
+  auto model = Model::load(path);
+  ASSERT_EQ(model->config().head_dim % 32, 0) << "a generated model with heads of whole q8_0 blocks";
+  for (KvType t : {KvType::kQ8_0, KvType::kQ4_0}) {
+    SCOPED_TRACE(kv_type_name(t));
+    EXPECT_GT(check_exact(path, 64 << 20, 8, 24, true, t), 0);
+  }
+}
+
+// --kv-memory counts the type's real bytes: the same bytes hold 64/34 = 1.88x the
+// tokens in q8_0 (34 bytes per 32 values against 64) and 64/18 = 3.56x in q4_0.
+TEST(PrefixCache, QuantizedKvHoldsMoreTokensInTheSameMemory) {
+  const std::string path = test::generated_model("qwen3", GgmlType::Q4_K);  // heads of 64
+  auto model = Model::load(path);
+  const int64_t bytes = 8 << 20;
+  int64_t pages[3];
+  const KvType types[3] = {KvType::kF16, KvType::kQ8_0, KvType::kQ4_0};
+  for (int i = 0; i < 3; ++i) {
+    Engine e(*model, options(bytes, true, types[i]));
+    pages[i] = EngineTestPeer::page_pool(e).n_pages();
+    EXPECT_LE(int64_t(EngineTestPeer::page_pool(e).page_bytes()) * pages[i], bytes);
+  }
+  EXPECT_GE(double(pages[1]) / double(pages[0]), 64.0 / 34 - 0.005);
+  EXPECT_GE(double(pages[2]) / double(pages[0]), 64.0 / 18 - 0.01);
+}
+
+// The type is really used: q8_0 and q4_0 logits differ from F16's, slightly
+// (the next token agrees at most positions).
+TEST(PrefixCache, QuantizedKvLogitsAreCloseToF16) {
+  auto model = Model::load(test::shared_model("TinyStories-656K-Q8_0.gguf"));
+  const int64_t V = model->config().n_vocab;
+  std::mt19937 rng(31);
+  std::vector<int32_t> p{1};
+  const auto more = random_tokens(rng, V, 120);
+  p.insert(p.end(), more.begin(), more.end());
+  Engine f16(*model, options(64 << 20, false));
+  const std::vector<float> ref = prompt_logits(f16, p, int(p.size()));
+  for (KvType t : {KvType::kQ8_0, KvType::kQ4_0}) {
+    Engine q(*model, options(64 << 20, false, t));
+    const std::vector<float> got = prompt_logits(q, p, int(p.size()));
+    ASSERT_EQ(got.size(), ref.size());
+    EXPECT_NE(0, std::memcmp(got.data(), ref.data(), ref.size() * sizeof(float))) << kv_type_name(t);
+    int agree = 0;
+    for (size_t i = 0; i < p.size(); ++i) {
+      const float* a = &ref[i * V];
+      const float* b = &got[i * V];
+      agree += std::max_element(a, a + V) - a == std::max_element(b, b + V) - b;
+    }
+    EXPECT_GE(agree, int(p.size()) * (t == KvType::kQ8_0 ? 95 : 70) / 100) << kv_type_name(t);
+  }
+}
+
+// A model whose heads the quantized types cannot store: a clear error naming the flag.
+TEST(PrefixCache, QuantizedKvOnHeadsItCannotStoreIsAnError) {
+  auto model = Model::load(test::shared_model("llama-2-tiny-random.gguf"));  // heads of 4
+  try {
+    Engine e(*model, options(8 << 20, true, KvType::kQ8_0));
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--kv-type q8_0"), std::string::npos) << e.what();
+  }
 }
 
 // Conversations of ~150 tokens over windows of 32: each turn reuses the whole

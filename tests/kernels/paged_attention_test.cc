@@ -1,7 +1,8 @@
-// Tests of pc::paged_attention / pc::paged_attention_tokens.
+// Tests of pc::paged_attention / pc::paged_attention_tokens, over pages of each
+// KV type (F16, Q8_0, Q4_0: kernels/kv_quant.h).
 //
 //  * Against a plain reference: softmax(q·K * scale) · V in double over the same
-//    F16 keys/values and the F16-rounded query. The kernels accumulate in
+//    keys/values (F16, or the quantized rows dequantized) and the F16-rounded query. The kernels accumulate in
 //    float (block-wise online softmax, see paged_attention.cc); over <= 300
 //    keys we allow |out - ref| <= 1e-4 * max|V| per element.
 //  * Every level: bitwise equal to a direct transcription of the arithmetic in
@@ -42,31 +43,62 @@ using test::levels;
 float round_f16(float v) { return fp16_to_fp32(fp32_to_fp16(v)); }
 
 // A sequence of n slots in pages of P, stored in shuffled page order, for
-// n_kv KV heads of head_dim hd (the KV page layout: per page K then V,
-// each [n_kv][P × hd]; K by kernels/k_layout.h, V slot-major).
+// n_kv KV heads of head_dim hd in KV type `type` (the KV page layout: per page
+// K then V, each [n_kv][P × hd]; F16: K by kernels/k_layout.h, V slot-major;
+// quantized: slot-major rows of kv_row_bytes(), each row quantized from random
+// values). k() and vf() give the values as the kernels see them (decoded).
 struct Kv {
   int P, hd, n_kv, n;
+  KvType type;
   std::vector<uint16_t> mem;
   std::vector<const uint16_t*> kp, vp;
-  Kv(int P_, int hd_, int n_kv_, int n_, uint32_t seed) : P(P_), hd(hd_), n_kv(n_kv_), n(n_) {
+  std::vector<float> kdec, vdec;  // [n_kv][pages × P][hd] decoded, by logical slot
+  Kv(int P_, int hd_, int n_kv_, int n_, uint32_t seed, KvType type_ = KvType::kF16)
+      : P(P_), hd(hd_), n_kv(n_kv_), n(n_), type(type_) {
     const int n_pages = (n + P - 1) / P;
-    const size_t page = size_t(2) * n_kv * P * hd;
+    const size_t rb = kv_row_bytes(type, hd);  // bytes of one row (F16: 2 * hd)
+    const size_t page = size_t(2) * n_kv * P * rb / 2;  // in 16-bit words
     mem.resize(page * n_pages);
     std::mt19937 rng(seed);
     std::normal_distribution<float> nd(0.f, 1.f);
-    for (auto& h : mem) h = fp32_to_fp16(nd(rng));
+    if (type == KvType::kF16) {
+      for (auto& h : mem) h = fp32_to_fp16(nd(rng));
+    } else {
+      std::vector<float> row(hd);
+      auto* bytes = reinterpret_cast<uint8_t*>(mem.data());
+      for (size_t r = 0; r < mem.size() * 2 / rb; ++r) {
+        for (auto& x : row) x = nd(rng);
+        kv_quantize_row(type, row.data(), hd, bytes + r * rb);
+      }
+    }
     std::vector<int> order(n_pages);
     std::iota(order.begin(), order.end(), 0);
     std::shuffle(order.begin(), order.end(), rng);
     for (int p = 0; p < n_pages; ++p) {
       kp.push_back(mem.data() + order[p] * page);
-      vp.push_back(mem.data() + order[p] * page + size_t(n_kv) * P * hd);
+      vp.push_back(mem.data() + order[p] * page + size_t(n_kv) * P * rb / 2);
     }
+    const size_t slots = size_t(n_pages) * P;
+    kdec.resize(n_kv * slots * hd);
+    vdec.resize(n_kv * slots * hd);
+    for (int g = 0; g < n_kv; ++g)
+      for (size_t t = 0; t < slots; ++t) {
+        float* kd = kdec.data() + (g * slots + t) * hd;
+        float* vd = vdec.data() + (g * slots + t) * hd;
+        const size_t row = size_t(g) * P + t % P;  // in the head's slab
+        if (type == KvType::kF16) {
+          for (int d = 0; d < hd; ++d) kd[d] = fp16_to_fp32(kp[t / P][size_t(g) * P * hd + k_index(P, hd, int(t % P), d)]);
+        } else {
+          kv_dequantize_row(type, reinterpret_cast<const uint8_t*>(kp[t / P]) + row * rb, hd, kd);
+        }
+        kv_dequantize_row(type, reinterpret_cast<const uint8_t*>(vp[t / P]) + row * rb, hd, vd);
+      }
   }
-  float k(int g, int t, int d) const { return fp16_to_fp32(kp[t / P][size_t(g) * P * hd + k_index(P, hd, t % P, d)]); }
-  const uint16_t* v(int g, int t) const { return vp[t / P] + (size_t(g) * P + t % P) * hd; }
+  float k(int g, int t, int d) const { return kdec[(size_t(g) * kp.size() * P + t) * hd + d]; }
+  float vf(int g, int t, int d) const { return vdec[(size_t(g) * kp.size() * P + t) * hd + d]; }
   PagedAttentionArgs args(int g, float scale) const {
     PagedAttentionArgs a;
+    a.kv_type = type;
     a.k_pages = kp.data();
     a.v_pages = vp.data();
     a.page_size = P;
@@ -100,7 +132,7 @@ std::vector<double> reference(const Kv& kv, int g, const float* q, int n_ctx, fl
   for (int t = 0; t < n_ctx; ++t) {
     const double e = std::exp(s[t] - mx);
     sum += e;
-    for (int i = 0; i < kv.hd; ++i) out[i] += e * fp16_to_fp32(kv.v(g, t)[i]);
+    for (int i = 0; i < kv.hd; ++i) out[i] += e * kv.vf(g, t, i);
   }
   for (auto& v : out) v /= sum;
   return out;
@@ -156,7 +188,7 @@ std::vector<float> spec(const Kv& kv, int g, const float* q, int n_ctx, float sc
     for (int t = b0; t < b1; ++t) {
       const float p = fixed_exp(s[t - b0] - M);
       S = S + p;
-      for (int i = 0; i < hd; ++i) acc[i] = std::fma(fp16_to_fp32(kv.v(g, t)[i]), p, acc[i]);
+      for (int i = 0; i < hd; ++i) acc[i] = std::fma(kv.vf(g, t, i), p, acc[i]);
     }
     b0 = b1;
   }
@@ -174,6 +206,9 @@ struct Shape {
 // largest heads.)
 const Shape kShapes[] = {{16, 64, 3, 3}, {16, 128, 2, 4}, {16, 32, 1, 1}, {8, 48, 2, 2}, {16, 20, 1, 2},
                          {12, 64, 3, 3}, {16, 8, 2, 4}, {16, 16, 4, 2}, {16, 256, 1, 2}};
+
+// Every KV type the kernels read (kernels/kv_quant.h).
+const KvType kAllTypes[] = {KvType::kF16, KvType::kQ8_0, KvType::kQ4_0};
 
 // Prompt tests' layout: token i's queries (and outputs) at [i][n_kv][group][hd].
 int64_t token_floats(const Shape& sh) { return int64_t(sh.n_kv) * sh.group * sh.hd; }
@@ -209,9 +244,11 @@ TEST(PagedAttention, MatchesReference) {
   LevelGuard guard;
   for (const KernelPath& path : kernel_paths()) {
     path.use();
+    for (KvType type : kAllTypes)
     for (const Shape& sh : kShapes) {
+      if (kv_row_bytes(type, sh.hd) == 0) continue;  // (heads this type cannot store)
       const int n = 300;
-      Kv kv(sh.P, sh.hd, sh.n_kv, n, 7);
+      Kv kv(sh.P, sh.hd, sh.n_kv, n, 7, type);
       const float scale = 1.f / std::sqrt(float(sh.hd));
       const auto q = random_q(int64_t(sh.group) * sh.hd, 11, 2.f);
       std::vector<float> out(q.size()), scratch(paged_attention_scratch(sh.P, sh.hd, sh.group));
@@ -224,15 +261,15 @@ TEST(PagedAttention, MatchesReference) {
             const auto ref = reference(kv, g, q.data() + j * sh.hd, n_ctx, scale);
             double vmax = 0;
             for (int t = 0; t < n_ctx; ++t)
-              for (int i = 0; i < sh.hd; ++i) vmax = std::max(vmax, double(std::fabs(fp16_to_fp32(kv.v(g, t)[i]))));
+              for (int i = 0; i < sh.hd; ++i) vmax = std::max(vmax, double(std::fabs(kv.vf(g, t, i))));
             for (int i = 0; i < sh.hd; ++i)
               ASSERT_NEAR(out[j * sh.hd + i], ref[i], 1e-4 * vmax)
-                  << path.name() << " hd=" << sh.hd << " n_ctx=" << n_ctx << " i=" << i;
+                  << path.name() << " " << kv_type_name(type) << " hd=" << sh.hd << " n_ctx=" << n_ctx << " i=" << i;
           }
           for (int j = 0; j < sh.group; ++j) {
             const auto sp = spec(kv, g, q.data() + j * sh.hd, n_ctx, scale);
             ASSERT_EQ(0, std::memcmp(sp.data(), out.data() + j * sh.hd, sp.size() * 4))
-                << path.name() << " hd=" << sh.hd << " n_ctx=" << n_ctx;
+                << path.name() << " " << kv_type_name(type) << " hd=" << sh.hd << " n_ctx=" << n_ctx;
           }
         }
     }
@@ -248,9 +285,11 @@ TEST(PagedAttention, TokenBlocksAreBatchInvariant) {
   LevelGuard guard;
   for (const KernelPath& path : kernel_paths()) {
     path.use();
+    for (KvType type : kAllTypes)
     for (const Shape& sh : kShapes) {
+      if (kv_row_bytes(type, sh.hd) == 0) continue;
       const int n = 75;
-      Kv kv(sh.P, sh.hd, sh.n_kv, 3 * (n + 5), 3);
+      Kv kv(sh.P, sh.hd, sh.n_kv, 3 * (n + 5), 3, type);
       std::vector<int32_t> fills(kv.kp.size());
       int filled = 0;
       for (size_t p = 0; p < fills.size(); ++p) {
@@ -281,7 +320,7 @@ TEST(PagedAttention, TokenBlocksAreBatchInvariant) {
                                      token_block(sh, q.data(), n_ctx.data(), blocked.data(), i0, std::min(bs, n - i0), g),
                                      scratch.data());
           ASSERT_EQ(0, std::memcmp(alone.data(), blocked.data(), alone.size() * 4))
-              << path.name() << " hd=" << sh.hd << " block=" << bs << " fills=" << with_fills;
+              << path.name() << " " << kv_type_name(type) << " hd=" << sh.hd << " block=" << bs << " fills=" << with_fills;
         }
       }
     }
@@ -298,9 +337,13 @@ TEST(PagedAttention, SegmentsSplitAndMergeExactly) {
   LevelGuard guard;
   for (const KernelPath& path : kernel_paths()) {
     path.use();
+    for (KvType type : kAllTypes)
     for (const Shape& sh : kShapes) {
+      if (kv_row_bytes(type, sh.hd) == 0) continue;
+      // (the quantized types: one segment length, a few shapes — the walk is the F16 one)
+      if (type != KvType::kF16 && sh.hd != 16 && sh.P != 12 && sh.hd != 128) continue;
       const int n = 24, max_ctx = 700;
-      Kv kv(sh.P, sh.hd, sh.n_kv, 2 * max_ctx + 4 * sh.P, 9);
+      Kv kv(sh.P, sh.hd, sh.n_kv, 2 * max_ctx + 4 * sh.P, 9, type);
       std::vector<int32_t> fills(kv.kp.size());
       int filled = 0;
       for (size_t p = 0; p < fills.size(); ++p) {
@@ -317,13 +360,14 @@ TEST(PagedAttention, SegmentsSplitAndMergeExactly) {
       std::vector<float> scratch(paged_attention_tokens_scratch(sh.P, sh.hd, sh.group, kAttnMaxTokens));
       for (int segment : {24, 64, 256})
         for (bool with_fills : {false, true}) {
+          if (type != KvType::kF16 && segment != 64) continue;
           auto args = [&](int g) {
             PagedAttentionArgs a = kv.args(g, scale);
             a.fills = with_fills ? fills.data() : nullptr;
             a.segment = segment;
             return a;
           };
-          const std::string where = std::string(path.name()) + " hd=" + std::to_string(sh.hd) +
+          const std::string where = std::string(path.name()) + " " + kv_type_name(type) + " hd=" + std::to_string(sh.hd) +
                                     " P=" + std::to_string(sh.P) + " segment=" + std::to_string(segment) +
                                     " fills=" + std::to_string(with_fills);
           std::vector<float> alone(n * qd), blocked(n * qd), split(n * qd);
@@ -461,7 +505,7 @@ TEST(PagedAttention, WindowAndSoftcap) {
                   const double e = std::exp(s[k] - mx);
                   sum += e;
                   for (int d = 0; d < sh.hd; ++d) {
-                    const double v = fp16_to_fp32(kv.v(g, seen[k])[d]);
+                    const double v = kv.vf(g, seen[k], d);
                     out[d] += e * v;
                     vmax = std::max(vmax, std::fabs(v));
                   }

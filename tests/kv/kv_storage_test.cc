@@ -6,7 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <random>
 #include <vector>
+
+#include "gguf/quants.h"
 
 namespace pc {
 namespace {
@@ -25,11 +28,12 @@ void write_pattern(KvPageStore& s, int32_t page, int n) {
   const size_t stride = 5;
   std::vector<KvSlot> slots;
   for (int t = 0; t < n; ++t) slots.push_back({page, t});
-  std::vector<uint16_t> k(n * stride), v(n * stride);
+  std::vector<float> k(n * stride), v(n * stride);  // (F16 values: stored exactly)
   for (int l = 0; l < kShape.n_layer; ++l)
     for (int h = 0; h < kShape.n_kv_head; ++h) {
       for (int t = 0; t < n; ++t)
-        for (int d = 0; d < hd; ++d) k[t * stride + d] = value(t, l, h, d, 0), v[t * stride + d] = value(t, l, h, d, 1);
+        for (int d = 0; d < hd; ++d)
+          k[t * stride + d] = fp16_to_fp32(value(t, l, h, d, 0)), v[t * stride + d] = fp16_to_fp32(value(t, l, h, d, 1));
       s.write_slots(l, h, slots, k.data(), v.data(), stride);
     }
 }
@@ -62,11 +66,11 @@ TEST(KvStorage, WriteSlotsPlacesKeysAndValuesByTheLayout) {
 TEST(KvStorage, WriteSlotsLastOfTwoWritesOfOneSlotWins) {
   KvStorage s(kShape, 1);
   const std::vector<KvSlot> slots = {{0, 5}, {0, 5}};
-  const uint16_t k[] = {1, 2, 3, 4, 5, 6}, v[] = {7, 8, 9, 10, 11, 12};
+  const float k[] = {1, 2, 3, 4, 5, 6}, v[] = {7, 8, 9, 10, 11, 12};
   s.write_slots(1, 0, slots, k, v, 3);
   for (int d = 0; d < 3; ++d) {
-    EXPECT_EQ(key_at(s, 0, 1, 0, 5, d), k[3 + d]);
-    EXPECT_EQ(value_at(s, 0, 1, 0, 5, d), v[3 + d]);
+    EXPECT_EQ(key_at(s, 0, 1, 0, 5, d), fp32_to_fp16(k[3 + d]));
+    EXPECT_EQ(value_at(s, 0, 1, 0, 5, d), fp32_to_fp16(v[3 + d]));
   }
 }
 
@@ -117,13 +121,13 @@ TEST(KvStorage, CopySlotsCopiesKvAndPositionsOfTheFirstSlots) {
   for (int t = 0; t < kShape.page_size; ++t) EXPECT_EQ(s.pos(1)[t], t < 9 ? 100 + t : -1);
 }
 
-// Adds 1 to every element it sees and counts the rows.
+// Adds 1 to the F16 bits of every element it sees and counts the rows.
 struct AddOne final : KeyRowsOp {
   int calls = 0, rows = 0;
-  void apply(int, uint16_t* r, int n) override {
+  void apply(int, float* r, int n) override {
     ++calls;
     rows += n;
-    for (int i = 0; i < n * kShape.head_dim; ++i) ++r[i];
+    for (int i = 0; i < n * kShape.head_dim; ++i) r[i] = fp16_to_fp32(uint16_t(fp32_to_fp16(r[i]) + 1));
   }
 };
 
@@ -132,17 +136,126 @@ TEST(KvStorage, UpdateKeysRunsOverEachLayerAndHeadsKeysOnly) {
   write_pattern(s, 0, 12);
   for (int t = 0; t < 12; ++t) s.pos(0)[t] = t;
   AddOne op;
-  s.update_keys(0, 10, op);
+  s.update_keys(0, 2, 10, op);  // slots [2, 10)
   EXPECT_EQ(op.calls, kShape.n_layer * kShape.n_kv_head);
-  EXPECT_EQ(op.rows, 10 * kShape.n_layer * kShape.n_kv_head);
+  EXPECT_EQ(op.rows, 8 * kShape.n_layer * kShape.n_kv_head);
   for (int l = 0; l < kShape.n_layer; ++l)
     for (int h = 0; h < kShape.n_kv_head; ++h)
       for (int t = 0; t < kShape.page_size; ++t)
         for (int d = 0; d < kShape.head_dim; ++d) {
-          EXPECT_EQ(key_at(s, 0, l, h, t, d), value(t, l, h, d, 0) + (t < 10 ? 1 : 0));
+          EXPECT_EQ(key_at(s, 0, l, h, t, d), value(t, l, h, d, 0) + (t >= 2 && t < 10 ? 1 : 0));
           EXPECT_EQ(value_at(s, 0, l, h, t, d), value(t, l, h, d, 1));
         }
   for (int t = 0; t < 12; ++t) EXPECT_EQ(s.pos(0)[t], t);
+}
+
+// The quantized types: slot-major rows of K and V (kernels/kv_quant.h), each row
+// quantized from its own values. 2 layers, 2 KV heads of 32 dimensions, page 12.
+struct QuantizedStore {
+  KvShape shape;
+  KvStorage s;
+  std::vector<float> rows;  // [page][layer][head][slot][K, V][hd] the values written
+  explicit QuantizedStore(KvType t, int n_pages = 3) : shape{2, 2, 32, 12, t}, s(shape, n_pages) {
+    rows.resize(size_t(n_pages) * 2 * 2 * 12 * 2 * 32);
+    std::mt19937 rng(11);
+    std::normal_distribution<float> nd(0.f, 1.f);
+    for (auto& x : rows) x = nd(rng);
+  }
+  const float* row(int page, int l, int h, int slot, int kv) const {
+    return rows.data() + ((((size_t(page) * 2 + l) * 2 + h) * 12 + slot) * 2 + kv) * 32;
+  }
+  void write(int page, int n) {
+    std::vector<KvSlot> slots;
+    for (int t = 0; t < n; ++t) slots.push_back({page, t});
+    std::vector<float> k(size_t(n) * 32), v(size_t(n) * 32);
+    for (int l = 0; l < 2; ++l)
+      for (int h = 0; h < 2; ++h) {
+        for (int t = 0; t < n; ++t) {
+          std::memcpy(k.data() + t * 32, row(page, l, h, t, 0), 32 * 4);
+          std::memcpy(v.data() + t * 32, row(page, l, h, t, 1), 32 * 4);
+        }
+        s.write_slots(l, h, slots, k.data(), v.data(), 32);
+      }
+  }
+  // Slot `slot` of `page` decodes to the quantized round trip of what (src_page, src_slot) was given.
+  void expect_slot(int page, int slot, int src_page, int src_slot, const char* what) const {
+    std::vector<float> k(64), v(64), want(32);
+    std::vector<uint8_t> q(shape.row_bytes());
+    for (int l = 0; l < 2; ++l) {
+      s.read_slot(l, page, slot, k.data(), v.data());
+      for (int h = 0; h < 2; ++h)
+        for (int kv = 0; kv < 2; ++kv) {
+          kv_quantize_row(shape.kv_type, row(src_page, l, h, src_slot, kv), 32, q.data());
+          kv_dequantize_row(shape.kv_type, q.data(), 32, want.data());
+          ASSERT_EQ(0, std::memcmp(want.data(), (kv ? v : k).data() + h * 32, 32 * 4))
+              << what << " " << kv_type_name(shape.kv_type) << " l=" << l << " h=" << h << " slot=" << slot;
+        }
+    }
+  }
+};
+
+TEST(KvStorage, QuantizedPagesHoldTheRealBytes) {
+  EXPECT_EQ((KvShape{2, 2, 32, 12, KvType::kQ8_0}.bytes_per_page()), size_t(2 * 2 * 2 * 12 * 34));
+  EXPECT_EQ((KvShape{2, 2, 32, 12, KvType::kQ4_0}.bytes_per_page()), size_t(2 * 2 * 2 * 12 * 18));
+  EXPECT_EQ((KvShape{2, 2, 32, 12, KvType::kF16}.bytes_per_page()), size_t(2 * 2 * 2 * 12 * 64));
+  EXPECT_THROW(KvStorage(KvShape{1, 1, 20, 16, KvType::kQ8_0}, 1), std::exception);  // 20 dims: no blocks
+}
+
+TEST(KvStorage, QuantizedWriteReadCopyAndSerialize) {
+  for (KvType t : {KvType::kQ8_0, KvType::kQ4_0}) {
+    QuantizedStore q(t);
+    q.write(0, 12);
+    for (int slot = 0; slot < 12; ++slot) q.expect_slot(0, slot, 0, slot, "write");
+    // Copy-on-write and relocation copies move rows unchanged.
+    q.s.copy_slots(1, 0, 7);
+    for (int slot = 0; slot < 7; ++slot) q.expect_slot(1, slot, 0, slot, "copy_slots");
+    q.s.copy_range(2, 3, 0, 5, 4);
+    for (int i = 0; i < 4; ++i) q.expect_slot(2, 3 + i, 0, 5 + i, "copy_range");
+    // The serialized page keeps the first n slots, zeros the rest, and reads back.
+    for (int n : {1, 9, 12}) {
+      std::vector<uint8_t> bytes(q.shape.bytes_per_page()), again(bytes.size());
+      q.s.read_page(0, n, bytes.data());
+      q.s.write_page(2, bytes.data());
+      for (int slot = 0; slot < n; ++slot) q.expect_slot(2, slot, 0, slot, "write_page");
+      std::vector<float> k(64), v(64);
+      for (int slot = n; slot < 12; ++slot) {
+        q.s.read_slot(1, 2, slot, k.data(), v.data());
+        for (int i = 0; i < 64; ++i) ASSERT_EQ(k[i], 0.f) << n;
+      }
+      q.s.read_page(2, n, again.data());
+      EXPECT_EQ(bytes, again);
+    }
+  }
+}
+
+// update_keys hands the op the decoded rows and requantizes what it leaves there;
+// values are untouched.
+struct Scale2 final : KeyRowsOp {
+  void apply(int, float* r, int n) override {
+    for (int i = 0; i < n * 32; ++i) r[i] *= 2.f;
+  }
+};
+
+TEST(KvStorage, QuantizedUpdateKeysRequantizesEachRow) {
+  for (KvType t : {KvType::kQ8_0, KvType::kQ4_0}) {
+    QuantizedStore q(t);
+    q.write(0, 12);
+    std::vector<float> before(64 * 12 * 2), vbefore(64 * 12 * 2), after(64), v(64);
+    for (int l = 0; l < 2; ++l)
+      for (int slot = 0; slot < 12; ++slot)
+        q.s.read_slot(l, 0, slot, before.data() + (l * 12 + slot) * 64, vbefore.data() + (l * 12 + slot) * 64);
+    Scale2 op;
+    q.s.update_keys(0, 2, 10, op);
+    for (int l = 0; l < 2; ++l)
+      for (int slot = 0; slot < 12; ++slot) {
+        q.s.read_slot(l, 0, slot, after.data(), v.data());
+        for (int i = 0; i < 64; ++i) {
+          const float b = before[(l * 12 + slot) * 64 + i];
+          ASSERT_EQ(after[i], slot >= 2 && slot < 10 ? 2 * b : b) << kv_type_name(t);  // (doubling a block is exact)
+          ASSERT_EQ(v[i], vbefore[(l * 12 + slot) * 64 + i]) << kv_type_name(t);
+        }
+      }
+  }
 }
 
 }  // namespace

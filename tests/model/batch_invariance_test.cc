@@ -27,7 +27,7 @@ std::vector<int32_t> random_prompt(int64_t n_vocab, int n, uint32_t seed) {
 // Compares all positions' logits for chunkings {whole, 1, 7, 64} (0: whole)
 // and threads {1, 2}.
 void check_invariance(const std::string& path, int n_tokens, std::vector<int> threads_list = {1, 2},
-                      std::vector<int> chunks = {0, 1, 7, 64}) {
+                      std::vector<int> chunks = {0, 1, 7, 64}, KvType kv_type = KvType::kF16) {
   auto model = Model::load(path);
   const auto prompt = random_prompt(model->config().n_vocab, n_tokens, 123);
   std::vector<float> ref;
@@ -35,6 +35,7 @@ void check_invariance(const std::string& path, int n_tokens, std::vector<int> th
     EngineOptions eo;
     eo.threads = threads;
     eo.kv_memory_bytes = 64 << 20;
+    eo.kv_type = kv_type;
     Engine engine(*model, eo);
     for (int chunk : chunks) {
       if (chunk == 0) chunk = n_tokens;
@@ -48,7 +49,7 @@ void check_invariance(const std::string& path, int n_tokens, std::vector<int> th
       for (size_t i = 0; i < got.size(); i += V)
         ASSERT_EQ(0, std::memcmp(&got[i], &ref[i], V * sizeof(float)))
             << path << ": logits of position " << i / V << " differ with chunk " << chunk
-            << ", threads " << threads;
+            << ", threads " << threads << ", KV " << kv_type_name(kv_type);
     }
   }
 }
@@ -86,6 +87,23 @@ TEST_P(BatchInvariance, GeneratedQwen35Moe) { check_invariance(test::generated_m
 TEST_P(BatchInvariance, GeneratedF16) { check_invariance(test::generated_model("llama", GgmlType::F16), 90); }
 TEST_P(BatchInvariance, GeneratedQ6K) { check_invariance(test::generated_model("qwen3", GgmlType::Q6_K), 90); }
 TEST_P(BatchInvariance, GeneratedQ5K) { check_invariance(test::generated_model("llama", GgmlType::Q5_K), 90); }
+
+// Quantized KV (kernels/kv_quant.h): each row quantized from its own values, so the
+// stored bytes, and the logits, do not depend on chunking or threads; heads of 8
+// and 16 (one block a row) and 64 (GGUF's 32-value blocks), long contexts split by
+// segment, sliding windows and a hybrid model (recurrent layers beside quantized KV).
+TEST_P(BatchInvariance, QuantizedKv) {
+  // (The scalar level: the short prompts only; its attention is the kernel tests'.)
+  const bool scalar = GetParam() == CpuLevel::Scalar;
+  for (KvType t : {KvType::kQ8_0, KvType::kQ4_0}) {
+    check_invariance(test::shared_model("stories260K.gguf"), 100, {1, 2}, {0, 1, 7, 64}, t);
+    check_invariance(test::generated_model("qwen35", GgmlType::Q8_0), 90, {1, 2}, {0, 1, 7}, t);
+    if (scalar) continue;
+    check_invariance(test::generated_model("qwen3", GgmlType::Q4_K), 90, {1, 2}, {0, 1, 7, 64}, t);
+    check_invariance(test::generated_model("llama", GgmlType::F16), 600, {1, 2}, {0, 1, 20}, t);
+    check_invariance(test::generated_model("gemma2", GgmlType::F16), 200, {1, 2}, {0, 1}, t);
+  }
+}
 
 // Contexts of several softmax segments (kAttnSegmentSlots): stepping 1 or 20
 // tokens at a time, the attention is split by segment (Forward::plan_split:

@@ -31,8 +31,10 @@ struct Fixture {
     std::ifstream in(test::shared_dir() + "/models/arch2/expected_llamacpp.json");
     return nlohmann::json::parse(in).at("qwen35-tiny");
   }();
+  KvType kv_type = KvType::kF16;  // the attention layers' KV
   std::unique_ptr<Engine> engine(int64_t kv_bytes = 16 << 20, bool prefix_cache = true) {
     EngineOptions o;
+    o.kv_type = kv_type;
     o.threads = 2;
     o.kv_memory_bytes = kv_bytes;
     o.prefix_cache = prefix_cache;
@@ -199,8 +201,9 @@ std::vector<int32_t> cat(std::vector<int32_t> a, std::span<const int32_t> b) {
   return a;
 }
 
-TEST(HybridEngine, SnapshotHitsAreBitExactAtEveryBoundary) {
+void check_snapshot_hits(KvType kv_type) {
   Fixture f;
+  f.kv_type = kv_type;
   auto cold = f.engine(16 << 20, /*prefix_cache=*/false);
   auto e = f.engine();
   // A first turn: a prompt of two parts and a reply. Snapshots: the parts' bounds
@@ -240,6 +243,17 @@ TEST(HybridEngine, SnapshotHitsAreBitExactAtEveryBoundary) {
     EXPECT_EQ(want.n_cached, 0) << c.kind;
     ASSERT_EQ(resumed.size(), computed.size()) << c.kind;
     EXPECT_EQ(0, std::memcmp(resumed.data(), computed.data(), resumed.size() * sizeof(float))) << c.kind;
+  }
+}
+
+TEST(HybridEngine, SnapshotHitsAreBitExactAtEveryBoundary) { check_snapshot_hits(KvType::kF16); }
+
+// Quantized KV in the attention layers (the recurrent state stays F32): snapshot
+// hits are bitwise the cold run with the same KV type.
+TEST(HybridEngine, SnapshotHitsAreBitExactWithQuantizedKv) {
+  for (KvType t : {KvType::kQ8_0, KvType::kQ4_0}) {
+    SCOPED_TRACE(kv_type_name(t));
+    check_snapshot_hits(t);
   }
 }
 

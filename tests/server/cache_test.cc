@@ -160,6 +160,32 @@ TEST(ServerCache, ApiKeysSelectTenants) {
   EXPECT_FALSE(ea.body["namespaces"][0]["entries"].empty());
 }
 
+// --kv-type: /v1/cache/stats and /metrics report the type and its real bytes per
+// token (stories260K: 5 layers × 4 KV heads × rows of 8 values; f16 16 bytes a row,
+// q8_0 10, q4_0 6), the pool holds the tokens those bytes allow, and a repeated
+// prompt still hits.
+TEST(ServerCache, KvTypeIsReportedWithItsRealBytes) {
+  for (auto [type, row] : {std::pair{"f16", 16}, std::pair{"q8_0", 10}, std::pair{"q4_0", 6}}) {
+    std::vector<std::string> args = chatml_args();
+    args.insert(args.end(), {"--kv-type", type});
+    ServeProcess srv(args);
+    auto c = srv.client();
+    const Reply st = get(c, "/v1/cache/stats");
+    ASSERT_EQ(st.status, 200) << st.raw;
+    const int64_t per_token = 2 * 5 * 4 * row;
+    EXPECT_EQ(st.body["memory"]["kv_type"], type);
+    EXPECT_EQ(st.body["memory"]["bytes_per_token"][type], per_token) << st.raw;
+    EXPECT_EQ(st.body["memory"]["page_bytes"], per_token * 16) << st.raw;
+    json req = {{"prompt", long_prompt()}, {"max_tokens", 4}, {"temperature", 0}};
+    const Reply first = post(c, "/v1/completions", req);
+    ASSERT_EQ(first.status, 200) << first.raw;
+    const Reply second = post(c, "/v1/completions", req);
+    EXPECT_GT(cached(second), 100) << type;
+    EXPECT_EQ(first.body["choices"][0]["text"], second.body["choices"][0]["text"]) << type;
+    EXPECT_EQ(metric(c, std::string("promptcache_kv_bytes_per_token{kv_type=\"") + type + "\"}"), double(per_token));
+  }
+}
+
 TEST(ServerCache, StatsEntriesPinUnpinEvict) {
   ServeProcess srv(chatml_args());
   auto c = srv.client();

@@ -134,7 +134,7 @@ TEST(ServerDashboard, LogsStartupSummaryAndOneLinePerRequest) {
   // threads, kernels.
   EXPECT_TRUE(std::regex_search(log, std::regex("model stories260K \\(.*stories260K.gguf\\), architecture llama, "
                                                 "[0-9]+ layers, context [0-9]+ tokens, KV capacity [0-9]+ tokens "
-                                                "\\(64 MiB\\), template (none|gguf), tiers: memory, threads 2, "
+                                                "\\(64 MiB, f16\\), template (none|gguf), tiers: memory, threads 2, "
                                                 "kernels [a-z0-9_]+")))
       << log;
 }

@@ -57,9 +57,10 @@ struct EngineTiersTest : ::testing::Test {
     return pml::plan_prompt("<prompt schema=\"story\">" + body + "</prompt>", schema, enc, "p.pml");
   }
   std::unique_ptr<Engine> engine(const std::string& disk, const std::string& redis = "",
-                                 int64_t kv = 16 << 20) {
+                                 int64_t kv = 16 << 20, KvType kv_type = KvType::kF16) {
     EngineOptions o;
     o.kv_memory_bytes = kv;
+    o.kv_type = kv_type;
     o.tiers.disk_dir = disk;
     o.tiers.disk_fsync = false;
     o.tiers.redis_url = redis;
@@ -111,6 +112,54 @@ TEST_F(EngineTiersTest, PrefixSurvivesRestart) {
     const int64_t V = model->config().n_vocab;
     ASSERT_EQ(got.size(), size_t(6 * V));
     EXPECT_EQ(0, std::memcmp(got.data(), want.data() + 64 * V, got.size() * sizeof(float)));
+  }
+}
+
+// Quantized KV through the disk tier: entries hold the type's bytes, a restarted
+// engine of that type reuses them with logits bitwise those of computing in that type.
+TEST_F(EngineTiersTest, QuantizedPrefixSurvivesRestart) {
+  const int64_t V = model->config().n_vocab;
+  for (KvType t : {KvType::kQ8_0, KvType::kQ4_0}) {
+    SCOPED_TRACE(kv_type_name(t));
+    const std::string d = dir + "-" + kv_type_name(t);
+    const std::vector<float> want = prompt_logits(*engine("", "", 16 << 20, t), prompt, 64);
+    {
+      auto a = engine(d, "", 16 << 20, t);
+      a->generate(greedy(prompt));
+      a->flush_tiers();
+      EXPECT_GE(EngineTestPeer::tiers(*a)->stats().writes, 1);
+    }
+    auto b = engine(d, "", 16 << 20, t);
+    int64_t n_cached = 0;
+    const std::vector<float> got = prompt_logits(*b, prompt, 16, true, &n_cached);
+    ASSERT_EQ(n_cached, 64);
+    ASSERT_EQ(got.size(), size_t(6 * V));
+    EXPECT_EQ(0, std::memcmp(got.data(), want.data() + 64 * V, got.size() * sizeof(float)));
+  }
+}
+
+// Entries of different KV types never mix: a disk tier written by an f16 engine is a
+// miss for a q8_0 engine (and the other way round), which computes in its own type.
+TEST_F(EngineTiersTest, KvTypesNeverShareEntries) {
+  const int64_t V = model->config().n_vocab;
+  for (auto [writer, reader] : {std::pair{KvType::kF16, KvType::kQ8_0}, std::pair{KvType::kQ8_0, KvType::kF16},
+                                std::pair{KvType::kQ8_0, KvType::kQ4_0}}) {
+    SCOPED_TRACE(std::string(kv_type_name(writer)) + " written, " + kv_type_name(reader) + " reading");
+    const std::string d = dir + "-" + kv_type_name(writer) + "-" + kv_type_name(reader);
+    {
+      auto a = engine(d, "", 16 << 20, writer);
+      a->generate(greedy(prompt));
+      a->flush_tiers();
+      EXPECT_GE(EngineTestPeer::tiers(*a)->stats().writes, 1);
+    }
+    const std::vector<float> want = prompt_logits(*engine("", "", 16 << 20, reader), prompt, 64);
+    auto b = engine(d, "", 16 << 20, reader);
+    int64_t n_cached = 0;
+    const std::vector<float> got = prompt_logits(*b, prompt, 16, true, &n_cached);
+    EXPECT_EQ(n_cached, 0);
+    EXPECT_EQ(EngineTestPeer::tiers(*b)->stats().hits, std::vector<int64_t>{0});
+    ASSERT_EQ(got.size(), size_t(70 * V));
+    EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)));
   }
 }
 

@@ -24,6 +24,7 @@ bool check_pass(Forward& fwd, PagePool& pages, int max_batch_tokens, const Engin
   const bool weighted = s.req.reuse.policy == RecomputePolicy::kImpact;
   const int hd = int(c.head_dim), n_kv = int(c.n_kv_head), n_head = int(c.n_head);
   const int64_t kvd = int64_t(n_kv) * hd;
+  const KvType kv_type = pages.shape().kv_type;
   const int32_t n = int32_t(s.tokens.size());
   const int32_t to = weighted ? n : cands.back().end;
 
@@ -31,12 +32,11 @@ bool check_pass(Forward& fwd, PagePool& pages, int max_batch_tokens, const Engin
   std::vector<int32_t> slot_of; // impact: [candidate tokens in order] the token's scratch slot
   std::vector<float> q_last;    // impact: [n_head * hd]
   std::vector<float> kr(static_cast<size_t>(kvd)), vr(static_cast<size_t>(kvd));  // one token's reused layer-1 K/V
-  std::vector<uint16_t> kr16(static_cast<size_t>(kvd));
   std::optional<KeyShift> rot;  // the rotation of the candidate being scored
 
   PageTable scratch(pages);
   std::vector<int32_t> pg, fills;
-  std::vector<uint16_t> k16, v16;
+  std::vector<float> fresh_k, fresh_v;  // layer-1 K/V as stored
   std::vector<float> q;
   std::vector<BatchEntry> batch;
   // Layer 0 over tokens [b, e) appended to the scratch table, then the deviations of
@@ -52,7 +52,7 @@ bool check_pass(Forward& fwd, PagePool& pages, int max_batch_tokens, const Engin
       const bool last = weighted && at + m == n;
       {
         ScopedMs timer(timings.check_forward_ms);
-        fwd.run_to_layer(batch, std::span<const SeqKv>(&sk, 1), kCheckLayer, k16, v16, last ? &q : nullptr);
+        fwd.run_to_layer(batch, std::span<const SeqKv>(&sk, 1), kCheckLayer, fresh_k, fresh_v, last ? &q : nullptr);
       }
       *n_checked += m;
       if (last) q_last.assign(q.end() - int64_t(n_head) * hd, q.end());
@@ -67,21 +67,17 @@ bool check_pass(Forward& fwd, PagePool& pages, int max_batch_tokens, const Engin
         for (const PageSlice& sl : mine) {
           for (int32_t slot = sl.begin; slot < sl.end; ++slot, ++j) {
             fwd.slot_kv(kCheckLayer, sl.page, slot, kr.data(), vr.data());
-            if (rc.shift != 0) {
-              for (int64_t d = 0; d < kvd; ++d) kr16[size_t(d)] = fp32_to_fp16(kr[size_t(d)]);  // exact: F16 values
-              rot->rotate(kCheckLayer, kr16.data(), n_kv);
-              for (int64_t d = 0; d < kvd; ++d) kr[size_t(d)] = fp16_to_fp32(kr16[size_t(d)]);
-            }
+            if (rc.shift != 0) rot->rotate(kCheckLayer, kr.data(), n_kv, kv_type);
             double total = 0;
             for (int g = 0; g < n_kv; ++g) {
-              const uint16_t* kf = k16.data() + j * kvd + g * hd;
-              const uint16_t* vf = v16.data() + j * kvd + g * hd;
+              const float* kf = fresh_k.data() + j * kvd + g * hd;
+              const float* vf = fresh_v.data() + j * kvd + g * hd;
               const float* kh = kr.data() + g * hd;
               const float* vh = vr.data() + g * hd;
               double d2 = 0;
               for (int d = 0; d < hd; ++d) {
-                const double dk = double(fp16_to_fp32(kf[d])) - kh[d];
-                const double dv = double(fp16_to_fp32(vf[d])) - vh[d];
+                const double dk = double(kf[d]) - kh[d];
+                const double dv = double(vf[d]) - vh[d];
                 d2 += dk * dk + dv * dv;
               }
               total += d2;
