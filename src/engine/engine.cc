@@ -87,6 +87,7 @@ Engine::Engine(const Model& model, const EngineOptions& opt)
     prefix_->set_tiers(tiers_.get());
     modules_->set_tiers(tiers_.get());
     approximate_->set_tiers(tiers_.get());
+    if (!tiers_->tiers().empty()) first_tier_ = tiers_->tiers().front()->name();
   }
   admin_ = std::make_unique<CacheAdmin>(CacheAdmin::Parts{*prefix_, *modules_, tiers_.get(), *pages_, stats_,
                                                           ns(CacheScope()).model, tenant_hold_pages_});
@@ -280,11 +281,25 @@ void Engine::finish(Seq& s, FinishReason reason) {
   if (s.prefix_plan && !s.approximate && s.n_kv > 0 && reason != FinishReason::kError &&
       s.state == Seq::State::kRunning) {
     const std::vector<PrefixState> states = s.snapshots.to_publish(s.recurrent, s.n_kv);
-    prefix_->insert(s.ns, std::span<const int32_t>(s.tokens.data(), s.n_kv), s.table, s.n_prompt, s.plan.blocks,
-                    true, states);
-    // Blocks serve approximate reuse, which recurrent layers rule out.
-    if (tiers_ && prefix_->enabled() && !prefix_->with_states()) approximate_->save_tier_blocks(s);
-    if (s.kind == Seq::Kind::kRequest) apply_retention(s);
+    const std::span<const int32_t> tokens(s.tokens.data(), s.n_kv);
+    prefix_->insert(s.ns, tokens, s.table, s.plan.blocks, states);
+    // What goes below memory, handed to the tiers at once: the chains and snapshots,
+    // the blocks (they serve approximate reuse, which recurrent layers rule out), and
+    // the prompt prefixes a lifetime keeps beyond the tenant's memory share.
+    TierWrites writes;
+    const bool through = tiers_ && prefix_->enabled();
+    if (through) {
+      prefix_->add_tier_writes(tokens, s.n_prompt, states, writes);
+      if (!prefix_->with_states()) approximate_->add_tier_blocks(s, writes);
+    }
+    if (s.kind == Seq::Kind::kRequest) {
+      const size_t first_kept = writes.chains.size();
+      const std::vector<Clock::time_point> kept_until = retain(s, through ? &writes : nullptr);
+      const std::vector<int32_t> covered = through ? tiers_->write(s.ns, tokens, writes) : std::vector<int32_t>();
+      report_retention(s, std::span(covered).subspan(std::min(first_kept, covered.size())), kept_until);
+    } else if (through) {
+      tiers_->write(s.ns, tokens, writes);
+    }
   } else if (s.prefix_plan && s.approximate && s.n_kv > 0 && reason != FinishReason::kError &&
              s.state == Seq::State::kRunning && prefix_->enabled()) {
     approximate_->publish(s);
@@ -318,10 +333,9 @@ bool Engine::within_tenant_bound(const KvNamespace& ns, std::span<const int32_t>
   return (it == held.end() ? 0 : it->second) + pages <= tenant_hold_pages_;
 }
 
-void Engine::apply_retention(Seq& s) {
+std::vector<Clock::time_point> Engine::retain(Seq& s, TierWrites* tier) {
   const Clock::time_point now = Clock::now();
-  const auto unix_at = [&](Clock::time_point t) { return unix_seconds(t, now); };
-  RetentionReport tier_kept;
+  std::vector<Clock::time_point> tier_until;
   for (const RetainRequest& r : s.req.retain) {
     const int32_t n = std::min(r.tokens, std::min(s.n_prompt, s.n_kv));
     if (n <= 0 || r.seconds <= 0) continue;
@@ -329,20 +343,28 @@ void Engine::apply_retention(Seq& s) {
     const std::span<const int32_t> prefix(s.tokens.data(), size_t(n));
     Clock::time_point until;
     if (within_tenant_bound(s.ns, prefix) && prefix_->retain(s.ns, prefix, life, now, &until)) continue;
-    if (!tiers_) continue;
+    if (!tier) continue;
     // Beyond the memory share: the tiers keep the prefix's whole pages that long.
-    const int32_t kept = tiers_->save_prefix(s.ns, prefix, int64_t(std::ceil(r.seconds)));
+    const int64_t seconds = int64_t(std::ceil(r.seconds));
+    tier->chains.push_back({n, seconds});
     // A hybrid model resumes the prefix from the latest snapshot at or before its end:
     // that state entry gets the lifetime too.
     if (prefix_->with_states()) {
-      const auto states = prefix_->states_on(s.ns, prefix, 1);
-      if (!states.empty())
-        tiers_->save_state(s.ns, prefix.first(size_t(states[0].first)), states[0].second,
-                           int64_t(std::ceil(r.seconds)));
+      auto states = prefix_->states_on(s.ns, prefix, 1);
+      if (!states.empty()) tier->keep_state(states[0].first, std::move(states[0].second), seconds);
     }
-    if (kept > tier_kept.tokens && !tiers_->tiers().empty())
-      tier_kept = {kept, unix_at(now + life), tiers_->tiers().front()->name()};
+    tier_until.push_back(now + life);
   }
+  return tier_until;
+}
+
+void Engine::report_retention(Seq& s, std::span<const int32_t> tier_covered,
+                              std::span<const Clock::time_point> tier_until) {
+  const Clock::time_point now = Clock::now();
+  const auto unix_at = [&](Clock::time_point t) { return unix_seconds(t, now); };
+  RetentionReport tier_kept;
+  for (size_t i = 0; i < tier_covered.size() && i < tier_until.size(); ++i)
+    if (tier_covered[i] > tier_kept.tokens) tier_kept = {tier_covered[i], unix_at(tier_until[i]), first_tier_};
   const RadixIndex::Retained m =
       prefix_->retained_prefix(s.ns, std::span<const int32_t>(s.tokens.data(), size_t(s.n_prompt)));
   if (m.tokens > 0 && m.tokens >= tier_kept.tokens) {

@@ -22,6 +22,7 @@
 // Because the forward pass is batch-invariant, logits with cached KV are bit-identical
 // to a full recomputation.
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -52,6 +53,7 @@ class PagePool;
 class ThreadPool;
 class Forward;
 class KvTiers;
+struct TierWrites;
 class PrefixCache;
 class ModuleCache;
 class CacheAdmin;
@@ -337,8 +339,14 @@ class Engine {
   void run_parts(std::vector<Part>& parts);
 
   void finish(Seq& s, FinishReason reason);
-  // Applies s.req.retain and reports the prompt's longest guaranteed prefix (finish()).
-  void apply_retention(Seq& s);
+  // Applies s.req.retain in memory; what the tenant's memory share cannot hold goes to
+  // *tier (null: no tiers) as chains with a lifetime, whose ends are returned in order.
+  std::vector<std::chrono::steady_clock::time_point> retain(Seq& s, TierWrites* tier);
+  // The prompt's longest guaranteed prefix (s.result.retention): memory's, or the
+  // longest chain the tiers keep (tier_covered: KvTiers::write's counts for retain's
+  // chains, tier_until: their ends).
+  void report_retention(Seq& s, std::span<const int32_t> tier_covered,
+                        std::span<const std::chrono::steady_clock::time_point> tier_until);
   bool within_tenant_bound(const KvNamespace& ns, std::span<const int32_t> prefix) const;
   void sample(Seq& s, const float* logits);
 
@@ -354,6 +362,7 @@ class Engine {
   std::unique_ptr<Forward> fwd_;
   std::unique_ptr<ApproximateReuse> approximate_;  // engine/approximate/approximate_reuse.h
   std::unique_ptr<KvTiers> tiers_;  // after the pool and caches: destroyed before them
+  std::string first_tier_;          // the fastest tier's name (retention reports)
   std::unique_ptr<CacheAdmin> admin_;
   std::unique_ptr<GrammarCache> grammars_;  // automata of requests' grammars
   std::map<int64_t, std::unique_ptr<Seq>> active_;  // by id: oldest first

@@ -567,6 +567,26 @@ int32_t KvTiers::save_prefix(const KvNamespace& ns, std::span<const int32_t> tok
   return queue_chain(ns, tokens, keep_seconds) > 0 ? int32_t(tokens.size() / size_t(P) * size_t(P)) : 0;
 }
 
+std::vector<int32_t> KvTiers::write(const KvNamespace& ns, std::span<const int32_t> tokens, const TierWrites& w) {
+  std::vector<int32_t> covered;
+  covered.reserve(w.chains.size());
+  for (const TierWrites::Chain& c : w.chains)
+    covered.push_back(c.length > 0 && size_t(c.length) <= tokens.size()
+                          ? save_prefix(ns, tokens.first(size_t(c.length)), c.keep_seconds)
+                          : 0);
+  for (const TierWrites::State& s : w.states)
+    if (s.at > 0 && size_t(s.at) <= tokens.size()) save_state(ns, tokens.first(size_t(s.at)), s.state, s.keep_seconds);
+  for (const TierWrites::Block& b : w.blocks) {
+    if (b.begin < 0 || b.end <= b.begin || size_t(b.end) > tokens.size()) continue;
+    const std::span<const int32_t> toks = tokens.subspan(size_t(b.begin), size_t(b.end - b.begin));
+    if (block_written(ns, toks)) continue;
+    PageTable at_zero(pool_);
+    if (!w.block_at_zero || !w.block_at_zero(b, at_zero)) break;  // no free pages: skip the rest
+    save_block(ns, toks, at_zero);
+  }
+  return covered;
+}
+
 int64_t KvTiers::rewrite_prefix(const KvNamespace& ns, std::span<const int32_t> tokens) {
   // The leaf's chain holds every shorter prefix of its path (each ends at one of its links).
   int64_t n = int64_t(queue_chain(ns, tokens, 0));

@@ -94,6 +94,38 @@ class PrefixCache;
 struct PrefixSnapshot;  // tier/prefix_transfer.h
 struct ModuleEntry;  // kv/module_store.h: only the synchronous module forms use it
 
+// What a finished sequence writes through to the tiers, handed over in one call
+// (KvTiers::write); positions are within the tokens given with it.
+struct TierWrites {
+  struct Chain {  // the chain of tokens[0, length) (save_prefix)
+    int32_t length = 0;
+    int64_t keep_seconds = 0;  // > 0: a lifetime for every link
+  };
+  struct State {  // a recurrent-state snapshot after tokens[0, at) (save_state)
+    int32_t at = 0;
+    std::span<const float> state;
+    int64_t keep_seconds = 0;  // > 0: a lifetime for the entry
+  };
+  struct Block {  // a request part's KV, tokens[begin, end) (save_block)
+    int32_t begin = 0, end = 0;
+  };
+  std::vector<Chain> chains;
+  std::vector<State> states;
+  std::vector<Block> blocks;
+  // Copies a block's KV rotated to positions 0.. into `at_zero` (the engine's side:
+  // relocation needs the model); false when KV memory has no pages for it.
+  std::function<bool(const Block&, PageTable& at_zero)> block_at_zero;
+
+  // A state the writes own (one copied out of the prefix cache), kept for a lifetime.
+  void keep_state(int32_t at, std::vector<float> state, int64_t keep_seconds) {
+    owned_.push_back(std::move(state));  // (moving a vector keeps its floats where they are)
+    states.push_back({at, owned_.back(), keep_seconds});
+  }
+
+ private:
+  std::vector<std::vector<float>> owned_;
+};
+
 // A module restored from the tiers into fresh pages.
 struct RestoredModule {
   std::vector<std::vector<PageEntry>> segments;  // [segment]: its pages, slot 0 onward
@@ -138,6 +170,12 @@ class KvTiers {
   // written before.
   void save_state(const KvNamespace& ns, std::span<const int32_t> tokens, std::span<const float> state,
                   int64_t keep_seconds = 0);
+
+  // Everything a finished sequence writes through: its chains (save_prefix), states
+  // (save_state) and the blocks not written recently (save_block; block_at_zero is
+  // asked for their rotated KV, and once it fails the rest are skipped). Returns the
+  // tokens each chain covers, in order (0: nothing to write).
+  std::vector<int32_t> write(const KvNamespace& ns, std::span<const int32_t> tokens, const TierWrites& w);
 
   // A module's segments: [begin, end) ranges of its own tokens, consecutive from 0.
   using Segments = std::vector<std::pair<int32_t, int32_t>>;

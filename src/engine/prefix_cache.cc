@@ -217,8 +217,7 @@ PrefixCache::Peek PrefixCache::peek(const KvNamespace& ns, std::span<const int32
 }
 
 void PrefixCache::insert(const KvNamespace& ns, std::span<const int32_t> tokens, const PageTable& table,
-                         int32_t n_prompt, std::span<const KvBlock> blocks, bool write_through,
-                         std::span<const PrefixState> states) {
+                         std::span<const KvBlock> blocks, std::span<const PrefixState> states) {
   if (!enabled_ || tokens.empty()) return;
   index_.insert(ns, tokens, table);
   if (with_states() && !states.empty()) store_states(ns, tokens, states);
@@ -228,18 +227,22 @@ void PrefixCache::insert(const KvNamespace& ns, std::span<const int32_t> tokens,
       if (b.begin < b.end && b.end <= int32_t(tokens.size()))
         blocks_.add(ns, tokens.subspan(b.begin, b.end - b.begin), a, b.begin);
   }
-  if (!tiers_ || !write_through) return;
-  // Tiers find entries by exact page-aligned length (tier/entry_key.h): write what the
-  // next turn probes and what a repeat of this prompt probes; the second is skipped
-  // when it is the same entry.
-  tiers_->save_prefix(ns, tokens);
-  tiers_->save_prefix(ns, tokens.first(std::min<size_t>(tokens.size(), size_t(std::max(0, n_prompt - 1)))));
+}
+
+void PrefixCache::add_tier_writes(std::span<const int32_t> tokens, int32_t n_prompt, std::span<const PrefixState> states,
+                                  TierWrites& w) const {
+  if (!enabled_ || tokens.empty()) return;
+  // Tiers find chains by page-aligned length (tier/entry_key.h): write what the next
+  // turn probes (all of it) and what a repeat of this prompt probes (its first
+  // n_prompt - 1 tokens); the second costs nothing when its links are the first's.
+  w.chains.push_back({int32_t(tokens.size())});
+  w.chains.push_back({std::min(int32_t(tokens.size()), std::max(0, n_prompt - 1))});
   // Each snapshot goes with its prefix: its own entry beside the chain (the links above
   // cover every whole page before it).
   if (with_states())
     for (const PrefixState& s : states)
       if (s.at > 0 && s.at <= int32_t(tokens.size()) && s.state && s.state->n_tokens() == s.at)
-        tiers_->save_state(ns, tokens.first(size_t(s.at)), s.state->data());
+        w.states.push_back({s.at, s.state->data()});
 }
 
 void PrefixCache::store_states(const KvNamespace& ns, std::span<const int32_t> tokens,

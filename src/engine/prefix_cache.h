@@ -34,6 +34,7 @@
 namespace pc {
 
 class KvTiers;
+struct TierWrites;  // engine/kv_tiers.h
 class RecurrentState;
 
 // A recurrent-state snapshot a sequence took: the state after its first `at` tokens
@@ -115,16 +116,18 @@ class PrefixCache {
   void promote_now(const KvNamespace& ns, std::span<const int32_t> tokens);
 
   // Publishes the KV of a finished (or preempted) sequence: tokens[i] is the token in
-  // the table's slot i. With tiers, writes through what the next turn probes (all of
-  // it) and what a repeat of the prompt probes (its first n_prompt - 1 tokens).
+  // the table's slot i; memory only (add_tier_writes says what goes below it).
   // `blocks` (token ranges within `tokens`) are recorded in the block index.
-  // write_through = false: memory only (KV that must not reach the tiers).
   // `states` (with_states only): snapshots to store at the nodes ending at their
   // positions (split there), while the pool can supply their pages; a position that
   // already holds one keeps it (the state after a prefix is a function of it).
   void insert(const KvNamespace& ns, std::span<const int32_t> tokens, const PageTable& table,
-              int32_t n_prompt, std::span<const KvBlock> blocks = {}, bool write_through = true,
-              std::span<const PrefixState> states = {});
+              std::span<const KvBlock> blocks = {}, std::span<const PrefixState> states = {});
+  // What an insert of `tokens` (a prompt of n_prompt tokens and its reply) writes
+  // through to the tiers: the chains the next turn and a repeat of the prompt probe,
+  // and the snapshots inserted with them. Nothing when the cache is disabled.
+  void add_tier_writes(std::span<const int32_t> tokens, int32_t n_prompt, std::span<const PrefixState> states,
+                       TierWrites& w) const;
 
   // Tokens of `blocks` (ranges of `tokens`) from `from` on whose KV the block index
   // holds at some position: what reusing moved blocks could save.

@@ -143,7 +143,7 @@ void Engine::preempt(Seq& s) {
   if (s.prefix_plan && !s.approximate && s.n_kv > 0) {
     if (s.table.n_tokens() > s.n_kv) s.table.truncate(s.n_kv);
     const std::vector<PrefixState> states = s.snapshots.to_publish(s.recurrent, s.n_kv);
-    prefix_->insert(s.ns, std::span<const int32_t>(s.tokens.data(), s.n_kv), s.table, s.n_prompt, {}, false, states);
+    prefix_->insert(s.ns, std::span<const int32_t>(s.tokens.data(), s.n_kv), s.table, {}, states);
   }
   s.snapshots.clear();
   s.table.release();

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/error.h"
+#include "engine/kv_tiers.h"
 #include "engine/prefix_cache.h"
 #include "engine/sequence.h"
 #include "kv/page_pool.h"
@@ -56,8 +57,14 @@ struct EngineProbe {
     }
     if (use_cache) {
       const PrefixState end{int32_t(prompt.size()), &state};
-      e.prefix_->insert(space, prompt, table, int32_t(prompt.size()) + 1, {}, true,
-                        state.empty() ? std::span<const PrefixState>() : std::span<const PrefixState>(&end, 1));
+      const std::span<const PrefixState> states =
+          state.empty() ? std::span<const PrefixState>() : std::span<const PrefixState>(&end, 1);
+      e.prefix_->insert(space, prompt, table, {}, states);
+      if (e.tiers_) {
+        TierWrites writes;
+        e.prefix_->add_tier_writes(prompt, int32_t(prompt.size()) + 1, states, writes);
+        e.tiers_->write(space, prompt, writes);
+      }
     }
     return out;
   }

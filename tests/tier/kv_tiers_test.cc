@@ -239,7 +239,7 @@ TEST_F(KvTiersTest, DeferredWritesAllLandAndALostTierIsWrittenAgain) {
     prefixes.push_back(test::token_run(16, 1000 + 100 * k));
     PageTable p(pool);
     ASSERT_TRUE(p.prepare_append(16));
-    prefix.insert(small_ns(), prefixes.back(), p, 16, {}, false);
+    prefix.insert(small_ns(), prefixes.back(), p);
   }
   for (const auto& p : prefixes) EXPECT_EQ(t.save_prefix(small_ns(), p), 16);
   t.flush();
@@ -276,7 +276,7 @@ TEST_F(KvTiersTest, ConversationsSharingAPrefixStoreItsPagesOnce) {
     PageTable p(pool);
     ASSERT_TRUE(p.prepare_append(int32_t(toks.size())));
     test::fill_pattern(kv, pages(p.entries()), 7, 0);
-    prefix.insert(small_ns(), toks, p, int32_t(toks.size()), {}, false);
+    prefix.insert(small_ns(), toks, p);
   };
   cache(std::span(a).first(48));
   cache(b);
@@ -306,7 +306,7 @@ TEST_F(KvTiersTest, LookupGoesDownTheListAndCopiesUp) {
   auto slow = std::make_unique<MapTier>();
   MapTier* map = slow.get();
   // An entry only the slow tier has: tokens [0, 32) of a prefix, put there directly.
-  prefix.insert(small_ns(), std::span(tokens).first(16), seg0, 16, {}, false);
+  prefix.insert(small_ns(), std::span(tokens).first(16), seg0);
   PageTable two(pool);
   ASSERT_TRUE(two.prepare_append(32));
   test::fill_pattern(kv, pages(two.entries()), 3, 0);

@@ -194,8 +194,7 @@ void ApproximateReuse::publish(Seq& s) {
   size_t head = 0;
   while (head + 1 < entries.size() && entries[head].filled == P) ++head;
   if (head + 1 == entries.size() || entries.empty()) {
-    prefix_.insert(approximate_ns(s.ns), std::span<const int32_t>(s.tokens.data(), s.n_kv), s.table, s.n_prompt,
-                    s.plan.blocks, false);
+    prefix_.insert(approximate_ns(s.ns), std::span<const int32_t>(s.tokens.data(), s.n_kv), s.table, s.plan.blocks);
     return;
   }
   PageTable pub(pages_);
@@ -204,8 +203,7 @@ void ApproximateReuse::publish(Seq& s) {
   for (size_t i = head; i < entries.size(); ++i) rest.push_back({entries[i].page, 0, entries[i].filled});
   if (!relocated_copy(pages_, model_, rest, 0, pub)) return;  // no pages left: not published
   if (pub.n_tokens() != s.n_kv) return;
-  prefix_.insert(approximate_ns(s.ns), std::span<const int32_t>(s.tokens.data(), s.n_kv), pub, s.n_prompt,
-                  s.plan.blocks, false);
+  prefix_.insert(approximate_ns(s.ns), std::span<const int32_t>(s.tokens.data(), s.n_kv), pub, s.plan.blocks);
 }
 
 }  // namespace pc

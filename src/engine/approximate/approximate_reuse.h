@@ -26,6 +26,8 @@
 
 namespace pc {
 
+struct TierWrites;  // engine/kv_tiers.h
+
 class Forward;
 class KvTiers;
 class Model;
@@ -57,8 +59,9 @@ class ApproximateReuse {
   // with the blocks restored (KvTiers::poll).
   bool fetch_tier_blocks(Seq& s, std::function<void(std::vector<Seq::TierBlock>)> found);
   // Each block of a finished exact prompt goes to the tiers with its K rotated to
-  // position 0 (once: an entry written recently is not rewritten).
-  void save_tier_blocks(const Seq& s);
+  // position 0 (once: an entry written recently is not rewritten): adds them to what
+  // the sequence writes through, with the rotation (s must outlive w's use).
+  void add_tier_blocks(const Seq& s, TierWrites& w);
 
  private:
   // A plain prompt after its exact prefix [0, exact): the continuation, then each later

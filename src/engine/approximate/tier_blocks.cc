@@ -56,16 +56,12 @@ bool ApproximateReuse::fetch_tier_blocks(Seq& s, std::function<void(std::vector<
   return true;
 }
 
-void ApproximateReuse::save_tier_blocks(const Seq& s) {
-  for (const KvBlock& b : s.plan.blocks) {
-    if (b.begin < 0 || b.end > s.n_kv || b.end - b.begin < kMinTierBlock) continue;
-    const std::span<const int32_t> toks(s.tokens.data() + b.begin, size_t(b.end - b.begin));
-    if (tiers_->block_written(s.ns, toks)) continue;
-    const std::vector<PageSlice> from = slices_of(s.table, b.begin, b.end);
-    PageTable at_zero(pages_);
-    if (!relocated_copy(pages_, model_, from, -b.begin, at_zero)) return;  // no free pages: skip
-    tiers_->save_block(s.ns, toks, at_zero);
-  }
+void ApproximateReuse::add_tier_blocks(const Seq& s, TierWrites& w) {
+  for (const KvBlock& b : s.plan.blocks)
+    if (b.begin >= 0 && b.end <= s.n_kv && b.end - b.begin >= kMinTierBlock) w.blocks.push_back({b.begin, b.end});
+  w.block_at_zero = [this, &s](const TierWrites::Block& b, PageTable& at_zero) {
+    return relocated_copy(pages_, model_, slices_of(s.table, b.begin, b.end), -b.begin, at_zero);
+  };
 }
 
 }  // namespace pc
