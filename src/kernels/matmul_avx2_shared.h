@@ -29,8 +29,8 @@ inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
 // L1, in bytes. 8 KiB against 1 KiB: 1.15x (AVX2 Q4_K) to 1.4x (AVX2 and
 // AVX-512 Q8_0) less CPU time per decode step on the tinyllama shape (AMD
 // EPYC Zen 4 VM, kernels_bench BM_DecodeStep, one thread); 16 KiB was no
-// faster. The AVX-512 K-quant decode kernels do not prefetch: it made no
-// difference there.
+// faster. The AVX-512 K-quant decode kernels do not prefetch: 8 KiB ahead
+// made no difference there.
 constexpr int64_t kDecodePrefetchAhead = 8192;
 
 struct LoadF32 {

@@ -401,11 +401,12 @@ void q6k_tile16(const MatmulArgs& a, int64_t r, int64_t c, int nc) {
 // (Q5_K: the same with the fifth bits of qh[l] or'ed in at bit 4: bit 2·ch
 // for the low nibbles of chunk ch, 2·ch + 1 for the high ones.)
 template <class V, bool kQ5>
-void q45k_row16(const MatmulArgs& a, int64_t r, int64_t c, const int8_t* xp) {
+void q45k_row16(const MatmulArgs& a, int64_t r, int64_t c) {
   using I = typename V::I;
   using Blk = std::conditional_t<kQ5, BlockQ5_K, BlockQ4_K>;
   const int64_t nb = a.k / 256;
   const Blk* w = reinterpret_cast<const Blk*>(a.w + c * a.row_bytes);
+  const int8_t* xq = a.xq(r);
   const float* xd = a.xd(r);
   const int16_t* xb = a.xbs(r);
   const I m4 = V::dup256_i(_mm256_set1_epi8(0x0F));
@@ -431,20 +432,18 @@ void q45k_row16(const MatmulArgs& a, int64_t r, int64_t c, const int8_t* xp) {
                                                     _mm256_set1_epi32(int32_t(0xFFFFFF00u | (4 * p + 2)))));
       const I shi = V::shuffle8(scmn2, V::join256_i(_mm256_set1_epi32(int32_t(0xFFFFFF00u | (4 * p + 1))),
                                                     _mm256_set1_epi32(int32_t(0xFFFFFF00u | (4 * p + 3)))));
-      const int8_t* x = xp + 256 * b + 128 * p;  // x[0, 32) x[64, 96) | x[32, 64) x[96, 128)
-      isum = dot_scaled<V>(isum, lo, V::loadu_i(x), slo);
-      isum = dot_scaled<V>(isum, hi, V::loadu_i(x + 64), shi);
+      const int8_t* x = xq + 256 * b + 128 * p;
+      isum = dot_scaled<V>(isum, lo, V::load2x256_i(x, x + 64), slo);
+      isum = dot_scaled<V>(isum, hi, V::load2x256_i(x + 32, x + 96), shi);
     }
     const __m256i is8 = _mm256_add_epi32(V::lo8_i(isum), V::hi8_i(isum));
-    // d · dx and dmin · dx in one multiply (lanes 0 and 1), then broadcast:
-    // the same two rounded products as multiplying broadcast values.
-    uint32_t d2;
-    std::memcpy(&d2, &blk, 4);  // d, dmin
-    const __m128 ddx = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128(int32_t(d2))), _mm_broadcast_ss(xd + b));
+    const __m256 d = _mm256_set1_ps(h2f(blk.d));
+    const __m256 dmin = _mm256_set1_ps(h2f(blk.dmin));
     const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 16 * b));
     const __m256 msum = _mm256_cvtepi32_ps(_mm256_madd_epi16(bs, mins));
-    acc = _mm256_fmadd_ps(_mm256_broadcastss_ps(ddx), _mm256_cvtepi32_ps(is8), acc);
-    acc = _mm256_fnmadd_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(ddx)), msum, acc);
+    const __m256 dx = _mm256_broadcast_ss(xd + b);
+    acc = _mm256_fmadd_ps(_mm256_mul_ps(d, dx), _mm256_cvtepi32_ps(is8), acc);
+    acc = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, dx), msum, acc);
   }
   a.y[r * a.ldy + c] = hsum8(acc);
 }
@@ -722,20 +721,8 @@ struct Avx512Q32 {
   template <template <class, int, int> class T>
   static void run_k(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t*) {
     if (r1 - r0 < kFR) {
-      // Q4_K / Q5_K decode rows read x with the middle 32-byte quarters of
-      // each 128 swapped, so each operand is one 64-byte load (q45k_row16).
-      thread_local std::vector<int8_t> xp;
-      if (xp.size() < size_t(a.k)) xp.resize(size_t(a.k));
-      for (int64_t r = r0; r < r1; ++r) {
-        const int8_t* x = a.xq(r);
-        for (int64_t i = 0; T<V, 1, 1>::kPermuteX && i < a.k; i += 128) {
-          std::memcpy(xp.data() + i, x + i, 32);
-          std::memcpy(xp.data() + i + 32, x + i + 64, 32);
-          std::memcpy(xp.data() + i + 64, x + i + 32, 32);
-          std::memcpy(xp.data() + i + 96, x + i + 96, 32);
-        }
-        for (int64_t c = c0; c < c1; ++c) T<V, 1, 1>::row(a, r, c, xp.data());
-      }
+      for (int64_t r = r0; r < r1; ++r)
+        for (int64_t c = c0; c < c1; ++c) T<V, 1, 1>::row(a, r, c);
       return;
     }
     for (int64_t r = r0; r < r1;) {
@@ -750,20 +737,17 @@ struct Avx512Q32 {
   }
   template <class W, int R, int P>
   struct Q4kT {
-    static constexpr bool kPermuteX = true;
-    static void row(const MatmulArgs& a, int64_t r, int64_t c, const int8_t* xp) { q45k_row16<W, false>(a, r, c, xp); }
+    static void row(const MatmulArgs& a, int64_t r, int64_t c) { q45k_row16<W, false>(a, r, c); }
     static void run(const MatmulArgs& a, int64_t r, int64_t c, int nc) { q4k_tile16<W, R, P>(a, r, c, nc); }
   };
   template <class W, int R, int P>
   struct Q5kT {
-    static constexpr bool kPermuteX = true;
-    static void row(const MatmulArgs& a, int64_t r, int64_t c, const int8_t* xp) { q45k_row16<W, true>(a, r, c, xp); }
+    static void row(const MatmulArgs& a, int64_t r, int64_t c) { q45k_row16<W, true>(a, r, c); }
     static void run(const MatmulArgs& a, int64_t r, int64_t c, int nc) { q5k_tile16<W, R, P>(a, r, c, nc); }
   };
   template <class W, int R, int P>
   struct Q6kT {
-    static constexpr bool kPermuteX = false;
-    static void row(const MatmulArgs& a, int64_t r, int64_t c, const int8_t*) { q6k_row16<W>(a, r, c); }
+    static void row(const MatmulArgs& a, int64_t r, int64_t c) { q6k_row16<W>(a, r, c); }
     static void run(const MatmulArgs& a, int64_t r, int64_t c, int nc) { q6k_tile16<W, R, P>(a, r, c, nc); }
   };
   static void run_q4k(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* s) {
