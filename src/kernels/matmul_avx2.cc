@@ -1,6 +1,6 @@
 // AVX2 + FMA + F16C kernels (CpuLevel::Avx2; on CpuLevel::Avx512 too, for
-// the float types' and Q8_0 / Q4_0 decode rows: kernels_avx512.cc has the
-// prompt tiles of those types and both kinds of kernel of the K-quants).
+// the float types' and Q4_0 decode rows: kernels_avx512.cc has the prompt
+// tiles of those types and both kinds of kernel of Q8_0 and the K-quants).
 //
 // Only the functions in this file are compiled for AVX2 (GCC/Clang target
 // pragma below), so the rest of the binary runs on any x86-64; matmul.cc picks

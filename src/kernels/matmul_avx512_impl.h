@@ -1,5 +1,5 @@
 // AVX-512 matmul kernels (prompt tiles of Q8_0 / Q4_0, Q4_K / Q5_K / Q6_K and
-// F32 / F16 / BF16 weights; decode kernels of Q4_K / Q5_K / Q6_K),
+// F32 / F16 / BF16 weights; decode kernels of Q8_0 / Q4_K / Q5_K / Q6_K),
 // written once over a 16-lane backend V: V512 (AVX-512 F/BW/DQ/VL + VNNI,
 // simd16_avx512.h, built in kernels_avx512.cc) or V512Emu (the same
 // operations on pairs of AVX2 vectors, simd16_emu.h, built in

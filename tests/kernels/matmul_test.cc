@@ -323,8 +323,8 @@ TEST(Matmul, Avx2MatchesReferenceBitwise) {
 // the scalar kernels for Q8_0 / Q4_0 (prompt tiles 16 columns a vector), the
 // AVX2 kernels for F32 / F16 / BF16 / Q4_K / Q6_K (two columns a vector), over shapes that
 // cover every tile shape and tail (odd column and group counts: a pair's
-// second half missing; k % 8 tails), decode rows (the K-quants' own decode
-// tiles; the AVX2 kernels for the others),
+// second half missing; k % 8 tails), decode rows (the K-quants' and Q8_0's own
+// decode kernels; the AVX2 kernels for the others),
 // several thread counts, and matmul_many with shared activations. On machines
 // without AVX-512 it runs as the emulated set: the same kernel code on pairs
 // of AVX2 vectors.
