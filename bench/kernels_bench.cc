@@ -3,7 +3,7 @@
 // On a shared machine compare the "CPU" column of 1-thread runs, or use
 // test_kernels --gtest_filter='Matmul.Speed*:Matmul.DecodeStream*', which
 // interleaves the current kernels with the frozen pre-#7 ones.
-// DecodeStep args: {type, threads}: one decode token's matmuls over the
+// DecodeStep args: {type, threads, level}: (level 2 AVX-512, 1 AVX2) one decode token's matmuls over the
 // tinyllama-1.1b shape's 22 layers (Q/K/V and gate/up through matmul_many, as
 // the forward pass calls them; 0.5-1 GB of weights in huge pages, so every
 // weight streams from DRAM); counter: weight bytes per second, to set against
@@ -99,6 +99,7 @@ void BM_DecodeStep(benchmark::State& st) {
   const pc::GgmlType types[] = {pc::GgmlType::Q4_K, pc::GgmlType::Q5_K, pc::GgmlType::Q6_K, pc::GgmlType::Q8_0};
   const pc::GgmlType type = types[st.range(0)];
   pc::ThreadPool pool(int(st.range(1)));
+  pc::set_cpu_level(st.range(2) == 2 ? pc::CpuLevel::Avx512 : pc::CpuLevel::Avx2);
   const int64_t layers = 22, e = 2048, kv = 256, f = 5632;  // tinyllama-1.1b
   std::mt19937 rng(1);
   std::vector<StreamWeight> w;
@@ -122,8 +123,9 @@ void BM_DecodeStep(benchmark::State& st) {
   }
   st.counters["weightGB/s"] = benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   st.SetLabel(pc::ggml_type_name(type) + " " + pc::cpu_level_name(pc::cpu_level()));
+  pc::set_cpu_level(pc::default_cpu_level());
 }
-BENCHMARK(BM_DecodeStep)->ArgsProduct({{0, 1, 2, 3}, {1, 2}})->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_DecodeStep)->ArgsProduct({{0, 1, 2, 3}, {1, 2}, {2, 1}})->UseRealTime()->Unit(benchmark::kMillisecond);
 
 void BM_Q8_0(benchmark::State& s) { run(s, pc::GgmlType::Q8_0); }
 void BM_Q4_0(benchmark::State& s) { run(s, pc::GgmlType::Q4_0); }

@@ -37,7 +37,7 @@ struct WeightView {
 // several threads at once only with different pools (a pool is not reentrant).
 // Code path: cpu_level() (cpu.h); Avx512 has its own prompt-batch kernels for
 // Q8_0 / Q4_0 / Q4_K / Q5_K / Q6_K / F32 / F16 / BF16 weights and decode kernels
-// for Q4_K / Q5_K / Q6_K, and runs the Avx2 ones otherwise.
+// for Q8_0 / Q4_K / Q5_K / Q6_K, and runs the Avx2 ones otherwise.
 void matmul(const WeightView& w, const float* x, int64_t m, float* y, ThreadPool& pool);
 
 // One weight matrix and its output (m × w.n floats) for matmul_many().

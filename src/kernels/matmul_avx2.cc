@@ -1,6 +1,6 @@
 // AVX2 + FMA + F16C kernels (CpuLevel::Avx2; on CpuLevel::Avx512 too, for
-// the float types' and Q8_0 / Q4_0 decode rows: kernels_avx512.cc has the
-// prompt tiles of those types and both kinds of kernel of the K-quants).
+// the float types' and Q4_0 decode rows: kernels_avx512.cc has the prompt
+// tiles of those types and both kinds of kernel of Q8_0 and the K-quants).
 //
 // Only the functions in this file are compiled for AVX2 (GCC/Clang target
 // pragma below), so the rest of the binary runs on any x86-64; matmul.cc picks
@@ -64,13 +64,13 @@ constexpr int kMaxC = 4;  // weight rows per micro-tile
 // Decode (one activation row) streams every weight from DRAM once per token.
 // On the machines measured (AMD Zen 3 VMs) that is fastest as ONE forward
 // stream per thread: the decode tiles take one weight row (column of y) at a
-// time, in memory order, and prefetch this far ahead of the read position
-// (into L1). Reading 2-8 rows side by side, with or without prefetching, was
-// 1.3-1.5× slower side by side (bench prefill --decode), prefetching the
-// single stream 1.1-1.2× faster than leaving it to the hardware.
-constexpr int64_t kPrefetchAhead = 1024;
+// time, in memory order, and prefetch kDecodePrefetchAhead bytes ahead of the
+// read position (into L1). Reading 2-8 rows side by side, with or without
+// prefetching, was 1.3-1.5× slower side by side (bench prefill --decode),
+// prefetching the single stream 1.1-1.2× faster than leaving it to the
+// hardware (1 KiB ahead; 8 KiB ahead is faster again, see there).
 inline void prefetch_ahead(const void* p) {
-  _mm_prefetch(static_cast<const char*>(p) + kPrefetchAhead, _MM_HINT_T0);
+  _mm_prefetch(static_cast<const char*>(p) + kDecodePrefetchAhead, _MM_HINT_T0);
 }
 
 // ---- float weights: F32 / F16 / BF16 ------------------------------------

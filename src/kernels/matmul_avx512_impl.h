@@ -1,5 +1,5 @@
 // AVX-512 matmul kernels (prompt tiles of Q8_0 / Q4_0, Q4_K / Q5_K / Q6_K and
-// F32 / F16 / BF16 weights; decode kernels of Q4_K / Q5_K / Q6_K),
+// F32 / F16 / BF16 weights; decode kernels of Q8_0 / Q4_K / Q5_K / Q6_K),
 // written once over a 16-lane backend V: V512 (AVX-512 F/BW/DQ/VL + VNNI,
 // simd16_avx512.h, built in kernels_avx512.cc) or V512Emu (the same
 // operations on pairs of AVX2 vectors, simd16_emu.h, built in
@@ -33,6 +33,8 @@
 //   words_zx(table, idx)  word 2i = table word idx[2i], word 2i+1 = 0 (vpermw,
 //                     zero-masked); load_i16x32, loadu_i (64 bytes)
 //   lo8_i, hi8_i      lanes 0-7 / 8-15 as an AVX2 integer vector
+//   xor_i, storeu_i   bitwise xor; store 64 bytes
+//   pairsum(a, b)     int32 lanes 0-7: a0 + a1, a2 + a3, ..., a14 + a15; 8-15: the same of b
 //
 // Q4_K weights: the AVX2 tile_q4_k's arithmetic with two output columns per
 // vector (each 256-bit half the AVX2 tile's vector for its column; the
@@ -500,6 +502,95 @@ void q6k_row16(const MatmulArgs& a, int64_t r, int64_t c) {
   a.y[r * a.ldy + c] = hsum8(acc);
 }
 
+// y[r][c] of Q8_0 weights for rows [r0, r1), columns [c0, c1) (decode): the
+// scalar kernel's value bitwise. Per column, the integer pass reads the
+// weight row front to back, two blocks a vector (lanes 0-7 block b, 8-15
+// block b + 1): vpdpbusd of the weights made unsigned (w xor 0x80 = w + 128)
+// with x gives 4-product sums of (w + 128) · x, pairsum folds 8 vectors
+// (16 blocks) into one lane a block, and subtracting 128 · (the block's sum
+// of x) leaves the exact block dot product (integers: any order). The
+// weights' F16 scales are copied to dw[block][column] on the way. The float
+// part is q32_rows' (matmul_avx2.cc): 8 columns' sums transposed to a lane a
+// column, then per block in order sum = sum + (d_w · d_x) · float(isum),
+// multiply and add rounded separately, as the scalar kernel. Against the
+// AVX2 row kernel (abs, sign, maddubs, madd per 32 bytes, then vphaddd
+// folds) this is under half the vector instructions per weight byte, so a
+// core streams the weights faster (decode is bound by this per core).
+template <class V>
+void q8_0_rows16(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+  using I = typename V::I;
+  constexpr int64_t kChunk = 512;  // blocks per pass: whole rows up to k = 16384
+  const int64_t nb = a.k / 32;
+  alignas(64) int32_t isum[8][kChunk];
+  alignas(64) uint16_t dw[kChunk][8];
+  alignas(32) static const int8_t kZero32[32] = {};
+  // 128 · (sum of block b's x), for blocks padded to a multiple of 16; grow-only.
+  thread_local std::vector<int32_t> xs;
+  const int64_t nb16 = (nb + 15) & ~int64_t(15);
+  if (xs.size() < size_t(nb16)) xs.resize(size_t(nb16));
+  const I bias = V::dup256_i(_mm256_set1_epi8(static_cast<char>(0x80)));
+  for (int64_t r = r0; r < r1; ++r) {
+    const int8_t* xq = a.xq(r);
+    const float* xd = a.xd(r);
+    for (int64_t b = 0; b < nb; ++b) {
+      int32_t s = 0;
+      for (int i = 0; i < 32; ++i) s += xq[32 * b + i];
+      xs[b] = 128 * s;
+    }
+    for (int64_t c = c0; c < c1; c += 8) {
+      const BlockQ8_0* w[8];
+      PC_UNROLL for (int j = 0; j < 8; ++j)
+        w[j] = reinterpret_cast<const BlockQ8_0*>(a.w + (c + j < c1 ? c + j : c1 - 1) * a.row_bytes);
+      __m256 acc = _mm256_setzero_ps();
+      for (int64_t b0 = 0; b0 < nb; b0 += kChunk) {
+        const int64_t nbc = nb - b0 < kChunk ? nb - b0 : kChunk;
+        const int8_t* x = xq + 32 * b0;
+        // Integer pass: column after column, each in memory order.
+        PC_UNROLL for (int j = 0; j < 8; ++j) {
+          const BlockQ8_0* blk = w[j] + b0;
+          for (int64_t bb = 0; bb < nbc; bb += 16) {
+            I v[8];
+            PC_UNROLL for (int i = 0; i < 8; ++i) {
+              const int64_t b = bb + 2 * i;
+              if (b >= nbc) {
+                v[i] = V::zero_i();
+                continue;
+              }
+              _mm_prefetch(reinterpret_cast<const char*>(blk + b) + kDecodePrefetchAhead, _MM_HINT_T0);
+              dw[b][j] = blk[b].d;
+              const bool pair = b + 1 < nbc;
+              if (pair) dw[b + 1][j] = blk[b + 1].d;
+              // (a lone last block: the other half's lanes are never used;
+              // its x read stays inside the row, whose d part starts at
+              // round_up64(k) >= k + 32)
+              const I wq = V::load2x256_i(blk[b].qs, pair ? blk[b + 1].qs : kZero32);
+              v[i] = V::dpbusd(V::zero_i(), V::xor_i(wq, bias), V::loadu_i(x + 32 * b));
+            }
+            const I s = V::pairsum(V::pairsum(V::pairsum(v[0], v[1]), V::pairsum(v[2], v[3])),
+                                   V::pairsum(V::pairsum(v[4], v[5]), V::pairsum(v[6], v[7])));
+            V::storeu_i(&isum[j][bb], V::sub32(s, V::loadu_i(xs.data() + b0 + bb)));
+          }
+        }
+        // Float part, block after block in order: 8 blocks' sums transposed
+        // to a lane per column.
+        for (int64_t bb = 0; bb < nbc; bb += 8) {
+          __m256i in[8], t[8];
+          PC_UNROLL for (int j = 0; j < 8; ++j) in[j] = _mm256_load_si256(reinterpret_cast<const __m256i*>(&isum[j][bb]));
+          transpose8(in, t);
+          const int64_t n_here = nbc - bb < 8 ? nbc - bb : 8;
+          for (int64_t i = 0; i < n_here; ++i) {
+            const int64_t b = bb + i;
+            const __m128i dh = _mm_load_si128(reinterpret_cast<const __m128i*>(dw[b]));
+            const __m256 sc = _mm256_mul_ps(_mm256_cvtph_ps(dh), _mm256_broadcast_ss(xd + b0 + b));
+            acc = _mm256_add_ps(acc, _mm256_mul_ps(sc, _mm256_cvtepi32_ps(t[i])));
+          }
+        }
+      }
+      store_cols(a.y + r * a.ldy + c, acc, c1 - c);
+    }
+  }
+}
+
 template <class V>
 struct Avx512Q32 {
   using TileFn = void (*)(const MatmulArgs&, const Q32Panel&, int64_t, int64_t, int64_t, int64_t, int64_t);
@@ -518,11 +609,13 @@ struct Avx512Q32 {
   }
 
   // Prompt tasks (kPanelRows rows or more, int16 activation copy present);
-  // anything smaller is the AVX2 kernel's (decode streams the weights).
+  // anything smaller (decode: streams the weights) is q8_0_rows16 for Q8_0,
+  // the AVX2 kernel for Q4_0.
   template <bool kQ4>
   static void run_task(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* scratch) {
     if (r1 - r0 < kPanelRows || !a.al.x16_off) {
-      avx2_kernel(kQ4 ? GgmlType::Q4_0 : GgmlType::Q8_0)(a, r0, r1, c0, c1, scratch);
+      if constexpr (kQ4) avx2_kernel(GgmlType::Q4_0)(a, r0, r1, c0, c1, scratch);
+      else q8_0_rows16<V>(a, r0, r1, c0, c1);
       return;
     }
     const Q32Panel p = q32_task_panel<kQ4>(a, c0, c1, scratch);

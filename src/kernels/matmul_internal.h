@@ -119,7 +119,7 @@ struct KernelSet {
 const KernelSet* avx2_kernel_set();
 // AVX-512 F/BW/DQ/VL + VNNI (CpuLevel::Avx512): its own prompt-batch kernels
 // for Q8_0 / Q4_0 / Q4_K / Q5_K / Q6_K / F32 / F16 / BF16 and decode kernels for
-// Q4_K / Q5_K / Q6_K (kernels_avx512.cc), the AVX2 ones for everything else.
+// Q8_0 / Q4_K / Q5_K / Q6_K (kernels_avx512.cc), the AVX2 ones for everything else.
 const KernelSet* avx512_kernel_set();
 // The same AVX-512 kernel code built on an AVX2 emulation of the 16-lane
 // operations it uses (kernels_avx512_emu.cc): lets machines without AVX-512

@@ -42,6 +42,14 @@ struct V512 {
   static I join256_i(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
   static I dup256_i(__m256i v) { return _mm512_broadcast_i64x4(v); }
   static I and_i(I a, I b) { return _mm512_and_si512(a, b); }
+  static I xor_i(I a, I b) { return _mm512_xor_si512(a, b); }
+  static void storeu_i(void* p, I v) { _mm512_storeu_si512(p, v); }
+  // lanes 0-7: a's adjacent pairs summed (a0 + a1, ..., a14 + a15); 8-15: b's
+  static I pairsum(I a, I b) {
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    return _mm512_add_epi32(_mm512_permutex2var_epi32(a, even, b), _mm512_permutex2var_epi32(a, odd, b));
+  }
   static I srli4_16(I v) { return _mm512_srli_epi16(v, 4); }
   static I or_i(I a, I b) { return _mm512_or_si512(a, b); }
   static I shuffle8(I a, I b) { return _mm512_shuffle_epi8(a, b); }

@@ -44,6 +44,17 @@ struct V512Emu {
   static I join256_i(__m256i lo, __m256i hi) { return {lo, hi}; }
   static I dup256_i(__m256i v) { return {v, v}; }
   static I and_i(I a, I b) { return {_mm256_and_si256(a.lo, b.lo), _mm256_and_si256(a.hi, b.hi)}; }
+  static I xor_i(I a, I b) { return {_mm256_xor_si256(a.lo, b.lo), _mm256_xor_si256(a.hi, b.hi)}; }
+  static void storeu_i(void* p, I v) {
+    _mm256_storeu_si256(static_cast<__m256i*>(p), v.lo);
+    _mm256_storeu_si256(static_cast<__m256i*>(p) + 1, v.hi);
+  }
+  // lanes 0-7: a's adjacent pairs summed, 8-15: b's (vphaddd pairs within
+  // 128-bit lanes; the qword permute puts them in lane order)
+  static __m256i pairsum8(__m256i lo, __m256i hi) {
+    return _mm256_permute4x64_epi64(_mm256_hadd_epi32(lo, hi), 0xD8);
+  }
+  static I pairsum(I a, I b) { return {pairsum8(a.lo, a.hi), pairsum8(b.lo, b.hi)}; }
   static I srli4_16(I v) { return {_mm256_srli_epi16(v.lo, 4), _mm256_srli_epi16(v.hi, 4)}; }
   static I or_i(I a, I b) { return {_mm256_or_si256(a.lo, b.lo), _mm256_or_si256(a.hi, b.hi)}; }
   static I shuffle8(I a, I b) { return {_mm256_shuffle_epi8(a.lo, b.lo), _mm256_shuffle_epi8(a.hi, b.hi)}; }

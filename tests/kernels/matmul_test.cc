@@ -323,8 +323,8 @@ TEST(Matmul, Avx2MatchesReferenceBitwise) {
 // the scalar kernels for Q8_0 / Q4_0 (prompt tiles 16 columns a vector), the
 // AVX2 kernels for F32 / F16 / BF16 / Q4_K / Q6_K (two columns a vector), over shapes that
 // cover every tile shape and tail (odd column and group counts: a pair's
-// second half missing; k % 8 tails), decode rows (the K-quants' own decode
-// tiles; the AVX2 kernels for the others),
+// second half missing; k % 8 tails), decode rows (the K-quants' and Q8_0's own
+// decode kernels; the AVX2 kernels for the others),
 // several thread counts, and matmul_many with shared activations. On machines
 // without AVX-512 it runs as the emulated set: the same kernel code on pairs
 // of AVX2 vectors.
@@ -383,6 +383,55 @@ TEST(Matmul, Avx512KernelsMatchScalarBitwise) {
     matmul_many(outs, x.data(), 9, pools[1]);
     EXPECT_EQ(std::memcmp(ya.data(), ra.data(), ra.size() * sizeof(float)), 0) << set->name;
     EXPECT_EQ(std::memcmp(yb.data(), rb.data(), rb.size() * sizeof(float)), 0) << set->name;
+  }
+}
+
+// The AVX-512 Q8_0 decode kernel (q8_0_rows16: weights made unsigned by xor
+// 0x80, a per-block correction of 128 · sum x) at the quants' extremes: every
+// weight -128 or 127 (sums of (w + 128) · x at both ends), alternating signs,
+// zero scales, activations at ±127 (a row of equal large values), and an odd
+// block count (a lone last block in its vector); bitwise the scalar result.
+TEST(Matmul, Avx512Q8DecodeEdgeValues) {
+  if (detect_cpu_level() < CpuLevel::Avx2) GTEST_SKIP() << "the emulated AVX-512 kernels need AVX2";
+  std::vector<const kern::KernelSet*> sets = {kern::avx512_emulated_kernel_set()};
+  if (detect_cpu_level() >= CpuLevel::Avx512) sets.push_back(kern::avx512_kernel_set());
+  struct Unforce {
+    ~Unforce() { kern::force_kernel_set(nullptr); }
+  } unforce;
+  LevelGuard guard;
+  ThreadPool pool(2);
+  for (int64_t k : {32, 96, 544, 1056}) {
+    const int64_t nb = k / 32, n = 19;
+    Weights w;
+    w.type = GgmlType::Q8_0;
+    w.n = n;
+    w.k = k;
+    w.row_bytes = ggml_row_bytes(GgmlType::Q8_0, k);
+    w.data.assign(size_t(n * w.row_bytes), 0);
+    for (int64_t c = 0; c < n; ++c) {
+      auto* blk = reinterpret_cast<BlockQ8_0*>(w.data.data() + c * w.row_bytes);
+      for (int64_t b = 0; b < nb; ++b) {
+        blk[b].d = (c + b) % 7 == 3 ? 0 : uint16_t(0x3C00 + 0x40 * ((c * 3 + b) % 9));  // 0 or 1.0..1.5
+        for (int i = 0; i < 32; ++i)
+          blk[b].qs[i] = int8_t(c % 3 == 0 ? -128 : c % 3 == 1 ? 127 : (i + b) % 2 ? 127 : -128);
+      }
+    }
+    for (int variant = 0; variant < 2; ++variant) {
+      std::vector<float> x(static_cast<size_t>(k));
+      for (int64_t i = 0; i < k; ++i) x[i] = variant ? 3.f : (i % 5 == 0 ? -1.f : 0.25f * float(i % 11));
+      std::vector<float> ref(static_cast<size_t>(n)), y(static_cast<size_t>(n));
+      kern::force_kernel_set(nullptr);
+      set_cpu_level(CpuLevel::Scalar);
+      matmul(w.view(), x.data(), 1, ref.data(), pool);
+      for (const kern::KernelSet* set : sets) {
+        kern::force_kernel_set(set);
+        std::fill(y.begin(), y.end(), -2.f);
+        matmul(w.view(), x.data(), 1, y.data(), pool);
+        for (int64_t c = 0; c < n; ++c)
+          ASSERT_EQ(std::memcmp(&y[c], &ref[c], sizeof(float)), 0)
+              << set->name << " k=" << k << " variant " << variant << " y[" << c << "] = " << y[c] << " ref " << ref[c];
+      }
+    }
   }
 }
 
