@@ -453,6 +453,10 @@ Server::Server(const ServerOptions& opt) : st_(std::make_unique<State>()) {
 
 Server::~Server() {
   stop();
+  // The HTTP workers first: a handler still streaming holds a Generation whose end
+  // touches the state's counters and the scheduler, so every handler finishes (its
+  // connection closed by stop()) while both are alive. Then the engine thread.
+  st_->http.reset();
   st_->scheduler.reset();  // joins the engine thread before the engine goes
 }
 
