@@ -121,7 +121,7 @@ AnthropicGeneration prepare(Server::State& st, const HttpRequest& req) {
   parse_replies_for_tools(st, g, t.tools, extra.contains("tools"));
   // A forced call of a strict tool follows its input_schema, as on chat.
   try {
-    force_tool_call(st, g, choice, chat_shaped_tools(req.body));
+    if (choice.forces()) force_tool_call(st, g, choice, chat_shaped_tools(req.body));
   } catch (const ApiError& e) {
     // Chat's field (tools[i].function.parameters...) as this request's (tools[i].input_schema...).
     auto own = [](std::string text) {
