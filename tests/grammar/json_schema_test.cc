@@ -182,3 +182,42 @@ TEST(JsonSchema, JsonObjectModeGivesObjects) {
 
 }  // namespace
 }  // namespace pc::grammar
+
+namespace pc::grammar {
+namespace {
+
+// Whether `gbnf` accepts `text` completely, byte by byte.
+bool accepts_text(const std::string& gbnf, const std::string& text) {
+  int32_t eos;
+  auto a = std::make_shared<Automaton>(parse_gbnf(gbnf), byte_trie(&eos));
+  const int32_t s = a->advance(a->start(), text);
+  return s != Automaton::kDead && a->complete(s);
+}
+
+// Two documents' schemas in one grammar, each with its own $defs, and JSON strings
+// kept from holding the markers that end the text around them.
+TEST(JsonSchema, SchemaCompilersShareOneGrammarAndGuardStrings) {
+  const ojson a = ojson::parse(R"({"$defs": {"n": {"type": "integer"}}, "type": "object",
+      "properties": {"v": {"$ref": "#/$defs/n"}}, "required": ["v"]})");
+  const ojson b = ojson::parse(R"({"$defs": {"n": {"type": "string", "maxLength": 3}}, "type": "object",
+      "properties": {"v": {"$ref": "#/$defs/n"}, "w": {"type": "string"}}, "required": ["v"]})");
+  for (JsonText text : {JsonText::kPlain, JsonText::kHarmony, JsonText::kXml}) {
+    SchemaCompiler ca(a, "a-", text), cb(b, "b-", text);
+    const std::string ea = ca.value(a, ""), eb = cb.value(b, "");
+    const std::string g = "root ::= \"A\" " + ea + " | \"B\" " + eb + "\n" + base_rules(text) + ca.rules() + cb.rules();
+    EXPECT_TRUE(accepts_text(g, R"(A{"v": 12})"));
+    EXPECT_FALSE(accepts_text(g, R"(A{"v": "12"})"));
+    EXPECT_TRUE(accepts_text(g, R"(B{"v": "abc"})"));
+    EXPECT_FALSE(accepts_text(g, R"(B{"v": 12})"));
+    EXPECT_TRUE(accepts_text(g, R"(B{"v": "", "w": "x<y <\u007c <"})"));
+    EXPECT_EQ(accepts_text(g, R"(B{"v": "", "w": "a<|call|>"})"), text != JsonText::kHarmony);
+    EXPECT_EQ(accepts_text(g, R"(B{"v": "", "w": "a</parameter>"})"), text != JsonText::kXml);
+    EXPECT_EQ(accepts_text(g, R"(B{"v": "", "w": "<parameter="})"), text != JsonText::kXml);
+    EXPECT_EQ(accepts_text(g, R"(B{"v": "<", "w": ""})"), text == JsonText::kPlain);  // bounded: no '<'
+    EXPECT_TRUE(accepts_text(g, R"(B{"v": "\u003c", "w": "<\/p>"})"));
+  }
+  EXPECT_EQ(base_rule(JsonText::kXml, "json-value"), "x-json-value");
+}
+
+}  // namespace
+}  // namespace pc::grammar

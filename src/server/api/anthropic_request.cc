@@ -195,6 +195,8 @@ void translate_tools(const json& body, Translated& t) {
       if (!d->is_string()) throw bad_field(where + ".description", where + ".description must be a string", "invalid_type");
       fn["description"] = *d;
     }
+    if (auto s = tool.find("strict"); s != tool.end() && !s->is_null() && !s->is_boolean())
+      throw bad_field(where + ".strict", where + ".strict must be a boolean", "invalid_type");
     t.tools.push_back({{"type", "function"}, {"function", fn}});
     note_cache_control(tool, where, RequestPart::Kind::kTool, int(i), t);
   }

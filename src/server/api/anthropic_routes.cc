@@ -69,6 +69,22 @@ json template_extra(const AnthropicTranslation& t, const json& body) {
   return extra;
 }
 
+// The request's tools in chat's shape ({"tools": [{type, function: {name, parameters,
+// strict}}]}), read from its text so that schemas keep their key order: what the
+// strict-tool grammar reads (forced_call_grammar). translate_anthropic checked them.
+std::string chat_shaped_tools(std::string_view raw) {
+  using ojson = nlohmann::ordered_json;
+  const ojson body = ojson::parse(raw.begin(), raw.end(), nullptr, false);
+  ojson tools = ojson::array();
+  if (body.is_object() && body.contains("tools") && body["tools"].is_array())
+    for (const ojson& t : body["tools"]) {
+      ojson fn = {{"name", t["name"]}, {"parameters", t["input_schema"]}};
+      if (t.contains("strict")) fn["strict"] = t["strict"];
+      tools.push_back({{"type", "function"}, {"function", std::move(fn)}});
+    }
+  return ojson{{"tools", std::move(tools)}}.dump();
+}
+
 struct AnthropicGeneration {
   Generation g;
   bool show_thinking = false;  // thinking enabled: the reply's thinking as thinking blocks
@@ -103,7 +119,19 @@ AnthropicGeneration prepare(Server::State& st, const HttpRequest& req) {
   prepare_chat(st, g, t.messages, extra, mode, &order);
   // Replies parsed into tool_use blocks.
   parse_replies_for_tools(st, g, t.tools, extra.contains("tools"));
-  force_tool_call(st, g, choice);
+  // A forced call of a strict tool follows its input_schema, as on chat.
+  try {
+    if (choice.forces()) force_tool_call(st, g, choice, chat_shaped_tools(req.body));
+  } catch (const ApiError& e) {
+    // Chat's field (tools[i].function.parameters...) as this request's (tools[i].input_schema...).
+    auto own = [](std::string text) {
+      const std::string chat_field = ".function.parameters", field = ".input_schema";
+      for (size_t at = text.find(chat_field); at != std::string::npos; at = text.find(chat_field, at + field.size()))
+        text.replace(at, chat_field.size(), field);
+      return text;
+    };
+    throw ApiError(e.status, e.type, own(e.what()), own(e.param), e.code);
+  }
   // The thinking is split from the text always (with --reasoning-format other than
   // none), and shown only when the request enabled thinking, as Anthropic's API does.
   split_thinking(st, g, st.opt.reasoning_format);

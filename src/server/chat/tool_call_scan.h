@@ -3,6 +3,7 @@
 // reply has not gone far enough to decide), or fails.
 #pragma once
 #include <algorithm>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -39,6 +40,16 @@ inline size_t opener_prefix_at_end(std::string_view s, size_t from, std::string_
 // moves i past its </tool_call>. `schemas` may be null.
 Got parse_qwen_xml(std::string_view s, size_t& i, const ToolSchemas* schemas, std::vector<ToolCall>& calls);
 
+// kQwenXml arguments by their property schema (tool_calls_xml.cc), which the forced-call
+// grammar follows too (tool_grammar_formats.cc):
+// The property `key` of a tool's parameters schema, a "#/$defs/NAME" reference
+// followed; null when the schema does not name it.
+const nlohmann::ordered_json* xml_argument_schema(const nlohmann::ordered_json& parameters, const std::string& key);
+// The type the value is converted to: the first type the schema names ("null" skipped),
+// lower case; "" when it names none.
+std::string xml_argument_type(const nlohmann::ordered_json* schema);
+// The text is kept as it is (a string): no type, or a string type.
+bool xml_argument_is_text(const nlohmann::ordered_json* schema);
 // A kQwenXml argument's text as the JSON value its property schema asks for.
 nlohmann::ordered_json xml_argument_value(const std::string& text, const nlohmann::ordered_json* schema);
 

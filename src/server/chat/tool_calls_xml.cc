@@ -45,18 +45,6 @@ Got name_at(std::string_view s, size_t& i, std::string* out) {
   return Got::kDone;
 }
 
-// The first type a schema names, "null" skipped ({"type": ["integer", "null"]}).
-std::string schema_type(const ojson* schema) {
-  if (!schema || !schema->is_object()) return "";
-  auto t = schema->find("type");
-  if (t == schema->end()) return "";
-  if (t->is_string()) return t->get<std::string>();
-  if (t->is_array())
-    for (const ojson& e : *t)
-      if (e.is_string() && e.get<std::string>() != "null") return e.get<std::string>();
-  return "";
-}
-
 std::string lower(std::string s) {
   for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
   return s;
@@ -66,10 +54,54 @@ bool starts_with(const std::string& s, std::string_view p) { return s.compare(0,
 
 }  // namespace
 
+// The first type a schema names, "null" skipped ({"type": ["integer", "null"]}).
+std::string xml_argument_type(const ojson* schema) {
+  if (!schema || !schema->is_object()) return "";
+  auto t = schema->find("type");
+  if (t == schema->end()) return "";
+  std::string type;
+  if (t->is_string()) type = t->get<std::string>();
+  if (t->is_array())
+    for (const ojson& e : *t)
+      if (e.is_string() && e.get<std::string>() != "null") {
+        type = e.get<std::string>();
+        break;
+      }
+  return lower(type);
+}
+
+bool xml_argument_is_text(const ojson* schema) {
+  const std::string type = xml_argument_type(schema);
+  return type.empty() || type == "string" || type == "str" || type == "text" || type == "enum";
+}
+
+const ojson* xml_argument_schema(const ojson& parameters, const std::string& key) {
+  if (!parameters.is_object()) return nullptr;
+  auto props = parameters.find("properties");
+  if (props == parameters.end() || !props->is_object()) return nullptr;
+  auto p = props->find(key);
+  if (p == props->end()) return nullptr;
+  // A "#/$defs/NAME" (or "#/definitions/NAME") reference: the schema it names.
+  const ojson* s = &*p;
+  for (int hop = 0; hop < 8 && s->is_object() && s->contains("$ref") && (*s)["$ref"].is_string(); ++hop) {
+    const std::string& ref = (*s)["$ref"].get_ref<const std::string&>();
+    const ojson* target = nullptr;
+    for (const char* section : {"$defs", "definitions"}) {
+      const std::string prefix = std::string("#/") + section + "/";
+      auto d = parameters.find(section);
+      if (ref.compare(0, prefix.size(), prefix) != 0 || d == parameters.end() || !d->is_object()) continue;
+      if (auto t = d->find(ref.substr(prefix.size())); t != d->end()) target = &*t;
+    }
+    if (!target) break;
+    s = target;
+  }
+  return s;
+}
+
 ojson xml_argument_value(const std::string& text, const ojson* schema) {
-  const std::string type = lower(schema_type(schema));
+  const std::string type = xml_argument_type(schema);
   // No schema for the argument, or a string type: the text as it is.
-  if (type.empty() || type == "string" || type == "str" || type == "text" || type == "enum") return text;
+  if (xml_argument_is_text(schema)) return text;
   if (lower(text) == "null") return nullptr;
   if (starts_with(type, "int") || starts_with(type, "uint") || type == "long" || type == "short") {
     errno = 0;
@@ -102,13 +134,10 @@ Got parse_qwen_xml(std::string_view s, size_t& i, const ToolSchemas* schemas, st
   if (Got g = expect(s, i, kFunction); g != Got::kDone) return g;
   std::string name;
   if (Got g = name_at(s, i, &name); g != Got::kDone) return g;
-  const ojson* props = nullptr;
+  const ojson* params = nullptr;
   if (schemas) {
     auto it = schemas->parameters.find(name);
-    if (it != schemas->parameters.end() && it->second.is_object()) {
-      auto p = it->second.find("properties");
-      if (p != it->second.end() && p->is_object()) props = &*p;
-    }
+    if (it != schemas->parameters.end()) params = &it->second;
   }
   ojson args = ojson::object();
   for (;;) {
@@ -127,11 +156,7 @@ Got parse_qwen_xml(std::string_view s, size_t& i, const ToolSchemas* schemas, st
     std::string_view value = s.substr(i, end - i);
     if (!value.empty() && value.front() == '\n') value.remove_prefix(1);
     if (!value.empty() && value.back() == '\n') value.remove_suffix(1);
-    const ojson* schema = nullptr;
-    if (props) {
-      auto p = props->find(key);
-      if (p != props->end()) schema = &*p;
-    }
+    const ojson* schema = params ? xml_argument_schema(*params, key) : nullptr;
     args[key] = xml_argument_value(std::string(value), schema);
     i = end;
     expect(s, i, kParameterEnd);  // moves past it when it is there

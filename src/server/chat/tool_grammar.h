@@ -9,11 +9,13 @@
 //   qwen     , "arguments": ARGS }  \n</tool_call>               {"name": N, "arguments": ARGS}  \n</tool_call>
 //   mistral  , "arguments": ARGS } ]                             {"name": N, "arguments": ARGS} ]
 //   llama3   , "parameters": ARGS }                              (not constrained)
-//   harmony  ARGS                                                (not constrained)
-//   deepseek, qwen-xml (not constrained)
+//   qwen-xml PARAMETERS </function>\n</tool_call>                N>\n PARAMETERS </function>\n</tool_call>
+//   harmony  ARGS                                                N <|constrain|>json<|message|> ARGS
+//   deepseek (not constrained)
 //
-// For "required", every tool is an alternative: a strict tool's arguments follow its
-// schema, another's are any JSON object. Null when no tool involved is strict, or the
+// (qwen-xml and harmony: tool_grammar_formats.h.) For "required", every tool is an
+// alternative: a strict tool's arguments follow its schema, another's are any JSON
+// object (qwen-xml: any parameters). Null when no tool involved is strict, or the
 // format is not constrained (docs/api.md "Structured output").
 #pragma once
 #include <memory>
