@@ -257,12 +257,11 @@ void dequant_rows(KvType t, const uint8_t* rows, size_t rb, int n, int hd, float
 // transposed as bytes (kv_block_levels.h), then each dimension's 8 levels
 // widened and times the rows' scales. Each value is d * level, bitwise
 // kv_dequantize_row()'s (exact in F32).
-void dequant_k_avx2(KvType t, const uint8_t* rows, size_t rb, int n, int hd, float* out) {
+template <KvType Q>
+void dequant_k_avx2(const uint8_t* rows, size_t rb, int n, int hd, float* out) {
   for (int qb = 0; qb < hd / 32; ++qb) {
     __m256i x[8];
-    alignas(32) float scl[8];
-    kvq_block_levels(t, rows, rb, n, qb, x, scl);
-    const __m256 sv = _mm256_load_ps(scl);
+    const __m256 sv = kvq_block_levels<Q>(rows, rb, n, qb, x);
     float* o = out + size_t(qb) * 32 * 8;
     auto put = [&](int d, __m128i v8) {  // dimension d from the low 8 bytes of v8
       _mm256_storeu_ps(o + 8 * d, _mm256_mul_ps(sv, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v8))));
@@ -275,6 +274,11 @@ void dequant_k_avx2(KvType t, const uint8_t* rows, size_t rb, int n, int hd, flo
       put(17 + D, _mm_srli_si128(l1, 8));
     });
   }
+}
+
+void dequant_k_avx2(KvType t, const uint8_t* rows, size_t rb, int n, int hd, float* out) {
+  if (t == KvType::kQ8_0) dequant_k_avx2<KvType::kQ8_0>(rows, rb, n, hd, out);
+  else dequant_k_avx2<KvType::kQ4_0>(rows, rb, n, hd, out);
 }
 
 // dequant_rows() for head_dim a multiple of 32 (the AttnTileSet signature).

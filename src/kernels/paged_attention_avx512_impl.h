@@ -105,12 +105,12 @@ __attribute__((noinline)) void update_tile16(float* const* acc, const float* con
 // transposed as bytes (kv_block_levels.h), then two dimensions' 8 rows (16
 // values) widened and times the rows' scales at a time. Bitwise
 // kv_dequantize_row()'s values (d * level is exact in F32).
-template <class V>
-void dequant_k16(KvType t, const uint8_t* rows, size_t rb, int n, int hd, float* out) {
+template <class V, KvType Q>
+void dequant_k16(const uint8_t* rows, size_t rb, int n, int hd, float* out) {
   for (int qb = 0; qb < hd / 32; ++qb) {
     __m256i x[8];
     alignas(32) float scl[8];
-    kvq_block_levels(t, rows, rb, n, qb, x, scl);
+    _mm256_store_ps(scl, kvq_block_levels<Q>(rows, rb, n, qb, x));
     const typename V::F sv = V::bcast8(scl);
     float* o = out + size_t(qb) * 32 * 8;
     kvq_transpose_levels(x, [&](int D, __m256i c) {  // dimensions D, D+1 and 16+D, 17+D
@@ -118,6 +118,12 @@ void dequant_k16(KvType t, const uint8_t* rows, size_t rb, int n, int hd, float*
       V::storeu_f(o + 8 * (16 + D), V::mul(sv, V::cvt_i8(_mm256_extracti128_si256(c, 1))));
     });
   }
+}
+
+template <class V>
+void dequant_k16(KvType t, const uint8_t* rows, size_t rb, int n, int hd, float* out) {
+  if (t == KvType::kQ8_0) dequant_k16<V, KvType::kQ8_0>(rows, rb, n, hd, out);
+  else dequant_k16<V, KvType::kQ4_0>(rows, rb, n, hd, out);
 }
 
 // AttnTileSet::dequant_v on 16 lanes: each block's 32 levels in two vectors,
