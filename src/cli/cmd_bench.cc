@@ -225,6 +225,24 @@ int run_prefill(const PrefillArgs& a) {
                       p1, runs[li].model, p0 > 0 ? p1 / p0 : 0.0);
       }
     }
+    // Several KV types: each type's medians against the first type's (same model,
+    // kernels and temperature; kv is the runs' innermost index).
+    if (a.kv_types.size() > 1) {
+      for (size_t li = 0; li < nl; ++li) {
+        if (runs[li].kv == 0) continue;
+        const size_t base = li - runs[li].kv;
+        const char* t0 = kv_type_name(a.kv_types[0]);
+        const char* t1 = kv_type_name(a.kv_types[runs[li].kv]);
+        const double m0 = median(all_tg[base]), m1 = median(all_tg[li]);
+        const double p0 = median(all_pp[base]), p1 = median(all_pp[li]);
+        if (a.decode > 0)
+          std::printf("%8d  medians of %d: decode %.1f (%s) vs %.1f (%s) tok/s: %s / %s = %.2fx; prompt %.2fx\n", n,
+                      a.repeat, m0, t0, m1, t1, t1, t0, m0 > 0 ? m1 / m0 : 0.0, p0 > 0 ? p1 / p0 : 0.0);
+        else
+          std::printf("%8d  medians of %d: prompt %.1f (%s) vs %.1f (%s) tok/s: %.2fx\n", n, a.repeat, p0, t0, p1, t1,
+                      p0 > 0 ? p1 / p0 : 0.0);
+      }
+    }
     std::fflush(stdout);
   }
   progress.done();

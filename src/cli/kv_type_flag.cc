@@ -27,7 +27,7 @@ void add_kv_types_option(CLI::App& app, std::vector<KvType>* out) {
            out->clear();
            for (const std::string& v : vs) out->push_back(parse_or_throw(v));
          },
-         std::string(kKvTypeHelp) + " (several: run side by side)")
+         std::string(kKvTypeHelp) + " (several: run side by side, each length printing every type's medians of --repeat and their ratio to the first type's)")
       ->delimiter(',')
       ->default_str("f16");
 }

@@ -37,6 +37,8 @@
 #pragma GCC target("avx2,fma,f16c")
 #endif
 
+#include "kernels/kv_block_levels.h"
+
 namespace pc {
 
 namespace {
@@ -247,6 +249,41 @@ void dequant_rows(KvType t, const uint8_t* rows, size_t rb, int n, int hd, float
       }
     }
   }
+}
+
+// n <= 8 rows of a quantized type (rows rb bytes apart, head_dim hd a multiple
+// of 32) to out [hd][8] F32 (value of row u, dimension d at out[d * 8 + u];
+// lanes u >= n zero): per quantization block, the rows' int8 levels
+// transposed as bytes (kv_block_levels.h), then each dimension's 8 levels
+// widened and times the rows' scales. Each value is d * level, bitwise
+// kv_dequantize_row()'s (exact in F32).
+template <KvType Q>
+void dequant_k_avx2(const uint8_t* rows, size_t rb, int n, int hd, float* out) {
+  for (int qb = 0; qb < hd / 32; ++qb) {
+    __m256i x[8];
+    const __m256 sv = kvq_block_levels<Q>(rows, rb, n, qb, x);
+    float* o = out + size_t(qb) * 32 * 8;
+    auto put = [&](int d, __m128i v8) {  // dimension d from the low 8 bytes of v8
+      _mm256_storeu_ps(o + 8 * d, _mm256_mul_ps(sv, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v8))));
+    };
+    kvq_transpose_levels(x, [&](int D, __m256i c) {
+      const __m128i l0 = _mm256_castsi256_si128(c), l1 = _mm256_extracti128_si256(c, 1);
+      put(D, l0);
+      put(D + 1, _mm_srli_si128(l0, 8));
+      put(16 + D, l1);
+      put(17 + D, _mm_srli_si128(l1, 8));
+    });
+  }
+}
+
+void dequant_k_avx2(KvType t, const uint8_t* rows, size_t rb, int n, int hd, float* out) {
+  if (t == KvType::kQ8_0) dequant_k_avx2<KvType::kQ8_0>(rows, rb, n, hd, out);
+  else dequant_k_avx2<KvType::kQ4_0>(rows, rb, n, hd, out);
+}
+
+// dequant_rows() for head_dim a multiple of 32 (the AttnTileSet signature).
+void dequant_v_avx2(KvType t, const uint8_t* rows, size_t rb, int n, int hd, float* out) {
+  dequant_rows(t, rows, rb, n, hd, out);
 }
 
 // NV = head_dim / 8 vectors per head. The visible slots are taken in chunks of
@@ -470,15 +507,20 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
     if constexpr (E_is_float<E>) {  // a quantized block: dequantized into scratch
       float* vd = vdq + size_t(8 * n_blk) * hd;
       float* kd = kdq + size_t(8 * n_blk) * hd;
-      dequant_rows(a.kv_type, reinterpret_cast<const uint8_t*>(V), rb, len, hd, vd);
-      dequant_rows(a.kv_type, reinterpret_cast<const uint8_t*>(K), rb, len, hd, rows);
-      for (int u = len; u < 8; ++u)
-        PC_UNROLL for (int v = 0; v < NV; ++v) _mm256_storeu_ps(rows + u * hd + 8 * v, _mm256_setzero_ps());
-      PC_UNROLL for (int v = 0; v < NV; ++v) {  // dimensions [8v, 8v + 8) of the 8 rows, transposed
-        __m256 in[8], out[8];
-        PC_UNROLL for (int u = 0; u < 8; ++u) in[u] = _mm256_loadu_ps(rows + u * hd + 8 * v);
-        transpose8_ps(in, out);
-        PC_UNROLL for (int i = 0; i < 8; ++i) _mm256_storeu_ps(kd + (8 * v + i) * 8, out[i]);
+      if (hd % 32 == 0) {  // the tiles' dequantizers (16 lanes where the tiles have them)
+        tiles.dequant_v(a.kv_type, reinterpret_cast<const uint8_t*>(V), rb, len, hd, vd);
+        tiles.dequant_k(a.kv_type, reinterpret_cast<const uint8_t*>(K), rb, len, hd, kd);
+      } else {
+        dequant_rows(a.kv_type, reinterpret_cast<const uint8_t*>(V), rb, len, hd, vd);  // one block a row (heads of 8 or 16): rows, then transposed as floats
+        dequant_rows(a.kv_type, reinterpret_cast<const uint8_t*>(K), rb, len, hd, rows);
+        for (int u = len; u < 8; ++u)
+          PC_UNROLL for (int v = 0; v < NV; ++v) _mm256_storeu_ps(rows + u * hd + 8 * v, _mm256_setzero_ps());
+        PC_UNROLL for (int v = 0; v < NV; ++v) {  // dimensions [8v, 8v + 8) of the 8 rows, transposed
+          __m256 in[8], out[8];
+          PC_UNROLL for (int u = 0; u < 8; ++u) in[u] = _mm256_loadu_ps(rows + u * hd + 8 * v);
+          transpose8_ps(in, out);
+          PC_UNROLL for (int i = 0; i < 8; ++i) _mm256_storeu_ps(kd + (8 * v + i) * 8, out[i]);
+        }
       }
       kblk[n_blk] = kd;
       vblk[n_blk] = vd;
@@ -541,9 +583,14 @@ void merge_query(const AttentionState* parts, int n_seg, int64_t qi, float* out,
 // The AVX2 kernel's own tiles for head size 8·NV.
 template <int NV>
 const AttnTiles& avx2_tiles() {
-  static const AttnTiles t = make_attn_tiles(
-      [](auto sh) { return score_tile<NV, decltype(sh)::kQT, decltype(sh)::kKB, typename decltype(sh)::Elem>; },
-      [](auto qt) { return update_tile<NV, decltype(qt)::kQT, attn_update_vectors(NV), typename decltype(qt)::Elem>; });
+  static const AttnTiles t = [] {
+    AttnTiles x = make_attn_tiles(
+        [](auto sh) { return score_tile<NV, decltype(sh)::kQT, decltype(sh)::kKB, typename decltype(sh)::Elem>; },
+        [](auto qt) { return update_tile<NV, decltype(qt)::kQT, attn_update_vectors(NV), typename decltype(qt)::Elem>; });
+    x.f32.dequant_k = dequant_k_avx2;
+    x.f32.dequant_v = dequant_v_avx2;
+    return x;
+  }();
   return t;
 }
 

@@ -18,6 +18,8 @@
 // only (see matmul_avx2_shared.h).
 #pragma once
 
+#include "kernels/kv_block_levels.h"
+
 namespace pc {
 namespace {
 
@@ -99,6 +101,60 @@ __attribute__((noinline)) void update_tile16(float* const* acc, const float* con
   PC_UNROLL for (int i = 0; i < QT; ++i) PC_UNROLL for (int w = 0; w < DW; ++w) V::storeu_f(acc[i] + 8 * v0 + 16 * w, a[i][w]);
 }
 
+// AttnTileSet::dequant_k on 16 lanes: per quantization block, the rows' levels
+// transposed as bytes (kv_block_levels.h), then two dimensions' 8 rows (16
+// values) widened and times the rows' scales at a time. Bitwise
+// kv_dequantize_row()'s values (d * level is exact in F32).
+template <class V, KvType Q>
+void dequant_k16(const uint8_t* rows, size_t rb, int n, int hd, float* out) {
+  for (int qb = 0; qb < hd / 32; ++qb) {
+    __m256i x[8];
+    alignas(32) float scl[8];
+    _mm256_store_ps(scl, kvq_block_levels<Q>(rows, rb, n, qb, x));
+    const typename V::F sv = V::bcast8(scl);
+    float* o = out + size_t(qb) * 32 * 8;
+    kvq_transpose_levels(x, [&](int D, __m256i c) {  // dimensions D, D+1 and 16+D, 17+D
+      V::storeu_f(o + 8 * D, V::mul(sv, V::cvt_i8(_mm256_castsi256_si128(c))));
+      V::storeu_f(o + 8 * (16 + D), V::mul(sv, V::cvt_i8(_mm256_extracti128_si256(c, 1))));
+    });
+  }
+}
+
+template <class V>
+void dequant_k16(KvType t, const uint8_t* rows, size_t rb, int n, int hd, float* out) {
+  if (t == KvType::kQ8_0) dequant_k16<V, KvType::kQ8_0>(rows, rb, n, hd, out);
+  else dequant_k16<V, KvType::kQ4_0>(rows, rb, n, hd, out);
+}
+
+// AttnTileSet::dequant_v on 16 lanes: each block's 32 levels in two vectors,
+// times its scale.
+template <class V>
+void dequant_v16(KvType t, const uint8_t* rows, size_t rb, int n, int hd, float* out) {
+  const __m128i mask = _mm_set1_epi8(15), eight = _mm_set1_epi8(8);
+  for (int u = 0; u < n; ++u) {
+    const uint8_t* r = rows + u * rb;
+    float* o = out + size_t(u) * hd;
+    for (int b = 0; b < hd / 32; ++b, o += 32) {
+      uint16_t dh;
+      std::memcpy(&dh, r, 2);
+      const typename V::F d = V::set1_f(_cvtsh_ss(dh));
+      __m128i lo, hi;
+      if (t == KvType::kQ8_0) {
+        lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r + 2));
+        hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r + 18));
+        r += 34;
+      } else {  // q4_0: values 0-15 the low nibbles, 16-31 the high ones
+        const __m128i qs = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r + 2));
+        lo = _mm_sub_epi8(_mm_and_si128(qs, mask), eight);
+        hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(qs, 4), mask), eight);
+        r += 18;
+      }
+      V::storeu_f(o, V::mul(d, V::cvt_i8(lo)));
+      V::storeu_f(o + 16, V::mul(d, V::cvt_i8(hi)));
+    }
+  }
+}
+
 // The 16-lane tiles for a head size (nullptr: none for it).
 template <class V>
 const AttnTiles* attn_tiles16(int head_dim) {
@@ -106,9 +162,14 @@ const AttnTiles* attn_tiles16(int head_dim) {
   with_head_vectors(head_dim, [&](auto nv) {
     constexpr int NV = decltype(nv)::value, DV = attn_update_vectors(NV);
     if constexpr (DV % 2 == 0) {
-      static const AttnTiles t = make_attn_tiles(
-          [](auto sh) { return score_tile16<V, NV, decltype(sh)::kQT, decltype(sh)::kKB, typename decltype(sh)::Elem>; },
-          [](auto qt) { return update_tile16<V, NV, decltype(qt)::kQT, DV, typename decltype(qt)::Elem>; });
+      static const AttnTiles t = [] {
+        AttnTiles x = make_attn_tiles(
+            [](auto sh) { return score_tile16<V, NV, decltype(sh)::kQT, decltype(sh)::kKB, typename decltype(sh)::Elem>; },
+            [](auto qt) { return update_tile16<V, NV, decltype(qt)::kQT, DV, typename decltype(qt)::Elem>; });
+        x.f32.dequant_k = dequant_k16<V>;
+        x.f32.dequant_v = dequant_v16<V>;
+        return x;
+      }();
       tiles = &t;
     }
   });

@@ -111,6 +111,13 @@ struct AttnTileSet {
                             const E* const* vb, const int* blk_len, int n_blk, int v0);
   ScoreFn score[3][4] = {};
   UpdateFn update[3] = {};
+  // E = float: a quantized block's n <= 8 rows (rows rb bytes apart, head_dim
+  // hd a multiple of 32) into what the tiles read: dequant_k to [hd][8] (row
+  // u, dimension d at out[d * 8 + u]; lanes u >= n zero), dequant_v to
+  // [n][hd]. Each value bitwise kv_dequantize_row()'s.
+  using DequantFn = void (*)(KvType t, const uint8_t* rows, size_t rb, int n, int hd, float* out);
+  DequantFn dequant_k = nullptr;
+  DequantFn dequant_v = nullptr;
 };
 struct AttnTiles {
   AttnTileSet<uint16_t> f16;

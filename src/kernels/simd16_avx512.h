@@ -86,6 +86,8 @@ struct V512 {
     }
   }
   static F bcast8(const float* x) { return _mm512_broadcast_f32x8(_mm256_loadu_ps(x)); }
+  // 16 int8 values widened to F32 (exact).
+  static F cvt_i8(__m128i v) { return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(v)); }
   static F fmadd(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
 };
 

@@ -104,6 +104,9 @@ struct V512Emu {
   template <class L>
   static F load_w2(const uint8_t* p, const uint8_t* q, int64_t i) { return {L::load8(p, i), L::load8(q, i)}; }
   static F bcast8(const float* x) { return {_mm256_loadu_ps(x), _mm256_loadu_ps(x)}; }
+  static F cvt_i8(__m128i v) {
+    return {_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(v, 8)))};
+  }
   static F fmadd(F a, F b, F c) { return {_mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi)}; }
 };
 

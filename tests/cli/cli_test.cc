@@ -259,7 +259,8 @@ TEST(Cli, BenchPrefillKernelsSideBySide) {
   }
 }
 
-// `bench prefill --kv-type f16,q8_0` runs both KV types side by side, a row each;
+// `bench prefill --kv-type f16,q8_0` runs both KV types side by side, a row each and
+// q8_0's median ratios to f16's per length;
 // `generate --kv-type q4_0` generates (the greedy text of a trained model is close
 // to F16's); `bench kv-quality` reports q8_0 and q4_0 against F16.
 TEST(Cli, KvTypes) {
@@ -267,6 +268,10 @@ TEST(Cli, KvTypes) {
   CmdResult r = run("bench prefill -m " + kStories + " --tokens 16,40 --decode 2 --kv-type f16,q8_0 --json " + dir +
                     "/kv.json");
   ASSERT_EQ(r.status, 0) << r.out;
+  // each length: q8_0's medians set against f16's
+  EXPECT_NE(r.out.find("     16  medians of 1: decode "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("     40  medians of 1: decode "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("tok/s: q8_0 / f16 = "), std::string::npos) << r.out;
   std::ifstream in(dir + "/kv.json");
   const nlohmann::json j = nlohmann::json::parse(in);
   ASSERT_EQ(j["results"].size(), 4u);
