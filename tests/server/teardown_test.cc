@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "server/server.h"
+#include "server_fixture.h"
 #include "test_util.h"
 
 namespace pc::test {
