@@ -113,6 +113,8 @@ AnthropicGeneration prepare(Server::State& st, const HttpRequest& req) {
     throw bad_field("tool_choice", "a 'tool_choice' that forces a call cannot continue a final assistant message "
                                    "(the call would start a new reply)");
   const json extra = template_extra(t, body);
+  // Too long a prompt is a 400 before anything else reads the body again.
+  check_prompt_bytes(t.messages, st.max_prompt_bytes, st.n_ctx, "messages");
   // Schemas and tool inputs keep the key order the client sent (the template writes them).
   const nlohmann::ordered_json order =
       translated_key_order(t.messages, extra, nlohmann::ordered_json::parse(req.body, nullptr, false));

@@ -194,6 +194,8 @@ ResponsesGeneration prepare_generation(Server::State& st, const HttpRequest& req
   check_tools(chat);
   const ToolChoice choice = parse_tool_choice(chat, st.tool_format);
   const json extra = reasoning_extra(body, chat_extra(chat));
+  // Too long a prompt is a 400 before anything else reads the body again.
+  check_prompt_bytes(messages, st.max_prompt_bytes, st.n_ctx, "input");
   // Schemas keep the key order the client sent (the template writes them).
   const ojson order = translated_key_order(messages, extra, ojson::parse(req.body, nullptr, false));
   prepare_chat(st, g, messages, extra, ChatRender{}, &order);
