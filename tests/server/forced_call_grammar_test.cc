@@ -4,27 +4,13 @@
 // arguments satisfy the schema, on chat (required and named), Responses, and streamed.
 #include <gtest/gtest.h>
 
-#include "model/make_model.h"
 #include "server_fixture.h"
 #include "test_util.h"
 
 namespace pc::test {
 namespace {
 
-// A random-weight model with a vocabulary that spells any text (written once).
-const std::string& random_model() {
-  static const std::string path = [] {
-    MakeModelOptions o;
-    o.shape = "micro";
-    o.vocab_path = shared_path("vocab/ggml-vocab-qwen2.gguf");
-    o.tied_output = true;
-    o.context_length = 4096;
-    const std::string out = temp_dir() + "/forced-call-micro-qwen2.gguf";
-    make_random_model(o, out);
-    return out;
-  }();
-  return path;
-}
+std::string random_model() { return micro_qwen2_model("forced-call-micro-qwen2.gguf"); }
 
 // Values bounded, so that a random model's call ends well within max_tokens.
 const char* kTools = R"([

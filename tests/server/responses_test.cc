@@ -9,7 +9,6 @@
 #include <fstream>
 #include <sstream>
 
-#include "model/make_model.h"
 #include "server_fixture.h"
 #include "test_util.h"
 #include "tier/tier_fixture.h"
@@ -17,19 +16,7 @@
 namespace pc::test {
 namespace {
 
-const std::string& responses_model() {
-  static const std::string path = [] {
-    MakeModelOptions o;
-    o.shape = "micro";
-    o.vocab_path = shared_path("vocab/ggml-vocab-qwen2.gguf");
-    o.tied_output = true;
-    o.context_length = 4096;
-    const std::string out = temp_dir() + "/responses-micro-qwen2.gguf";
-    make_random_model(o, out);
-    return out;
-  }();
-  return path;
-}
+std::string responses_model() { return micro_qwen2_model("responses-micro-qwen2.gguf"); }
 
 std::vector<std::string> server_args(std::vector<std::string> more = {}) {
   std::vector<std::string> a = {"-m", responses_model(), "--test-hooks", "--chat-template-file",

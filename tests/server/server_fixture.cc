@@ -11,8 +11,11 @@
 #include <regex>
 #include <sstream>
 #include <stdexcept>
+#include <mutex>
+#include <map>
 #include <thread>
 
+#include "model/make_model.h"
 #include "test_util.h"
 
 namespace pc::test {
@@ -134,6 +137,23 @@ std::vector<std::string> sse_events(const std::string& body) {
   std::string line;
   while (std::getline(in, line))
     if (line.rfind("data: ", 0) == 0) out.push_back(line.substr(6));
+  return out;
+}
+
+std::string micro_qwen2_model(const std::string& name) {
+  static std::mutex mu;
+  static std::map<std::string, std::string> made;  // name -> path
+  std::lock_guard lk(mu);
+  auto it = made.find(name);
+  if (it != made.end()) return it->second;
+  MakeModelOptions o;
+  o.shape = "micro";
+  o.vocab_path = shared_path("vocab/ggml-vocab-qwen2.gguf");
+  o.tied_output = true;
+  o.context_length = 4096;
+  const std::string out = temp_dir() + "/" + name;
+  make_random_model(o, out);
+  made.emplace(name, out);
   return out;
 }
 

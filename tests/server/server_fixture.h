@@ -37,6 +37,10 @@ class ServeProcess {
 // Path of the promptcache executable (PC_CLI_PATH, or beside the test binary).
 std::string promptcache_path();
 std::string shared_path(const std::string& rel);
+// A random-weight "micro" model with the Qwen2 vocabulary (it spells any text), 4096
+// tokens of context, written once per process as temp_dir()/name (a name per test
+// file: test processes run in parallel).
+std::string micro_qwen2_model(const std::string& name);
 
 // POST JSON; returns {status, parsed body} (body null when not JSON).
 struct Reply {

@@ -10,27 +10,13 @@
 #include <cctype>
 #include <filesystem>
 
-#include "model/make_model.h"
 #include "server_fixture.h"
 #include "test_util.h"
 
 namespace pc::test {
 namespace {
 
-// A random-weight model with a vocabulary that spells any text (written once).
-const std::string& tool_model() {
-  static const std::string path = [] {
-    MakeModelOptions o;
-    o.shape = "micro";
-    o.vocab_path = shared_path("vocab/ggml-vocab-qwen2.gguf");
-    o.tied_output = true;
-    o.context_length = 4096;
-    const std::string out = temp_dir() + "/tools-micro-qwen2.gguf";
-    make_random_model(o, out);
-    return out;
-  }();
-  return path;
-}
+std::string tool_model() { return micro_qwen2_model("tools-micro-qwen2.gguf"); }
 
 struct Call {
   std::string name;
