@@ -105,21 +105,25 @@ bool PrefixCache::attach_cached_head(const KvNamespace& ns, std::span<const int3
   return true;
 }
 
+bool PrefixCache::attach_restored(const Entry& e, PageTable& table) {
+  PageTable t(pool_);
+  if (!restore_pages(pool_, e, t)) {
+    table.release();
+    return false;
+  }
+  table.attach(t.entries());
+  t.release();
+  return true;
+}
+
 int32_t PrefixCache::restore_chain(const KvNamespace& ns, std::span<const int32_t> tokens, int32_t from,
                                    std::span<const Entry> links) {
   const int32_t P = pool_.page_size();
   if (from < 0 || from % P != 0) return -1;
   PageTable table(pool_);
   if (!attach_cached_head(ns, tokens, from, table)) return -1;  // evicted since the lookup began
-  for (const Entry& e : links) {
-    PageTable t(pool_);
-    if (!restore_pages(pool_, e, t)) {
-      table.release();
-      return -1;
-    }
-    table.attach(t.entries());
-    t.release();
-  }
+  for (const Entry& e : links)
+    if (!attach_restored(e, table)) return -1;
   if (table.n_tokens() != int32_t(tokens.size())) {
     table.release();
     return -1;
@@ -138,13 +142,7 @@ int32_t PrefixCache::restore_state(const KvNamespace& ns, std::span<const int32_
     return -1;
   PageTable table(pool_);
   if (!attach_cached_head(ns, tokens, start, table)) return -1;  // evicted since the lookup began
-  PageTable tail(pool_);
-  if (!restore_pages(pool_, entry, tail)) {
-    table.release();
-    return -1;
-  }
-  table.attach(tail.entries());
-  tail.release();
+  if (!attach_restored(entry, table)) return -1;
   const int32_t added = index_.insert(ns, tokens, table);
   table.release();  // the index keeps its cache references
   // The path stays locked while the snapshot's pages are allocated (see store_states).

@@ -229,6 +229,9 @@ class PrefixCache {
   // Appends to `table` the whole cached pages of tokens' first n (a multiple of the page
   // size) as memory holds them; false when memory no longer has them all.
   bool attach_cached_head(const KvNamespace& ns, std::span<const int32_t> tokens, int32_t n, PageTable& table);
+  // Appends a tier entry's pages, restored into fresh ones; false (and `table`
+  // released) when that fails.
+  bool attach_restored(const Entry& e, PageTable& table);
   friend struct EngineTestPeer;  // tests/engine_test_peer.h
   void store_states(const KvNamespace& ns, std::span<const int32_t> tokens, std::span<const PrefixState> states);
   PagePool& pool_;

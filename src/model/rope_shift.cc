@@ -54,10 +54,10 @@ void KeyShift::rotate(int layer, float* rows, int n_rows, KvType type) {
     for (size_t i = 0; i < size_t(n_rows) * hd; ++i) rows[i] = fp16_to_fp32(fp32_to_fp16(rows[i]));
     return;
   }
-  std::vector<uint8_t> q(kv_row_bytes(type, hd));
+  row_.resize(kv_row_bytes(type, hd));
   for (int r = 0; r < n_rows; ++r) {
-    kv_quantize_row(type, rows + size_t(r) * hd, hd, q.data());
-    kv_dequantize_row(type, q.data(), hd, rows + size_t(r) * hd);
+    kv_quantize_row(type, rows + size_t(r) * hd, hd, row_.data());
+    kv_dequantize_row(type, row_.data(), hd, rows + size_t(r) * hd);
   }
 }
 

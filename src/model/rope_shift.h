@@ -9,6 +9,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "kernels/kv_quant.h"
 
@@ -37,6 +38,7 @@ class KeyShift {
   class Op;
   int32_t shift_;
   std::unique_ptr<Op> op_;
+  std::vector<uint8_t> row_;  // rotate(): one quantized row
 };
 
 // Rotates the K of slots [0, n_slots) of `page` (every layer and KV head) by
