@@ -344,7 +344,7 @@ TEST(Cli, BenchQualityBudgetOneIsExact) {
   ASSERT_EQ(j["models"].size(), 1u);
   int exact_rows = 0;
   for (const auto& row : j["models"][0]["results"]) {
-    EXPECT_EQ(row["prompts"].get<int>(), row["change"] == "all" ? 12 : 3) << row.dump();
+    EXPECT_EQ(row["prompts"].get<int>(), row["change"] == "all" ? 15 : 3) << row.dump();
     if (row["budget"].get<double>() == 1.0) {
       ++exact_rows;
       EXPECT_EQ(row["top1_agreement"].get<double>(), 1.0) << row.dump();
@@ -352,9 +352,11 @@ TEST(Cli, BenchQualityBudgetOneIsExact) {
       EXPECT_EQ(row["same_continuation"].get<double>(), 1.0) << row.dump();
     } else if (row["change"] != "all") {
       EXPECT_GT(row["mean_reused_tokens"].get<double>(), 0.0) << row.dump();
+      // the moved paragraph and those after it are found chunk by chunk, not only the tail
+      if (row["change"] == "paragraph") EXPECT_GT(row["mean_reused_tokens"].get<double>(), 64.0) << row.dump();
     }
   }
-  EXPECT_EQ(exact_rows, 5 * 3);  // (4 changes + all) x 3 policies
+  EXPECT_EQ(exact_rows, 6 * 3);  // (5 changes + all) x 3 policies
   CmdResult bad = run("bench quality -m " + kStories + " --policies cacheblend");
   EXPECT_NE(bad.status, 0);
   EXPECT_NE(bad.out.find("cacheblend"), std::string::npos) << bad.out;
