@@ -10,6 +10,12 @@
 // quantized row requantized from its own values (kernels/kv_quant.h). So a
 // relocated key's bytes are exactly those of decoding it, running Rope::apply and
 // writing it back; dimensions outside the rotated pairs keep their bytes.
+//
+// Paths: F16 keys take the AVX2 form (k_relocate_avx2.cc) when cpu_level() runs AVX2,
+// AVX-512 machines included (a block of the K layout is 8 slots, one 8-lane vector per
+// dimension, and the copy is bound by memory, not by vector width), else the scalar
+// form; both give the same bytes (tests/kernels/k_relocate_test.cc, every level).
+// Quantized rows go through kv_dequantize_row / kv_quantize_row, the reference forms.
 #pragma once
 #include <cstddef>
 #include <cstdint>
