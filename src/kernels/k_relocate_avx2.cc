@@ -21,12 +21,7 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c")
-#endif
+#include "kernels/avx2_target_begin.inc"
 
 namespace pc {
 
@@ -95,10 +90,6 @@ void copy_k_f16_avx2(uint16_t* dst, int dst_slot, const uint16_t* src, int src_s
 
 }  // namespace pc
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+#include "kernels/avx2_target_end.inc"
 
 #endif  // __x86_64__
