@@ -33,6 +33,7 @@ constexpr TypeInfo kTypes[] = {
     {28, "F64", 1, 8},       {29, "IQ1_M", 256, 56},
     {30, "BF16", 1, 2},      {34, "TQ1_0", 256, 54},
     {35, "TQ2_0", 256, 66},  {39, "MXFP4", 32, 17},
+    {0x10000 + 12, "Q4_K_R", 256, 144},
 };
 
 const TypeInfo* find_type(GgmlType t) {
