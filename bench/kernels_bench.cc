@@ -33,12 +33,15 @@
 
 namespace {
 
-// quantize_row for the stored types, and Q4_K repacked for the internal Q4_K_R.
+// quantize_row for the stored types; Q4_K / Q5_K repacked for the internal Q4_K_R / Q5_K_R.
 void quantize_bench_row(pc::GgmlType type, const float* x, uint8_t* out, int64_t k) {
-  if (type != pc::GgmlType::Q4_K_R) return pc::quantize_row(type, x, out, k);
-  std::vector<uint8_t> q(pc::ggml_row_bytes(pc::GgmlType::Q4_K, k));
-  pc::quantize_row(pc::GgmlType::Q4_K, x, q.data(), k);
-  pc::repack_rows(pc::GgmlType::Q4_K, type, q.data(), out, k, 1);
+  const pc::GgmlType stored = type == pc::GgmlType::Q4_K_R   ? pc::GgmlType::Q4_K
+                              : type == pc::GgmlType::Q5_K_R ? pc::GgmlType::Q5_K
+                                                             : type;
+  if (stored == type) return pc::quantize_row(type, x, out, k);
+  std::vector<uint8_t> q(pc::ggml_row_bytes(stored, k));
+  pc::quantize_row(stored, x, q.data(), k);
+  pc::repack_rows(stored, type, q.data(), out, k, 1);
 }
 
 void run(benchmark::State& st, pc::GgmlType type) {
@@ -106,7 +109,7 @@ struct StreamWeight {
 
 void BM_DecodeStep(benchmark::State& st) {
   const pc::GgmlType types[] = {pc::GgmlType::Q4_K, pc::GgmlType::Q5_K, pc::GgmlType::Q6_K, pc::GgmlType::Q8_0,
-                                pc::GgmlType::Q4_K_R};
+                                pc::GgmlType::Q4_K_R, pc::GgmlType::Q5_K_R};
   const pc::GgmlType type = types[st.range(0)];
   pc::ThreadPool pool(int(st.range(1)));
   pc::set_cpu_level(st.range(2) == 2 ? pc::CpuLevel::Avx512 : pc::CpuLevel::Avx2);
@@ -135,12 +138,14 @@ void BM_DecodeStep(benchmark::State& st) {
   st.SetLabel(pc::ggml_type_name(type) + " " + pc::cpu_level_name(pc::cpu_level()));
   pc::set_cpu_level(pc::default_cpu_level());
 }
-BENCHMARK(BM_DecodeStep)->ArgsProduct({{0, 1, 2, 3, 4}, {1, 2}, {2, 1}})->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_DecodeStep)->ArgsProduct({{0, 1, 2, 3, 4, 5}, {1, 2}, {2, 1}})->UseRealTime()->Unit(benchmark::kMillisecond);
 
 void BM_Q8_0(benchmark::State& s) { run(s, pc::GgmlType::Q8_0); }
 void BM_Q4_0(benchmark::State& s) { run(s, pc::GgmlType::Q4_0); }
 void BM_Q4_K(benchmark::State& s) { run(s, pc::GgmlType::Q4_K); }
 void BM_Q4_K_R(benchmark::State& s) { run(s, pc::GgmlType::Q4_K_R); }
+void BM_Q5_K(benchmark::State& s) { run(s, pc::GgmlType::Q5_K); }
+void BM_Q5_K_R(benchmark::State& s) { run(s, pc::GgmlType::Q5_K_R); }
 void BM_Q6_K(benchmark::State& s) { run(s, pc::GgmlType::Q6_K); }
 void BM_F16(benchmark::State& s) { run(s, pc::GgmlType::F16); }
 void BM_BF16(benchmark::State& s) { run(s, pc::GgmlType::BF16); }
@@ -159,6 +164,8 @@ void k_shapes(benchmark::internal::Benchmark* b) {
 }
 BENCHMARK(BM_Q4_K)->Apply(k_shapes);
 BENCHMARK(BM_Q4_K_R)->Apply(k_shapes);
+BENCHMARK(BM_Q5_K)->Apply(k_shapes);
+BENCHMARK(BM_Q5_K_R)->Apply(k_shapes);
 BENCHMARK(BM_Q6_K)->Apply(k_shapes);
 
 // A sequence of n random F16 K/V slots in pages of kAttnP, kAttnKv KV heads of

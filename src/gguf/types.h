@@ -16,6 +16,7 @@ enum class GgmlType : uint32_t {
   // GGUF reader rejects): weights repacked at load for the kernels in use
   // (kernels/weight_repack.h). Not ggml_type_supported(): only matmul reads them.
   Q4_K_R = 0x10000 + 12,  // Q4_K blocks rearranged (BlockQ4_KR, 144 bytes)
+  Q5_K_R = 0x10000 + 13,  // Q5_K blocks rearranged (BlockQ5_KR, 176 bytes)
 };
 constexpr uint32_t kFirstInternalTypeId = 0x10000;
 

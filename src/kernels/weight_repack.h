@@ -14,9 +14,12 @@
 //       scm[j]     = sc[j] | (mn[j] >> 4) << 6          (j < 8)
 //       scm[8 + j] = (mn[j] & 15) | (mn[j + 4] & 15) << 4  (j < 4)
 //     followed by d and dmin (F16), so the block's first 16 bytes are one load.
-// Every kernel computes from it the same integers and the same float
-// operations as from the Q4_K block, so a row's result is bitwise the same in
-// either layout.
+// Q5_K_R (GgmlType::Q5_K_R): each Q5_K block with the same header and quants
+// rearrangement (176 bytes, as Q5_K); qh stays as stored (the fifth bit of
+// value v is bit v / 32 of qh[v % 32], which suits both quant orders).
+// Every kernel computes from them the same integers and the same float
+// operations as from the stored blocks, so a row's result is bitwise the same
+// in either layout.
 #pragma once
 #include <cstdint>
 
@@ -31,10 +34,20 @@ struct BlockQ4_KR {
 };
 static_assert(sizeof(BlockQ4_KR) == 144, "BlockQ4_KR is as long as BlockQ4_K");
 
+struct BlockQ5_KR {
+  uint8_t scm[12];  // as BlockQ4_KR
+  uint16_t d, dmin;
+  uint8_t qh[32];   // as Q5_K
+  uint8_t qs[128];  // as BlockQ4_KR
+};
+static_assert(sizeof(BlockQ5_KR) == 176, "BlockQ5_KR is as long as BlockQ5_K");
+
 // Repacks / unpacks one row of k values (k a multiple of 256); unpack is the
 // exact inverse of repack.
 void repack_row_q4_kr(const uint8_t* q4_k, uint8_t* q4_kr, int64_t k);
 void unpack_row_q4_kr(const uint8_t* q4_kr, uint8_t* q4_k, int64_t k);
+void repack_row_q5_kr(const uint8_t* q5_k, uint8_t* q5_kr, int64_t k);
+void unpack_row_q5_kr(const uint8_t* q5_kr, uint8_t* q5_k, int64_t k);
 
 // The layout the weights stored as `t` are repacked to for the matmul kernels
 // in use (cpu_level(), or the forced kernel set), or t itself when they read

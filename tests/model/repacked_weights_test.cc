@@ -53,23 +53,26 @@ TEST(RepackedWeights, LogitsMatchStoredLayoutBitwise) {
   }
   struct Case {
     const char* arch;
+    GgmlType type;
     Residency residency;
   };
-  for (const Case& c : {Case{"qwen3", Residency::kMemory}, Case{"qwen3", Residency::kMap},
-                        Case{"qwen3moe", Residency::kMemory}}) {
-    const std::string path = test::generated_model(c.arch, GgmlType::Q4_K);
+  for (const Case& c : {Case{"qwen3", GgmlType::Q4_K, Residency::kMemory}, Case{"qwen3", GgmlType::Q4_K, Residency::kMap},
+                        Case{"qwen3moe", GgmlType::Q4_K, Residency::kMemory},
+                        Case{"llama", GgmlType::Q5_K, Residency::kMemory}}) {
+    const std::string path = test::generated_model(c.arch, c.type);
     auto stored = Model::load(path, c.residency, 0, Model::WeightLayout::kAsStored);
     auto packed = Model::load(path, c.residency, 0, Model::WeightLayout::kForKernels);
-    // Repacked: the Q4_K matmul weights; the token embedding (read by rows) as stored.
+    // Repacked: the Q4_K / Q5_K matmul weights; the token embedding (read by rows) as stored.
+    const GgmlType r = c.type == GgmlType::Q4_K ? GgmlType::Q4_K_R : GgmlType::Q5_K_R;
     int repacked = 0;
     for (const LayerWeights& l : packed->layers())
       for (const WeightView* v : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
-        repacked += v->type == GgmlType::Q4_K_R;
+        repacked += v->type == r;
     for (const LayerWeights& l : packed->layers())
-      for (const WeightView& v : l.moe.gate) repacked += v.type == GgmlType::Q4_K_R;
+      for (const WeightView& v : l.moe.gate) repacked += v.type == r;
     EXPECT_GT(repacked, 0) << c.arch;
     EXPECT_EQ(packed->token_embd().type, stored->token_embd().type);
-    EXPECT_NE(packed->token_embd().type, GgmlType::Q4_K_R);
+    EXPECT_NE(packed->token_embd().type, r);
     EXPECT_EQ(packed->fingerprint(), stored->fingerprint());
     const auto prompt = random_prompt(stored->config().n_vocab, 40, 77);
     const std::vector<float> want = logits(*stored, prompt, 40, 1);
