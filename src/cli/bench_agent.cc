@@ -43,6 +43,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <span>
 #include <thread>
 #include <unordered_set>
 #include <vector>
@@ -86,6 +87,7 @@ struct BenchAgentArgs {
   std::string kv_memory = "2GiB";  // both modes' KV, side by side
   std::string json_out;
   bool profile = false;  // print where each change turn's time went (promptcache.timings)
+  bool verbose = false;  // print each turn's blocks and how the approximate run served them
 };
 
 // Deterministic text of `words` words from a small vocabulary, seeded by `seed`.
@@ -197,6 +199,7 @@ struct Turn {
   double ttft_ms[2] = {0, 0};
   json timings[2];  // promptcache.timings per mode
   int64_t checked = 0;  // approximate: tokens the check pass ran through layer 0
+  std::vector<std::string> block_lines;  // --verbose: the approximate run's blocks
 };
 
 double median(std::vector<double> v) {
@@ -219,6 +222,51 @@ std::vector<int32_t> prompt_ids(httplib::Client& cli, const json& body, std::str
     return {};
   }
   return json::parse(k->body)["tokens"].get<std::vector<int32_t>>();
+}
+
+std::string detokenize(httplib::Client& cli, std::span<const int32_t> ids) {
+  const json body = {{"tokens", std::vector<int32_t>(ids.begin(), ids.end())}};
+  const httplib::Result r = cli.Post("/detokenize", body.dump(), "application/json");
+  if (!r || r->status != 200) return "?";
+  return json::parse(r->body).value("content", std::string("?"));
+}
+
+// A short printable excerpt: control characters escaped, at most `max` bytes.
+std::string excerpt(const std::string& text, size_t max, bool tail) {
+  std::string t = tail && text.size() > max ? text.substr(text.size() - max) : text.substr(0, max);
+  std::string out;
+  for (char ch : t) {
+    if (ch == '\n') out += "\\n";
+    else if (uint8_t(ch) < 0x20) out += ' ';
+    else out += ch;
+  }
+  return out;
+}
+
+// --verbose: one line per block of the approximate run's plan (promptcache.blocks), runs
+// of blocks from the exact prefix or a continuation folded into one line.
+std::vector<std::string> block_lines(httplib::Client& cli, const std::vector<int32_t>& ids, const json& blocks) {
+  std::vector<std::string> out;
+  if (!blocks.is_array()) return out;
+  for (size_t i = 0; i < blocks.size();) {
+    const std::string src = blocks[i].value("source", std::string());
+    const int32_t begin = blocks[i].value("begin", 0);
+    size_t j = i + 1;
+    if (src == "exact" || src == "continued")
+      while (j < blocks.size() && blocks[j].value("source", std::string()) == src) ++j;
+    const int32_t end = blocks[j - 1].value("end", 0);
+    char head[96];
+    std::snprintf(head, sizeof head, "    %-9s [%5d, %5d) %4d tokens%s", src.c_str(), begin, end, end - begin,
+                  j - i > 1 ? (" in " + std::to_string(j - i) + " blocks").c_str() : "");
+    std::string line = head;
+    if (j - i == 1 && begin >= 0 && end <= int32_t(ids.size()) && begin < end) {
+      const std::string text = detokenize(cli, std::span<const int32_t>(ids).subspan(size_t(begin), size_t(end - begin)));
+      line += "  \"" + excerpt(text, 28, false) + "\" ... \"" + excerpt(text, 20, true) + "\"";
+    }
+    out.push_back(line);
+    i = j;
+  }
+  return out;
 }
 
 // Client-side measures over a session's prompts: the ideal (tokens whose preceding
@@ -358,6 +406,7 @@ int run_bench_agent(const BenchAgentArgs& a) {
         body["cache_salt"] = s.salt() + "-" + mode_name[mode];
         if (mode == 1 && a.budget >= 0) body["cache_reuse_budget"] = a.budget;
         if (mode == 1 && !a.policy.empty()) body["cache_reuse_policy"] = a.policy;
+        if (mode == 1 && a.verbose) body["cache_reuse_blocks"] = true;
         const StreamedChat c = stream_chat(cli, body.dump());
         error = c.error;
         if (!error.empty()) throw Error(std::string("bench agent: ") + mode_name[mode] + " session " +
@@ -373,6 +422,7 @@ int run_bench_agent(const BenchAgentArgs& a) {
         row->ttft_ms[mode] = c.ttft_ms;
         row->timings[mode] = pc.value("timings", json::object());
         if (mode == 1) row->checked = pc.value("checked_tokens", int64_t(0));
+        if (mode == 1 && a.verbose) row->block_lines = block_lines(cli, ids, pc.value("blocks", json::array()));
       }
       progress.step("turns (session " + std::to_string(si + 1) + "/" + std::to_string(a.sessions) + ")");
     }
@@ -466,6 +516,15 @@ int run_bench_agent(const BenchAgentArgs& a) {
                    {"approximate_change_over_exact_change", approx_over_exact},
                    {"approximate_change_over_compute", over}};
   if (a.profile) print_profile(turns, per_token, out);
+  if (a.verbose) {
+    std::printf("\nblocks of the approximate run (exact: the exact prefix; continued: an earlier approximate "
+                "request's KV; found: at another position in the block index; computed: not found)\n");
+    for (const Turn& r : turns) {
+      std::printf("session %d turn %d%s%s: %lld computed of %lld\n", r.session, r.turn, r.change.empty() ? "" : ", ",
+                  r.change.c_str(), (long long)r.computed[1], (long long)r.prompt);
+      for (const std::string& l : r.block_lines) std::printf("%s\n", l.c_str());
+    }
+  }
   if (!a.json_out.empty()) std::ofstream(a.json_out) << out.dump(2) << "\n";
   return 0;
 }
@@ -512,6 +571,10 @@ Run add_bench_agent(CLI::App& bench) {
               "Also print where each change turn's time went, per mode: assembly (block lookups, page copies "
               "with K rotated, the check pass, the policy's choice), forward passes, the rest (HTTP, "
               "rendering, sampling)");
+  c->add_flag("-v,--verbose", a->verbose,
+              "Also print, per turn, each block of the approximate run's prompt (a request part or a content "
+              "chunk of a long one) and whether its KV came from the exact prefix, was found at another "
+              "position, or was computed");
   return [a] {
     a->joined = a->documents == "joined";
     return run_bench_agent(*a);

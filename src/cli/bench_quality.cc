@@ -11,6 +11,11 @@
 //     inserted      [BOS][sys][b1][bX][b2][b3][b4][tail]   (a new block after b1)
 //     dropped       [BOS][sys][b1][r][b2][b3][tail] first, [BOS][sys][b1][b2][b3][tail]
 //                   second (earlier reasoning r dropped from the history)
+//     paragraph     [BOS][sys][p1¶p2¶p3¶p4¶p5][tail] first, [BOS][sys][p2¶p3¶p1¶p4¶p5][tail]
+//                   second: one long part of paragraphs joined by blank lines (¶), its
+//                   first paragraph moved inside it. The part is one request block, split
+//                   into content chunks by the server's own rule (server/chat/
+//                   content_chunks.h), so a moved paragraph is found chunk by chunk.
 //
 // The second request runs approximately (each policy and budget, on the engine that ran
 // the first one; approximate KV is never published, so each run sees the same cache) and
@@ -29,6 +34,7 @@
 
 #include "cli/commands.h"
 #include "cli/kv_type_flag.h"
+#include "server/chat/content_chunks.h"
 #include "cli/progress.h"
 #include "engine/engine.h"
 #include "engine/approximate/recompute_policy.h"
@@ -45,7 +51,7 @@ namespace {
 struct QualityArgs {
   KvType kv_type = KvType::kF16;  // --kv-type
   std::vector<std::string> models;
-  int prompts = 100;  // per kind of change (4 kinds: 400 prompts per model)
+  int prompts = 100;  // per kind of change (5 kinds: 500 prompts per model)
   std::vector<double> budgets{0, 0.05, 0.10, 0.15, 0.25};
   std::vector<std::string> policies{"prefix", "deviation", "impact"};
   int continuation = 16;
@@ -55,9 +61,9 @@ struct QualityArgs {
   std::string json_out;
 };
 
-enum Change { kReordered, kReplaced, kInserted, kDropped, kChanges };
+enum Change { kReordered, kReplaced, kInserted, kDropped, kParagraph, kChanges };
 const char* change_name(int c) {
-  static const char* names[] = {"reordered", "replaced", "inserted", "dropped"};
+  static const char* names[] = {"reordered", "replaced", "inserted", "dropped", "paragraph"};
   return names[c];
 }
 
@@ -163,13 +169,36 @@ int run_quality(const QualityArgs& a) {
       const int start = int(rng() % uint32_t(b.size() - n + 1));
       return std::vector<int32_t>(b.begin() + start, b.begin() + start + n);
     };
-    auto request = [&](const Blocks& parts, const std::string& tenant) {
+    // A blank line between paragraphs; its last token ends a paragraph (what
+    // server::paragraph_breaks marks in a rendered prompt).
+    const std::vector<int32_t> blank_line = tok.encode_continuation("\n\n", false);
+    if (blank_line.empty()) throw Error(path + ": the tokenizer gives no tokens for a blank line");
+    const server::ChunkOptions chunking;
+    // Paragraphs of a long part: at least chunking.min_part tokens with the blank lines,
+    // so the server's rule chunks it.
+    auto paragraphs = [&] {
+      Blocks ps;
+      size_t n = 0;
+      while (ps.size() < 5 || n < size_t(chunking.min_part)) {
+        ps.push_back(block(32, 64));
+        n += ps.back().size() + blank_line.size();
+      }
+      return ps;
+    };
+    // parts[i] is one request block; with `breaks`, parts whose tokens carry paragraph
+    // ends are split into content chunks.
+    auto request = [&](const Blocks& parts, const std::string& tenant, const std::vector<uint8_t>* part_breaks = nullptr) {
       GenerateRequest r;
       r.prompt = {tok.bos()};
-      for (const auto& p : parts) {
+      std::vector<uint8_t> breaks(1, 0);
+      for (size_t i = 0; i < parts.size(); ++i) {
+        const auto& p = parts[i];
         r.blocks.push_back({int32_t(r.prompt.size()), int32_t(r.prompt.size() + p.size())});
         r.prompt.insert(r.prompt.end(), p.begin(), p.end());
+        if (part_breaks && i == 1) breaks.insert(breaks.end(), part_breaks->begin(), part_breaks->end());
+        else breaks.resize(r.prompt.size(), 0);
       }
+      if (part_breaks) r.blocks = server::chunk_blocks(r.blocks, r.prompt, breaks, chunking);
       r.scope = CacheScope(tenant);
       r.max_tokens = a.continuation;
       r.stop_at_eog = false;
@@ -184,17 +213,40 @@ int run_quality(const QualityArgs& a) {
         const std::vector<int32_t> sys = block(24, 48), b1 = block(24, 64), b2 = block(24, 64), b3 = block(24, 64),
                                    b4 = block(24, 64), tail = block(12, 20), extra = block(24, 64);
         Blocks first, second;
+        std::vector<uint8_t> first_breaks, second_breaks;  // kParagraph: of the long part
+        // The paragraphs joined with blank lines, in the order given.
+        auto joined = [&](const Blocks& ps, std::vector<uint8_t>& breaks) {
+          std::vector<int32_t> part;
+          for (size_t k = 0; k < ps.size(); ++k) {
+            if (k > 0) {
+              part.insert(part.end(), blank_line.begin(), blank_line.end());
+              breaks.resize(part.size(), 0);
+              breaks.back() = server::kParagraphEnd;
+            }
+            part.insert(part.end(), ps[k].begin(), ps[k].end());
+          }
+          breaks.resize(part.size(), 0);
+          return part;
+        };
         switch (c) {
           case kReordered: first = {sys, b1, b2, b3, b4, tail}, second = {sys, b2, b3, b1, b4, tail}; break;
           case kReplaced: first = {sys, b1, b2, b3, b4, tail}, second = {sys, extra, b2, b3, b4, tail}; break;
           case kInserted: first = {sys, b1, b2, b3, b4, tail}, second = {sys, b1, extra, b2, b3, b4, tail}; break;
           case kDropped: first = {sys, b1, extra, b2, b3, tail}, second = {sys, b1, b2, b3, tail}; break;
+          case kParagraph: {
+            Blocks ps = paragraphs();
+            first = {sys, joined(ps, first_breaks), tail};
+            std::rotate(ps.begin(), ps.begin() + 1, ps.begin() + 3);  // p1 after p3
+            second = {sys, joined(ps, second_breaks), tail};
+            break;
+          }
         }
+        const bool chunked = c == kParagraph;
         const std::string tenant = "q" + std::to_string(i) + "." + std::to_string(c);
-        GenerateRequest req1 = request(first, tenant);
+        GenerateRequest req1 = request(first, tenant, chunked ? &first_breaks : nullptr);
         req1.max_tokens = 0;
         request_logits(warm, req1);
-        GenerateRequest req2 = request(second, tenant);
+        GenerateRequest req2 = request(second, tenant, chunked ? &second_breaks : nullptr);
         max_len = std::max<int64_t>(max_len, int64_t(req2.prompt.size()) + a.continuation);
         GenerateResult full_r;
         const auto t_cold = std::chrono::steady_clock::now();
@@ -291,7 +343,8 @@ Run add_bench_quality(CLI::App& bench) {
   CLI::App* q = bench.add_subcommand(
       "quality",
       "Approximate reuse vs full recomputation: top-1 agreement, KL and identical greedy continuations per "
-      "kind of change (block re-ordered, replaced, inserted, earlier reasoning dropped), recompute policy "
+      "kind of change (block re-ordered, replaced, inserted, earlier reasoning dropped, a paragraph moved inside a "
+      "long part), recompute policy "
       "and budget, on prompts built from text the model generates");
   q->add_option("-m,--model", a->models, "GGUF model files (one or more; trained models: the text is theirs)")
       ->required()->check(CLI::ExistingFile);

@@ -17,6 +17,7 @@
 #include "gguf/gguf.h"
 #include "kernels/cpu.h"
 #include "kernels/cpu_count.h"
+#include "kernels/int8_peak.h"
 #include "kernels/read_bandwidth.h"
 #include "kernels/thread_pool.h"
 #include "kv/kv_storage.h"
@@ -36,6 +37,7 @@ struct PrefillArgs {
   int batch_tokens = EngineOptions{}.max_batch_tokens;
   bool mmap = false;
   bool bandwidth = true;
+  bool int8_peak = true;
   std::vector<std::string> kernels{"auto"};
   std::vector<float> temperatures{0.f};  // decode sampling; 0 = greedy
   std::vector<KvType> kv_types{KvType::kF16};
@@ -77,6 +79,23 @@ int64_t decode_weight_bytes(const std::string& path, const ModelConfig& c) {
     if (t.name == "token_embd.weight" && f->tensor("output.weight")) continue;
     const bool experts = t.name.find("_exps.") != std::string::npos && c.moe.n_expert > 0;
     total += experts ? int64_t(t.nbytes) / c.moe.n_expert * c.moe.n_used : int64_t(t.nbytes);
+  }
+  return total;
+}
+
+// int8 multiply-adds a prompt token costs in the quantized matmuls of the blocks
+// (one per weight: the activations are quantized to int8, kernels/matmul.h); a MoE
+// layer counts its selected experts. The embedding lookup and the output head (run
+// for the prompt's last token only) are not per prompt token; float weights go
+// through float kernels and are not counted.
+int64_t prompt_int8_macs(const std::string& path, const ModelConfig& c) {
+  const auto f = GgufFile::open(path);
+  int64_t total = 0;
+  for (const GgufTensorInfo& t : f->tensors()) {
+    if (t.ne.size() < 2 || t.name == "token_embd.weight" || t.name == "output.weight") continue;
+    if (t.type == GgmlType::F32 || t.type == GgmlType::F16 || t.type == GgmlType::BF16) continue;
+    const bool experts = t.name.find("_exps.") != std::string::npos && c.moe.n_expert > 0;
+    total += experts ? t.n_elements() / c.moe.n_expert * c.moe.n_used : t.n_elements();
   }
   return total;
 }
@@ -163,6 +182,14 @@ int run_prefill(const PrefillArgs& a) {
               compare ? "  model" : "", several ? "  kernels  temperature  kv" : "");
   nlohmann::json rows = nlohmann::json::array();
   std::vector<double> best_decode(models.size(), 0);
+  struct PromptRate {  // a printed row's prompt rate, for the int8 peak share below
+    int tokens;
+    size_t model;
+    CpuLevel level;
+    double tok_per_s;
+    size_t row;
+  };
+  std::vector<PromptRate> prompt_rates;
   Progress progress("prefill", int64_t(a.lengths.size()) * a.repeat * int64_t(runs.size()));
   for (int n : a.lengths) {
     const size_t nl = runs.size();
@@ -213,6 +240,7 @@ int run_prefill(const PrefillArgs& a) {
                              a.decode > 0 ? nlohmann::json(median(all_tg[li])) : nlohmann::json(nullptr)},
                             {"decode_tokens_per_s_runs", a.decode > 0 ? nlohmann::json(all_tg[li]) : nlohmann::json(nullptr)}};
       if (compare) row["model"] = runs[li].model;
+      prompt_rates.push_back({n, runs[li].model, runs[li].level, best_pp[li], rows.size()});
       rows.push_back(row);
     }
     // Side by side: each model's medians against the first's (same kernels and temperature).
@@ -275,12 +303,40 @@ int run_prefill(const PrefillArgs& a) {
     }
     bw = compare ? per : per[0];
   }
+  // A prompt's quantized matmuls do one int8 multiply-add per weight and token:
+  // weights × prompt tokens/s against the machine's peak rate of them, measured
+  // with the instruction the level's kernels use, on the same threads. Attention
+  // and the rest of a prompt step (float) are in the tokens/s too, so the share
+  // is a lower bound of what the matmuls reach.
+  nlohmann::json peaks = nullptr;
+  if (a.int8_peak) {
+    std::vector<int64_t> macs(models.size());
+    for (size_t mi = 0; mi < models.size(); ++mi) macs[mi] = prompt_int8_macs(models[mi].path, models[mi].model->config());
+    ThreadPool pool(a.threads);
+    peaks = nlohmann::json::object();
+    for (CpuLevel l : levels) {
+      if (l == CpuLevel::Scalar || peaks.contains(cpu_level_name(l))) continue;
+      const Int8Peak pk = measure_int8_peak(pool, l);
+      peaks[cpu_level_name(l)] = {{"gmacs", pk.gmacs}, {"instruction", pk.instruction}};
+      std::printf("\nint8 peak (%s kernels): %.0f G multiply-adds/s (%s, %d threads, best of %d)\n",
+                  cpu_level_name(l).c_str(), pk.gmacs, pk.instruction, pk.threads, pk.passes);
+      for (const PromptRate& pr : prompt_rates) {
+        if (pr.level != l || macs[pr.model] == 0) continue;
+        const double g = double(macs[pr.model]) * pr.tok_per_s * 1e-9;
+        std::printf("  %s%d tokens: %.1f tok/s x %.1f M int8 weights = %.1f G multiply-adds/s: %.1f %% of the peak\n",
+                    compare ? ("model " + std::to_string(pr.model) + ", ").c_str() : "", pr.tokens, pr.tok_per_s,
+                    macs[pr.model] * 1e-6, g, pk.gmacs > 0 ? 100 * g / pk.gmacs : 0.0);
+        rows[pr.row]["int8_gmacs"] = g;
+        rows[pr.row]["int8_peak_share"] = pk.gmacs > 0 ? g / pk.gmacs : 0.0;
+      }
+    }
+  }
   if (!a.json_out.empty()) {
     nlohmann::json kernels = nlohmann::json::array();
     for (CpuLevel l : levels) kernels.push_back(cpu_level_name(l));
     nlohmann::json j = {{"bench", "prefill"}, {"model", a.model}, {"threads", a.threads}, {"kernels", kernels},
                         {"temperatures", a.temperatures}, {"seed", a.seed}, {"results", rows},
-                        {"bandwidth", bw}};
+                        {"bandwidth", bw}, {"int8_peak", peaks}};
     if (compare) j["models"] = paths;
     std::ofstream(a.json_out) << j.dump(2) << "\n";
   }
@@ -298,6 +354,10 @@ Run add_bench(CLI::App& app) {
   p->add_flag("!--no-bandwidth", a->bandwidth,
               "Skip measuring the memory read bandwidth (otherwise measured after the runs, on the same threads, "
               "and set against the weights decode streams a second)");
+  p->add_flag("!--no-int8-peak", a->int8_peak,
+              "Skip measuring the machine's int8 multiply-add peak (otherwise measured after the runs with the "
+              "instruction of the kernels in use, and set against the prompt's quantized matmuls: weights x "
+              "prompt tokens/s)");
   p->add_option("--tokens", a->lengths, "Prompt lengths (space- or comma-separated)")
       ->capture_default_str()->delimiter(',')->check(CLI::Range(1, 1 << 20));
   p->add_option("--decode", a->decode, "Tokens to decode after each prompt")

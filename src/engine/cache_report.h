@@ -115,7 +115,9 @@ struct ModuleEntryView {
 struct TierEntryView {
   std::string id;               // the entry key, hex
   std::string tier;             // "disk", ...
-  const char* kind = "prefix";  // "prefix", "module_segment" or "block"
+  // "prefix" (a chain link), "state" (a link with the recurrent state after it: hybrid
+  // models), "module_segment", "block" or "approximate"
+  const char* kind = "prefix";
   int64_t tokens = 0, bytes = 0;
   std::optional<double> expires_at;  // unix seconds the tier keeps it until (a lifetime)
 };

@@ -131,6 +131,18 @@ struct ReusePolicy {
   // extends the exact prefix (never at budget 1, which is the exact result). Off: every
   // approximate request starts from exact KV (bench quality measures one step so).
   bool continue_approximate = true;
+  // Report how each block of a plain prompt's plan was served (GenerateResult::blocks).
+  bool report_blocks = false;
+};
+
+// One block of a plain prompt's plan (KvPlan::blocks) and where its KV came from, in an
+// approximate request: the exact prefix, an earlier approximate request's KV continued
+// (ReusePolicy::continue_approximate), the block index (found at another position;
+// the recompute policy may still compute some of its tokens), or nowhere (computed).
+struct BlockReuse {
+  enum class Source { kExact, kContinued, kFound, kMissed };
+  int32_t begin = 0, end = 0;
+  Source source = Source::kMissed;
 };
 
 struct GenerateRequest {
@@ -199,6 +211,8 @@ struct GenerateResult {
   // kDeviation: tokens run through layer 0 for the deviation check (each costs about
   // 1 / n_layer of a computed token; not counted in n_computed).
   int64_t n_checked = 0;
+  // Approximate reuse of a plain prompt, when the request asked (ReusePolicy::report_blocks).
+  std::vector<BlockReuse> blocks;
   // Why approximate reuse was asked for but not applied (the request was answered
   // exactly): "recurrent layers" on models whose recurrent layers keep no per-token KV.
   std::string approximate_unavailable;

@@ -21,9 +21,11 @@ bool relocated_copy(PagePool& pool, const Model& model, std::span<const PageSlic
       const int32_t room = pool.page_size() - first.slot;
       const int32_t n = std::min(room, s.size() - done);
       if (n > 1 && !out.prepare_append(n - 1)) return false;
-      kv.copy_range(first.page, first.slot, s.page, s.begin + done, n);
+      if (rot)
+        rot->copy_slots(kv, first.page, first.slot, s.page, s.begin + done, n);
+      else
+        kv.copy_range(first.page, first.slot, s.page, s.begin + done, n);
       pool.set_fill(first.page, first.slot + n);
-      if (rot) rot->shift_slots(kv, first.page, first.slot, first.slot + n);
       done += n;
     }
   }

@@ -8,13 +8,7 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-// clang ignores GCC target pragmas; it takes the same target as an attribute.
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c")
-#endif
+#include "kernels/avx2_target_begin.inc"
 
 namespace pc {
 
@@ -95,11 +89,7 @@ void fixed_exp8_avx2(float* x, int n) {
 
 }  // namespace pc
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+#include "kernels/avx2_target_end.inc"
 
 #else  // not x86
 

@@ -39,12 +39,7 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c")
-#endif
+#include "kernels/avx2_target_begin.inc"
 
 
 #include "kernels/matmul_avx2_shared.h"  // after the pragma: compiled for AVX2 here
@@ -566,11 +561,7 @@ void quantize_row_avx2(const float* x, int64_t k, const ActLayout& l, uint8_t* o
 }  // namespace
 }  // namespace pc::kern
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+#include "kernels/avx2_target_end.inc"
 
 // Entry points: plain (baseline) code that only hands out the AVX2 functions.
 namespace pc::kern {

@@ -33,12 +33,7 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c")
-#endif
+#include "kernels/avx2_target_begin.inc"
 
 #include "kernels/matmul_avx2_shared.h"  // hsum8, h2f, q4k_scmn, q4k_mins_pattern
 
@@ -331,11 +326,7 @@ void run_task(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c
 }  // namespace
 }  // namespace pc::kern
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+#include "kernels/avx2_target_end.inc"
 
 namespace pc::kern {
 

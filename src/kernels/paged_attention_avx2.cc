@@ -29,13 +29,7 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-// clang ignores GCC target pragmas; it takes the same target as an attribute.
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c")
-#endif
+#include "kernels/avx2_target_begin.inc"
 
 #include "kernels/kv_block_levels.h"
 
@@ -612,11 +606,7 @@ bool attention_merge_avx2(int head_dim, const AttentionState* parts, int n_seg, 
 }
 
 }  // namespace pc
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+#include "kernels/avx2_target_end.inc"
 
 #else  // not x86-64: never called (cpu_level() is Scalar)
 

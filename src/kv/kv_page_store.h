@@ -37,6 +37,7 @@
 #include <span>
 #include <vector>
 
+#include "kernels/k_relocate.h"
 #include "kernels/kv_quant.h"
 
 namespace pc {
@@ -114,6 +115,11 @@ class KvPageStore {
   // Copies slots [src_slot, src_slot + n) of src to [dst_slot, dst_slot + n) of dst
   // (K, V, positions).
   virtual void copy_range(int32_t dst, int dst_slot, int32_t src, int src_slot, int n) = 0;
+  // copy_range with the keys rotated on the way, layer l's by rot[l] (rot: [n_layer];
+  // kernels/k_relocate.h): the bytes decoding them, running Rope::apply and storing
+  // them back would leave (RoPE relocation). V and positions are copied unchanged.
+  virtual void copy_range_rotated(int32_t dst, int dst_slot, int32_t src, int src_slot, int n,
+                                  const KeyRotation* rot) = 0;
 
   // Runs op over the keys of slots [first, end) of `page`, once per layer and
   // KV head, and keeps the result (RoPE relocation); the other slots keep their

@@ -86,24 +86,31 @@ void KvStorage::read_slot(int layer, int32_t page, int slot, float* k_out, float
 void KvStorage::copy_slots(int32_t dst, int32_t src, int n_slots) { copy_range(dst, 0, src, 0, n_slots); }
 
 void KvStorage::copy_range(int32_t dst, int dst_slot, int32_t src, int src_slot, int n) {
+  copy_range_rotated(dst, dst_slot, src, src_slot, n, nullptr);
+}
+
+void KvStorage::copy_range_rotated(int32_t dst, int dst_slot, int32_t src, int src_slot, int n,
+                                   const KeyRotation* rot) {
+  if (n <= 0) return;
   const KvShape& s = shape();
   const int P = s.page_size, hd = s.head_dim;
   const size_t rb = s.row_bytes();
-  for (int l = 0; l < s.n_layer; ++l)
+  for (int l = 0; l < s.n_layer; ++l) {
+    const KeyRotation* r = rot ? &rot[l] : nullptr;
     for (int h = 0; h < s.n_kv_head; ++h) {
       const size_t slab = size_t(h) * P * rb;  // the head's K (or V) slab, bytes
       if (!f16()) {
-        std::memcpy(k_bytes(dst, l) + slab + dst_slot * rb, k_bytes(src, l) + slab + src_slot * rb, n * rb);
-      } else if (dst_slot == 0 && src_slot == 0) {
+        copy_k_rows(s.kv_type, k_bytes(dst, l) + slab + dst_slot * rb, k_bytes(src, l) + slab + src_slot * rb, n, hd,
+                    r, scratch_);
+      } else if (!r && dst_slot == 0 && src_slot == 0) {
         copy_k_slots(k(dst, l) + size_t(h) * P * hd, k(src, l) + size_t(h) * P * hd, P, hd, n);
       } else {
-        uint16_t* kd = k(dst, l) + size_t(h) * P * hd;
-        const uint16_t* ks = k(src, l) + size_t(h) * P * hd;
-        for (int t = 0; t < n; ++t)
-          for (int d = 0; d < hd; ++d) kd[k_index(P, hd, dst_slot + t, d)] = ks[k_index(P, hd, src_slot + t, d)];
+        copy_k_f16(k(dst, l) + size_t(h) * P * hd, dst_slot, k(src, l) + size_t(h) * P * hd, src_slot, n, P, hd, r,
+                   scratch_);
       }
       std::memcpy(v_bytes(dst, l) + slab + dst_slot * rb, v_bytes(src, l) + slab + src_slot * rb, n * rb);
     }
+  }
   std::memcpy(pos(dst) + dst_slot, pos(src) + src_slot, size_t(n) * sizeof(int32_t));
 }
 

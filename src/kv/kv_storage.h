@@ -53,6 +53,8 @@ class KvStorage final : public KvPageStore {
   void read_slot(int layer, int32_t page, int slot, float* k_out, float* v_out) const override;
   void copy_slots(int32_t dst, int32_t src, int n_slots) override;
   void copy_range(int32_t dst, int dst_slot, int32_t src, int src_slot, int n) override;
+  void copy_range_rotated(int32_t dst, int dst_slot, int32_t src, int src_slot, int n,
+                          const KeyRotation* rot) override;
   void update_keys(int32_t page, int first, int end, KeyRowsOp& op) override;
   void read_page(int32_t page, int n_slots, uint8_t* out) const override;
   void write_page(int32_t page, const uint8_t* bytes) override;
@@ -64,6 +66,7 @@ class KvStorage final : public KvPageStore {
   bool f16() const { return shape().kv_type == KvType::kF16; }
   size_t bytes_ = 0;
   uint8_t* data_ = nullptr;  // anonymous mapping of n_pages * bytes_per_page()
+  KeyCopyScratch scratch_;   // copy_range's buffers (engine thread only)
 };
 
 }  // namespace pc

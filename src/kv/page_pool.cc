@@ -38,6 +38,12 @@ void PagePool::push_free(int32_t page) {
   free_tail_ = page;
 }
 
+void PagePool::push_freed(int32_t page) {
+  next_free_[page] = free_head_;
+  free_head_ = page;
+  if (free_tail_ < 0) free_tail_ = page;
+}
+
 int32_t PagePool::pop_free() {
   const int32_t page = free_head_;
   if (page < 0) return -1;
@@ -81,7 +87,7 @@ void PagePool::unref(int32_t page) {
   const State after = state(page);
   --n_state_[kInUse];
   ++n_state_[after];
-  if (after == kFree) push_free(page);
+  if (after == kFree) push_freed(page);
 }
 
 void PagePool::ref_cache(int32_t page) {
@@ -102,7 +108,7 @@ bool PagePool::unref_cache(int32_t page) {
   --n_state_[before];
   ++n_state_[after];
   if (after != kFree) return false;
-  push_free(page);
+  push_freed(page);
   return true;
 }
 

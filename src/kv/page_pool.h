@@ -27,8 +27,12 @@
 // page may back several entries; the tree, which knows leaves and locks, is the right
 // place for the LRU, and the pool stays a plain refcount array. Consequently the free
 // list never has a page removed from its middle (a cache hit never touches it) and a
-// singly linked FIFO queue suffices: pages freed first are reused first, which makes
-// page ids in tests predictable (initially 0, 1, 2, ...).
+// singly linked list suffices: the pages never used wait at its tail in id order
+// (initially 0, 1, 2, ...) and a released page goes to its head, so it is the next one
+// handed out. A store's memory is provided by the OS on first write (KvStorage), and
+// first writes cost a page fault and zeroing each: reusing released pages first (a
+// check pass's scratch pages for the copies and forward passes of the same request)
+// keeps that cost to the pages the pool really needs at once.
 //
 // Simulated mode: constructed from a KvShape alone, the pool has no page store and
 // copy_slots() is a no-op, so data-structure tests are exact and cheap.
@@ -134,7 +138,8 @@ class PagePool {
     return seq_refs_[page] > 0 ? kInUse : cache_refs_[page] > 0 ? kCached : kFree;
   }
   void init(int32_t n_pages);
-  void push_free(int32_t page);
+  void push_free(int32_t page);   // at the tail: the pages never used, in id order
+  void push_freed(int32_t page);  // at the head: a page released, reused first
   int32_t pop_free();
   void check_page(int32_t page) const;
 
@@ -146,8 +151,8 @@ class PagePool {
   std::vector<int32_t> cache_refs_;  // [n_pages]
   std::vector<int32_t> fill_;        // [n_pages] slots, 0..page_size
   std::vector<int32_t> next_free_;   // [n_pages] next page on the free list, -1 = last
-  int32_t free_head_ = -1;           // popped by alloc()
-  int32_t free_tail_ = -1;           // freed pages are appended here
+  int32_t free_head_ = -1;           // popped by alloc(); released pages are pushed here
+  int32_t free_tail_ = -1;           // never-used pages are appended here (construction)
   int32_t n_state_[3] = {0, 0, 0};   // pages per State
   int32_t n_cache_held_ = 0;         // pages with cache_refs > 0
 };

@@ -207,7 +207,7 @@ void Forward::run_to_layer(std::span<const BatchEntry> batch, std::span<const Se
   if (c.n_recurrent > 0) throw Error("run_to_layer: not available for models with recurrent layers");
   begin_batch(batch, seqs);
   run_layers(layer, batch, seqs);
-  project_qkv(layer, m);
+  project_qkv(layer, m, /*with_q=*/q_out != nullptr);  // (layer `layer`'s queries only when asked for)
   for (int64_t h = 0; h < c.n_kv_head; ++h) store_kv(layer, h, m);
   // As stored: read back from the slots (F16, or dequantized).
   for (int64_t i = 0; i < m; ++i)
@@ -298,7 +298,7 @@ void Forward::store_kv(int layer, int64_t h, int64_t m) {
                   v_.data() + h * hd, size_t(kvd));
 }
 
-void Forward::project_qkv(int l, int64_t m) {
+void Forward::project_qkv(int l, int64_t m, bool with_q) {
   const ModelConfig& c = model_.config();
   const LayerWeights& w = model_.layers()[l];
   const Rope& rope = ropes_[layer_rope_[l]];
@@ -310,9 +310,18 @@ void Forward::project_qkv(int l, int64_t m) {
   });
   const bool gated = c.layers[l].attn_gate;
   const MatmulOut qkv[] = {{w.wq, gated ? qg_.data() : q_.data()}, {w.wk, k_.data()}, {w.wv, v_.data()}};
-  matmul_many(qkv, xn_.data(), m, pool_);
+  matmul_many(std::span<const MatmulOut>(qkv).subspan(with_q ? 0 : 1), xn_.data(), m, pool_);
   // Biases, Q/K norms and RoPE, row by row on any thread.
   for_rows(pool_, m, [&](int64_t i) {
+    const float* cs = cs_layer + i * c.n_rot;
+    add_bias(k_.data(), w.bk, i, kvd);
+    add_bias(v_.data(), w.bv, i, kvd);
+    for (int64_t h = 0; h < c.n_kv_head; ++h) {
+      float* kh = k_.data() + i * kvd + h * hd;
+      if (!w.k_norm.empty()) rms_norm(kh, w.k_norm.data(), kh, hd, c.rms_eps);
+      rope.apply(kh, cs);
+    }
+    if (!with_q) return;
     if (gated)  // per head [q | gate] → q_ and gatt_
       for (int64_t h = 0; h < c.n_head; ++h) {
         const float* src = qg_.data() + i * 2 * qd + h * 2 * hd;
@@ -320,18 +329,10 @@ void Forward::project_qkv(int l, int64_t m) {
         std::copy(src + hd, src + 2 * hd, gatt_.data() + i * qd + h * hd);
       }
     add_bias(q_.data(), w.bq, i, qd);
-    add_bias(k_.data(), w.bk, i, kvd);
-    add_bias(v_.data(), w.bv, i, kvd);
-    const float* cs = cs_layer + i * c.n_rot;
     for (int64_t h = 0; h < c.n_head; ++h) {
       float* qh = q_.data() + i * qd + h * hd;
       if (!w.q_norm.empty()) rms_norm(qh, w.q_norm.data(), qh, hd, c.rms_eps);
       rope.apply(qh, cs);
-    }
-    for (int64_t h = 0; h < c.n_kv_head; ++h) {
-      float* kh = k_.data() + i * kvd + h * hd;
-      if (!w.k_norm.empty()) rms_norm(kh, w.k_norm.data(), kh, hd, c.rms_eps);
-      rope.apply(kh, cs);
     }
   });
 }

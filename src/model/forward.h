@@ -98,8 +98,9 @@ class Forward {
   void reserve(int64_t m, int64_t n_logits);
   // Embeddings, RoPE angles and slot mapping of a batch; positions written.
   void begin_batch(std::span<const BatchEntry> batch, std::span<const SeqKv> seqs);
-  // Normed input, Q/K/V projections, biases, Q/K norms and RoPE of a layer (q_, k_, v_).
-  void project_qkv(int layer, int64_t m);
+  // Normed input, Q/K/V projections, biases, Q/K norms and RoPE of a layer (q_, k_, v_);
+  // without Q when !with_q (run_to_layer's last layer, when no queries are asked for).
+  void project_qkv(int layer, int64_t m, bool with_q = true);
   void attention_block(int layer, std::span<const BatchEntry> batch, std::span<const SeqKv> seqs);
   bool plan_split(int64_t n_blocks, int group);
   void ffn_block(int layer, int64_t m);

@@ -27,6 +27,12 @@ class KeyShift::Op final : public KeyRowsOp {
     }
     n_rot_ = c.n_rot;
   }
+  // Layer l's rotation as the stores' copies take it: the same angles, pairs and layout.
+  KeyRotation rotation(const Model& model, int layer) const {
+    const Rope& rope = ropes_[size_t(layer)];
+    return KeyRotation{cs_.data() + size_t(layer * n_rot_), int(rope.n_pairs()),
+                       model.rope_params(layer, /*with_attn_factor=*/false).neox};
+  }
   void apply(int layer, float* rows, int n_rows) override {
     const size_t hd = size_t(head_dim_);
     const Rope& rope = ropes_[size_t(layer)];
@@ -44,7 +50,11 @@ class KeyShift::Op final : public KeyRowsOp {
   int head_dim() const { return head_dim_; }
 };
 
-KeyShift::KeyShift(const Model& model, int32_t shift) : shift_(shift), op_(std::make_unique<Op>(model, shift)) {}
+KeyShift::KeyShift(const Model& model, int32_t shift) : shift_(shift), op_(std::make_unique<Op>(model, shift)) {
+  const int n_layer = int(model.config().n_layer);
+  layers_.reserve(size_t(n_layer));
+  for (int l = 0; l < n_layer; ++l) layers_.push_back(op_->rotation(model, l));
+}
 KeyShift::~KeyShift() = default;
 
 void KeyShift::rotate(int layer, float* rows, int n_rows, KvType type) {
@@ -65,6 +75,13 @@ void KeyShift::shift_slots(KvPageStore& kv, int32_t page, int32_t first, int32_t
   if (first >= n_slots) return;
   kv.update_keys(page, first, n_slots, *op_);
   for (int s = first; s < n_slots; ++s) kv.pos(page)[s] += shift_;
+}
+
+void KeyShift::copy_slots(KvPageStore& kv, int32_t dst, int32_t dst_slot, int32_t src, int32_t src_slot,
+                          int32_t n) {
+  if (n <= 0) return;
+  kv.copy_range_rotated(dst, dst_slot, src, src_slot, n, layers_.data());
+  for (int s = dst_slot; s < dst_slot + n; ++s) kv.pos(dst)[s] += shift_;
 }
 
 void shift_positions(const Model& model, KvPageStore& kv, int32_t page, int32_t n_slots, int32_t shift) {

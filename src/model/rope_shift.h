@@ -11,6 +11,7 @@
 #include <memory>
 #include <vector>
 
+#include "kernels/k_relocate.h"
 #include "kernels/kv_quant.h"
 
 namespace pc {
@@ -33,11 +34,16 @@ class KeyShift {
   // Rotates the K of slots [first, n_slots) of `page` (every layer and KV head) and
   // adds the shift to their position ids; slots below `first` are left as they are.
   void shift_slots(KvPageStore& kv, int32_t page, int32_t first, int32_t n_slots);
+  // Copies slots [src_slot, src_slot + n) of page `src` to [dst_slot, dst_slot + n) of
+  // `dst` with K rotated (one pass, KvPageStore::copy_range_rotated) and their
+  // positions moved by the shift: the bytes of copy_range then shift_slots.
+  void copy_slots(KvPageStore& kv, int32_t dst, int32_t dst_slot, int32_t src, int32_t src_slot, int32_t n);
 
  private:
   class Op;
   int32_t shift_;
   std::unique_ptr<Op> op_;
+  std::vector<KeyRotation> layers_;  // [n_layer] op_'s angles, for the stores' copies
   std::vector<uint8_t> row_;  // rotate(): one quantized row
 };
 

@@ -206,6 +206,7 @@ bool DiskTier::load_header(const std::string& path, uint64_t key_from_name, Item
           item->n_tokens = h.value.n_tokens();
           item->start = h.value.link.start;
           item->ns = std::move(h.value.ns);
+          item->state = h.value.has_state();
           ok = true;
         }
       }
@@ -309,7 +310,8 @@ TierStatus DiskTier::put(std::span<const uint8_t> entry_bytes, int64_t keep_seco
   }
   if (keep_until > 0) write_keep(key, keep_until);
   lru_.push_front(key);
-  Item item{key, size, h.value.n_tokens(), h.value.link.start, std::move(h.value.ns), keep_until};
+  Item item{key, size, h.value.n_tokens(), h.value.link.start, std::move(h.value.ns), keep_until,
+            h.value.has_state()};
   tokens_ += item.n_tokens;
   items_.emplace(key, Slot{std::move(item), lru_.begin()});
   bytes_ += size;

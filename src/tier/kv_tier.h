@@ -34,6 +34,7 @@ struct TierItem {
   int32_t start = 0;  // the link's first token in its prefix (tier/entry_key.h)
   KvNamespace ns;
   int64_t keep_until = 0;  // unix seconds the tier keeps it until (put's keep_seconds); 0: none
+  bool state = false;      // a state entry: the link's KV and the recurrent state after it
 };
 
 class KvTier {

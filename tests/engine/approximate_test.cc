@@ -149,6 +149,35 @@ TEST(Approximate, EachPolicyRecomputesTowardsFullWithQuantizedKv) {
   }
 }
 
+// The check pass runs every token it checks through layer 0 in steps of up to
+// max_batch_tokens, whatever the candidate boundaries: a token's scores do not depend on
+// the tokens beside it in a step, so steps of 3 tokens choose the same tokens to recompute
+// as steps of 512 (one step), and the answer is bitwise the same.
+TEST(Approximate, CheckPassScoresDoNotDependOnItsSteps) {
+  Fixture f;
+  const auto first = f.request({f.sys, f.a, f.b, f.user});
+  const std::vector<std::vector<int32_t>> moved = {f.sys, f.b, f.a, f.user};
+  for (RecomputePolicy policy : {RecomputePolicy::kDeviation, RecomputePolicy::kImpact}) {
+    SCOPED_TRACE(recompute_policy_name(policy));
+    std::vector<float> logits[2];
+    GenerateResult r[2];
+    for (int i = 0; i < 2; ++i) {
+      EngineOptions o;  // block_engine()'s, with steps of 512 or 3 tokens
+      o.kv_memory_bytes = 32 << 20;
+      o.threads = 1;
+      o.max_batch_tokens = i == 0 ? 512 : 3;
+      Engine e(*f.model, o);
+      e.generate(first);
+      logits[i] = request_logits(e, f.request(moved, CacheReuse::kApproximate, 0.25, policy), &r[i]);
+    }
+    EXPECT_GT(r[0].n_checked, 3);
+    EXPECT_EQ(r[0].n_checked, r[1].n_checked);
+    EXPECT_EQ(r[0].n_recomputed, r[1].n_recomputed);
+    EXPECT_GT(r[0].n_recomputed, 0);
+    EXPECT_TRUE(bitwise(logits[0], logits[1]));
+  }
+}
+
 TEST(Approximate, ExactUnlessAsked) {
   Fixture f;
   const std::vector<std::vector<int32_t>> moved = {f.sys, f.b, f.a, f.user};

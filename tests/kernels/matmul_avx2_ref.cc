@@ -14,12 +14,7 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c")
-#endif
+#include "kernels/avx2_target_begin.inc"
 
 namespace pc::test::ref {
 
@@ -461,11 +456,7 @@ TaskKernel kernel_for(GgmlType t) {
 }  // namespace
 }  // namespace pc::test::ref
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+#include "kernels/avx2_target_end.inc"
 
 // Plain (baseline) code from here on: no AVX2-compiled template instances.
 namespace pc::test::ref {

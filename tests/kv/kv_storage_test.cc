@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "gguf/quants.h"
+#include "kernels/elementwise.h"
 
 namespace pc {
 namespace {
@@ -256,6 +257,75 @@ TEST(KvStorage, QuantizedUpdateKeysRequantizesEachRow) {
         }
       }
   }
+}
+
+
+// Each layer's RoPE by a fixed shift (its own base, both pair layouts, n_rot below
+// head_dim on odd layers), as a KeyRowsOp (the element-wise path: update_keys) and as
+// the per-layer KeyRotation copy_range_rotated takes.
+struct LayerRopes final : KeyRowsOp {
+  int hd;
+  std::vector<Rope> ropes;
+  std::vector<std::vector<float>> cs;
+  std::vector<KeyRotation> rot;
+  LayerRopes(int n_layer, int head_dim, int32_t shift, bool neox) : hd(head_dim) {
+    for (int l = 0; l < n_layer; ++l) {
+      const int n_rot = l % 2 ? head_dim / 2 : head_dim;
+      ropes.emplace_back(RopeParams{n_rot, 10000.f * float(l + 1), 1.f, neox});
+      cs.emplace_back(size_t(n_rot));
+      ropes.back().angles(shift, cs.back().data());
+    }
+    for (int l = 0; l < n_layer; ++l) rot.push_back({cs[size_t(l)].data(), int(ropes[size_t(l)].n_pairs()), neox});
+  }
+  void apply(int layer, float* rows, int n) override {
+    for (int r = 0; r < n; ++r) ropes[size_t(layer)].apply(rows + size_t(r) * hd, cs[size_t(layer)].data());
+  }
+};
+
+// copy_range_rotated leaves exactly the bytes of copy_range then update_keys with the
+// same rotation (what relocation did in two passes), for every KV type, at unaligned
+// slot ranges of pages whose last block is narrow; V, positions and the other slots
+// untouched.
+TEST(KvStorage, CopyRangeRotatedEqualsCopyThenUpdateKeys) {
+  std::mt19937 rng(37);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  for (KvType t : {KvType::kF16, KvType::kQ8_0, KvType::kQ4_0})
+    for (bool neox : {false, true}) {
+      const KvShape shape{3, 2, 32, 20, t};
+      KvStorage fused(shape, 4), twice(shape, 4);
+      // Pages 0 and 1: random keys and values in every slot; pages 2 and 3 the targets,
+      // filled too so that kept slots are visible.
+      for (int32_t page = 0; page < 4; ++page) {
+        std::vector<KvSlot> slots;
+        for (int s = 0; s < shape.page_size; ++s) slots.push_back({page, s});
+        std::vector<float> k(size_t(shape.page_size) * 32), v(k.size());
+        for (int l = 0; l < shape.n_layer; ++l)
+          for (int h = 0; h < shape.n_kv_head; ++h) {
+            for (float& x : k) x = nd(rng);
+            for (float& x : v) x = nd(rng);
+            fused.write_slots(l, h, slots, k.data(), v.data(), 32);
+            twice.write_slots(l, h, slots, k.data(), v.data(), 32);
+          }
+        for (int s = 0; s < shape.page_size; ++s) fused.pos(page)[s] = twice.pos(page)[s] = page * 100 + s;
+      }
+      for (int rep = 0; rep < 20; ++rep) {
+        const int n = 1 + int(rng() % 20);
+        const int ss = int(rng() % uint32_t(21 - n)), ds = int(rng() % uint32_t(21 - n));
+        const int32_t src = int32_t(rng() % 2), dst = 2 + int32_t(rng() % 2);
+        LayerRopes ropes(shape.n_layer, 32, int32_t(rng() % 3000) - 1500, neox);
+        fused.copy_range_rotated(dst, ds, src, ss, n, ropes.rot.data());
+        twice.copy_range(dst, ds, src, ss, n);
+        twice.update_keys(dst, ds, ds + n, ropes);
+        for (int32_t page = 0; page < 4; ++page) {
+          std::vector<uint8_t> a(shape.bytes_per_page()), b(a.size());
+          fused.read_page(page, shape.page_size, a.data());
+          twice.read_page(page, shape.page_size, b.data());
+          ASSERT_EQ(a, b) << kv_type_name(t) << (neox ? " neox" : "") << " page " << page << ": " << n << " slots "
+                          << src << ":" << ss << " -> " << dst << ":" << ds;
+          ASSERT_EQ(0, std::memcmp(fused.pos(page), twice.pos(page), shape.page_size * sizeof(int32_t)));
+        }
+      }
+    }
 }
 
 }  // namespace

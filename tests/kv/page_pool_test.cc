@@ -18,10 +18,14 @@ TEST(PagePool, AllocatesInOrderAndCounts) {
   EXPECT_EQ(pool.n_in_use(), 2);
   EXPECT_EQ(pool.n_free(), 2);
   EXPECT_EQ(pool.bytes_in_use(), 32u);
-  pool.unref(0);  // freed pages are reused after the never-used ones (FIFO)
-  EXPECT_EQ(pool.alloc(), 2);
-  EXPECT_EQ(pool.alloc(), 3);
+  pool.unref(0);  // a released page is reused before the never-used ones
   EXPECT_EQ(pool.alloc(), 0);
+  EXPECT_EQ(pool.alloc(), 2);
+  pool.unref(1);
+  pool.unref(0);  // the last released first
+  EXPECT_EQ(pool.alloc(), 0);
+  EXPECT_EQ(pool.alloc(), 1);
+  EXPECT_EQ(pool.alloc(), 3);
   EXPECT_EQ(pool.alloc(), -1);  // nothing free, no reclaimer
   pool.check_invariants();
 }

@@ -491,8 +491,8 @@ TEST_F(SmallPoolTest, CachedPagesServeHitsUntilReallocated) {
   EXPECT_EQ(pool_.n_free(), 0);
   EXPECT_EQ(match_len(cat(a, {0})), 8);  // still a hit
 
-  ASSERT_TRUE(x.prepare_append(1));  // no free page: A is evicted, page 0 reused
-  EXPECT_EQ(entries_of(x), (std::vector<PageEntry>{{2, 4}, {3, 4}, {0, 1}}));
+  ASSERT_TRUE(x.prepare_append(1));  // no free page: A is evicted, its last released page reused
+  EXPECT_EQ(entries_of(x), (std::vector<PageEntry>{{2, 4}, {3, 4}, {1, 1}}));
   EXPECT_EQ(match_len(cat(a, {0})), 0);
   EXPECT_EQ(index_.stats().evicted, 1);
   EXPECT_EQ(pool_.n_in_use(), 3);
@@ -502,9 +502,9 @@ TEST_F(SmallPoolTest, CachedPagesServeHitsUntilReallocated) {
   PageTable y(pool_);
   EXPECT_FALSE(y.prepare_append(8));  // one page free, nothing to evict
   EXPECT_EQ(pool_.n_free(), 1);
-  EXPECT_EQ(pool_.alloc(), 1);
+  EXPECT_EQ(pool_.alloc(), 0);
   EXPECT_EQ(pool_.alloc(), -1);
-  pool_.unref(1);
+  pool_.unref(0);
 }
 
 }  // namespace

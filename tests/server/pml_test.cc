@@ -121,6 +121,22 @@ TEST_F(Pml, ErrorsNameLineAndColumn) {
   EXPECT_EQ(tail.status, 400) << tail.raw;
 }
 
+// cache_reuse_blocks lists a chat prompt's blocks; a PML prompt is made of modules, so the
+// route says so (400 naming the field) instead of answering an empty list.
+TEST_F(Pml, CacheReuseBlocksIsRefusedNamingTheField) {
+  const Reply schema = put("story", kSchema);  // 201 created, 200 when an earlier test put it
+  ASSERT_TRUE(schema.status == 200 || schema.status == 201) << schema.raw;
+  json req = pml_request(kPrompt);
+  req["cache_reuse"] = "approximate";
+  req["cache_reuse_blocks"] = true;
+  Reply bad = post(c, "/v1/pml/completions", req);
+  EXPECT_EQ(bad.status, 400) << bad.raw;
+  EXPECT_EQ(bad.body["error"]["param"], "cache_reuse_blocks") << bad.raw;
+  req.erase("cache_reuse_blocks");
+  Reply ok = post(c, "/v1/pml/completions", req);
+  EXPECT_EQ(ok.status, 200) << ok.raw;
+}
+
 TEST_F(Pml, SecondCompletionReusesModulesWithTheSameText) {
   ASSERT_EQ(put("story", kSchema, "?cache_salt=reuse").status / 100, 2);
   json req = pml_request(kPrompt);

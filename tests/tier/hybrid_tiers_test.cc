@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "engine/cache_admin.h"
 #include "engine/engine.h"
 #include "engine/kv_tiers.h"
 #include "model/model.h"
@@ -105,6 +106,16 @@ TEST_F(HybridTiersTest, ConversationResumesAfterARestartFromTheDisk) {
     EXPECT_GT(c.state_bytes_written, 5 * int64_t(RecurrentState(model->config()).bytes()));
   }
   EXPECT_EQ(state_files().size(), 5u);
+  {  // the listing marks them, after a restart too (kind from the entry header)
+    auto listed = engine(dir);
+    int states = 0, links = 0;
+    for (const TierEntryView& v : listed->cache().tier_entries(CacheScope())) {
+      states += std::string(v.kind) == "state";
+      links += std::string(v.kind) == "prefix";
+    }
+    EXPECT_EQ(states, 5);
+    EXPECT_GT(links, 0);
+  }
   const int32_t n = int32_t(p1.size());
   auto cold = engine("", "", false);
   struct Case {

@@ -83,10 +83,20 @@ bool ApproximateReuse::assemble_blocks(Seq& s, int32_t exact) {
   continue_approximate(s, &t);
   const int32_t continued = t - exact;
   const int32_t n = int32_t(s.tokens.size());
+  const bool report = s.req.reuse.report_blocks && !s.assembled_once;
+  if (report) s.result.blocks.clear();
+  auto note = [&](const KvBlock& b, BlockReuse::Source src) {
+    if (report) s.result.blocks.push_back({b.begin, b.end, src});
+  };
   for (const KvBlock& b : s.plan.blocks) {
     // A block the exact prefix covers in part is reused from where the prefix ends.
-    if (b.end <= t || b.end > n || b.begin >= b.end) continue;
+    if (b.end <= t || b.end > n || b.begin >= b.end) {
+      note(b, b.end <= exact ? BlockReuse::Source::kExact : b.end <= t ? BlockReuse::Source::kContinued
+                                                                       : BlockReuse::Source::kMissed);
+      continue;
+    }
     std::optional<BlockHit> hit = find_block(s, b);
+    note(b, hit ? BlockReuse::Source::kFound : BlockReuse::Source::kMissed);
     if (!hit) continue;
     const int32_t end = std::min(b.end, n - 1);
     const int32_t lo = std::max(b.begin, t);

@@ -39,77 +39,106 @@ bool check_pass(Forward& fwd, PagePool& pages, int max_batch_tokens, const Engin
   std::vector<float> fresh_k, fresh_v;  // layer-1 K/V as stored
   std::vector<float> q;
   std::vector<BatchEntry> batch;
-  // Layer 0 over tokens [b, e) appended to the scratch table, then the deviations of
-  // the candidate tokens among them.
-  auto check = [&](int32_t b, int32_t e, int cand) -> bool {
-    for (int32_t at = b; at < e;) {
-      const int32_t m = std::min<int32_t>(e - at, max_batch_tokens);
+  // Tokens [b, e) of candidate `cand` (-1: context for the candidates' layer 0), queued in
+  // prompt order and run through layer 0 together, max_batch_tokens a forward step
+  // whatever the candidate boundaries (a token's K/V does not depend on its batch).
+  struct Segment {
+    int32_t b, e;
+    int cand;
+  };
+  std::vector<Segment> queue, pieces;
+  // The deviations of the candidate tokens [at, at + m) of `cand`, rows j0... of this step.
+  auto score = [&](int cand, int32_t at, int32_t m, int32_t j0, int32_t slot0) {
+    ScopedMs timer(timings.check_score_ms);
+    const ReuseCandidate& rc = cands[size_t(cand)];
+    // The reused layer-1 KV of these tokens: slices of rc.src in token order, K
+    // rotated by rc.shift as the copy of it in the sequence will be.
+    if (rc.shift != 0 && (!rot || rot->shift() != rc.shift)) rot.emplace(fwd.model(), rc.shift);
+    const std::vector<PageSlice> mine = sub_slices(rc.src, at - rc.begin, m);
+    int32_t j = j0;
+    for (const PageSlice& sl : mine) {
+      for (int32_t slot = sl.begin; slot < sl.end; ++slot, ++j) {
+        fwd.slot_kv(kCheckLayer, sl.page, slot, kr.data(), vr.data());
+        if (rc.shift != 0) rot->rotate(kCheckLayer, kr.data(), n_kv, kv_type);
+        double total = 0;
+        for (int g = 0; g < n_kv; ++g) {
+          const float* kf = fresh_k.data() + j * kvd + g * hd;
+          const float* vf = fresh_v.data() + j * kvd + g * hd;
+          const float* kh = kr.data() + g * hd;
+          const float* vh = vr.data() + g * hd;
+          double d2 = 0;
+          for (int d = 0; d < hd; ++d) {
+            const double dk = double(kf[d]) - kh[d];
+            const double dv = double(vf[d]) - vh[d];
+            d2 += dk * dk + dv * dv;
+          }
+          total += d2;
+          if (weighted) dev.push_back(float(d2));
+        }
+        scores[size_t(cand)][size_t(at - rc.begin + (j - j0))] = float(total);
+        if (weighted) slot_of.push_back(slot0 + j);
+      }
+    }
+  };
+  // Runs the queue: steps of up to max_batch_tokens tokens appended to the scratch table.
+  auto run_queue = [&]() -> bool {
+    size_t qi = 0;
+    int32_t at = queue.empty() ? 0 : queue[0].b;
+    while (qi < queue.size()) {
       const int32_t slot0 = scratch.n_tokens();
-      if (!scratch.prepare_append(m)) return false;
       batch.clear();
-      for (int32_t j = 0; j < m; ++j) batch.push_back(BatchEntry{s.tokens[at + j], s.positions[at + j], 0, slot0 + j, false});
+      pieces.clear();
+      while (qi < queue.size() && int(batch.size()) < max_batch_tokens) {
+        const Segment& sg = queue[qi];
+        const int32_t m = std::min<int32_t>(sg.e - at, max_batch_tokens - int32_t(batch.size()));
+        pieces.push_back(Segment{at, at + m, sg.cand});
+        for (int32_t t = at; t < at + m; ++t)
+          batch.push_back(BatchEntry{s.tokens[t], s.positions[t], 0, slot0 + int32_t(batch.size()), false});
+        at += m;
+        if (at == sg.e && ++qi < queue.size()) at = queue[qi].b;
+      }
+      const int32_t m = int32_t(batch.size());
+      if (!scratch.prepare_append(m)) return false;
       const SeqKv sk = seq_kv(scratch, pg, fills);
-      const bool last = weighted && at + m == n;
+      const bool last = weighted && pieces.back().e == n;
       {
         ScopedMs timer(timings.check_forward_ms);
         fwd.run_to_layer(batch, std::span<const SeqKv>(&sk, 1), kCheckLayer, fresh_k, fresh_v, last ? &q : nullptr);
       }
       *n_checked += m;
       if (last) q_last.assign(q.end() - int64_t(n_head) * hd, q.end());
-      if (cand >= 0) {
-        ScopedMs timer(timings.check_score_ms);
-        const ReuseCandidate& rc = cands[size_t(cand)];
-        // The reused layer-1 KV of these tokens: slices of rc.src in token order, K
-        // rotated by rc.shift as the copy of it in the sequence will be.
-        if (rc.shift != 0 && (!rot || rot->shift() != rc.shift)) rot.emplace(fwd.model(), rc.shift);
-        const std::vector<PageSlice> mine = sub_slices(rc.src, at - rc.begin, m);
-        int32_t j = 0;
-        for (const PageSlice& sl : mine) {
-          for (int32_t slot = sl.begin; slot < sl.end; ++slot, ++j) {
-            fwd.slot_kv(kCheckLayer, sl.page, slot, kr.data(), vr.data());
-            if (rc.shift != 0) rot->rotate(kCheckLayer, kr.data(), n_kv, kv_type);
-            double total = 0;
-            for (int g = 0; g < n_kv; ++g) {
-              const float* kf = fresh_k.data() + j * kvd + g * hd;
-              const float* vf = fresh_v.data() + j * kvd + g * hd;
-              const float* kh = kr.data() + g * hd;
-              const float* vh = vr.data() + g * hd;
-              double d2 = 0;
-              for (int d = 0; d < hd; ++d) {
-                const double dk = double(kf[d]) - kh[d];
-                const double dv = double(vf[d]) - vh[d];
-                d2 += dk * dk + dv * dv;
-              }
-              total += d2;
-              if (weighted) dev.push_back(float(d2));
-            }
-            scores[size_t(cand)][size_t(at - rc.begin + j)] = float(total);
-            if (weighted) slot_of.push_back(slot0 + j);
-          }
-        }
+      int32_t j0 = 0;
+      for (const Segment& p : pieces) {
+        if (p.cand >= 0) score(p.cand, p.b, p.e - p.b, j0, slot0);
+        j0 += p.e - p.b;
       }
-      at += m;
     }
+    queue.clear();
     return true;
+  };
+  auto check = [&](int32_t b, int32_t e, int cand) {
+    if (b < e) queue.push_back(Segment{b, e, cand});
   };
 
   size_t ci = 0;
   for (const Run& r : s.runs) {
-    for (; ci < cands.size() && cands[ci].begin < r.begin; ++ci)
-      if (!check(cands[ci].begin, cands[ci].end, int(ci))) return false;
+    for (; ci < cands.size() && cands[ci].begin < r.begin; ++ci) check(cands[ci].begin, cands[ci].end, int(ci));
     if (r.begin >= to) break;
+    if (!r.cached) {
+      check(r.begin, std::min(r.end, to), -1);  // context for the candidates' layer 0
+      continue;
+    }
+    if (!run_queue()) return false;  // the table's tokens in order: the queue before the run
     if (r.attached) {
       scratch = s.table.share();  // the prefix hit: the table holds it already
-    } else if (r.cached && !r.copied.empty()) {
+    } else if (!r.copied.empty()) {
       if (!relocated_copy(pages, fwd.model(), r.copied, r.shift, scratch)) return false;
-    } else if (r.cached) {
+    } else {
       scratch.attach(r.pages);
-    } else if (!check(r.begin, std::min(r.end, to), -1)) {  // context for the candidates' layer 0
-      return false;
     }
   }
-  for (; ci < cands.size(); ++ci)
-    if (!check(cands[ci].begin, cands[ci].end, int(ci))) return false;
+  for (; ci < cands.size(); ++ci) check(cands[ci].begin, cands[ci].end, int(ci));
+  if (!run_queue()) return false;
   if (!weighted || q_last.empty()) return true;
 
   // The last token's layer-1 attention over every slot of the scratch table (run_to_layer

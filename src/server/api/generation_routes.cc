@@ -183,7 +183,8 @@ void prepare_chat(Server::State& st, Generation& g, const json& sent, const json
   // parts stay whole blocks then.
   g.params.gen.blocks = blocks_of(g.chat->parts);
   if (!st.opt.tiers.enabled()) {
-    const std::vector<uint8_t> breaks = paragraph_breaks(g.chat->text, g.chat->token_offsets, g.chat->ids.size());
+    std::vector<uint8_t> breaks = paragraph_breaks(g.chat->text, g.chat->token_offsets, g.chat->ids.size());
+    mark_content_starts(breaks, g.chat->parts, messages, g.chat->text, g.chat->token_offsets);
     g.params.gen.blocks = chunk_blocks(g.params.gen.blocks, g.chat->ids, breaks);
   }
   g.miss = st.structure.compare(g.scope, g.chat->ids, g.chat->parts);
@@ -242,6 +243,7 @@ CacheReport finish_generation(Server::State& st, const Generation& g, const std:
   c.recomputed_tokens = o.result.n_recomputed;
   c.checked_tokens = o.result.n_checked;
   c.timings = o.result.timings;
+  c.blocks = o.result.blocks;
   c.reuse = g.params.gen.reuse;
   c.retention = o.result.retention;
   c.max_tokens_capped = g.max_tokens_capped;

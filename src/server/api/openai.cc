@@ -50,6 +50,13 @@ json cache_json(const CacheReport& c) {
                                        {"budget", c.reuse.budget}}
                                 : json{{"mode", "exact"}}}};
   if (c.reuse.mode == CacheReuse::kApproximate) j["checked_tokens"] = c.checked_tokens;
+  if (c.reuse.mode == CacheReuse::kApproximate && c.reuse.report_blocks) {
+    static const char* source[] = {"exact", "continued", "found", "computed"};
+    json blocks = json::array();
+    for (const BlockReuse& b : c.blocks)
+      blocks.push_back({{"begin", b.begin}, {"end", b.end}, {"source", source[int(b.source)]}});
+    j["blocks"] = std::move(blocks);
+  }
   const PromptTimings& t = c.timings;
   j["timings"] = {{"assemble_ms", t.assemble_ms},
                   {"lookup_ms", t.lookup_ms},

@@ -38,6 +38,7 @@ struct CacheReport {
   int64_t reusable_tokens = 0;   // fresh tokens whose block's KV is cached at another position
   ReusePolicy reuse;             // what the request asked for
   PromptTimings timings;         // where the prompt's engine time went ("timings")
+  std::vector<BlockReuse> blocks;  // approximate, cache_reuse_blocks: each block's source ("blocks")
   RetentionReport retention;     // the prompt's longest prefix under a lifetime, if any
   // The request's max_tokens did not fit after the prompt: the reply was allowed this
   // many tokens (to the context's end) instead; -1 when max_tokens fit as asked.

@@ -202,6 +202,10 @@ ReusePolicy parse_reuse(const json& body, ReusePolicy r) {
       throw bad_field("cache_reuse_budget", "'cache_reuse_budget' must be a number in [0, 1]");
     r.budget = b->get<double>();
   }
+  if (auto b = body.find("cache_reuse_blocks"); b != body.end() && !b->is_null()) {
+    if (!b->is_boolean()) throw bad_field("cache_reuse_blocks", "'cache_reuse_blocks' must be a boolean");
+    r.report_blocks = b->get<bool>();
+  }
   return r;
 }
 

@@ -294,6 +294,12 @@ void pml_completion(Server::State& st, const HttpRequest& req, HttpResponse& res
   ReusePolicy exact = st.reuse_default;
   exact.mode = CacheReuse::kExact;
   g->params.gen.reuse = parse_reuse(body, exact);
+  // Blocks are a chat prompt's request parts and content chunks; a PML prompt's reusable
+  // units are its modules, which the usage reports (module hits and misses).
+  if (g->params.gen.reuse.report_blocks)
+    throw bad_field("cache_reuse_blocks",
+                    "'cache_reuse_blocks' lists the blocks of a chat request's prompt; a PML prompt is "
+                    "made of modules, reported in usage.promptcache (module_hits, module_misses)");
   pml::PromptPlan plan;
   std::shared_ptr<const pml::SchemaLayout> layout;
   try {

@@ -314,7 +314,7 @@ ResponsesTranslation translate_responses(const json& body, const ItemLookup& loo
   // Shared with chat (parse_common checks them) and promptcache's own extensions.
   for (const char* k : {"model", "temperature", "top_p", "stream", "top_k", "min_p", "seed", "stop", "cache_salt",
                         "repetition_penalty", "repeat_penalty", "repeat_last_n", "cache_reuse", "cache_reuse_policy",
-                        "cache_reuse_budget", "test_forced_reply", "prompt_cache_retention"})
+                        "cache_reuse_budget", "cache_reuse_blocks", "test_forced_reply", "prompt_cache_retention"})
     if (const json* v = field(body, k)) c[k] = *v;
   if (!t.tools.empty()) c["tools"] = t.tools;
   if (json tc = translate_tool_choice(body); !tc.is_null()) c["tool_choice"] = std::move(tc);
