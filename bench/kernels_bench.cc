@@ -29,8 +29,20 @@
 #include "kernels/matmul.h"
 #include "kernels/paged_attention.h"
 #include "kernels/thread_pool.h"
+#include "kernels/weight_repack.h"
 
 namespace {
+
+// quantize_row for the stored types; Q4_K / Q5_K repacked for the internal Q4_K_R / Q5_K_R.
+void quantize_bench_row(pc::GgmlType type, const float* x, uint8_t* out, int64_t k) {
+  const pc::GgmlType stored = type == pc::GgmlType::Q4_K_R   ? pc::GgmlType::Q4_K
+                              : type == pc::GgmlType::Q5_K_R ? pc::GgmlType::Q5_K
+                                                             : type;
+  if (stored == type) return pc::quantize_row(type, x, out, k);
+  std::vector<uint8_t> q(pc::ggml_row_bytes(stored, k));
+  pc::quantize_row(stored, x, q.data(), k);
+  pc::repack_rows(stored, type, q.data(), out, k, 1);
+}
 
 void run(benchmark::State& st, pc::GgmlType type) {
   const int threads = int(st.range(0));
@@ -43,7 +55,7 @@ void run(benchmark::State& st, pc::GgmlType type) {
   std::vector<float> row(k), x(m * k), y(m * n);
   for (int64_t r = 0; r < n; ++r) {
     for (auto& v : row) v = nd(rng);
-    pc::quantize_row(type, row.data(), w.data() + r * rb, k);
+    quantize_bench_row(type, row.data(), w.data() + r * rb, k);
   }
   for (auto& v : x) v = nd(rng);
   const pc::WeightView view{type, k, n, w.data(), rb};
@@ -88,7 +100,7 @@ struct StreamWeight {
     std::vector<uint8_t> rows(16 * rb);
     for (int r = 0; r < 16; ++r) {
       for (auto& v : row) v = nd(rng);
-      pc::quantize_row(type, row.data(), rows.data() + r * rb, k);
+      quantize_bench_row(type, row.data(), rows.data() + r * rb, k);
     }
     for (int64_t r = 0; r < n; ++r) std::memcpy(data.get() + r * rb, rows.data() + (r % 16) * rb, rb);
     view = pc::WeightView{type, k, n, data.get(), rb};
@@ -96,7 +108,8 @@ struct StreamWeight {
 };
 
 void BM_DecodeStep(benchmark::State& st) {
-  const pc::GgmlType types[] = {pc::GgmlType::Q4_K, pc::GgmlType::Q5_K, pc::GgmlType::Q6_K, pc::GgmlType::Q8_0};
+  const pc::GgmlType types[] = {pc::GgmlType::Q4_K, pc::GgmlType::Q5_K, pc::GgmlType::Q6_K, pc::GgmlType::Q8_0,
+                                pc::GgmlType::Q4_K_R, pc::GgmlType::Q5_K_R};
   const pc::GgmlType type = types[st.range(0)];
   pc::ThreadPool pool(int(st.range(1)));
   pc::set_cpu_level(st.range(2) == 2 ? pc::CpuLevel::Avx512 : pc::CpuLevel::Avx2);
@@ -125,11 +138,14 @@ void BM_DecodeStep(benchmark::State& st) {
   st.SetLabel(pc::ggml_type_name(type) + " " + pc::cpu_level_name(pc::cpu_level()));
   pc::set_cpu_level(pc::default_cpu_level());
 }
-BENCHMARK(BM_DecodeStep)->ArgsProduct({{0, 1, 2, 3}, {1, 2}, {2, 1}})->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_DecodeStep)->ArgsProduct({{0, 1, 2, 3, 4, 5}, {1, 2}, {2, 1}})->UseRealTime()->Unit(benchmark::kMillisecond);
 
 void BM_Q8_0(benchmark::State& s) { run(s, pc::GgmlType::Q8_0); }
 void BM_Q4_0(benchmark::State& s) { run(s, pc::GgmlType::Q4_0); }
 void BM_Q4_K(benchmark::State& s) { run(s, pc::GgmlType::Q4_K); }
+void BM_Q4_K_R(benchmark::State& s) { run(s, pc::GgmlType::Q4_K_R); }
+void BM_Q5_K(benchmark::State& s) { run(s, pc::GgmlType::Q5_K); }
+void BM_Q5_K_R(benchmark::State& s) { run(s, pc::GgmlType::Q5_K_R); }
 void BM_Q6_K(benchmark::State& s) { run(s, pc::GgmlType::Q6_K); }
 void BM_F16(benchmark::State& s) { run(s, pc::GgmlType::F16); }
 void BM_BF16(benchmark::State& s) { run(s, pc::GgmlType::BF16); }
@@ -147,6 +163,9 @@ void k_shapes(benchmark::internal::Benchmark* b) {
   b->UseRealTime();
 }
 BENCHMARK(BM_Q4_K)->Apply(k_shapes);
+BENCHMARK(BM_Q4_K_R)->Apply(k_shapes);
+BENCHMARK(BM_Q5_K)->Apply(k_shapes);
+BENCHMARK(BM_Q5_K_R)->Apply(k_shapes);
 BENCHMARK(BM_Q6_K)->Apply(k_shapes);
 
 // A sequence of n random F16 K/V slots in pages of kAttnP, kAttnKv KV heads of

@@ -124,7 +124,14 @@ int run_prefill(const PrefillArgs& a) {
   for (const std::string& path : paths) {
     PrefillModel pm;
     pm.path = path;
-    pm.model = Model::load(path, a.mmap ? Residency::kMap : Residency::kMemory);
+    // Weights repacked for the kernels measured (Model::WeightLayout); as
+    // stored when several levels are compared, so no level reads another's layout.
+    bool one_level = true;
+    for (CpuLevel l : levels) one_level = one_level && l == levels[0];
+    if (one_level) set_cpu_level(levels[0]);
+    pm.model = Model::load(path, a.mmap ? Residency::kMap : Residency::kMemory, 0,
+                           one_level ? Model::WeightLayout::kForKernels : Model::WeightLayout::kAsStored);
+    set_cpu_level(default_cpu_level());
     const ModelConfig& c = pm.model->config();
     // An engine per KV type, each with room for the longest run (its own bytes per token).
     for (KvType t : a.kv_types) {

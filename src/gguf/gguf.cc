@@ -427,6 +427,14 @@ GgufFile::~GgufFile() {
   if (map_) ::munmap(map_, size_);
 }
 
+void GgufFile::release_tensor_bytes(const GgufTensorInfo& t) {
+  if (!map_ || t.nbytes == 0) return;
+  const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(t.data) + page - 1) & ~(page - 1);
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(t.data) + t.nbytes) & ~(page - 1);
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
 // ===========================================================================
 // GgufFile: parsing
 
@@ -490,7 +498,7 @@ GgufTensorInfo parse_tensor_info(Cursor& c, uint64_t alignment, uint64_t& offset
   uint32_t type_id = c.read<uint32_t>("tensor type");
   t.type = static_cast<GgmlType>(type_id);
   int64_t be = ggml_block_elems(t.type), bb = ggml_block_bytes(t.type);
-  if (be == 0) c.fail("unknown tensor type id " + std::to_string(type_id), at);
+  if (be == 0 || type_id >= kFirstInternalTypeId) c.fail("unknown tensor type id " + std::to_string(type_id), at);
   if (t.ne[0] % be != 0)
     c.fail("row length " + std::to_string(t.ne[0]) + " is not a multiple of the block size " +
                std::to_string(be) + " of type " + ggml_type_name(t.type), at);

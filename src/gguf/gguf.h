@@ -118,6 +118,12 @@ class GgufFile {
   const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
   const GgufTensorInfo* tensor(std::string_view name) const;  // nullptr if absent
 
+  // Gives the memory of the whole pages inside tensor t's bytes back to the
+  // system (a model that keeps the tensor in another layout). Afterwards
+  // t.data must not be read: its pages read as zeros (kMemory) or from the
+  // file again (kMap). No effect on files parsed from bytes.
+  void release_tensor_bytes(const GgufTensorInfo& t);
+
  private:
   GgufFile() = default;
   void parse();

@@ -12,7 +12,13 @@ enum class GgmlType : uint32_t {
   Q2_K = 10, Q3_K = 11, Q4_K = 12, Q5_K = 13, Q6_K = 14, Q8_K = 15,
   IQ4_NL = 20, IQ4_XS = 23,
   I8 = 24, I16 = 25, I32 = 26, I64 = 27, F64 = 28, BF16 = 30, MXFP4 = 39,
+  // Internal layouts, never in a file (ids from kFirstInternalTypeId, which the
+  // GGUF reader rejects): weights repacked at load for the kernels in use
+  // (kernels/weight_repack.h). Not ggml_type_supported(): only matmul reads them.
+  Q4_K_R = 0x10000 + 12,  // Q4_K blocks rearranged (BlockQ4_KR, 144 bytes)
+  Q5_K_R = 0x10000 + 13,  // Q5_K blocks rearranged (BlockQ5_KR, 176 bytes)
 };
+constexpr uint32_t kFirstInternalTypeId = 0x10000;
 
 // Name as ggml spells it ("Q4_K"); "type#N" for ids we do not know.
 std::string ggml_type_name(GgmlType t);

@@ -27,6 +27,7 @@
 #include "kernels/cpu.h"
 #include "kernels/matmul_internal.h"
 #include "kernels/thread_pool.h"
+#include "kernels/weight_repack.h"
 
 namespace pc {
 
@@ -108,6 +109,13 @@ void check_weight(const WeightView& w) {
 }
 
 }  // namespace
+
+GgmlType matmul_repacked_type(GgmlType t) {
+  const kern::KernelSet* s = kernel_set();
+  const bool avx512 = s && (s == kern::avx512_kernel_set() || s == kern::avx512_emulated_kernel_set());
+  if (!avx512) return t;
+  return t == GgmlType::Q4_K ? GgmlType::Q4_K_R : t == GgmlType::Q5_K ? GgmlType::Q5_K_R : t;
+}
 
 void kern::force_kernel_set(const KernelSet* set) { g_forced_set.store(set, std::memory_order_relaxed); }
 

@@ -26,8 +26,9 @@ struct WeightView {
 };
 
 // Throws pc::Error for weight types other than F32, F16, BF16, Q8_0, Q4_0, Q4_1,
-// Q5_0, Q5_1, IQ4_NL, MXFP4, Q4_K, Q5_K, Q6_K, IQ4_XS (ggml_type_supported()),
-// or a k that is not a multiple of the type's block size.
+// Q5_0, Q5_1, IQ4_NL, MXFP4, Q4_K, Q5_K, Q6_K, IQ4_XS (ggml_type_supported())
+// and the repacked layouts of kernels/weight_repack.h (Q4_K_R, Q5_K_R), or a k
+// that is not a multiple of the type's block size.
 //
 // For quantized weights each row of x is first quantized to int8 (blocks of 32
 // for the 32-element types, of 256 for Q4_K/Q5_K/Q6_K/IQ4_XS) into a grow-only scratch buffer owned by
@@ -36,8 +37,8 @@ struct WeightView {
 // steady state. matmul may be called from
 // several threads at once only with different pools (a pool is not reentrant).
 // Code path: cpu_level() (cpu.h); Avx512 has its own prompt-batch kernels for
-// Q8_0 / Q4_0 / Q4_K / Q5_K / Q6_K / F32 / F16 / BF16 weights and decode kernels
-// for Q8_0 / Q4_K / Q5_K / Q6_K, and runs the Avx2 ones otherwise.
+// Q8_0 / Q4_0 / Q4_K(_R) / Q5_K(_R) / Q6_K / F32 / F16 / BF16 weights and decode
+// kernels for Q8_0 / Q4_K(_R) / Q5_K(_R) / Q6_K, and runs the Avx2 ones otherwise.
 void matmul(const WeightView& w, const float* x, int64_t m, float* y, ThreadPool& pool);
 
 // One weight matrix and its output (m × w.n floats) for matmul_many().

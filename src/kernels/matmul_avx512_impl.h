@@ -1,5 +1,6 @@
-// AVX-512 matmul kernels (prompt tiles of Q8_0 / Q4_0, Q4_K / Q5_K / Q6_K and
-// F32 / F16 / BF16 weights; decode kernels of Q8_0 / Q4_K / Q5_K / Q6_K),
+// AVX-512 matmul kernels (prompt tiles of Q8_0 / Q4_0, Q4_K(_R) / Q5_K(_R) /
+// Q6_K and F32 / F16 / BF16 weights; decode kernels of Q8_0 / Q4_K(_R) /
+// Q5_K(_R) / Q6_K; _R: the layouts of weight_repack.h),
 // written once over a 16-lane backend V: V512 (AVX-512 F/BW/DQ/VL + VNNI,
 // simd16_avx512.h, built in kernels_avx512.cc) or V512Emu (the same
 // operations on pairs of AVX2 vectors, simd16_emu.h, built in
@@ -42,8 +43,10 @@
 // Q5_K weights likewise with matmul_avx2_unpack.cc's tile_q5_k arithmetic (the
 // fifth bits made per column with AVX2 operations, then joined), Q6_K with
 // tile_q6_k's. Their int32 sums come from vpdpbusd + vpdpwssd (dot_scaled),
-// the same integers as the AVX2 maddubs / madd. Decode rows use one-row
-// kernels instead (q45k_row16, q6k_row16: see "decode" below).
+// the same integers as the AVX2 maddubs / madd. The rearranged Q4_K_R /
+// Q5_K_R blocks run through the same tiles (Q4kBlk<true>, Q5kBlk<true>).
+// Decode rows use one-row kernels instead (q45k_row16, q45kr_row16,
+// q6k_row16: see "decode" below).
 //
 // Float weights (F32 / F16 / BF16): the AVX2 tile_float's arithmetic with two
 // output columns per vector (lanes 0-7 one column, 8-15 the next): per output
@@ -173,18 +176,55 @@ void q32_tile16(const MatmulArgs& a, const Q32Panel& p, int64_t r, int64_t g, in
     }
 }
 
-// y[r..r+R) × columns [c, c + nc) of Q4_K weights, nc <= 2·P (pairs as in
-// float_tile16).
-template <class V, int R, int P>
+// The parts of a Q4_K block (kR false) or a Q4_K_R block (kR true) the Q4_K
+// kernels read: [scales | mins] as q4k_scmn() makes them, d and dmin as
+// floats, and for 32-byte chunk ch of qs the offsets in the block of the
+// values its low and high nibbles hold (Q4_K: 64ch and 64ch + 32; Q4_K_R:
+// chunk ch is half ch / 2, its low nibbles values 128(ch / 2) + 32(ch % 2),
+// its high ones 64 further; weight_repack.h).
+// A Q4_K_R block's [sc0..sc7 | mn0..mn7] (weight_repack.h): the scales are
+// scm[0..8) & 63; a min's low 4 bits are a nibble of scm[8..12) (low for
+// j < 4, high for j >= 4: one dword shifted by 0 or 4), its top 2 bits the
+// top of scm[j].
+inline __m128i q4kr_scmn(const BlockQ4_KR& b) {
+  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scm));  // + d, dmin
+  const __m128i sc = _mm_and_si128(h, _mm_set_epi64x(0, 0x3F3F3F3F3F3F3F3FLL));
+  const __m128i nib = _mm_srlv_epi32(_mm_shuffle_epi8(h, _mm_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, 8, 9, 10, 11, 8, 9, 10, 11)),
+                                     _mm_setr_epi32(0, 0, 0, 4));
+  const __m128i top = _mm_srli_epi16(_mm_shuffle_epi8(h, _mm_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, 0, 1, 2, 3, 4, 5, 6, 7)), 2);
+  return _mm_or_si128(sc, _mm_or_si128(_mm_and_si128(nib, _mm_set_epi64x(0x0F0F0F0F0F0F0F0FLL, 0)),
+                                       _mm_and_si128(top, _mm_set_epi64x(0x3030303030303030LL, 0))));
+}
+
+template <bool kR>
+struct Q4kBlk {
+  using B = std::conditional_t<kR, BlockQ4_KR, BlockQ4_K>;
+  static __m128i scmn(const B& b) {
+    if constexpr (kR) return q4kr_scmn(b);
+    else return q4k_scmn(b);
+  }
+  static float d(const B& b) { return h2f(b.d); }
+  static float dmin(const B& b) { return h2f(b.dmin); }
+  static constexpr int lo_value(int ch) { return kR ? 128 * (ch / 2) + 32 * (ch % 2) : 64 * ch; }
+  static constexpr int hi_value(int ch) { return kR ? lo_value(ch) + 64 : 64 * ch + 32; }
+};
+
+// y[r..r+R) × columns [c, c + nc) of Q4_K (kR false) or Q4_K_R (kR true)
+// weights, nc <= 2·P (pairs as in float_tile16). The sub-block of a chunk's
+// nibbles is the value offset / 32, so both layouts give each lane the same
+// integer sums.
+template <class V, int R, int P, bool kR = false>
 void q4k_tile16(const MatmulArgs& a, int64_t r, int64_t c, int nc) {
   using I = typename V::I;
   using F = typename V::F;
+  using Blk = Q4kBlk<kR>;
+  using B = typename Blk::B;
   const int64_t nb = a.k / 256;
-  const BlockQ4_K* w[P][2];
+  const B* w[P][2];
   PC_UNROLL for (int j = 0; j < P; ++j) {
     const int64_t lo = c + 2 * j, hi = 2 * j + 1 < nc ? lo + 1 : lo;
-    w[j][0] = reinterpret_cast<const BlockQ4_K*>(a.w + lo * a.row_bytes);
-    w[j][1] = reinterpret_cast<const BlockQ4_K*>(a.w + hi * a.row_bytes);
+    w[j][0] = reinterpret_cast<const B*>(a.w + lo * a.row_bytes);
+    w[j][1] = reinterpret_cast<const B*>(a.w + hi * a.row_bytes);
   }
   const int8_t* xq[R];
   const float* xd[R];
@@ -200,25 +240,26 @@ void q4k_tile16(const MatmulArgs& a, int64_t r, int64_t c, int nc) {
   PC_UNROLL for (int i = 0; i < R; ++i) PC_UNROLL for (int j = 0; j < P; ++j) acc[i][j] = V::zero_f();
   for (int64_t b = 0; b < nb; ++b) {
     PC_UNROLL for (int j = 0; j < P; ++j) {
-      const BlockQ4_K& b0 = w[j][0][b];
-      const BlockQ4_K& b1 = w[j][1][b];
-      const I scmn = V::join256_i(_mm256_broadcastsi128_si256(q4k_scmn(b0)), _mm256_broadcastsi128_si256(q4k_scmn(b1)));
+      const B& b0 = w[j][0][b];
+      const B& b1 = w[j][1][b];
+      const I scmn = V::join256_i(_mm256_broadcastsi128_si256(Blk::scmn(b0)), _mm256_broadcastsi128_si256(Blk::scmn(b1)));
       const I mins = V::shuffle8(scmn, minpat);
       I isum[R];
       PC_UNROLL for (int i = 0; i < R; ++i) isum[i] = V::zero_i();
       PC_UNROLL for (int ch = 0; ch < 4; ++ch) {
+        const int vlo = Blk::lo_value(ch), vhi = Blk::hi_value(ch);
         const I q = V::load2x256_i(b0.qs + 32 * ch, b1.qs + 32 * ch);
         const I lo = V::and_i(q, m4), hi = V::and_i(V::srli4_16(q), m4);
-        const I slo = V::shuffle8(scmn, V::dup256_i(_mm256_set1_epi32(int32_t(0xFFFFFF00u | (2 * ch)))));
-        const I shi = V::shuffle8(scmn, V::dup256_i(_mm256_set1_epi32(int32_t(0xFFFFFF00u | (2 * ch + 1)))));
+        const I slo = V::shuffle8(scmn, V::dup256_i(_mm256_set1_epi32(int32_t(0xFFFFFF00u | (vlo / 32)))));
+        const I shi = V::shuffle8(scmn, V::dup256_i(_mm256_set1_epi32(int32_t(0xFFFFFF00u | (vhi / 32)))));
         PC_UNROLL for (int i = 0; i < R; ++i) {
-          const int8_t* x = xq[i] + 256 * b + 64 * ch;
-          isum[i] = dot_scaled<V>(isum[i], lo, V::bcast256_i(x), slo);
-          isum[i] = dot_scaled<V>(isum[i], hi, V::bcast256_i(x + 32), shi);
+          const int8_t* x = xq[i] + 256 * b;
+          isum[i] = dot_scaled<V>(isum[i], lo, V::bcast256_i(x + vlo), slo);
+          isum[i] = dot_scaled<V>(isum[i], hi, V::bcast256_i(x + vhi), shi);
         }
       }
-      const F d = V::set2_f(h2f(b0.d), h2f(b1.d));
-      const F dmin = V::set2_f(h2f(b0.dmin), h2f(b1.dmin));
+      const F d = V::set2_f(Blk::d(b0), Blk::d(b1));
+      const F dmin = V::set2_f(Blk::dmin(b0), Blk::dmin(b1));
       PC_UNROLL for (int i = 0; i < R; ++i) {
         const F msum = V::cvt(V::madd(V::bcast256_i(xb[i] + 16 * b), mins));
         const F dx = V::set1_f(xd[i][b]);
@@ -240,18 +281,34 @@ inline __m256i q5k_fifth(const uint8_t* qh, int shift) {
   return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(v, shift), _mm256_set1_epi8(1)), 4);
 }
 
-// y[r..r+R) × columns [c, c + nc) of Q5_K weights, nc <= 2·P (pairs as in
-// float_tile16).
-template <class V, int R, int P>
+// The parts of a Q5_K (kR false) or Q5_K_R (kR true) block the Q5_K kernels
+// read: those of Q4kBlk (the header starts the block in both layouts), and qh.
+template <bool kR>
+struct Q5kBlk {
+  using B = std::conditional_t<kR, BlockQ5_KR, BlockQ5_K>;
+  using H = typename Q4kBlk<kR>::B;
+  static __m128i scmn(const B& b) { return Q4kBlk<kR>::scmn(*reinterpret_cast<const H*>(&b)); }
+  static float d(const B& b) { return h2f(b.d); }
+  static float dmin(const B& b) { return h2f(b.dmin); }
+  static constexpr int lo_value(int ch) { return Q4kBlk<kR>::lo_value(ch); }
+  static constexpr int hi_value(int ch) { return Q4kBlk<kR>::hi_value(ch); }
+};
+
+// y[r..r+R) × columns [c, c + nc) of Q5_K (kR false) or Q5_K_R (kR true)
+// weights, nc <= 2·P (pairs as in float_tile16). The fifth bit of value v is
+// bit v / 32 of qh[v % 32] in both layouts.
+template <class V, int R, int P, bool kR = false>
 void q5k_tile16(const MatmulArgs& a, int64_t r, int64_t c, int nc) {
   using I = typename V::I;
   using F = typename V::F;
+  using Blk = Q5kBlk<kR>;
+  using B = typename Blk::B;
   const int64_t nb = a.k / 256;
-  const BlockQ5_K* w[P][2];
+  const B* w[P][2];
   PC_UNROLL for (int j = 0; j < P; ++j) {
     const int64_t lo = c + 2 * j, hi = 2 * j + 1 < nc ? lo + 1 : lo;
-    w[j][0] = reinterpret_cast<const BlockQ5_K*>(a.w + lo * a.row_bytes);
-    w[j][1] = reinterpret_cast<const BlockQ5_K*>(a.w + hi * a.row_bytes);
+    w[j][0] = reinterpret_cast<const B*>(a.w + lo * a.row_bytes);
+    w[j][1] = reinterpret_cast<const B*>(a.w + hi * a.row_bytes);
   }
   const int8_t* xq[R];
   const float* xd[R];
@@ -267,29 +324,28 @@ void q5k_tile16(const MatmulArgs& a, int64_t r, int64_t c, int nc) {
   PC_UNROLL for (int i = 0; i < R; ++i) PC_UNROLL for (int j = 0; j < P; ++j) acc[i][j] = V::zero_f();
   for (int64_t b = 0; b < nb; ++b) {
     PC_UNROLL for (int j = 0; j < P; ++j) {
-      const BlockQ5_K& b0 = w[j][0][b];
-      const BlockQ5_K& b1 = w[j][1][b];
-      // BlockQ5_K starts like BlockQ4_K (d, dmin, scales).
-      const I scmn = V::join256_i(_mm256_broadcastsi128_si256(q4k_scmn(*reinterpret_cast<const BlockQ4_K*>(&b0))),
-                                  _mm256_broadcastsi128_si256(q4k_scmn(*reinterpret_cast<const BlockQ4_K*>(&b1))));
+      const B& b0 = w[j][0][b];
+      const B& b1 = w[j][1][b];
+      const I scmn = V::join256_i(_mm256_broadcastsi128_si256(Blk::scmn(b0)), _mm256_broadcastsi128_si256(Blk::scmn(b1)));
       const I mins = V::shuffle8(scmn, minpat);
       I isum[R];
       PC_UNROLL for (int i = 0; i < R; ++i) isum[i] = V::zero_i();
       PC_UNROLL for (int ch = 0; ch < 4; ++ch) {
+        const int vlo = Blk::lo_value(ch), vhi = Blk::hi_value(ch);
         const I q = V::load2x256_i(b0.qs + 32 * ch, b1.qs + 32 * ch);
-        const I h0 = V::join256_i(q5k_fifth(b0.qh, 2 * ch), q5k_fifth(b1.qh, 2 * ch));
-        const I h1 = V::join256_i(q5k_fifth(b0.qh, 2 * ch + 1), q5k_fifth(b1.qh, 2 * ch + 1));
+        const I h0 = V::join256_i(q5k_fifth(b0.qh, vlo / 32), q5k_fifth(b1.qh, vlo / 32));
+        const I h1 = V::join256_i(q5k_fifth(b0.qh, vhi / 32), q5k_fifth(b1.qh, vhi / 32));
         const I lo = V::or_i(V::and_i(q, m4), h0), hi = V::or_i(V::and_i(V::srli4_16(q), m4), h1);
-        const I slo = V::shuffle8(scmn, V::dup256_i(_mm256_set1_epi32(int32_t(0xFFFFFF00u | (2 * ch)))));
-        const I shi = V::shuffle8(scmn, V::dup256_i(_mm256_set1_epi32(int32_t(0xFFFFFF00u | (2 * ch + 1)))));
+        const I slo = V::shuffle8(scmn, V::dup256_i(_mm256_set1_epi32(int32_t(0xFFFFFF00u | (vlo / 32)))));
+        const I shi = V::shuffle8(scmn, V::dup256_i(_mm256_set1_epi32(int32_t(0xFFFFFF00u | (vhi / 32)))));
         PC_UNROLL for (int i = 0; i < R; ++i) {
-          const int8_t* x = xq[i] + 256 * b + 64 * ch;
-          isum[i] = dot_scaled<V>(isum[i], lo, V::bcast256_i(x), slo);
-          isum[i] = dot_scaled<V>(isum[i], hi, V::bcast256_i(x + 32), shi);
+          const int8_t* x = xq[i] + 256 * b;
+          isum[i] = dot_scaled<V>(isum[i], lo, V::bcast256_i(x + vlo), slo);
+          isum[i] = dot_scaled<V>(isum[i], hi, V::bcast256_i(x + vhi), shi);
         }
       }
-      const F d = V::set2_f(h2f(b0.d), h2f(b1.d));
-      const F dmin = V::set2_f(h2f(b0.dmin), h2f(b1.dmin));
+      const F d = V::set2_f(Blk::d(b0), Blk::d(b1));
+      const F dmin = V::set2_f(Blk::dmin(b0), Blk::dmin(b1));
       PC_UNROLL for (int i = 0; i < R; ++i) {
         const F msum = V::cvt(V::madd(V::bcast256_i(xb[i] + 16 * b), mins));
         const F dx = V::set1_f(xd[i][b]);
@@ -444,6 +500,88 @@ void q45k_row16(const MatmulArgs& a, int64_t r, int64_t c) {
     const __m256 dx = _mm256_broadcast_ss(xd + b);
     acc = _mm256_fmadd_ps(_mm256_mul_ps(d, dx), _mm256_cvtepi32_ps(is8), acc);
     acc = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, dx), msum, acc);
+  }
+  a.y[r * a.ldy + c] = hsum8(acc);
+}
+
+// Scale words for the Q4_K_R decode kernel: int32 lanes 0-7 get sub-block
+// s0's scale in both int16 words, lanes 8-15 sub-block s1's (bytes of the
+// scales; 0x80: zero).
+template <class V>
+inline typename V::I q4kr_scale_pattern(int s0, int s1) {
+  const int32_t w0 = int32_t(0x80008000u | uint32_t(s0) << 16 | uint32_t(s0));
+  const int32_t w1 = int32_t(0x80008000u | uint32_t(s1) << 16 | uint32_t(s1));
+  return V::join256_i(_mm256_set1_epi32(w0), _mm256_set1_epi32(w1));
+}
+
+// y[r][c] of Q4_K_R (kQ5 false) or Q5_K_R weights (kQ5 true;
+// weight_repack.h): q45k_row16's arithmetic with the layout's shortcuts.
+// Half p of a block is one 64-byte vector; its low nibbles are values
+// [128p, 128p + 64) (sub-blocks 4p in lanes 0-7, 4p + 1 in 8-15), its high
+// ones the next 64 (4p + 2, 4p + 3), so the activations are plain 64-byte
+// loads. Q5_K_R: nibble vector u (values [64u, 64u + 64)) gets its fifth bits
+// at bit 4: bit 2u of qh[l] in lanes 0-7, 2u + 1 in 8-15 (the same 5-bit
+// values as q45k_row16 forms).
+// Per vector, maddubs gives int16 sums of 2 products (at most 2 · 31 · 127,
+// never saturating) and dpwssd adds them times the
+// sub-block scale held in both words: isum + sc · (the 4 products of each
+// int32 lane), the integer dot_scaled gives. Each int32 lane i of the
+// folded sum is then, as in q45k_row16, the sum over the 8 sub-blocks s of
+// sc_s · (values 32s + 4i .. 32s + 4i + 3). The mins come straight as the
+// int16 words madd needs (word 2j and 2j + 1: mn_j; q4kr_scmn's steps on
+// words), and d, dmin are converted and multiplied by d_x together: the same
+// float products and the same FMAs as q45k_row16.
+template <class V, bool kQ5>
+void q45kr_row16(const MatmulArgs& a, int64_t r, int64_t c) {
+  using I = typename V::I;
+  using Blk = std::conditional_t<kQ5, BlockQ5_KR, BlockQ4_KR>;
+  const int64_t nb = a.k / 256;
+  const Blk* w = reinterpret_cast<const Blk*>(a.w + c * a.row_bytes);
+  const int8_t* xq = a.xq(r);
+  const float* xd = a.xd(r);
+  const int16_t* xb = a.xbs(r);
+  const I m4 = V::dup256_i(_mm256_set1_epi8(0x0F));
+  const I m63 = V::dup256_i(_mm256_set1_epi8(0x3F));
+  const I b4 = V::dup256_i(_mm256_set1_epi8(0x10));
+  const I s0 = q4kr_scale_pattern<V>(0, 1), s1 = q4kr_scale_pattern<V>(2, 3);
+  const I s2 = q4kr_scale_pattern<V>(4, 5), s3 = q4kr_scale_pattern<V>(6, 7);
+  // word 2j, 2j + 1: scm[8 + j % 4] (low byte), scm[j] (high byte)
+  const __m256i minpat = _mm256_setr_epi8(8, 0, 8, 0, 9, 1, 9, 1, 10, 2, 10, 2, 11, 3, 11, 3,
+                                          8, 4, 8, 4, 9, 5, 9, 5, 10, 6, 10, 6, 11, 7, 11, 7);
+  const __m256i minshift = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4);
+  const __m256i lo4 = _mm256_set1_epi16(0x000F), top2 = _mm256_set1_epi16(0x0030);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const Blk& blk = w[b];
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scm));  // + d, dmin
+    const __m256i h2 = _mm256_broadcastsi128_si256(h);
+    const I sc = V::and_i(V::dup256_i(h2), m63);
+    const int8_t* x = xq + 256 * b;
+    const I q0 = V::loadu_i(blk.qs), q1 = V::loadu_i(blk.qs + 64);
+    I n0 = V::and_i(q0, m4), n1 = V::and_i(V::srli4_16(q0), m4);
+    I n2 = V::and_i(q1, m4), n3 = V::and_i(V::srli4_16(q1), m4);
+    if constexpr (kQ5) {
+      // bit s of each qh byte shifted to bit 4 in one int16 shift (left by
+      // 4 - s, right by s - 4; the word's other byte lands outside bit 4)
+      const I qh = V::bcast256_i(blk.qh);
+      n0 = V::or_i(n0, V::and_i(V::sll16_2(qh, 4, 3), b4));
+      n1 = V::or_i(n1, V::and_i(V::sll16_2(qh, 2, 1), b4));
+      n2 = V::or_i(n2, V::and_i(V::srl16_2(qh, 0, 1), b4));
+      n3 = V::or_i(n3, V::and_i(V::srl16_2(qh, 2, 3), b4));
+    }
+    I isum = V::dpwssd(V::zero_i(), V::maddubs(n0, V::loadu_i(x)), V::shuffle8(sc, s0));
+    isum = V::dpwssd(isum, V::maddubs(n1, V::loadu_i(x + 64)), V::shuffle8(sc, s1));
+    isum = V::dpwssd(isum, V::maddubs(n2, V::loadu_i(x + 128)), V::shuffle8(sc, s2));
+    isum = V::dpwssd(isum, V::maddubs(n3, V::loadu_i(x + 192)), V::shuffle8(sc, s3));
+    const __m256i is8 = _mm256_add_epi32(V::lo8_i(isum), V::hi8_i(isum));
+    const __m256i mw = _mm256_shuffle_epi8(h2, minpat);
+    const __m256i mins = _mm256_or_si256(_mm256_and_si256(_mm256_srlv_epi32(mw, minshift), lo4),
+                                         _mm256_and_si256(_mm256_srli_epi16(mw, 10), top2));
+    const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 16 * b));
+    const __m256 msum = _mm256_cvtepi32_ps(_mm256_madd_epi16(bs, mins));
+    const __m128 ddx = _mm_mul_ps(_mm_cvtph_ps(_mm_srli_si128(h, 12)), _mm_set1_ps(xd[b]));  // d·d_x, dmin·d_x
+    acc = _mm256_fmadd_ps(_mm256_broadcastss_ps(ddx), _mm256_cvtepi32_ps(is8), acc);
+    acc = _mm256_fnmadd_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(ddx)), msum, acc);
   }
   a.y[r * a.ldy + c] = hsum8(acc);
 }
@@ -641,7 +779,9 @@ struct Avx512Q32 {
       case GgmlType::F16: return run_float<LoadF16>;
       case GgmlType::BF16: return run_float<LoadBF16>;
       case GgmlType::Q4_K: return run_q4k;
+      case GgmlType::Q4_K_R: return run_q4kr;
       case GgmlType::Q5_K: return run_q5k;
+      case GgmlType::Q5_K_R: return run_q5kr;
       case GgmlType::Q6_K: return run_q6k;
       default: return avx2_kernel(t);
     }
@@ -741,6 +881,16 @@ struct Avx512Q32 {
     static void run(const MatmulArgs& a, int64_t r, int64_t c, int nc) { q4k_tile16<W, R, P>(a, r, c, nc); }
   };
   template <class W, int R, int P>
+  struct Q4krT {
+    static void row(const MatmulArgs& a, int64_t r, int64_t c) { q45kr_row16<W, false>(a, r, c); }
+    static void run(const MatmulArgs& a, int64_t r, int64_t c, int nc) { q4k_tile16<W, R, P, true>(a, r, c, nc); }
+  };
+  template <class W, int R, int P>
+  struct Q5krT {
+    static void row(const MatmulArgs& a, int64_t r, int64_t c) { q45kr_row16<W, true>(a, r, c); }
+    static void run(const MatmulArgs& a, int64_t r, int64_t c, int nc) { q5k_tile16<W, R, P, true>(a, r, c, nc); }
+  };
+  template <class W, int R, int P>
   struct Q5kT {
     static void row(const MatmulArgs& a, int64_t r, int64_t c) { q45k_row16<W, true>(a, r, c); }
     static void run(const MatmulArgs& a, int64_t r, int64_t c, int nc) { q5k_tile16<W, R, P>(a, r, c, nc); }
@@ -752,6 +902,12 @@ struct Avx512Q32 {
   };
   static void run_q4k(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* s) {
     run_k<Q4kT>(a, r0, r1, c0, c1, s);
+  }
+  static void run_q4kr(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* s) {
+    run_k<Q4krT>(a, r0, r1, c0, c1, s);
+  }
+  static void run_q5kr(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* s) {
+    run_k<Q5krT>(a, r0, r1, c0, c1, s);
   }
   static void run_q5k(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* s) {
     run_k<Q5kT>(a, r0, r1, c0, c1, s);

@@ -84,6 +84,14 @@ using QuantizeRowFn = void (*)(const float* x, int64_t k, const ActLayout& l, ui
 TaskKernel scalar_kernel(GgmlType t);  // nullptr if unsupported
 void scalar_quantize_row(const float* x, int64_t k, const ActLayout& l, uint8_t* out);
 
+// Q4_K_R / Q5_K_R weights (weight_repack.h) on the paths without a kernel for
+// them: each task's rows unpacked to Q4_K / Q5_K, then the scalar / AVX2
+// kernel of that type (weight_repack.cc).
+void task_q4_kr_via_scalar(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* scratch);
+void task_q4_kr_via_avx2(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* scratch);
+void task_q5_kr_via_scalar(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* scratch);
+void task_q5_kr_via_avx2(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* scratch);
+
 // AVX2 + FMA + F16C kernels; nullptr where not compiled (non-x86 builds).
 TaskKernel avx2_kernel(GgmlType t);
 // The AVX2 kernels of the types unpacked to int8 per block (Q4_1, Q5_0, Q5_1,
@@ -139,6 +147,8 @@ inline int64_t act_block(GgmlType t) {
     case GgmlType::IQ4_NL:
     case GgmlType::MXFP4: return 32;
     case GgmlType::Q4_K:
+    case GgmlType::Q4_K_R:
+    case GgmlType::Q5_K_R:
     case GgmlType::Q5_K:
     case GgmlType::Q6_K:
     case GgmlType::IQ4_XS: return 256;

@@ -63,13 +63,15 @@ std::vector<float> vector_f32(const GgufFile& f, const std::string& name, int64_
 
 Model::~Model() = default;
 
-std::unique_ptr<Model> Model::load(const std::string& path, Residency residency, int64_t context_length) {
+std::unique_ptr<Model> Model::load(const std::string& path, Residency residency, int64_t context_length,
+                                   WeightLayout layout) {
   std::unique_ptr<Model> m(new Model());
   m->file_ = GgufFile::open(path, residency);
   m->config_ = ModelConfig::from_gguf(*m->file_, context_length);
   m->tokenizer_ = Tokenizer::from_gguf(*m->file_);
   m->load_weights();
-  m->compute_fingerprint();
+  m->compute_fingerprint();  // from the stored bytes, whatever the layout
+  if (layout == WeightLayout::kForKernels) m->repack_weights();
   return m;
 }
 

@@ -16,7 +16,8 @@ namespace pc {
 class GgufFile;
 class Tokenizer;
 
-// One transformer block. Matrices point into the mapped file (no copy);
+// One transformer block. Matrices point into the mapped file (no copy), or
+// into the model's repacked copy (Model::WeightLayout);
 // 1-D tensors (norms, biases) are converted to F32 and owned here.
 struct LayerWeights {
   std::vector<float> attn_norm;               // [n_embd]
@@ -46,8 +47,14 @@ class Model {
   // the file (see Residency).
   // context_length: the context size the model runs with (0: the file's
   // context_length); it selects LongRoPE's factor set (ModelConfig).
+  // layout: kForKernels repacks the matrices the kernels in use read faster
+  // in another layout (matmul_repacked_type(), kernels/weight_repack.h: Q4_K
+  // to Q4_K_R and Q5_K to Q5_K_R on AVX-512) into anonymous memory at load,
+  // giving the file's pages of those tensors back; kAsStored keeps every
+  // matrix as stored. The logits are bitwise the same either way.
+  enum class WeightLayout { kForKernels, kAsStored };
   static std::unique_ptr<Model> load(const std::string& path, Residency residency = Residency::kMemory,
-                                     int64_t context_length = 0);
+                                     int64_t context_length = 0, WeightLayout layout = WeightLayout::kForKernels);
   ~Model();
 
   const ModelConfig& config() const { return config_; }
@@ -77,6 +84,7 @@ class Model {
   void load_attention(int64_t layer);
   void load_ffn(int64_t layer);
   void compute_fingerprint();
+  void repack_weights();  // model_repack.cc
 
   std::unique_ptr<GgufFile> file_;
   std::unique_ptr<Tokenizer> tokenizer_;
@@ -87,6 +95,7 @@ class Model {
   std::vector<float> rope_freqs_;   // rope_freqs, or LongRoPE's set in use
   std::vector<float> no_factors_;
   std::string fingerprint_;
+  std::shared_ptr<uint8_t> repacked_;  // the repacked matrices' memory (repack_weights)
 };
 
 }  // namespace pc
