@@ -10,7 +10,10 @@
 //     times scale;
 //   update: a lane per dimension, 16 dimensions per vector; per block the
 //     rescale (when any query's maximum grew in the chunk), then
-//     acc = fma(V[t], p_t, acc) slot by slot.
+//     acc = fma(V[t], p_t, acc) slot by slot;
+//   quantized K's scores (qscore): a lane per slot, two blocks per vector, the
+//     integer dots by vpdpwssd (exact, so any grouping gives the same
+//     integers), then the AVX2 tile's float operations.
 // Head sizes whose update covers an odd number of 8-dimension vectors (head
 // dimension 8) have no 16-lane tiles: the AVX2 ones run.
 //
@@ -18,7 +21,7 @@
 // only (see matmul_avx2_shared.h).
 #pragma once
 
-#include "kernels/kv_block_levels.h"
+#include "kernels/kv_quant.h"
 
 namespace pc {
 namespace {
@@ -69,13 +72,48 @@ __attribute__((noinline)) void score_tile16(const float* const* qv, const E* con
     }
 }
 
+// What update_tile16 reads for slot u of a block, 16 dimensions at a time
+// from 8 v0 (load(w): dimensions 8 v0 + 16 w ..): F16 or F32 rows (VT = kF16),
+// or a quantized row straight from the page, dequantized as loaded (VT =
+// kQ8_0 / kQ4_0, E = uint8_t, vb the block's first row; v0 a multiple of 4:
+// quantization block v0 / 4), bitwise dequant_v16()'s values.
+template <class V, int NV, class E, KvType VT>
+struct VSlot16 {
+  static constexpr size_t kBlockBytes = VT == KvType::kQ8_0 ? 34 : 18;
+  const E* p;
+  typename V::F d;
+  VSlot16(const E* vb, int u, int v0) {
+    if constexpr (VT == KvType::kF16) {
+      p = vb + u * 8 * NV + 8 * v0;
+      d = V::zero_f();
+    } else {
+      p = vb + size_t(u) * (NV / 4) * kBlockBytes + size_t(v0 / 4) * kBlockBytes;
+      uint16_t h;
+      std::memcpy(&h, p, 2);
+      d = V::set1_f(_cvtsh_ss(h));
+    }
+  }
+  typename V::F load(int w) const {
+    if constexpr (VT == KvType::kF16) {
+      return load16<V>(p + 16 * w);
+    } else if constexpr (VT == KvType::kQ8_0) {
+      return V::mul(d, V::cvt_i8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2 + 16 * w))));
+    } else {  // q4_0: values 0-15 the low nibbles, 16-31 the high ones
+      const __m128i qs = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2));
+      const __m128i mask = _mm_set1_epi8(15);
+      const __m128i nib = w == 0 ? _mm_and_si128(qs, mask) : _mm_and_si128(_mm_srli_epi16(qs, 4), mask);
+      return V::mul(d, V::cvt_i8(_mm_sub_epi8(nib, _mm_set1_epi8(8))));
+    }
+  }
+};
+
 // DV (even) vectors of 8 dimensions from v0: DV / 2 vectors of 16.
-template <class V, int NV, int QT, int DV, class E>
+template <class V, int NV, int QT, int DV, class E, KvType VT = KvType::kF16>
 __attribute__((noinline)) void update_tile16(float* const* acc, const float* const* p, const float* const* c,
                                              const E* const* vb, const int* blk_len, int n_blk, int v0) {
   static_assert(DV % 2 == 0, "16 dimensions a vector");
   using F = typename V::F;
-  constexpr int hd = 8 * NV, DW = DV / 2;
+  [[maybe_unused]] constexpr int hd = 8 * NV, DW = DV / 2;
   F a[QT][DW];
   PC_UNROLL for (int i = 0; i < QT; ++i) PC_UNROLL for (int w = 0; w < DW; ++w) a[i][w] = V::loadu_f(acc[i] + 8 * v0 + 16 * w);
   bool rescale = false;  // (as the AVX2 tile: one branch per chunk)
@@ -91,9 +129,9 @@ __attribute__((noinline)) void update_tile16(float* const* acc, const float* con
       const int t = 8 * b + u;
       F pv[QT];
       PC_UNROLL for (int i = 0; i < QT; ++i) pv[i] = V::set1_f(p[i][t]);
-      const E* vt = vb[b] + u * hd + 8 * v0;
+      const VSlot16<V, NV, E, VT> vt(vb[b], u, v0);
       PC_UNROLL for (int w = 0; w < DW; ++w) {
-        const F vv = load16<V>(vt + 16 * w);
+        const F vv = vt.load(w);
         PC_UNROLL for (int i = 0; i < QT; ++i) a[i][w] = V::fmadd(vv, pv[i], a[i][w]);
       }
     }
@@ -101,29 +139,51 @@ __attribute__((noinline)) void update_tile16(float* const* acc, const float* con
   PC_UNROLL for (int i = 0; i < QT; ++i) PC_UNROLL for (int w = 0; w < DW; ++w) V::storeu_f(acc[i] + 8 * v0 + 16 * w, a[i][w]);
 }
 
-// AttnTileSet::dequant_k on 16 lanes: per quantization block, the rows' levels
-// transposed as bytes (kv_block_levels.h), then two dimensions' 8 rows (16
-// values) widened and times the rows' scales at a time. Bitwise
-// kv_dequantize_row()'s values (d * level is exact in F32).
-template <class V, KvType Q>
-void dequant_k16(const uint8_t* rows, size_t rb, int n, int hd, float* out) {
-  for (int qb = 0; qb < hd / 32; ++qb) {
-    __m256i x[8];
-    alignas(32) float scl[8];
-    _mm256_store_ps(scl, kvq_block_levels<Q>(rows, rb, n, qb, x));
-    const typename V::F sv = V::bcast8(scl);
-    float* o = out + size_t(qb) * 32 * 8;
-    kvq_transpose_levels(x, [&](int D, __m256i c) {  // dimensions D, D+1 and 16+D, 17+D
-      V::storeu_f(o + 8 * D, V::mul(sv, V::cvt_i8(_mm256_castsi256_si128(c))));
-      V::storeu_f(o + 8 * (16 + D), V::mul(sv, V::cvt_i8(_mm256_extracti128_si256(c, 1))));
-    });
+// AttnTileSet::qscore on 16 lanes (two prepared blocks a vector, as the
+// scores above): per quantization block the integer dot of the query's int16
+// levels with K's (vpdpwssd on a pair of dimensions at a time, exact in
+// int32), then r = fma(float(dot), d_k * d_q, r); times scale. Each lane the
+// AVX2 qscore_tile's integers and operations.
+template <class V, int NV, int QT, int KB>
+__attribute__((noinline)) void qscore_tile16(const AttnQueryQ* qv, const AttnKeysQ* kb, float scale,
+                                             float* const* sc) {
+  using F = typename V::F;
+  using I = typename V::I;
+  constexpr int hd = 8 * NV, B = hd % 32 == 0 ? 32 : hd, NB = hd / B, PB = B / 2, KP = (KB + 1) / 2;
+  F r[QT][KP];
+  PC_UNROLL for (int i = 0; i < QT; ++i) PC_UNROLL for (int j = 0; j < KP; ++j) r[i][j] = V::zero_f();
+  const AttnKeysQ* k2[KP][2];
+  PC_UNROLL for (int j = 0; j < KP; ++j) {
+    k2[j][0] = kb + 2 * j;
+    k2[j][1] = kb + (2 * j + 1 < KB ? 2 * j + 1 : 2 * j);  // (past the last block: never stored)
   }
-}
-
-template <class V>
-void dequant_k16(KvType t, const uint8_t* rows, size_t rb, int n, int hd, float* out) {
-  if (t == KvType::kQ8_0) dequant_k16<V, KvType::kQ8_0>(rows, rb, n, hd, out);
-  else dequant_k16<V, KvType::kQ4_0>(rows, rb, n, hd, out);
+  for (int qb = 0; qb < NB; ++qb) {
+    I s[QT][KP];
+    PC_UNROLL for (int i = 0; i < QT; ++i) PC_UNROLL for (int j = 0; j < KP; ++j) s[i][j] = V::zero_i();
+    PC_UNROLL for (int p = 0; p < PB; ++p) {
+      const int pp = qb * PB + p;
+      I kv[KP];
+      PC_UNROLL for (int j = 0; j < KP; ++j)
+        kv[j] = V::load_i2(reinterpret_cast<const __m256i*>(k2[j][0]->pairs + 8 * pp),
+                           reinterpret_cast<const __m256i*>(k2[j][1]->pairs + 8 * pp));
+      PC_UNROLL for (int i = 0; i < QT; ++i) {
+        const I qb2 = V::set1_i(qv[i].pairs[pp]);
+        PC_UNROLL for (int j = 0; j < KP; ++j) s[i][j] = V::dpwssd(s[i][j], kv[j], qb2);
+      }
+    }
+    PC_UNROLL for (int j = 0; j < KP; ++j) {
+      const F kd = V::load_f2(k2[j][0]->d + 8 * qb, k2[j][1]->d + 8 * qb);
+      PC_UNROLL for (int i = 0; i < QT; ++i)
+        r[i][j] = V::fmadd(V::cvt(s[i][j]), V::mul(kd, V::set1_f(qv[i].d[qb])), r[i][j]);
+    }
+  }
+  const F sv = V::set1_f(scale);
+  PC_UNROLL for (int i = 0; i < QT; ++i)
+    PC_UNROLL for (int j = 0; j < KP; ++j) {
+      const F o = V::mul(r[i][j], sv);
+      _mm256_storeu_ps(sc[i] + 16 * j, V::lo8(o));
+      if (2 * j + 1 < KB) _mm256_storeu_ps(sc[i] + 16 * j + 8, V::hi8(o));
+    }
 }
 
 // AttnTileSet::dequant_v on 16 lanes: each block's 32 levels in two vectors,
@@ -166,7 +226,11 @@ const AttnTiles* attn_tiles16(int head_dim) {
         AttnTiles x = make_attn_tiles(
             [](auto sh) { return score_tile16<V, NV, decltype(sh)::kQT, decltype(sh)::kKB, typename decltype(sh)::Elem>; },
             [](auto qt) { return update_tile16<V, NV, decltype(qt)::kQT, DV, typename decltype(qt)::Elem>; });
-        x.f32.dequant_k = dequant_k16<V>;
+        fill_attn_qscore(x.f32, [](auto sh) { return qscore_tile16<V, NV, decltype(sh)::kQT, decltype(sh)::kKB>; });
+        if constexpr (NV % 4 == 0 && DV == 4)
+          fill_attn_vupdate(x.f32, [](auto qt, auto vt) {
+            return update_tile16<V, NV, decltype(qt)::kQT, 4, uint8_t, decltype(vt)::value>;
+          });
         x.f32.dequant_v = dequant_v16<V>;
         return x;
       }();
