@@ -42,16 +42,18 @@
 //
 // dot(q, K[t]) for quantized K (q8_0, q4_0): K[t]'s row is levels k_j and an
 // F16 scale dk_b per block of B = kv_quant_block() values. The query (F32, not
-// rounded to F16) is quantized per block of B values to int16
-// (quantize_query, paged_attention_internal.h): dq_b = max_j |q_j| / 32767,
-// ql_j = round-half-to-even(q_j * (1 / dq_b)). Then, from r = 0, per block b
-// in order:
-//   I = sum_j ql_j * k_j over the block        exact in int32 (|I| < 2^28)
+// rounded to F16) is quantized per block of B values to levels of at most
+// 16383 in magnitude (quantize_query, paged_attention_internal.h):
+// dq_b = max_j |q_j| / 16383, ql_j = round-half-to-even(q_j * (1 / dq_b)).
+// Then, from r = 0, per block b in order:
+//   I = sum_j ql_j * k_j over the block        exact in int32 (|I| < 2^27)
 //   r = fma(float(I), dk_b * dq_b, r)          float(I) rounded to nearest even
-// The integer sums have no order, so SIMD paths group them freely (vpmaddwd,
-// vpdpwssd on K's levels prepared per chunk as int16 pairs): every path gives
-// the same scores bitwise. The query's 15-bit levels per block are finer than
-// the F16 rounding F16 K applies to it (docs/architecture.md "KV types").
+// The integer sums have no order, so SIMD paths group them freely (AVX2:
+// vpmaddwd on K's levels prepared per chunk as int16 pairs; 16-lane tiles:
+// vpdpbusd on K's levels as bytes and the query's levels split in two bytes):
+// every path gives the same scores bitwise. The query's levels per block are
+// finer than the F16 rounding F16 K applies to it (docs/architecture.md "KV
+// types").
 //
 // Block-wise online softmax with a float accumulator: one rescale per block of
 // 8 keys at most, and per key one exp, one dot and one fma per element (the

@@ -398,7 +398,9 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
   constexpr int QT = 3;
   const int nq = tk.n_tok * group;
   float* q16 = scratch;                          // [nq][hd] query rounded to F16 (F16 K), or
-                                                 // quantized: [nq][hd/2] level pairs, then [nq][NB] scales
+                                                 // quantized: [nq][hd/2] level pairs or lohi
+                                                 // (AttnTileSet::byte_query), then [nq][NB] scales
+                                                 // and [nq][NB] corrections
   float* acc = q16 + size_t(nq) * hd;            // [nq][hd] this segment
   float* accm = acc + size_t(nq) * hd;           // [nq][hd] the segments before, merged
   float* M = accm + size_t(nq) * hd;             // [nq]
@@ -418,7 +420,9 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
   constexpr int NB = hd % 32 == 0 ? hd / 32 : 1;  // quantization blocks a row
   [[maybe_unused]] const size_t rb = E_is_float<E> ? kv_row_bytes(a.kv_type, hd) : 0;
   [[maybe_unused]] auto* qqp = reinterpret_cast<int32_t*>(q16);  // quantized queries' level pairs
-  [[maybe_unused]] float* qqd = q16 + size_t(nq) * hd / 2;      // and scales
+  [[maybe_unused]] auto* qql = qqp;                                // or their lo / hi bytes
+  [[maybe_unused]] float* qqd = q16 + size_t(nq) * hd / 2;        // [nq][NB] scales
+  [[maybe_unused]] auto* qqc = reinterpret_cast<int32_t*>(qqd + nq * NB);  // [nq][NB] corrections
   [[maybe_unused]] AttnKeysQ kq[kChunkBlocks];
   int n_max = 0;
   for (int qi = 0; qi < nq; ++qi) {
@@ -428,8 +432,24 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
     if constexpr (E_is_float<E>) {  // quantized K: the query quantized (quantize_query)
       int16_t lv[hd];
       quantize_query(src, hd, hd / NB, lv, qqd + qi * NB);
-      for (int p = 0; p < hd / 2; ++p)
-        qqp[qi * (hd / 2) + p] = int32_t(uint32_t(uint16_t(lv[2 * p])) | uint32_t(uint16_t(lv[2 * p + 1])) << 16);
+      if (!tiles.byte_query)
+        for (int p = 0; p < hd / 2; ++p)
+          qqp[qi * (hd / 2) + p] = int32_t(uint32_t(uint16_t(lv[2 * p])) | uint32_t(uint16_t(lv[2 * p + 1])) << 16);
+      else for (int g = 0; g < hd / 4; ++g) {  // q = 256 hi + lo (AttnQueryQ)
+        uint32_t lo = 0, hi = 0;
+        for (int e = 0; e < 4; ++e) {
+          const int l = lv[4 * g + e], h = (l + 128) >> 8;
+          lo |= uint32_t(uint8_t(int8_t(l - 256 * h))) << (8 * e);
+          hi |= uint32_t(uint8_t(int8_t(h))) << (8 * e);
+        }
+        qql[qi * (hd / 2) + 2 * g] = int32_t(lo);
+        qql[qi * (hd / 2) + 2 * g + 1] = int32_t(hi);
+      }
+      for (int b = 0; b < NB; ++b) {
+        int32_t sum = 0;
+        for (int j = 0; j < hd / NB; ++j) sum += lv[b * (hd / NB) + j];
+        qqc[qi * NB + b] = 128 * sum;
+      }
     }
     PC_UNROLL for (int v = 0; v < NV; ++v) {
       if constexpr (!E_is_float<E>) _mm256_storeu_ps(q16 + qi * hd + 8 * v, round_f16(_mm256_loadu_ps(src + 8 * v)));
@@ -490,7 +510,7 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
         const int qi = live[l + (i < n_here ? i : 0)];
         qv[i] = q16 + qi * hd;
         row[i] = sc + qi * kChunkSlots;
-        if constexpr (E_is_float<E>) qq[i] = {qqp + qi * (hd / 2), qqd + qi * NB};
+        if constexpr (E_is_float<E>) qq[i] = {qqp + qi * (hd / 2), qqd + qi * NB, qql + qi * (hd / 2), qqc + qi * NB};
       }
       for (int b0 = 0; b0 < n_blk; b0 += kTileBlocks) {
         const int nb = n_blk - b0 < kTileBlocks ? n_blk - b0 : kTileBlocks;
@@ -619,7 +639,7 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
       float* vd = vdq + size_t(8 * n_blk) * hd;
       int32_t* kl = kqp + size_t(4 * n_blk) * hd;
       float* kd = kqd + size_t(8 * n_blk) * NB;
-      prepare_keys_q(a.kv_type, reinterpret_cast<const uint8_t*>(K), rb, len, hd, kl, kd);
+      tiles.prep_k(a.kv_type, reinterpret_cast<const uint8_t*>(K), rb, len, hd, kl, kd);
       vrow[n_blk] = reinterpret_cast<const uint8_t*>(V);
       if (!vupd) {  // (with vupd the tiles read the rows)
         if (hd % 32 == 0) tiles.dequant_v(a.kv_type, vrow[n_blk], rb, len, hd, vd);
@@ -691,6 +711,7 @@ const AttnTiles& avx2_tiles() {
         [](auto sh) { return score_tile<NV, decltype(sh)::kQT, decltype(sh)::kKB, typename decltype(sh)::Elem>; },
         [](auto qt) { return update_tile<NV, decltype(qt)::kQT, attn_update_vectors(NV), typename decltype(qt)::Elem>; });
     fill_attn_qscore(x.f32, [](auto sh) { return qscore_tile<NV, decltype(sh)::kQT, decltype(sh)::kKB>; });
+    x.f32.prep_k = prepare_keys_q;
     if constexpr (NV % 4 == 0 && attn_update_vectors(NV) == 4)
       fill_attn_vupdate(x.f32, [](auto qt, auto vt) {
         return update_tile<NV, decltype(qt)::kQT, 4, uint8_t, decltype(vt)::value>;

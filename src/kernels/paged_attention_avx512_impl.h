@@ -12,8 +12,8 @@
 //     rescale (when any query's maximum grew in the chunk), then
 //     acc = fma(V[t], p_t, acc) slot by slot;
 //   quantized K's scores (qscore): a lane per slot, two blocks per vector, the
-//     integer dots by vpdpwssd (exact, so any grouping gives the same
-//     integers), then the AVX2 tile's float operations.
+//     integer dots by vpdpbusd on bytes (exact, so any grouping gives the
+//     same integers), then the AVX2 tile's float operations.
 // Head sizes whose update covers an odd number of 8-dimension vectors (head
 // dimension 8) have no 16-lane tiles: the AVX2 ones run.
 //
@@ -21,6 +21,7 @@
 // only (see matmul_avx2_shared.h).
 #pragma once
 
+#include "kernels/kv_block_levels.h"
 #include "kernels/kv_quant.h"
 
 namespace pc {
@@ -139,17 +140,70 @@ __attribute__((noinline)) void update_tile16(float* const* acc, const float* con
   PC_UNROLL for (int i = 0; i < QT; ++i) PC_UNROLL for (int w = 0; w < DW; ++w) V::storeu_f(acc[i] + 8 * v0 + 16 * w, a[i][w]);
 }
 
+// AttnTileSet::prep_k for the 16-lane tiles: each slot's levels plus 128 as
+// unsigned bytes, 4 dimensions to an int32 lane, a lane per slot
+// ([hd/4][8], AttnKeysQ): per quantization block of 32, the 8 rows' 8 dwords
+// transposed (kv_block_levels.h gives the rows' levels and scales); heads of
+// 8 or 16 (one block a row) through kv_row_levels().
+template <KvType Q>
+void prepare_keys_q4(const uint8_t* rows, size_t rb, int n, int hd, int32_t* quads, float* d) {
+  if (hd % 32 != 0) {
+    int8_t lv[16] = {};
+    float sc = 0.f;
+    for (int u = 0; u < 8; ++u) {
+      if (u < n) kv_row_levels(Q, rows + u * rb, hd, lv, &sc);
+      for (int g = 0; g < hd / 4; ++g) {
+        uint32_t w = 0;
+        for (int e = 0; e < 4; ++e) w |= uint32_t(uint8_t((u < n ? lv[4 * g + e] : 0) + 128)) << (8 * e);
+        quads[g * 8 + u] = int32_t(w);
+      }
+      d[u] = u < n ? sc : 0.f;
+    }
+    return;
+  }
+  const __m256i bias = _mm256_set1_epi8(int8_t(0x80));
+  for (int qb = 0; qb < hd / 32; ++qb) {
+    __m256i x[8], t[8], v[8];
+    _mm256_storeu_ps(d + 8 * qb, kvq_block_levels<Q>(rows, rb, n, qb, x));
+    // 8 × 8 dwords transposed: out[g] lane u = x[u] dword g
+    PC_UNROLL for (int i = 0; i < 4; ++i) {
+      t[2 * i] = _mm256_unpacklo_epi32(x[2 * i], x[2 * i + 1]);
+      t[2 * i + 1] = _mm256_unpackhi_epi32(x[2 * i], x[2 * i + 1]);
+    }
+    PC_UNROLL for (int h = 0; h < 2; ++h) {
+      const __m256i* th = t + 4 * h;
+      v[4 * h + 0] = _mm256_unpacklo_epi64(th[0], th[2]);
+      v[4 * h + 1] = _mm256_unpackhi_epi64(th[0], th[2]);
+      v[4 * h + 2] = _mm256_unpacklo_epi64(th[1], th[3]);
+      v[4 * h + 3] = _mm256_unpackhi_epi64(th[1], th[3]);
+    }
+    int32_t* o = quads + qb * 8 * 8;
+    PC_UNROLL for (int g = 0; g < 4; ++g) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 8 * g),
+                          _mm256_xor_si256(bias, _mm256_permute2x128_si256(v[g], v[4 + g], 0x20)));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 8 * (g + 4)),
+                          _mm256_xor_si256(bias, _mm256_permute2x128_si256(v[g], v[4 + g], 0x31)));
+    }
+  }
+}
+
+void prepare_keys_q4(KvType t, const uint8_t* rows, size_t rb, int n, int hd, int32_t* quads, float* d) {
+  if (t == KvType::kQ8_0) prepare_keys_q4<KvType::kQ8_0>(rows, rb, n, hd, quads, d);
+  else prepare_keys_q4<KvType::kQ4_0>(rows, rb, n, hd, quads, d);
+}
+
 // AttnTileSet::qscore on 16 lanes (two prepared blocks a vector, as the
-// scores above): per quantization block the integer dot of the query's int16
-// levels with K's (vpdpwssd on a pair of dimensions at a time, exact in
-// int32), then r = fma(float(dot), d_k * d_q, r); times scale. Each lane the
-// AVX2 qscore_tile's integers and operations.
+// scores above): per quantization block the integer dot of the query's levels
+// with K's, by vpdpbusd on K's levels plus 128 (unsigned bytes) and the
+// query's lo and hi bytes (AttnQueryQ): 256 * sum(k'·hi) + sum(k'·lo) - corr
+// is the exact dot (no term leaves int32); then r = fma(float(dot), d_k * d_q,
+// r); times scale. Each lane the AVX2 qscore_tile's integers and operations.
 template <class V, int NV, int QT, int KB>
 __attribute__((noinline)) void qscore_tile16(const AttnQueryQ* qv, const AttnKeysQ* kb, float scale,
                                              float* const* sc) {
   using F = typename V::F;
   using I = typename V::I;
-  constexpr int hd = 8 * NV, B = hd % 32 == 0 ? 32 : hd, NB = hd / B, PB = B / 2, KP = (KB + 1) / 2;
+  constexpr int hd = 8 * NV, B = hd % 32 == 0 ? 32 : hd, NB = hd / B, GB = B / 4, KP = (KB + 1) / 2;
   F r[QT][KP];
   PC_UNROLL for (int i = 0; i < QT; ++i) PC_UNROLL for (int j = 0; j < KP; ++j) r[i][j] = V::zero_f();
   const AttnKeysQ* k2[KP][2];
@@ -158,23 +212,34 @@ __attribute__((noinline)) void qscore_tile16(const AttnQueryQ* qv, const AttnKey
     k2[j][1] = kb + (2 * j + 1 < KB ? 2 * j + 1 : 2 * j);  // (past the last block: never stored)
   }
   for (int qb = 0; qb < NB; ++qb) {
-    I s[QT][KP];
-    PC_UNROLL for (int i = 0; i < QT; ++i) PC_UNROLL for (int j = 0; j < KP; ++j) s[i][j] = V::zero_i();
-    PC_UNROLL for (int p = 0; p < PB; ++p) {
-      const int pp = qb * PB + p;
+    I lo[QT][KP], hi[QT][KP];
+    PC_UNROLL for (int i = 0; i < QT; ++i) {
+      const I c = V::set1_i(-qv[i].corr[qb]);
+      PC_UNROLL for (int j = 0; j < KP; ++j) {
+        lo[i][j] = c;
+        hi[i][j] = V::zero_i();
+      }
+    }
+    PC_UNROLL for (int g = 0; g < GB; ++g) {
+      const int gg = qb * GB + g;
       I kv[KP];
       PC_UNROLL for (int j = 0; j < KP; ++j)
-        kv[j] = V::load_i2(reinterpret_cast<const __m256i*>(k2[j][0]->pairs + 8 * pp),
-                           reinterpret_cast<const __m256i*>(k2[j][1]->pairs + 8 * pp));
+        kv[j] = V::load_i2(reinterpret_cast<const __m256i*>(k2[j][0]->pairs + 8 * gg),
+                           reinterpret_cast<const __m256i*>(k2[j][1]->pairs + 8 * gg));
       PC_UNROLL for (int i = 0; i < QT; ++i) {
-        const I qb2 = V::set1_i(qv[i].pairs[pp]);
-        PC_UNROLL for (int j = 0; j < KP; ++j) s[i][j] = V::dpwssd(s[i][j], kv[j], qb2);
+        const I ql = V::set1_i(qv[i].lohi[2 * gg]), qh = V::set1_i(qv[i].lohi[2 * gg + 1]);
+        PC_UNROLL for (int j = 0; j < KP; ++j) {
+          lo[i][j] = V::dpbusd(lo[i][j], kv[j], ql);
+          hi[i][j] = V::dpbusd(hi[i][j], kv[j], qh);
+        }
       }
     }
     PC_UNROLL for (int j = 0; j < KP; ++j) {
       const F kd = V::load_f2(k2[j][0]->d + 8 * qb, k2[j][1]->d + 8 * qb);
-      PC_UNROLL for (int i = 0; i < QT; ++i)
-        r[i][j] = V::fmadd(V::cvt(s[i][j]), V::mul(kd, V::set1_f(qv[i].d[qb])), r[i][j]);
+      PC_UNROLL for (int i = 0; i < QT; ++i) {
+        const I dot = V::add32(V::template slli32<8>(hi[i][j]), lo[i][j]);
+        r[i][j] = V::fmadd(V::cvt(dot), V::mul(kd, V::set1_f(qv[i].d[qb])), r[i][j]);
+      }
     }
   }
   const F sv = V::set1_f(scale);
@@ -227,6 +292,8 @@ const AttnTiles* attn_tiles16(int head_dim) {
             [](auto sh) { return score_tile16<V, NV, decltype(sh)::kQT, decltype(sh)::kKB, typename decltype(sh)::Elem>; },
             [](auto qt) { return update_tile16<V, NV, decltype(qt)::kQT, DV, typename decltype(qt)::Elem>; });
         fill_attn_qscore(x.f32, [](auto sh) { return qscore_tile16<V, NV, decltype(sh)::kQT, decltype(sh)::kKB>; });
+        x.f32.prep_k = prepare_keys_q4;
+        x.f32.byte_query = true;
         if constexpr (NV % 4 == 0 && DV == 4)
           fill_attn_vupdate(x.f32, [](auto qt, auto vt) {
             return update_tile16<V, NV, decltype(qt)::kQT, 4, uint8_t, decltype(vt)::value>;

@@ -98,12 +98,13 @@ inline void add_attention_sink(int hd, float* mm, float* sm, float* accm, float 
 }
 
 // Quantized K (q8_0, q4_0; paged_attention.cc): the query of each query head
-// quantized per block of B = kv_quant_block(type, head_dim) values to int16
-// levels: d = max|q| / 32767 (float), level = round-half-to-even(q * (1 / d))
-// (levels 0 when d is 0), so |level| <= 32767 and the integer dot of a block
-// with K's levels (|level| <= 128) fits int32. lv [head_dim], d [head_dim / B].
+// quantized per block of B = kv_quant_block(type, head_dim) values to 15-bit
+// levels: d = max|q| / 16383 (float), level = round-half-to-even(q * (1 / d))
+// (levels 0 when d is 0), so |level| <= 16383, the integer dot of a block
+// with K's levels (|level| <= 128) fits int32, and a level splits into two
+// signed bytes (AttnQueryQ::lohi). lv [head_dim], d [head_dim / B].
 // Every path calls this one function.
-constexpr float kAttnQueryLevels = 32767.f;
+constexpr float kAttnQueryLevels = 16383.f;
 inline void quantize_query(const float* q, int hd, int B, int16_t* lv, float* d) {
   for (int b = 0; b < hd / B; ++b) {
     const float* x = q + b * B;
@@ -120,16 +121,25 @@ inline void quantize_query(const float* q, int hd, int B, int16_t* lv, float* d)
 }
 
 // The quantized query as the SIMD tiles read it: pairs[p] holds levels 2p
-// (low 16 bits) and 2p + 1 (high 16 bits) ([head_dim / 2]); d its block scales.
+// (low 16 bits) and 2p + 1 (high 16 bits) ([head_dim / 2]); d its block
+// scales. For byte dot products (vpdpbusd) each level q is also split as
+// q = 256 hi + lo, hi = (q + 128) >> 8 (in [-64, 64]), lo in [-128, 127]:
+// lohi[2g] the lo bytes of levels 4g .. 4g + 3, lohi[2g + 1] their hi bytes
+// ([head_dim / 4][2]); corr[b] = 128 * (the sum of block b's levels), which
+// the dot of K's levels stored plus 128 (unsigned bytes) overcounts.
 struct AttnQueryQ {
   const int32_t* pairs = nullptr;
   const float* d = nullptr;
+  const int32_t* lohi = nullptr;
+  const int32_t* corr = nullptr;
 };
 // A block of 8 slots of quantized K as the SIMD tiles read it, prepared once
-// per chunk for all its queries: pairs[p * 8 + u] holds slot u's levels 2p
-// (low 16 bits) and 2p + 1 (high), as int16 ([head_dim / 2][8]); d[b * 8 + u]
-// slot u's scale of quantization block b ([head_dim / B][8]). Slots past the
-// block's length: levels and scales zero.
+// per chunk for all its queries by the tile set's prep_k: AVX2 tiles,
+// pairs[p * 8 + u] holds slot u's levels 2p (low 16 bits) and 2p + 1 (high),
+// as int16 ([head_dim / 2][8]); 16-lane tiles, pairs[g * 8 + u] holds slot
+// u's levels 4g .. 4g + 3 plus 128, as unsigned bytes ([head_dim / 4][8]).
+// d[b * 8 + u] slot u's scale of quantization block b ([head_dim / B][8]).
+// Slots past the block's length: levels 0 and scales 0.
 struct AttnKeysQ {
   const int32_t* pairs = nullptr;
   const float* d = nullptr;
@@ -160,6 +170,13 @@ struct AttnTileSet {
   QScoreFn qscore[3][4] = {};
   using DequantFn = void (*)(KvType t, const uint8_t* rows, size_t rb, int n, int hd, float* out);
   DequantFn dequant_v = nullptr;
+  // A quantized block's n <= 8 K rows (rows rb bytes apart) into the
+  // AttnKeysQ layout qscore reads: pairs (4 * hd int32 at most), d.
+  using PrepKFn = void (*)(KvType t, const uint8_t* rows, size_t rb, int n, int hd, int32_t* pairs, float* d);
+  PrepKFn prep_k = nullptr;
+  // Which form of the query qscore reads: AttnQueryQ::lohi and corr (true),
+  // or pairs.
+  bool byte_query = false;
   // update[] reading quantized V rows straight from the pages instead of
   // dequant_v's F32 copy, each value dequantized as loaded (the same values
   // and operations): vupdate[0] q8_0, [1] q4_0, by QT; vb[b] the block's

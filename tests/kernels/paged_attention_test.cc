@@ -3,8 +3,8 @@
 //
 //  * Against a plain reference: softmax(q·K * scale) · V in double over the same
 //    keys/values (F16, or the quantized rows dequantized) and the F16-rounded
-//    query (quantized K: the query itself; the kernels quantize it to 15-bit
-//    levels per block, finer than the F16 rounding). The kernels accumulate in
+//    query (quantized K: the query itself; the kernels quantize it to levels
+//    of ±16383 per block, finer than the F16 rounding). The kernels accumulate in
 //    float (block-wise online softmax, see paged_attention.cc); over <= 300
 //    keys we allow |out - ref| <= 1e-4 * max|V| per element.
 //  * Every level: bitwise equal to a direct transcription of the arithmetic in
@@ -163,7 +163,7 @@ std::vector<float> spec(const Kv& kv, int g, const float* q, int n_ctx, float sc
   float Mm = kNegInf, Sm = 0.f;
   bool first = true;
   for (int i = 0; i < hd; ++i) q16[i] = round_f16(q[i]);
-  // Quantized K: the query's int16 levels per block of B (dq = max|q| / 32767,
+  // Quantized K: the query's levels per block of B (dq = max|q| / 16383,
   // level = round half to even of q * (1 / dq)), the integer dot per block,
   // one fma per block.
   const int B = kv.B, nb = hd / B;
@@ -172,7 +172,7 @@ std::vector<float> spec(const Kv& kv, int g, const float* q, int n_ctx, float sc
   for (int b = 0; b < nb; ++b) {
     float amax = 0.f;
     for (int j = 0; j < B; ++j) amax = std::max(amax, std::fabs(q[b * B + j]));
-    qd[b] = amax / 32767.f;
+    qd[b] = amax / 16383.f;
     const float id = qd[b] != 0.f ? 1.f / qd[b] : 0.f;
     for (int j = 0; j < B; ++j) ql[b * B + j] = int32_t(std::nearbyint(q[b * B + j] * id));
   }
