@@ -1,8 +1,8 @@
 // SIMD reading of quantized KV rows (kernels/kv_quant.h) for the attention
 // kernels: one quantization block of 8 rows as int8 levels, transposed to a
 // byte per row and 8 bytes per dimension (the F16 pages' key layout,
-// k_layout.h, before widening). Shared by the AVX2 kernel
-// (paged_attention_avx2.cc) and the 16-lane tiles (paged_attention_avx512_impl.h).
+// k_layout.h, before widening). Used by the AVX2 kernel's preparation of
+// quantized K (paged_attention_avx2.cc prepare_keys_q).
 //
 // Include inside an AVX2 (or wider) target region; internal linkage only.
 #pragma once

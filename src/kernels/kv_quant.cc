@@ -129,4 +129,24 @@ void kv_dequantize_row(KvType t, const uint8_t* in, int head_dim, float* out) {
   }
 }
 
+void kv_row_levels(KvType t, const uint8_t* in, int head_dim, int8_t* levels, float* scales) {
+  const int B = kv_quant_block(t, head_dim);
+  const size_t bb = t == KvType::kQ8_0 ? size_t(2 + B) : size_t(2 + B / 2);
+  for (int b = 0; b < head_dim / B; ++b) {
+    const uint8_t* blk = in + size_t(b) * bb;
+    uint16_t h;
+    std::memcpy(&h, blk, 2);
+    scales[b] = fp16_to_fp32(h);
+    int8_t* l = levels + b * B;
+    if (t == KvType::kQ8_0) {
+      std::memcpy(l, blk + 2, size_t(B));
+    } else {
+      for (int j = 0; j < B / 2; ++j) {
+        l[j] = int8_t(int(blk[2 + j] & 15) - 8);
+        l[B / 2 + j] = int8_t(int(blk[2 + j] >> 4) - 8);
+      }
+    }
+  }
+}
+
 }  // namespace pc

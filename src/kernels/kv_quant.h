@@ -49,5 +49,10 @@ size_t kv_row_bytes(KvType t, int head_dim);
 // SIMD dequantization gives bitwise these values.
 void kv_quantize_row(KvType t, const float* x, int head_dim, uint8_t* out);
 void kv_dequantize_row(KvType t, const uint8_t* in, int head_dim, float* out);
+// A quantized row (q8_0 or q4_0) as its integer levels and block scales: levels[j]
+// (q8_0: q; q4_0: nibble - 8) for j < head_dim, scales[b] (F16 d as F32) for each
+// block of kv_quant_block() values; value j = scales[j / B] * levels[j]. The form
+// the attention kernels' integer dot products read (paged_attention.cc).
+void kv_row_levels(KvType t, const uint8_t* in, int head_dim, int8_t* levels, float* scales);
 
 }  // namespace pc

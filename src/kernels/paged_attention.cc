@@ -1,8 +1,9 @@
 // Attention over paged KV. The arithmetic, per query head, over the keys K and
 // values V as F32 — F16 widened, or quantized rows dequantized (exact in F32:
-// kernels/kv_quant.h), so every KV type runs the same operations on its values:
+// kernels/kv_quant.h) — except the scores of quantized K, which are integer
+// dot products per quantization block (dot below):
 //
-//   q16 = f16(q)                                  query rounded to F16
+//   q16 = f16(q)                                  query rounded to F16 (F16 K)
 //   the blocks of visible slots, in sequence order: a page's slots [8j, 8j+8)
 //   that the query sees (the last block of a page or of the context may be
 //   shorter; fills of partial pages end a page early); a block belongs to
@@ -34,10 +35,25 @@
 // KV head and segment, PagedAttentionTokens::seg, merged by attention_merge)
 // while every path computes the same operations in the same order.
 //
-// dot(a, b) over head_dim: one fma chain, r = fma(a[d], b[d], r) for d = 0, 1,
-// ... in order from r = 0 (vectorized across slots, a lane per key: the
-// pages hold K dimension-major per block of 8 slots, so no horizontal sums
+// dot(a, b) over head_dim, F16 K: one fma chain, r = fma(a[d], b[d], r) for
+// d = 0, 1, ... in order from r = 0 (vectorized across slots, a lane per key:
+// the pages hold K dimension-major per block of 8 slots, so no horizontal sums
 // and no transposing).
+//
+// dot(q, K[t]) for quantized K (q8_0, q4_0): K[t]'s row is levels k_j and an
+// F16 scale dk_b per block of B = kv_quant_block() values. The query (F32, not
+// rounded to F16) is quantized per block of B values to levels of at most
+// 16383 in magnitude (quantize_query, paged_attention_internal.h):
+// dq_b = max_j |q_j| / 16383, ql_j = round-half-to-even(q_j * (1 / dq_b)).
+// Then, from r = 0, per block b in order:
+//   I = sum_j ql_j * k_j over the block        exact in int32 (|I| < 2^27)
+//   r = fma(float(I), dk_b * dq_b, r)          float(I) rounded to nearest even
+// The integer sums have no order, so SIMD paths group them freely (AVX2:
+// vpmaddwd on K's levels prepared per chunk as int16 pairs; 16-lane tiles:
+// vpdpbusd on K's levels as bytes and the query's levels split in two bytes):
+// every path gives the same scores bitwise. The query's levels per block are
+// finer than the F16 rounding F16 K applies to it (docs/architecture.md "KV
+// types").
 //
 // Block-wise online softmax with a float accumulator: one rescale per block of
 // 8 keys at most, and per key one exp, one dot and one fma per element (the
@@ -71,8 +87,22 @@ float dot(const float* q, const float* K, int u, int hd) {
   return r;
 }
 
+// Quantized K: the quantized query (ql levels, qd scales) with a key's levels
+// kl and scales kd, per block of B values (the arithmetic above).
+float dot_q(const int16_t* ql, const float* qd, const int8_t* kl, const float* kd, int hd, int B) {
+  float r = 0.f;
+  for (int b = 0; b < hd / B; ++b) {
+    int32_t s = 0;
+    for (int j = 0; j < B; ++j) s += int32_t(ql[b * B + j]) * int32_t(kl[b * B + j]);
+    r = std::fma(float(s), kd[b] * qd[b], r);
+  }
+  return r;
+}
+
 // A block of for_each_key_block() as F32: kf [hd][8] (key u, dimension d at
 // kf[d * 8 + u]; lanes past nb zero), vf [nb][hd]; row: scratch [hd].
+// Quantized types: K as levels instead, kf holding kl [nb][hd] int8 and then
+// kd [nb][hd / B] scales (kv_row_levels).
 void decode_block(const PagedAttentionArgs& a, const uint16_t* K, int kw, const uint16_t* V, int nb, float* kf,
                   float* vf, float* row) {
   const int hd = a.head_dim;
@@ -86,9 +116,11 @@ void decode_block(const PagedAttentionArgs& a, const uint16_t* K, int kw, const 
   const size_t rb = kv_row_bytes(a.kv_type, hd);
   const auto* kb = reinterpret_cast<const uint8_t*>(K);
   const auto* vb = reinterpret_cast<const uint8_t*>(V);
+  auto* kl = reinterpret_cast<int8_t*>(kf);
+  float* kd = kf + 2 * hd;  // (after 8 rows of hd bytes)
+  const int nqb = hd / kv_quant_block(a.kv_type, hd);
   for (int u = 0; u < nb; ++u) {
-    kv_dequantize_row(a.kv_type, kb + u * rb, hd, row);
-    for (int d = 0; d < hd; ++d) kf[d * 8 + u] = row[d];
+    kv_row_levels(a.kv_type, kb + u * rb, hd, kl + size_t(u) * hd, kd + u * nqb);
     kv_dequantize_row(a.kv_type, vb + u * rb, hd, vf + size_t(u) * hd);
   }
 }
@@ -112,9 +144,16 @@ void attention_scalar(const PagedAttentionArgs& a, const float* q, int group, in
   float* S = M + group;
   float* Mm = S + group;
   float* Sm = Mm + group;
+  // Quantized K: the queries quantized instead (quantize_query), ql [group][hd]
+  // levels then qd [group][hd / B] scales in q16's room.
+  const bool quant = a.kv_type != KvType::kF16;
+  const int B = kv_quant_block(a.kv_type, hd), nqb = hd / B;
+  auto* ql = reinterpret_cast<int16_t*>(q16);
+  float* qd = q16 + size_t(group) * hd / 2;
   for (int j = 0; j < group; ++j) {
+    if (quant) quantize_query(q + size_t(j) * hd, hd, B, ql + size_t(j) * hd, qd + j * nqb);
     for (int d = 0; d < hd; ++d) {
-      q16[j * hd + d] = round_f16(q[size_t(j) * hd + d]);
+      if (!quant) q16[j * hd + d] = round_f16(q[size_t(j) * hd + d]);
       acc[j * hd + d] = accm[j * hd + d] = 0.f;
     }
     M[j] = Mm[j] = kNegInf;
@@ -141,7 +180,10 @@ void attention_scalar(const PagedAttentionArgs& a, const float* q, int group, in
       float m = M[j];
       for (int u = 0; u < nb; ++u) {
         if (!(vis >> u & 1u)) continue;
-        s[u] = dot(q16 + j * hd, kf, u, hd) * a.scale;
+        s[u] = (quant ? dot_q(ql + size_t(j) * hd, qd + j * nqb, reinterpret_cast<const int8_t*>(kf) + size_t(u) * hd,
+                              kf + 2 * hd + u * nqb, hd, B)
+                      : dot(q16 + j * hd, kf, u, hd)) *
+               a.scale;
         if (a.softcap > 0) s[u] = softcap_score(s[u], a.softcap);
         m = s[u] > m ? s[u] : m;
       }

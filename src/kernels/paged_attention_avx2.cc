@@ -7,12 +7,15 @@
 // tokens × group query heads of one KV head (a single token too:
 // paged_attention() calls it with one), in chunks of up to 8 blocks of
 // visible slots, read straight from the pages (F16, converted as loaded; the
-// quantized types' rows dequantized per chunk into scratch, K transposed to
-// the F16 pages' block layout, then the same tiles on F32):
+// quantized types' K levels prepared per chunk into scratch as int16 pairs in
+// the F16 pages' block layout, V rows dequantized into scratch and the F16
+// update tiles run on F32):
 // scores in register tiles of 3 queries × up to 4 blocks, on the pages' K
 // (dimension-major per block of 8 slots, k_layout.h: a lane per slot, each K
 // load serves 3 queries; each pair's dot is one FMA chain over head_dim in
-// order, so no horizontal sums); the softmax steps 8 queries at a time with a
+// order, so no horizontal sums; quantized K: the integer dot of the quantized
+// query per quantization block, vpmaddwd on a pair of dimensions at a time,
+// then one FMA per block); the softmax steps 8 queries at a time with a
 // lane per query (fixed_exp8: the operations of fixed_exp); the accumulators
 // in tiles of 3 queries × 4 vectors (each V load serves 3 queries); at each
 // softmax segment's end the queries' states merged into their merged states
@@ -104,14 +107,52 @@ __attribute__((noinline)) void score_tile(const float* const* qv, const E* const
   PC_UNROLL for (int i = 0; i < QT; ++i) PC_UNROLL for (int b = 0; b < KB; ++b) _mm256_storeu_ps(sc[i] + 8 * b, _mm256_mul_ps(s[i][b], sv));
 }
 
+// The values the update tiles read for slot u of a block, dimensions from
+// 8 v0, 8 at a time (load(j): dimensions 8 (v0 + j) ..): F16 from a page or
+// F32 dequantized (VT = kF16; E uint16_t or float, vb the block's rows
+// [8][head_dim]), or a quantized row read straight from the page and
+// dequantized as loaded (VT = kQ8_0 / kQ4_0, E = uint8_t, vb the block's first
+// row; head_dim a multiple of 32 and v0 a multiple of 4, so the vectors are
+// those of quantization block v0 / 4): bitwise dequant_rows()'s values.
+template <int NV, class E, KvType VT>
+struct VSlot {
+  static constexpr size_t kBlockBytes = VT == KvType::kQ8_0 ? 34 : 18;
+  const E* p;
+  __m256 d;
+  VSlot(const E* vb, int u, int v0) {
+    if constexpr (VT == KvType::kF16) {
+      p = vb + u * 8 * NV + 8 * v0;
+      d = _mm256_setzero_ps();
+    } else {
+      p = vb + size_t(u) * (NV / 4) * kBlockBytes + size_t(v0 / 4) * kBlockBytes;
+      uint16_t h;
+      std::memcpy(&h, p, 2);
+      d = _mm256_set1_ps(_cvtsh_ss(h));
+    }
+  }
+  __m256 load(int j) const {
+    if constexpr (VT == KvType::kF16) {
+      return load8(p + 8 * j);
+    } else if constexpr (VT == KvType::kQ8_0) {
+      const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 2 + 8 * j));
+      return _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)));
+    } else {  // q4_0: values 0-15 the low nibbles of the 16 bytes, 16-31 the high ones
+      const __m128i qs = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 2 + 8 * (j & 1)));
+      const __m128i mask = _mm_set1_epi8(15);
+      const __m128i nib = j < 2 ? _mm_and_si128(qs, mask) : _mm_and_si128(_mm_srli_epi16(qs, 4), mask);
+      return _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_sub_epi8(nib, _mm_set1_epi8(8)))));
+    }
+  }
+};
+
 // Accumulator update of QT queries that see every slot of the chunk, for the
 // DV vectors [v0, v0 + DV) of head_dim: per block, the rescale (when a query's
 // maximum grew), then acc = fma(V[t], p_t, acc) slot by slot; each V vector
-// loaded once for the QT queries (vb[b]: block b's values, [slot][head_dim] F16).
-template <int NV, int QT, int DV, class E>
+// loaded once for the QT queries (vb[b]: block b's values, VSlot).
+template <int NV, int QT, int DV, class E, KvType VT = KvType::kF16>
 __attribute__((noinline)) void update_tile(float* const* acc, const float* const* p, const float* const* c,
                                            const E* const* vb, const int* blk_len, int n_blk, int v0) {
-  constexpr int hd = 8 * NV;
+  [[maybe_unused]] constexpr int hd = 8 * NV;
   __m256 a[QT][DV];
   PC_UNROLL for (int i = 0; i < QT; ++i) PC_UNROLL for (int j = 0; j < DV; ++j) a[i][j] = _mm256_loadu_ps(acc[i] + 8 * (v0 + j));
   // Whether any block of the chunk rescales: then every block multiplies by
@@ -131,9 +172,9 @@ __attribute__((noinline)) void update_tile(float* const* acc, const float* const
       const int t = 8 * b + u;
       __m256 pv[QT];
       PC_UNROLL for (int i = 0; i < QT; ++i) pv[i] = _mm256_broadcast_ss(p[i] + t);
-      const E* vt = vb[b] + u * hd + 8 * v0;
+      const VSlot<NV, E, VT> vt(vb[b], u, v0);
       PC_UNROLL for (int j = 0; j < DV; ++j) {
-        const __m256 vv = load8(vt + 8 * j);
+        const __m256 vv = vt.load(j);
         PC_UNROLL for (int i = 0; i < QT; ++i) a[i][j] = _mm256_fmadd_ps(vv, pv[i], a[i][j]);
       }
     }
@@ -245,34 +286,74 @@ void dequant_rows(KvType t, const uint8_t* rows, size_t rb, int n, int hd, float
   }
 }
 
-// n <= 8 rows of a quantized type (rows rb bytes apart, head_dim hd a multiple
-// of 32) to out [hd][8] F32 (value of row u, dimension d at out[d * 8 + u];
-// lanes u >= n zero): per quantization block, the rows' int8 levels
-// transposed as bytes (kv_block_levels.h), then each dimension's 8 levels
-// widened and times the rows' scales. Each value is d * level, bitwise
-// kv_dequantize_row()'s (exact in F32).
+// n <= 8 rows of quantized K (rows rb bytes apart) into an AttnKeysQ block
+// (paged_attention_internal.h): pairs [hd/2][8] int16 level pairs, d [hd/B][8]
+// scales, slots u >= n zero. With hd a multiple of 32, per quantization block
+// the rows' int8 levels transposed as bytes (kv_block_levels.h), each two
+// dimensions' bytes interleaved per row and widened to int16; heads of 8 or 16
+// (one block a row) through kv_row_levels().
 template <KvType Q>
-void dequant_k_avx2(const uint8_t* rows, size_t rb, int n, int hd, float* out) {
+void prepare_keys_q(const uint8_t* rows, size_t rb, int n, int hd, int32_t* pairs, float* d) {
+  if (hd % 32 != 0) {
+    int8_t lv[16] = {};
+    float sc = 0.f;
+    for (int u = 0; u < 8; ++u) {
+      if (u < n) kv_row_levels(Q, rows + u * rb, hd, lv, &sc);
+      for (int p = 0; p < hd / 2; ++p)
+        pairs[p * 8 + u] = u < n ? int32_t(uint32_t(uint16_t(int16_t(lv[2 * p]))) |
+                                           uint32_t(uint16_t(int16_t(lv[2 * p + 1]))) << 16)
+                                 : 0;
+      d[u] = u < n ? sc : 0.f;
+    }
+    return;
+  }
   for (int qb = 0; qb < hd / 32; ++qb) {
     __m256i x[8];
-    const __m256 sv = kvq_block_levels<Q>(rows, rb, n, qb, x);
-    float* o = out + size_t(qb) * 32 * 8;
-    auto put = [&](int d, __m128i v8) {  // dimension d from the low 8 bytes of v8
-      _mm256_storeu_ps(o + 8 * d, _mm256_mul_ps(sv, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v8))));
-    };
+    _mm256_storeu_ps(d + 8 * qb, kvq_block_levels<Q>(rows, rb, n, qb, x));
+    int32_t* o = pairs + qb * 16 * 8;  // the block's 16 pairs of dimensions
     kvq_transpose_levels(x, [&](int D, __m256i c) {
-      const __m128i l0 = _mm256_castsi256_si128(c), l1 = _mm256_extracti128_si256(c, 1);
-      put(D, l0);
-      put(D + 1, _mm_srli_si128(l0, 8));
-      put(16 + D, l1);
-      put(17 + D, _mm_srli_si128(l1, 8));
+      // c, per 128-bit lane: 8 rows' bytes of one dimension, then of the next;
+      // interleaved: row u's two bytes at 2u, 2u + 1 (lane 0: dimensions D,
+      // D + 1, pair D / 2; lane 1: 16 + D, 17 + D, pair 8 + D / 2)
+      const __m256i t = _mm256_unpacklo_epi8(c, _mm256_srli_si256(c, 8));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 8 * (D / 2)), _mm256_cvtepi8_epi16(_mm256_castsi256_si128(t)));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 8 * (8 + D / 2)),
+                          _mm256_cvtepi8_epi16(_mm256_extracti128_si256(t, 1)));
     });
   }
 }
 
-void dequant_k_avx2(KvType t, const uint8_t* rows, size_t rb, int n, int hd, float* out) {
-  if (t == KvType::kQ8_0) dequant_k_avx2<KvType::kQ8_0>(rows, rb, n, hd, out);
-  else dequant_k_avx2<KvType::kQ4_0>(rows, rb, n, hd, out);
+void prepare_keys_q(KvType t, const uint8_t* rows, size_t rb, int n, int hd, int32_t* pairs, float* d) {
+  if (t == KvType::kQ8_0) prepare_keys_q<KvType::kQ8_0>(rows, rb, n, hd, pairs, d);
+  else prepare_keys_q<KvType::kQ4_0>(rows, rb, n, hd, pairs, d);
+}
+
+// Scores of QT quantized queries × KB prepared blocks of quantized K (a lane
+// per slot), as paged_attention.cc states: per quantization block the integer
+// dot of the int16 query levels with K's levels (vpmaddwd, exact in int32),
+// then r = fma(float(dot), d_k * d_q, r) block by block; times scale.
+template <int NV, int QT, int KB>
+__attribute__((noinline)) void qscore_tile(const AttnQueryQ* qv, const AttnKeysQ* kb, float scale, float* const* sc) {
+  constexpr int hd = 8 * NV, B = hd % 32 == 0 ? 32 : hd, NB = hd / B, PB = B / 2;
+  const __m256 sv = _mm256_set1_ps(scale);
+  PC_UNROLL for (int b = 0; b < KB; ++b) {
+    __m256 r[QT];
+    PC_UNROLL for (int i = 0; i < QT; ++i) r[i] = _mm256_setzero_ps();
+    for (int qb = 0; qb < NB; ++qb) {
+      __m256i s[QT];
+      PC_UNROLL for (int i = 0; i < QT; ++i) s[i] = _mm256_setzero_si256();
+      const int32_t* kp = kb[b].pairs + qb * PB * 8;
+      PC_UNROLL for (int p = 0; p < PB; ++p) {
+        const __m256i k = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kp + 8 * p));
+        PC_UNROLL for (int i = 0; i < QT; ++i)
+          s[i] = _mm256_add_epi32(s[i], _mm256_madd_epi16(k, _mm256_set1_epi32(qv[i].pairs[qb * PB + p])));
+      }
+      const __m256 kd = _mm256_loadu_ps(kb[b].d + 8 * qb);
+      PC_UNROLL for (int i = 0; i < QT; ++i)
+        r[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[i]), _mm256_mul_ps(kd, _mm256_set1_ps(qv[i].d[qb])), r[i]);
+    }
+    PC_UNROLL for (int i = 0; i < QT; ++i) _mm256_storeu_ps(sc[i] + 8 * b, _mm256_mul_ps(r[i], sv));
+  }
 }
 
 // dequant_rows() for head_dim a multiple of 32 (the AttnTileSet signature).
@@ -285,9 +366,9 @@ void dequant_v_avx2(KvType t, const uint8_t* rows, size_t rb, int n, int hd, flo
 // paged_attention.cc defines them; a chunk may span pages). Per chunk:
 //   1. the blocks' K and V addresses in the pages (a block shorter than 8
 //      slots: its keys copied, zero-padded to 8, so no lane reads past it);
-//      with a quantized type (E = float), the block's rows dequantized into
-//      scratch instead: V as rows [8][hd], K transposed to [hd][8] (lanes
-//      past the block zero) — the F16 pages' layout, in F32;
+//      with a quantized type (E = float), the block's rows into scratch
+//      instead: V dequantized as rows [8][hd], K's levels as int16 pairs
+//      [hd/2][8] and its scales (prepare_keys_q; lanes past the block zero);
 //   2. scores of every query that sees part of the chunk, in tiles of 3
 //      queries × 4 slots (register blocking: each K load serves 3 queries);
 //   3. per query and visible block, in order: the block maximum, the rescale
@@ -310,7 +391,10 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
   constexpr int DV = attn_update_vectors(NV);
   constexpr int QT = 3;
   const int nq = tk.n_tok * group;
-  float* q16 = scratch;                          // [nq][hd] query rounded to F16
+  float* q16 = scratch;                          // [nq][hd] query rounded to F16 (F16 K), or
+                                                 // quantized: [nq][hd/2] level pairs or lohi
+                                                 // (AttnTileSet::byte_query), then [nq][NB] scales
+                                                 // and [nq][NB] corrections
   float* acc = q16 + size_t(nq) * hd;            // [nq][hd] this segment
   float* accm = acc + size_t(nq) * hd;           // [nq][hd] the segments before, merged
   float* M = accm + size_t(nq) * hd;             // [nq]
@@ -323,17 +407,46 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
   int* ctx = reinterpret_cast<int*>(cf + size_t(nq) * kChunkBlocks);  // [nq]
   int* live = ctx + nq;                          // [nq] queries that see any of the chunk, then those that see all of it
   int* part = live + nq;                         // [nq] queries that see only part of it
-  float* kdq = reinterpret_cast<float*>(part + nq) + 8;  // [kChunkBlocks][hd][8] dequantized K (E = float)
+  float* kdq = reinterpret_cast<float*>(part + nq) + 8;  // quantized K (E = float), prepared:
+  auto* kqp = reinterpret_cast<int32_t*>(kdq);   //   [kChunkBlocks][hd/2][8] level pairs
+  float* kqd = kdq + size_t(kChunkSlots) * hd / 2;  //   [kChunkBlocks][NB][8] scales
   float* vdq = kdq + size_t(kChunkSlots) * hd;   // [kChunkBlocks][8][hd] dequantized V
-  float* rows = vdq + size_t(kChunkSlots) * hd;  // [8][hd] a block's K rows
+  constexpr int NB = hd % 32 == 0 ? hd / 32 : 1;  // quantization blocks a row
   [[maybe_unused]] const size_t rb = E_is_float<E> ? kv_row_bytes(a.kv_type, hd) : 0;
+  [[maybe_unused]] auto* qqp = reinterpret_cast<int32_t*>(q16);  // quantized queries' level pairs
+  [[maybe_unused]] auto* qql = qqp;                                // or their lo / hi bytes
+  [[maybe_unused]] float* qqd = q16 + size_t(nq) * hd / 2;        // [nq][NB] scales
+  [[maybe_unused]] auto* qqc = reinterpret_cast<int32_t*>(qqd + nq * NB);  // [nq][NB] corrections
+  [[maybe_unused]] AttnKeysQ kq[kChunkBlocks];
   int n_max = 0;
   for (int qi = 0; qi < nq; ++qi) {
     ctx[qi] = tk.n_ctx[qi / group];
     n_max = ctx[qi] > n_max ? ctx[qi] : n_max;
     const float* src = tk.q + (qi / group) * tk.q_stride + (qi % group) * hd;
+    if constexpr (E_is_float<E>) {  // quantized K: the query quantized (quantize_query)
+      int16_t lv[hd];
+      quantize_query(src, hd, hd / NB, lv, qqd + qi * NB);
+      if (!tiles.byte_query)
+        for (int p = 0; p < hd / 2; ++p)
+          qqp[qi * (hd / 2) + p] = int32_t(uint32_t(uint16_t(lv[2 * p])) | uint32_t(uint16_t(lv[2 * p + 1])) << 16);
+      else for (int g = 0; g < hd / 4; ++g) {  // q = 256 hi + lo (AttnQueryQ)
+        uint32_t lo = 0, hi = 0;
+        for (int e = 0; e < 4; ++e) {
+          const int l = lv[4 * g + e], h = (l + 128) >> 8;
+          lo |= uint32_t(uint8_t(int8_t(l - 256 * h))) << (8 * e);
+          hi |= uint32_t(uint8_t(int8_t(h))) << (8 * e);
+        }
+        qql[qi * (hd / 2) + 2 * g] = int32_t(lo);
+        qql[qi * (hd / 2) + 2 * g + 1] = int32_t(hi);
+      }
+      for (int b = 0; b < NB; ++b) {
+        int32_t sum = 0;
+        for (int j = 0; j < hd / NB; ++j) sum += lv[b * (hd / NB) + j];
+        qqc[qi * NB + b] = 128 * sum;
+      }
+    }
     PC_UNROLL for (int v = 0; v < NV; ++v) {
-      _mm256_storeu_ps(q16 + qi * hd + 8 * v, round_f16(_mm256_loadu_ps(src + 8 * v)));
+      if constexpr (!E_is_float<E>) _mm256_storeu_ps(q16 + qi * hd + 8 * v, round_f16(_mm256_loadu_ps(src + 8 * v)));
       _mm256_storeu_ps(acc + qi * hd + 8 * v, _mm256_setzero_ps());
       _mm256_storeu_ps(accm + qi * hd + 8 * v, _mm256_setzero_ps());
     }
@@ -343,10 +456,19 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
   const float neg_inf = -std::numeric_limits<float>::infinity();
 
   int blk_pos[kChunkBlocks], blk_len[kChunkBlocks], n_blk = 0;
-  const E* kblk[kChunkBlocks];
+  [[maybe_unused]] const E* kblk[kChunkBlocks];
   const E* vblk[kChunkBlocks];
   const int32_t* kpos[kChunkBlocks];
   const bool windowed = a.window > 0;
+  // Quantized V read straight from the pages by the update tiles (vupdate):
+  // one token without a window sees every slot of every chunk it is given,
+  // so every query takes step 4a, and with at most QT queries one tile covers
+  // them all.
+  [[maybe_unused]] const AttnTileSet<float>::QUpdateFn vupd =
+      E_is_float<E> && tk.n_tok == 1 && !windowed && nq <= QT && hd % 32 == 0
+          ? tiles.vupdate[a.kv_type == KvType::kQ8_0 ? 0 : 1][nq - 1]
+          : nullptr;
+  [[maybe_unused]] const uint8_t* vrow[kChunkBlocks];
   auto qpos = [&](int qi) { return int64_t(tk.q_pos[qi / group]); };
   // The visible slots of block b for query qi (window_bits); 0: none, -1: none
   // of this block or the chunk's later ones (causally).
@@ -377,16 +499,19 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
       const float* qv[QT];
       float* row[QT];
       const int n_here = n_live - l < QT ? n_live - l : QT;
+      [[maybe_unused]] AttnQueryQ qq[QT];
       PC_UNROLL for (int i = 0; i < QT; ++i) {
         const int qi = live[l + (i < n_here ? i : 0)];
         qv[i] = q16 + qi * hd;
         row[i] = sc + qi * kChunkSlots;
+        if constexpr (E_is_float<E>) qq[i] = {qqp + qi * (hd / 2), qqd + qi * NB, qql + qi * (hd / 2), qqc + qi * NB};
       }
       for (int b0 = 0; b0 < n_blk; b0 += kTileBlocks) {
         const int nb = n_blk - b0 < kTileBlocks ? n_blk - b0 : kTileBlocks;
         float* rb[QT];
         PC_UNROLL for (int i = 0; i < QT; ++i) rb[i] = row[i] + 8 * b0;
-        tiles.score[n_here - 1][nb - 1](qv, kblk + b0, a.scale, rb);
+        if constexpr (E_is_float<E>) tiles.qscore[n_here - 1][nb - 1](qq, kq + b0, a.scale, rb);
+        else tiles.score[n_here - 1][nb - 1](qv, kblk + b0, a.scale, rb);
       }
     }
     if (a.softcap > 0) {
@@ -450,6 +575,12 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
         pp[i] = sc + qi * kChunkSlots;
         cp[i] = cf + qi * kChunkBlocks;
       }
+      if constexpr (E_is_float<E>) {
+        if (vupd) {  // (n_here == nq)
+          for (int v0 = 0; v0 < NV; v0 += DV) vupd(ap, pp, cp, vrow, blk_len, n_blk, v0);
+          continue;
+        }
+      }
       for (int v0 = 0; v0 < NV; v0 += DV) tiles.update[n_here - 1](ap, pp, cp, vblk, blk_len, n_blk, v0);
     }
     // 4b. the others, each over its visible slots
@@ -498,25 +629,17 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
       end_segment();
       cur = pos / a.segment;
     }
-    if constexpr (E_is_float<E>) {  // a quantized block: dequantized into scratch
+    if constexpr (E_is_float<E>) {  // a quantized block: K prepared, V dequantized into scratch
       float* vd = vdq + size_t(8 * n_blk) * hd;
-      float* kd = kdq + size_t(8 * n_blk) * hd;
-      if (hd % 32 == 0) {  // the tiles' dequantizers (16 lanes where the tiles have them)
-        tiles.dequant_v(a.kv_type, reinterpret_cast<const uint8_t*>(V), rb, len, hd, vd);
-        tiles.dequant_k(a.kv_type, reinterpret_cast<const uint8_t*>(K), rb, len, hd, kd);
-      } else {
-        dequant_rows(a.kv_type, reinterpret_cast<const uint8_t*>(V), rb, len, hd, vd);  // one block a row (heads of 8 or 16): rows, then transposed as floats
-        dequant_rows(a.kv_type, reinterpret_cast<const uint8_t*>(K), rb, len, hd, rows);
-        for (int u = len; u < 8; ++u)
-          PC_UNROLL for (int v = 0; v < NV; ++v) _mm256_storeu_ps(rows + u * hd + 8 * v, _mm256_setzero_ps());
-        PC_UNROLL for (int v = 0; v < NV; ++v) {  // dimensions [8v, 8v + 8) of the 8 rows, transposed
-          __m256 in[8], out[8];
-          PC_UNROLL for (int u = 0; u < 8; ++u) in[u] = _mm256_loadu_ps(rows + u * hd + 8 * v);
-          transpose8_ps(in, out);
-          PC_UNROLL for (int i = 0; i < 8; ++i) _mm256_storeu_ps(kd + (8 * v + i) * 8, out[i]);
-        }
+      int32_t* kl = kqp + size_t(4 * n_blk) * hd;
+      float* kd = kqd + size_t(8 * n_blk) * NB;
+      tiles.prep_k(a.kv_type, reinterpret_cast<const uint8_t*>(K), rb, len, hd, kl, kd);
+      vrow[n_blk] = reinterpret_cast<const uint8_t*>(V);
+      if (!vupd) {  // (with vupd the tiles read the rows)
+        if (hd % 32 == 0) tiles.dequant_v(a.kv_type, vrow[n_blk], rb, len, hd, vd);
+        else dequant_rows(a.kv_type, vrow[n_blk], rb, len, hd, vd);  // (one block a row)
       }
-      kblk[n_blk] = kd;
+      kq[n_blk] = {kl, kd};
       vblk[n_blk] = vd;
     } else if (len == 8) {  // (then kw == 8 too)
       kblk[n_blk] = K;
@@ -581,7 +704,12 @@ const AttnTiles& avx2_tiles() {
     AttnTiles x = make_attn_tiles(
         [](auto sh) { return score_tile<NV, decltype(sh)::kQT, decltype(sh)::kKB, typename decltype(sh)::Elem>; },
         [](auto qt) { return update_tile<NV, decltype(qt)::kQT, attn_update_vectors(NV), typename decltype(qt)::Elem>; });
-    x.f32.dequant_k = dequant_k_avx2;
+    fill_attn_qscore(x.f32, [](auto sh) { return qscore_tile<NV, decltype(sh)::kQT, decltype(sh)::kKB>; });
+    x.f32.prep_k = prepare_keys_q;
+    if constexpr (NV % 4 == 0 && attn_update_vectors(NV) == 4)
+      fill_attn_vupdate(x.f32, [](auto qt, auto vt) {
+        return update_tile<NV, decltype(qt)::kQT, 4, uint8_t, decltype(vt)::value>;
+      });
     x.f32.dequant_v = dequant_v_avx2;
     return x;
   }();

@@ -10,7 +10,10 @@
 //     times scale;
 //   update: a lane per dimension, 16 dimensions per vector; per block the
 //     rescale (when any query's maximum grew in the chunk), then
-//     acc = fma(V[t], p_t, acc) slot by slot.
+//     acc = fma(V[t], p_t, acc) slot by slot;
+//   quantized K's scores (qscore): a lane per slot, two blocks per vector, the
+//     integer dots by vpdpbusd on bytes (exact, so any grouping gives the
+//     same integers), then the AVX2 tile's float operations.
 // Head sizes whose update covers an odd number of 8-dimension vectors (head
 // dimension 8) have no 16-lane tiles: the AVX2 ones run.
 //
@@ -19,6 +22,7 @@
 #pragma once
 
 #include "kernels/kv_block_levels.h"
+#include "kernels/kv_quant.h"
 
 namespace pc {
 namespace {
@@ -69,13 +73,48 @@ __attribute__((noinline)) void score_tile16(const float* const* qv, const E* con
     }
 }
 
+// What update_tile16 reads for slot u of a block, 16 dimensions at a time
+// from 8 v0 (load(w): dimensions 8 v0 + 16 w ..): F16 or F32 rows (VT = kF16),
+// or a quantized row straight from the page, dequantized as loaded (VT =
+// kQ8_0 / kQ4_0, E = uint8_t, vb the block's first row; v0 a multiple of 4:
+// quantization block v0 / 4), bitwise dequant_v16()'s values.
+template <class V, int NV, class E, KvType VT>
+struct VSlot16 {
+  static constexpr size_t kBlockBytes = VT == KvType::kQ8_0 ? 34 : 18;
+  const E* p;
+  typename V::F d;
+  VSlot16(const E* vb, int u, int v0) {
+    if constexpr (VT == KvType::kF16) {
+      p = vb + u * 8 * NV + 8 * v0;
+      d = V::zero_f();
+    } else {
+      p = vb + size_t(u) * (NV / 4) * kBlockBytes + size_t(v0 / 4) * kBlockBytes;
+      uint16_t h;
+      std::memcpy(&h, p, 2);
+      d = V::set1_f(_cvtsh_ss(h));
+    }
+  }
+  typename V::F load(int w) const {
+    if constexpr (VT == KvType::kF16) {
+      return load16<V>(p + 16 * w);
+    } else if constexpr (VT == KvType::kQ8_0) {
+      return V::mul(d, V::cvt_i8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2 + 16 * w))));
+    } else {  // q4_0: values 0-15 the low nibbles, 16-31 the high ones
+      const __m128i qs = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2));
+      const __m128i mask = _mm_set1_epi8(15);
+      const __m128i nib = w == 0 ? _mm_and_si128(qs, mask) : _mm_and_si128(_mm_srli_epi16(qs, 4), mask);
+      return V::mul(d, V::cvt_i8(_mm_sub_epi8(nib, _mm_set1_epi8(8))));
+    }
+  }
+};
+
 // DV (even) vectors of 8 dimensions from v0: DV / 2 vectors of 16.
-template <class V, int NV, int QT, int DV, class E>
+template <class V, int NV, int QT, int DV, class E, KvType VT = KvType::kF16>
 __attribute__((noinline)) void update_tile16(float* const* acc, const float* const* p, const float* const* c,
                                              const E* const* vb, const int* blk_len, int n_blk, int v0) {
   static_assert(DV % 2 == 0, "16 dimensions a vector");
   using F = typename V::F;
-  constexpr int hd = 8 * NV, DW = DV / 2;
+  [[maybe_unused]] constexpr int hd = 8 * NV, DW = DV / 2;
   F a[QT][DW];
   PC_UNROLL for (int i = 0; i < QT; ++i) PC_UNROLL for (int w = 0; w < DW; ++w) a[i][w] = V::loadu_f(acc[i] + 8 * v0 + 16 * w);
   bool rescale = false;  // (as the AVX2 tile: one branch per chunk)
@@ -91,9 +130,9 @@ __attribute__((noinline)) void update_tile16(float* const* acc, const float* con
       const int t = 8 * b + u;
       F pv[QT];
       PC_UNROLL for (int i = 0; i < QT; ++i) pv[i] = V::set1_f(p[i][t]);
-      const E* vt = vb[b] + u * hd + 8 * v0;
+      const VSlot16<V, NV, E, VT> vt(vb[b], u, v0);
       PC_UNROLL for (int w = 0; w < DW; ++w) {
-        const F vv = load16<V>(vt + 16 * w);
+        const F vv = vt.load(w);
         PC_UNROLL for (int i = 0; i < QT; ++i) a[i][w] = V::fmadd(vv, pv[i], a[i][w]);
       }
     }
@@ -101,29 +140,115 @@ __attribute__((noinline)) void update_tile16(float* const* acc, const float* con
   PC_UNROLL for (int i = 0; i < QT; ++i) PC_UNROLL for (int w = 0; w < DW; ++w) V::storeu_f(acc[i] + 8 * v0 + 16 * w, a[i][w]);
 }
 
-// AttnTileSet::dequant_k on 16 lanes: per quantization block, the rows' levels
-// transposed as bytes (kv_block_levels.h), then two dimensions' 8 rows (16
-// values) widened and times the rows' scales at a time. Bitwise
-// kv_dequantize_row()'s values (d * level is exact in F32).
-template <class V, KvType Q>
-void dequant_k16(const uint8_t* rows, size_t rb, int n, int hd, float* out) {
+// AttnTileSet::prep_k for the 16-lane tiles: each slot's levels plus 128 as
+// unsigned bytes, 4 dimensions to an int32 lane, a lane per slot
+// ([hd/4][8], AttnKeysQ): per quantization block of 32, the 8 rows' 8 dwords
+// transposed (kv_block_levels.h gives the rows' levels and scales); heads of
+// 8 or 16 (one block a row) through kv_row_levels().
+template <KvType Q>
+void prepare_keys_q4(const uint8_t* rows, size_t rb, int n, int hd, int32_t* quads, float* d) {
+  if (hd % 32 != 0) {
+    int8_t lv[16] = {};
+    float sc = 0.f;
+    for (int u = 0; u < 8; ++u) {
+      if (u < n) kv_row_levels(Q, rows + u * rb, hd, lv, &sc);
+      for (int g = 0; g < hd / 4; ++g) {
+        uint32_t w = 0;
+        for (int e = 0; e < 4; ++e) w |= uint32_t(uint8_t((u < n ? lv[4 * g + e] : 0) + 128)) << (8 * e);
+        quads[g * 8 + u] = int32_t(w);
+      }
+      d[u] = u < n ? sc : 0.f;
+    }
+    return;
+  }
+  const __m256i bias = _mm256_set1_epi8(int8_t(0x80));
   for (int qb = 0; qb < hd / 32; ++qb) {
-    __m256i x[8];
-    alignas(32) float scl[8];
-    _mm256_store_ps(scl, kvq_block_levels<Q>(rows, rb, n, qb, x));
-    const typename V::F sv = V::bcast8(scl);
-    float* o = out + size_t(qb) * 32 * 8;
-    kvq_transpose_levels(x, [&](int D, __m256i c) {  // dimensions D, D+1 and 16+D, 17+D
-      V::storeu_f(o + 8 * D, V::mul(sv, V::cvt_i8(_mm256_castsi256_si128(c))));
-      V::storeu_f(o + 8 * (16 + D), V::mul(sv, V::cvt_i8(_mm256_extracti128_si256(c, 1))));
-    });
+    __m256i x[8], t[8], v[8];
+    _mm256_storeu_ps(d + 8 * qb, kvq_block_levels<Q>(rows, rb, n, qb, x));
+    // 8 × 8 dwords transposed: out[g] lane u = x[u] dword g
+    PC_UNROLL for (int i = 0; i < 4; ++i) {
+      t[2 * i] = _mm256_unpacklo_epi32(x[2 * i], x[2 * i + 1]);
+      t[2 * i + 1] = _mm256_unpackhi_epi32(x[2 * i], x[2 * i + 1]);
+    }
+    PC_UNROLL for (int h = 0; h < 2; ++h) {
+      const __m256i* th = t + 4 * h;
+      v[4 * h + 0] = _mm256_unpacklo_epi64(th[0], th[2]);
+      v[4 * h + 1] = _mm256_unpackhi_epi64(th[0], th[2]);
+      v[4 * h + 2] = _mm256_unpacklo_epi64(th[1], th[3]);
+      v[4 * h + 3] = _mm256_unpackhi_epi64(th[1], th[3]);
+    }
+    int32_t* o = quads + qb * 8 * 8;
+    PC_UNROLL for (int g = 0; g < 4; ++g) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 8 * g),
+                          _mm256_xor_si256(bias, _mm256_permute2x128_si256(v[g], v[4 + g], 0x20)));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 8 * (g + 4)),
+                          _mm256_xor_si256(bias, _mm256_permute2x128_si256(v[g], v[4 + g], 0x31)));
+    }
   }
 }
 
-template <class V>
-void dequant_k16(KvType t, const uint8_t* rows, size_t rb, int n, int hd, float* out) {
-  if (t == KvType::kQ8_0) dequant_k16<V, KvType::kQ8_0>(rows, rb, n, hd, out);
-  else dequant_k16<V, KvType::kQ4_0>(rows, rb, n, hd, out);
+void prepare_keys_q4(KvType t, const uint8_t* rows, size_t rb, int n, int hd, int32_t* quads, float* d) {
+  if (t == KvType::kQ8_0) prepare_keys_q4<KvType::kQ8_0>(rows, rb, n, hd, quads, d);
+  else prepare_keys_q4<KvType::kQ4_0>(rows, rb, n, hd, quads, d);
+}
+
+// AttnTileSet::qscore on 16 lanes (two prepared blocks a vector, as the
+// scores above): per quantization block the integer dot of the query's levels
+// with K's, by vpdpbusd on K's levels plus 128 (unsigned bytes) and the
+// query's lo and hi bytes (AttnQueryQ): 256 * sum(k'·hi) + sum(k'·lo) - corr
+// is the exact dot (no term leaves int32); then r = fma(float(dot), d_k * d_q,
+// r); times scale. Each lane the AVX2 qscore_tile's integers and operations.
+template <class V, int NV, int QT, int KB>
+__attribute__((noinline)) void qscore_tile16(const AttnQueryQ* qv, const AttnKeysQ* kb, float scale,
+                                             float* const* sc) {
+  using F = typename V::F;
+  using I = typename V::I;
+  constexpr int hd = 8 * NV, B = hd % 32 == 0 ? 32 : hd, NB = hd / B, GB = B / 4, KP = (KB + 1) / 2;
+  F r[QT][KP];
+  PC_UNROLL for (int i = 0; i < QT; ++i) PC_UNROLL for (int j = 0; j < KP; ++j) r[i][j] = V::zero_f();
+  const AttnKeysQ* k2[KP][2];
+  PC_UNROLL for (int j = 0; j < KP; ++j) {
+    k2[j][0] = kb + 2 * j;
+    k2[j][1] = kb + (2 * j + 1 < KB ? 2 * j + 1 : 2 * j);  // (past the last block: never stored)
+  }
+  for (int qb = 0; qb < NB; ++qb) {
+    I lo[QT][KP], hi[QT][KP];
+    PC_UNROLL for (int i = 0; i < QT; ++i) {
+      const I c = V::set1_i(-qv[i].corr[qb]);
+      PC_UNROLL for (int j = 0; j < KP; ++j) {
+        lo[i][j] = c;
+        hi[i][j] = V::zero_i();
+      }
+    }
+    PC_UNROLL for (int g = 0; g < GB; ++g) {
+      const int gg = qb * GB + g;
+      I kv[KP];
+      PC_UNROLL for (int j = 0; j < KP; ++j)
+        kv[j] = V::load_i2(reinterpret_cast<const __m256i*>(k2[j][0]->pairs + 8 * gg),
+                           reinterpret_cast<const __m256i*>(k2[j][1]->pairs + 8 * gg));
+      PC_UNROLL for (int i = 0; i < QT; ++i) {
+        const I ql = V::set1_i(qv[i].lohi[2 * gg]), qh = V::set1_i(qv[i].lohi[2 * gg + 1]);
+        PC_UNROLL for (int j = 0; j < KP; ++j) {
+          lo[i][j] = V::dpbusd(lo[i][j], kv[j], ql);
+          hi[i][j] = V::dpbusd(hi[i][j], kv[j], qh);
+        }
+      }
+    }
+    PC_UNROLL for (int j = 0; j < KP; ++j) {
+      const F kd = V::load_f2(k2[j][0]->d + 8 * qb, k2[j][1]->d + 8 * qb);
+      PC_UNROLL for (int i = 0; i < QT; ++i) {
+        const I dot = V::add32(V::template slli32<8>(hi[i][j]), lo[i][j]);
+        r[i][j] = V::fmadd(V::cvt(dot), V::mul(kd, V::set1_f(qv[i].d[qb])), r[i][j]);
+      }
+    }
+  }
+  const F sv = V::set1_f(scale);
+  PC_UNROLL for (int i = 0; i < QT; ++i)
+    PC_UNROLL for (int j = 0; j < KP; ++j) {
+      const F o = V::mul(r[i][j], sv);
+      _mm256_storeu_ps(sc[i] + 16 * j, V::lo8(o));
+      if (2 * j + 1 < KB) _mm256_storeu_ps(sc[i] + 16 * j + 8, V::hi8(o));
+    }
 }
 
 // AttnTileSet::dequant_v on 16 lanes: each block's 32 levels in two vectors,
@@ -166,7 +291,13 @@ const AttnTiles* attn_tiles16(int head_dim) {
         AttnTiles x = make_attn_tiles(
             [](auto sh) { return score_tile16<V, NV, decltype(sh)::kQT, decltype(sh)::kKB, typename decltype(sh)::Elem>; },
             [](auto qt) { return update_tile16<V, NV, decltype(qt)::kQT, DV, typename decltype(qt)::Elem>; });
-        x.f32.dequant_k = dequant_k16<V>;
+        fill_attn_qscore(x.f32, [](auto sh) { return qscore_tile16<V, NV, decltype(sh)::kQT, decltype(sh)::kKB>; });
+        x.f32.prep_k = prepare_keys_q4;
+        x.f32.byte_query = true;
+        if constexpr (NV % 4 == 0 && DV == 4)
+          fill_attn_vupdate(x.f32, [](auto qt, auto vt) {
+            return update_tile16<V, NV, decltype(qt)::kQT, 4, uint8_t, decltype(vt)::value>;
+          });
         x.f32.dequant_v = dequant_v16<V>;
         return x;
       }();

@@ -1,6 +1,7 @@
 // Internals shared by the scalar and AVX2 attention paths.
 #pragma once
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <type_traits>
 #include <utility>
@@ -96,6 +97,54 @@ inline void add_attention_sink(int hd, float* mm, float* sm, float* accm, float 
   *mm = m;
 }
 
+// Quantized K (q8_0, q4_0; paged_attention.cc): the query of each query head
+// quantized per block of B = kv_quant_block(type, head_dim) values to 15-bit
+// levels: d = max|q| / 16383 (float), level = round-half-to-even(q * (1 / d))
+// (levels 0 when d is 0), so |level| <= 16383, the integer dot of a block
+// with K's levels (|level| <= 128) fits int32, and a level splits into two
+// signed bytes (AttnQueryQ::lohi). lv [head_dim], d [head_dim / B].
+// Every path calls this one function.
+constexpr float kAttnQueryLevels = 16383.f;
+inline void quantize_query(const float* q, int hd, int B, int16_t* lv, float* d) {
+  for (int b = 0; b < hd / B; ++b) {
+    const float* x = q + b * B;
+    float amax = 0.f;
+    for (int j = 0; j < B; ++j) amax = std::fmax(amax, std::fabs(x[j]));
+    const float db = amax / kAttnQueryLevels;
+    const float id = db != 0.f ? 1.f / db : 0.f;
+    d[b] = db;
+    for (int j = 0; j < B; ++j) {
+      const float v = std::nearbyint(x[j] * id);  // (the default rounding: to nearest even)
+      lv[b * B + j] = int16_t(v >= -kAttnQueryLevels && v <= kAttnQueryLevels ? v : 0.f);  // (NaN: 0)
+    }
+  }
+}
+
+// The quantized query as the SIMD tiles read it: pairs[p] holds levels 2p
+// (low 16 bits) and 2p + 1 (high 16 bits) ([head_dim / 2]); d its block
+// scales. For byte dot products (vpdpbusd) each level q is also split as
+// q = 256 hi + lo, hi = (q + 128) >> 8 (in [-64, 64]), lo in [-128, 127]:
+// lohi[2g] the lo bytes of levels 4g .. 4g + 3, lohi[2g + 1] their hi bytes
+// ([head_dim / 4][2]); corr[b] = 128 * (the sum of block b's levels), which
+// the dot of K's levels stored plus 128 (unsigned bytes) overcounts.
+struct AttnQueryQ {
+  const int32_t* pairs = nullptr;
+  const float* d = nullptr;
+  const int32_t* lohi = nullptr;
+  const int32_t* corr = nullptr;
+};
+// A block of 8 slots of quantized K as the SIMD tiles read it, prepared once
+// per chunk for all its queries by the tile set's prep_k: AVX2 tiles,
+// pairs[p * 8 + u] holds slot u's levels 2p (low 16 bits) and 2p + 1 (high),
+// as int16 ([head_dim / 2][8]); 16-lane tiles, pairs[g * 8 + u] holds slot
+// u's levels 4g .. 4g + 3 plus 128, as unsigned bytes ([head_dim / 4][8]).
+// d[b * 8 + u] slot u's scale of quantization block b ([head_dim / B][8]).
+// Slots past the block's length: levels 0 and scales 0.
+struct AttnKeysQ {
+  const int32_t* pairs = nullptr;
+  const float* d = nullptr;
+};
+
 // The register tiles of the SIMD attention kernel (paged_attention_avx2.cc),
 // by shape: score[QT-1][KB-1] the scores of QT (1..3) queries × KB (1..4)
 // blocks of 8 slots; update[QT-1] the accumulators of QT queries for
@@ -111,13 +160,32 @@ struct AttnTileSet {
                             const E* const* vb, const int* blk_len, int n_blk, int v0);
   ScoreFn score[3][4] = {};
   UpdateFn update[3] = {};
-  // E = float: a quantized block's n <= 8 rows (rows rb bytes apart, head_dim
-  // hd a multiple of 32) into what the tiles read: dequant_k to [hd][8] (row
-  // u, dimension d at out[d * 8 + u]; lanes u >= n zero), dequant_v to
-  // [n][hd]. Each value bitwise kv_dequantize_row()'s.
+  // E = float (quantized pages): scores from K's integer levels instead of
+  // score[][]: qscore[QT-1][KB-1] the scores of QT quantized queries × KB
+  // prepared blocks (AttnQueryQ, AttnKeysQ), as paged_attention.cc states for
+  // quantized K, times scale; and dequant_v, a quantized block's n <= 8 V rows
+  // (rows rb bytes apart, head_dim hd a multiple of 32) to [n][hd] F32, each
+  // value bitwise kv_dequantize_row()'s.
+  using QScoreFn = void (*)(const AttnQueryQ* qv, const AttnKeysQ* kb, float scale, float* const* sc);
+  QScoreFn qscore[3][4] = {};
   using DequantFn = void (*)(KvType t, const uint8_t* rows, size_t rb, int n, int hd, float* out);
-  DequantFn dequant_k = nullptr;
   DequantFn dequant_v = nullptr;
+  // A quantized block's n <= 8 K rows (rows rb bytes apart) into the
+  // AttnKeysQ layout qscore reads: pairs (4 * hd int32 at most), d.
+  using PrepKFn = void (*)(KvType t, const uint8_t* rows, size_t rb, int n, int hd, int32_t* pairs, float* d);
+  PrepKFn prep_k = nullptr;
+  // Which form of the query qscore reads: AttnQueryQ::lohi and corr (true),
+  // or pairs.
+  bool byte_query = false;
+  // update[] reading quantized V rows straight from the pages instead of
+  // dequant_v's F32 copy, each value dequantized as loaded (the same values
+  // and operations): vupdate[0] q8_0, [1] q4_0, by QT; vb[b] the block's
+  // first row. Null for head sizes that are not multiples of 32. The kernel
+  // uses them when one tile covers all of a chunk's queries (decode), where
+  // each value is then converted once either way and the copy is saved.
+  using QUpdateFn = void (*)(float* const* acc, const float* const* p, const float* const* c,
+                             const uint8_t* const* vb, const int* blk_len, int n_blk, int v0);
+  QUpdateFn vupdate[2][3] = {};
 };
 struct AttnTiles {
   AttnTileSet<uint16_t> f16;
@@ -150,6 +218,22 @@ void fill_attn_tiles(AttnTileSet<E>& t, Score& score, Update& update) {
   [&]<int... I>(std::integer_sequence<int, I...>) {
     ((t.update[I] = update(AttnUpdateShape<I + 1, E>{})), ...);
   }(std::make_integer_sequence<int, 3>{});
+}
+// The vupdate table from vupdate(AttnUpdateShape<QT, uint8_t>{}, type).
+template <class VUpdate>
+void fill_attn_vupdate(AttnTileSet<float>& t, VUpdate&& vupdate) {
+  [&]<int... I>(std::integer_sequence<int, I...>) {
+    ((t.vupdate[0][I] = vupdate(AttnUpdateShape<I + 1, uint8_t>{}, std::integral_constant<KvType, KvType::kQ8_0>{}),
+      t.vupdate[1][I] = vupdate(AttnUpdateShape<I + 1, uint8_t>{}, std::integral_constant<KvType, KvType::kQ4_0>{})),
+     ...);
+  }(std::make_integer_sequence<int, 3>{});
+}
+// The qscore table from qscore(AttnTileShape<QT, KB, float>{}).
+template <class QScore>
+void fill_attn_qscore(AttnTileSet<float>& t, QScore&& qscore) {
+  [&]<int... I>(std::integer_sequence<int, I...>) {
+    ((t.qscore[I / 4][I % 4] = qscore(AttnTileShape<I / 4 + 1, I % 4 + 1, float>{})), ...);
+  }(std::make_integer_sequence<int, 12>{});
 }
 template <class Score, class Update>
 AttnTiles make_attn_tiles(Score&& score, Update&& update) {

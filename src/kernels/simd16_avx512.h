@@ -63,6 +63,8 @@ struct V512 {
   static I srli16(I v) { return _mm512_srli_epi16(v, S); }
   static I sub32(I a, I b) { return _mm512_sub_epi32(a, b); }
   static I slli32_5(I v) { return _mm512_slli_epi32(v, 5); }
+  template <int S>
+  static I slli32(I v) { return _mm512_slli_epi32(v, S); }
   static I words_zx(I table, I idx) { return _mm512_maskz_permutexvar_epi16(0x55555555u, idx, table); }
   static I load_i16x32(const int16_t* p) { return _mm512_loadu_si512(p); }
   static I loadu_i(const void* p) { return _mm512_loadu_si512(p); }

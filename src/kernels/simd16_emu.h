@@ -75,6 +75,8 @@ struct V512Emu {
   static I srli16(I v) { return {_mm256_srli_epi16(v.lo, S), _mm256_srli_epi16(v.hi, S)}; }
   static I sub32(I a, I b) { return {_mm256_sub_epi32(a.lo, b.lo), _mm256_sub_epi32(a.hi, b.hi)}; }
   static I slli32_5(I v) { return {_mm256_slli_epi32(v.lo, 5), _mm256_slli_epi32(v.hi, 5)}; }
+  template <int S>
+  static I slli32(I v) { return {_mm256_slli_epi32(v.lo, S), _mm256_slli_epi32(v.hi, S)}; }
   // vpermw with zero masking of the odd words: word 2i of the result is
   // table word idx[2i] (0..31), word 2i + 1 is 0.
   static I words_zx(I table, I idx) {

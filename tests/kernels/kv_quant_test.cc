@@ -77,6 +77,31 @@ TEST(KvQuant, ErrorIsWithinHalfAStep) {
     }
 }
 
+// The integer form the attention kernels' dot products read: scale × level is
+// the dequantized value, bitwise, and the levels are within the type's range.
+TEST(KvQuant, LevelsTimesScalesAreTheDequantizedRow) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.f, 3.f);
+  for (KvType t : {KvType::kQ8_0, KvType::kQ4_0})
+    for (int hd : {8, 16, 32, 64, 128}) {
+      const int B = kv_quant_block(t, hd);
+      std::vector<float> x(hd), deq(hd), scales(hd / B);
+      std::vector<uint8_t> row(kv_row_bytes(t, hd));
+      std::vector<int8_t> lv(hd);
+      for (int rep = 0; rep < 20; ++rep) {
+        for (auto& v : x) v = nd(rng);
+        kv_quantize_row(t, x.data(), hd, row.data());
+        kv_dequantize_row(t, row.data(), hd, deq.data());
+        kv_row_levels(t, row.data(), hd, lv.data(), scales.data());
+        for (int j = 0; j < hd; ++j) {
+          EXPECT_EQ(scales[j / B] * float(lv[j]), deq[j]) << kv_type_name(t) << " hd=" << hd << " j=" << j;
+          if (t == KvType::kQ8_0) EXPECT_LE(std::abs(int(lv[j])), 127);
+          else EXPECT_TRUE(lv[j] >= -8 && lv[j] <= 7);
+        }
+      }
+    }
+}
+
 TEST(KvQuant, ZeroRowsStayZero) {
   for (KvType t : {KvType::kQ8_0, KvType::kQ4_0}) {
     std::vector<float> x(64, 0.f), y(64, 1.f);

@@ -2,7 +2,9 @@
 // KV type (F16, Q8_0, Q4_0: kernels/kv_quant.h).
 //
 //  * Against a plain reference: softmax(q·K * scale) · V in double over the same
-//    keys/values (F16, or the quantized rows dequantized) and the F16-rounded query. The kernels accumulate in
+//    keys/values (F16, or the quantized rows dequantized) and the F16-rounded
+//    query (quantized K: the query itself; the kernels quantize it to levels
+//    of ±16383 per block, finer than the F16 rounding). The kernels accumulate in
 //    float (block-wise online softmax, see paged_attention.cc); over <= 300
 //    keys we allow |out - ref| <= 1e-4 * max|V| per element.
 //  * Every level: bitwise equal to a direct transcription of the arithmetic in
@@ -53,6 +55,11 @@ struct Kv {
   std::vector<uint16_t> mem;
   std::vector<const uint16_t*> kp, vp;
   std::vector<float> kdec, vdec;  // [n_kv][pages × P][hd] decoded, by logical slot
+  // quantized K as its levels and block scales (kv_row_levels), by logical slot:
+  // [n_kv][pages × P][hd] and [n_kv][pages × P][hd / B]
+  std::vector<int8_t> klev;
+  std::vector<float> kscale;
+  int B = 0;
   Kv(int P_, int hd_, int n_kv_, int n_, uint32_t seed, KvType type_ = KvType::kF16)
       : P(P_), hd(hd_), n_kv(n_kv_), n(n_), type(type_) {
     const int n_pages = (n + P - 1) / P;
@@ -81,6 +88,9 @@ struct Kv {
     const size_t slots = size_t(n_pages) * P;
     kdec.resize(n_kv * slots * hd);
     vdec.resize(n_kv * slots * hd);
+    B = kv_quant_block(type, hd);
+    klev.resize(n_kv * slots * hd);
+    kscale.resize(n_kv * slots * (hd / B));
     for (int g = 0; g < n_kv; ++g)
       for (size_t t = 0; t < slots; ++t) {
         float* kd = kdec.data() + (g * slots + t) * hd;
@@ -90,11 +100,17 @@ struct Kv {
           for (int d = 0; d < hd; ++d) kd[d] = fp16_to_fp32(kp[t / P][size_t(g) * P * hd + k_index(P, hd, int(t % P), d)]);
         } else {
           kv_dequantize_row(type, reinterpret_cast<const uint8_t*>(kp[t / P]) + row * rb, hd, kd);
+          kv_row_levels(type, reinterpret_cast<const uint8_t*>(kp[t / P]) + row * rb, hd,
+                        klev.data() + (g * slots + t) * hd, kscale.data() + (g * slots + t) * (hd / B));
         }
         kv_dequantize_row(type, reinterpret_cast<const uint8_t*>(vp[t / P]) + row * rb, hd, vd);
       }
   }
   float k(int g, int t, int d) const { return kdec[(size_t(g) * kp.size() * P + t) * hd + d]; }
+  int8_t klevel(int g, int t, int d) const { return klev[(size_t(g) * kp.size() * P + t) * hd + d]; }
+  float kscl(int g, int t, int b) const { return kscale[(size_t(g) * kp.size() * P + t) * (hd / B) + b]; }
+  // The query the reference takes: F16-rounded for F16 K, else as given.
+  double q_seen(float q) const { return type == KvType::kF16 ? double(round_f16(q)) : double(q); }
   float vf(int g, int t, int d) const { return vdec[(size_t(g) * kp.size() * P + t) * hd + d]; }
   PagedAttentionArgs args(int g, float scale) const {
     PagedAttentionArgs a;
@@ -124,7 +140,7 @@ std::vector<double> reference(const Kv& kv, int g, const float* q, int n_ctx, fl
   double mx = -std::numeric_limits<double>::infinity();
   for (int t = 0; t < n_ctx; ++t) {
     double d = 0;
-    for (int i = 0; i < kv.hd; ++i) d += double(round_f16(q[i])) * kv.k(g, t, i);
+    for (int i = 0; i < kv.hd; ++i) d += kv.q_seen(q[i]) * kv.k(g, t, i);
     s[t] = d * scale;
     mx = std::max(mx, s[t]);
   }
@@ -147,9 +163,30 @@ std::vector<float> spec(const Kv& kv, int g, const float* q, int n_ctx, float sc
   float Mm = kNegInf, Sm = 0.f;
   bool first = true;
   for (int i = 0; i < hd; ++i) q16[i] = round_f16(q[i]);
+  // Quantized K: the query's levels per block of B (dq = max|q| / 16383,
+  // level = round half to even of q * (1 / dq)), the integer dot per block,
+  // one fma per block.
+  const int B = kv.B, nb = hd / B;
+  std::vector<int32_t> ql(hd);
+  std::vector<float> qd(nb);
+  for (int b = 0; b < nb; ++b) {
+    float amax = 0.f;
+    for (int j = 0; j < B; ++j) amax = std::max(amax, std::fabs(q[b * B + j]));
+    qd[b] = amax / 16383.f;
+    const float id = qd[b] != 0.f ? 1.f / qd[b] : 0.f;
+    for (int j = 0; j < B; ++j) ql[b * B + j] = int32_t(std::nearbyint(q[b * B + j] * id));
+  }
   auto dot = [&](int t) {
     float r = 0.f;
-    for (int d = 0; d < hd; ++d) r = std::fma(q16[d], kv.k(g, t, d), r);
+    if (kv.type == KvType::kF16) {
+      for (int d = 0; d < hd; ++d) r = std::fma(q16[d], kv.k(g, t, d), r);
+      return r;
+    }
+    for (int b = 0; b < nb; ++b) {
+      int32_t i = 0;
+      for (int j = 0; j < B; ++j) i += ql[b * B + j] * int32_t(kv.klevel(g, t, b * B + j));
+      r = std::fma(float(i), kv.kscl(g, t, b) * qd[b], r);
+    }
     return r;
   };
   float M = kNegInf, S = 0.f;
@@ -490,7 +527,7 @@ TEST(PagedAttention, WindowAndSoftcap) {
                 for (int t = 0; t < n_ctx[i]; ++t) {
                   if (q_pos[i] - flat[t] >= window) continue;
                   double d = 0;
-                  for (int e = 0; e < sh.hd; ++e) d += double(round_f16(qj[e])) * kv.k(g, t, e);
+                  for (int e = 0; e < sh.hd; ++e) d += kv.q_seen(qj[e]) * kv.k(g, t, e);
                   d *= scale;
                   if (softcap > 0) d = softcap * std::tanh(d / softcap);
                   s.push_back(d);
