@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <numeric>
 #include <tuple>
 
 #include "engine/cache_admin.h"
@@ -190,14 +191,25 @@ TEST(Admission, ModuleEncodingDoesNotStallDecoding) {
     ++steps;
     for (auto& [id, r] : e->take_finished()) plan_done = plan_done || id != decoder;
   }
+  const double encoding_ms = std::accumulate(during.begin(), during.end(), 0.0);
+  const double longest = *std::max_element(during.begin(), during.end());
   std::sort(during.begin(), during.end());
   const double with_encoding = during[during.size() / 2];
-  std::printf("decode step: %.3f ms alone, %.3f ms (median) while encoding %zu tokens in %d steps\n", alone,
-              with_encoding, layout.modules[1].tokens.size(), steps);
+  std::printf("decode step: %.3f ms alone, %.3f ms (median, longest %.3f) while encoding %zu tokens in %d steps "
+              "(%.1f ms)\n",
+              alone, with_encoding, longest, layout.modules[1].tokens.size(), steps, encoding_ms);
   const int64_t decoded = e->stats().generated_tokens - before;
+  // A decode step at the context the decoder reached (its attention grew with it):
+  // what the engine keeps an encoding step within encode_stall_factor (2) of.
+  const double after = median_step_ms(15);
+  std::printf("decode step after the encoding: %.3f ms\n", after);
   EXPECT_GE(steps, int(layout.modules[1].tokens.size() / 64));  // encoding took many steps
   EXPECT_GE(decoded, steps - 1);                                 // and the decoder ran in each
-  EXPECT_LT(with_encoding, 2.0 * alone + 1.0);
+  // No step holds the decoder for the whole encoding: the longest is a small part of
+  // it, and the median step stays within the engine's stall factor of a decode step
+  // (at the larger of the two contexts, with a millisecond for timer and load noise).
+  EXPECT_LT(longest, encoding_ms / 4);
+  EXPECT_LT(with_encoding, 2.0 * std::max(alone, after) + 1.0);
 }
 
 // Many requests with shared prefixes arriving over time in a small KV memory and a
