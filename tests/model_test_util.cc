@@ -4,6 +4,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <random>
 
 #include "model/make_model.h"
 #include "test_util.h"
@@ -73,6 +74,14 @@ GenerateRequest block_request(int32_t bos, const std::vector<std::vector<int32_t
   r.reuse.mode = mode;
   r.reuse.budget = budget;
   return r;
+}
+
+std::vector<int32_t> random_prompt(int64_t n_vocab, int n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> d(3, int32_t(n_vocab) - 1);
+  std::vector<int32_t> p{1};
+  while (int(p.size()) < n) p.push_back(d(rng));
+  return p;
 }
 
 }  // namespace pc::test

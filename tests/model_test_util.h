@@ -16,6 +16,9 @@ std::string shared_model(const std::string& name);  // ../shared/models/<name>
 const nlohmann::json& llamacpp_reference(const std::string& dir);
 // Natural-log softmax of one row of logits, in double.
 std::vector<double> log_softmax(const float* x, size_t n);
+// BOS (token 1), then n - 1 token ids drawn uniformly from [3, n_vocab) by a
+// generator seeded with `seed`: the same prompt for the same arguments.
+std::vector<int32_t> random_prompt(int64_t n_vocab, int n, uint32_t seed);
 // Generates (once per process) a "tiny"-shape random model of the given arch
 // and weight type, with the Llama 2 SentencePiece vocabulary; returns its path.
 std::string generated_model(const std::string& arch, GgmlType type);

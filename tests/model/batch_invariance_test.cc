@@ -16,13 +16,7 @@
 namespace pc {
 namespace {
 
-std::vector<int32_t> random_prompt(int64_t n_vocab, int n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int32_t> d(3, int32_t(n_vocab) - 1);
-  std::vector<int32_t> p{1};
-  while (int(p.size()) < n) p.push_back(d(rng));
-  return p;
-}
+using test::random_prompt;
 
 // Compares all positions' logits for chunkings {whole, 1, 7, 64} (0: whole)
 // and threads {1, 2}.

@@ -18,13 +18,7 @@
 namespace pc {
 namespace {
 
-std::vector<int32_t> random_prompt(int64_t n_vocab, int n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int32_t> d(3, int32_t(n_vocab) - 1);
-  std::vector<int32_t> p{1};
-  while (int(p.size()) < n) p.push_back(d(rng));
-  return p;
-}
+using test::random_prompt;
 
 // Logits of every position of `prompt` in chunks of `chunk` on `threads` threads.
 std::vector<float> logits(const Model& model, const std::vector<int32_t>& prompt, int chunk, int threads) {
