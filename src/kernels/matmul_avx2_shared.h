@@ -29,9 +29,18 @@ inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
 // L1, in bytes. 8 KiB against 1 KiB: 1.15x (AVX2 Q4_K) to 1.4x (AVX2 and
 // AVX-512 Q8_0) less CPU time per decode step on the tinyllama shape (AMD
 // EPYC Zen 4 VM, kernels_bench BM_DecodeStep, one thread); 16 KiB was no
-// faster. The AVX-512 K-quant decode kernels do not prefetch: 8 KiB ahead
-// made no difference there.
+// faster. The AVX-512 K-quant row kernels gained nothing from it on that
+// Zen 4 and 1.4-1.6x on an Intel Xeon (2.8 GHz, AVX-512 VNNI: 2 threads
+// 13-14 -> 21-22 GB/s, the machine's measured read bandwidth; 2 KiB ahead
+// did as well as 8), so every decode kernel prefetches.
 constexpr int64_t kDecodePrefetchAhead = 8192;
+
+// Prefetches the `bytes` at p (a block of a weight row a decode kernel is
+// about to read) kDecodePrefetchAhead further on: one prefetch a 64 bytes.
+// Consecutive blocks' calls cover the stream without gaps.
+inline void prefetch_block(const void* p, size_t bytes) {
+  for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(static_cast<const char*>(p) + o + kDecodePrefetchAhead, _MM_HINT_T0);
+}
 
 struct LoadF32 {
   static constexpr GgmlType kType = GgmlType::F32;

@@ -46,13 +46,6 @@ namespace {
 constexpr int kMaxR = 4;
 constexpr int kMaxC = 4;
 
-// Decode streams the weights once per token: prefetch ahead of the read
-// position, as matmul_avx2.cc's decode tiles do.
-constexpr int64_t kPrefetchAhead = 1024;
-inline void prefetch_block(const void* p, size_t bytes) {
-  for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(static_cast<const char*>(p) + o + kPrefetchAhead, _MM_HINT_T0);
-}
-
 // The 32 4-bit codes of a 32-element group: low nibbles of qs[0..15], then
 // their high nibbles.
 inline __m256i nibbles32(const uint8_t* qs) {

@@ -445,7 +445,8 @@ void q6k_tile16(const MatmulArgs& a, int64_t r, int64_t c, int nc) {
 // fastest reading one row after another in memory order (tiles reading 2-4
 // rows side by side, each row a stream of its own, ran 1.5-2× slower from
 // DRAM here although faster from L2). So a decode kernel reads one weight row
-// front to back, 64 bytes a vector: lanes 0-7 one 32-value chunk of a block,
+// front to back, prefetching each block's lines kDecodePrefetchAhead bytes
+// ahead (prefetch_block), 64 bytes a vector: lanes 0-7 one 32-value chunk of a block,
 // lanes 8-15 the next. Its int32 sums are the AVX2 kernel's for the same
 // lanes split over the two halves (half 0 the even chunks, half 1 the odd
 // ones), added at the end of the block (exact integers, any order); the float
@@ -470,6 +471,7 @@ void q45k_row16(const MatmulArgs& a, int64_t r, int64_t c) {
   __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const Blk& blk = w[b];
+    prefetch_block(&blk, sizeof blk);
     // BlockQ5_K starts like BlockQ4_K (d, dmin, scales).
     const __m256i scmn = _mm256_broadcastsi128_si256(q4k_scmn(*reinterpret_cast<const BlockQ4_K*>(&blk)));
     const __m256i mins = _mm256_shuffle_epi8(scmn, q4k_mins_pattern());
@@ -553,6 +555,7 @@ void q45kr_row16(const MatmulArgs& a, int64_t r, int64_t c) {
   __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const Blk& blk = w[b];
+    prefetch_block(&blk, sizeof blk);
     const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scm));  // + d, dmin
     const __m256i h2 = _mm256_broadcastsi128_si256(h);
     const I sc = V::and_i(V::dup256_i(h2), m63);
@@ -616,6 +619,7 @@ void q6k_row16(const MatmulArgs& a, int64_t r, int64_t c) {
   __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const BlockQ6_K& blk = w[b];
+    prefetch_block(&blk, sizeof blk);
     const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales)));
     const I sct = V::dup256_i(sc16);
     I isum = V::zero_i();
