@@ -39,7 +39,7 @@
 //
 // Q4_K weights: the AVX2 tile_q4_k's arithmetic with two output columns per
 // vector (each 256-bit half the AVX2 tile's vector for its column; the
-// activations' 32 bytes in both halves), tiles of up to 4 rows × 4 columns.
+// activations' 32 bytes in both halves), tiles of 8 rows × 2 columns, then of up to 4 rows × 4 columns.
 // Q5_K weights likewise with matmul_avx2_unpack.cc's tile_q5_k arithmetic (the
 // fifth bits made per column with AVX2 operations, then joined), Q6_K with
 // tile_q6_k's. Their int32 sums come from vpdpbusd + vpdpwssd (dot_scaled),
@@ -76,7 +76,9 @@ namespace {
 
 constexpr int kR16 = 4, kC16 = 3;  // largest Q8_0 / Q4_0 tile: 4 rows × 3 pairs of groups (48 columns)
 constexpr int kFR = 4, kFP = 6;    // largest float tile: 4 rows × 6 pairs of columns
-constexpr int kKP = 2;             // largest K-quant prompt tile: 4 rows × 2 pairs of columns
+constexpr int kKP = 2;             // K-quant prompt tiles: 4 rows × 2 pairs of columns,
+constexpr int kKR = 8;             // or 8 rows × 1 pair (1.1-1.35x less CPU time than 4 × 2 for
+                                   // Q4_K_R / Q5_K_R / Q6_K prompts: unpacking shared by 8 rows)
 
 // isum + s * (the sum of the 4 products u8 · s8 of each int32 lane), exactly
 // the integer that isum + madd(maddubs(u8, s8), s16) gives (the AVX2 kernels'
@@ -846,8 +848,8 @@ struct Avx512Q32 {
     run_pairs<kFP>(L::kType, a, r0, r1, c0, c1, scratch, float_tile<L>);
   }
 
-  // K-quant weights (Q4_K / Q5_K / Q6_K): tiles of up to kFR rows × 2·kKP
-  // columns for prompt batches, as run_pairs; the rows of tasks with fewer
+  // K-quant weights (Q4_K / Q5_K / Q6_K): tiles of kKR rows × 2 columns,
+  // then of up to kFR rows × 2·kKP columns for prompt batches; the rows of tasks with fewer
   // than kFR rows (decode) one at a time against one weight row at a time
   // (T::row). Every kernel of a type performs the same per-lane operations, so
   // the results are the same bits whichever runs.
@@ -869,7 +871,17 @@ struct Avx512Q32 {
         for (int64_t c = c0; c < c1; ++c) T<V, 1, 1>::row(a, r, c);
       return;
     }
-    for (int64_t r = r0; r < r1;) {
+    int64_t r = r0;
+    // Whole tiles of kKR rows × one pair of columns: a block's unpacking
+    // and scale words serve kKR rows (under 32 vector registers with
+    // one pair); the rest in tiles of up to kFR rows × kKP pairs.
+    for (; r + kKR <= r1; r += kKR)
+      for (int64_t c = c0; c < c1;) {
+        const int nc = static_cast<int>(c1 - c < 2 ? c1 - c : 2);
+        T<V, kKR, 1>::run(a, r, c, nc);
+        c += nc;
+      }
+    while (r < r1) {
       const int nr = static_cast<int>(r1 - r < kFR ? r1 - r : kFR);
       for (int64_t c = c0; c < c1;) {
         const int nc = static_cast<int>(c1 - c < 2 * kKP ? c1 - c : 2 * kKP);
