@@ -141,10 +141,24 @@ TEST(ServerDrain, SecondSignalCancelsAndExitsOne) {
   ServeProcess srv(serve_args("60s"));
   json req = long_stream();
   req["max_tokens"] = 2000;
-  // One sequence slot: four streams take several times one stream's decoding.
+  // One sequence slot: four streams take several times one stream's decoding. The
+  // first runs before the others are sent, and all four have reached the scheduler
+  // (one running, three queued) before the signals: a client thread that had not
+  // connected yet would find the server gone, and a queued one must get its 503.
   std::vector<std::unique_ptr<Stream>> streams;
-  for (int i = 0; i < 4; ++i) streams.push_back(std::make_unique<Stream>(srv, req));
+  streams.push_back(std::make_unique<Stream>(srv, req));
   streams[0]->wait_started();
+  for (int i = 1; i < 4; ++i) streams.push_back(std::make_unique<Stream>(srv, req));
+  httplib::Client c = srv.client();
+  int seen = 0;
+  for (int i = 0; i < 500 && seen < 4; ++i) {
+    if (const httplib::Result h = c.Get("/health"); h && h->status == 200) {
+      const json health = json::parse(h->body);
+      seen = health.value("running", 0) + health.value("queued", 0);
+    }
+    if (seen < 4) std::this_thread::sleep_for(2ms);
+  }
+  ASSERT_EQ(seen, 4) << "the four streams were never all in the scheduler at once";
   srv.signal(SIGTERM);
   std::this_thread::sleep_for(50ms);
   srv.signal(SIGTERM);
