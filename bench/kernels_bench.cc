@@ -33,15 +33,19 @@
 
 namespace {
 
-// quantize_row for the stored types; Q4_K / Q5_K repacked for the internal Q4_K_R / Q5_K_R.
-void quantize_bench_row(pc::GgmlType type, const float* x, uint8_t* out, int64_t k) {
-  const pc::GgmlType stored = type == pc::GgmlType::Q4_K_R   ? pc::GgmlType::Q4_K
+// quantize_row for the stored types, one row of k values at out + r · row
+// bytes for each of the n rows of x; Q4_K / Q6_K / Q5_K repacked for the internal
+// Q4_K_X16 / Q6_K_X16 / Q5_K_R (n a multiple of 16).
+void quantize_bench_rows(pc::GgmlType type, const float* x, uint8_t* out, int64_t k, int64_t n) {
+  const pc::GgmlType stored = type == pc::GgmlType::Q4_K_X16 ? pc::GgmlType::Q4_K
+                              : type == pc::GgmlType::Q6_K_X16 ? pc::GgmlType::Q6_K
                               : type == pc::GgmlType::Q5_K_R ? pc::GgmlType::Q5_K
                                                              : type;
-  if (stored == type) return pc::quantize_row(type, x, out, k);
-  std::vector<uint8_t> q(pc::ggml_row_bytes(stored, k));
-  pc::quantize_row(stored, x, q.data(), k);
-  pc::repack_rows(stored, type, q.data(), out, k, 1);
+  const int64_t rb = pc::ggml_row_bytes(stored, k);
+  std::vector<uint8_t> q(stored == type ? 0 : size_t(n * rb));
+  uint8_t* dst = stored == type ? out : q.data();
+  for (int64_t r = 0; r < n; ++r) pc::quantize_row(stored, x + r * k, dst + r * rb, k);
+  if (stored != type) pc::repack_rows(stored, type, q.data(), out, k, n);
 }
 
 void run(benchmark::State& st, pc::GgmlType type) {
@@ -52,11 +56,9 @@ void run(benchmark::State& st, pc::GgmlType type) {
   std::normal_distribution<float> nd;
   const int64_t rb = pc::ggml_row_bytes(type, k);
   std::vector<uint8_t> w(n * rb);
-  std::vector<float> row(k), x(m * k), y(m * n);
-  for (int64_t r = 0; r < n; ++r) {
-    for (auto& v : row) v = nd(rng);
-    quantize_bench_row(type, row.data(), w.data() + r * rb, k);
-  }
+  std::vector<float> rows(n * k), x(m * k), y(m * n);
+  for (auto& v : rows) v = nd(rng);
+  quantize_bench_rows(type, rows.data(), w.data(), k, n);
   for (auto& v : x) v = nd(rng);
   const pc::WeightView view{type, k, n, w.data(), rb};
   for (auto _ : st) {
@@ -96,12 +98,10 @@ struct StreamWeight {
     madvise(data.get(), bytes, MADV_HUGEPAGE);
 #endif
     std::normal_distribution<float> nd;
-    std::vector<float> row(k);
+    std::vector<float> x(16 * k);
     std::vector<uint8_t> rows(16 * rb);
-    for (int r = 0; r < 16; ++r) {
-      for (auto& v : row) v = nd(rng);
-      quantize_bench_row(type, row.data(), rows.data() + r * rb, k);
-    }
+    for (auto& v : x) v = nd(rng);
+    quantize_bench_rows(type, x.data(), rows.data(), k, 16);
     for (int64_t r = 0; r < n; ++r) std::memcpy(data.get() + r * rb, rows.data() + (r % 16) * rb, rb);
     view = pc::WeightView{type, k, n, data.get(), rb};
   }
@@ -109,7 +109,7 @@ struct StreamWeight {
 
 void BM_DecodeStep(benchmark::State& st) {
   const pc::GgmlType types[] = {pc::GgmlType::Q4_K, pc::GgmlType::Q5_K, pc::GgmlType::Q6_K, pc::GgmlType::Q8_0,
-                                pc::GgmlType::Q4_K_R, pc::GgmlType::Q5_K_R};
+                                pc::GgmlType::Q4_K_X16, pc::GgmlType::Q5_K_R, pc::GgmlType::Q6_K_X16};
   const pc::GgmlType type = types[st.range(0)];
   pc::ThreadPool pool(int(st.range(1)));
   pc::set_cpu_level(st.range(2) == 2 ? pc::CpuLevel::Avx512 : pc::CpuLevel::Avx2);
@@ -138,12 +138,13 @@ void BM_DecodeStep(benchmark::State& st) {
   st.SetLabel(pc::ggml_type_name(type) + " " + pc::cpu_level_name(pc::cpu_level()));
   pc::set_cpu_level(pc::default_cpu_level());
 }
-BENCHMARK(BM_DecodeStep)->ArgsProduct({{0, 1, 2, 3, 4, 5}, {1, 2}, {2, 1}})->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_DecodeStep)->ArgsProduct({{0, 1, 2, 3, 4, 5, 6}, {1, 2}, {2, 1}})->UseRealTime()->Unit(benchmark::kMillisecond);
 
 void BM_Q8_0(benchmark::State& s) { run(s, pc::GgmlType::Q8_0); }
 void BM_Q4_0(benchmark::State& s) { run(s, pc::GgmlType::Q4_0); }
 void BM_Q4_K(benchmark::State& s) { run(s, pc::GgmlType::Q4_K); }
-void BM_Q4_K_R(benchmark::State& s) { run(s, pc::GgmlType::Q4_K_R); }
+void BM_Q4_K_X16(benchmark::State& s) { run(s, pc::GgmlType::Q4_K_X16); }
+void BM_Q6_K_X16(benchmark::State& s) { run(s, pc::GgmlType::Q6_K_X16); }
 void BM_Q5_K(benchmark::State& s) { run(s, pc::GgmlType::Q5_K); }
 void BM_Q5_K_R(benchmark::State& s) { run(s, pc::GgmlType::Q5_K_R); }
 void BM_Q6_K(benchmark::State& s) { run(s, pc::GgmlType::Q6_K); }
@@ -163,7 +164,8 @@ void k_shapes(benchmark::internal::Benchmark* b) {
   b->UseRealTime();
 }
 BENCHMARK(BM_Q4_K)->Apply(k_shapes);
-BENCHMARK(BM_Q4_K_R)->Apply(k_shapes);
+BENCHMARK(BM_Q4_K_X16)->Apply(k_shapes);
+BENCHMARK(BM_Q6_K_X16)->Apply(k_shapes);
 BENCHMARK(BM_Q5_K)->Apply(k_shapes);
 BENCHMARK(BM_Q5_K_R)->Apply(k_shapes);
 BENCHMARK(BM_Q6_K)->Apply(k_shapes);

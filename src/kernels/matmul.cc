@@ -106,6 +106,11 @@ void check_weight(const WeightView& w) {
     throw Error("matmul: bad shape for " + ggml_type_name(w.type) + ": k=" + std::to_string(w.k));
   if (w.row_bytes < ggml_row_bytes(w.type, w.k))
     throw Error("matmul: row_bytes too small for " + ggml_type_name(w.type));
+  // Interleaved rows: whole groups, packed (a group spans its rows' bytes).
+  const int64_t g = repack_group_rows(w.type);
+  if (g > 1 && (w.n % g != 0 || w.row_bytes != ggml_row_bytes(w.type, w.k)))
+    throw Error("matmul: " + ggml_type_name(w.type) + " weights come in packed groups of " + std::to_string(g) +
+                " rows; got n=" + std::to_string(w.n));
 }
 
 }  // namespace
@@ -113,8 +118,11 @@ void check_weight(const WeightView& w) {
 GgmlType matmul_repacked_type(GgmlType t) {
   const kern::KernelSet* s = kernel_set();
   const bool avx512 = s && (s == kern::avx512_kernel_set() || s == kern::avx512_emulated_kernel_set());
-  if (!avx512) return t;
-  return t == GgmlType::Q4_K ? GgmlType::Q4_K_R : t == GgmlType::Q5_K ? GgmlType::Q5_K_R : t;
+  // Q4_K_X16 / Q6_K_X16 wherever a SIMD set runs (AVX2 through the 16-lane
+  // kernels' emulation); the scalar path reads them as stored, with the same bits.
+  if (t == GgmlType::Q4_K) return s ? GgmlType::Q4_K_X16 : t;
+  if (t == GgmlType::Q6_K) return s ? GgmlType::Q6_K_X16 : t;
+  return avx512 && t == GgmlType::Q5_K ? GgmlType::Q5_K_R : t;
 }
 
 void kern::force_kernel_set(const KernelSet* set) { g_forced_set.store(set, std::memory_order_relaxed); }
@@ -231,7 +239,8 @@ void run_outs(std::span<const MatmulOut> outs, const float* const* xs, int64_t m
     // it was as fast idle but lost to this with another process running.)
     const bool decode_split = m == 1 && threads > 1;
     if (decode_split) cb = ceil_div(n, int64_t(threads) * 16);
-    const int64_t mult = simd ? simd->task_col_multiple(w.type, m) : 8;  // whole 8-column groups / tiles
+    // Whole 8-column groups / tiles, and whole groups of interleaved rows.
+    const int64_t mult = std::max(simd ? simd->task_col_multiple(w.type, m) : 8, repack_group_rows(w.type));
     cb = ceil_div(cb, mult) * mult;
     if (cb > n) cb = n;
     p.cb = cb;

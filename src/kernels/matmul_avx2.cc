@@ -109,9 +109,13 @@ void tile_float(const MatmulArgs& a, int64_t r, int64_t c) {
 
 // ---- Q4_K weights, Q8 activations (256 per block) ------------------------
 // Block: 4 chunks of 32 bytes; low nibbles = sub-block 2c, high = 2c+1.
-// Per block and element: isum = sum_j sc_j * (q·x)_j (int32 lanes, exact),
-//   msum = madd(bsums, mins) (int32 lanes, exact),
-//   acc = fma(d*d_x, float(isum), acc); acc = fnma(dmin*d_x, float(msum), acc).
+// Per block and element: isum = sum_j sc_j * (q·x)_j and msum = madd(bsums,
+// mins), both as int32 lanes summed to one exact integer; then the scalar
+// kernel's float operations (matmul_scalar.cc dot_q4_k), so the result is the
+// scalar kernel's and the Q4_K_X16 kernels' bits:
+//   sum = sum + (d*d_x) * float(isum); sum = sum - (dmin*d_x) * float(msum).
+// (Q4_K weights are read as stored only where no group of 16 rows fits;
+// matmul_repacked_type() makes the rest Q4_K_X16.)
 template <int R, int C>
 void tile_q4_k(const MatmulArgs& a, int64_t r, int64_t c) {
   const int64_t nb = a.k / 256;
@@ -126,9 +130,9 @@ void tile_q4_k(const MatmulArgs& a, int64_t r, int64_t c) {
     xb[i] = a.xbs(r + i);
   }
   const __m256i m4 = _mm256_set1_epi8(0x0F);
-  __m256 acc[R][C];
+  float acc[R][C];
   PC_UNROLL for (int i = 0; i < R; ++i)
-    PC_UNROLL for (int j = 0; j < C; ++j) acc[i][j] = _mm256_setzero_ps();
+    PC_UNROLL for (int j = 0; j < C; ++j) acc[i][j] = 0.f;
   for (int64_t b = 0; b < nb; ++b) {
     PC_UNROLL for (int j = 0; j < C; ++j) {
       const BlockQ4_K& blk = w[j][b];
@@ -146,8 +150,7 @@ void tile_q4_k(const MatmulArgs& a, int64_t r, int64_t c) {
         __m256i slo = _mm256_shuffle_epi8(scmn, _mm256_set1_epi16(int16_t(0xFF00 | (2 * ch))));
         __m256i shi = _mm256_shuffle_epi8(scmn, _mm256_set1_epi16(int16_t(0xFF00 | (2 * ch + 1))));
         // Keep the chunks in program order: GCC would otherwise hoist all four
-        // chunks' operands and spill them (register budget: R isums, R×C
-        // accumulators, these four, the nibble mask, one temporary).
+        // chunks' operands and spill them.
         __asm__ volatile("" : "+x"(lo), "+x"(hi), "+x"(slo), "+x"(shi));
         PC_UNROLL for (int i = 0; i < R; ++i) {
           const int8_t* x = xq[i] + 256 * b + 64 * ch;
@@ -157,19 +160,18 @@ void tile_q4_k(const MatmulArgs& a, int64_t r, int64_t c) {
           isum[i] = _mm256_add_epi32(isum[i], _mm256_madd_epi16(_mm256_maddubs_epi16(hi, x1), shi));
         }
       }
-      const __m256 d = _mm256_set1_ps(h2f(blk.d));
-      const __m256 dmin = _mm256_set1_ps(h2f(blk.dmin));
+      const float d = h2f(blk.d), dmin = h2f(blk.dmin);
       PC_UNROLL for (int i = 0; i < R; ++i) {
         const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb[i] + 16 * b));
-        const __m256 msum = _mm256_cvtepi32_ps(_mm256_madd_epi16(bs, mins));
-        const __m256 dx = _mm256_broadcast_ss(xd[i] + b);
-        acc[i][j] = _mm256_fmadd_ps(_mm256_mul_ps(d, dx), _mm256_cvtepi32_ps(isum[i]), acc[i][j]);
-        acc[i][j] = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, dx), msum, acc[i][j]);
+        const int32_t is = hsum8_i32(isum[i]), ms = hsum8_i32(_mm256_madd_epi16(bs, mins));
+        const float dx = xd[i][b];
+        acc[i][j] = acc[i][j] + (d * dx) * float(is);
+        acc[i][j] = acc[i][j] - (dmin * dx) * float(ms);
       }
     }
   }
   PC_UNROLL for (int i = 0; i < R; ++i)
-    PC_UNROLL for (int j = 0; j < C; ++j) a.y[(r + i) * a.ldy + c + j] = hsum8(acc[i][j]);
+    PC_UNROLL for (int j = 0; j < C; ++j) a.y[(r + i) * a.ldy + c + j] = acc[i][j];
 }
 
 // ---- Q6_K weights, Q8 activations (256 per block) ------------------------
@@ -180,7 +182,9 @@ void tile_q4_k(const MatmulArgs& a, int64_t r, int64_t c) {
 // Value e of the block uses scale e/16, so vector v = 4h+kk covers scales 2v
 // (low 16 values) and 2v+1. q6 is unsigned 0..63; the -32 offset is applied as
 //   isum -= 32 * madd(bsums, scales)  (exact int32).
-// Then acc = fma(d*d_x, float(isum), acc).
+// The lanes are then summed to the block's exact integer, and the float part
+// is the scalar kernel's (matmul_scalar.cc dot_q6_k): sum = sum + (d*d_x) *
+// float(isum), so this, the scalar and the Q6_K_X16 kernels give the same bits.
 template <int R, int C>
 void tile_q6_k(const MatmulArgs& a, int64_t r, int64_t c) {
   const int64_t nb = a.k / 256;
@@ -197,9 +201,7 @@ void tile_q6_k(const MatmulArgs& a, int64_t r, int64_t c) {
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   const __m256i m3 = _mm256_set1_epi8(0x03);
   const __m256i m30 = _mm256_set1_epi8(0x30);
-  __m256 acc[R][C];
-  PC_UNROLL for (int i = 0; i < R; ++i)
-    PC_UNROLL for (int j = 0; j < C; ++j) acc[i][j] = _mm256_setzero_ps();
+  float sum[R][C] = {};
   for (int64_t b = 0; b < nb; ++b) {
     PC_UNROLL for (int j = 0; j < C; ++j) {
       const BlockQ6_K& blk = w[j][b];
@@ -229,18 +231,17 @@ void tile_q6_k(const MatmulArgs& a, int64_t r, int64_t c) {
         }
       }
       const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s)));
-      const __m256 d = _mm256_set1_ps(h2f(blk.d));
+      const float d = h2f(blk.d);
       PC_UNROLL for (int i = 0; i < R; ++i) {
         const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb[i] + 16 * b));
         const __m256i bias = _mm256_slli_epi32(_mm256_madd_epi16(bs, sc16), 5);
         const __m256i tot = _mm256_sub_epi32(isum[i], bias);
-        const __m256 dx = _mm256_broadcast_ss(xd[i] + b);
-        acc[i][j] = _mm256_fmadd_ps(_mm256_mul_ps(d, dx), _mm256_cvtepi32_ps(tot), acc[i][j]);
+        sum[i][j] = sum[i][j] + (d * xd[i][b]) * float(hsum8_i32(tot));
       }
     }
   }
   PC_UNROLL for (int i = 0; i < R; ++i)
-    PC_UNROLL for (int j = 0; j < C; ++j) a.y[(r + i) * a.ldy + c + j] = hsum8(acc[i][j]);
+    PC_UNROLL for (int j = 0; j < C; ++j) a.y[(r + i) * a.ldy + c + j] = sum[i][j];
 }
 
 // ---- tiling driver ------------------------------------------------------
@@ -570,7 +571,8 @@ TaskKernel avx2_kernel(GgmlType t) {
     case GgmlType::Q8_0: return run_task_q32<false>;
     case GgmlType::Q4_0: return run_task_q32<true>;
     case GgmlType::Q4_K: return run_task<KQ4_K, 1, 2, 3>;
-    case GgmlType::Q4_K_R: return task_q4_kr_via_avx2;
+    case GgmlType::Q4_K_X16:
+    case GgmlType::Q6_K_X16: return avx512_emulated_kernel_set()->kernel(t);  // its 16-lane kernels
     case GgmlType::Q5_K_R: return task_q5_kr_via_avx2;
     case GgmlType::Q6_K: return run_task<KQ6_K, 1, 2, 3>;
     default: return avx2_unpack_kernel(t);  // Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4, Q5_K, IQ4_XS

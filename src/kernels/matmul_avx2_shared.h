@@ -22,6 +22,14 @@ inline float hsum8(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
+// The sum of 8 int32 lanes (exact; wraps as int32 like any grouping).
+inline int32_t hsum8_i32(__m256i v) {
+  __m128i t = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  t = _mm_add_epi32(t, _mm_unpackhi_epi64(t, t));
+  t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 1));
+  return _mm_cvtsi128_si32(t);
+}
+
 inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
 
 // How far ahead of its read position a decode kernel (one activation row,

@@ -1,6 +1,7 @@
-// AVX-512 matmul kernels (prompt tiles of Q8_0 / Q4_0, Q4_K(_R) / Q5_K(_R) /
-// Q6_K and F32 / F16 / BF16 weights; decode kernels of Q8_0 / Q4_K(_R) /
-// Q5_K(_R) / Q6_K; _R: the layouts of weight_repack.h),
+// AVX-512 matmul kernels (Q4_K_X16 and Q6_K_X16 weights, one output column
+// per int32 lane; prompt tiles of Q8_0 / Q4_0, Q5_K(_R) and F32 / F16 / BF16
+// weights; decode kernels of Q8_0 / Q4_K / Q5_K(_R) / Q6_K as stored; the
+// layouts of weight_repack.h),
 // written once over a 16-lane backend V: V512 (AVX-512 F/BW/DQ/VL + VNNI,
 // simd16_avx512.h, built in kernels_avx512.cc) or V512Emu (the same
 // operations on pairs of AVX2 vectors, simd16_emu.h, built in
@@ -37,16 +38,19 @@
 //   xor_i, storeu_i   bitwise xor; store 64 bytes
 //   pairsum(a, b)     int32 lanes 0-7: a0 + a1, a2 + a3, ..., a14 + a15; 8-15: the same of b
 //
-// Q4_K weights: the AVX2 tile_q4_k's arithmetic with two output columns per
-// vector (each 256-bit half the AVX2 tile's vector for its column; the
-// activations' 32 bytes in both halves), tiles of 8 rows × 2 columns, then of up to 4 rows × 4 columns.
-// Q5_K weights likewise with matmul_avx2_unpack.cc's tile_q5_k arithmetic (the
-// fifth bits made per column with AVX2 operations, then joined), Q6_K with
-// tile_q6_k's. Their int32 sums come from vpdpbusd + vpdpwssd (dot_scaled),
-// the same integers as the AVX2 maddubs / madd. The rearranged Q4_K_R /
-// Q5_K_R blocks run through the same tiles (Q4kBlk<true>, Q5kBlk<true>).
-// Decode rows use one-row kernels instead (q45k_row16, q45kr_row16,
-// q6k_row16: see "decode" below).
+// Q4_K_X16 / Q6_K_X16 weights (sections of those names): a group of 16 rows
+// a vector, each column's sums in its own lane, tiles of up to V::kKxRows
+// rows; the exact integers and float operations of the scalar kernels.
+// Q5_K weights: matmul_avx2_unpack.cc's tile_q5_k arithmetic with two output
+// columns per vector (each 256-bit half the AVX2 tile's vector for its
+// column; the fifth bits made per column with AVX2 operations, then joined;
+// the activations' 32 bytes in both halves), tiles of 8 rows × 2 columns,
+// then of up to 4 rows × 4 columns; int32 sums from vpdpbusd + vpdpwssd
+// (dot_scaled), the same integers as the AVX2 maddubs / madd. The rearranged
+// Q5_K_R blocks run through the same tiles (Q5kBlk<true>). Decode rows use
+// one-row kernels instead (q45k_row16, q45kr_row16, q6k_row16: see "decode"
+// below); Q4_K and Q6_K prompts as stored (tensors not in whole groups of 16)
+// are the AVX2 kernels'.
 //
 // Float weights (F32 / F16 / BF16): the AVX2 tile_float's arithmetic with two
 // output columns per vector (lanes 0-7 one column, 8-15 the next): per output
@@ -78,7 +82,7 @@ constexpr int kR16 = 4, kC16 = 3;  // largest Q8_0 / Q4_0 tile: 4 rows × 3 pair
 constexpr int kFR = 4, kFP = 6;    // largest float tile: 4 rows × 6 pairs of columns
 constexpr int kKP = 2;             // K-quant prompt tiles: 4 rows × 2 pairs of columns,
 constexpr int kKR = 8;             // or 8 rows × 1 pair (1.1-1.35x less CPU time than 4 × 2 for
-                                   // Q4_K_R / Q5_K_R / Q6_K prompts: unpacking shared by 8 rows)
+                                   // Q5_K(_R) prompts: unpacking shared by 8 rows)
 
 // isum + s * (the sum of the 4 products u8 · s8 of each int32 lane), exactly
 // the integer that isum + madd(maddubs(u8, s8), s16) gives (the AVX2 kernels'
@@ -211,23 +215,50 @@ struct Q4kBlk {
   static constexpr int hi_value(int ch) { return kR ? lo_value(ch) + 64 : 64 * ch + 32; }
 };
 
-// y[r..r+R) × columns [c, c + nc) of Q4_K (kR false) or Q4_K_R (kR true)
-// weights, nc <= 2·P (pairs as in float_tile16). The sub-block of a chunk's
-// nibbles is the value offset / 32, so both layouts give each lane the same
-// integer sums.
-template <class V, int R, int P, bool kR = false>
-void q4k_tile16(const MatmulArgs& a, int64_t r, int64_t c, int nc) {
+// ---- Q4_K_X16: 16 interleaved rows a vector (weight_repack.h) -------------
+// Lane c of every vector is column 16g + c of y (row c of weight group g), so
+// a column's sums never leave their lane. Per block and row of x:
+//   for each 16-value quarter of a sub-block (4 vectors of 4 values a lane):
+//     s = the 16 products' sum, 4 vpdpbusd with the 4 activation bytes of
+//         each step broadcast (|s| < 16 · 15 · 128 < 2^15: one int16 word),
+//     isum += s · sc_j (vpdpwssd, the scale in the lane's low word);
+//   msum = sum over the 16 activation sums of 16 values of bs_h · mn_(h/2)
+//     (8 vpdpwssd on a pair of sums broadcast);
+// the exact integers of dot_q4_k (matmul_scalar.cc); then its float
+// operations, per lane: acc = acc + (d·d_x)·float(isum), acc = acc −
+// (dmin·d_x)·float(msum), each rounded separately. So every path (scalar,
+// AVX2's tile_q4_k on stored rows, these on either backend) gives the same
+// bits. Tiles of up to V::kKxRows rows × one group, each unpacked weight
+// vector serving every row of the tile; decode (one row) is the one-row tile,
+// prefetching the group's block stream ahead.
+
+// Quarter h (values 16h .. 16h + 15 of the half U: low nibbles U = 0, high
+// U = 1) of block b for R rows: isum[i] += its 16-product sum · its scale.
+template <class V, int R, int U>
+inline void q4kx_half(const BlockQ4_KX16& blk, const int8_t* const* x, typename V::I* isum, typename V::I m4) {
+  using I = typename V::I;
+#pragma GCC unroll 1
+  for (int h = 0; h < 8; ++h) {
+    I s[R];
+    PC_UNROLL for (int i = 0; i < R; ++i) s[i] = V::zero_i();
+    PC_UNROLL for (int tt = 0; tt < 4; ++tt) {
+      const int t = 4 * h + tt;
+      const I p = V::loadu_i(blk.qs[t]);
+      const I q = U ? V::and_i(V::srli4_16(p), m4) : V::and_i(p, m4);
+      PC_UNROLL for (int i = 0; i < R; ++i) s[i] = V::dpbusd_u7(s[i], q, V::bcast32_i(x[i] + 128 * U + 4 * t));
+    }
+    const I sc = V::and_i(V::zx8_32(blk.scm[4 * U + h / 2]), V::set1_i(63));
+    PC_UNROLL for (int i = 0; i < R; ++i) isum[i] = V::dpwssd(isum[i], s[i], sc);
+  }
+}
+
+// y[r..r+R) × the 16 columns of weight group g.
+template <class V, int R>
+void q4kx_tile16(const MatmulArgs& a, int64_t r, int64_t g) {
   using I = typename V::I;
   using F = typename V::F;
-  using Blk = Q4kBlk<kR>;
-  using B = typename Blk::B;
   const int64_t nb = a.k / 256;
-  const B* w[P][2];
-  PC_UNROLL for (int j = 0; j < P; ++j) {
-    const int64_t lo = c + 2 * j, hi = 2 * j + 1 < nc ? lo + 1 : lo;
-    w[j][0] = reinterpret_cast<const B*>(a.w + lo * a.row_bytes);
-    w[j][1] = reinterpret_cast<const B*>(a.w + hi * a.row_bytes);
-  }
+  const auto* w = reinterpret_cast<const BlockQ4_KX16*>(a.w + g * kX16Rows * a.row_bytes);
   const int8_t* xq[R];
   const float* xd[R];
   const int16_t* xb[R];
@@ -236,44 +267,124 @@ void q4k_tile16(const MatmulArgs& a, int64_t r, int64_t c, int nc) {
     xd[i] = a.xd(r + i);
     xb[i] = a.xbs(r + i);
   }
-  const I m4 = V::dup256_i(_mm256_set1_epi8(0x0F));
-  const I minpat = V::dup256_i(q4k_mins_pattern());
-  F acc[R][P];
-  PC_UNROLL for (int i = 0; i < R; ++i) PC_UNROLL for (int j = 0; j < P; ++j) acc[i][j] = V::zero_f();
+  const I m4 = V::set1_i(0x0F0F0F0F);
+  F acc[R];
+  PC_UNROLL for (int i = 0; i < R; ++i) acc[i] = V::zero_f();
   for (int64_t b = 0; b < nb; ++b) {
-    PC_UNROLL for (int j = 0; j < P; ++j) {
-      const B& b0 = w[j][0][b];
-      const B& b1 = w[j][1][b];
-      const I scmn = V::join256_i(_mm256_broadcastsi128_si256(Blk::scmn(b0)), _mm256_broadcastsi128_si256(Blk::scmn(b1)));
-      const I mins = V::shuffle8(scmn, minpat);
-      I isum[R];
-      PC_UNROLL for (int i = 0; i < R; ++i) isum[i] = V::zero_i();
-      PC_UNROLL for (int ch = 0; ch < 4; ++ch) {
-        const int vlo = Blk::lo_value(ch), vhi = Blk::hi_value(ch);
-        const I q = V::load2x256_i(b0.qs + 32 * ch, b1.qs + 32 * ch);
-        const I lo = V::and_i(q, m4), hi = V::and_i(V::srli4_16(q), m4);
-        const I slo = V::shuffle8(scmn, V::dup256_i(_mm256_set1_epi32(int32_t(0xFFFFFF00u | (vlo / 32)))));
-        const I shi = V::shuffle8(scmn, V::dup256_i(_mm256_set1_epi32(int32_t(0xFFFFFF00u | (vhi / 32)))));
-        PC_UNROLL for (int i = 0; i < R; ++i) {
-          const int8_t* x = xq[i] + 256 * b;
-          isum[i] = dot_scaled<V>(isum[i], lo, V::bcast256_i(x + vlo), slo);
-          isum[i] = dot_scaled<V>(isum[i], hi, V::bcast256_i(x + vhi), shi);
-        }
-      }
-      const F d = V::set2_f(Blk::d(b0), Blk::d(b1));
-      const F dmin = V::set2_f(Blk::dmin(b0), Blk::dmin(b1));
-      PC_UNROLL for (int i = 0; i < R; ++i) {
-        const F msum = V::cvt(V::madd(V::bcast256_i(xb[i] + 16 * b), mins));
-        const F dx = V::set1_f(xd[i][b]);
-        acc[i][j] = V::fmadd(V::mul(d, dx), V::cvt(isum[i]), acc[i][j]);
-        acc[i][j] = V::fnmadd(V::mul(dmin, dx), msum, acc[i][j]);
-      }
+    const BlockQ4_KX16& blk = w[b];
+    if constexpr (R == 1) prefetch_block(&blk, sizeof blk);
+    const int8_t* x[R];
+    PC_UNROLL for (int i = 0; i < R; ++i) x[i] = xq[i] + 256 * b;
+    I isum[R];
+    PC_UNROLL for (int i = 0; i < R; ++i) isum[i] = V::zero_i();
+    q4kx_half<V, R, 0>(blk, x, isum, m4);
+    q4kx_half<V, R, 1>(blk, x, isum, m4);
+    // mn_j in both int16 words of each lane: the top 2 bits from scm, the
+    // low 4 from a nibble of mnl.
+    I mn[8];
+    PC_UNROLL for (int q = 0; q < 4; ++q) {
+      const I nib = V::zx8_32(blk.mnl[q]);
+      const I m0 = V::or_i(V::template slli32<4>(V::template srli32<6>(V::zx8_32(blk.scm[2 * q]))),
+                           V::and_i(nib, V::set1_i(15)));
+      const I m1 = V::or_i(V::template slli32<4>(V::template srli32<6>(V::zx8_32(blk.scm[2 * q + 1]))),
+                           V::template srli32<4>(nib));
+      mn[2 * q] = V::or_i(m0, V::template slli32<16>(m0));
+      mn[2 * q + 1] = V::or_i(m1, V::template slli32<16>(m1));
+    }
+    const F d = V::load_h16(blk.d), dmin = V::load_h16(blk.dmin);
+    PC_UNROLL for (int i = 0; i < R; ++i) {
+      I msum = V::zero_i();
+      PC_UNROLL for (int j = 0; j < 8; ++j) msum = V::dpwssd(msum, mn[j], V::bcast32_i(xb[i] + 16 * b + 2 * j));
+      const F dx = V::set1_f(xd[i][b]);
+      acc[i] = V::add(acc[i], V::mul(V::mul(d, dx), V::cvt(isum[i])));
+      acc[i] = V::sub(acc[i], V::mul(V::mul(dmin, dx), V::cvt(msum)));
     }
   }
-  PC_UNROLL for (int i = 0; i < R; ++i)
-    PC_UNROLL for (int j = 0; j < P; ++j)
-      PC_UNROLL for (int h = 0; h < 2; ++h)
-        if (2 * j + h < nc) a.y[(r + i) * a.ldy + c + 2 * j + h] = hsum8(h ? V::hi8(acc[i][j]) : V::lo8(acc[i][j]));
+  PC_UNROLL for (int i = 0; i < R; ++i) V::storeu_f(a.y + (r + i) * a.ldy + g * kX16Rows, acc[i]);
+}
+
+// ---- Q6_K_X16: 16 interleaved rows a vector (weight_repack.h) -------------
+// As in Q4_K_X16, lane c of every vector is column 16g + c. Per block and
+// row of x, for each sub-block j (16 values, 4 vectors of 4 values a lane):
+//   s = the 16 products code · x of the 6-bit codes 0..63: 4 vpdpbusd with
+//       the activation bytes broadcast (|s| < 16 · 63 · 128 < 2^17),
+//   isum += s · sc_j (vpmulld, the scale sign-extended to the lane);
+// then isum −= 32 · (the sum over j of sc_j · bs_j) (the codes' offset of 32:
+// 8 vpdpwssd on scale pairs with pairs of the activation sums of 16
+// broadcast): the exact integer of dot_q6_k (matmul_scalar.cc); then its
+// float operation per lane, acc = acc + (d·d_x)·float(isum).
+
+// Sub-blocks 4S .. 4S + 3 of block blk for R rows (S selects the qh field and
+// the ql nibble at compile time): isum[i] += each one's 16-product sum · its
+// scale.
+template <class V, int R, int S>
+inline void q6kx_quarter(const BlockQ6_KX16& blk, const int8_t* const* x, typename V::I* isum) {
+  using I = typename V::I;
+  const I m4 = V::set1_i(0x0F0F0F0F), m30 = V::set1_i(0x30303030);
+#pragma GCC unroll 1
+  for (int jj = 0; jj < 4; ++jj) {
+    I s[R];
+    PC_UNROLL for (int i = 0; i < R; ++i) s[i] = V::zero_i();
+    PC_UNROLL for (int tt = 0; tt < 4; ++tt) {
+      const int t = 16 * S + 4 * jj + tt;  // values 4t .. 4t + 3 of each row
+      const I l = V::loadu_i(blk.ql[t % 32]);
+      const I h = V::loadu_i(blk.qh[t % 16]);
+      const I lo4 = S < 2 ? V::and_i(l, m4) : V::and_i(V::srli4_16(l), m4);
+      I hi2;
+      if constexpr (S == 0) hi2 = V::and_i(V::template slli16<4>(h), m30);
+      else if constexpr (S == 1) hi2 = V::and_i(V::template slli16<2>(h), m30);
+      else if constexpr (S == 2) hi2 = V::and_i(h, m30);
+      else hi2 = V::and_i(V::template srli16<2>(h), m30);
+      const I q = V::or_i(lo4, hi2);
+      PC_UNROLL for (int i = 0; i < R; ++i) s[i] = V::dpbusd_u7(s[i], q, V::bcast32_i(x[i] + 4 * t));
+    }
+    const I sc = V::sx8_32(blk.sc[4 * S + jj]);
+    PC_UNROLL for (int i = 0; i < R; ++i) isum[i] = V::add32(isum[i], V::mullo32(s[i], sc));
+  }
+}
+
+// y[r..r+R) × the 16 columns of weight group g.
+template <class V, int R>
+void q6kx_tile16(const MatmulArgs& a, int64_t r, int64_t g) {
+  using I = typename V::I;
+  using F = typename V::F;
+  const int64_t nb = a.k / 256;
+  const auto* w = reinterpret_cast<const BlockQ6_KX16*>(a.w + g * kX16Rows * a.row_bytes);
+  const int8_t* xq[R];
+  const float* xd[R];
+  const int16_t* xb[R];
+  PC_UNROLL for (int i = 0; i < R; ++i) {
+    xq[i] = a.xq(r + i);
+    xd[i] = a.xd(r + i);
+    xb[i] = a.xbs(r + i);
+  }
+  F acc[R];
+  PC_UNROLL for (int i = 0; i < R; ++i) acc[i] = V::zero_f();
+  for (int64_t b = 0; b < nb; ++b) {
+    const BlockQ6_KX16& blk = w[b];
+    if constexpr (R == 1) prefetch_block(&blk, sizeof blk);
+    const int8_t* x[R];
+    PC_UNROLL for (int i = 0; i < R; ++i) x[i] = xq[i] + 256 * b;
+    I isum[R];
+    PC_UNROLL for (int i = 0; i < R; ++i) isum[i] = V::zero_i();
+    q6kx_quarter<V, R, 0>(blk, x, isum);
+    q6kx_quarter<V, R, 1>(blk, x, isum);
+    q6kx_quarter<V, R, 2>(blk, x, isum);
+    q6kx_quarter<V, R, 3>(blk, x, isum);
+    // Scales 2p and 2p + 1 in the low and the high word of each lane.
+    I scp[8];
+    PC_UNROLL for (int p = 0; p < 8; ++p)
+      scp[p] = V::or_i(V::and_i(V::sx8_32(blk.sc[2 * p]), V::set1_i(0xFFFF)),
+                       V::template slli32<16>(V::sx8_32(blk.sc[2 * p + 1])));
+    const F d = V::load_h16(blk.d);
+    PC_UNROLL for (int i = 0; i < R; ++i) {
+      I bsum = V::zero_i();
+      PC_UNROLL for (int p = 0; p < 8; ++p) bsum = V::dpwssd(bsum, scp[p], V::bcast32_i(xb[i] + 16 * b + 2 * p));
+      const I tot = V::sub32(isum[i], V::slli32_5(bsum));
+      acc[i] = V::add(acc[i], V::mul(V::mul(d, V::set1_f(xd[i][b])), V::cvt(tot)));
+    }
+  }
+  PC_UNROLL for (int i = 0; i < R; ++i) V::storeu_f(a.y + (r + i) * a.ldy + g * kX16Rows, acc[i]);
 }
 
 // The fifth bits of Q5_K chunk ch of a block, as tile_q5_k makes them: bit
@@ -353,86 +464,6 @@ void q5k_tile16(const MatmulArgs& a, int64_t r, int64_t c, int nc) {
         const F dx = V::set1_f(xd[i][b]);
         acc[i][j] = V::fmadd(V::mul(d, dx), V::cvt(isum[i]), acc[i][j]);
         acc[i][j] = V::fnmadd(V::mul(dmin, dx), msum, acc[i][j]);
-      }
-    }
-  }
-  PC_UNROLL for (int i = 0; i < R; ++i)
-    PC_UNROLL for (int j = 0; j < P; ++j)
-      PC_UNROLL for (int h = 0; h < 2; ++h)
-        if (2 * j + h < nc) a.y[(r + i) * a.ldy + c + 2 * j + h] = hsum8(h ? V::hi8(acc[i][j]) : V::lo8(acc[i][j]));
-}
-
-// Word indices into a Q6_K pair's int16 scales (words 0-15 the first column's
-// 16 scales, 16-31 the second's) giving, for 32-value vector v of a block,
-// each int32 lane the scale of its 16 values in its low word: lanes 0-3 scale
-// 2v and 4-7 scale 2v + 1 of the first column, lanes 8-15 the same of the
-// second (the odd words are zeroed by words_zx).
-struct Q6kScaleIdx {
-  alignas(64) int16_t w[8][32];
-  constexpr Q6kScaleIdx() : w() {
-    for (int v = 0; v < 8; ++v)
-      for (int i = 0; i < 16; ++i) w[v][2 * i] = int16_t((i / 8) * 16 + 2 * v + (i % 8) / 4);
-  }
-};
-inline constexpr Q6kScaleIdx kQ6kScaleIdx{};
-
-// y[r..r+R) × columns [c, c + nc) of Q6_K weights, nc <= 2·P (pairs as in
-// float_tile16), with the AVX2 tile_q6_k's arithmetic per lane: per block,
-// isum = sum over the 8 vectors v of scale · (q6 · x) (int32 lanes, exact),
-// tot = isum - 32 · madd(bsums, scales), acc = fma(d · d_x, float(tot), acc).
-template <class V, int R, int P>
-void q6k_tile16(const MatmulArgs& a, int64_t r, int64_t c, int nc) {
-  using I = typename V::I;
-  using F = typename V::F;
-  const int64_t nb = a.k / 256;
-  const BlockQ6_K* w[P][2];
-  PC_UNROLL for (int j = 0; j < P; ++j) {
-    const int64_t lo = c + 2 * j, hi = 2 * j + 1 < nc ? lo + 1 : lo;
-    w[j][0] = reinterpret_cast<const BlockQ6_K*>(a.w + lo * a.row_bytes);
-    w[j][1] = reinterpret_cast<const BlockQ6_K*>(a.w + hi * a.row_bytes);
-  }
-  const int8_t* xq[R];
-  const float* xd[R];
-  const int16_t* xb[R];
-  PC_UNROLL for (int i = 0; i < R; ++i) {
-    xq[i] = a.xq(r + i);
-    xd[i] = a.xd(r + i);
-    xb[i] = a.xbs(r + i);
-  }
-  const I m4 = V::dup256_i(_mm256_set1_epi8(0x0F));
-  const I m3 = V::dup256_i(_mm256_set1_epi8(0x03));
-  const I m30 = V::dup256_i(_mm256_set1_epi8(0x30));
-  F acc[R][P];
-  PC_UNROLL for (int i = 0; i < R; ++i) PC_UNROLL for (int j = 0; j < P; ++j) acc[i][j] = V::zero_f();
-  for (int64_t b = 0; b < nb; ++b) {
-    PC_UNROLL for (int j = 0; j < P; ++j) {
-      const BlockQ6_K& b0 = w[j][0][b];
-      const BlockQ6_K& b1 = w[j][1][b];
-      const I sc16 = V::join256_i(_mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b0.scales))),
-                                  _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b1.scales))));
-      I isum[R];
-      PC_UNROLL for (int i = 0; i < R; ++i) isum[i] = V::zero_i();
-      PC_UNROLL for (int v = 0; v < 8; ++v) {  // 32-value vector v = 4h + kk
-        const int h = v / 4, kk = v % 4;
-        const I ql = V::load2x256_i(b0.ql + 64 * h + 32 * (kk & 1), b1.ql + 64 * h + 32 * (kk & 1));
-        const I qh = V::load2x256_i(b0.qh + 32 * h, b1.qh + 32 * h);
-        const I lo4 = kk < 2 ? V::and_i(ql, m4) : V::and_i(V::template srli16<4>(ql), m4);
-        I hi2;
-        switch (kk) {
-          case 0: hi2 = V::template slli16<4>(V::and_i(qh, m3)); break;
-          case 1: hi2 = V::and_i(V::template slli16<2>(qh), m30); break;
-          case 2: hi2 = V::and_i(qh, m30); break;
-          default: hi2 = V::and_i(V::template srli16<2>(qh), m30); break;
-        }
-        const I q = V::or_i(lo4, hi2);
-        const I scv = V::words_zx(sc16, V::load_i16x32(kQ6kScaleIdx.w[v]));
-        PC_UNROLL for (int i = 0; i < R; ++i) isum[i] = dot_scaled<V>(isum[i], q, V::bcast256_i(xq[i] + 256 * b + 32 * v), scv);
-      }
-      const F d = V::set2_f(h2f(b0.d), h2f(b1.d));
-      PC_UNROLL for (int i = 0; i < R; ++i) {
-        const I bias = V::slli32_5(V::madd(V::bcast256_i(xb[i] + 16 * b), sc16));
-        const F dx = V::set1_f(xd[i][b]);
-        acc[i][j] = V::fmadd(V::mul(d, dx), V::cvt(V::sub32(isum[i], bias)), acc[i][j]);
       }
     }
   }
@@ -604,7 +635,8 @@ struct Q6kRowScaleIdx {
 };
 inline constexpr Q6kRowScaleIdx kQ6kRowScaleIdx{};
 
-// y[r][c] of Q6_K weights (the arithmetic of tile_q6_k and q6k_tile16).
+// y[r][c] of Q6_K weights as stored (the arithmetic of tile_q6_k and
+// q6kx_tile16: the block's exact integer, then the scalar kernel's float part).
 // Half h of a block: ql[64h, 64h + 64) holds vectors 4h (bytes 0-31, low
 // nibbles), 4h + 1 (bytes 32-63, low), 4h + 2 and 4h + 3 (the same bytes'
 // high nibbles); their top two bits are qh[32h, 32h + 32) >> 0, 2, 4, 6.
@@ -618,7 +650,7 @@ void q6k_row16(const MatmulArgs& a, int64_t r, int64_t c) {
   const int16_t* xb = a.xbs(r);
   const I m4 = V::dup256_i(_mm256_set1_epi8(0x0F));
   const I m30 = V::dup256_i(_mm256_set1_epi8(0x30));
-  __m256 acc = _mm256_setzero_ps();
+  float sum = 0.f;
   for (int64_t b = 0; b < nb; ++b) {
     const BlockQ6_K& blk = w[b];
     prefetch_block(&blk, sizeof blk);
@@ -637,13 +669,11 @@ void q6k_row16(const MatmulArgs& a, int64_t r, int64_t c) {
       isum = dot_scaled<V>(isum, q23, V::loadu_i(x + 64), V::words_zx(sct, V::load_i16x32(kQ6kRowScaleIdx.w[2 * h + 1])));
     }
     const __m256i is8 = _mm256_add_epi32(V::lo8_i(isum), V::hi8_i(isum));
-    const __m256 d = _mm256_set1_ps(h2f(blk.d));
     const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 16 * b));
     const __m256i bias = _mm256_slli_epi32(_mm256_madd_epi16(bs, sc16), 5);
-    const __m256 dx = _mm256_broadcast_ss(xd + b);
-    acc = _mm256_fmadd_ps(_mm256_mul_ps(d, dx), _mm256_cvtepi32_ps(_mm256_sub_epi32(is8, bias)), acc);
+    sum = sum + (h2f(blk.d) * xd[b]) * float(hsum8_i32(_mm256_sub_epi32(is8, bias)));
   }
-  a.y[r * a.ldy + c] = hsum8(acc);
+  a.y[r * a.ldy + c] = sum;
 }
 
 // y[r][c] of Q8_0 weights for rows [r0, r1), columns [c0, c1) (decode): the
@@ -784,8 +814,8 @@ struct Avx512Q32 {
       case GgmlType::F32: return run_float<LoadF32>;
       case GgmlType::F16: return run_float<LoadF16>;
       case GgmlType::BF16: return run_float<LoadBF16>;
-      case GgmlType::Q4_K: return run_q4k;
-      case GgmlType::Q4_K_R: return run_q4kr;
+      case GgmlType::Q4_K_X16: return run_q4kx;
+      case GgmlType::Q6_K_X16: return run_q6kx;
       case GgmlType::Q5_K: return run_q5k;
       case GgmlType::Q5_K_R: return run_q5kr;
       case GgmlType::Q6_K: return run_q6k;
@@ -848,7 +878,7 @@ struct Avx512Q32 {
     run_pairs<kFP>(L::kType, a, r0, r1, c0, c1, scratch, float_tile<L>);
   }
 
-  // K-quant weights (Q4_K / Q5_K / Q6_K): tiles of kKR rows × 2 columns,
+  // Q5_K / Q5_K_R weights: tiles of kKR rows × 2 columns,
   // then of up to kFR rows × 2·kKP columns for prompt batches; the rows of tasks with fewer
   // than kFR rows (decode) one at a time against one weight row at a time
   // (T::row). Every kernel of a type performs the same per-lane operations, so
@@ -892,16 +922,6 @@ struct Avx512Q32 {
     }
   }
   template <class W, int R, int P>
-  struct Q4kT {
-    static void row(const MatmulArgs& a, int64_t r, int64_t c) { q45k_row16<W, false>(a, r, c); }
-    static void run(const MatmulArgs& a, int64_t r, int64_t c, int nc) { q4k_tile16<W, R, P>(a, r, c, nc); }
-  };
-  template <class W, int R, int P>
-  struct Q4krT {
-    static void row(const MatmulArgs& a, int64_t r, int64_t c) { q45kr_row16<W, false>(a, r, c); }
-    static void run(const MatmulArgs& a, int64_t r, int64_t c, int nc) { q4k_tile16<W, R, P, true>(a, r, c, nc); }
-  };
-  template <class W, int R, int P>
   struct Q5krT {
     static void row(const MatmulArgs& a, int64_t r, int64_t c) { q45kr_row16<W, true>(a, r, c); }
     static void run(const MatmulArgs& a, int64_t r, int64_t c, int nc) { q5k_tile16<W, R, P, true>(a, r, c, nc); }
@@ -911,16 +931,27 @@ struct Avx512Q32 {
     static void row(const MatmulArgs& a, int64_t r, int64_t c) { q45k_row16<W, true>(a, r, c); }
     static void run(const MatmulArgs& a, int64_t r, int64_t c, int nc) { q5k_tile16<W, R, P>(a, r, c, nc); }
   };
-  template <class W, int R, int P>
-  struct Q6kT {
-    static void row(const MatmulArgs& a, int64_t r, int64_t c) { q6k_row16<W>(a, r, c); }
-    static void run(const MatmulArgs& a, int64_t r, int64_t c, int nc) { q6k_tile16<W, R, P>(a, r, c, nc); }
-  };
-  static void run_q4k(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* s) {
-    run_k<Q4kT>(a, r0, r1, c0, c1, s);
+  // Q4_K_X16: groups of 16 columns outer (a group's blocks stay in cache
+  // while the task's rows pass), tiles of up to V::kKxRows rows inner; c0 and
+  // c1 are whole groups (matmul.cc rounds column blocks to repack_group_rows).
+  using KxTileFn = void (*)(const MatmulArgs&, int64_t, int64_t);
+  template <int R>
+  static KxTileFn kx_tile(int nr) {
+    if constexpr (R == 1) return q4kx_tile16<V, 1>;
+    else return nr == R ? q4kx_tile16<V, R> : kx_tile<R - 1>(nr);
   }
-  static void run_q4kr(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* s) {
-    run_k<Q4krT>(a, r0, r1, c0, c1, s);
+  template <int R>
+  static KxTileFn q6x_tile(int nr) {
+    if constexpr (R == 1) return q6kx_tile16<V, 1>;
+    else return nr == R ? q6kx_tile16<V, R> : q6x_tile<R - 1>(nr);
+  }
+  static void run_q4kx(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t*) {
+    for (int64_t g = c0 / kX16Rows; g < c1 / kX16Rows; ++g)
+      for (int64_t r = r0; r < r1;) {
+        const int nr = static_cast<int>(r1 - r < V::kKxRows ? r1 - r : V::kKxRows);
+        kx_tile<V::kKxRows>(nr)(a, r, g);
+        r += nr;
+      }
   }
   static void run_q5kr(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* s) {
     run_k<Q5krT>(a, r0, r1, c0, c1, s);
@@ -928,8 +959,21 @@ struct Avx512Q32 {
   static void run_q5k(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* s) {
     run_k<Q5kT>(a, r0, r1, c0, c1, s);
   }
+  // Q6_K as stored (tensors not in whole groups of 16, and the token
+  // embedding when the output projection is tied to it): decode rows one
+  // weight row at a time, prompts the AVX2 tiles.
   static void run_q6k(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* s) {
-    run_k<Q6kT>(a, r0, r1, c0, c1, s);
+    if (r1 - r0 >= kFR) return avx2_kernel(GgmlType::Q6_K)(a, r0, r1, c0, c1, s);
+    for (int64_t r = r0; r < r1; ++r)
+      for (int64_t c = c0; c < c1; ++c) q6k_row16<V>(a, r, c);
+  }
+  static void run_q6kx(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t*) {
+    for (int64_t g = c0 / kX16Rows; g < c1 / kX16Rows; ++g)
+      for (int64_t r = r0; r < r1;) {
+        const int nr = static_cast<int>(r1 - r < V::kKxRows ? r1 - r : V::kKxRows);
+        q6x_tile<V::kKxRows>(nr)(a, r, g);
+        r += nr;
+      }
   }
 
   static KernelSet make_set(const char* name) {

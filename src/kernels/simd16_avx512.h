@@ -91,6 +91,21 @@ struct V512 {
   // 16 int8 values widened to F32 (exact).
   static F cvt_i8(__m128i v) { return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(v)); }
   static F fmadd(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
+  // The X16 kernels' operations (matmul_avx512_impl.h "Q4_K_X16", "Q6_K_X16").
+  static constexpr int kKxRows = 8;  // rows an X16 tile: 8 sums + 8 products + 8 accumulators
+  static I dpbusd_u7(I acc, I u7, I s8) { return _mm512_dpbusd_epi32(acc, u7, s8); }
+  static I bcast32_i(const void* p) {
+    int32_t v;
+    std::memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+  }
+  static I zx8_32(const void* p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128(static_cast<const __m128i*>(p))); }
+  template <int S>
+  static I srli32(I v) { return _mm512_srli_epi32(v, S); }
+  static F sub(F a, F b) { return _mm512_sub_ps(a, b); }
+  // The Q6_K_X16 kernel's: 16 int8 sign-extended to the lanes, int32 product.
+  static I sx8_32(const void* p) { return _mm512_cvtepi8_epi32(_mm_loadu_si128(static_cast<const __m128i*>(p))); }
+  static I mullo32(I a, I b) { return _mm512_mullo_epi32(a, b); }
 };
 
 }  // namespace

@@ -69,6 +69,34 @@ struct V512Emu {
     return _mm256_add_epi32(acc, _mm256_add_epi32(_mm256_madd_epi16(ue, se), _mm256_madd_epi16(uo, so)));
   }
   static I dpbusd(I acc, I u8, I s8) { return {dpbusd8(acc.lo, u8.lo, s8.lo), dpbusd8(acc.hi, u8.hi, s8.hi)}; }
+  // The X16 kernels' operations (matmul_avx512_impl.h "Q4_K_X16",
+  // "Q6_K_X16"); this backend is also the AVX2 path's kernel for those layouts.
+  static constexpr int kKxRows = 2;  // 2 ymm registers a vector, 16 in all
+  // vpdpbusd for u7 < 128: vpmaddubsw cannot saturate (2 · 127 · 128 < 2^15),
+  // so maddubs + madd by 1 is exact.
+  static I dpbusd_u7(I acc, I u7, I s8) {
+    const __m256i one = _mm256_set1_epi16(1);
+    return {_mm256_add_epi32(acc.lo, _mm256_madd_epi16(_mm256_maddubs_epi16(u7.lo, s8.lo), one)),
+            _mm256_add_epi32(acc.hi, _mm256_madd_epi16(_mm256_maddubs_epi16(u7.hi, s8.hi), one))};
+  }
+  static I bcast32_i(const void* p) {
+    int32_t v;
+    std::memcpy(&v, p, 4);
+    const __m256i b = _mm256_set1_epi32(v);
+    return {b, b};
+  }
+  static I zx8_32(const void* p) {
+    const __m128i v = _mm_loadu_si128(static_cast<const __m128i*>(p));
+    return {_mm256_cvtepu8_epi32(v), _mm256_cvtepu8_epi32(_mm_unpackhi_epi64(v, v))};
+  }
+  template <int S>
+  static I srli32(I v) { return {_mm256_srli_epi32(v.lo, S), _mm256_srli_epi32(v.hi, S)}; }
+  static F sub(F a, F b) { return {_mm256_sub_ps(a.lo, b.lo), _mm256_sub_ps(a.hi, b.hi)}; }
+  static I sx8_32(const void* p) {
+    const __m128i v = _mm_loadu_si128(static_cast<const __m128i*>(p));
+    return {_mm256_cvtepi8_epi32(v), _mm256_cvtepi8_epi32(_mm_unpackhi_epi64(v, v))};
+  }
+  static I mullo32(I a, I b) { return {_mm256_mullo_epi32(a.lo, b.lo), _mm256_mullo_epi32(a.hi, b.hi)}; }
   template <int S>
   static I slli16(I v) { return {_mm256_slli_epi16(v.lo, S), _mm256_slli_epi16(v.hi, S)}; }
   template <int S>

@@ -22,25 +22,33 @@ void repack_header(const uint8_t scales[12], uint8_t scm[12]) {
   for (int j = 0; j < 4; ++j) scm[8 + j] = static_cast<uint8_t>((mn[j] & 0xF) | (mn[j + 4] & 0xF) << 4);
 }
 
-void unpack_header(const uint8_t scm[12], uint8_t scales[12]) {
-  uint8_t sc[8], mn[8];
-  for (int j = 0; j < 8; ++j) {
-    sc[j] = scm[j] & 63;
-    mn[j] = static_cast<uint8_t>((scm[8 + j % 4] >> (j < 4 ? 0 : 4) & 0xF) | (scm[j] >> 6) << 4);
-  }
-  for (int j = 0; j < 4; ++j) {  // the inverse of q4k_scales()
+// The inverse of q4k_scales(): 8 6-bit scales and mins into Q4_K's 12 bytes.
+void pack_scales(const uint8_t sc[8], const uint8_t mn[8], uint8_t scales[12]) {
+  for (int j = 0; j < 4; ++j) {
     scales[j] = static_cast<uint8_t>(sc[j] | (sc[j + 4] >> 4) << 6);
     scales[j + 4] = static_cast<uint8_t>(mn[j] | (mn[j + 4] >> 4) << 6);
     scales[j + 8] = static_cast<uint8_t>((sc[j + 4] & 0xF) | (mn[j + 4] & 0xF) << 4);
   }
 }
 
-void repack_quants(const uint8_t in[128], uint8_t out[128]) {
-  uint8_t q[256];  // value v of the block: chunk v / 64, low nibbles first
-  for (int v = 0; v < 256; ++v) {
-    const uint8_t byte = in[32 * (v / 64) + v % 32];
-    q[v] = (v % 64) < 32 ? byte & 0xF : byte >> 4;
+void unpack_header(const uint8_t scm[12], uint8_t scales[12]) {
+  uint8_t sc[8], mn[8];
+  for (int j = 0; j < 8; ++j) {
+    sc[j] = scm[j] & 63;
+    mn[j] = static_cast<uint8_t>((scm[8 + j % 4] >> (j < 4 ? 0 : 4) & 0xF) | (scm[j] >> 6) << 4);
   }
+  pack_scales(sc, mn, scales);
+}
+
+// Value v (0..255) of a Q4_K block's quants: chunk v / 64, low nibbles first.
+uint8_t q4k_value(const uint8_t qs[128], int v) {
+  const uint8_t byte = qs[32 * (v / 64) + v % 32];
+  return (v % 64) < 32 ? byte & 0xF : byte >> 4;
+}
+
+void repack_quants(const uint8_t in[128], uint8_t out[128]) {
+  uint8_t q[256];
+  for (int v = 0; v < 256; ++v) q[v] = q4k_value(in, v);
   for (int p = 0; p < 2; ++p)
     for (int j = 0; j < 64; ++j) out[64 * p + j] = static_cast<uint8_t>(q[128 * p + j] | q[128 * p + 64 + j] << 4);
 }
@@ -58,29 +66,116 @@ void unpack_quants(const uint8_t in[128], uint8_t out[128]) {
 
 }  // namespace
 
-void repack_row_q4_kr(const uint8_t* src, uint8_t* dst, int64_t k) {
-  for (int64_t b = 0; b < k / 256; ++b) {
-    BlockQ4_K in;
-    std::memcpy(&in, src + b * sizeof(BlockQ4_K), sizeof in);
-    BlockQ4_KR out;
-    repack_header(in.scales, out.scm);
-    out.d = in.d;
-    out.dmin = in.dmin;
-    repack_quants(in.qs, out.qs);
-    std::memcpy(dst + b * sizeof(BlockQ4_KR), &out, sizeof out);
+void repack_group_q4_kx16(const uint8_t* src, uint8_t* dst, int64_t k) {
+  const int64_t nb = k / 256, rb = nb * int64_t(sizeof(BlockQ4_K));
+  for (int64_t b = 0; b < nb; ++b) {
+    BlockQ4_KX16 out;
+    for (int c = 0; c < 16; ++c) {
+      BlockQ4_K in;
+      std::memcpy(&in, src + c * rb + b * int64_t(sizeof in), sizeof in);
+      uint8_t sc[8], mn[8];
+      kern::q4k_scales(in.scales, sc, mn);
+      out.d[c] = in.d;
+      out.dmin[c] = in.dmin;
+      for (int j = 0; j < 8; ++j) out.scm[j][c] = static_cast<uint8_t>(sc[j] | (mn[j] >> 4) << 6);
+      for (int q = 0; q < 4; ++q) out.mnl[q][c] = static_cast<uint8_t>((mn[2 * q] & 0xF) | (mn[2 * q + 1] & 0xF) << 4);
+      for (int t = 0; t < 32; ++t)
+        for (int i = 0; i < 4; ++i)
+          out.qs[t][4 * c + i] = static_cast<uint8_t>(q4k_value(in.qs, 4 * t + i) | q4k_value(in.qs, 128 + 4 * t + i) << 4);
+    }
+    std::memcpy(dst + b * int64_t(sizeof out), &out, sizeof out);
   }
 }
 
-void unpack_row_q4_kr(const uint8_t* src, uint8_t* dst, int64_t k) {
-  for (int64_t b = 0; b < k / 256; ++b) {
-    BlockQ4_KR in;
-    std::memcpy(&in, src + b * sizeof(BlockQ4_KR), sizeof in);
-    BlockQ4_K out;
-    unpack_header(in.scm, out.scales);
-    out.d = in.d;
-    out.dmin = in.dmin;
-    unpack_quants(in.qs, out.qs);
-    std::memcpy(dst + b * sizeof(BlockQ4_K), &out, sizeof out);
+void unpack_group_q4_kx16(const uint8_t* src, uint8_t* dst, int64_t k) {
+  const int64_t nb = k / 256, rb = nb * int64_t(sizeof(BlockQ4_K));
+  for (int64_t b = 0; b < nb; ++b) {
+    BlockQ4_KX16 in;
+    std::memcpy(&in, src + b * int64_t(sizeof in), sizeof in);
+    for (int c = 0; c < 16; ++c) {
+      BlockQ4_K out;
+      uint8_t sc[8], mn[8];
+      for (int j = 0; j < 8; ++j) {
+        sc[j] = in.scm[j][c] & 63;
+        mn[j] = static_cast<uint8_t>((in.mnl[j / 2][c] >> (4 * (j % 2)) & 0xF) | (in.scm[j][c] >> 6) << 4);
+      }
+      pack_scales(sc, mn, out.scales);
+      out.d = in.d[c];
+      out.dmin = in.dmin[c];
+      uint8_t q[256];
+      for (int t = 0; t < 32; ++t)
+        for (int i = 0; i < 4; ++i) {
+          q[4 * t + i] = in.qs[t][4 * c + i] & 0xF;
+          q[128 + 4 * t + i] = in.qs[t][4 * c + i] >> 4;
+        }
+      for (int ch = 0; ch < 4; ++ch)
+        for (int l = 0; l < 32; ++l)
+          out.qs[32 * ch + l] = static_cast<uint8_t>(q[64 * ch + l] | q[64 * ch + 32 + l] << 4);
+      std::memcpy(dst + c * rb + b * int64_t(sizeof out), &out, sizeof out);
+    }
+  }
+}
+
+namespace {
+
+// Value v (0..255) of a Q6_K block as the 6-bit code 0..63 (the value + 32):
+// its low 4 bits in a nibble of ql (64-byte half v / 128, low nibbles for
+// (v % 128) < 64), its top 2 in bits 2((v % 128) / 32) of qh[32(v / 128) + v % 32].
+uint8_t q6k_value(const BlockQ6_K& b, int v) {
+  const int h = v / 128, w = v % 128, l = w % 32;
+  const uint8_t lo = b.ql[64 * h + l + 32 * ((w / 32) % 2)];
+  const int lo4 = w < 64 ? lo & 0xF : lo >> 4;
+  return static_cast<uint8_t>(lo4 | ((b.qh[32 * h + l] >> (2 * (w / 32))) & 3) << 4);
+}
+
+void set_q6k_value(BlockQ6_K& b, int v, uint8_t q) {
+  const int h = v / 128, w = v % 128, l = w % 32;
+  uint8_t& lo = b.ql[64 * h + l + 32 * ((w / 32) % 2)];
+  lo = static_cast<uint8_t>(w < 64 ? (lo & 0xF0) | (q & 0xF) : (lo & 0x0F) | (q & 0xF) << 4);
+  uint8_t& hi = b.qh[32 * h + l];
+  const int s = 2 * (w / 32);
+  hi = static_cast<uint8_t>((hi & ~(3 << s)) | (q >> 4) << s);
+}
+
+}  // namespace
+
+void repack_group_q6_kx16(const uint8_t* src, uint8_t* dst, int64_t k) {
+  const int64_t nb = k / 256, rb = nb * int64_t(sizeof(BlockQ6_K));
+  for (int64_t b = 0; b < nb; ++b) {
+    BlockQ6_KX16 out{};
+    for (int c = 0; c < 16; ++c) {
+      BlockQ6_K in;
+      std::memcpy(&in, src + c * rb + b * int64_t(sizeof in), sizeof in);
+      out.d[c] = in.d;
+      for (int j = 0; j < 16; ++j) out.sc[j][c] = in.scales[j];
+      for (int v = 0; v < 256; ++v) {
+        const uint8_t q = q6k_value(in, v);
+        const int t = v / 4, i = v % 4;
+        out.ql[t % 32][4 * c + i] |= static_cast<uint8_t>((q & 0xF) << (t < 32 ? 0 : 4));
+        out.qh[t % 16][4 * c + i] |= static_cast<uint8_t>((q >> 4) << (2 * (t / 16)));
+      }
+    }
+    std::memcpy(dst + b * int64_t(sizeof out), &out, sizeof out);
+  }
+}
+
+void unpack_group_q6_kx16(const uint8_t* src, uint8_t* dst, int64_t k) {
+  const int64_t nb = k / 256, rb = nb * int64_t(sizeof(BlockQ6_K));
+  for (int64_t b = 0; b < nb; ++b) {
+    BlockQ6_KX16 in;
+    std::memcpy(&in, src + b * int64_t(sizeof in), sizeof in);
+    for (int c = 0; c < 16; ++c) {
+      BlockQ6_K out{};
+      out.d = in.d[c];
+      for (int j = 0; j < 16; ++j) out.scales[j] = in.sc[j][c];
+      for (int v = 0; v < 256; ++v) {
+        const int t = v / 4, i = v % 4;
+        const int lo4 = (in.ql[t % 32][4 * c + i] >> (t < 32 ? 0 : 4)) & 0xF;
+        const int hi2 = (in.qh[t % 16][4 * c + i] >> (2 * (t / 16))) & 3;
+        set_q6k_value(out, v, static_cast<uint8_t>(lo4 | hi2 << 4));
+      }
+      std::memcpy(dst + c * rb + b * int64_t(sizeof out), &out, sizeof out);
+    }
   }
 }
 
@@ -112,15 +207,21 @@ void unpack_row_q5_kr(const uint8_t* src, uint8_t* dst, int64_t k) {
   }
 }
 
+int64_t repack_group_rows(GgmlType t) {
+  return t == GgmlType::Q4_K_X16 || t == GgmlType::Q6_K_X16 ? kX16Rows : 1;
+}
+
 void repack_rows(GgmlType from, GgmlType to, const uint8_t* src, uint8_t* dst, int64_t k, int64_t n) {
-  void (*row)(const uint8_t*, uint8_t*, int64_t) = nullptr;
-  if (from == GgmlType::Q4_K && to == GgmlType::Q4_K_R) row = repack_row_q4_kr;
-  if (from == GgmlType::Q5_K && to == GgmlType::Q5_K_R) row = repack_row_q5_kr;
-  if (!row || k % 256 != 0)
+  void (*rows)(const uint8_t*, uint8_t*, int64_t) = nullptr;  // repack_group_rows(to) rows
+  if (from == GgmlType::Q4_K && to == GgmlType::Q4_K_X16) rows = repack_group_q4_kx16;
+  if (from == GgmlType::Q6_K && to == GgmlType::Q6_K_X16) rows = repack_group_q6_kx16;
+  if (from == GgmlType::Q5_K && to == GgmlType::Q5_K_R) rows = repack_row_q5_kr;
+  const int64_t g = repack_group_rows(to);
+  if (!rows || k % 256 != 0 || n % g != 0)
     throw Error("repack_rows: no repacking of " + ggml_type_name(from) + " to " + ggml_type_name(to) +
-                " for k=" + std::to_string(k));
+                " for k=" + std::to_string(k) + ", " + std::to_string(n) + " rows");
   const int64_t in_rb = ggml_row_bytes(from, k), out_rb = ggml_row_bytes(to, k);
-  for (int64_t r = 0; r < n; ++r) row(src + r * in_rb, dst + r * out_rb, k);
+  for (int64_t r = 0; r < n; r += g) rows(src + r * in_rb, dst + r * out_rb, k);
 }
 
 namespace kern {
@@ -130,12 +231,13 @@ namespace {
 // Repacked rows [c0, c1) unpacked to the stored type into a grow-only buffer
 // of the running thread, then `inner`'s kernel of that type on them: the
 // same bits as that kernel on the stored rows.
-void run_unpacked(GgmlType stored, void (*unpack)(const uint8_t*, uint8_t*, int64_t), TaskKernel inner,
+// `unpack` converts `g` rows at a time (c0 and c1 are multiples of g).
+void run_unpacked(GgmlType stored, void (*unpack)(const uint8_t*, uint8_t*, int64_t), int64_t g, TaskKernel inner,
                   const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* scratch) {
   thread_local std::vector<uint8_t> rows;
   const int64_t rb = ggml_row_bytes(stored, a.k);
   if (rows.size() < size_t((c1 - c0) * rb)) rows.resize(size_t((c1 - c0) * rb));
-  for (int64_t c = c0; c < c1; ++c) unpack(a.w + c * a.row_bytes, rows.data() + (c - c0) * rb, a.k);
+  for (int64_t c = c0; c < c1; c += g) unpack(a.w + c * a.row_bytes, rows.data() + (c - c0) * rb, a.k);
   MatmulArgs b = a;
   b.w = rows.data();
   b.row_bytes = rb;
@@ -145,17 +247,17 @@ void run_unpacked(GgmlType stored, void (*unpack)(const uint8_t*, uint8_t*, int6
 
 }  // namespace
 
-void task_q4_kr_via_scalar(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* s) {
-  run_unpacked(GgmlType::Q4_K, unpack_row_q4_kr, scalar_kernel(GgmlType::Q4_K), a, r0, r1, c0, c1, s);
+void task_q4_kx16_via_scalar(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* s) {
+  run_unpacked(GgmlType::Q4_K, unpack_group_q4_kx16, kX16Rows, scalar_kernel(GgmlType::Q4_K), a, r0, r1, c0, c1, s);
 }
-void task_q4_kr_via_avx2(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* s) {
-  run_unpacked(GgmlType::Q4_K, unpack_row_q4_kr, avx2_kernel(GgmlType::Q4_K), a, r0, r1, c0, c1, s);
+void task_q6_kx16_via_scalar(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* s) {
+  run_unpacked(GgmlType::Q6_K, unpack_group_q6_kx16, kX16Rows, scalar_kernel(GgmlType::Q6_K), a, r0, r1, c0, c1, s);
 }
 void task_q5_kr_via_scalar(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* s) {
-  run_unpacked(GgmlType::Q5_K, unpack_row_q5_kr, scalar_kernel(GgmlType::Q5_K), a, r0, r1, c0, c1, s);
+  run_unpacked(GgmlType::Q5_K, unpack_row_q5_kr, 1, scalar_kernel(GgmlType::Q5_K), a, r0, r1, c0, c1, s);
 }
 void task_q5_kr_via_avx2(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* s) {
-  run_unpacked(GgmlType::Q5_K, unpack_row_q5_kr, avx2_kernel(GgmlType::Q5_K), a, r0, r1, c0, c1, s);
+  run_unpacked(GgmlType::Q5_K, unpack_row_q5_kr, 1, avx2_kernel(GgmlType::Q5_K), a, r0, r1, c0, c1, s);
 }
 
 }  // namespace kern

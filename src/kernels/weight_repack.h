@@ -1,9 +1,41 @@
 // Weight layouts repacked at load for the matmul kernels in use.
 //
-// Q4_K_R (GgmlType::Q4_K_R): each Q4_K block, losslessly rearranged (same
-// 144 bytes, so decode streams no more bytes) so the AVX-512 decode kernel
-// spends fewer instructions a block (its loop was compute-bound per core,
-// below the memory's read bandwidth):
+// Q4_K_X16 (GgmlType::Q4_K_X16): Q4_K rows interleaved 16 at a time, so a
+// 16-lane vector holds one value group of 16 rows (output columns) and every
+// int32 lane accumulates one column's dot product. Group g (rows 16g to
+// 16g + 15) occupies those 16 rows' bytes (16 × row_bytes, the same total as
+// stored); its block b (values 256b to 256b + 255 of each row) is one
+// BlockQ4_KX16 of 2304 bytes (16 × 144):
+//   d[c], dmin[c]  F16, row c's
+//   scm[j][c]      sc_j | (mn_j >> 4) << 6   (row c's 6-bit scale and min of
+//                                              sub-block j = values 32j..32j+31)
+//   mnl[q][c]      (mn_2q & 15) | (mn_2q+1 & 15) << 4
+//   qs[t]          64 bytes: bytes 4c..4c+3 are row c's, byte 4c + i holding
+//                  value 4t + i in its low nibble, 128 + 4t + i in its high
+// A vector's low (high) nibbles are 4 consecutive values of each row, which
+// vpdpbusd dots with 4 activation bytes broadcast to every lane: the sub-block
+// scale is applied once per 16 values (vpdpwssd on each lane's 16-product sum)
+// instead of once per 4, and no lane ever needs summing across. The kernels
+// compute each block's exact integer sums and the scalar kernel's float
+// operations (matmul_scalar.cc dot_q4_k), so every path and both layouts give
+// the same bits. Only tensors whose rows (and every view's rows) come in whole
+// groups of 16 are repacked.
+//
+// Q6_K_X16 (GgmlType::Q6_K_X16): Q6_K rows interleaved 16 at a time, one
+// column an int32 lane as in Q4_K_X16; block b of group g is one
+// BlockQ6_KX16 of 3360 bytes (16 × 210):
+//   d[c]           F16, row c's
+//   sc[j][c]       row c's int8 scale of sub-block j (values 16j..16j+15)
+//   ql[t]          64 bytes: byte 4c + i holds the low 4 bits of row c's
+//                  value 4t + i in its low nibble, of 128 + 4t + i in its high
+//   qh[u]          64 bytes: bits 2s, 2s + 1 of byte 4c + i are the top 2 bits
+//                  of row c's value 64s + 4u + i (s = 0..3)
+// So the 4 values 4t + i of every row (t = 0..63) are one AND / shift of
+// ql[t % 32] and one of qh[t % 16] apart, 6-bit codes 0..63 that vpdpbusd
+// dots with 4 activation bytes broadcast.
+//
+// Q5_K_R (GgmlType::Q5_K_R): each Q5_K block losslessly rearranged (176 bytes,
+// as Q5_K) so the AVX-512 decode kernel spends fewer instructions a block:
 //   - the quants in 64-byte halves whose nibbles match the activations'
 //     order: byte j of half p holds value 128p + j in its low nibble and
 //     value 128p + 64 + j in its high nibble, so a half's low (high) nibbles
@@ -13,11 +45,10 @@
 //     one AND away from bytes and the mins a few shifts away from words:
 //       scm[j]     = sc[j] | (mn[j] >> 4) << 6          (j < 8)
 //       scm[8 + j] = (mn[j] & 15) | (mn[j + 4] & 15) << 4  (j < 4)
-//     followed by d and dmin (F16), so the block's first 16 bytes are one load.
-// Q5_K_R (GgmlType::Q5_K_R): each Q5_K block with the same header and quants
-// rearrangement (176 bytes, as Q5_K); qh stays as stored (the fifth bit of
-// value v is bit v / 32 of qh[v % 32], which suits both quant orders).
-// Every kernel computes from them the same integers and the same float
+//     followed by d and dmin (F16), so the block's first 16 bytes are one load;
+//   - qh as stored (the fifth bit of value v is bit v / 32 of qh[v % 32],
+//     which suits both quant orders).
+// Every kernel computes from it the same integers and the same float
 // operations as from the stored blocks, so a row's result is bitwise the same
 // in either layout.
 #pragma once
@@ -27,8 +58,27 @@
 
 namespace pc {
 
+struct BlockQ4_KX16 {
+  uint16_t d[16], dmin[16];  // F16
+  uint8_t scm[8][16];
+  uint8_t mnl[4][16];
+  uint8_t qs[32][64];
+};
+static_assert(sizeof(BlockQ4_KX16) == 16 * 144, "a Q4_K_X16 block is 16 Q4_K blocks long");
+constexpr int64_t kX16Rows = 16;  // rows a Q4_K_X16 / Q6_K_X16 group interleaves
+
+struct BlockQ6_KX16 {
+  uint16_t d[16];  // F16
+  int8_t sc[16][16];
+  uint8_t ql[32][64];
+  uint8_t qh[16][64];
+};
+static_assert(sizeof(BlockQ6_KX16) == 16 * 210, "a Q6_K_X16 block is 16 Q6_K blocks long");
+
+// The header Q5_K_R blocks start with (scales and mins as above, d, dmin), as
+// a block of its own: the Q4_K-shaped part the kernels read.
 struct BlockQ4_KR {
-  uint8_t scm[12];  // scales and mins, as above
+  uint8_t scm[12];
   uint16_t d, dmin;  // F16, as in Q4_K
   uint8_t qs[128];
 };
@@ -42,10 +92,16 @@ struct BlockQ5_KR {
 };
 static_assert(sizeof(BlockQ5_KR) == 176, "BlockQ5_KR is as long as BlockQ5_K");
 
+// Repacks / unpacks 16 rows of k values (k a multiple of 256, rows of
+// ggml_row_bytes(Q4_K, k) bytes) to / from one Q4_K_X16 group; unpack is the
+// exact inverse of repack.
+void repack_group_q4_kx16(const uint8_t* q4_k, uint8_t* q4_kx16, int64_t k);
+void unpack_group_q4_kx16(const uint8_t* q4_kx16, uint8_t* q4_k, int64_t k);
+// The same for 16 Q6_K rows and one Q6_K_X16 group.
+void repack_group_q6_kx16(const uint8_t* q6_k, uint8_t* q6_kx16, int64_t k);
+void unpack_group_q6_kx16(const uint8_t* q6_kx16, uint8_t* q6_k, int64_t k);
 // Repacks / unpacks one row of k values (k a multiple of 256); unpack is the
 // exact inverse of repack.
-void repack_row_q4_kr(const uint8_t* q4_k, uint8_t* q4_kr, int64_t k);
-void unpack_row_q4_kr(const uint8_t* q4_kr, uint8_t* q4_k, int64_t k);
 void repack_row_q5_kr(const uint8_t* q5_k, uint8_t* q5_kr, int64_t k);
 void unpack_row_q5_kr(const uint8_t* q5_kr, uint8_t* q5_k, int64_t k);
 
@@ -56,9 +112,14 @@ void unpack_row_q5_kr(const uint8_t* q5_kr, uint8_t* q5_k, int64_t k);
 // repacked for one path stays correct if another path runs it.
 GgmlType matmul_repacked_type(GgmlType t);
 
+// Rows a tensor of type t must come in whole groups of (and every view of it
+// start at a multiple of): 16 for Q4_K_X16 and Q6_K_X16, otherwise 1.
+int64_t repack_group_rows(GgmlType t);
+
 // Repacks n rows of k values stored as `from` into `to`
 // (matmul_repacked_type(from)), ggml_row_bytes(to, k) bytes a row at dst.
-// Throws pc::Error for a pair it does not convert.
+// Throws pc::Error for a pair it does not convert or n not a multiple of
+// repack_group_rows(to).
 void repack_rows(GgmlType from, GgmlType to, const uint8_t* src, uint8_t* dst, int64_t k, int64_t n);
 
 }  // namespace pc

@@ -6,7 +6,8 @@
 //
 // A tensor is repacked only when every view of it is a matmul weight: the
 // token embedding (read a row at a time by dequantize_row, and the output
-// projection when tied to it) stays as stored.
+// projection when tied to it) stays as stored; so does one whose rows or
+// views are not whole groups of a layout that interleaves rows (the X16 layouts).
 #include <sys/mman.h>
 
 #include <cstdint>
@@ -41,10 +42,17 @@ void Model::repack_weights() {
   for (const GgufTensorInfo& t : file_->tensors()) {
     const GgmlType to = matmul_repacked_type(t.type);
     if (to == t.type || t.ne.empty() || t.name == "token_embd.weight") continue;
-    bool used = false;
-    for (const WeightView* v : views) used = used || (v->data >= t.data && v->data < t.data + t.nbytes);
-    if (!used) continue;
-    const int64_t k = t.ne[0], rows = int64_t(t.nbytes) / ggml_row_bytes(t.type, k);
+    const int64_t k = t.ne[0], in_rb = ggml_row_bytes(t.type, k), rows = int64_t(t.nbytes) / in_rb;
+    // Layouts interleaving g rows: only tensors whose every view is whole
+    // groups (others stay as stored, which computes the same bits).
+    const int64_t g = repack_group_rows(to);
+    bool used = false, whole = rows % g == 0;
+    for (const WeightView* v : views) {
+      if (v->data < t.data || v->data >= t.data + t.nbytes) continue;
+      used = true;
+      whole = whole && (v->data - t.data) % (g * in_rb) == 0 && v->n % g == 0;
+    }
+    if (!used || !whole) continue;
     jobs.push_back(Job{&t, to, k, rows, total});
     total += size_t(((rows * ggml_row_bytes(to, k)) + 63) & ~int64_t(63));
   }

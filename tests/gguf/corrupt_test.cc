@@ -172,9 +172,9 @@ TEST(GgufCorrupt, TensorInfos) {
   expect_error(patched<uint64_t>(L.t0_ne0, ~uint64_t{0}), {"tensor #0 'a'", "dimension 0"});
   expect_error(patched<uint64_t>(L.t0_ne0, uint64_t{1} << 62), {"tensor #0 'a'", "overflow"});
   expect_error(patched<uint32_t>(L.t0_type, 99), {"tensor #0 'a'", "unknown tensor type id 99"});
-  // The internal layouts (GgmlType::Q4_K_R, ...) are never a file's.
-  const std::string internal = "unknown tensor type id " + std::to_string(uint32_t(GgmlType::Q4_K_R));
-  expect_error(patched<uint32_t>(L.t0_type, uint32_t(GgmlType::Q4_K_R)), {"tensor #0 'a'", internal.c_str()});
+  // The internal layouts (GgmlType::Q4_K_X16, ...) are never a file's.
+  const std::string internal = "unknown tensor type id " + std::to_string(uint32_t(GgmlType::Q4_K_X16));
+  expect_error(patched<uint32_t>(L.t0_type, uint32_t(GgmlType::Q4_K_X16)), {"tensor #0 'a'", internal.c_str()});
   expect_error(patched<uint64_t>(L.t1_ne0, 48), {"tensor #1 'b'", "not a multiple of the block size 32"});
   expect_error(patched<uint64_t>(L.t1_offset, 4096), {"tensor #1 'b'", "outside the file"});
   expect_error(patched<uint64_t>(L.t1_offset, ~uint64_t{0} - 31), {"tensor #1 'b'", "outside the file"});

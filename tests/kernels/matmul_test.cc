@@ -270,10 +270,12 @@ TEST(Matmul, ScalarVsSimd) {
 }
 
 // The AVX2 kernels must give bitwise the results of their reference: the
-// scalar kernels for Q8_0 and Q4_0 (which follow the scalar operation order),
-// the frozen pre-#7 AVX2 kernels for the other types. Shapes cover every tile shape and tail (m, n not multiples of the tiles),
+// scalar kernels for Q8_0, Q4_0, Q4_K and Q6_K (which follow the scalar operation
+// order), the frozen pre-#7 AVX2 kernels for the other types. Shapes cover every tile shape and tail (m, n not multiples of the tiles),
 // decode (m = 1) and prompt batches, several thread counts (task grids).
-bool scalar_order(GgmlType t) { return t == GgmlType::Q8_0 || t == GgmlType::Q4_0; }
+bool scalar_order(GgmlType t) {
+  return t == GgmlType::Q8_0 || t == GgmlType::Q4_0 || t == GgmlType::Q4_K || t == GgmlType::Q6_K;
+}
 
 TEST(Matmul, Avx2MatchesReferenceBitwise) {
   if (detect_cpu_level() < CpuLevel::Avx2) GTEST_SKIP() << "no AVX2 on this machine";
@@ -320,8 +322,9 @@ TEST(Matmul, Avx2MatchesReferenceBitwise) {
 }
 
 // The AVX-512 kernel set gives bitwise the results of the path it must match:
-// the scalar kernels for Q8_0 / Q4_0 (prompt tiles 16 columns a vector), the
-// AVX2 kernels for F32 / F16 / BF16 / Q4_K / Q6_K (two columns a vector), over shapes that
+// the scalar kernels for Q8_0 / Q4_0 (prompt tiles 16 columns a vector) and
+// Q4_K / Q6_K as stored, the AVX2 kernels for F32 / F16 / BF16 (two columns a
+// vector), over shapes that
 // cover every tile shape and tail (odd column and group counts: a pair's
 // second half missing; k % 8 tails), decode rows (the K-quants' and Q8_0's own
 // decode kernels; the AVX2 kernels for the others),
@@ -353,7 +356,7 @@ TEST(Matmul, Avx512KernelsMatchScalarBitwise) {
             const std::vector<float> x = random_x(m, k, ++seed);
             std::vector<float> ref(m * n, -1.f);
             kern::force_kernel_set(nullptr);
-            set_cpu_level(quant ? CpuLevel::Scalar : CpuLevel::Avx2);
+            set_cpu_level(scalar_order(t) ? CpuLevel::Scalar : CpuLevel::Avx2);
             matmul(w.view(), x.data(), m, ref.data(), pools[0]);
             kern::force_kernel_set(set);
             for (auto& pool : pools) {
@@ -675,7 +678,7 @@ TEST(Matmul, SpeedVsFrozenReference) {
     }
     std::sort(tn.begin(), tn.end());
     std::sort(to.begin(), to.end());
-    if (!scalar_order(sh.t)) {  // (Q8_0 and Q4_0 changed order on purpose; see above)
+    if (!scalar_order(sh.t)) {  // (Q8_0, Q4_0, Q4_K and Q6_K changed order on purpose; see above)
       EXPECT_EQ(std::memcmp(y.data(), yr.data(), y.size() * sizeof(float)), 0) << ggml_type_name(sh.t);
     }
     std::printf("%-5s m=%-4lld k=%-5lld n=%-5lld  new %9.1f us (median %9.1f)  old %9.1f us (median %9.1f)  speed-up %.2fx (median %.2fx)\n",

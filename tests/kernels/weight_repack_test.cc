@@ -18,8 +18,8 @@
 namespace pc {
 namespace {
 
-// n rows of k values of type t (Q4_K or Q5_K): quantized rows of random values, every fourth row
-// raw random bytes instead (any 6-bit scales and mins, any nibbles; F16 d and
+// n rows of k values of type t (Q4_K, Q5_K or Q6_K): quantized rows of random values, every fourth row
+// raw random bytes instead (any scales and mins, any quants; F16 d and
 // dmin below 32 in magnitude, subnormals and -0 included, so sums stay finite).
 std::vector<uint8_t> kquant_rows(GgmlType t, int64_t n, int64_t k, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -35,7 +35,11 @@ std::vector<uint8_t> kquant_rows(GgmlType t, int64_t n, int64_t k, uint32_t seed
       continue;
     }
     for (int64_t i = 0; i < rb; ++i) dst[i] = uint8_t(rng());
-    for (int64_t b = 0; b < k / 256; ++b) {  // d and dmin start both block types
+    for (int64_t b = 0; b < k / 256; ++b) {  // d and dmin start Q4_K and Q5_K blocks
+      if (t == GgmlType::Q6_K) {
+        reinterpret_cast<BlockQ6_K*>(dst + b * bb)->d = uint16_t((rng() % 0x5000) | (rng() % 2) << 15);
+        continue;
+      }
       auto* blk = reinterpret_cast<BlockQ4_K*>(dst + b * bb);
       blk->d = uint16_t((rng() % 0x5000) | (rng() % 2) << 15);  // |d| < 32, subnormals and -0 included
       blk->dmin = uint16_t((rng() % 0x5000) | (rng() % 2) << 15);
@@ -46,7 +50,9 @@ std::vector<uint8_t> kquant_rows(GgmlType t, int64_t n, int64_t k, uint32_t seed
 
 std::vector<uint8_t> q4k_rows(int64_t n, int64_t k, uint32_t seed) { return kquant_rows(GgmlType::Q4_K, n, k, seed); }
 
-GgmlType repacked_type(GgmlType t) { return t == GgmlType::Q4_K ? GgmlType::Q4_K_R : GgmlType::Q5_K_R; }
+GgmlType repacked_type(GgmlType t) {
+  return t == GgmlType::Q4_K ? GgmlType::Q4_K_X16 : t == GgmlType::Q6_K ? GgmlType::Q6_K_X16 : GgmlType::Q5_K_R;
+}
 
 std::vector<uint8_t> repacked(GgmlType t, const std::vector<uint8_t>& w, int64_t n, int64_t k) {
   std::vector<uint8_t> out(size_t(n * ggml_row_bytes(repacked_type(t), k)));
@@ -59,12 +65,12 @@ std::vector<uint8_t> repacked(const std::vector<uint8_t>& q4k, int64_t n, int64_
 
 TEST(WeightRepack, RoundTripsBitwise) {
   for (int64_t k : {256, 2048}) {
-    const int64_t n = 12;
+    const int64_t n = 32;
     const std::vector<uint8_t> w = q4k_rows(n, k, 7 + uint32_t(k));
     const std::vector<uint8_t> r = repacked(w, n, k);
     std::vector<uint8_t> back(w.size());
-    for (int64_t i = 0; i < n; ++i)
-      unpack_row_q4_kr(r.data() + i * ggml_row_bytes(GgmlType::Q4_K_R, k), back.data() + i * ggml_row_bytes(GgmlType::Q4_K, k), k);
+    for (int64_t i = 0; i < n; i += kX16Rows)
+      unpack_group_q4_kx16(r.data() + i * ggml_row_bytes(GgmlType::Q4_K_X16, k), back.data() + i * ggml_row_bytes(GgmlType::Q4_K, k), k);
     EXPECT_EQ(back, w) << "k=" << k;
     const std::vector<uint8_t> w5 = kquant_rows(GgmlType::Q5_K, n, k, 9 + uint32_t(k));
     const std::vector<uint8_t> r5 = repacked(GgmlType::Q5_K, w5, n, k);
@@ -72,19 +78,44 @@ TEST(WeightRepack, RoundTripsBitwise) {
     for (int64_t i = 0; i < n; ++i)
       unpack_row_q5_kr(r5.data() + i * ggml_row_bytes(GgmlType::Q5_K_R, k), back5.data() + i * ggml_row_bytes(GgmlType::Q5_K, k), k);
     EXPECT_EQ(back5, w5) << "Q5_K k=" << k;
+    const std::vector<uint8_t> w6 = kquant_rows(GgmlType::Q6_K, n, k, 11 + uint32_t(k));
+    const std::vector<uint8_t> r6 = repacked(GgmlType::Q6_K, w6, n, k);
+    std::vector<uint8_t> back6(w6.size());
+    for (int64_t i = 0; i < n; i += kX16Rows)
+      unpack_group_q6_kx16(r6.data() + i * ggml_row_bytes(GgmlType::Q6_K_X16, k), back6.data() + i * ggml_row_bytes(GgmlType::Q6_K, k), k);
+    EXPECT_EQ(back6, w6) << "Q6_K k=" << k;
   }
-  // Every F16 d and dmin, and many scale, min and quant bytes.
+  // Every F16 d and many scale and quant bytes of Q6_K.
+  BlockQ6_K g6[16], g6back[16];
+  BlockQ6_KX16 g6r;
   for (uint32_t h = 0; h < 0x10000; ++h) {
-    BlockQ4_K b{};
+    BlockQ6_K& b = g6[h % 16];
+    b.d = uint16_t(h);
+    for (int i = 0; i < 16; ++i) b.scales[i] = int8_t(h * 37 + i * 101);
+    for (int i = 0; i < 128; ++i) b.ql[i] = uint8_t(h + i * 13);
+    for (int i = 0; i < 64; ++i) b.qh[i] = uint8_t(h * 7 + i * 29);
+    if (h % 16 == 15) {
+      repack_group_q6_kx16(reinterpret_cast<const uint8_t*>(g6), reinterpret_cast<uint8_t*>(&g6r), 256);
+      unpack_group_q6_kx16(reinterpret_cast<const uint8_t*>(&g6r), reinterpret_cast<uint8_t*>(g6back), 256);
+      ASSERT_EQ(std::memcmp(g6, g6back, sizeof g6), 0) << "Q6_K h=" << h;
+    }
+  }
+  // Every F16 d and dmin, and many scale, min and quant bytes (16 rows of
+  // one block a group).
+  BlockQ4_K g[16], gback[16];
+  BlockQ4_KX16 gr;
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    BlockQ4_K& b = g[h % 16];
+    b = BlockQ4_K{};
     b.d = uint16_t(h);
     b.dmin = uint16_t(h ^ 0x8000);
     for (int i = 0; i < 12; ++i) b.scales[i] = uint8_t(h * 37 + i * 101);
     for (int i = 0; i < 128; ++i) b.qs[i] = uint8_t(h + i * 13);
-    BlockQ4_KR r;
-    BlockQ4_K back;
-    repack_row_q4_kr(reinterpret_cast<const uint8_t*>(&b), reinterpret_cast<uint8_t*>(&r), 256);
-    unpack_row_q4_kr(reinterpret_cast<const uint8_t*>(&r), reinterpret_cast<uint8_t*>(&back), 256);
-    ASSERT_EQ(std::memcmp(&b, &back, sizeof b), 0) << "h=" << h;
+    if (h % 16 == 15) {
+      repack_group_q4_kx16(reinterpret_cast<const uint8_t*>(g), reinterpret_cast<uint8_t*>(&gr), 256);
+      unpack_group_q4_kx16(reinterpret_cast<const uint8_t*>(&gr), reinterpret_cast<uint8_t*>(gback), 256);
+      ASSERT_EQ(std::memcmp(g, gback, sizeof g), 0) << "h=" << h;
+    }
     BlockQ5_K b5{};
     b5.d = b.d;
     b5.dmin = b.dmin;
@@ -99,15 +130,70 @@ TEST(WeightRepack, RoundTripsBitwise) {
   }
 }
 
-// The repacked layout's parts: scales and mins as weight_repack.h packs the
-// values q4k_scales() decodes, d and dmin as stored, value v of the block in
-// half v / 128, byte v % 64, low nibble when v % 128 < 64.
-TEST(WeightRepack, Q4KRLayout) {
-  const std::vector<uint8_t> w = q4k_rows(4, 256, 3);
+// Q4_K_X16's parts (weight_repack.h): row c's scale and min of sub-block j
+// in scm[j][c] and mnl[j / 2][c], its d and dmin in d[c] and dmin[c], its
+// value v in byte 4c + v % 4 of qs[(v % 128) / 4], low nibble when v < 128.
+TEST(WeightRepack, Q4KX16Layout) {
+  const std::vector<uint8_t> w = q4k_rows(16, 512, 3);
+  const std::vector<uint8_t> r = repacked(w, 16, 512);
+  for (int64_t b = 0; b < 2; ++b) {
+    const auto& out = *reinterpret_cast<const BlockQ4_KX16*>(r.data() + b * sizeof(BlockQ4_KX16));
+    for (int c = 0; c < 16; ++c) {
+      const auto& in = *reinterpret_cast<const BlockQ4_K*>(w.data() + c * 288 + b * 144);
+      uint8_t sc[8], mn[8];
+      kern::q4k_scales(in.scales, sc, mn);
+      for (int j = 0; j < 8; ++j) {
+        EXPECT_EQ(out.scm[j][c] & 63, sc[j]) << j;
+        EXPECT_EQ(out.scm[j][c] >> 6, mn[j] >> 4) << j;
+        EXPECT_EQ((out.mnl[j / 2][c] >> (4 * (j % 2))) & 15, mn[j] & 15) << j;
+      }
+      EXPECT_EQ(out.d[c], in.d);
+      EXPECT_EQ(out.dmin[c], in.dmin);
+      for (int v = 0; v < 256; ++v) {
+        const int stored = (v % 64 < 32) ? in.qs[32 * (v / 64) + v % 32] & 0xF : in.qs[32 * (v / 64) + v % 32] >> 4;
+        const uint8_t byte = out.qs[(v % 128) / 4][4 * c + v % 4];
+        ASSERT_EQ(v < 128 ? byte & 0xF : byte >> 4, stored) << "row " << c << " value " << v;
+      }
+    }
+  }
+}
+
+// Q6_K_X16's parts (weight_repack.h): row c's d in d[c], its scale of
+// sub-block j in sc[j][c], value v's low 4 bits in byte 4c + v % 4 of
+// ql[(v / 4) % 32] (low nibble when v < 128), its top 2 bits at bit
+// 2(v / 64) of byte 4c + v % 4 of qh[(v / 4) % 16]; the value itself as
+// dequantize_row reads the stored block.
+TEST(WeightRepack, Q6KX16Layout) {
+  const std::vector<uint8_t> w = kquant_rows(GgmlType::Q6_K, 16, 512, 4);
+  const std::vector<uint8_t> r = repacked(GgmlType::Q6_K, w, 16, 512);
+  std::vector<float> deq(512);
+  for (int c = 0; c < 16; ++c) {
+    dequantize_row(GgmlType::Q6_K, w.data() + c * 420, deq.data(), 512);
+    for (int64_t b = 0; b < 2; ++b) {
+      const auto& out = *reinterpret_cast<const BlockQ6_KX16*>(r.data() + b * sizeof(BlockQ6_KX16));
+      const auto& in = *reinterpret_cast<const BlockQ6_K*>(w.data() + c * 420 + b * 210);
+      EXPECT_EQ(out.d[c], in.d);
+      for (int j = 0; j < 16; ++j) EXPECT_EQ(out.sc[j][c], in.scales[j]) << j;
+      const float d = kern::half_to_float(in.d);
+      for (int v = 0; v < 256; ++v) {
+        const int t = v / 4;
+        const int lo4 = (out.ql[t % 32][4 * c + v % 4] >> (v < 128 ? 0 : 4)) & 15;
+        const int hi2 = (out.qh[t % 16][4 * c + v % 4] >> (2 * (v / 64))) & 3;
+        const float want = deq[size_t(256 * b + v)];
+        ASSERT_EQ(d * float(in.scales[v / 16]) * float((lo4 | hi2 << 4) - 32), want) << "row " << c << " value " << v;
+      }
+    }
+  }
+}
+
+// Q5_K_R: the rearranged header and quants (the low 4 bits of each value), qh as
+// stored, so value v's fifth bit is still bit v / 32 of qh[v % 32].
+TEST(WeightRepack, Q5KRLayout) {
+  const std::vector<uint8_t> w = kquant_rows(GgmlType::Q5_K, 4, 256, 5);
   for (int64_t r = 0; r < 4; ++r) {
-    const auto& in = *reinterpret_cast<const BlockQ4_K*>(w.data() + r * 144);
-    BlockQ4_KR out;
-    repack_row_q4_kr(w.data() + r * 144, reinterpret_cast<uint8_t*>(&out), 256);
+    const auto& in = *reinterpret_cast<const BlockQ5_K*>(w.data() + r * 176);
+    BlockQ5_KR out;
+    repack_row_q5_kr(w.data() + r * 176, reinterpret_cast<uint8_t*>(&out), 256);
     uint8_t sc[8], mn[8];
     kern::q4k_scales(in.scales, sc, mn);
     for (int j = 0; j < 8; ++j) {
@@ -117,34 +203,6 @@ TEST(WeightRepack, Q4KRLayout) {
     }
     EXPECT_EQ(out.d, in.d);
     EXPECT_EQ(out.dmin, in.dmin);
-    for (int v = 0; v < 256; ++v) {
-      const int stored = (v % 64 < 32) ? in.qs[32 * (v / 64) + v % 32] & 0xF : in.qs[32 * (v / 64) + v % 32] >> 4;
-      const uint8_t byte = out.qs[64 * (v / 128) + v % 64];
-      ASSERT_EQ(v % 128 < 64 ? byte & 0xF : byte >> 4, stored) << "row " << r << " value " << v;
-    }
-  }
-}
-
-// Q5_K_R: Q4_K_R's header and quants (the low 4 bits of each value), qh as
-// stored, so value v's fifth bit is still bit v / 32 of qh[v % 32].
-TEST(WeightRepack, Q5KRLayout) {
-  const std::vector<uint8_t> w = kquant_rows(GgmlType::Q5_K, 4, 256, 5);
-  for (int64_t r = 0; r < 4; ++r) {
-    const auto& in = *reinterpret_cast<const BlockQ5_K*>(w.data() + r * 176);
-    BlockQ5_KR out;
-    repack_row_q5_kr(w.data() + r * 176, reinterpret_cast<uint8_t*>(&out), 256);
-    // The header and quants are those of the Q4_K block with the same bytes.
-    BlockQ4_K as4{};
-    as4.d = in.d;
-    as4.dmin = in.dmin;
-    std::memcpy(as4.scales, in.scales, sizeof as4.scales);
-    std::memcpy(as4.qs, in.qs, sizeof as4.qs);
-    BlockQ4_KR out4;
-    repack_row_q4_kr(reinterpret_cast<const uint8_t*>(&as4), reinterpret_cast<uint8_t*>(&out4), 256);
-    EXPECT_EQ(std::memcmp(out.scm, out4.scm, sizeof out.scm), 0) << r;
-    EXPECT_EQ(out.d, in.d);
-    EXPECT_EQ(out.dmin, in.dmin);
-    EXPECT_EQ(std::memcmp(out.qs, out4.qs, sizeof out.qs), 0) << r;
     EXPECT_EQ(std::memcmp(out.qh, in.qh, sizeof out.qh), 0) << r;
     int fifth = 0;
     for (int v = 0; v < 256; ++v) {
@@ -168,7 +226,7 @@ std::vector<float> random_x(int64_t m, int64_t k, uint32_t seed) {
   return x;
 }
 
-// matmul on Q4_K_R / Q5_K_R weights = matmul on the stored Q4_K / Q5_K weights, bitwise, on
+// matmul on Q4_K_X16 / Q6_K_X16 / Q5_K_R weights = matmul on the stored Q4_K / Q6_K / Q5_K weights, bitwise, on
 // every kernel path (AVX-512's own kernels, real and emulated; the scalar and
 // AVX2 paths unpack), for decode rows and prompt tiles, whatever the thread
 // count; and each row of a batch is the row computed alone.
@@ -176,10 +234,10 @@ TEST(WeightRepack, MatmulMatchesStoredBitwise) {
   test::LevelGuard guard;
   ThreadPool pools[3] = {ThreadPool(1), ThreadPool(2), ThreadPool(3)};
   uint32_t seed = 40;
-  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_K})
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q5_K})
   for (const test::KernelPath& path : test::kernel_paths()) {
     for (int64_t k : {256, 1536}) {
-      for (int64_t n : {1, 7, 16, 57, 130}) {
+      for (int64_t n : t != GgmlType::Q5_K ? std::vector<int64_t>{16, 48, 128} : std::vector<int64_t>{1, 7, 16, 57, 130}) {
         const std::vector<uint8_t> w = kquant_rows(t, n, k, ++seed);
         const std::vector<uint8_t> r = repacked(t, w, n, k);
         const WeightView stored{t, k, n, w.data(), ggml_row_bytes(t, k)};
@@ -208,17 +266,26 @@ TEST(WeightRepack, MatmulMatchesStoredBitwise) {
   }
 }
 
-// Extreme values: every nibble 15 (Q5_K: every value 31), every scale and
-// min 63, activations at ±127 (one large value a block) — the largest int16
+// Extreme values: every nibble 15 (Q5_K: every value 31, Q6_K: 63 with
+// scales of -128 and 127), every scale and min 63, activations at ±127 (one large value a block) — the largest int16
 // pair sums and int32 block sums the repacked kernels form.
 TEST(WeightRepack, ExtremesMatchStored) {
   test::LevelGuard guard;
   ThreadPool pool(2);
-  const int64_t k = 512, n = 9;
-  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_K}) {
+  const int64_t k = 512;
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q5_K}) {
+    const int64_t n = t != GgmlType::Q5_K ? 16 : 9;
     std::vector<uint8_t> w(size_t(n * ggml_row_bytes(t, k)));
     for (int64_t b = 0; b < n * k / 256; ++b) {
       uint8_t* at = w.data() + b * ggml_block_bytes(t);
+      if (t == GgmlType::Q6_K) {  // every code 63 (or 0 and 63 alternating), scales at -128 and 127
+        auto* b6 = reinterpret_cast<BlockQ6_K*>(at);
+        b6->d = 0x3C00;
+        std::memset(b6->ql, b % 3 ? 0xFF : 0xF0, sizeof b6->ql);
+        std::memset(b6->qh, b % 3 ? 0xFF : 0xCC, sizeof b6->qh);
+        for (int j = 0; j < 16; ++j) b6->scales[j] = int8_t(b % 2 ? -128 : 127);
+        continue;
+      }
       auto* blk = reinterpret_cast<BlockQ4_K*>(at);  // d, dmin and scales start both block types
       blk->d = 0x3C00;
       blk->dmin = uint16_t(b % 2 ? 0x3800 : 0);
@@ -251,20 +318,23 @@ TEST(WeightRepack, ExtremesMatchStored) {
   }
 }
 
-// The repacking is chosen by the kernels in use: Q4_K_R / Q5_K_R on the AVX-512 sets
-// (real or emulated), nothing on the others, and never for other types.
+// The repacking is chosen by the kernels in use: Q4_K_X16 and Q6_K_X16 on every SIMD set,
+// Q5_K_R on the AVX-512 sets (real or emulated), and never for other types.
 TEST(WeightRepack, RepackedTypeFollowsKernels) {
   test::LevelGuard guard;
   for (const test::KernelPath& path : test::kernel_paths()) {
     path.use();
     const bool avx512 = path.emulated512 || path.level == CpuLevel::Avx512;
-    EXPECT_EQ(matmul_repacked_type(GgmlType::Q4_K), avx512 ? GgmlType::Q4_K_R : GgmlType::Q4_K) << path.name();
+    EXPECT_EQ(matmul_repacked_type(GgmlType::Q4_K), path.level == CpuLevel::Scalar && !path.emulated512 ? GgmlType::Q4_K : GgmlType::Q4_K_X16) << path.name();
     EXPECT_EQ(matmul_repacked_type(GgmlType::Q5_K), avx512 ? GgmlType::Q5_K_R : GgmlType::Q5_K) << path.name();
-    EXPECT_EQ(matmul_repacked_type(GgmlType::Q6_K), GgmlType::Q6_K);
+    EXPECT_EQ(matmul_repacked_type(GgmlType::Q6_K), path.level == CpuLevel::Scalar && !path.emulated512 ? GgmlType::Q6_K : GgmlType::Q6_K_X16) << path.name();
     EXPECT_EQ(matmul_repacked_type(GgmlType::Q8_0), GgmlType::Q8_0);
   }
-  EXPECT_THROW(repack_rows(GgmlType::Q6_K, GgmlType::Q4_K_R, nullptr, nullptr, 256, 1), Error);
-  EXPECT_THROW(repack_rows(GgmlType::Q5_K, GgmlType::Q4_K_R, nullptr, nullptr, 256, 1), Error);
+  EXPECT_THROW(repack_rows(GgmlType::Q6_K, GgmlType::Q4_K_X16, nullptr, nullptr, 256, 16), Error);
+  EXPECT_THROW(repack_rows(GgmlType::Q4_K, GgmlType::Q6_K_X16, nullptr, nullptr, 256, 16), Error);
+  EXPECT_THROW(repack_rows(GgmlType::Q6_K, GgmlType::Q6_K_X16, nullptr, nullptr, 256, 8), Error);  // not whole groups
+  EXPECT_THROW(repack_rows(GgmlType::Q5_K, GgmlType::Q4_K_X16, nullptr, nullptr, 256, 16), Error);
+  EXPECT_THROW(repack_rows(GgmlType::Q4_K, GgmlType::Q4_K_X16, nullptr, nullptr, 256, 12), Error);  // not whole groups
   EXPECT_THROW(repack_rows(GgmlType::Q4_K, GgmlType::Q5_K_R, nullptr, nullptr, 256, 1), Error);
 }
 
