@@ -35,11 +35,11 @@ namespace {
 
 // quantize_row for the stored types, one row of k values at out + r · row
 // bytes for each of the n rows of x; Q4_K / Q6_K / Q5_K repacked for the internal
-// Q4_K_X16 / Q6_K_X16 / Q5_K_R (n a multiple of 16).
+// Q4_K_X16 / Q6_K_X16 / Q5_K_X16 (n a multiple of 16).
 void quantize_bench_rows(pc::GgmlType type, const float* x, uint8_t* out, int64_t k, int64_t n) {
   const pc::GgmlType stored = type == pc::GgmlType::Q4_K_X16 ? pc::GgmlType::Q4_K
                               : type == pc::GgmlType::Q6_K_X16 ? pc::GgmlType::Q6_K
-                              : type == pc::GgmlType::Q5_K_R ? pc::GgmlType::Q5_K
+                              : type == pc::GgmlType::Q5_K_X16 ? pc::GgmlType::Q5_K
                                                              : type;
   const int64_t rb = pc::ggml_row_bytes(stored, k);
   std::vector<uint8_t> q(stored == type ? 0 : size_t(n * rb));
@@ -109,7 +109,7 @@ struct StreamWeight {
 
 void BM_DecodeStep(benchmark::State& st) {
   const pc::GgmlType types[] = {pc::GgmlType::Q4_K, pc::GgmlType::Q5_K, pc::GgmlType::Q6_K, pc::GgmlType::Q8_0,
-                                pc::GgmlType::Q4_K_X16, pc::GgmlType::Q5_K_R, pc::GgmlType::Q6_K_X16};
+                                pc::GgmlType::Q4_K_X16, pc::GgmlType::Q5_K_X16, pc::GgmlType::Q6_K_X16};
   const pc::GgmlType type = types[st.range(0)];
   pc::ThreadPool pool(int(st.range(1)));
   pc::set_cpu_level(st.range(2) == 2 ? pc::CpuLevel::Avx512 : pc::CpuLevel::Avx2);
@@ -146,7 +146,7 @@ void BM_Q4_K(benchmark::State& s) { run(s, pc::GgmlType::Q4_K); }
 void BM_Q4_K_X16(benchmark::State& s) { run(s, pc::GgmlType::Q4_K_X16); }
 void BM_Q6_K_X16(benchmark::State& s) { run(s, pc::GgmlType::Q6_K_X16); }
 void BM_Q5_K(benchmark::State& s) { run(s, pc::GgmlType::Q5_K); }
-void BM_Q5_K_R(benchmark::State& s) { run(s, pc::GgmlType::Q5_K_R); }
+void BM_Q5_K_X16(benchmark::State& s) { run(s, pc::GgmlType::Q5_K_X16); }
 void BM_Q6_K(benchmark::State& s) { run(s, pc::GgmlType::Q6_K); }
 void BM_F16(benchmark::State& s) { run(s, pc::GgmlType::F16); }
 void BM_BF16(benchmark::State& s) { run(s, pc::GgmlType::BF16); }
@@ -167,7 +167,7 @@ BENCHMARK(BM_Q4_K)->Apply(k_shapes);
 BENCHMARK(BM_Q4_K_X16)->Apply(k_shapes);
 BENCHMARK(BM_Q6_K_X16)->Apply(k_shapes);
 BENCHMARK(BM_Q5_K)->Apply(k_shapes);
-BENCHMARK(BM_Q5_K_R)->Apply(k_shapes);
+BENCHMARK(BM_Q5_K_X16)->Apply(k_shapes);
 BENCHMARK(BM_Q6_K)->Apply(k_shapes);
 
 // A sequence of n random F16 K/V slots in pages of kAttnP, kAttnKv KV heads of

@@ -16,7 +16,7 @@ enum class GgmlType : uint32_t {
   // GGUF reader rejects): weights repacked at load for the kernels in use
   // (kernels/weight_repack.h). Not ggml_type_supported(): only matmul reads them.
   Q4_K_X16 = 0x10000 + 12,  // Q4_K rows interleaved 16 at a time (BlockQ4_KX16: 16 blocks, 2304 bytes)
-  Q5_K_R = 0x10000 + 13,  // Q5_K blocks rearranged (BlockQ5_KR, 176 bytes)
+  Q5_K_X16 = 0x10000 + 13,  // Q5_K rows interleaved 16 at a time (BlockQ5_KX16: 16 blocks, 2816 bytes)
   Q6_K_X16 = 0x10000 + 14,  // Q6_K rows interleaved 16 at a time (BlockQ6_KX16: 16 blocks, 3360 bytes)
 };
 constexpr uint32_t kFirstInternalTypeId = 0x10000;

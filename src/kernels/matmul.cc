@@ -117,12 +117,16 @@ void check_weight(const WeightView& w) {
 
 GgmlType matmul_repacked_type(GgmlType t) {
   const kern::KernelSet* s = kernel_set();
-  const bool avx512 = s && (s == kern::avx512_kernel_set() || s == kern::avx512_emulated_kernel_set());
-  // Q4_K_X16 / Q6_K_X16 wherever a SIMD set runs (AVX2 through the 16-lane
-  // kernels' emulation); the scalar path reads them as stored, with the same bits.
-  if (t == GgmlType::Q4_K) return s ? GgmlType::Q4_K_X16 : t;
-  if (t == GgmlType::Q6_K) return s ? GgmlType::Q6_K_X16 : t;
-  return avx512 && t == GgmlType::Q5_K ? GgmlType::Q5_K_R : t;
+  // The X16 layouts wherever a SIMD set runs (AVX2 through the 16-lane
+  // kernels' emulation); the scalar path reads the stored types, with the
+  // same bits.
+  if (!s) return t;
+  switch (t) {
+    case GgmlType::Q4_K: return GgmlType::Q4_K_X16;
+    case GgmlType::Q5_K: return GgmlType::Q5_K_X16;
+    case GgmlType::Q6_K: return GgmlType::Q6_K_X16;
+    default: return t;
+  }
 }
 
 void kern::force_kernel_set(const KernelSet* set) { g_forced_set.store(set, std::memory_order_relaxed); }

@@ -572,8 +572,8 @@ TaskKernel avx2_kernel(GgmlType t) {
     case GgmlType::Q4_0: return run_task_q32<true>;
     case GgmlType::Q4_K: return run_task<KQ4_K, 1, 2, 3>;
     case GgmlType::Q4_K_X16:
+    case GgmlType::Q5_K_X16:
     case GgmlType::Q6_K_X16: return avx512_emulated_kernel_set()->kernel(t);  // its 16-lane kernels
-    case GgmlType::Q5_K_R: return task_q5_kr_via_avx2;
     case GgmlType::Q6_K: return run_task<KQ6_K, 1, 2, 3>;
     default: return avx2_unpack_kernel(t);  // Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4, Q5_K, IQ4_XS
   }

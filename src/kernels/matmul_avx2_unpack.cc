@@ -3,8 +3,8 @@
 //   32-element blocks (Q8_0-style activations):  Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4
 //   256-element blocks (Q8_K-style, with bsums): Q5_K, IQ4_XS
 // matmul_avx2.cc's avx2_kernel() hands these types here; the AVX-512 kernel
-// sets run them through it too, except Q5_K prompt batches, which have 16-lane
-// tiles computing tile_q5_k's arithmetic (matmul_avx512_impl.h). Compiled for
+// sets run them through it too (Q5_K weights in whole groups of 16 rows are
+// repacked to Q5_K_X16, which has kernels of its own). Compiled for
 // AVX2 like matmul_avx2.cc (target pragma after the standard headers; internal
 // linkage but for the entry point).
 //
@@ -12,18 +12,18 @@
 // weight rows (R <= 4), one weight row at a time for decode (R = 1), with the
 // same forward prefetch of the stream.
 //
-// Batch invariance: every output element owns one 8-lane float accumulator
-// and runs, per block in increasing order, the same instructions whatever the
-// tile it sits in:
+// Batch invariance: every output element owns its accumulator and runs, per
+// block in increasing order, the same instructions whatever the tile it sits
+// in:
 //   32-element types: isum = the block's int32 dot product in 8 lanes (exact);
 //     acc = fma(d_w * d_x, float(isum), acc); for Q4_1 / Q5_1 (x = d*q + m)
 //     also xsum = the activation quants' sum in 8 lanes (exact),
 //     acc = fma(m_w * d_x, float(xsum), acc);
-//   Q5_K: Q4_K's sequence (matmul_avx2.cc tile_q4_k) with the fifth bit;
 //   IQ4_XS: isum = sum over sub-blocks of (ls - 32) * its dot product (exact),
 //     acc = fma(d_w * d_x, float(isum), acc);
 // then hsum8. Against the scalar kernels only the float summation order
-// differs (tested within tolerance).
+// differs (tested within tolerance). Q5_K: the block's exact integers, then
+// the scalar kernel's float operations (bitwise the scalar result).
 #include <cstdint>
 #include <cstring>
 
@@ -170,7 +170,10 @@ void tile_q32(const MatmulArgs& a, int64_t r, int64_t c) {
 // ---- Q5_K ------------------------------------------------------------------
 // tile_q4_k's arithmetic; chunk ch's low-nibble values take bit 2ch of qh[l]
 // as their bit 4, the high-nibble values bit 2ch + 1 (levels 0..31, so
-// vpmaddubsw pair sums stay below 2·31·127).
+// vpmaddubsw pair sums stay below 2·31·127). Per block the lanes are summed to
+// the exact isum and msum of the scalar kernel (dot_q5_k), and its float
+// operations follow, so this, the scalar and the Q5_K_X16 kernels give the
+// same bits.
 template <int R, int C>
 void tile_q5_k(const MatmulArgs& a, int64_t r, int64_t c) {
   const int64_t nb = a.k / 256;
@@ -186,9 +189,7 @@ void tile_q5_k(const MatmulArgs& a, int64_t r, int64_t c) {
   }
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   const __m256i one = _mm256_set1_epi8(1);
-  __m256 acc[R][C];
-  PC_UNROLL for (int i = 0; i < R; ++i)
-    PC_UNROLL for (int j = 0; j < C; ++j) acc[i][j] = _mm256_setzero_ps();
+  float sum[R][C] = {};
   for (int64_t b = 0; b < nb; ++b) {
     PC_UNROLL for (int j = 0; j < C; ++j) {
       const BlockQ5_K& blk = w[j][b];
@@ -217,19 +218,17 @@ void tile_q5_k(const MatmulArgs& a, int64_t r, int64_t c) {
           isum[i] = _mm256_add_epi32(isum[i], _mm256_madd_epi16(_mm256_maddubs_epi16(hi, x1), shi));
         }
       }
-      const __m256 d = _mm256_set1_ps(h2f(blk.d));
-      const __m256 dmin = _mm256_set1_ps(h2f(blk.dmin));
+      const float d = h2f(blk.d), dmin = h2f(blk.dmin);
       PC_UNROLL for (int i = 0; i < R; ++i) {
         const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb[i] + 16 * b));
-        const __m256 msum = _mm256_cvtepi32_ps(_mm256_madd_epi16(bs, mins));
-        const __m256 dx = _mm256_broadcast_ss(xd[i] + b);
-        acc[i][j] = _mm256_fmadd_ps(_mm256_mul_ps(d, dx), _mm256_cvtepi32_ps(isum[i]), acc[i][j]);
-        acc[i][j] = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, dx), msum, acc[i][j]);
+        const int32_t msum = hsum8_i32(_mm256_madd_epi16(bs, mins));
+        sum[i][j] = sum[i][j] + (d * xd[i][b]) * float(hsum8_i32(isum[i]));
+        sum[i][j] = sum[i][j] - (dmin * xd[i][b]) * float(msum);
       }
     }
   }
   PC_UNROLL for (int i = 0; i < R; ++i)
-    PC_UNROLL for (int j = 0; j < C; ++j) a.y[(r + i) * a.ldy + c + j] = hsum8(acc[i][j]);
+    PC_UNROLL for (int j = 0; j < C; ++j) a.y[(r + i) * a.ldy + c + j] = sum[i][j];
 }
 
 // ---- IQ4_XS ----------------------------------------------------------------

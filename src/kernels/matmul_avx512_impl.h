@@ -1,7 +1,7 @@
-// AVX-512 matmul kernels (Q4_K_X16 and Q6_K_X16 weights, one output column
-// per int32 lane; prompt tiles of Q8_0 / Q4_0, Q5_K(_R) and F32 / F16 / BF16
-// weights; decode kernels of Q8_0 / Q4_K / Q5_K(_R) / Q6_K as stored; the
-// layouts of weight_repack.h),
+// AVX-512 matmul kernels (Q4_K_X16, Q5_K_X16 and Q6_K_X16 weights, the
+// layouts of weight_repack.h, one output column per int32 lane; prompt tiles
+// of Q8_0 / Q4_0 and F32 / F16 / BF16 weights; decode kernels of Q8_0 and of
+// Q6_K as stored),
 // written once over a 16-lane backend V: V512 (AVX-512 F/BW/DQ/VL + VNNI,
 // simd16_avx512.h, built in kernels_avx512.cc) or V512Emu (the same
 // operations on pairs of AVX2 vectors, simd16_emu.h, built in
@@ -38,19 +38,13 @@
 //   xor_i, storeu_i   bitwise xor; store 64 bytes
 //   pairsum(a, b)     int32 lanes 0-7: a0 + a1, a2 + a3, ..., a14 + a15; 8-15: the same of b
 //
-// Q4_K_X16 / Q6_K_X16 weights (sections of those names): a group of 16 rows
-// a vector, each column's sums in its own lane, tiles of up to V::kKxRows
-// rows; the exact integers and float operations of the scalar kernels.
-// Q5_K weights: matmul_avx2_unpack.cc's tile_q5_k arithmetic with two output
-// columns per vector (each 256-bit half the AVX2 tile's vector for its
-// column; the fifth bits made per column with AVX2 operations, then joined;
-// the activations' 32 bytes in both halves), tiles of 8 rows × 2 columns,
-// then of up to 4 rows × 4 columns; int32 sums from vpdpbusd + vpdpwssd
-// (dot_scaled), the same integers as the AVX2 maddubs / madd. The rearranged
-// Q5_K_R blocks run through the same tiles (Q5kBlk<true>). Decode rows use
-// one-row kernels instead (q45k_row16, q45kr_row16, q6k_row16: see "decode"
-// below); Q4_K and Q6_K prompts as stored (tensors not in whole groups of 16)
-// are the AVX2 kernels'.
+// The X16 weights (sections "Q4_K_X16", "Q6_K_X16"): a group of 16 rows a
+// vector, each column's sums in its own lane, tiles of up to V::kKxRows rows
+// (decode is the one-row tile); the exact integers and float operations of
+// the scalar kernels. K-quant weights as stored (tensors not in whole groups
+// of 16, a token embedding the output projection is tied to) run the AVX2
+// kernels, but Q6_K decode rows (q6k_row16: "decode" below), which give the
+// same bits.
 //
 // Float weights (F32 / F16 / BF16): the AVX2 tile_float's arithmetic with two
 // output columns per vector (lanes 0-7 one column, 8-15 the next): per output
@@ -80,13 +74,10 @@ namespace {
 
 constexpr int kR16 = 4, kC16 = 3;  // largest Q8_0 / Q4_0 tile: 4 rows × 3 pairs of groups (48 columns)
 constexpr int kFR = 4, kFP = 6;    // largest float tile: 4 rows × 6 pairs of columns
-constexpr int kKP = 2;             // K-quant prompt tiles: 4 rows × 2 pairs of columns,
-constexpr int kKR = 8;             // or 8 rows × 1 pair (1.1-1.35x less CPU time than 4 × 2 for
-                                   // Q5_K(_R) prompts: unpacking shared by 8 rows)
 
 // isum + s * (the sum of the 4 products u8 · s8 of each int32 lane), exactly
 // the integer that isum + madd(maddubs(u8, s8), s16) gives (the AVX2 kernels'
-// form, which never saturates here: every caller's 4-product sums are below
+// form, which never saturates here: the 4-product sums of q6k_row16 are below
 // 2^15 in magnitude, 4 · 63 · 128): vpdpbusd sums the 4 products, vpdpwssd
 // multiplies the sum's low 16 bits by the scale s32 holds in the low word of
 // each int32 lane (its high word 0).
@@ -182,42 +173,9 @@ void q32_tile16(const MatmulArgs& a, const Q32Panel& p, int64_t r, int64_t g, in
     }
 }
 
-// The parts of a Q4_K block (kR false) or a Q4_K_R block (kR true) the Q4_K
-// kernels read: [scales | mins] as q4k_scmn() makes them, d and dmin as
-// floats, and for 32-byte chunk ch of qs the offsets in the block of the
-// values its low and high nibbles hold (Q4_K: 64ch and 64ch + 32; Q4_K_R:
-// chunk ch is half ch / 2, its low nibbles values 128(ch / 2) + 32(ch % 2),
-// its high ones 64 further; weight_repack.h).
-// A Q4_K_R block's [sc0..sc7 | mn0..mn7] (weight_repack.h): the scales are
-// scm[0..8) & 63; a min's low 4 bits are a nibble of scm[8..12) (low for
-// j < 4, high for j >= 4: one dword shifted by 0 or 4), its top 2 bits the
-// top of scm[j].
-inline __m128i q4kr_scmn(const BlockQ4_KR& b) {
-  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scm));  // + d, dmin
-  const __m128i sc = _mm_and_si128(h, _mm_set_epi64x(0, 0x3F3F3F3F3F3F3F3FLL));
-  const __m128i nib = _mm_srlv_epi32(_mm_shuffle_epi8(h, _mm_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, 8, 9, 10, 11, 8, 9, 10, 11)),
-                                     _mm_setr_epi32(0, 0, 0, 4));
-  const __m128i top = _mm_srli_epi16(_mm_shuffle_epi8(h, _mm_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, 0, 1, 2, 3, 4, 5, 6, 7)), 2);
-  return _mm_or_si128(sc, _mm_or_si128(_mm_and_si128(nib, _mm_set_epi64x(0x0F0F0F0F0F0F0F0FLL, 0)),
-                                       _mm_and_si128(top, _mm_set_epi64x(0x3030303030303030LL, 0))));
-}
-
-template <bool kR>
-struct Q4kBlk {
-  using B = std::conditional_t<kR, BlockQ4_KR, BlockQ4_K>;
-  static __m128i scmn(const B& b) {
-    if constexpr (kR) return q4kr_scmn(b);
-    else return q4k_scmn(b);
-  }
-  static float d(const B& b) { return h2f(b.d); }
-  static float dmin(const B& b) { return h2f(b.dmin); }
-  static constexpr int lo_value(int ch) { return kR ? 128 * (ch / 2) + 32 * (ch % 2) : 64 * ch; }
-  static constexpr int hi_value(int ch) { return kR ? lo_value(ch) + 64 : 64 * ch + 32; }
-};
-
-// ---- Q4_K_X16: 16 interleaved rows a vector (weight_repack.h) -------------
+// ---- Q4_K_X16 / Q5_K_X16: 16 interleaved rows a vector (weight_repack.h) ---
 // Lane c of every vector is column 16g + c of y (row c of weight group g), so
-// a column's sums never leave their lane. Per block and row of x:
+// a column's sums never leave their lane. Per Q4_K_X16 block and row of x:
 //   for each 16-value quarter of a sub-block (4 vectors of 4 values a lane):
 //     s = the 16 products' sum, 4 vpdpbusd with the 4 activation bytes of
 //         each step broadcast (|s| < 16 · 15 · 128 < 2^15: one int16 word),
@@ -230,7 +188,8 @@ struct Q4kBlk {
 // AVX2's tile_q4_k on stored rows, these on either backend) gives the same
 // bits. Tiles of up to V::kKxRows rows × one group, each unpacked weight
 // vector serving every row of the tile; decode (one row) is the one-row tile,
-// prefetching the group's block stream ahead.
+// prefetching the group's block stream ahead. Q5_K_X16 differs only in the
+// isum (q5kx_sub), the exact integer of dot_q5_k.
 
 // Quarter h (values 16h .. 16h + 15 of the half U: low nibbles U = 0, high
 // U = 1) of block b for R rows: isum[i] += its 16-product sum · its scale.
@@ -252,13 +211,42 @@ inline void q4kx_half(const BlockQ4_KX16& blk, const int8_t* const* x, typename 
   }
 }
 
-// y[r..r+R) × the 16 columns of weight group g.
-template <class V, int R>
-void q4kx_tile16(const MatmulArgs& a, int64_t r, int64_t g) {
+// Sub-block J (values 32J .. 32J + 31, 8 vectors of 4 values a lane) of a
+// Q5_K_X16 block for R rows: the codes are a nibble of qs (the low one for
+// J < 4) with bit J of qh moved to bit 4; s = the 32 products' sum (8
+// vpdpbusd, |s| < 32 · 31 · 128 < 2^17), isum[i] += s · sc_J (vpmulld).
+template <class V, int R, int J>
+inline void q5kx_sub(const BlockQ5_KX16& blk, const int8_t* const* x, typename V::I* isum, typename V::I m4) {
+  using I = typename V::I;
+  const I m10 = V::set1_i(0x10101010);
+  I s[R];
+  PC_UNROLL for (int i = 0; i < R; ++i) s[i] = V::zero_i();
+  PC_UNROLL for (int u = 0; u < 8; ++u) {
+    const int t = 8 * J + u;  // values 4t .. 4t + 3 of each row
+    const I p = V::loadu_i(blk.qs[t % 32]);
+    const I lo4 = J < 4 ? V::and_i(p, m4) : V::and_i(V::srli4_16(p), m4);
+    const I h = V::loadu_i(blk.qh[u]);
+    I b5;
+    if constexpr (J < 4) b5 = V::and_i(V::template slli16<4 - J>(h), m10);
+    else if constexpr (J == 4) b5 = V::and_i(h, m10);
+    else b5 = V::and_i(V::template srli16<J - 4>(h), m10);
+    const I q = V::or_i(lo4, b5);
+    PC_UNROLL for (int i = 0; i < R; ++i) s[i] = V::dpbusd_u7(s[i], q, V::bcast32_i(x[i] + 4 * t));
+  }
+  const I sc = V::and_i(V::zx8_32(blk.scm[J]), V::set1_i(63));
+  PC_UNROLL for (int i = 0; i < R; ++i) isum[i] = V::add32(isum[i], V::mullo32(s[i], sc));
+}
+
+// y[r..r+R) × the 16 columns of weight group g, Q4_K_X16 (kQ5 false) or
+// Q5_K_X16 weights (the same header; the isum of Q5_K's 5-bit codes as
+// q5kx_sub forms it, the msum and the float part alike).
+template <class V, int R, bool kQ5>
+void k45x_tile16(const MatmulArgs& a, int64_t r, int64_t g) {
   using I = typename V::I;
   using F = typename V::F;
   const int64_t nb = a.k / 256;
-  const auto* w = reinterpret_cast<const BlockQ4_KX16*>(a.w + g * kX16Rows * a.row_bytes);
+  using B = std::conditional_t<kQ5, BlockQ5_KX16, BlockQ4_KX16>;
+  const auto* w = reinterpret_cast<const B*>(a.w + g * kX16Rows * a.row_bytes);
   const int8_t* xq[R];
   const float* xd[R];
   const int16_t* xb[R];
@@ -271,14 +259,25 @@ void q4kx_tile16(const MatmulArgs& a, int64_t r, int64_t g) {
   F acc[R];
   PC_UNROLL for (int i = 0; i < R; ++i) acc[i] = V::zero_f();
   for (int64_t b = 0; b < nb; ++b) {
-    const BlockQ4_KX16& blk = w[b];
+    const B& blk = w[b];
     if constexpr (R == 1) prefetch_block(&blk, sizeof blk);
     const int8_t* x[R];
     PC_UNROLL for (int i = 0; i < R; ++i) x[i] = xq[i] + 256 * b;
     I isum[R];
     PC_UNROLL for (int i = 0; i < R; ++i) isum[i] = V::zero_i();
-    q4kx_half<V, R, 0>(blk, x, isum, m4);
-    q4kx_half<V, R, 1>(blk, x, isum, m4);
+    if constexpr (kQ5) {
+      q5kx_sub<V, R, 0>(blk, x, isum, m4);
+      q5kx_sub<V, R, 1>(blk, x, isum, m4);
+      q5kx_sub<V, R, 2>(blk, x, isum, m4);
+      q5kx_sub<V, R, 3>(blk, x, isum, m4);
+      q5kx_sub<V, R, 4>(blk, x, isum, m4);
+      q5kx_sub<V, R, 5>(blk, x, isum, m4);
+      q5kx_sub<V, R, 6>(blk, x, isum, m4);
+      q5kx_sub<V, R, 7>(blk, x, isum, m4);
+    } else {
+      q4kx_half<V, R, 0>(blk, x, isum, m4);
+      q4kx_half<V, R, 1>(blk, x, isum, m4);
+    }
     // mn_j in both int16 words of each lane: the top 2 bits from scm, the
     // low 4 from a nibble of mnl.
     I mn[8];
@@ -387,92 +386,6 @@ void q6kx_tile16(const MatmulArgs& a, int64_t r, int64_t g) {
   PC_UNROLL for (int i = 0; i < R; ++i) V::storeu_f(a.y + (r + i) * a.ldy + g * kX16Rows, acc[i]);
 }
 
-// The fifth bits of Q5_K chunk ch of a block, as tile_q5_k makes them: bit
-// 2ch (low-nibble values) or 2ch + 1 (high) of qh[l], moved to bit 4.
-inline __m256i q5k_fifth(const uint8_t* qh, int shift) {
-  const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh));
-  return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(v, shift), _mm256_set1_epi8(1)), 4);
-}
-
-// The parts of a Q5_K (kR false) or Q5_K_R (kR true) block the Q5_K kernels
-// read: those of Q4kBlk (the header starts the block in both layouts), and qh.
-template <bool kR>
-struct Q5kBlk {
-  using B = std::conditional_t<kR, BlockQ5_KR, BlockQ5_K>;
-  using H = typename Q4kBlk<kR>::B;
-  static __m128i scmn(const B& b) { return Q4kBlk<kR>::scmn(*reinterpret_cast<const H*>(&b)); }
-  static float d(const B& b) { return h2f(b.d); }
-  static float dmin(const B& b) { return h2f(b.dmin); }
-  static constexpr int lo_value(int ch) { return Q4kBlk<kR>::lo_value(ch); }
-  static constexpr int hi_value(int ch) { return Q4kBlk<kR>::hi_value(ch); }
-};
-
-// y[r..r+R) × columns [c, c + nc) of Q5_K (kR false) or Q5_K_R (kR true)
-// weights, nc <= 2·P (pairs as in float_tile16). The fifth bit of value v is
-// bit v / 32 of qh[v % 32] in both layouts.
-template <class V, int R, int P, bool kR = false>
-void q5k_tile16(const MatmulArgs& a, int64_t r, int64_t c, int nc) {
-  using I = typename V::I;
-  using F = typename V::F;
-  using Blk = Q5kBlk<kR>;
-  using B = typename Blk::B;
-  const int64_t nb = a.k / 256;
-  const B* w[P][2];
-  PC_UNROLL for (int j = 0; j < P; ++j) {
-    const int64_t lo = c + 2 * j, hi = 2 * j + 1 < nc ? lo + 1 : lo;
-    w[j][0] = reinterpret_cast<const B*>(a.w + lo * a.row_bytes);
-    w[j][1] = reinterpret_cast<const B*>(a.w + hi * a.row_bytes);
-  }
-  const int8_t* xq[R];
-  const float* xd[R];
-  const int16_t* xb[R];
-  PC_UNROLL for (int i = 0; i < R; ++i) {
-    xq[i] = a.xq(r + i);
-    xd[i] = a.xd(r + i);
-    xb[i] = a.xbs(r + i);
-  }
-  const I m4 = V::dup256_i(_mm256_set1_epi8(0x0F));
-  const I minpat = V::dup256_i(q4k_mins_pattern());
-  F acc[R][P];
-  PC_UNROLL for (int i = 0; i < R; ++i) PC_UNROLL for (int j = 0; j < P; ++j) acc[i][j] = V::zero_f();
-  for (int64_t b = 0; b < nb; ++b) {
-    PC_UNROLL for (int j = 0; j < P; ++j) {
-      const B& b0 = w[j][0][b];
-      const B& b1 = w[j][1][b];
-      const I scmn = V::join256_i(_mm256_broadcastsi128_si256(Blk::scmn(b0)), _mm256_broadcastsi128_si256(Blk::scmn(b1)));
-      const I mins = V::shuffle8(scmn, minpat);
-      I isum[R];
-      PC_UNROLL for (int i = 0; i < R; ++i) isum[i] = V::zero_i();
-      PC_UNROLL for (int ch = 0; ch < 4; ++ch) {
-        const int vlo = Blk::lo_value(ch), vhi = Blk::hi_value(ch);
-        const I q = V::load2x256_i(b0.qs + 32 * ch, b1.qs + 32 * ch);
-        const I h0 = V::join256_i(q5k_fifth(b0.qh, vlo / 32), q5k_fifth(b1.qh, vlo / 32));
-        const I h1 = V::join256_i(q5k_fifth(b0.qh, vhi / 32), q5k_fifth(b1.qh, vhi / 32));
-        const I lo = V::or_i(V::and_i(q, m4), h0), hi = V::or_i(V::and_i(V::srli4_16(q), m4), h1);
-        const I slo = V::shuffle8(scmn, V::dup256_i(_mm256_set1_epi32(int32_t(0xFFFFFF00u | (vlo / 32)))));
-        const I shi = V::shuffle8(scmn, V::dup256_i(_mm256_set1_epi32(int32_t(0xFFFFFF00u | (vhi / 32)))));
-        PC_UNROLL for (int i = 0; i < R; ++i) {
-          const int8_t* x = xq[i] + 256 * b;
-          isum[i] = dot_scaled<V>(isum[i], lo, V::bcast256_i(x + vlo), slo);
-          isum[i] = dot_scaled<V>(isum[i], hi, V::bcast256_i(x + vhi), shi);
-        }
-      }
-      const F d = V::set2_f(Blk::d(b0), Blk::d(b1));
-      const F dmin = V::set2_f(Blk::dmin(b0), Blk::dmin(b1));
-      PC_UNROLL for (int i = 0; i < R; ++i) {
-        const F msum = V::cvt(V::madd(V::bcast256_i(xb[i] + 16 * b), mins));
-        const F dx = V::set1_f(xd[i][b]);
-        acc[i][j] = V::fmadd(V::mul(d, dx), V::cvt(isum[i]), acc[i][j]);
-        acc[i][j] = V::fnmadd(V::mul(dmin, dx), msum, acc[i][j]);
-      }
-    }
-  }
-  PC_UNROLL for (int i = 0; i < R; ++i)
-    PC_UNROLL for (int j = 0; j < P; ++j)
-      PC_UNROLL for (int h = 0; h < 2; ++h)
-        if (2 * j + h < nc) a.y[(r + i) * a.ldy + c + 2 * j + h] = hsum8(h ? V::hi8(acc[i][j]) : V::lo8(acc[i][j]));
-}
-
 // ---- decode: one activation row, one weight row at a time -----------------
 // Decode streams every weight from DRAM once per token, and a core streams
 // fastest reading one row after another in memory order (tiles reading 2-4
@@ -482,145 +395,9 @@ void q5k_tile16(const MatmulArgs& a, int64_t r, int64_t c, int nc) {
 // ahead (prefetch_block), 64 bytes a vector: lanes 0-7 one 32-value chunk of a block,
 // lanes 8-15 the next. Its int32 sums are the AVX2 kernel's for the same
 // lanes split over the two halves (half 0 the even chunks, half 1 the odd
-// ones), added at the end of the block (exact integers, any order); the float
-// part is then the AVX2 kernel's instruction for instruction, on 8 lanes.
-
-// y[r][c] of Q4_K weights (the arithmetic of tile_q4_k and q4k_tile16).
-// Vector p of a block: qs[64p, 64p + 64) = chunks 2p and 2p + 1; their low
-// nibbles are sub-blocks 4p and 4p + 2, the high ones 4p + 1 and 4p + 3.
-// (Q5_K: the same with the fifth bits of qh[l] or'ed in at bit 4: bit 2·ch
-// for the low nibbles of chunk ch, 2·ch + 1 for the high ones.)
-template <class V, bool kQ5>
-void q45k_row16(const MatmulArgs& a, int64_t r, int64_t c) {
-  using I = typename V::I;
-  using Blk = std::conditional_t<kQ5, BlockQ5_K, BlockQ4_K>;
-  const int64_t nb = a.k / 256;
-  const Blk* w = reinterpret_cast<const Blk*>(a.w + c * a.row_bytes);
-  const int8_t* xq = a.xq(r);
-  const float* xd = a.xd(r);
-  const int16_t* xb = a.xbs(r);
-  const I m4 = V::dup256_i(_mm256_set1_epi8(0x0F));
-  const I one = V::dup256_i(_mm256_set1_epi8(0x01));
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    const Blk& blk = w[b];
-    prefetch_block(&blk, sizeof blk);
-    // BlockQ5_K starts like BlockQ4_K (d, dmin, scales).
-    const __m256i scmn = _mm256_broadcastsi128_si256(q4k_scmn(*reinterpret_cast<const BlockQ4_K*>(&blk)));
-    const __m256i mins = _mm256_shuffle_epi8(scmn, q4k_mins_pattern());
-    const I scmn2 = V::dup256_i(scmn);
-    I qh;
-    if constexpr (kQ5) qh = V::bcast256_i(blk.qh);
-    I isum = V::zero_i();
-    PC_UNROLL for (int p = 0; p < 2; ++p) {
-      const I q = V::loadu_i(blk.qs + 64 * p);
-      I lo = V::and_i(q, m4), hi = V::and_i(V::srli4_16(q), m4);
-      if constexpr (kQ5) {
-        lo = V::or_i(lo, V::template slli16<4>(V::and_i(V::srl16_2(qh, 4 * p, 4 * p + 2), one)));
-        hi = V::or_i(hi, V::template slli16<4>(V::and_i(V::srl16_2(qh, 4 * p + 1, 4 * p + 3), one)));
-      }
-      const I slo = V::shuffle8(scmn2, V::join256_i(_mm256_set1_epi32(int32_t(0xFFFFFF00u | (4 * p))),
-                                                    _mm256_set1_epi32(int32_t(0xFFFFFF00u | (4 * p + 2)))));
-      const I shi = V::shuffle8(scmn2, V::join256_i(_mm256_set1_epi32(int32_t(0xFFFFFF00u | (4 * p + 1))),
-                                                    _mm256_set1_epi32(int32_t(0xFFFFFF00u | (4 * p + 3)))));
-      const int8_t* x = xq + 256 * b + 128 * p;
-      isum = dot_scaled<V>(isum, lo, V::load2x256_i(x, x + 64), slo);
-      isum = dot_scaled<V>(isum, hi, V::load2x256_i(x + 32, x + 96), shi);
-    }
-    const __m256i is8 = _mm256_add_epi32(V::lo8_i(isum), V::hi8_i(isum));
-    const __m256 d = _mm256_set1_ps(h2f(blk.d));
-    const __m256 dmin = _mm256_set1_ps(h2f(blk.dmin));
-    const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 16 * b));
-    const __m256 msum = _mm256_cvtepi32_ps(_mm256_madd_epi16(bs, mins));
-    const __m256 dx = _mm256_broadcast_ss(xd + b);
-    acc = _mm256_fmadd_ps(_mm256_mul_ps(d, dx), _mm256_cvtepi32_ps(is8), acc);
-    acc = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, dx), msum, acc);
-  }
-  a.y[r * a.ldy + c] = hsum8(acc);
-}
-
-// Scale words for the Q4_K_R decode kernel: int32 lanes 0-7 get sub-block
-// s0's scale in both int16 words, lanes 8-15 sub-block s1's (bytes of the
-// scales; 0x80: zero).
-template <class V>
-inline typename V::I q4kr_scale_pattern(int s0, int s1) {
-  const int32_t w0 = int32_t(0x80008000u | uint32_t(s0) << 16 | uint32_t(s0));
-  const int32_t w1 = int32_t(0x80008000u | uint32_t(s1) << 16 | uint32_t(s1));
-  return V::join256_i(_mm256_set1_epi32(w0), _mm256_set1_epi32(w1));
-}
-
-// y[r][c] of Q4_K_R (kQ5 false) or Q5_K_R weights (kQ5 true;
-// weight_repack.h): q45k_row16's arithmetic with the layout's shortcuts.
-// Half p of a block is one 64-byte vector; its low nibbles are values
-// [128p, 128p + 64) (sub-blocks 4p in lanes 0-7, 4p + 1 in 8-15), its high
-// ones the next 64 (4p + 2, 4p + 3), so the activations are plain 64-byte
-// loads. Q5_K_R: nibble vector u (values [64u, 64u + 64)) gets its fifth bits
-// at bit 4: bit 2u of qh[l] in lanes 0-7, 2u + 1 in 8-15 (the same 5-bit
-// values as q45k_row16 forms).
-// Per vector, maddubs gives int16 sums of 2 products (at most 2 · 31 · 127,
-// never saturating) and dpwssd adds them times the
-// sub-block scale held in both words: isum + sc · (the 4 products of each
-// int32 lane), the integer dot_scaled gives. Each int32 lane i of the
-// folded sum is then, as in q45k_row16, the sum over the 8 sub-blocks s of
-// sc_s · (values 32s + 4i .. 32s + 4i + 3). The mins come straight as the
-// int16 words madd needs (word 2j and 2j + 1: mn_j; q4kr_scmn's steps on
-// words), and d, dmin are converted and multiplied by d_x together: the same
-// float products and the same FMAs as q45k_row16.
-template <class V, bool kQ5>
-void q45kr_row16(const MatmulArgs& a, int64_t r, int64_t c) {
-  using I = typename V::I;
-  using Blk = std::conditional_t<kQ5, BlockQ5_KR, BlockQ4_KR>;
-  const int64_t nb = a.k / 256;
-  const Blk* w = reinterpret_cast<const Blk*>(a.w + c * a.row_bytes);
-  const int8_t* xq = a.xq(r);
-  const float* xd = a.xd(r);
-  const int16_t* xb = a.xbs(r);
-  const I m4 = V::dup256_i(_mm256_set1_epi8(0x0F));
-  const I m63 = V::dup256_i(_mm256_set1_epi8(0x3F));
-  const I b4 = V::dup256_i(_mm256_set1_epi8(0x10));
-  const I s0 = q4kr_scale_pattern<V>(0, 1), s1 = q4kr_scale_pattern<V>(2, 3);
-  const I s2 = q4kr_scale_pattern<V>(4, 5), s3 = q4kr_scale_pattern<V>(6, 7);
-  // word 2j, 2j + 1: scm[8 + j % 4] (low byte), scm[j] (high byte)
-  const __m256i minpat = _mm256_setr_epi8(8, 0, 8, 0, 9, 1, 9, 1, 10, 2, 10, 2, 11, 3, 11, 3,
-                                          8, 4, 8, 4, 9, 5, 9, 5, 10, 6, 10, 6, 11, 7, 11, 7);
-  const __m256i minshift = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4);
-  const __m256i lo4 = _mm256_set1_epi16(0x000F), top2 = _mm256_set1_epi16(0x0030);
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    const Blk& blk = w[b];
-    prefetch_block(&blk, sizeof blk);
-    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scm));  // + d, dmin
-    const __m256i h2 = _mm256_broadcastsi128_si256(h);
-    const I sc = V::and_i(V::dup256_i(h2), m63);
-    const int8_t* x = xq + 256 * b;
-    const I q0 = V::loadu_i(blk.qs), q1 = V::loadu_i(blk.qs + 64);
-    I n0 = V::and_i(q0, m4), n1 = V::and_i(V::srli4_16(q0), m4);
-    I n2 = V::and_i(q1, m4), n3 = V::and_i(V::srli4_16(q1), m4);
-    if constexpr (kQ5) {
-      // bit s of each qh byte shifted to bit 4 in one int16 shift (left by
-      // 4 - s, right by s - 4; the word's other byte lands outside bit 4)
-      const I qh = V::bcast256_i(blk.qh);
-      n0 = V::or_i(n0, V::and_i(V::sll16_2(qh, 4, 3), b4));
-      n1 = V::or_i(n1, V::and_i(V::sll16_2(qh, 2, 1), b4));
-      n2 = V::or_i(n2, V::and_i(V::srl16_2(qh, 0, 1), b4));
-      n3 = V::or_i(n3, V::and_i(V::srl16_2(qh, 2, 3), b4));
-    }
-    I isum = V::dpwssd(V::zero_i(), V::maddubs(n0, V::loadu_i(x)), V::shuffle8(sc, s0));
-    isum = V::dpwssd(isum, V::maddubs(n1, V::loadu_i(x + 64)), V::shuffle8(sc, s1));
-    isum = V::dpwssd(isum, V::maddubs(n2, V::loadu_i(x + 128)), V::shuffle8(sc, s2));
-    isum = V::dpwssd(isum, V::maddubs(n3, V::loadu_i(x + 192)), V::shuffle8(sc, s3));
-    const __m256i is8 = _mm256_add_epi32(V::lo8_i(isum), V::hi8_i(isum));
-    const __m256i mw = _mm256_shuffle_epi8(h2, minpat);
-    const __m256i mins = _mm256_or_si256(_mm256_and_si256(_mm256_srlv_epi32(mw, minshift), lo4),
-                                         _mm256_and_si256(_mm256_srli_epi16(mw, 10), top2));
-    const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 16 * b));
-    const __m256 msum = _mm256_cvtepi32_ps(_mm256_madd_epi16(bs, mins));
-    const __m128 ddx = _mm_mul_ps(_mm_cvtph_ps(_mm_srli_si128(h, 12)), _mm_set1_ps(xd[b]));  // d·d_x, dmin·d_x
-    acc = _mm256_fmadd_ps(_mm256_broadcastss_ps(ddx), _mm256_cvtepi32_ps(is8), acc);
-    acc = _mm256_fnmadd_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(ddx)), msum, acc);
-  }
-  a.y[r * a.ldy + c] = hsum8(acc);
-}
+// ones), summed at the end of the block to its exact integer (any order);
+// the float part is then the scalar kernel's. (The X16 layouts instead read
+// 16 rows side by side from one stream: their decode is the one-row tile.)
 
 // Word indices into a Q6_K block's 16 int16 scales (words 0-15) for a decode
 // vector of 32-value vectors v = 2u and 2u + 1 (lanes 0-7 and 8-15): int32
@@ -814,10 +591,9 @@ struct Avx512Q32 {
       case GgmlType::F32: return run_float<LoadF32>;
       case GgmlType::F16: return run_float<LoadF16>;
       case GgmlType::BF16: return run_float<LoadBF16>;
-      case GgmlType::Q4_K_X16: return run_q4kx;
-      case GgmlType::Q6_K_X16: return run_q6kx;
-      case GgmlType::Q5_K: return run_q5k;
-      case GgmlType::Q5_K_R: return run_q5kr;
+      case GgmlType::Q4_K_X16: return run_x16<GgmlType::Q4_K_X16>;
+      case GgmlType::Q6_K_X16: return run_x16<GgmlType::Q6_K_X16>;
+      case GgmlType::Q5_K_X16: return run_x16<GgmlType::Q5_K_X16>;
       case GgmlType::Q6_K: return run_q6k;
       default: return avx2_kernel(t);
     }
@@ -878,86 +654,29 @@ struct Avx512Q32 {
     run_pairs<kFP>(L::kType, a, r0, r1, c0, c1, scratch, float_tile<L>);
   }
 
-  // Q5_K / Q5_K_R weights: tiles of kKR rows × 2 columns,
-  // then of up to kFR rows × 2·kKP columns for prompt batches; the rows of tasks with fewer
-  // than kFR rows (decode) one at a time against one weight row at a time
-  // (T::row). Every kernel of a type performs the same per-lane operations, so
-  // the results are the same bits whichever runs.
-  using KTileFn = void (*)(const MatmulArgs&, int64_t, int64_t, int);
-  template <template <class, int, int> class T>
-  static KTileFn ktile(int nr, int np) {
-    static_assert(kKP == 2, "pair table below");
-    switch (nr) {
-      case 1: return np == 1 ? T<V, 1, 1>::run : T<V, 1, 2>::run;
-      case 2: return np == 1 ? T<V, 2, 1>::run : T<V, 2, 2>::run;
-      case 3: return np == 1 ? T<V, 3, 1>::run : T<V, 3, 2>::run;
-      default: return np == 1 ? T<V, 4, 1>::run : T<V, 4, 2>::run;
-    }
-  }
-  template <template <class, int, int> class T>
-  static void run_k(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t*) {
-    if (r1 - r0 < kFR) {
-      for (int64_t r = r0; r < r1; ++r)
-        for (int64_t c = c0; c < c1; ++c) T<V, 1, 1>::row(a, r, c);
-      return;
-    }
-    int64_t r = r0;
-    // Whole tiles of kKR rows × one pair of columns: a block's unpacking
-    // and scale words serve kKR rows (under 32 vector registers with
-    // one pair); the rest in tiles of up to kFR rows × kKP pairs.
-    for (; r + kKR <= r1; r += kKR)
-      for (int64_t c = c0; c < c1;) {
-        const int nc = static_cast<int>(c1 - c < 2 ? c1 - c : 2);
-        T<V, kKR, 1>::run(a, r, c, nc);
-        c += nc;
-      }
-    while (r < r1) {
-      const int nr = static_cast<int>(r1 - r < kFR ? r1 - r : kFR);
-      for (int64_t c = c0; c < c1;) {
-        const int nc = static_cast<int>(c1 - c < 2 * kKP ? c1 - c : 2 * kKP);
-        ktile<T>(nr, (nc + 1) / 2)(a, r, c, nc);
-        c += nc;
-      }
-      r += nr;
-    }
-  }
-  template <class W, int R, int P>
-  struct Q5krT {
-    static void row(const MatmulArgs& a, int64_t r, int64_t c) { q45kr_row16<W, true>(a, r, c); }
-    static void run(const MatmulArgs& a, int64_t r, int64_t c, int nc) { q5k_tile16<W, R, P, true>(a, r, c, nc); }
-  };
-  template <class W, int R, int P>
-  struct Q5kT {
-    static void row(const MatmulArgs& a, int64_t r, int64_t c) { q45k_row16<W, true>(a, r, c); }
-    static void run(const MatmulArgs& a, int64_t r, int64_t c, int nc) { q5k_tile16<W, R, P>(a, r, c, nc); }
-  };
-  // Q4_K_X16: groups of 16 columns outer (a group's blocks stay in cache
-  // while the task's rows pass), tiles of up to V::kKxRows rows inner; c0 and
-  // c1 are whole groups (matmul.cc rounds column blocks to repack_group_rows).
+  // The X16 layouts: groups of 16 columns outer (a group's blocks stay in
+  // cache while the task's rows pass), tiles of up to V::kKxRows rows inner;
+  // c0 and c1 are whole groups (matmul.cc rounds column blocks to
+  // repack_group_rows).
   using KxTileFn = void (*)(const MatmulArgs&, int64_t, int64_t);
-  template <int R>
-  static KxTileFn kx_tile(int nr) {
-    if constexpr (R == 1) return q4kx_tile16<V, 1>;
-    else return nr == R ? q4kx_tile16<V, R> : kx_tile<R - 1>(nr);
+  template <GgmlType T, int R>
+  static constexpr KxTileFn x16_tile_of() {
+    if constexpr (T == GgmlType::Q6_K_X16) return q6kx_tile16<V, R>;
+    else return k45x_tile16<V, R, T == GgmlType::Q5_K_X16>;
   }
-  template <int R>
-  static KxTileFn q6x_tile(int nr) {
-    if constexpr (R == 1) return q6kx_tile16<V, 1>;
-    else return nr == R ? q6kx_tile16<V, R> : q6x_tile<R - 1>(nr);
+  template <GgmlType T, int R>
+  static KxTileFn x16_tile(int nr) {
+    if constexpr (R == 1) return x16_tile_of<T, 1>();
+    else return nr == R ? x16_tile_of<T, R>() : x16_tile<T, R - 1>(nr);
   }
-  static void run_q4kx(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t*) {
+  template <GgmlType T>
+  static void run_x16(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t*) {
     for (int64_t g = c0 / kX16Rows; g < c1 / kX16Rows; ++g)
       for (int64_t r = r0; r < r1;) {
         const int nr = static_cast<int>(r1 - r < V::kKxRows ? r1 - r : V::kKxRows);
-        kx_tile<V::kKxRows>(nr)(a, r, g);
+        x16_tile<T, V::kKxRows>(nr)(a, r, g);
         r += nr;
       }
-  }
-  static void run_q5kr(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* s) {
-    run_k<Q5krT>(a, r0, r1, c0, c1, s);
-  }
-  static void run_q5k(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* s) {
-    run_k<Q5kT>(a, r0, r1, c0, c1, s);
   }
   // Q6_K as stored (tensors not in whole groups of 16, and the token
   // embedding when the output projection is tied to it): decode rows one
@@ -967,14 +686,7 @@ struct Avx512Q32 {
     for (int64_t r = r0; r < r1; ++r)
       for (int64_t c = c0; c < c1; ++c) q6k_row16<V>(a, r, c);
   }
-  static void run_q6kx(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t*) {
-    for (int64_t g = c0 / kX16Rows; g < c1 / kX16Rows; ++g)
-      for (int64_t r = r0; r < r1;) {
-        const int nr = static_cast<int>(r1 - r < V::kKxRows ? r1 - r : V::kKxRows);
-        q6x_tile<V::kKxRows>(nr)(a, r, g);
-        r += nr;
-      }
-  }
+
 
   static KernelSet make_set(const char* name) {
     return KernelSet{name, kernel, avx2_quantize_row_fn(), avx2_wants_x16, avx2_task_scratch_bytes,

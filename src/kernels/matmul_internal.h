@@ -84,14 +84,13 @@ using QuantizeRowFn = void (*)(const float* x, int64_t k, const ActLayout& l, ui
 TaskKernel scalar_kernel(GgmlType t);  // nullptr if unsupported
 void scalar_quantize_row(const float* x, int64_t k, const ActLayout& l, uint8_t* out);
 
-// Q4_K_X16 / Q6_K_X16 / Q5_K_R weights (weight_repack.h) on the paths without a kernel
-// for them: each task's rows unpacked to Q4_K / Q5_K, then the scalar / AVX2
-// kernel of that type (weight_repack.cc). (The AVX2 path runs the X16 layouts with
-// the 16-lane kernel on its AVX2 emulation: avx512_emulated_kernel_set().)
+// X16 weights (weight_repack.h) on the scalar path: each task's rows unpacked
+// to the stored type, then the scalar kernel of that type (weight_repack.cc).
+// (The AVX2 path runs them with the 16-lane kernels on its AVX2 emulation:
+// avx512_emulated_kernel_set().)
 void task_q4_kx16_via_scalar(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* scratch);
 void task_q6_kx16_via_scalar(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* scratch);
-void task_q5_kr_via_scalar(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* scratch);
-void task_q5_kr_via_avx2(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* scratch);
+void task_q5_kx16_via_scalar(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* scratch);
 
 // AVX2 + FMA + F16C kernels; nullptr where not compiled (non-x86 builds).
 TaskKernel avx2_kernel(GgmlType t);
@@ -149,7 +148,7 @@ inline int64_t act_block(GgmlType t) {
     case GgmlType::MXFP4: return 32;
     case GgmlType::Q4_K:
     case GgmlType::Q4_K_X16:
-    case GgmlType::Q5_K_R:
+    case GgmlType::Q5_K_X16:
     case GgmlType::Q5_K:
     case GgmlType::Q6_K:
     case GgmlType::Q6_K_X16:

@@ -306,7 +306,7 @@ TaskKernel scalar_kernel(GgmlType t) {
     case GgmlType::Q4_K: return task_q4_k;
     case GgmlType::Q4_K_X16: return task_q4_kx16_via_scalar;
     case GgmlType::Q6_K_X16: return task_q6_kx16_via_scalar;
-    case GgmlType::Q5_K_R: return task_q5_kr_via_scalar;
+    case GgmlType::Q5_K_X16: return task_q5_kx16_via_scalar;
     case GgmlType::Q6_K: return task_q6_k;
     case GgmlType::Q4_1: return task_dot<dot_q4_1>;
     case GgmlType::Q5_0: return task_dot<dot_q5_0>;

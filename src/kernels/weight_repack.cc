@@ -3,6 +3,7 @@
 #include "kernels/weight_repack.h"
 
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "common/error.h"
@@ -13,15 +14,6 @@ namespace pc {
 
 namespace {
 
-// The parts of a Q4_K / Q5_K block the two layouts share: header (d, dmin and
-// the 6-bit scales and mins) and quants.
-void repack_header(const uint8_t scales[12], uint8_t scm[12]) {
-  uint8_t sc[8], mn[8];
-  kern::q4k_scales(scales, sc, mn);
-  for (int j = 0; j < 8; ++j) scm[j] = static_cast<uint8_t>(sc[j] | (mn[j] >> 4) << 6);
-  for (int j = 0; j < 4; ++j) scm[8 + j] = static_cast<uint8_t>((mn[j] & 0xF) | (mn[j + 4] & 0xF) << 4);
-}
-
 // The inverse of q4k_scales(): 8 6-bit scales and mins into Q4_K's 12 bytes.
 void pack_scales(const uint8_t sc[8], const uint8_t mn[8], uint8_t scales[12]) {
   for (int j = 0; j < 4; ++j) {
@@ -31,47 +23,23 @@ void pack_scales(const uint8_t sc[8], const uint8_t mn[8], uint8_t scales[12]) {
   }
 }
 
-void unpack_header(const uint8_t scm[12], uint8_t scales[12]) {
-  uint8_t sc[8], mn[8];
-  for (int j = 0; j < 8; ++j) {
-    sc[j] = scm[j] & 63;
-    mn[j] = static_cast<uint8_t>((scm[8 + j % 4] >> (j < 4 ? 0 : 4) & 0xF) | (scm[j] >> 6) << 4);
-  }
-  pack_scales(sc, mn, scales);
-}
-
 // Value v (0..255) of a Q4_K block's quants: chunk v / 64, low nibbles first.
 uint8_t q4k_value(const uint8_t qs[128], int v) {
   const uint8_t byte = qs[32 * (v / 64) + v % 32];
   return (v % 64) < 32 ? byte & 0xF : byte >> 4;
 }
 
-void repack_quants(const uint8_t in[128], uint8_t out[128]) {
-  uint8_t q[256];
-  for (int v = 0; v < 256; ++v) q[v] = q4k_value(in, v);
-  for (int p = 0; p < 2; ++p)
-    for (int j = 0; j < 64; ++j) out[64 * p + j] = static_cast<uint8_t>(q[128 * p + j] | q[128 * p + 64 + j] << 4);
-}
-
-void unpack_quants(const uint8_t in[128], uint8_t out[128]) {
-  uint8_t q[256];
-  for (int p = 0; p < 2; ++p)
-    for (int j = 0; j < 64; ++j) {
-      q[128 * p + j] = in[64 * p + j] & 0xF;
-      q[128 * p + 64 + j] = in[64 * p + j] >> 4;
-    }
-  for (int ch = 0; ch < 4; ++ch)
-    for (int l = 0; l < 32; ++l) out[32 * ch + l] = static_cast<uint8_t>(q[64 * ch + l] | q[64 * ch + 32 + l] << 4);
-}
-
-}  // namespace
-
-void repack_group_q4_kx16(const uint8_t* src, uint8_t* dst, int64_t k) {
-  const int64_t nb = k / 256, rb = nb * int64_t(sizeof(BlockQ4_K));
+// Q4_K (kQ5 false) or Q5_K rows to / from their X16 group: the same header
+// and low 4 bits, Q5_K's fifth bits in qh.
+template <bool kQ5>
+void repack_group_k45x16(const uint8_t* src, uint8_t* dst, int64_t k) {
+  using In = std::conditional_t<kQ5, BlockQ5_K, BlockQ4_K>;
+  using Out = std::conditional_t<kQ5, BlockQ5_KX16, BlockQ4_KX16>;
+  const int64_t nb = k / 256, rb = nb * int64_t(sizeof(In));
   for (int64_t b = 0; b < nb; ++b) {
-    BlockQ4_KX16 out;
+    Out out{};
     for (int c = 0; c < 16; ++c) {
-      BlockQ4_K in;
+      In in;
       std::memcpy(&in, src + c * rb + b * int64_t(sizeof in), sizeof in);
       uint8_t sc[8], mn[8];
       kern::q4k_scales(in.scales, sc, mn);
@@ -79,21 +47,27 @@ void repack_group_q4_kx16(const uint8_t* src, uint8_t* dst, int64_t k) {
       out.dmin[c] = in.dmin;
       for (int j = 0; j < 8; ++j) out.scm[j][c] = static_cast<uint8_t>(sc[j] | (mn[j] >> 4) << 6);
       for (int q = 0; q < 4; ++q) out.mnl[q][c] = static_cast<uint8_t>((mn[2 * q] & 0xF) | (mn[2 * q + 1] & 0xF) << 4);
-      for (int t = 0; t < 32; ++t)
-        for (int i = 0; i < 4; ++i)
-          out.qs[t][4 * c + i] = static_cast<uint8_t>(q4k_value(in.qs, 4 * t + i) | q4k_value(in.qs, 128 + 4 * t + i) << 4);
+      for (int v = 0; v < 256; ++v) {
+        const int t = v / 4, i = v % 4;
+        out.qs[t % 32][4 * c + i] |= static_cast<uint8_t>(q4k_value(in.qs, v) << (t < 32 ? 0 : 4));
+        if constexpr (kQ5)  // the fifth bit of value v is bit v / 32 of qh[v % 32]
+          out.qh[t % 8][4 * c + i] |= static_cast<uint8_t>(((in.qh[v % 32] >> (v / 32)) & 1) << (t / 8));
+      }
     }
     std::memcpy(dst + b * int64_t(sizeof out), &out, sizeof out);
   }
 }
 
-void unpack_group_q4_kx16(const uint8_t* src, uint8_t* dst, int64_t k) {
-  const int64_t nb = k / 256, rb = nb * int64_t(sizeof(BlockQ4_K));
+template <bool kQ5>
+void unpack_group_k45x16(const uint8_t* src, uint8_t* dst, int64_t k) {
+  using In = std::conditional_t<kQ5, BlockQ5_KX16, BlockQ4_KX16>;
+  using Out = std::conditional_t<kQ5, BlockQ5_K, BlockQ4_K>;
+  const int64_t nb = k / 256, rb = nb * int64_t(sizeof(Out));
   for (int64_t b = 0; b < nb; ++b) {
-    BlockQ4_KX16 in;
+    In in;
     std::memcpy(&in, src + b * int64_t(sizeof in), sizeof in);
     for (int c = 0; c < 16; ++c) {
-      BlockQ4_K out;
+      Out out{};
       uint8_t sc[8], mn[8];
       for (int j = 0; j < 8; ++j) {
         sc[j] = in.scm[j][c] & 63;
@@ -103,11 +77,12 @@ void unpack_group_q4_kx16(const uint8_t* src, uint8_t* dst, int64_t k) {
       out.d = in.d[c];
       out.dmin = in.dmin[c];
       uint8_t q[256];
-      for (int t = 0; t < 32; ++t)
-        for (int i = 0; i < 4; ++i) {
-          q[4 * t + i] = in.qs[t][4 * c + i] & 0xF;
-          q[128 + 4 * t + i] = in.qs[t][4 * c + i] >> 4;
-        }
+      for (int v = 0; v < 256; ++v) {
+        const int t = v / 4, i = v % 4;
+        q[v] = (in.qs[t % 32][4 * c + i] >> (t < 32 ? 0 : 4)) & 0xF;
+        if constexpr (kQ5)
+          out.qh[v % 32] |= static_cast<uint8_t>(((in.qh[t % 8][4 * c + i] >> (t / 8)) & 1) << (v / 32));
+      }
       for (int ch = 0; ch < 4; ++ch)
         for (int l = 0; l < 32; ++l)
           out.qs[32 * ch + l] = static_cast<uint8_t>(q[64 * ch + l] | q[64 * ch + 32 + l] << 4);
@@ -115,6 +90,13 @@ void unpack_group_q4_kx16(const uint8_t* src, uint8_t* dst, int64_t k) {
     }
   }
 }
+
+}  // namespace
+
+void repack_group_q4_kx16(const uint8_t* src, uint8_t* dst, int64_t k) { repack_group_k45x16<false>(src, dst, k); }
+void unpack_group_q4_kx16(const uint8_t* src, uint8_t* dst, int64_t k) { unpack_group_k45x16<false>(src, dst, k); }
+void repack_group_q5_kx16(const uint8_t* src, uint8_t* dst, int64_t k) { repack_group_k45x16<true>(src, dst, k); }
+void unpack_group_q5_kx16(const uint8_t* src, uint8_t* dst, int64_t k) { unpack_group_k45x16<true>(src, dst, k); }
 
 namespace {
 
@@ -179,43 +161,15 @@ void unpack_group_q6_kx16(const uint8_t* src, uint8_t* dst, int64_t k) {
   }
 }
 
-void repack_row_q5_kr(const uint8_t* src, uint8_t* dst, int64_t k) {
-  for (int64_t b = 0; b < k / 256; ++b) {
-    BlockQ5_K in;
-    std::memcpy(&in, src + b * sizeof(BlockQ5_K), sizeof in);
-    BlockQ5_KR out;
-    repack_header(in.scales, out.scm);
-    out.d = in.d;
-    out.dmin = in.dmin;
-    std::memcpy(out.qh, in.qh, sizeof out.qh);
-    repack_quants(in.qs, out.qs);
-    std::memcpy(dst + b * sizeof(BlockQ5_KR), &out, sizeof out);
-  }
-}
-
-void unpack_row_q5_kr(const uint8_t* src, uint8_t* dst, int64_t k) {
-  for (int64_t b = 0; b < k / 256; ++b) {
-    BlockQ5_KR in;
-    std::memcpy(&in, src + b * sizeof(BlockQ5_KR), sizeof in);
-    BlockQ5_K out;
-    unpack_header(in.scm, out.scales);
-    out.d = in.d;
-    out.dmin = in.dmin;
-    std::memcpy(out.qh, in.qh, sizeof out.qh);
-    unpack_quants(in.qs, out.qs);
-    std::memcpy(dst + b * sizeof(BlockQ5_K), &out, sizeof out);
-  }
-}
-
 int64_t repack_group_rows(GgmlType t) {
-  return t == GgmlType::Q4_K_X16 || t == GgmlType::Q6_K_X16 ? kX16Rows : 1;
+  return t == GgmlType::Q4_K_X16 || t == GgmlType::Q5_K_X16 || t == GgmlType::Q6_K_X16 ? kX16Rows : 1;
 }
 
 void repack_rows(GgmlType from, GgmlType to, const uint8_t* src, uint8_t* dst, int64_t k, int64_t n) {
   void (*rows)(const uint8_t*, uint8_t*, int64_t) = nullptr;  // repack_group_rows(to) rows
   if (from == GgmlType::Q4_K && to == GgmlType::Q4_K_X16) rows = repack_group_q4_kx16;
   if (from == GgmlType::Q6_K && to == GgmlType::Q6_K_X16) rows = repack_group_q6_kx16;
-  if (from == GgmlType::Q5_K && to == GgmlType::Q5_K_R) rows = repack_row_q5_kr;
+  if (from == GgmlType::Q5_K && to == GgmlType::Q5_K_X16) rows = repack_group_q5_kx16;
   const int64_t g = repack_group_rows(to);
   if (!rows || k % 256 != 0 || n % g != 0)
     throw Error("repack_rows: no repacking of " + ggml_type_name(from) + " to " + ggml_type_name(to) +
@@ -253,11 +207,8 @@ void task_q4_kx16_via_scalar(const MatmulArgs& a, int64_t r0, int64_t r1, int64_
 void task_q6_kx16_via_scalar(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* s) {
   run_unpacked(GgmlType::Q6_K, unpack_group_q6_kx16, kX16Rows, scalar_kernel(GgmlType::Q6_K), a, r0, r1, c0, c1, s);
 }
-void task_q5_kr_via_scalar(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* s) {
-  run_unpacked(GgmlType::Q5_K, unpack_row_q5_kr, 1, scalar_kernel(GgmlType::Q5_K), a, r0, r1, c0, c1, s);
-}
-void task_q5_kr_via_avx2(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* s) {
-  run_unpacked(GgmlType::Q5_K, unpack_row_q5_kr, 1, avx2_kernel(GgmlType::Q5_K), a, r0, r1, c0, c1, s);
+void task_q5_kx16_via_scalar(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* s) {
+  run_unpacked(GgmlType::Q5_K, unpack_group_q5_kx16, kX16Rows, scalar_kernel(GgmlType::Q5_K), a, r0, r1, c0, c1, s);
 }
 
 }  // namespace kern

@@ -34,23 +34,13 @@
 // ql[t % 32] and one of qh[t % 16] apart, 6-bit codes 0..63 that vpdpbusd
 // dots with 4 activation bytes broadcast.
 //
-// Q5_K_R (GgmlType::Q5_K_R): each Q5_K block losslessly rearranged (176 bytes,
-// as Q5_K) so the AVX-512 decode kernel spends fewer instructions a block:
-//   - the quants in 64-byte halves whose nibbles match the activations'
-//     order: byte j of half p holds value 128p + j in its low nibble and
-//     value 128p + 64 + j in its high nibble, so a half's low (high) nibbles
-//     are 64 consecutive values, 2 sub-blocks, dotted with 64 consecutive
-//     activation bytes (one plain load, no lane shuffle);
-//   - the 6-bit sub-block scales sc and mins mn rearranged so the scales are
-//     one AND away from bytes and the mins a few shifts away from words:
-//       scm[j]     = sc[j] | (mn[j] >> 4) << 6          (j < 8)
-//       scm[8 + j] = (mn[j] & 15) | (mn[j + 4] & 15) << 4  (j < 4)
-//     followed by d and dmin (F16), so the block's first 16 bytes are one load;
-//   - qh as stored (the fifth bit of value v is bit v / 32 of qh[v % 32],
-//     which suits both quant orders).
-// Every kernel computes from it the same integers and the same float
-// operations as from the stored blocks, so a row's result is bitwise the same
-// in either layout.
+// Q5_K_X16 (GgmlType::Q5_K_X16): Q5_K rows interleaved 16 at a time; block b
+// of a group is one BlockQ5_KX16 of 2816 bytes (16 × 176): Q4_K_X16's d,
+// dmin, scm, mnl and qs (the low 4 bits of each value), then
+//   qh[u]          64 bytes (u = 0..7): bit s of byte 4c + i is the fifth bit
+//                  of row c's value 32s + 4u + i (s = 0..7)
+// so the 4 values 4t + i of every row are a nibble of qs[t % 32] (the low
+// one for t < 32) and bit t / 8 of qh[t % 8]: 5-bit codes 0..31.
 #pragma once
 #include <cstdint>
 
@@ -65,7 +55,7 @@ struct BlockQ4_KX16 {
   uint8_t qs[32][64];
 };
 static_assert(sizeof(BlockQ4_KX16) == 16 * 144, "a Q4_K_X16 block is 16 Q4_K blocks long");
-constexpr int64_t kX16Rows = 16;  // rows a Q4_K_X16 / Q6_K_X16 group interleaves
+constexpr int64_t kX16Rows = 16;  // rows an X16 group interleaves
 
 struct BlockQ6_KX16 {
   uint16_t d[16];  // F16
@@ -75,35 +65,25 @@ struct BlockQ6_KX16 {
 };
 static_assert(sizeof(BlockQ6_KX16) == 16 * 210, "a Q6_K_X16 block is 16 Q6_K blocks long");
 
-// The header Q5_K_R blocks start with (scales and mins as above, d, dmin), as
-// a block of its own: the Q4_K-shaped part the kernels read.
-struct BlockQ4_KR {
-  uint8_t scm[12];
-  uint16_t d, dmin;  // F16, as in Q4_K
-  uint8_t qs[128];
+struct BlockQ5_KX16 {
+  uint16_t d[16], dmin[16];  // F16
+  uint8_t scm[8][16];
+  uint8_t mnl[4][16];
+  uint8_t qs[32][64];
+  uint8_t qh[8][64];
 };
-static_assert(sizeof(BlockQ4_KR) == 144, "BlockQ4_KR is as long as BlockQ4_K");
-
-struct BlockQ5_KR {
-  uint8_t scm[12];  // as BlockQ4_KR
-  uint16_t d, dmin;
-  uint8_t qh[32];   // as Q5_K
-  uint8_t qs[128];  // as BlockQ4_KR
-};
-static_assert(sizeof(BlockQ5_KR) == 176, "BlockQ5_KR is as long as BlockQ5_K");
+static_assert(sizeof(BlockQ5_KX16) == 16 * 176, "a Q5_K_X16 block is 16 Q5_K blocks long");
 
 // Repacks / unpacks 16 rows of k values (k a multiple of 256, rows of
 // ggml_row_bytes(Q4_K, k) bytes) to / from one Q4_K_X16 group; unpack is the
 // exact inverse of repack.
 void repack_group_q4_kx16(const uint8_t* q4_k, uint8_t* q4_kx16, int64_t k);
 void unpack_group_q4_kx16(const uint8_t* q4_kx16, uint8_t* q4_k, int64_t k);
-// The same for 16 Q6_K rows and one Q6_K_X16 group.
+// The same for 16 Q6_K / Q5_K rows and one Q6_K_X16 / Q5_K_X16 group.
 void repack_group_q6_kx16(const uint8_t* q6_k, uint8_t* q6_kx16, int64_t k);
 void unpack_group_q6_kx16(const uint8_t* q6_kx16, uint8_t* q6_k, int64_t k);
-// Repacks / unpacks one row of k values (k a multiple of 256); unpack is the
-// exact inverse of repack.
-void repack_row_q5_kr(const uint8_t* q5_k, uint8_t* q5_kr, int64_t k);
-void unpack_row_q5_kr(const uint8_t* q5_kr, uint8_t* q5_k, int64_t k);
+void repack_group_q5_kx16(const uint8_t* q5_k, uint8_t* q5_kx16, int64_t k);
+void unpack_group_q5_kx16(const uint8_t* q5_kx16, uint8_t* q5_k, int64_t k);
 
 // The layout the weights stored as `t` are repacked to for the matmul kernels
 // in use (cpu_level(), or the forced kernel set), or t itself when they read
@@ -113,7 +93,7 @@ void unpack_row_q5_kr(const uint8_t* q5_kr, uint8_t* q5_k, int64_t k);
 GgmlType matmul_repacked_type(GgmlType t);
 
 // Rows a tensor of type t must come in whole groups of (and every view of it
-// start at a multiple of): 16 for Q4_K_X16 and Q6_K_X16, otherwise 1.
+// start at a multiple of): 16 for the X16 layouts, otherwise 1.
 int64_t repack_group_rows(GgmlType t);
 
 // Repacks n rows of k values stored as `from` into `to`

@@ -49,7 +49,7 @@ class Model {
   // context_length); it selects LongRoPE's factor set (ModelConfig).
   // layout: kForKernels repacks the matrices the kernels in use read faster
   // in another layout (matmul_repacked_type(), kernels/weight_repack.h: Q4_K
-  // to Q4_K_X16 and Q6_K to Q6_K_X16 on every SIMD path, Q5_K to Q5_K_R on AVX-512) into anonymous memory at load,
+  // to Q4_K_X16, Q5_K to Q5_K_X16 and Q6_K to Q6_K_X16 on every SIMD path) into anonymous memory at load,
   // giving the file's pages of those tensors back; kAsStored keeps every
   // matrix as stored. The logits are bitwise the same either way.
   enum class WeightLayout { kForKernels, kAsStored };

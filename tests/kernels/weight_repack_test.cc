@@ -51,7 +51,7 @@ std::vector<uint8_t> kquant_rows(GgmlType t, int64_t n, int64_t k, uint32_t seed
 std::vector<uint8_t> q4k_rows(int64_t n, int64_t k, uint32_t seed) { return kquant_rows(GgmlType::Q4_K, n, k, seed); }
 
 GgmlType repacked_type(GgmlType t) {
-  return t == GgmlType::Q4_K ? GgmlType::Q4_K_X16 : t == GgmlType::Q6_K ? GgmlType::Q6_K_X16 : GgmlType::Q5_K_R;
+  return t == GgmlType::Q4_K ? GgmlType::Q4_K_X16 : t == GgmlType::Q6_K ? GgmlType::Q6_K_X16 : GgmlType::Q5_K_X16;
 }
 
 std::vector<uint8_t> repacked(GgmlType t, const std::vector<uint8_t>& w, int64_t n, int64_t k) {
@@ -75,8 +75,8 @@ TEST(WeightRepack, RoundTripsBitwise) {
     const std::vector<uint8_t> w5 = kquant_rows(GgmlType::Q5_K, n, k, 9 + uint32_t(k));
     const std::vector<uint8_t> r5 = repacked(GgmlType::Q5_K, w5, n, k);
     std::vector<uint8_t> back5(w5.size());
-    for (int64_t i = 0; i < n; ++i)
-      unpack_row_q5_kr(r5.data() + i * ggml_row_bytes(GgmlType::Q5_K_R, k), back5.data() + i * ggml_row_bytes(GgmlType::Q5_K, k), k);
+    for (int64_t i = 0; i < n; i += kX16Rows)
+      unpack_group_q5_kx16(r5.data() + i * ggml_row_bytes(GgmlType::Q5_K_X16, k), back5.data() + i * ggml_row_bytes(GgmlType::Q5_K, k), k);
     EXPECT_EQ(back5, w5) << "Q5_K k=" << k;
     const std::vector<uint8_t> w6 = kquant_rows(GgmlType::Q6_K, n, k, 11 + uint32_t(k));
     const std::vector<uint8_t> r6 = repacked(GgmlType::Q6_K, w6, n, k);
@@ -104,6 +104,8 @@ TEST(WeightRepack, RoundTripsBitwise) {
   // one block a group).
   BlockQ4_K g[16], gback[16];
   BlockQ4_KX16 gr;
+  BlockQ5_K g5[16], g5back[16];
+  BlockQ5_KX16 g5r;
   for (uint32_t h = 0; h < 0x10000; ++h) {
     BlockQ4_K& b = g[h % 16];
     b = BlockQ4_K{};
@@ -116,17 +118,18 @@ TEST(WeightRepack, RoundTripsBitwise) {
       unpack_group_q4_kx16(reinterpret_cast<const uint8_t*>(&gr), reinterpret_cast<uint8_t*>(gback), 256);
       ASSERT_EQ(std::memcmp(g, gback, sizeof g), 0) << "h=" << h;
     }
-    BlockQ5_K b5{};
+    BlockQ5_K& b5 = g5[h % 16];
+    b5 = BlockQ5_K{};
     b5.d = b.d;
     b5.dmin = b.dmin;
     std::memcpy(b5.scales, b.scales, sizeof b5.scales);
     for (int i = 0; i < 32; ++i) b5.qh[i] = uint8_t(h * 5 + i * 29);
     std::memcpy(b5.qs, b.qs, sizeof b5.qs);
-    BlockQ5_KR r5;
-    BlockQ5_K back5;
-    repack_row_q5_kr(reinterpret_cast<const uint8_t*>(&b5), reinterpret_cast<uint8_t*>(&r5), 256);
-    unpack_row_q5_kr(reinterpret_cast<const uint8_t*>(&r5), reinterpret_cast<uint8_t*>(&back5), 256);
-    ASSERT_EQ(std::memcmp(&b5, &back5, sizeof b5), 0) << "Q5_K h=" << h;
+    if (h % 16 == 15) {
+      repack_group_q5_kx16(reinterpret_cast<const uint8_t*>(g5), reinterpret_cast<uint8_t*>(&g5r), 256);
+      unpack_group_q5_kx16(reinterpret_cast<const uint8_t*>(&g5r), reinterpret_cast<uint8_t*>(g5back), 256);
+      ASSERT_EQ(std::memcmp(g5, g5back, sizeof g5), 0) << "Q5_K h=" << h;
+    }
   }
 }
 
@@ -186,36 +189,42 @@ TEST(WeightRepack, Q6KX16Layout) {
   }
 }
 
-// Q5_K_R: the rearranged header and quants (the low 4 bits of each value), qh as
-// stored, so value v's fifth bit is still bit v / 32 of qh[v % 32].
-TEST(WeightRepack, Q5KRLayout) {
-  const std::vector<uint8_t> w = kquant_rows(GgmlType::Q5_K, 4, 256, 5);
-  for (int64_t r = 0; r < 4; ++r) {
-    const auto& in = *reinterpret_cast<const BlockQ5_K*>(w.data() + r * 176);
-    BlockQ5_KR out;
-    repack_row_q5_kr(w.data() + r * 176, reinterpret_cast<uint8_t*>(&out), 256);
-    uint8_t sc[8], mn[8];
-    kern::q4k_scales(in.scales, sc, mn);
-    for (int j = 0; j < 8; ++j) {
-      EXPECT_EQ(out.scm[j] & 63, sc[j]) << j;
-      EXPECT_EQ(out.scm[j] >> 6, mn[j] >> 4) << j;
-      EXPECT_EQ((out.scm[8 + j % 4] >> (j < 4 ? 0 : 4)) & 15, mn[j] & 15) << j;
+// Q5_K_X16: Q4_K_X16's header and low 4 bits; value v's fifth bit is bit
+// v / 32 of byte 4c + v % 4 of qh[(v / 4) % 8]; the whole 5-bit value as
+// dequantize_row reads the stored block.
+TEST(WeightRepack, Q5KX16Layout) {
+  const std::vector<uint8_t> w = kquant_rows(GgmlType::Q5_K, 16, 512, 5);
+  const std::vector<uint8_t> r = repacked(GgmlType::Q5_K, w, 16, 512);
+  std::vector<float> deq(512);
+  int fifth = 0;
+  for (int c = 0; c < 16; ++c) {
+    dequantize_row(GgmlType::Q5_K, w.data() + c * 352, deq.data(), 512);
+    for (int64_t b = 0; b < 2; ++b) {
+      const auto& out = *reinterpret_cast<const BlockQ5_KX16*>(r.data() + b * sizeof(BlockQ5_KX16));
+      const auto& in = *reinterpret_cast<const BlockQ5_K*>(w.data() + c * 352 + b * 176);
+      EXPECT_EQ(out.d[c], in.d);
+      EXPECT_EQ(out.dmin[c], in.dmin);
+      uint8_t sc[8], mn[8];
+      kern::q4k_scales(in.scales, sc, mn);
+      for (int j = 0; j < 8; ++j) {
+        ASSERT_EQ(out.scm[j][c] & 63, sc[j]) << j;
+        ASSERT_EQ(out.scm[j][c] >> 6, mn[j] >> 4) << j;
+        ASSERT_EQ((out.mnl[j / 2][c] >> (4 * (j % 2))) & 15, mn[j] & 15) << j;
+      }
+      const float d = kern::half_to_float(in.d), dmin = kern::half_to_float(in.dmin);
+      for (int v = 0; v < 256; ++v) {
+        const int t = v / 4;
+        const int lo4 = (out.qs[t % 32][4 * c + v % 4] >> (v < 128 ? 0 : 4)) & 15;
+        const int bit = (out.qh[t % 8][4 * c + v % 4] >> (v / 32)) & 1;
+        fifth += bit;
+        const float want = deq[size_t(256 * b + v)];
+        ASSERT_EQ(d * float(sc[v / 32]) * float(lo4 | bit << 4) - dmin * float(mn[v / 32]), want)
+            << "row " << c << " value " << v;
+      }
     }
-    EXPECT_EQ(out.d, in.d);
-    EXPECT_EQ(out.dmin, in.dmin);
-    EXPECT_EQ(std::memcmp(out.qh, in.qh, sizeof out.qh), 0) << r;
-    int fifth = 0;
-    for (int v = 0; v < 256; ++v) {
-      const int lo4 = (v % 64 < 32) ? in.qs[32 * (v / 64) + v % 32] & 0xF : in.qs[32 * (v / 64) + v % 32] >> 4;
-      const int stored = lo4 | ((in.qh[v % 32] >> (v / 64 * 2 + (v % 64) / 32)) & 1) << 4;
-      const uint8_t byte = out.qs[64 * (v / 128) + v % 64];
-      const int got = (v % 128 < 64 ? byte & 0xF : byte >> 4) | ((out.qh[v % 32] >> (v / 32)) & 1) << 4;
-      ASSERT_EQ(got, stored) << "row " << r << " value " << v;
-      fifth += stored >> 4;
-    }
-    EXPECT_GT(fifth, 0) << r;
-    EXPECT_LT(fifth, 256) << r;
   }
+  EXPECT_GT(fifth, 0);
+  EXPECT_LT(fifth, 16 * 512);
 }
 
 std::vector<float> random_x(int64_t m, int64_t k, uint32_t seed) {
@@ -226,7 +235,7 @@ std::vector<float> random_x(int64_t m, int64_t k, uint32_t seed) {
   return x;
 }
 
-// matmul on Q4_K_X16 / Q6_K_X16 / Q5_K_R weights = matmul on the stored Q4_K / Q6_K / Q5_K weights, bitwise, on
+// matmul on Q4_K_X16 / Q6_K_X16 / Q5_K_X16 weights = matmul on the stored Q4_K / Q6_K / Q5_K weights, bitwise, on
 // every kernel path (AVX-512's own kernels, real and emulated; the scalar and
 // AVX2 paths unpack), for decode rows and prompt tiles, whatever the thread
 // count; and each row of a batch is the row computed alone.
@@ -237,7 +246,7 @@ TEST(WeightRepack, MatmulMatchesStoredBitwise) {
   for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q5_K})
   for (const test::KernelPath& path : test::kernel_paths()) {
     for (int64_t k : {256, 1536}) {
-      for (int64_t n : t != GgmlType::Q5_K ? std::vector<int64_t>{16, 48, 128} : std::vector<int64_t>{1, 7, 16, 57, 130}) {
+      for (int64_t n : {16, 48, 128}) {
         const std::vector<uint8_t> w = kquant_rows(t, n, k, ++seed);
         const std::vector<uint8_t> r = repacked(t, w, n, k);
         const WeightView stored{t, k, n, w.data(), ggml_row_bytes(t, k)};
@@ -274,7 +283,7 @@ TEST(WeightRepack, ExtremesMatchStored) {
   ThreadPool pool(2);
   const int64_t k = 512;
   for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q5_K}) {
-    const int64_t n = t != GgmlType::Q5_K ? 16 : 9;
+    const int64_t n = 16;
     std::vector<uint8_t> w(size_t(n * ggml_row_bytes(t, k)));
     for (int64_t b = 0; b < n * k / 256; ++b) {
       uint8_t* at = w.data() + b * ggml_block_bytes(t);
@@ -318,16 +327,17 @@ TEST(WeightRepack, ExtremesMatchStored) {
   }
 }
 
-// The repacking is chosen by the kernels in use: Q4_K_X16 and Q6_K_X16 on every SIMD set,
-// Q5_K_R on the AVX-512 sets (real or emulated), and never for other types.
+// The repacking is chosen by the kernels in use: the X16 layouts of Q4_K,
+// Q5_K and Q6_K on every SIMD set (real or emulated AVX-512, AVX2), none on
+// the scalar path, and never for other types.
 TEST(WeightRepack, RepackedTypeFollowsKernels) {
   test::LevelGuard guard;
   for (const test::KernelPath& path : test::kernel_paths()) {
     path.use();
-    const bool avx512 = path.emulated512 || path.level == CpuLevel::Avx512;
-    EXPECT_EQ(matmul_repacked_type(GgmlType::Q4_K), path.level == CpuLevel::Scalar && !path.emulated512 ? GgmlType::Q4_K : GgmlType::Q4_K_X16) << path.name();
-    EXPECT_EQ(matmul_repacked_type(GgmlType::Q5_K), avx512 ? GgmlType::Q5_K_R : GgmlType::Q5_K) << path.name();
-    EXPECT_EQ(matmul_repacked_type(GgmlType::Q6_K), path.level == CpuLevel::Scalar && !path.emulated512 ? GgmlType::Q6_K : GgmlType::Q6_K_X16) << path.name();
+    const bool scalar = path.level == CpuLevel::Scalar && !path.emulated512;
+    EXPECT_EQ(matmul_repacked_type(GgmlType::Q4_K), scalar ? GgmlType::Q4_K : GgmlType::Q4_K_X16) << path.name();
+    EXPECT_EQ(matmul_repacked_type(GgmlType::Q5_K), scalar ? GgmlType::Q5_K : GgmlType::Q5_K_X16) << path.name();
+    EXPECT_EQ(matmul_repacked_type(GgmlType::Q6_K), scalar ? GgmlType::Q6_K : GgmlType::Q6_K_X16) << path.name();
     EXPECT_EQ(matmul_repacked_type(GgmlType::Q8_0), GgmlType::Q8_0);
   }
   EXPECT_THROW(repack_rows(GgmlType::Q6_K, GgmlType::Q4_K_X16, nullptr, nullptr, 256, 16), Error);
@@ -335,7 +345,8 @@ TEST(WeightRepack, RepackedTypeFollowsKernels) {
   EXPECT_THROW(repack_rows(GgmlType::Q6_K, GgmlType::Q6_K_X16, nullptr, nullptr, 256, 8), Error);  // not whole groups
   EXPECT_THROW(repack_rows(GgmlType::Q5_K, GgmlType::Q4_K_X16, nullptr, nullptr, 256, 16), Error);
   EXPECT_THROW(repack_rows(GgmlType::Q4_K, GgmlType::Q4_K_X16, nullptr, nullptr, 256, 12), Error);  // not whole groups
-  EXPECT_THROW(repack_rows(GgmlType::Q4_K, GgmlType::Q5_K_R, nullptr, nullptr, 256, 1), Error);
+  EXPECT_THROW(repack_rows(GgmlType::Q4_K, GgmlType::Q5_K_X16, nullptr, nullptr, 256, 16), Error);
+  EXPECT_THROW(repack_rows(GgmlType::Q5_K, GgmlType::Q5_K_X16, nullptr, nullptr, 256, 17), Error);  // not whole groups
 }
 
 }  // namespace

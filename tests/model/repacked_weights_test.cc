@@ -60,7 +60,7 @@ TEST(RepackedWeights, LogitsMatchStoredLayoutBitwise) {
     // Repacked: the Q4_K / Q5_K / Q6_K matmul weights; the token embedding (read by rows) as stored.
     const GgmlType r = c.type == GgmlType::Q4_K   ? GgmlType::Q4_K_X16
                        : c.type == GgmlType::Q6_K ? GgmlType::Q6_K_X16
-                                                  : GgmlType::Q5_K_R;
+                                                  : GgmlType::Q5_K_X16;
     int repacked = 0;
     for (const LayerWeights& l : packed->layers())
       for (const WeightView* v : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
