@@ -64,27 +64,22 @@ std::vector<uint8_t> repacked(const std::vector<uint8_t>& q4k, int64_t n, int64_
 }
 
 TEST(WeightRepack, RoundTripsBitwise) {
-  for (int64_t k : {256, 2048}) {
-    const int64_t n = 32;
-    const std::vector<uint8_t> w = q4k_rows(n, k, 7 + uint32_t(k));
-    const std::vector<uint8_t> r = repacked(w, n, k);
-    std::vector<uint8_t> back(w.size());
-    for (int64_t i = 0; i < n; i += kX16Rows)
-      unpack_group_q4_kx16(r.data() + i * ggml_row_bytes(GgmlType::Q4_K_X16, k), back.data() + i * ggml_row_bytes(GgmlType::Q4_K, k), k);
-    EXPECT_EQ(back, w) << "k=" << k;
-    const std::vector<uint8_t> w5 = kquant_rows(GgmlType::Q5_K, n, k, 9 + uint32_t(k));
-    const std::vector<uint8_t> r5 = repacked(GgmlType::Q5_K, w5, n, k);
-    std::vector<uint8_t> back5(w5.size());
-    for (int64_t i = 0; i < n; i += kX16Rows)
-      unpack_group_q5_kx16(r5.data() + i * ggml_row_bytes(GgmlType::Q5_K_X16, k), back5.data() + i * ggml_row_bytes(GgmlType::Q5_K, k), k);
-    EXPECT_EQ(back5, w5) << "Q5_K k=" << k;
-    const std::vector<uint8_t> w6 = kquant_rows(GgmlType::Q6_K, n, k, 11 + uint32_t(k));
-    const std::vector<uint8_t> r6 = repacked(GgmlType::Q6_K, w6, n, k);
-    std::vector<uint8_t> back6(w6.size());
-    for (int64_t i = 0; i < n; i += kX16Rows)
-      unpack_group_q6_kx16(r6.data() + i * ggml_row_bytes(GgmlType::Q6_K_X16, k), back6.data() + i * ggml_row_bytes(GgmlType::Q6_K, k), k);
-    EXPECT_EQ(back6, w6) << "Q6_K k=" << k;
-  }
+  struct Layout {
+    GgmlType t;
+    void (*unpack)(const uint8_t*, uint8_t*, int64_t);
+  };
+  uint32_t seed = 7;
+  for (int64_t k : {256, 2048})
+    for (const Layout& l : {Layout{GgmlType::Q4_K, unpack_group_q4_kx16}, Layout{GgmlType::Q5_K, unpack_group_q5_kx16},
+                            Layout{GgmlType::Q6_K, unpack_group_q6_kx16}}) {
+      const int64_t n = 32;
+      const std::vector<uint8_t> w = kquant_rows(l.t, n, k, ++seed);
+      const std::vector<uint8_t> r = repacked(l.t, w, n, k);
+      std::vector<uint8_t> back(w.size());
+      for (int64_t i = 0; i < n; i += kX16Rows)
+        l.unpack(r.data() + i * ggml_row_bytes(repacked_type(l.t), k), back.data() + i * ggml_row_bytes(l.t, k), k);
+      EXPECT_EQ(back, w) << ggml_type_name(l.t) << " k=" << k;
+    }
   // Every F16 d and many scale and quant bytes of Q6_K.
   BlockQ6_K g6[16], g6back[16];
   BlockQ6_KX16 g6r;
