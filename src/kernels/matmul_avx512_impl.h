@@ -198,16 +198,14 @@ inline void q4kx_half(const BlockQ4_KX16& blk, const int8_t* const* x, typename 
   using I = typename V::I;
 #pragma GCC unroll 1
   for (int h = 0; h < 8; ++h) {
-    I s[R];
-    PC_UNROLL for (int i = 0; i < R; ++i) s[i] = V::zero_i();
+    I q[4];
     PC_UNROLL for (int tt = 0; tt < 4; ++tt) {
-      const int t = 4 * h + tt;
-      const I p = V::loadu_i(blk.qs[t]);
-      const I q = U ? V::and_i(V::srli4_16(p), m4) : V::and_i(p, m4);
-      PC_UNROLL for (int i = 0; i < R; ++i) s[i] = V::dpbusd_u7(s[i], q, V::bcast32_i(x[i] + 128 * U + 4 * t));
+      const I p = V::loadu_i(blk.qs[4 * h + tt]);
+      q[tt] = U ? V::and_i(V::srli4_16(p), m4) : V::and_i(p, m4);
     }
-    const I sc = V::and_i(V::zx8_32(blk.scm[4 * U + h / 2]), V::set1_i(63));
-    PC_UNROLL for (int i = 0; i < R; ++i) isum[i] = V::dpwssd(isum[i], s[i], sc);
+    const I sc = V::template scale_for<4, 15>(V::and_i(V::zx8_32(blk.scm[4 * U + h / 2]), V::set1_i(63)));
+    PC_UNROLL for (int i = 0; i < R; ++i)
+      isum[i] = V::template steps_scaled<4, 15>(isum[i], q, x[i] + 128 * U + 16 * h, sc);
   }
 }
 
@@ -307,7 +305,8 @@ void k45x_tile16(const MatmulArgs& a, int64_t r, int64_t g) {
 // row of x, for each sub-block j (16 values, 4 vectors of 4 values a lane):
 //   s = the 16 products code · x of the 6-bit codes 0..63: 4 vpdpbusd with
 //       the activation bytes broadcast (|s| < 16 · 63 · 128 < 2^17),
-//   isum += s · sc_j (vpmulld, the scale sign-extended to the lane);
+//   isum += s · sc_j (vpmulld, the scale sign-extended to the lane; on the
+//   AVX2 backend two vpmaddwd on pairs of steps' int16 sums: V::steps_scaled);
 // then isum −= 32 · (the sum over j of sc_j · bs_j) (the codes' offset of 32:
 // 8 vpdpwssd on scale pairs with pairs of the activation sums of 16
 // broadcast): the exact integer of dot_q6_k (matmul_scalar.cc); then its
@@ -322,8 +321,7 @@ inline void q6kx_quarter(const BlockQ6_KX16& blk, const int8_t* const* x, typena
   const I m4 = V::set1_i(0x0F0F0F0F), m30 = V::set1_i(0x30303030);
 #pragma GCC unroll 1
   for (int jj = 0; jj < 4; ++jj) {
-    I s[R];
-    PC_UNROLL for (int i = 0; i < R; ++i) s[i] = V::zero_i();
+    I q[4];
     PC_UNROLL for (int tt = 0; tt < 4; ++tt) {
       const int t = 16 * S + 4 * jj + tt;  // values 4t .. 4t + 3 of each row
       const I l = V::loadu_i(blk.ql[t % 32]);
@@ -334,11 +332,11 @@ inline void q6kx_quarter(const BlockQ6_KX16& blk, const int8_t* const* x, typena
       else if constexpr (S == 1) hi2 = V::and_i(V::template slli16<2>(h), m30);
       else if constexpr (S == 2) hi2 = V::and_i(h, m30);
       else hi2 = V::and_i(V::template srli16<2>(h), m30);
-      const I q = V::or_i(lo4, hi2);
-      PC_UNROLL for (int i = 0; i < R; ++i) s[i] = V::dpbusd_u7(s[i], q, V::bcast32_i(x[i] + 4 * t));
+      q[tt] = V::or_i(lo4, hi2);
     }
-    const I sc = V::sx8_32(blk.sc[4 * S + jj]);
-    PC_UNROLL for (int i = 0; i < R; ++i) isum[i] = V::add32(isum[i], V::mullo32(s[i], sc));
+    const I sc = V::template scale_for<4, 63>(V::sx8_32(blk.sc[4 * S + jj]));
+    PC_UNROLL for (int i = 0; i < R; ++i)
+      isum[i] = V::template steps_scaled<4, 63>(isum[i], q, x[i] + 64 * S + 16 * jj, sc);
   }
 }
 

@@ -93,7 +93,6 @@ struct V512 {
   static F fmadd(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
   // The X16 kernels' operations (matmul_avx512_impl.h "Q4_K_X16", "Q6_K_X16").
   static constexpr int kKxRows = 8;  // rows an X16 tile: 8 sums + 8 products + 8 accumulators
-  static I dpbusd_u7(I acc, I u7, I s8) { return _mm512_dpbusd_epi32(acc, u7, s8); }
   static I bcast32_i(const void* p) {
     int32_t v;
     std::memcpy(&v, p, 4);
@@ -103,9 +102,25 @@ struct V512 {
   template <int S>
   static I srli32(I v) { return _mm512_srli_epi32(v, S); }
   static F sub(F a, F b) { return _mm512_sub_ps(a, b); }
-  // The Q6_K_X16 kernel's: 16 int8 sign-extended to the lanes, int32 product.
+  // The X16 kernels' steps (matmul_avx512_impl.h): isum + sc · (the sum over
+  // steps tt < N of the 4 products q[tt] · x[4tt .. 4tt + 3] of each lane),
+  // q codes 0..kMax, sc the lane's scale as scale_for<N, kMax> leaves it.
+  // The N · 4 products' sum, when it fits an int16 word, is multiplied by
+  // the scale in the low word (vpdpwssd: the scale must be 0..2^15, the high
+  // word 0); otherwise by vpmulld.
+  template <int N, int kMax>
+  static I scale_for(I sc) { return sc; }
+  template <int N, int kMax>
+  static I steps_scaled(I isum, const I* q, const int8_t* x, I sc) {
+    I s = _mm512_dpbusd_epi32(zero_i(), q[0], bcast32_i(x));
+    for (int tt = 1; tt < N; ++tt) s = _mm512_dpbusd_epi32(s, q[tt], bcast32_i(x + 4 * tt));
+    if constexpr (N * 4 * kMax * 128 < 32768) return _mm512_dpwssd_epi32(isum, s, sc);
+    else return _mm512_add_epi32(isum, _mm512_mullo_epi32(s, sc));
+  }
+  // 16 int8 sign-extended to the lanes (Q6_K_X16's scales); int32 product.
   static I sx8_32(const void* p) { return _mm512_cvtepi8_epi32(_mm_loadu_si128(static_cast<const __m128i*>(p))); }
   static I mullo32(I a, I b) { return _mm512_mullo_epi32(a, b); }
+  static I dpbusd_u7(I acc, I u7, I s8) { return _mm512_dpbusd_epi32(acc, u7, s8); }
 };
 
 }  // namespace

@@ -79,6 +79,7 @@ struct V512Emu {
     return {_mm256_add_epi32(acc.lo, _mm256_madd_epi16(_mm256_maddubs_epi16(u7.lo, s8.lo), one)),
             _mm256_add_epi32(acc.hi, _mm256_madd_epi16(_mm256_maddubs_epi16(u7.hi, s8.hi), one))};
   }
+  static I mullo32(I a, I b) { return {_mm256_mullo_epi32(a.lo, b.lo), _mm256_mullo_epi32(a.hi, b.hi)}; }
   static I bcast32_i(const void* p) {
     int32_t v;
     std::memcpy(&v, p, 4);
@@ -92,11 +93,44 @@ struct V512Emu {
   template <int S>
   static I srli32(I v) { return {_mm256_srli_epi32(v.lo, S), _mm256_srli_epi32(v.hi, S)}; }
   static F sub(F a, F b) { return {_mm256_sub_ps(a.lo, b.lo), _mm256_sub_ps(a.hi, b.hi)}; }
+  // steps_scaled (simd16_avx512.h) in AVX2's terms: each vpmaddubsw word is 2
+  // products of at most 2 · kMax · 127, so runs of G steps add up in int16
+  // words (G · 2 · kMax · 127 < 2^15: 8 steps for Q4_K's codes, 4 for Q5_K's,
+  // 2 for Q6_K's), each run then multiplied by the scale, which scale_for
+  // puts in both words of the lane, with one vpmaddwd: the same integer.
+  template <int N, int kMax>
+  static I scale_for(I sc) { return or_i(and_i(sc, set1_i(0xFFFF)), slli32<16>(sc)); }
+  template <int N, int kMax>
+  static __m256i steps8(__m256i isum, const __m256i* q, const int8_t* x, __m256i sc) {
+    constexpr int G = 32767 / (2 * kMax * 127);
+    static_assert(G >= 1 && kMax < 128, "codes below 128");
+    __m256i p = _mm256_setzero_si256();
+#pragma GCC unroll 16
+    for (int tt = 0; tt < N; ++tt) {
+      int32_t v;
+      std::memcpy(&v, x + 4 * tt, 4);
+      p = _mm256_add_epi16(p, _mm256_maddubs_epi16(q[tt], _mm256_set1_epi32(v)));
+      if (tt % G == G - 1 || tt == N - 1) {
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, sc));
+        p = _mm256_setzero_si256();
+      }
+    }
+    return isum;
+  }
+  template <int N, int kMax>
+  static I steps_scaled(I isum, const I* q, const int8_t* x, I sc) {
+    __m256i lo[N], hi[N];
+#pragma GCC unroll 16
+    for (int tt = 0; tt < N; ++tt) {
+      lo[tt] = q[tt].lo;
+      hi[tt] = q[tt].hi;
+    }
+    return {steps8<N, kMax>(isum.lo, lo, x, sc.lo), steps8<N, kMax>(isum.hi, hi, x, sc.hi)};
+  }
   static I sx8_32(const void* p) {
     const __m128i v = _mm_loadu_si128(static_cast<const __m128i*>(p));
     return {_mm256_cvtepi8_epi32(v), _mm256_cvtepi8_epi32(_mm_unpackhi_epi64(v, v))};
   }
-  static I mullo32(I a, I b) { return {_mm256_mullo_epi32(a.lo, b.lo), _mm256_mullo_epi32(a.hi, b.hi)}; }
   template <int S>
   static I slli16(I v) { return {_mm256_slli_epi16(v.lo, S), _mm256_slli_epi16(v.hi, S)}; }
   template <int S>
