@@ -23,11 +23,9 @@
 //   loadu_f, storeu_f 16 floats
 //   load_h2(lo, hi)   8 F16 values from lo (lanes 0-7) and 8 from hi, as floats
 //   load_h16(p)       16 F16 values, as floats
-//   fnmadd(a, b, c)   c - a * b per lane, rounded once
-//   set2_f(x, y)      x in lanes 0-7, y in 8-15
 //   bytes (I as 64 bytes, 2 × 32 = the two halves): bcast256_i(p) 32 bytes in both
 //   halves; load2x256_i(p, q); join256_i(lo, hi) / dup256_i(v) from AVX2 vectors;
-//   and_i, or_i, srli4_16 (int16 >> 4), shuffle8 (vpshufb), maddubs, madd, add32
+//   and_i, or_i, srli4_16 (int16 >> 4), add32
 //   (each per 128-bit lane as its AVX2 form)
 //   dpbusd(acc, u8, s8)  per int32 lane: acc + the 4 products u8 · s8 (vpdpbusd,
 //                     exact); sub32, slli32_5; slli16<S>, srli16<S> (int16 shifts)
@@ -37,6 +35,8 @@
 //   lo8_i, hi8_i      lanes 0-7 / 8-15 as an AVX2 integer vector
 //   xor_i, storeu_i   bitwise xor; store 64 bytes
 //   pairsum(a, b)     int32 lanes 0-7: a0 + a1, a2 + a3, ..., a14 + a15; 8-15: the same of b
+//   the X16 kernels' (commented in the backends): bcast32_i, zx8_32, sx8_32,
+//   srli32<S>, slli32<S>, sub, mullo32, dpbusd_u7, scale_for / steps_scaled<N, kMax>
 //
 // The X16 weights (sections "Q4_K_X16", "Q6_K_X16"): a group of 16 rows a
 // vector, each column's sums in its own lane, tiles of up to V::kKxRows rows

@@ -33,8 +33,6 @@ struct V512 {
     return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(lo))),
                                                    _mm_loadu_si128(reinterpret_cast<const __m128i*>(hi)), 1));
   }
-  static F fnmadd(F a, F b, F c) { return _mm512_fnmadd_ps(a, b, c); }
-  static F set2_f(float x, float y) { return _mm512_insertf32x8(_mm512_set1_ps(x), _mm256_set1_ps(y), 1); }
   static I bcast256_i(const void* p) { return _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
   static I load2x256_i(const void* p, const void* q) {
     return join256_i(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)));
@@ -52,9 +50,6 @@ struct V512 {
   }
   static I srli4_16(I v) { return _mm512_srli_epi16(v, 4); }
   static I or_i(I a, I b) { return _mm512_or_si512(a, b); }
-  static I shuffle8(I a, I b) { return _mm512_shuffle_epi8(a, b); }
-  static I maddubs(I a, I b) { return _mm512_maddubs_epi16(a, b); }
-  static I madd(I a, I b) { return _mm512_madd_epi16(a, b); }
   static I add32(I a, I b) { return _mm512_add_epi32(a, b); }
   static I dpbusd(I acc, I u8, I s8) { return _mm512_dpbusd_epi32(acc, u8, s8); }
   template <int S>

@@ -35,8 +35,6 @@ struct V512Emu {
     _mm256_storeu_ps(p, v.lo);
     _mm256_storeu_ps(p + 8, v.hi);
   }
-  static F fnmadd(F a, F b, F c) { return {_mm256_fnmadd_ps(a.lo, b.lo, c.lo), _mm256_fnmadd_ps(a.hi, b.hi, c.hi)}; }
-  static F set2_f(float x, float y) { return {_mm256_set1_ps(x), _mm256_set1_ps(y)}; }
   static I bcast256_i(const void* p) { return dup256_i(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
   static I load2x256_i(const void* p, const void* q) {
     return {_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q))};
@@ -57,9 +55,6 @@ struct V512Emu {
   static I pairsum(I a, I b) { return {pairsum8(a.lo, a.hi), pairsum8(b.lo, b.hi)}; }
   static I srli4_16(I v) { return {_mm256_srli_epi16(v.lo, 4), _mm256_srli_epi16(v.hi, 4)}; }
   static I or_i(I a, I b) { return {_mm256_or_si256(a.lo, b.lo), _mm256_or_si256(a.hi, b.hi)}; }
-  static I shuffle8(I a, I b) { return {_mm256_shuffle_epi8(a.lo, b.lo), _mm256_shuffle_epi8(a.hi, b.hi)}; }
-  static I maddubs(I a, I b) { return {_mm256_maddubs_epi16(a.lo, b.lo), _mm256_maddubs_epi16(a.hi, b.hi)}; }
-  static I madd(I a, I b) { return {_mm256_madd_epi16(a.lo, b.lo), _mm256_madd_epi16(a.hi, b.hi)}; }
   static I add32(I a, I b) { return {_mm256_add_epi32(a.lo, b.lo), _mm256_add_epi32(a.hi, b.hi)}; }
   // vpdpbusd: acc + the sum of the 4 products u8 * s8 of each int32 lane,
   // exactly (no saturation): even and odd bytes widened to int16, then vpmaddwd.
