@@ -34,12 +34,13 @@
 namespace {
 
 // quantize_row for the stored types, one row of k values at out + r · row
-// bytes for each of the n rows of x; Q4_K / Q6_K / Q5_K repacked for the internal
-// Q4_K_X16 / Q6_K_X16 / Q5_K_X16 (n a multiple of 16).
+// bytes for each of the n rows of x; Q4_K / Q6_K / Q5_K / Q8_0 repacked for the internal
+// Q4_K_X16 / Q6_K_X16 / Q5_K_X16 / Q8_0_X16 (n a multiple of 16).
 void quantize_bench_rows(pc::GgmlType type, const float* x, uint8_t* out, int64_t k, int64_t n) {
   const pc::GgmlType stored = type == pc::GgmlType::Q4_K_X16 ? pc::GgmlType::Q4_K
                               : type == pc::GgmlType::Q6_K_X16 ? pc::GgmlType::Q6_K
                               : type == pc::GgmlType::Q5_K_X16 ? pc::GgmlType::Q5_K
+                              : type == pc::GgmlType::Q8_0_X16 ? pc::GgmlType::Q8_0
                                                              : type;
   const int64_t rb = pc::ggml_row_bytes(stored, k);
   std::vector<uint8_t> q(stored == type ? 0 : size_t(n * rb));
@@ -109,7 +110,8 @@ struct StreamWeight {
 
 void BM_DecodeStep(benchmark::State& st) {
   const pc::GgmlType types[] = {pc::GgmlType::Q4_K, pc::GgmlType::Q5_K, pc::GgmlType::Q6_K, pc::GgmlType::Q8_0,
-                                pc::GgmlType::Q4_K_X16, pc::GgmlType::Q5_K_X16, pc::GgmlType::Q6_K_X16};
+                                pc::GgmlType::Q4_K_X16, pc::GgmlType::Q5_K_X16, pc::GgmlType::Q6_K_X16,
+                                pc::GgmlType::Q8_0_X16};
   const pc::GgmlType type = types[st.range(0)];
   pc::ThreadPool pool(int(st.range(1)));
   pc::set_cpu_level(st.range(2) == 2 ? pc::CpuLevel::Avx512 : pc::CpuLevel::Avx2);
@@ -138,9 +140,10 @@ void BM_DecodeStep(benchmark::State& st) {
   st.SetLabel(pc::ggml_type_name(type) + " " + pc::cpu_level_name(pc::cpu_level()));
   pc::set_cpu_level(pc::default_cpu_level());
 }
-BENCHMARK(BM_DecodeStep)->ArgsProduct({{0, 1, 2, 3, 4, 5, 6}, {1, 2}, {2, 1}})->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_DecodeStep)->ArgsProduct({{0, 1, 2, 3, 4, 5, 6, 7}, {1, 2}, {2, 1}})->UseRealTime()->Unit(benchmark::kMillisecond);
 
 void BM_Q8_0(benchmark::State& s) { run(s, pc::GgmlType::Q8_0); }
+void BM_Q8_0_X16(benchmark::State& s) { run(s, pc::GgmlType::Q8_0_X16); }
 void BM_Q4_0(benchmark::State& s) { run(s, pc::GgmlType::Q4_0); }
 void BM_Q4_K(benchmark::State& s) { run(s, pc::GgmlType::Q4_K); }
 void BM_Q4_K_X16(benchmark::State& s) { run(s, pc::GgmlType::Q4_K_X16); }
@@ -153,6 +156,7 @@ void BM_BF16(benchmark::State& s) { run(s, pc::GgmlType::BF16); }
 void BM_F32(benchmark::State& s) { run(s, pc::GgmlType::F32); }
 
 BENCHMARK(BM_Q8_0)->Apply(shapes);
+BENCHMARK(BM_Q8_0_X16)->Apply(shapes);
 BENCHMARK(BM_Q4_0)->Apply(shapes);
 BENCHMARK(BM_F16)->Apply(shapes);
 BENCHMARK(BM_BF16)->Apply(shapes);

@@ -125,6 +125,9 @@ GgmlType matmul_repacked_type(GgmlType t) {
     case GgmlType::Q4_K: return GgmlType::Q4_K_X16;
     case GgmlType::Q5_K: return GgmlType::Q5_K_X16;
     case GgmlType::Q6_K: return GgmlType::Q6_K_X16;
+    case GgmlType::Q8_0: return GgmlType::Q8_0_X16;
+    case GgmlType::Q4_0: return GgmlType::Q4_0_X16;
+    case GgmlType::Q5_0: return GgmlType::Q5_0_X16;
     default: return t;
   }
 }

@@ -35,6 +35,7 @@
 
 #include "gguf/quants.h"
 #include "kernels/matmul_internal.h"
+#include "kernels/weight_repack.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -484,13 +485,18 @@ template <int R, int C> constexpr PanelTileFn panel_fn(int nr, int nc) {
     return (nr == R && nc == C) ? KPanel<R, C>::run : panel_fn<R, C - 1>(nr, nc);
   }
 }
-template <bool kQ4>
+// kX16: Q8_0_X16 / Q4_0_X16 weights; batches too small for a panel (decode)
+// run the 16-lane kernel (the emulated AVX-512 set's, on AVX2), prompts this
+// panel packed from the groups.
+template <bool kQ4, bool kX16 = false>
 void run_task_q32(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* scratch) {
   if (r1 - r0 < kPanelRows || !a.al.x16_off) {
-    q32_rows<kQ4>(a, r0, r1, c0, c1);
+    if constexpr (kX16)
+      avx512_emulated_kernel_set()->kernel(kQ4 ? GgmlType::Q4_0_X16 : GgmlType::Q8_0_X16)(a, r0, r1, c0, c1, scratch);
+    else q32_rows<kQ4>(a, r0, r1, c0, c1);
     return;
   }
-  const Q32Panel p = q32_task_panel<kQ4>(a, c0, c1, scratch);
+  const Q32Panel p = q32_task_panel<kQ4, kX16>(a, c0, c1, scratch);
   const int64_t groups = q32_groups(c1 - c0);
   // Groups outer: the C groups of a micro-tile (C × 8 columns × k int16) stay
   // in L1 while every row tile of the task passes over them.
@@ -551,6 +557,10 @@ void quantize_row_avx2(const float* x, int64_t k, const ActLayout& l, uint8_t* o
         s = _mm_add_epi16(s, _mm_srli_epi32(s, 16));
         bs[b * 16 + g] = static_cast<int16_t>(_mm_cvtsi128_si32(s));
       }
+    } else {  // sum of 32 int8 values: pairs by vpmaddubsw with 1, then vpmaddwd (exact)
+      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + b * qk));
+      const __m256i s32 = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), q), _mm256_set1_epi16(1));
+      bs[b] = static_cast<int16_t>(hsum8_i32(s32));
     }
   }
 }
@@ -570,10 +580,13 @@ TaskKernel avx2_kernel(GgmlType t) {
     case GgmlType::BF16: return run_task<KBF16, 3>;
     case GgmlType::Q8_0: return run_task_q32<false>;
     case GgmlType::Q4_0: return run_task_q32<true>;
+    case GgmlType::Q8_0_X16: return run_task_q32<false, true>;
+    case GgmlType::Q4_0_X16: return run_task_q32<true, true>;
     case GgmlType::Q4_K: return run_task<KQ4_K, 1, 2, 3>;
     case GgmlType::Q4_K_X16:
     case GgmlType::Q5_K_X16:
-    case GgmlType::Q6_K_X16: return avx512_emulated_kernel_set()->kernel(t);  // its 16-lane kernels
+    case GgmlType::Q6_K_X16:
+    case GgmlType::Q5_0_X16: return avx512_emulated_kernel_set()->kernel(t);  // its 16-lane kernels
     case GgmlType::Q6_K: return run_task<KQ6_K, 1, 2, 3>;
     default: return avx2_unpack_kernel(t);  // Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4, Q5_K, IQ4_XS
   }
@@ -584,7 +597,13 @@ QuantizeRowFn avx2_quantize_row_fn() { return quantize_row_avx2; }
 // Plain code below (no AVX2 instructions before the dispatcher chose this
 // path), so the panel sizes are written out rather than calling q32_panel().
 bool avx2_wants_x16(GgmlType t, int64_t m) {
-  return (t == GgmlType::Q8_0 || t == GgmlType::Q4_0) && m >= 4;  // kPanelRows
+  switch (t) {
+    case GgmlType::Q8_0:
+    case GgmlType::Q8_0_X16:
+    case GgmlType::Q4_0:
+    case GgmlType::Q4_0_X16: return m >= 4;  // kPanelRows
+    default: return false;
+  }
 }
 
 int64_t avx2_task_col_bytes(GgmlType t, int64_t k, int64_t m) {
@@ -604,7 +623,9 @@ int64_t avx2_task_col_multiple(GgmlType t, int64_t m) {
 int64_t avx2_task_scratch_bytes(GgmlType t, int64_t k, int64_t cols) {
   switch (t) {
     case GgmlType::Q8_0:
-    case GgmlType::Q4_0: {  // q32_pack(): groups of 8 columns
+    case GgmlType::Q8_0_X16:
+    case GgmlType::Q4_0:
+    case GgmlType::Q4_0_X16: {  // q32_pack(): groups of 8 columns
       const int64_t groups = (cols + 7) / 8, nb = k / 32;
       return round_up64(groups * nb * 512) + round_up64(groups * nb * 32);
     }

@@ -182,7 +182,30 @@ Q32Panel q32_panel(int64_t k, int64_t cols, uint8_t* scratch) {
   return p;
 }
 
-template <bool kQ4>
+// Block b of column `lane` of a Q8_0_X16 group (weight_repack.h): its 32
+// values (the codes' sign bits flipped back) and its F16 scale.
+inline __m256i q80x_block(const uint8_t* group, int lane, int64_t b, uint16_t* d) {
+  const BlockQ8_0X16& blk = reinterpret_cast<const BlockQ8_0X16*>(group)[b];
+  *d = blk.d[lane];
+  const __m256i v = _mm256_i32gather_epi32(reinterpret_cast<const int*>(blk.qs[0] + 4 * lane),
+                                           _mm256_setr_epi32(0, 16, 32, 48, 64, 80, 96, 112), 4);
+  return _mm256_xor_si256(v, _mm256_set1_epi8(static_cast<char>(0x80)));
+}
+
+// Block b of column `lane` of a Q4_0_X16 group: its 32 values (codes − 8)
+// and its F16 scale. The lane's 4 bytes of qs[0..3] are the stored block's
+// 16 bytes of codes in order.
+inline __m256i q40x_block(const uint8_t* group, int lane, int64_t b, uint16_t* d) {
+  const BlockQ4_0X16& blk = reinterpret_cast<const BlockQ4_0X16*>(group)[b];
+  *d = blk.d[lane];
+  const __m128i q = _mm_i32gather_epi32(reinterpret_cast<const int*>(blk.qs[0] + 4 * lane), _mm_setr_epi32(0, 16, 32, 48), 4);
+  const __m256i v = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(0x0F));
+  return _mm256_sub_epi8(v, _mm256_set1_epi8(8));
+}
+
+// kX16: the weights are Q8_0_X16 / Q4_0_X16 (kQ4) groups, read by
+// q80x_block / q40x_block.
+template <bool kQ4, bool kX16 = false>
 Q32Panel q32_pack(const MatmulArgs& a, int64_t c0, int64_t c1, uint8_t* scratch) {
   const Q32Panel p = q32_panel(a.k, c1 - c0, scratch);
   const int64_t groups = q32_groups(c1 - c0);
@@ -190,17 +213,21 @@ Q32Panel q32_pack(const MatmulArgs& a, int64_t c0, int64_t c1, uint8_t* scratch)
   auto* d = const_cast<float*>(p.d);
   for (int64_t g = 0; g < groups; ++g) {
     const uint8_t* w[8];
+    int lane[8];
     bool live[8];
     for (int j = 0; j < 8; ++j) {
-      const int64_t c = c0 + 8 * g + j;
+      const int64_t c = c0 + 8 * g + j, cl = c < c1 ? c : c1 - 1;
       live[j] = c < c1;
-      w[j] = a.w + (live[j] ? c : c1 - 1) * a.row_bytes;
+      lane[j] = static_cast<int>(cl % kX16Rows);
+      w[j] = kX16 ? a.w + (cl - lane[j]) * a.row_bytes : a.w + cl * a.row_bytes;
     }
     for (int64_t b = 0; b < p.nb; ++b) {
       __m256i lo[8], hi[8], out[8];
       for (int j = 0; j < 8; ++j) {
         uint16_t dh;
-        __m256i wv = q32_block<kQ4>(w[j], b, &dh);
+        __m256i wv;
+        if constexpr (kX16) wv = kQ4 ? q40x_block(w[j], lane[j], b, &dh) : q80x_block(w[j], lane[j], b, &dh);
+        else wv = q32_block<kQ4>(w[j], b, &dh);
         if (!live[j]) wv = _mm256_setzero_si256();
         lo[j] = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(wv));       // pairs 0..7 as dwords
         hi[j] = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(wv, 1));  // pairs 8..15
@@ -230,7 +257,7 @@ inline void panel_rows(const MatmulArgs& a, int64_t r, const int32_t* (&x)[R], c
 // The panel of columns [c0, c1) for a task: the one this thread packed in
 // `scratch` for its previous task, if that was the same call and columns
 // (tasks of a column block run consecutively), else packed now.
-template <bool kQ4>
+template <bool kQ4, bool kX16 = false>
 Q32Panel q32_task_panel(const MatmulArgs& a, int64_t c0, int64_t c1, uint8_t* scratch) {
   thread_local uint64_t packed_call = 0;
   thread_local const uint8_t* packed_scratch = nullptr;
@@ -241,7 +268,7 @@ Q32Panel q32_task_panel(const MatmulArgs& a, int64_t c0, int64_t c1, uint8_t* sc
   packed_scratch = scratch;
   packed_c0 = c0;
   packed_c1 = c1;
-  return q32_pack<kQ4>(a, c0, c1, scratch);
+  return q32_pack<kQ4, kX16>(a, c0, c1, scratch);
 }
 
 }  // namespace

@@ -22,13 +22,15 @@
 //   IQ4_XS: isum = sum over sub-blocks of (ls - 32) * its dot product (exact),
 //     acc = fma(d_w * d_x, float(isum), acc);
 // then hsum8. Against the scalar kernels only the float summation order
-// differs (tested within tolerance). Q5_K: the block's exact integers, then
-// the scalar kernel's float operations (bitwise the scalar result).
+// differs (tested within tolerance). Q5_K and Q5_0: the block's exact
+// integers, then the scalar kernel's float operations (bitwise the scalar
+// result, as their X16 layouts' kernels give).
 #include <cstdint>
 #include <cstring>
 
 #include "gguf/quants.h"
 #include "kernels/matmul_internal.h"
+#include "kernels/weight_repack.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -92,7 +94,7 @@ struct DecQ4_1 {
 };
 struct DecQ5_0 {
   using Block = BlockQ5_0;
-  static constexpr bool kMin = false, kSigned = true;
+  static constexpr bool kMin = false, kSigned = true, kScalarOrder = true;
   static __m256i q(const Block& b) {
     return _mm256_sub_epi8(_mm256_or_si256(nibbles32(b.qs), q5_high(b.qh)), _mm256_set1_epi8(16));
   }
@@ -126,6 +128,15 @@ struct DecMXFP4 {
   static float m(const Block&) { return 0.f; }
 };
 
+// D::kScalarOrder (Q5_0, which has X16 kernels): the block's lanes summed to
+// its exact integer, then the scalar kernel's float operations, so that rows
+// as stored and repacked to Q5_0_X16 give the same bits.
+template <class D>
+constexpr bool scalar_order() {
+  if constexpr (requires { D::kScalarOrder; }) return D::kScalarOrder;
+  else return false;
+}
+
 template <class D, int R, int C>
 void tile_q32(const MatmulArgs& a, int64_t r, int64_t c) {
   using Block = typename D::Block;
@@ -141,6 +152,7 @@ void tile_q32(const MatmulArgs& a, int64_t r, int64_t c) {
   __m256 acc[R][C];
   PC_UNROLL for (int i = 0; i < R; ++i)
     PC_UNROLL for (int j = 0; j < C; ++j) acc[i][j] = _mm256_setzero_ps();
+  float sacc[R][C] = {};  // scalar_order's sums
   for (int64_t b = 0; b < nb; ++b) {
     __m256i xv[R];
     __m256 xsum[R];
@@ -158,13 +170,17 @@ void tile_q32(const MatmulArgs& a, int64_t r, int64_t c) {
       const float dw = D::d(blk);
       PC_UNROLL for (int i = 0; i < R; ++i) {
         const __m256i isum = D::kSigned ? dot32_signed(q, xv[i]) : dot32_unsigned(q, xv[i]);
+        if constexpr (scalar_order<D>()) {
+          sacc[i][j] = sacc[i][j] + (dw * xd[i][b]) * float(hsum8_i32(isum));
+          continue;
+        }
         acc[i][j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * xd[i][b]), _mm256_cvtepi32_ps(isum), acc[i][j]);
         if constexpr (D::kMin) acc[i][j] = _mm256_fmadd_ps(_mm256_set1_ps(D::m(blk) * xd[i][b]), xsum[i], acc[i][j]);
       }
     }
   }
   PC_UNROLL for (int i = 0; i < R; ++i)
-    PC_UNROLL for (int j = 0; j < C; ++j) a.y[(r + i) * a.ldy + c + j] = hsum8(acc[i][j]);
+    PC_UNROLL for (int j = 0; j < C; ++j) a.y[(r + i) * a.ldy + c + j] = scalar_order<D>() ? sacc[i][j] : hsum8(acc[i][j]);
 }
 
 // ---- Q5_K ------------------------------------------------------------------

@@ -23,7 +23,7 @@ namespace pc::kern {
 struct ActLayout {
   int64_t qk = 0;        // values per scale: 32 or 256; 0 = float activations
   int64_t d_off = 0;     // byte offset of the float scales in a row
-  int64_t bsum_off = 0;  // byte offset of the int16 sums of 16 (qk == 256)
+  int64_t bsum_off = 0;  // byte offset of the int16 sums of 16 (qk == 256) or of 32 (qk == 32)
   int64_t x16_off = 0;   // byte offset of the int16 copy of qs (AVX2 q32 panel kernel); 0 = none
   int64_t stride = 0;    // bytes per row
 };
@@ -38,7 +38,7 @@ inline ActLayout act_layout(int64_t k, int64_t qk, bool with_x16 = false) {
   l.qk = qk;
   l.d_off = round_up64(k);
   l.bsum_off = l.d_off + round_up64(4 * (k / qk));
-  l.stride = l.bsum_off + (qk == 256 ? round_up64(2 * (k / 16)) : 0);
+  l.stride = l.bsum_off + round_up64(2 * (k / (qk == 256 ? 16 : 32)));
   if (with_x16) {
     l.x16_off = l.stride;
     l.stride += round_up64(2 * k);
@@ -90,6 +90,9 @@ void scalar_quantize_row(const float* x, int64_t k, const ActLayout& l, uint8_t*
 // avx512_emulated_kernel_set().)
 void task_q4_kx16_via_scalar(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* scratch);
 void task_q6_kx16_via_scalar(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* scratch);
+void task_q8_0x16_via_scalar(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* scratch);
+void task_q4_0x16_via_scalar(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* scratch);
+void task_q5_0x16_via_scalar(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* scratch);
 void task_q5_kx16_via_scalar(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* scratch);
 
 // AVX2 + FMA + F16C kernels; nullptr where not compiled (non-x86 builds).
@@ -126,8 +129,9 @@ struct KernelSet {
 // nullptr where not compiled (non-x86 builds).
 const KernelSet* avx2_kernel_set();
 // AVX-512 F/BW/DQ/VL + VNNI (CpuLevel::Avx512): its own prompt-batch kernels
-// for Q8_0 / Q4_0 / Q4_K / Q5_K / Q6_K / F32 / F16 / BF16 and decode kernels for
-// Q8_0 / Q4_K / Q5_K / Q6_K (kernels_avx512.cc), the AVX2 ones for everything else.
+// for Q8_0 / Q4_0 / F32 / F16 / BF16 and the X16 layouts, decode kernels for
+// Q8_0 / Q6_K as stored and the X16 layouts (kernels_avx512.cc), the AVX2 ones
+// for everything else.
 const KernelSet* avx512_kernel_set();
 // The same AVX-512 kernel code built on an AVX2 emulation of the 16-lane
 // operations it uses (kernels_avx512_emu.cc): lets machines without AVX-512
@@ -140,6 +144,9 @@ void force_kernel_set(const KernelSet* set);
 inline int64_t act_block(GgmlType t) {
   switch (t) {
     case GgmlType::Q8_0:
+    case GgmlType::Q8_0_X16:
+    case GgmlType::Q4_0_X16:
+    case GgmlType::Q5_0_X16:
     case GgmlType::Q4_0:
     case GgmlType::Q4_1:
     case GgmlType::Q5_0:

@@ -307,6 +307,9 @@ TaskKernel scalar_kernel(GgmlType t) {
     case GgmlType::Q4_K_X16: return task_q4_kx16_via_scalar;
     case GgmlType::Q6_K_X16: return task_q6_kx16_via_scalar;
     case GgmlType::Q5_K_X16: return task_q5_kx16_via_scalar;
+    case GgmlType::Q8_0_X16: return task_q8_0x16_via_scalar;
+    case GgmlType::Q4_0_X16: return task_q4_0x16_via_scalar;
+    case GgmlType::Q5_0_X16: return task_q5_0x16_via_scalar;
     case GgmlType::Q6_K: return task_q6_k;
     case GgmlType::Q4_1: return task_dot<dot_q4_1>;
     case GgmlType::Q5_0: return task_dot<dot_q5_0>;
@@ -339,6 +342,10 @@ void scalar_quantize_row(const float* x, int64_t k, const ActLayout& l, uint8_t*
         for (int i = 0; i < 16; ++i) s += qs[b * qk + 16 * g + i];
         bs[b * 16 + g] = static_cast<int16_t>(s);
       }
+    } else {
+      int s = 0;
+      for (int i = 0; i < 32; ++i) s += qs[b * qk + i];
+      bs[b] = static_cast<int16_t>(s);
     }
   }
 }

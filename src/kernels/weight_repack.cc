@@ -161,8 +161,97 @@ void unpack_group_q6_kx16(const uint8_t* src, uint8_t* dst, int64_t k) {
   }
 }
 
+void repack_group_q8_0x16(const uint8_t* src, uint8_t* dst, int64_t k) {
+  const int64_t nb = k / 32, rb = nb * int64_t(sizeof(BlockQ8_0));
+  for (int64_t b = 0; b < nb; ++b) {
+    BlockQ8_0X16 out;
+    for (int c = 0; c < 16; ++c) {
+      BlockQ8_0 in;
+      std::memcpy(&in, src + c * rb + b * int64_t(sizeof in), sizeof in);
+      out.d[c] = in.d;
+      for (int v = 0; v < 32; ++v) out.qs[v / 4][4 * c + v % 4] = static_cast<uint8_t>(in.qs[v] ^ 0x80);
+    }
+    std::memcpy(dst + b * int64_t(sizeof out), &out, sizeof out);
+  }
+}
+
+void unpack_group_q8_0x16(const uint8_t* src, uint8_t* dst, int64_t k) {
+  const int64_t nb = k / 32, rb = nb * int64_t(sizeof(BlockQ8_0));
+  for (int64_t b = 0; b < nb; ++b) {
+    BlockQ8_0X16 in;
+    std::memcpy(&in, src + b * int64_t(sizeof in), sizeof in);
+    for (int c = 0; c < 16; ++c) {
+      BlockQ8_0 out;
+      out.d = in.d[c];
+      for (int v = 0; v < 32; ++v) out.qs[v] = static_cast<int8_t>(in.qs[v / 4][4 * c + v % 4] ^ 0x80);
+      std::memcpy(dst + c * rb + b * int64_t(sizeof out), &out, sizeof out);
+    }
+  }
+}
+
+namespace {
+
+// Q4_0 / Q5_0 (kQ5) rows to / from a group: the 4-bit codes move as they are
+// (value j's nibble of qs[j % 16], the high one for j >= 16, to the same
+// nibble of byte 4c + j % 4 of qs[(j % 16) / 4]), Q5_0's fifth bits from qh
+// (bit j) to bit j / 4 of byte 4c + j % 4 of the group's qh.
+template <bool kQ5>
+void repack_group_q450x16(const uint8_t* src, uint8_t* dst, int64_t k) {
+  using In = std::conditional_t<kQ5, BlockQ5_0, BlockQ4_0>;
+  using Out = std::conditional_t<kQ5, BlockQ5_0X16, BlockQ4_0X16>;
+  const int64_t nb = k / 32, rb = nb * int64_t(sizeof(In));
+  for (int64_t b = 0; b < nb; ++b) {
+    Out out{};
+    for (int c = 0; c < 16; ++c) {
+      In in;
+      std::memcpy(&in, src + c * rb + b * int64_t(sizeof in), sizeof in);
+      out.d[c] = in.d;
+      for (int j = 0; j < 16; ++j) out.qs[j / 4][4 * c + j % 4] = in.qs[j];
+      if constexpr (kQ5)
+        for (int j = 0; j < 32; ++j)
+          out.qh[4 * c + j % 4] |= static_cast<uint8_t>(q5_high_bit(in.qh, j) << (j / 4));
+    }
+    std::memcpy(dst + b * int64_t(sizeof out), &out, sizeof out);
+  }
+}
+
+template <bool kQ5>
+void unpack_group_q450x16(const uint8_t* src, uint8_t* dst, int64_t k) {
+  using In = std::conditional_t<kQ5, BlockQ5_0X16, BlockQ4_0X16>;
+  using Out = std::conditional_t<kQ5, BlockQ5_0, BlockQ4_0>;
+  const int64_t nb = k / 32, rb = nb * int64_t(sizeof(Out));
+  for (int64_t b = 0; b < nb; ++b) {
+    In in;
+    std::memcpy(&in, src + b * int64_t(sizeof in), sizeof in);
+    for (int c = 0; c < 16; ++c) {
+      Out out{};
+      out.d = in.d[c];
+      for (int j = 0; j < 16; ++j) out.qs[j] = in.qs[j / 4][4 * c + j % 4];
+      if constexpr (kQ5)
+        for (int j = 0; j < 32; ++j)
+          out.qh[j / 8] |= static_cast<uint8_t>(((in.qh[4 * c + j % 4] >> (j / 4)) & 1) << (j % 8));
+      std::memcpy(dst + c * rb + b * int64_t(sizeof out), &out, sizeof out);
+    }
+  }
+}
+
+}  // namespace
+
+void repack_group_q4_0x16(const uint8_t* src, uint8_t* dst, int64_t k) { repack_group_q450x16<false>(src, dst, k); }
+void unpack_group_q4_0x16(const uint8_t* src, uint8_t* dst, int64_t k) { unpack_group_q450x16<false>(src, dst, k); }
+void repack_group_q5_0x16(const uint8_t* src, uint8_t* dst, int64_t k) { repack_group_q450x16<true>(src, dst, k); }
+void unpack_group_q5_0x16(const uint8_t* src, uint8_t* dst, int64_t k) { unpack_group_q450x16<true>(src, dst, k); }
+
 int64_t repack_group_rows(GgmlType t) {
-  return t == GgmlType::Q4_K_X16 || t == GgmlType::Q5_K_X16 || t == GgmlType::Q6_K_X16 ? kX16Rows : 1;
+  switch (t) {
+    case GgmlType::Q4_K_X16:
+    case GgmlType::Q5_K_X16:
+    case GgmlType::Q6_K_X16:
+    case GgmlType::Q8_0_X16:
+    case GgmlType::Q4_0_X16:
+    case GgmlType::Q5_0_X16: return kX16Rows;
+    default: return 1;
+  }
 }
 
 void repack_rows(GgmlType from, GgmlType to, const uint8_t* src, uint8_t* dst, int64_t k, int64_t n) {
@@ -170,8 +259,11 @@ void repack_rows(GgmlType from, GgmlType to, const uint8_t* src, uint8_t* dst, i
   if (from == GgmlType::Q4_K && to == GgmlType::Q4_K_X16) rows = repack_group_q4_kx16;
   if (from == GgmlType::Q6_K && to == GgmlType::Q6_K_X16) rows = repack_group_q6_kx16;
   if (from == GgmlType::Q5_K && to == GgmlType::Q5_K_X16) rows = repack_group_q5_kx16;
+  if (from == GgmlType::Q8_0 && to == GgmlType::Q8_0_X16) rows = repack_group_q8_0x16;
+  if (from == GgmlType::Q4_0 && to == GgmlType::Q4_0_X16) rows = repack_group_q4_0x16;
+  if (from == GgmlType::Q5_0 && to == GgmlType::Q5_0_X16) rows = repack_group_q5_0x16;
   const int64_t g = repack_group_rows(to);
-  if (!rows || k % 256 != 0 || n % g != 0)
+  if (!rows || k % ggml_block_elems(from) != 0 || n % g != 0)
     throw Error("repack_rows: no repacking of " + ggml_type_name(from) + " to " + ggml_type_name(to) +
                 " for k=" + std::to_string(k) + ", " + std::to_string(n) + " rows");
   const int64_t in_rb = ggml_row_bytes(from, k), out_rb = ggml_row_bytes(to, k);
@@ -209,6 +301,15 @@ void task_q6_kx16_via_scalar(const MatmulArgs& a, int64_t r0, int64_t r1, int64_
 }
 void task_q5_kx16_via_scalar(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* s) {
   run_unpacked(GgmlType::Q5_K, unpack_group_q5_kx16, kX16Rows, scalar_kernel(GgmlType::Q5_K), a, r0, r1, c0, c1, s);
+}
+void task_q8_0x16_via_scalar(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* s) {
+  run_unpacked(GgmlType::Q8_0, unpack_group_q8_0x16, kX16Rows, scalar_kernel(GgmlType::Q8_0), a, r0, r1, c0, c1, s);
+}
+void task_q4_0x16_via_scalar(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* s) {
+  run_unpacked(GgmlType::Q4_0, unpack_group_q4_0x16, kX16Rows, scalar_kernel(GgmlType::Q4_0), a, r0, r1, c0, c1, s);
+}
+void task_q5_0x16_via_scalar(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* s) {
+  run_unpacked(GgmlType::Q5_0, unpack_group_q5_0x16, kX16Rows, scalar_kernel(GgmlType::Q5_0), a, r0, r1, c0, c1, s);
 }
 
 }  // namespace kern

@@ -41,6 +41,29 @@
 //                  of row c's value 32s + 4u + i (s = 0..7)
 // so the 4 values 4t + i of every row are a nibble of qs[t % 32] (the low
 // one for t < 32) and bit t / 8 of qh[t % 8]: 5-bit codes 0..31.
+//
+// Q8_0_X16 (GgmlType::Q8_0_X16): Q8_0 rows interleaved 16 at a time; block b
+// of a group (values 32b .. 32b + 31 of each row) is one BlockQ8_0X16 of 544
+// bytes (16 × 34):
+//   d[c]           F16, row c's
+//   qs[u]          64 bytes (u = 0..7): byte 4c + i is row c's value 4u + i
+//                  plus 128 (its bits with the sign bit flipped), 0..255
+// so vpdpbusd dots the unsigned codes with 4 activation bytes broadcast, and
+// 128 · (the block's activation sum) taken off leaves the exact block dot.
+//
+// Q4_0_X16 / Q5_0_X16: Q4_0 / Q5_0 rows interleaved 16 at a time; block b of
+// a group is one BlockQ4_0X16 of 288 bytes (16 × 18) / BlockQ5_0X16 of 352
+// (16 × 22):
+//   d[c]           F16, row c's
+//   qh             (Q5_0) 64 bytes: bit u of byte 4c + i is the fifth bit of
+//                  row c's value 4u + i (u = 0..7)
+//   qs[t]          64 bytes (t = 0..3): byte 4c + i holds the low 4 bits of
+//                  row c's value 4t + i in its low nibble, of 16 + 4t + i in
+//                  its high nibble
+// so the 4 values 4u + i of every row are a nibble of qs[u % 4] (with bit u
+// of qh): codes 0..15 (0..31) that vpdpbusd dots with 4 activation bytes
+// broadcast; 8 (16) · (the block's activation sum) taken off gives the exact
+// block dot of the values code − 8 (code − 16).
 #pragma once
 #include <cstdint>
 
@@ -74,6 +97,25 @@ struct BlockQ5_KX16 {
 };
 static_assert(sizeof(BlockQ5_KX16) == 16 * 176, "a Q5_K_X16 block is 16 Q5_K blocks long");
 
+struct BlockQ8_0X16 {
+  uint16_t d[16];  // F16
+  uint8_t qs[8][64];
+};
+static_assert(sizeof(BlockQ8_0X16) == 16 * 34, "a Q8_0_X16 block is 16 Q8_0 blocks long");
+
+struct BlockQ4_0X16 {
+  uint16_t d[16];  // F16
+  uint8_t qs[4][64];
+};
+static_assert(sizeof(BlockQ4_0X16) == 16 * 18, "a Q4_0_X16 block is 16 Q4_0 blocks long");
+
+struct BlockQ5_0X16 {
+  uint16_t d[16];  // F16
+  uint8_t qh[64];
+  uint8_t qs[4][64];
+};
+static_assert(sizeof(BlockQ5_0X16) == 16 * 22, "a Q5_0_X16 block is 16 Q5_0 blocks long");
+
 // Repacks / unpacks 16 rows of k values (k a multiple of 256, rows of
 // ggml_row_bytes(Q4_K, k) bytes) to / from one Q4_K_X16 group; unpack is the
 // exact inverse of repack.
@@ -84,6 +126,14 @@ void repack_group_q6_kx16(const uint8_t* q6_k, uint8_t* q6_kx16, int64_t k);
 void unpack_group_q6_kx16(const uint8_t* q6_kx16, uint8_t* q6_k, int64_t k);
 void repack_group_q5_kx16(const uint8_t* q5_k, uint8_t* q5_kx16, int64_t k);
 void unpack_group_q5_kx16(const uint8_t* q5_kx16, uint8_t* q5_k, int64_t k);
+// The same for 16 Q8_0 rows (k a multiple of 32) and one Q8_0_X16 group.
+void repack_group_q8_0x16(const uint8_t* q8_0, uint8_t* q8_0x16, int64_t k);
+void unpack_group_q8_0x16(const uint8_t* q8_0x16, uint8_t* q8_0, int64_t k);
+// The same for 16 Q4_0 / Q5_0 rows (k a multiple of 32) and one Q4_0_X16 / Q5_0_X16 group.
+void repack_group_q4_0x16(const uint8_t* q4_0, uint8_t* q4_0x16, int64_t k);
+void unpack_group_q4_0x16(const uint8_t* q4_0x16, uint8_t* q4_0, int64_t k);
+void repack_group_q5_0x16(const uint8_t* q5_0, uint8_t* q5_0x16, int64_t k);
+void unpack_group_q5_0x16(const uint8_t* q5_0x16, uint8_t* q5_0, int64_t k);
 
 // The layout the weights stored as `t` are repacked to for the matmul kernels
 // in use (cpu_level(), or the forced kernel set), or t itself when they read

@@ -48,8 +48,8 @@ class Model {
   // context_length: the context size the model runs with (0: the file's
   // context_length); it selects LongRoPE's factor set (ModelConfig).
   // layout: kForKernels repacks the matrices the kernels in use read faster
-  // in another layout (matmul_repacked_type(), kernels/weight_repack.h: Q4_K
-  // to Q4_K_X16, Q5_K to Q5_K_X16 and Q6_K to Q6_K_X16 on every SIMD path) into anonymous memory at load,
+  // in another layout (matmul_repacked_type(), kernels/weight_repack.h: Q4_K,
+  // Q5_K, Q6_K and Q8_0 to their X16 layouts on every SIMD path) into anonymous memory at load,
   // giving the file's pages of those tensors back; kAsStored keeps every
   // matrix as stored. The logits are bitwise the same either way.
   enum class WeightLayout { kForKernels, kAsStored };

@@ -537,8 +537,8 @@ TEST(Matmul, UnsupportedTypeThrows) {
 
 // The kernels of matmul_avx2_unpack.cc (also what the AVX-512 and emulated
 // AVX-512 sets run for these types as stored): every element bitwise the
-// AVX2 result of its row computed alone on one thread (Q5_K: the scalar
-// result, whose operations it follows), over shapes that cover every tile
+// AVX2 result of its row computed alone on one thread (Q5_K, Q5_0: the
+// scalar result, whose operations they follow), over shapes that cover every tile
 // shape and tail (odd column counts: a pair's second half missing), decode
 // rows and prompt batches, and several thread counts; the AVX-512 sets
 // bitwise the AVX2 path. (The other types against the scalar path: within
@@ -558,7 +558,7 @@ TEST(Matmul, Avx2UnpackKernelsBitwiseAcrossShapes) {
         const Weights w = make_weights(t, n, k, ++seed);
         const int64_t m_max = 17;
         const std::vector<float> x = random_x(m_max, k, ++seed);
-        set_cpu_level(t == GgmlType::Q5_K ? CpuLevel::Scalar : CpuLevel::Avx2);
+        set_cpu_level(t == GgmlType::Q5_K || t == GgmlType::Q5_0 ? CpuLevel::Scalar : CpuLevel::Avx2);
         kern::force_kernel_set(nullptr);
         std::vector<float> ref(m_max * n);
         for (int64_t r = 0; r < m_max; ++r) matmul(w.view(), x.data() + r * k, 1, ref.data() + r * n, pools[0]);

@@ -18,7 +18,7 @@
 namespace pc {
 namespace {
 
-// n rows of k values of type t (Q4_K, Q5_K or Q6_K): quantized rows of random values, every fourth row
+// n rows of k values of type t (Q4_K, Q5_K, Q6_K, Q8_0, Q4_0 or Q5_0): quantized rows of random values, every fourth row
 // raw random bytes instead (any scales and mins, any quants; F16 d and
 // dmin below 32 in magnitude, subnormals and -0 included, so sums stay finite).
 std::vector<uint8_t> kquant_rows(GgmlType t, int64_t n, int64_t k, uint32_t seed) {
@@ -35,7 +35,11 @@ std::vector<uint8_t> kquant_rows(GgmlType t, int64_t n, int64_t k, uint32_t seed
       continue;
     }
     for (int64_t i = 0; i < rb; ++i) dst[i] = uint8_t(rng());
-    for (int64_t b = 0; b < k / 256; ++b) {  // d and dmin start Q4_K and Q5_K blocks
+    for (int64_t b = 0; b < k / ggml_block_elems(t); ++b) {  // d and dmin start Q4_K and Q5_K blocks
+      if (ggml_block_elems(t) == 32) {  // Q8_0, Q4_0, Q5_0: d first
+        reinterpret_cast<BlockQ8_0*>(dst + b * bb)->d = uint16_t((rng() % 0x5000) | (rng() % 2) << 15);
+        continue;
+      }
       if (t == GgmlType::Q6_K) {
         reinterpret_cast<BlockQ6_K*>(dst + b * bb)->d = uint16_t((rng() % 0x5000) | (rng() % 2) << 15);
         continue;
@@ -51,7 +55,14 @@ std::vector<uint8_t> kquant_rows(GgmlType t, int64_t n, int64_t k, uint32_t seed
 std::vector<uint8_t> q4k_rows(int64_t n, int64_t k, uint32_t seed) { return kquant_rows(GgmlType::Q4_K, n, k, seed); }
 
 GgmlType repacked_type(GgmlType t) {
-  return t == GgmlType::Q4_K ? GgmlType::Q4_K_X16 : t == GgmlType::Q6_K ? GgmlType::Q6_K_X16 : GgmlType::Q5_K_X16;
+  switch (t) {
+    case GgmlType::Q4_K: return GgmlType::Q4_K_X16;
+    case GgmlType::Q6_K: return GgmlType::Q6_K_X16;
+    case GgmlType::Q8_0: return GgmlType::Q8_0_X16;
+    case GgmlType::Q4_0: return GgmlType::Q4_0_X16;
+    case GgmlType::Q5_0: return GgmlType::Q5_0_X16;
+    default: return GgmlType::Q5_K_X16;
+  }
 }
 
 std::vector<uint8_t> repacked(GgmlType t, const std::vector<uint8_t>& w, int64_t n, int64_t k) {
@@ -71,7 +82,8 @@ TEST(WeightRepack, RoundTripsBitwise) {
   uint32_t seed = 7;
   for (int64_t k : {256, 2048})
     for (const Layout& l : {Layout{GgmlType::Q4_K, unpack_group_q4_kx16}, Layout{GgmlType::Q5_K, unpack_group_q5_kx16},
-                            Layout{GgmlType::Q6_K, unpack_group_q6_kx16}}) {
+                            Layout{GgmlType::Q6_K, unpack_group_q6_kx16}, Layout{GgmlType::Q8_0, unpack_group_q8_0x16},
+                            Layout{GgmlType::Q4_0, unpack_group_q4_0x16}, Layout{GgmlType::Q5_0, unpack_group_q5_0x16}}) {
       const int64_t n = 32;
       const std::vector<uint8_t> w = kquant_rows(l.t, n, k, ++seed);
       const std::vector<uint8_t> r = repacked(l.t, w, n, k);
@@ -80,7 +92,20 @@ TEST(WeightRepack, RoundTripsBitwise) {
         l.unpack(r.data() + i * ggml_row_bytes(repacked_type(l.t), k), back.data() + i * ggml_row_bytes(l.t, k), k);
       EXPECT_EQ(back, w) << ggml_type_name(l.t) << " k=" << k;
     }
-  // Every F16 d and many scale and quant bytes of Q6_K.
+  // Every F16 d and many quant bytes of Q8_0, every F16 d and many scale and
+  // quant bytes of Q6_K.
+  BlockQ8_0 g8[16], g8back[16];
+  BlockQ8_0X16 g8r;
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    BlockQ8_0& b = g8[h % 16];
+    b.d = uint16_t(h);
+    for (int i = 0; i < 32; ++i) b.qs[i] = int8_t(h * 11 + i * 37);
+    if (h % 16 == 15) {
+      repack_group_q8_0x16(reinterpret_cast<const uint8_t*>(g8), reinterpret_cast<uint8_t*>(&g8r), 32);
+      unpack_group_q8_0x16(reinterpret_cast<const uint8_t*>(&g8r), reinterpret_cast<uint8_t*>(g8back), 32);
+      ASSERT_EQ(std::memcmp(g8, g8back, sizeof g8), 0) << "Q8_0 h=" << h;
+    }
+  }
   BlockQ6_K g6[16], g6back[16];
   BlockQ6_KX16 g6r;
   for (uint32_t h = 0; h < 0x10000; ++h) {
@@ -222,6 +247,69 @@ TEST(WeightRepack, Q5KX16Layout) {
   EXPECT_LT(fifth, 16 * 512);
 }
 
+// Q8_0_X16's parts (weight_repack.h): row c's d in d[c], its value v plus
+// 128 in byte 4c + v % 4 of qs[v / 4]; the value as dequantize_row reads the
+// stored block.
+TEST(WeightRepack, Q80X16Layout) {
+  const std::vector<uint8_t> w = kquant_rows(GgmlType::Q8_0, 16, 96, 6);
+  const std::vector<uint8_t> r = repacked(GgmlType::Q8_0, w, 16, 96);
+  std::vector<float> deq(96);
+  for (int c = 0; c < 16; ++c) {
+    dequantize_row(GgmlType::Q8_0, w.data() + c * 102, deq.data(), 96);
+    for (int64_t b = 0; b < 3; ++b) {
+      const auto& out = *reinterpret_cast<const BlockQ8_0X16*>(r.data() + b * sizeof(BlockQ8_0X16));
+      const auto& in = *reinterpret_cast<const BlockQ8_0*>(w.data() + c * 102 + b * 34);
+      EXPECT_EQ(out.d[c], in.d);
+      const float d = kern::half_to_float(in.d);
+      for (int v = 0; v < 32; ++v)
+        ASSERT_EQ(d * float(int(out.qs[v / 4][4 * c + v % 4]) - 128), deq[size_t(32 * b + v)])
+            << "row " << c << " value " << v;
+    }
+  }
+}
+
+// Q4_0_X16 / Q5_0_X16's parts (weight_repack.h): row c's d in d[c], value
+// v's 4 low bits in byte 4c + v % 4 of qs[(v % 16) / 4] (the high nibble for
+// v >= 16), Q5_0's fifth bit at bit v / 4 of byte 4c + v % 4 of qh; the value
+// as dequantize_row reads the stored block.
+TEST(WeightRepack, Q450X16Layout) {
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q5_0}) {
+    const bool q5 = t == GgmlType::Q5_0;
+    const int64_t bb = ggml_block_bytes(t), rb = 3 * bb;
+    const std::vector<uint8_t> w = kquant_rows(t, 16, 96, 7);
+    const std::vector<uint8_t> r = repacked(t, w, 16, 96);
+    const int64_t ob = q5 ? sizeof(BlockQ5_0X16) : sizeof(BlockQ4_0X16);
+    std::vector<float> deq(96);
+    int fifth = 0;
+    for (int c = 0; c < 16; ++c) {
+      dequantize_row(t, w.data() + c * rb, deq.data(), 96);
+      for (int64_t b = 0; b < 3; ++b) {
+        const uint8_t* out = r.data() + b * ob;
+        const uint16_t* d = reinterpret_cast<const uint16_t*>(out);
+        const uint8_t* qh = out + 32;
+        const uint8_t* qs = out + (q5 ? 96 : 32);
+        uint16_t din;
+        std::memcpy(&din, w.data() + c * rb + b * bb, 2);
+        EXPECT_EQ(d[c], din);
+        for (int v = 0; v < 32; ++v) {
+          int code = (qs[64 * ((v % 16) / 4) + 4 * c + v % 4] >> (v < 16 ? 0 : 4)) & 15;
+          if (q5) {
+            const int bit = (qh[4 * c + v % 4] >> (v / 4)) & 1;
+            fifth += bit;
+            code |= bit << 4;
+          }
+          ASSERT_EQ(kern::half_to_float(din) * float(code - (q5 ? 16 : 8)), deq[size_t(32 * b + v)])
+              << ggml_type_name(t) << " row " << c << " value " << v;
+        }
+      }
+    }
+    if (q5) {
+      EXPECT_GT(fifth, 0);
+      EXPECT_LT(fifth, 16 * 96);
+    }
+  }
+}
+
 std::vector<float> random_x(int64_t m, int64_t k, uint32_t seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> nd;
@@ -230,17 +318,19 @@ std::vector<float> random_x(int64_t m, int64_t k, uint32_t seed) {
   return x;
 }
 
-// matmul on Q4_K_X16 / Q6_K_X16 / Q5_K_X16 weights = matmul on the stored Q4_K / Q6_K / Q5_K weights, bitwise, on
-// every kernel path (AVX-512's own kernels, real and emulated; the scalar and
-// AVX2 paths unpack), for decode rows and prompt tiles, whatever the thread
-// count; and each row of a batch is the row computed alone.
+// matmul on the X16 layouts = matmul on the stored Q4_K / Q6_K / Q5_K / Q8_0 /
+// Q4_0 / Q5_0 weights, bitwise, on every kernel path (AVX-512's own kernels,
+// real and emulated; the scalar path unpacks, AVX2 runs the emulated kernels
+// or, Q8_0 and Q4_0 prompts, its panel), for decode rows and
+// prompt tiles, whatever the thread count; and each row of a batch is the
+// row computed alone.
 TEST(WeightRepack, MatmulMatchesStoredBitwise) {
   test::LevelGuard guard;
   ThreadPool pools[3] = {ThreadPool(1), ThreadPool(2), ThreadPool(3)};
   uint32_t seed = 40;
-  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q5_K})
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q5_K, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q5_0})
   for (const test::KernelPath& path : test::kernel_paths()) {
-    for (int64_t k : {256, 1536}) {
+    for (int64_t k : {ggml_block_elems(t) == 32 ? int64_t(96) : int64_t(256), int64_t(1536)}) {
       for (int64_t n : {16, 48, 128}) {
         const std::vector<uint8_t> w = kquant_rows(t, n, k, ++seed);
         const std::vector<uint8_t> r = repacked(t, w, n, k);
@@ -271,17 +361,39 @@ TEST(WeightRepack, MatmulMatchesStoredBitwise) {
 }
 
 // Extreme values: every nibble 15 (Q5_K: every value 31, Q6_K: 63 with
-// scales of -128 and 127), every scale and min 63, activations at ±127 (one large value a block) — the largest int16
-// pair sums and int32 block sums the repacked kernels form.
+// scales of -128 and 127, Q8_0: -128 and 127, Q4_0 / Q5_0: codes 0 and
+// 15 / 31), every scale and min 63,
+// activations at ±127 (one large value a block) — the largest int16 pair
+// sums and int32 block sums the repacked kernels form.
 TEST(WeightRepack, ExtremesMatchStored) {
   test::LevelGuard guard;
   ThreadPool pool(2);
   const int64_t k = 512;
-  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q5_K}) {
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q5_K, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q5_0}) {
     const int64_t n = 16;
     std::vector<uint8_t> w(size_t(n * ggml_row_bytes(t, k)));
-    for (int64_t b = 0; b < n * k / 256; ++b) {
+    for (int64_t b = 0; b < n * k / ggml_block_elems(t); ++b) {
       uint8_t* at = w.data() + b * ggml_block_bytes(t);
+      if (t == GgmlType::Q8_0) {  // every value -128 or 127 (or alternating)
+        auto* b8 = reinterpret_cast<BlockQ8_0*>(at);
+        b8->d = 0x3C00;
+        for (int i = 0; i < 32; ++i) b8->qs[i] = int8_t(b % 3 == 0 ? -128 : b % 3 == 1 ? 127 : (i % 2 ? 127 : -128));
+        continue;
+      }
+      if (t == GgmlType::Q4_0 || t == GgmlType::Q5_0) {  // every code at its maximum, 0, or alternating
+        const uint8_t qs = b % 3 == 0 ? 0xFF : b % 3 == 1 ? 0x00 : 0x0F;
+        if (t == GgmlType::Q4_0) {
+          auto* b4 = reinterpret_cast<BlockQ4_0*>(at);
+          b4->d = 0x3C00;
+          std::memset(b4->qs, qs, sizeof b4->qs);
+        } else {
+          auto* b5 = reinterpret_cast<BlockQ5_0*>(at);
+          b5->d = 0x3C00;
+          std::memset(b5->qs, qs, sizeof b5->qs);
+          std::memset(b5->qh, b % 3 == 0 ? 0xFF : b % 3 == 1 ? 0x00 : 0x55, sizeof b5->qh);
+        }
+        continue;
+      }
       if (t == GgmlType::Q6_K) {  // every code 63 (or 0 and 63 alternating), scales at -128 and 127
         auto* b6 = reinterpret_cast<BlockQ6_K*>(at);
         b6->d = 0x3C00;
@@ -309,7 +421,11 @@ TEST(WeightRepack, ExtremesMatchStored) {
       for (int64_t m : {2, 5})  // decode rows, a prompt tile
         for (float sign : {1.f, -1.f}) {
           std::vector<float> x(size_t(m * k), sign);
-          for (int64_t i = 0; i < m * k; i += 256) x[size_t(i)] = 50 * sign;  // the others round to ±3
+          // One large value a block (the others round to ±3); 32-value
+          // blocks: every value ±50 (every third negated), so every
+          // activation is ±127.
+          const bool q32 = ggml_block_elems(t) == 32;
+          for (int64_t i = 0; i < m * k; i += q32 ? 1 : 256) x[size_t(i)] = q32 && i % 3 == 0 ? -50 * sign : 50 * sign;
           path.use();
           std::vector<float> ref(size_t(m * n)), y(size_t(m * n), -1.f);
           matmul(stored, x.data(), m, ref.data(), pool);
@@ -323,8 +439,8 @@ TEST(WeightRepack, ExtremesMatchStored) {
 }
 
 // The repacking is chosen by the kernels in use: the X16 layouts of Q4_K,
-// Q5_K and Q6_K on every SIMD set (real or emulated AVX-512, AVX2), none on
-// the scalar path, and never for other types.
+// Q5_K, Q6_K, Q8_0, Q4_0 and Q5_0 on every SIMD set (real or emulated AVX-512, AVX2),
+// none on the scalar path, and never for other types.
 TEST(WeightRepack, RepackedTypeFollowsKernels) {
   test::LevelGuard guard;
   for (const test::KernelPath& path : test::kernel_paths()) {
@@ -333,7 +449,10 @@ TEST(WeightRepack, RepackedTypeFollowsKernels) {
     EXPECT_EQ(matmul_repacked_type(GgmlType::Q4_K), scalar ? GgmlType::Q4_K : GgmlType::Q4_K_X16) << path.name();
     EXPECT_EQ(matmul_repacked_type(GgmlType::Q5_K), scalar ? GgmlType::Q5_K : GgmlType::Q5_K_X16) << path.name();
     EXPECT_EQ(matmul_repacked_type(GgmlType::Q6_K), scalar ? GgmlType::Q6_K : GgmlType::Q6_K_X16) << path.name();
-    EXPECT_EQ(matmul_repacked_type(GgmlType::Q8_0), GgmlType::Q8_0);
+    EXPECT_EQ(matmul_repacked_type(GgmlType::Q8_0), scalar ? GgmlType::Q8_0 : GgmlType::Q8_0_X16) << path.name();
+    EXPECT_EQ(matmul_repacked_type(GgmlType::Q4_0), scalar ? GgmlType::Q4_0 : GgmlType::Q4_0_X16) << path.name();
+    EXPECT_EQ(matmul_repacked_type(GgmlType::Q5_0), scalar ? GgmlType::Q5_0 : GgmlType::Q5_0_X16) << path.name();
+    EXPECT_EQ(matmul_repacked_type(GgmlType::Q4_1), GgmlType::Q4_1);
   }
   EXPECT_THROW(repack_rows(GgmlType::Q6_K, GgmlType::Q4_K_X16, nullptr, nullptr, 256, 16), Error);
   EXPECT_THROW(repack_rows(GgmlType::Q4_K, GgmlType::Q6_K_X16, nullptr, nullptr, 256, 16), Error);
@@ -342,6 +461,10 @@ TEST(WeightRepack, RepackedTypeFollowsKernels) {
   EXPECT_THROW(repack_rows(GgmlType::Q4_K, GgmlType::Q4_K_X16, nullptr, nullptr, 256, 12), Error);  // not whole groups
   EXPECT_THROW(repack_rows(GgmlType::Q4_K, GgmlType::Q5_K_X16, nullptr, nullptr, 256, 16), Error);
   EXPECT_THROW(repack_rows(GgmlType::Q5_K, GgmlType::Q5_K_X16, nullptr, nullptr, 256, 17), Error);  // not whole groups
+  EXPECT_THROW(repack_rows(GgmlType::Q8_0, GgmlType::Q8_0_X16, nullptr, nullptr, 48, 16), Error);  // k not whole blocks
+  EXPECT_THROW(repack_rows(GgmlType::Q4_0, GgmlType::Q8_0_X16, nullptr, nullptr, 256, 16), Error);
+  EXPECT_THROW(repack_rows(GgmlType::Q5_0, GgmlType::Q4_0_X16, nullptr, nullptr, 256, 16), Error);
+  EXPECT_THROW(repack_rows(GgmlType::Q5_0, GgmlType::Q5_0_X16, nullptr, nullptr, 256, 15), Error);  // not whole groups
 }
 
 }  // namespace

@@ -38,7 +38,7 @@ TEST(RepackedWeights, LogitsMatchStoredLayoutBitwise) {
       set_cpu_level(detect_cpu_level());
     }
   } restore;
-  // The AVX-512 kernels repack Q4_K, Q5_K and Q6_K; without AVX-512, their emulation does.
+  // The AVX-512 kernels repack Q4_K, Q5_K, Q6_K, Q8_0, Q4_0 and Q5_0; without AVX-512, their emulation does.
   if (detect_cpu_level() >= CpuLevel::Avx512) {
     set_cpu_level(CpuLevel::Avx512);
   } else {
@@ -53,13 +53,19 @@ TEST(RepackedWeights, LogitsMatchStoredLayoutBitwise) {
   for (const Case& c : {Case{"qwen3", GgmlType::Q4_K, Residency::kMemory}, Case{"qwen3", GgmlType::Q4_K, Residency::kMap},
                         Case{"qwen3moe", GgmlType::Q4_K, Residency::kMemory},
                         Case{"llama", GgmlType::Q5_K, Residency::kMemory},
-                        Case{"llama", GgmlType::Q6_K, Residency::kMemory}}) {
+                        Case{"llama", GgmlType::Q6_K, Residency::kMemory},
+                        Case{"llama", GgmlType::Q8_0, Residency::kMemory},
+                        Case{"llama", GgmlType::Q4_0, Residency::kMemory},
+                        Case{"qwen3", GgmlType::Q5_0, Residency::kMemory}}) {
     const std::string path = test::generated_model(c.arch, c.type);
     auto stored = Model::load(path, c.residency, 0, Model::WeightLayout::kAsStored);
     auto packed = Model::load(path, c.residency, 0, Model::WeightLayout::kForKernels);
-    // Repacked: the Q4_K / Q5_K / Q6_K matmul weights; the token embedding (read by rows) as stored.
+    // Repacked: the matmul weights of those types; the token embedding (read by rows) as stored.
     const GgmlType r = c.type == GgmlType::Q4_K   ? GgmlType::Q4_K_X16
                        : c.type == GgmlType::Q6_K ? GgmlType::Q6_K_X16
+                       : c.type == GgmlType::Q8_0 ? GgmlType::Q8_0_X16
+                       : c.type == GgmlType::Q4_0 ? GgmlType::Q4_0_X16
+                       : c.type == GgmlType::Q5_0 ? GgmlType::Q5_0_X16
                                                   : GgmlType::Q5_K_X16;
     int repacked = 0;
     for (const LayerWeights& l : packed->layers())
