@@ -108,6 +108,7 @@ struct V512 {
   template <int N, int kMax>
   static I steps_scaled(I isum, const I* q, const int8_t* x, I sc) {
     I s = _mm512_dpbusd_epi32(zero_i(), q[0], bcast32_i(x));
+#pragma GCC unroll 16
     for (int tt = 1; tt < N; ++tt) s = _mm512_dpbusd_epi32(s, q[tt], bcast32_i(x + 4 * tt));
     if constexpr (N * 4 * kMax * 128 < 32768) return _mm512_dpwssd_epi32(isum, s, sc);
     else return _mm512_add_epi32(isum, _mm512_mullo_epi32(s, sc));
@@ -124,6 +125,7 @@ struct V512 {
   // the 4 products q[tt] · x[4tt .. 4tt + 3] of each lane for each tt < N.
   template <int N, int kMax>
   static I steps_sum(I isum, const I* q, const int8_t* x) {
+#pragma GCC unroll 16
     for (int tt = 0; tt < N; ++tt) isum = _mm512_dpbusd_epi32(isum, q[tt], bcast32_i(x + 4 * tt));
     return isum;
   }
