@@ -3,8 +3,8 @@
 //   32-element blocks (Q8_0-style activations):  Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4
 //   256-element blocks (Q8_K-style, with bsums): Q5_K, IQ4_XS
 // matmul_avx2.cc's avx2_kernel() hands these types here; the AVX-512 kernel
-// sets run them through it too (Q5_K weights in whole groups of 16 rows are
-// repacked to Q5_K_X16, which has kernels of its own). Compiled for
+// sets run them through it too (Q5_K and Q5_0 weights in whole groups of 16
+// rows are repacked to Q5_K_X16 / Q5_0_X16, which have kernels of their own). Compiled for
 // AVX2 like matmul_avx2.cc (target pragma after the standard headers; internal
 // linkage but for the entry point).
 //

@@ -37,9 +37,10 @@
 //   pairsum(a, b)     int32 lanes 0-7: a0 + a1, a2 + a3, ..., a14 + a15; 8-15: the same of b
 //   the X16 kernels' (commented in the backends): bcast32_i, zx8_32, sx8_32,
 //   srli32<S>, slli32<S>, sub, mullo32, dpbusd_u7, scale_for / steps_scaled<N, kMax>,
-//   kQ8xBiased / q8x_prep / q8x_dot (Q8_0_X16)
+//   steps_sum<N, kMax>, kQ8xBiased / q8x_prep / q8x_dot (Q8_0_X16)
 //
-// The X16 weights (sections "Q4_K_X16", "Q6_K_X16", "Q8_0_X16"): a group of 16 rows a
+// The X16 weights (sections "Q4_K_X16", "Q6_K_X16", "Q8_0_X16 / Q4_0_X16 /
+// Q5_0_X16"): a group of 16 rows a
 // vector, each column's sums in its own lane, tiles of up to V::kKxRows rows
 // (decode is the one-row tile); the exact integers and float operations of
 // the scalar kernels. K-quant weights as stored (tensors not in whole groups
@@ -385,84 +386,39 @@ void q6kx_tile16(const MatmulArgs& a, int64_t r, int64_t g) {
   PC_UNROLL for (int i = 0; i < R; ++i) V::storeu_f(a.y + (r + i) * a.ldy + g * kX16Rows, acc[i]);
 }
 
-// ---- Q8_0_X16: 16 interleaved rows a vector (weight_repack.h) -------------
-// Lane c of every vector is column 16g + c. Per block (32 values) and row
-// of x: s = the 32 products' sum, 8 vpdpbusd of the codes (value + 128) with
-// the activation bytes of each step broadcast, less 128 · (the block's
-// activation sum) (the AVX2 backend sums the signed products directly:
-// V::kQ8xBiased), the exact integer of dot_q8_0 (matmul_scalar.cc); then
-// its float operation per lane, acc = acc + (d·d_x)·float(s). Each weight
-// vector serves every row of the tile; decode is the one-row tile.
-template <class V, int R>
-void q80x_tile16(const MatmulArgs& a, int64_t r, int64_t g) {
-  using I = typename V::I;
-  using F = typename V::F;
-  const int64_t nb = a.k / 32;
-  const auto* w = reinterpret_cast<const BlockQ8_0X16*>(a.w + g * kX16Rows * a.row_bytes);
-  const int8_t* xq[R];
-  const float* xd[R];
-  const int16_t* xs[R];
-  PC_UNROLL for (int i = 0; i < R; ++i) {
-    xq[i] = a.xq(r + i);
-    xd[i] = a.xd(r + i);
-    xs[i] = a.xbs(r + i);
-  }
-  F acc[R];
-  PC_UNROLL for (int i = 0; i < R; ++i) acc[i] = V::zero_f();
-  for (int64_t b = 0; b < nb; ++b) {
-    const BlockQ8_0X16& blk = w[b];
-    if constexpr (R == 1) prefetch_block(&blk, sizeof blk);
-    I q[8];
-    PC_UNROLL for (int u = 0; u < 8; ++u) q[u] = V::q8x_prep(V::loadu_i(blk.qs[u]));
-    const F d = V::load_h16(blk.d);
-    PC_UNROLL for (int i = 0; i < R; ++i) {
-      const int8_t* x = xq[i] + 32 * b;
-      I s = V::q8x_dot(V::zero_i(), q[0], x);
-      PC_UNROLL for (int u = 1; u < 8; ++u) s = V::q8x_dot(s, q[u], x + 4 * u);
-      if constexpr (V::kQ8xBiased) s = V::sub32(s, V::set1_i(128 * int32_t(xs[i][b])));
-      acc[i] = V::add(acc[i], V::mul(V::mul(d, V::set1_f(xd[i][b])), V::cvt(s)));
-    }
-  }
-  PC_UNROLL for (int i = 0; i < R; ++i) V::storeu_f(a.y + (r + i) * a.ldy + g * kX16Rows, acc[i]);
-}
+// ---- Q8_0_X16 / Q4_0_X16 / Q5_0_X16: 32-value blocks, 16 interleaved rows a
+// vector (weight_repack.h) ------------------------------------------------
+// Lane c of every vector is column 16g + c. Per block (32 values) and row of
+// x: s = the 32 products' sum of the codes with the activation bytes, 8
+// vpdpbusd with the 4 bytes of each step broadcast, less off · (the block's
+// activation sum):
+//   Q8_0: codes = value + 128 (0..255), off = 128; the AVX2 backend instead
+//         sums the signed products directly (V::kQ8xBiased false, off 0);
+//   Q4_0: codes 0..15 = value + 8, off = 8; Q5_0: codes 0..31 (the fifth bit
+//         from qh) = value + 16, off = 16; AVX2 adds their vpmaddubsw pair
+//         sums in int16 words first (V::steps_sum);
+// the exact integer of dot_q8_0 / dot_q4_0 / dot_q5_0 (matmul_scalar.cc);
+// then its float operation per lane, acc = acc + (d·d_x)·float(s). Each
+// weight vector serves every row of the tile; decode is the one-row tile.
+template <GgmlType T>
+using BlockQ32X16 = std::conditional_t<T == GgmlType::Q8_0_X16, BlockQ8_0X16,
+                                       std::conditional_t<T == GgmlType::Q4_0_X16, BlockQ4_0X16, BlockQ5_0X16>>;
 
-// ---- Q4_0_X16 / Q5_0_X16: 16 interleaved rows a vector (weight_repack.h) --
-// Lane c of every vector is column 16g + c. Per block (32 values) and row
-// of x: s = the 32 products' sum of the codes (0..15; Q5_0: 0..31, the fifth
-// bit from qh) with the activation bytes, 8 vpdpbusd with 4 bytes broadcast
-// each (V::steps_sum; AVX2 adds the pair sums in int16 words first), less
-// 8 · (16 · for Q5_0) the block's activation sum: the exact integer of
-// dot_q4_0 / dot_q5_0 (matmul_scalar.cc); then its float operation per lane,
-// acc = acc + (d·d_x)·float(s).
-template <class V, int R, bool kQ5>
-void q450x_tile16(const MatmulArgs& a, int64_t r, int64_t g) {
+// Step u's codes (values 4u .. 4u + 3 of each row) of a block, u = 0..7.
+template <class V, GgmlType T>
+inline void q32x_codes(const BlockQ32X16<T>& blk, typename V::I* q) {
   using I = typename V::I;
-  using F = typename V::F;
-  using B = std::conditional_t<kQ5, BlockQ5_0X16, BlockQ4_0X16>;
-  constexpr int kOff = kQ5 ? 16 : 8, kMax = kQ5 ? 31 : 15;
-  const int64_t nb = a.k / 32;
-  const auto* w = reinterpret_cast<const B*>(a.w + g * kX16Rows * a.row_bytes);
-  const int8_t* xq[R];
-  const float* xd[R];
-  const int16_t* xs[R];
-  PC_UNROLL for (int i = 0; i < R; ++i) {
-    xq[i] = a.xq(r + i);
-    xd[i] = a.xd(r + i);
-    xs[i] = a.xbs(r + i);
-  }
-  const I m4 = V::set1_i(0x0F0F0F0F);
-  F acc[R];
-  PC_UNROLL for (int i = 0; i < R; ++i) acc[i] = V::zero_f();
-  for (int64_t b = 0; b < nb; ++b) {
-    const B& blk = w[b];
-    if constexpr (R == 1) prefetch_block(&blk, sizeof blk);
-    I q[8];
+  if constexpr (T == GgmlType::Q8_0_X16) {
+    PC_UNROLL for (int u = 0; u < 8; ++u) q[u] = V::q8x_prep(V::loadu_i(blk.qs[u]));
+    return;
+  } else {
+    const I m4 = V::set1_i(0x0F0F0F0F);
     PC_UNROLL for (int t = 0; t < 4; ++t) {
       const I p = V::loadu_i(blk.qs[t]);
       q[t] = V::and_i(p, m4);
       q[t + 4] = V::and_i(V::srli4_16(p), m4);
     }
-    if constexpr (kQ5) {  // bit u of each qh byte to bit 4 of step u's codes
+    if constexpr (T == GgmlType::Q5_0_X16) {  // bit u of each qh byte to bit 4 of step u's codes
       const I h = V::loadu_i(blk.qh), m10 = V::set1_i(0x10101010);
       q[0] = V::or_i(q[0], V::and_i(V::template slli16<4>(h), m10));
       q[1] = V::or_i(q[1], V::and_i(V::template slli16<3>(h), m10));
@@ -473,10 +429,44 @@ void q450x_tile16(const MatmulArgs& a, int64_t r, int64_t g) {
       q[6] = V::or_i(q[6], V::and_i(V::template srli16<2>(h), m10));
       q[7] = V::or_i(q[7], V::and_i(V::template srli16<3>(h), m10));
     }
+  }
+}
+
+template <class V, int R, GgmlType T>
+void q32x_tile16(const MatmulArgs& a, int64_t r, int64_t g) {
+  using I = typename V::I;
+  using F = typename V::F;
+  using B = BlockQ32X16<T>;
+  constexpr bool kQ8 = T == GgmlType::Q8_0_X16;
+  constexpr int kOff = kQ8 ? (V::kQ8xBiased ? 128 : 0) : T == GgmlType::Q4_0_X16 ? 8 : 16;
+  const int64_t nb = a.k / 32;
+  const auto* w = reinterpret_cast<const B*>(a.w + g * kX16Rows * a.row_bytes);
+  const int8_t* xq[R];
+  const float* xd[R];
+  const int16_t* xs[R];
+  PC_UNROLL for (int i = 0; i < R; ++i) {
+    xq[i] = a.xq(r + i);
+    xd[i] = a.xd(r + i);
+    xs[i] = a.xbs(r + i);
+  }
+  F acc[R];
+  PC_UNROLL for (int i = 0; i < R; ++i) acc[i] = V::zero_f();
+  for (int64_t b = 0; b < nb; ++b) {
+    const B& blk = w[b];
+    if constexpr (R == 1) prefetch_block(&blk, sizeof blk);
+    I q[8];
+    q32x_codes<V, T>(blk, q);
     const F d = V::load_h16(blk.d);
     PC_UNROLL for (int i = 0; i < R; ++i) {
-      I s = V::template steps_sum<8, kMax>(V::zero_i(), q, xq[i] + 32 * b);
-      s = V::sub32(s, V::set1_i(kOff * int32_t(xs[i][b])));
+      const int8_t* x = xq[i] + 32 * b;
+      I s;
+      if constexpr (kQ8) {
+        s = V::q8x_dot(V::zero_i(), q[0], x);
+        PC_UNROLL for (int u = 1; u < 8; ++u) s = V::q8x_dot(s, q[u], x + 4 * u);
+      } else {
+        s = V::template steps_sum<8, T == GgmlType::Q4_0_X16 ? 15 : 31>(V::zero_i(), q, x);
+      }
+      if constexpr (kOff != 0) s = V::sub32(s, V::set1_i(kOff * int32_t(xs[i][b])));
       acc[i] = V::add(acc[i], V::mul(V::mul(d, V::set1_f(xd[i][b])), V::cvt(s)));
     }
   }
@@ -762,9 +752,8 @@ struct Avx512Q32 {
   template <GgmlType T, int R>
   static constexpr KxTileFn x16_tile_of() {
     if constexpr (T == GgmlType::Q6_K_X16) return q6kx_tile16<V, R>;
-    else if constexpr (T == GgmlType::Q8_0_X16) return q80x_tile16<V, R>;
-    else if constexpr (T == GgmlType::Q4_0_X16) return q450x_tile16<V, R, false>;
-    else if constexpr (T == GgmlType::Q5_0_X16) return q450x_tile16<V, R, true>;
+    else if constexpr (T == GgmlType::Q8_0_X16 || T == GgmlType::Q4_0_X16 || T == GgmlType::Q5_0_X16)
+      return q32x_tile16<V, R, T>;
     else return k45x_tile16<V, R, T == GgmlType::Q5_K_X16>;
   }
   template <GgmlType T, int R>
