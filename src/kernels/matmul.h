@@ -27,7 +27,7 @@ struct WeightView {
 
 // Throws pc::Error for weight types other than F32, F16, BF16, Q8_0, Q4_0, Q4_1,
 // Q5_0, Q5_1, IQ4_NL, MXFP4, Q4_K, Q5_K, Q6_K, IQ4_XS (ggml_type_supported())
-// and the repacked layouts of kernels/weight_repack.h (Q4_K_X16, Q5_K_X16, Q6_K_X16, Q8_0_X16), or a k
+// and the repacked X16 layouts of kernels/weight_repack.h, or a k
 // that is not a multiple of the type's block size.
 //
 // For quantized weights each row of x is first quantized to int8 (blocks of 32

@@ -570,11 +570,8 @@ void q8_0_rows16(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_
   for (int64_t r = r0; r < r1; ++r) {
     const int8_t* xq = a.xq(r);
     const float* xd = a.xd(r);
-    for (int64_t b = 0; b < nb; ++b) {
-      int32_t s = 0;
-      for (int i = 0; i < 32; ++i) s += xq[32 * b + i];
-      xs[b] = 128 * s;
-    }
+    const int16_t* xbs = a.xbs(r);  // the quantizer's sums of 32
+    for (int64_t b = 0; b < nb; ++b) xs[b] = 128 * int32_t(xbs[b]);
     for (int64_t c = c0; c < c1; c += 8) {
       const BlockQ8_0* w[8];
       PC_UNROLL for (int j = 0; j < 8; ++j)

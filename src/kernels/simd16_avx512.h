@@ -117,10 +117,6 @@ struct V512 {
   static I sx8_32(const void* p) { return _mm512_cvtepi8_epi32(_mm_loadu_si128(static_cast<const __m128i*>(p))); }
   static I mullo32(I a, I b) { return _mm512_mullo_epi32(a, b); }
   static I dpbusd_u7(I acc, I u7, I s8) { return _mm512_dpbusd_epi32(acc, u7, s8); }
-  // Q8_0_X16's codes (value + 128, unsigned): q8x_prep once per weight
-  // vector, then q8x_dot adds to each lane the 4 products of its codes with
-  // the 4 activation bytes at x broadcast. kQ8xBiased: those sums include
-  // 128 · (the 4 bytes' sum), which the kernel takes off per block.
   // Plain sums of N steps (Q4_0_X16 / Q5_0_X16 codes 0..kMax < 128): isum +
   // the 4 products q[tt] · x[4tt .. 4tt + 3] of each lane for each tt < N.
   template <int N, int kMax>
@@ -129,6 +125,10 @@ struct V512 {
     for (int tt = 0; tt < N; ++tt) isum = _mm512_dpbusd_epi32(isum, q[tt], bcast32_i(x + 4 * tt));
     return isum;
   }
+  // Q8_0_X16's codes (value + 128, unsigned): q8x_prep once per weight
+  // vector, then q8x_dot adds to each lane the 4 products of its codes with
+  // the 4 activation bytes at x broadcast. kQ8xBiased: those sums include
+  // 128 · (the 4 bytes' sum), which the kernel takes off per block.
   static constexpr bool kQ8xBiased = true;
   static I q8x_prep(I w) { return w; }
   static I q8x_dot(I acc, I w, const int8_t* x) { return _mm512_dpbusd_epi32(acc, w, bcast32_i(x)); }

@@ -75,15 +75,15 @@ struct V512Emu {
             _mm256_add_epi32(acc.hi, _mm256_madd_epi16(_mm256_maddubs_epi16(u7.hi, s8.hi), one))};
   }
   static I mullo32(I a, I b) { return {_mm256_mullo_epi32(a.lo, b.lo), _mm256_mullo_epi32(a.hi, b.hi)}; }
-  // Q8_0_X16 (simd16_avx512.h): q8x_prep flips the codes back to the signed
-  // values, q8x_dot adds the exact products without the bias (vpmaddubsw of
-  // |w| with x carrying w's sign: at most 2 · 128 · 127 < 2^15 a word, so no
-  // saturation; then vpmaddwd by 1).
   // steps_sum (simd16_avx512.h): steps_scaled with a scale of 1 in both words.
   template <int N, int kMax>
   static I steps_sum(I isum, const I* q, const int8_t* x) {
     return steps_scaled<N, kMax>(isum, q, x, set1_i(0x00010001));
   }
+  // Q8_0_X16 (simd16_avx512.h): q8x_prep flips the codes back to the signed
+  // values, q8x_dot adds the exact products without the bias (vpmaddubsw of
+  // |w| with x carrying w's sign: at most 2 · 128 · 127 < 2^15 a word, so no
+  // saturation; then vpmaddwd by 1).
   static constexpr bool kQ8xBiased = false;
   static I q8x_prep(I w) { return xor_i(w, set1_i(int32_t(0x80808080u))); }
   static __m256i q8x_dot8(__m256i acc, __m256i w, __m256i x) {
@@ -91,10 +91,8 @@ struct V512Emu {
     return _mm256_add_epi32(acc, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
   }
   static I q8x_dot(I acc, I w, const int8_t* x) {
-    int32_t v;
-    std::memcpy(&v, x, 4);
-    const __m256i b = _mm256_set1_epi32(v);
-    return {q8x_dot8(acc.lo, w.lo, b), q8x_dot8(acc.hi, w.hi, b)};
+    const I b = bcast32_i(x);
+    return {q8x_dot8(acc.lo, w.lo, b.lo), q8x_dot8(acc.hi, w.hi, b.hi)};
   }
   static I bcast32_i(const void* p) {
     int32_t v;

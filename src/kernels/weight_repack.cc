@@ -161,44 +161,43 @@ void unpack_group_q6_kx16(const uint8_t* src, uint8_t* dst, int64_t k) {
   }
 }
 
-void repack_group_q8_0x16(const uint8_t* src, uint8_t* dst, int64_t k) {
-  const int64_t nb = k / 32, rb = nb * int64_t(sizeof(BlockQ8_0));
-  for (int64_t b = 0; b < nb; ++b) {
-    BlockQ8_0X16 out;
-    for (int c = 0; c < 16; ++c) {
-      BlockQ8_0 in;
-      std::memcpy(&in, src + c * rb + b * int64_t(sizeof in), sizeof in);
-      out.d[c] = in.d;
-      for (int v = 0; v < 32; ++v) out.qs[v / 4][4 * c + v % 4] = static_cast<uint8_t>(in.qs[v] ^ 0x80);
-    }
-    std::memcpy(dst + b * int64_t(sizeof out), &out, sizeof out);
-  }
-}
-
-void unpack_group_q8_0x16(const uint8_t* src, uint8_t* dst, int64_t k) {
-  const int64_t nb = k / 32, rb = nb * int64_t(sizeof(BlockQ8_0));
-  for (int64_t b = 0; b < nb; ++b) {
-    BlockQ8_0X16 in;
-    std::memcpy(&in, src + b * int64_t(sizeof in), sizeof in);
-    for (int c = 0; c < 16; ++c) {
-      BlockQ8_0 out;
-      out.d = in.d[c];
-      for (int v = 0; v < 32; ++v) out.qs[v] = static_cast<int8_t>(in.qs[v / 4][4 * c + v % 4] ^ 0x80);
-      std::memcpy(dst + c * rb + b * int64_t(sizeof out), &out, sizeof out);
-    }
-  }
-}
-
 namespace {
 
-// Q4_0 / Q5_0 (kQ5) rows to / from a group: the 4-bit codes move as they are
-// (value j's nibble of qs[j % 16], the high one for j >= 16, to the same
-// nibble of byte 4c + j % 4 of qs[(j % 16) / 4]), Q5_0's fifth bits from qh
-// (bit j) to bit j / 4 of byte 4c + j % 4 of the group's qh.
-template <bool kQ5>
-void repack_group_q450x16(const uint8_t* src, uint8_t* dst, int64_t k) {
-  using In = std::conditional_t<kQ5, BlockQ5_0, BlockQ4_0>;
-  using Out = std::conditional_t<kQ5, BlockQ5_0X16, BlockQ4_0X16>;
+// Row c's codes of one 32-value block, stored block <-> group block (the
+// layouts of weight_repack.h): Q8_0's values move with the sign bit flipped;
+// Q4_0's / Q5_0's 4-bit codes move as they are (value j's nibble of qs[j %
+// 16], the high one for j >= 16, to the same nibble of byte 4c + j % 4 of
+// qs[(j % 16) / 4]), Q5_0's fifth bits from qh (bit j) to bit j / 4 of byte
+// 4c + j % 4 of the group's qh.
+void to_group(const BlockQ8_0& in, BlockQ8_0X16& out, int c) {
+  for (int v = 0; v < 32; ++v) out.qs[v / 4][4 * c + v % 4] = static_cast<uint8_t>(in.qs[v] ^ 0x80);
+}
+void from_group(const BlockQ8_0X16& in, BlockQ8_0& out, int c) {
+  for (int v = 0; v < 32; ++v) out.qs[v] = static_cast<int8_t>(in.qs[v / 4][4 * c + v % 4] ^ 0x80);
+}
+template <class In, class Out>
+void nibbles_to_group(const In& in, Out& out, int c) {
+  for (int j = 0; j < 16; ++j) out.qs[j / 4][4 * c + j % 4] = in.qs[j];
+}
+template <class In, class Out>
+void nibbles_from_group(const In& in, Out& out, int c) {
+  for (int j = 0; j < 16; ++j) out.qs[j] = in.qs[j / 4][4 * c + j % 4];
+}
+void to_group(const BlockQ4_0& in, BlockQ4_0X16& out, int c) { nibbles_to_group(in, out, c); }
+void from_group(const BlockQ4_0X16& in, BlockQ4_0& out, int c) { nibbles_from_group(in, out, c); }
+void to_group(const BlockQ5_0& in, BlockQ5_0X16& out, int c) {
+  nibbles_to_group(in, out, c);
+  for (int j = 0; j < 32; ++j) out.qh[4 * c + j % 4] |= static_cast<uint8_t>(q5_high_bit(in.qh, j) << (j / 4));
+}
+void from_group(const BlockQ5_0X16& in, BlockQ5_0& out, int c) {
+  nibbles_from_group(in, out, c);
+  for (int j = 0; j < 32; ++j)
+    out.qh[j / 8] |= static_cast<uint8_t>(((in.qh[4 * c + j % 4] >> (j / 4)) & 1) << (j % 8));
+}
+
+// 16 rows of stored blocks In <-> one group of blocks Out (32 values each).
+template <class In, class Out>
+void repack_group_q32x16(const uint8_t* src, uint8_t* dst, int64_t k) {
   const int64_t nb = k / 32, rb = nb * int64_t(sizeof(In));
   for (int64_t b = 0; b < nb; ++b) {
     Out out{};
@@ -206,19 +205,14 @@ void repack_group_q450x16(const uint8_t* src, uint8_t* dst, int64_t k) {
       In in;
       std::memcpy(&in, src + c * rb + b * int64_t(sizeof in), sizeof in);
       out.d[c] = in.d;
-      for (int j = 0; j < 16; ++j) out.qs[j / 4][4 * c + j % 4] = in.qs[j];
-      if constexpr (kQ5)
-        for (int j = 0; j < 32; ++j)
-          out.qh[4 * c + j % 4] |= static_cast<uint8_t>(q5_high_bit(in.qh, j) << (j / 4));
+      to_group(in, out, c);
     }
     std::memcpy(dst + b * int64_t(sizeof out), &out, sizeof out);
   }
 }
 
-template <bool kQ5>
-void unpack_group_q450x16(const uint8_t* src, uint8_t* dst, int64_t k) {
-  using In = std::conditional_t<kQ5, BlockQ5_0X16, BlockQ4_0X16>;
-  using Out = std::conditional_t<kQ5, BlockQ5_0, BlockQ4_0>;
+template <class In, class Out>
+void unpack_group_q32x16(const uint8_t* src, uint8_t* dst, int64_t k) {
   const int64_t nb = k / 32, rb = nb * int64_t(sizeof(Out));
   for (int64_t b = 0; b < nb; ++b) {
     In in;
@@ -226,10 +220,7 @@ void unpack_group_q450x16(const uint8_t* src, uint8_t* dst, int64_t k) {
     for (int c = 0; c < 16; ++c) {
       Out out{};
       out.d = in.d[c];
-      for (int j = 0; j < 16; ++j) out.qs[j] = in.qs[j / 4][4 * c + j % 4];
-      if constexpr (kQ5)
-        for (int j = 0; j < 32; ++j)
-          out.qh[j / 8] |= static_cast<uint8_t>(((in.qh[4 * c + j % 4] >> (j / 4)) & 1) << (j % 8));
+      from_group(in, out, c);
       std::memcpy(dst + c * rb + b * int64_t(sizeof out), &out, sizeof out);
     }
   }
@@ -237,10 +228,24 @@ void unpack_group_q450x16(const uint8_t* src, uint8_t* dst, int64_t k) {
 
 }  // namespace
 
-void repack_group_q4_0x16(const uint8_t* src, uint8_t* dst, int64_t k) { repack_group_q450x16<false>(src, dst, k); }
-void unpack_group_q4_0x16(const uint8_t* src, uint8_t* dst, int64_t k) { unpack_group_q450x16<false>(src, dst, k); }
-void repack_group_q5_0x16(const uint8_t* src, uint8_t* dst, int64_t k) { repack_group_q450x16<true>(src, dst, k); }
-void unpack_group_q5_0x16(const uint8_t* src, uint8_t* dst, int64_t k) { unpack_group_q450x16<true>(src, dst, k); }
+void repack_group_q8_0x16(const uint8_t* src, uint8_t* dst, int64_t k) {
+  repack_group_q32x16<BlockQ8_0, BlockQ8_0X16>(src, dst, k);
+}
+void unpack_group_q8_0x16(const uint8_t* src, uint8_t* dst, int64_t k) {
+  unpack_group_q32x16<BlockQ8_0X16, BlockQ8_0>(src, dst, k);
+}
+void repack_group_q4_0x16(const uint8_t* src, uint8_t* dst, int64_t k) {
+  repack_group_q32x16<BlockQ4_0, BlockQ4_0X16>(src, dst, k);
+}
+void unpack_group_q4_0x16(const uint8_t* src, uint8_t* dst, int64_t k) {
+  unpack_group_q32x16<BlockQ4_0X16, BlockQ4_0>(src, dst, k);
+}
+void repack_group_q5_0x16(const uint8_t* src, uint8_t* dst, int64_t k) {
+  repack_group_q32x16<BlockQ5_0, BlockQ5_0X16>(src, dst, k);
+}
+void unpack_group_q5_0x16(const uint8_t* src, uint8_t* dst, int64_t k) {
+  unpack_group_q32x16<BlockQ5_0X16, BlockQ5_0>(src, dst, k);
+}
 
 int64_t repack_group_rows(GgmlType t) {
   switch (t) {
