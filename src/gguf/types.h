@@ -21,6 +21,11 @@ enum class GgmlType : uint32_t {
   Q8_0_X16 = 0x10000 + 8,   // Q8_0 rows interleaved 16 at a time (BlockQ8_0X16: 16 blocks, 544 bytes)
   Q4_0_X16 = 0x10000 + 2,   // Q4_0 rows interleaved 16 at a time (BlockQ4_0X16: 16 blocks, 288 bytes)
   Q5_0_X16 = 0x10000 + 6,   // Q5_0 rows interleaved 16 at a time (BlockQ5_0X16: 16 blocks, 352 bytes)
+  Q4_1_X16 = 0x10000 + 3,   // Q4_1 rows interleaved 16 at a time (BlockQ4_1X16: 16 blocks, 320 bytes)
+  Q5_1_X16 = 0x10000 + 7,   // Q5_1 rows interleaved 16 at a time (BlockQ5_1X16: 16 blocks, 384 bytes)
+  IQ4_NL_X16 = 0x10000 + 20,  // IQ4_NL rows interleaved 16 at a time (BlockIQ4_NLX16: 16 blocks, 288 bytes)
+  IQ4_XS_X16 = 0x10000 + 23,  // IQ4_XS rows interleaved 16 at a time (BlockIQ4_XSX16: 16 blocks, 2176 bytes)
+  MXFP4_X16 = 0x10000 + 39,   // MXFP4 rows interleaved 16 at a time (BlockMXFP4X16: 16 blocks, 272 bytes)
 };
 constexpr uint32_t kFirstInternalTypeId = 0x10000;
 

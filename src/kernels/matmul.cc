@@ -121,15 +121,8 @@ GgmlType matmul_repacked_type(GgmlType t) {
   // kernels' emulation); the scalar path reads the stored types, with the
   // same bits.
   if (!s) return t;
-  switch (t) {
-    case GgmlType::Q4_K: return GgmlType::Q4_K_X16;
-    case GgmlType::Q5_K: return GgmlType::Q5_K_X16;
-    case GgmlType::Q6_K: return GgmlType::Q6_K_X16;
-    case GgmlType::Q8_0: return GgmlType::Q8_0_X16;
-    case GgmlType::Q4_0: return GgmlType::Q4_0_X16;
-    case GgmlType::Q5_0: return GgmlType::Q5_0_X16;
-    default: return t;
-  }
+  const X16Layout* l = x16_layout(t, /*by_stored=*/true);
+  return l ? l->x16 : t;
 }
 
 void kern::force_kernel_set(const KernelSet* set) { g_forced_set.store(set, std::memory_order_relaxed); }

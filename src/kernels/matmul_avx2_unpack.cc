@@ -3,8 +3,9 @@
 //   32-element blocks (Q8_0-style activations):  Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4
 //   256-element blocks (Q8_K-style, with bsums): Q5_K, IQ4_XS
 // matmul_avx2.cc's avx2_kernel() hands these types here; the AVX-512 kernel
-// sets run them through it too (Q5_K and Q5_0 weights in whole groups of 16
-// rows are repacked to Q5_K_X16 / Q5_0_X16, which have kernels of their own). Compiled for
+// sets run them through it too. Weights in whole groups of 16 rows are
+// repacked to the X16 layouts, which have kernels of their own: these run the
+// tensors that are not (and the paths' tests). Compiled for
 // AVX2 like matmul_avx2.cc (target pragma after the standard headers; internal
 // linkage but for the entry point).
 //
@@ -12,19 +13,14 @@
 // weight rows (R <= 4), one weight row at a time for decode (R = 1), with the
 // same forward prefetch of the stream.
 //
-// Batch invariance: every output element owns its accumulator and runs, per
-// block in increasing order, the same instructions whatever the tile it sits
-// in:
-//   32-element types: isum = the block's int32 dot product in 8 lanes (exact);
-//     acc = fma(d_w * d_x, float(isum), acc); for Q4_1 / Q5_1 (x = d*q + m)
-//     also xsum = the activation quants' sum in 8 lanes (exact),
-//     acc = fma(m_w * d_x, float(xsum), acc);
-//   IQ4_XS: isum = sum over sub-blocks of (ls - 32) * its dot product (exact),
-//     acc = fma(d_w * d_x, float(isum), acc);
-// then hsum8. Against the scalar kernels only the float summation order
-// differs (tested within tolerance). Q5_K and Q5_0: the block's exact
-// integers, then the scalar kernel's float operations (bitwise the scalar
-// result, as their X16 layouts' kernels give).
+// Batch invariance and exactness: every output element owns its sum and
+// runs, per block in increasing order, the same operations whatever the tile
+// it sits in: the block's exact integers (isum in 8 lanes, summed; IQ4_XS:
+// the sum over sub-blocks of (ls - 32) times each one's dot product), then
+// the scalar kernel's float operations (sum = sum + (d_w·d_x)·float(isum),
+// and for Q4_1 / Q5_1 sum = sum + (m_w·d_x)·float(the block's activation
+// sum)). So these, the scalar kernels and the X16 layouts' kernels give the
+// same bits.
 #include <cstdint>
 #include <cstring>
 
@@ -94,7 +90,7 @@ struct DecQ4_1 {
 };
 struct DecQ5_0 {
   using Block = BlockQ5_0;
-  static constexpr bool kMin = false, kSigned = true, kScalarOrder = true;
+  static constexpr bool kMin = false, kSigned = true;
   static __m256i q(const Block& b) {
     return _mm256_sub_epi8(_mm256_or_si256(nibbles32(b.qs), q5_high(b.qh)), _mm256_set1_epi8(16));
   }
@@ -128,15 +124,6 @@ struct DecMXFP4 {
   static float m(const Block&) { return 0.f; }
 };
 
-// D::kScalarOrder (Q5_0, which has X16 kernels): the block's lanes summed to
-// its exact integer, then the scalar kernel's float operations, so that rows
-// as stored and repacked to Q5_0_X16 give the same bits.
-template <class D>
-constexpr bool scalar_order() {
-  if constexpr (requires { D::kScalarOrder; }) return D::kScalarOrder;
-  else return false;
-}
-
 template <class D, int R, int C>
 void tile_q32(const MatmulArgs& a, int64_t r, int64_t c) {
   using Block = typename D::Block;
@@ -149,18 +136,10 @@ void tile_q32(const MatmulArgs& a, int64_t r, int64_t c) {
     xq[i] = a.xq(r + i);
     xd[i] = a.xd(r + i);
   }
-  __m256 acc[R][C];
-  PC_UNROLL for (int i = 0; i < R; ++i)
-    PC_UNROLL for (int j = 0; j < C; ++j) acc[i][j] = _mm256_setzero_ps();
-  float sacc[R][C] = {};  // scalar_order's sums
+  float sum[R][C] = {};
   for (int64_t b = 0; b < nb; ++b) {
     __m256i xv[R];
-    __m256 xsum[R];
-    PC_UNROLL for (int i = 0; i < R; ++i) {
-      xv[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[i] + 32 * b));
-      if constexpr (D::kMin)
-        xsum[i] = _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), xv[i]), _mm256_set1_epi16(1)));
-    }
+    PC_UNROLL for (int i = 0; i < R; ++i) xv[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[i] + 32 * b));
     PC_UNROLL for (int j = 0; j < C; ++j) {
       const Block& blk = w[j][b];
       if constexpr (R == 1) {
@@ -170,17 +149,14 @@ void tile_q32(const MatmulArgs& a, int64_t r, int64_t c) {
       const float dw = D::d(blk);
       PC_UNROLL for (int i = 0; i < R; ++i) {
         const __m256i isum = D::kSigned ? dot32_signed(q, xv[i]) : dot32_unsigned(q, xv[i]);
-        if constexpr (scalar_order<D>()) {
-          sacc[i][j] = sacc[i][j] + (dw * xd[i][b]) * float(hsum8_i32(isum));
-          continue;
-        }
-        acc[i][j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * xd[i][b]), _mm256_cvtepi32_ps(isum), acc[i][j]);
-        if constexpr (D::kMin) acc[i][j] = _mm256_fmadd_ps(_mm256_set1_ps(D::m(blk) * xd[i][b]), xsum[i], acc[i][j]);
+        sum[i][j] = sum[i][j] + (dw * xd[i][b]) * float(hsum8_i32(isum));
+        if constexpr (D::kMin)
+          sum[i][j] = sum[i][j] + (D::m(blk) * xd[i][b]) * float(a.xbs(r + i)[b]);  // the block's activation sum
       }
     }
   }
   PC_UNROLL for (int i = 0; i < R; ++i)
-    PC_UNROLL for (int j = 0; j < C; ++j) a.y[(r + i) * a.ldy + c + j] = scalar_order<D>() ? sacc[i][j] : hsum8(acc[i][j]);
+    PC_UNROLL for (int j = 0; j < C; ++j) a.y[(r + i) * a.ldy + c + j] = sum[i][j];
 }
 
 // ---- Q5_K ------------------------------------------------------------------
@@ -263,9 +239,7 @@ void tile_iq4_xs(const MatmulArgs& a, int64_t r, int64_t c) {
     xd[i] = a.xd(r + i);
   }
   const __m256i table = table16(kIq4nlValues);
-  __m256 acc[R][C];
-  PC_UNROLL for (int i = 0; i < R; ++i)
-    PC_UNROLL for (int j = 0; j < C; ++j) acc[i][j] = _mm256_setzero_ps();
+  float sum[R][C] = {};
   for (int64_t b = 0; b < nb; ++b) {
     PC_UNROLL for (int j = 0; j < C; ++j) {
       const BlockIQ4_XS& blk = w[j][b];
@@ -283,12 +257,11 @@ void tile_iq4_xs(const MatmulArgs& a, int64_t r, int64_t c) {
         }
       }
       const float dw = h2f(blk.d);
-      PC_UNROLL for (int i = 0; i < R; ++i)
-        acc[i][j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * xd[i][b]), _mm256_cvtepi32_ps(isum[i]), acc[i][j]);
+      PC_UNROLL for (int i = 0; i < R; ++i) sum[i][j] = sum[i][j] + (dw * xd[i][b]) * float(hsum8_i32(isum[i]));
     }
   }
   PC_UNROLL for (int i = 0; i < R; ++i)
-    PC_UNROLL for (int j = 0; j < C; ++j) a.y[(r + i) * a.ldy + c + j] = hsum8(acc[i][j]);
+    PC_UNROLL for (int j = 0; j < C; ++j) a.y[(r + i) * a.ldy + c + j] = sum[i][j];
 }
 
 // ---- tiling driver (matmul_avx2.cc's run_task) -------------------------------

@@ -1,5 +1,5 @@
-// AVX-512 matmul kernels (Q4_K_X16, Q5_K_X16, Q6_K_X16 and Q8_0_X16 weights,
-// the layouts of weight_repack.h, one output column per int32 lane; prompt
+// AVX-512 matmul kernels (the X16 weights, the layouts of weight_repack.h,
+// one output column per int32 lane; prompt
 // tiles of Q8_0 / Q4_0 as stored and F32 / F16 / BF16 weights; decode kernels
 // of Q8_0 and of Q6_K as stored),
 // written once over a 16-lane backend V: V512 (AVX-512 F/BW/DQ/VL + VNNI,
@@ -37,10 +37,11 @@
 //   pairsum(a, b)     int32 lanes 0-7: a0 + a1, a2 + a3, ..., a14 + a15; 8-15: the same of b
 //   the X16 kernels' (commented in the backends): bcast32_i, zx8_32, sx8_32,
 //   srli32<S>, slli32<S>, sub, mullo32, dpbusd_u7, scale_for / steps_scaled<N, kMax>,
-//   steps_sum<N, kMax>, kQ8xBiased / q8x_prep / q8x_dot (Q8_0_X16)
+//   steps_sum<N, kMax>, kQ8xBiased / q8x_prep / q8x_dot (Q8_0_X16), bcast128_i /
+//   lut16 / zx16_32 / e8m0_half16 (the table types)
 //
-// The X16 weights (sections "Q4_K_X16", "Q6_K_X16", "Q8_0_X16 / Q4_0_X16 /
-// Q5_0_X16"): a group of 16 rows a
+// The X16 weights (sections "Q4_K_X16", "Q6_K_X16", "The 32-value X16
+// layouts", "IQ4_XS_X16"): a group of 16 rows a
 // vector, each column's sums in its own lane, tiles of up to V::kKxRows rows
 // (decode is the one-row tile); the exact integers and float operations of
 // the scalar kernels. K-quant weights as stored (tensors not in whole groups
@@ -386,39 +387,88 @@ void q6kx_tile16(const MatmulArgs& a, int64_t r, int64_t g) {
   PC_UNROLL for (int i = 0; i < R; ++i) V::storeu_f(a.y + (r + i) * a.ldy + g * kX16Rows, acc[i]);
 }
 
-// ---- Q8_0_X16 / Q4_0_X16 / Q5_0_X16: 32-value blocks, 16 interleaved rows a
-// vector (weight_repack.h) ------------------------------------------------
+// ---- The 32-value X16 layouts: Q8_0_X16, Q4_0_X16, Q5_0_X16, Q4_1_X16,
+// Q5_1_X16, IQ4_NL_X16, MXFP4_X16 (weight_repack.h) ---------------------------
 // Lane c of every vector is column 16g + c. Per block (32 values) and row of
 // x: s = the 32 products' sum of the codes with the activation bytes, 8
 // vpdpbusd with the 4 bytes of each step broadcast, less off · (the block's
 // activation sum):
 //   Q8_0: codes = value + 128 (0..255), off = 128; the AVX2 backend instead
 //         sums the signed products directly (V::kQ8xBiased false, off 0);
+//   IQ4_NL / MXFP4: the nibbles looked up in the format's table (one byte
+//         shuffle a vector) as value + 128, off = 128 (AVX2: the values
+//         themselves, as Q8_0's);
 //   Q4_0: codes 0..15 = value + 8, off = 8; Q5_0: codes 0..31 (the fifth bit
-//         from qh) = value + 16, off = 16; AVX2 adds their vpmaddubsw pair
-//         sums in int16 words first (V::steps_sum);
-// the exact integer of dot_q8_0 / dot_q4_0 / dot_q5_0 (matmul_scalar.cc);
-// then its float operation per lane, acc = acc + (d·d_x)·float(s). Each
-// weight vector serves every row of the tile; decode is the one-row tile.
+//         from qh) = value + 16, off = 16; Q4_1 / Q5_1: the codes are the
+//         values, off = 0; AVX2 adds their vpmaddubsw pair sums in int16
+//         words first (V::steps_sum);
+// the exact integer of the scalar dot (matmul_scalar.cc); then its float
+// operations per lane, acc = acc + (d·d_x)·float(s) (MXFP4: d the E8M0
+// scale's half), and for Q4_1 / Q5_1 then acc = acc + (m·d_x)·float(the
+// block's activation sum). Each weight vector serves every row of the tile;
+// decode is the one-row tile.
 template <GgmlType T>
-using BlockQ32X16 = std::conditional_t<T == GgmlType::Q8_0_X16, BlockQ8_0X16,
-                                       std::conditional_t<T == GgmlType::Q4_0_X16, BlockQ4_0X16, BlockQ5_0X16>>;
+struct Q32X16 {
+  static constexpr bool kQ8 = T == GgmlType::Q8_0_X16;
+  static constexpr bool kLut = T == GgmlType::IQ4_NL_X16 || T == GgmlType::MXFP4_X16;
+  static constexpr bool kQ5 = T == GgmlType::Q5_0_X16 || T == GgmlType::Q5_1_X16;
+  static constexpr bool kMin = T == GgmlType::Q4_1_X16 || T == GgmlType::Q5_1_X16;
+  using Block = std::conditional_t<
+      kQ8, BlockQ8_0X16,
+      std::conditional_t<
+          T == GgmlType::Q4_0_X16, BlockQ4_0X16,
+          std::conditional_t<
+              T == GgmlType::Q5_0_X16, BlockQ5_0X16,
+              std::conditional_t<
+                  T == GgmlType::Q4_1_X16, BlockQ4_1X16,
+                  std::conditional_t<T == GgmlType::Q5_1_X16, BlockQ5_1X16,
+                                     std::conditional_t<T == GgmlType::IQ4_NL_X16, BlockIQ4_NLX16, BlockMXFP4X16>>>>>>;
+  // The offset taken off with the activation sum, on backend V.
+  template <class V>
+  static constexpr int off() {
+    if constexpr (kQ8 || kLut) return V::kQ8xBiased ? 128 : 0;
+    else if constexpr (T == GgmlType::Q4_0_X16) return 8;
+    else if constexpr (T == GgmlType::Q5_0_X16) return 16;
+    else return 0;
+  }
+};
+
+// A 16-entry int8 table in every 128-bit lane, as V's q8x_dot reads codes:
+// value + 128 where the backend's dot is biased (V::kQ8xBiased), else the value.
+template <class V>
+inline typename V::I code_table(const int8_t (&values)[16]) {
+  alignas(16) uint8_t t[16];
+  for (int i = 0; i < 16; ++i) t[i] = uint8_t(uint8_t(values[i]) ^ (V::kQ8xBiased ? 0x80 : 0));
+  return V::bcast128_i(t);
+}
+
+// The codes of 4 bytes of nibbles a lane (qs[t], t = 0..3): step t's (values
+// 4t .. 4t + 3 of each row) from the low nibbles, step t + 4's from the high
+// ones; looked up in `table` when kLut.
+template <class V, bool kLut>
+inline void nibble_codes(const uint8_t (*qs)[64], typename V::I* q, typename V::I table) {
+  using I = typename V::I;
+  const I m4 = V::set1_i(0x0F0F0F0F);
+  PC_UNROLL for (int t = 0; t < 4; ++t) {
+    const I p = V::loadu_i(qs[t]);
+    q[t] = V::and_i(p, m4);
+    q[t + 4] = V::and_i(V::srli4_16(p), m4);
+    if constexpr (kLut) {
+      q[t] = V::lut16(table, q[t]);
+      q[t + 4] = V::lut16(table, q[t + 4]);
+    }
+  }
+}
 
 // Step u's codes (values 4u .. 4u + 3 of each row) of a block, u = 0..7.
 template <class V, GgmlType T>
-inline void q32x_codes(const BlockQ32X16<T>& blk, typename V::I* q) {
+inline void q32x_codes(const typename Q32X16<T>::Block& blk, typename V::I* q, typename V::I table) {
   using I = typename V::I;
-  if constexpr (T == GgmlType::Q8_0_X16) {
+  if constexpr (Q32X16<T>::kQ8) {
     PC_UNROLL for (int u = 0; u < 8; ++u) q[u] = V::q8x_prep(V::loadu_i(blk.qs[u]));
-    return;
   } else {
-    const I m4 = V::set1_i(0x0F0F0F0F);
-    PC_UNROLL for (int t = 0; t < 4; ++t) {
-      const I p = V::loadu_i(blk.qs[t]);
-      q[t] = V::and_i(p, m4);
-      q[t + 4] = V::and_i(V::srli4_16(p), m4);
-    }
-    if constexpr (T == GgmlType::Q5_0_X16) {  // bit u of each qh byte to bit 4 of step u's codes
+    nibble_codes<V, Q32X16<T>::kLut>(blk.qs, q, table);
+    if constexpr (Q32X16<T>::kQ5) {  // bit u of each qh byte to bit 4 of step u's codes
       const I h = V::loadu_i(blk.qh), m10 = V::set1_i(0x10101010);
       q[0] = V::or_i(q[0], V::and_i(V::template slli16<4>(h), m10));
       q[1] = V::or_i(q[1], V::and_i(V::template slli16<3>(h), m10));
@@ -432,13 +482,26 @@ inline void q32x_codes(const BlockQ32X16<T>& blk, typename V::I* q) {
   }
 }
 
+// The 8 steps' sum of a block's codes q with the 32 activation bytes at x.
+template <class V, GgmlType T>
+inline typename V::I q32x_sum(const typename V::I* q, const int8_t* x) {
+  using I = typename V::I;
+  if constexpr (Q32X16<T>::kQ8 || Q32X16<T>::kLut) {
+    I s = V::q8x_dot(V::zero_i(), q[0], x);
+    PC_UNROLL for (int u = 1; u < 8; ++u) s = V::q8x_dot(s, q[u], x + 4 * u);
+    return s;
+  } else {
+    return V::template steps_sum<8, Q32X16<T>::kQ5 ? 31 : 15>(V::zero_i(), q, x);
+  }
+}
+
 template <class V, int R, GgmlType T>
 void q32x_tile16(const MatmulArgs& a, int64_t r, int64_t g) {
   using I = typename V::I;
   using F = typename V::F;
-  using B = BlockQ32X16<T>;
-  constexpr bool kQ8 = T == GgmlType::Q8_0_X16;
-  constexpr int kOff = kQ8 ? (V::kQ8xBiased ? 128 : 0) : T == GgmlType::Q4_0_X16 ? 8 : 16;
+  using X = Q32X16<T>;
+  using B = typename X::Block;
+  constexpr int kOff = X::template off<V>();
   const int64_t nb = a.k / 32;
   const auto* w = reinterpret_cast<const B*>(a.w + g * kX16Rows * a.row_bytes);
   const int8_t* xq[R];
@@ -449,26 +512,98 @@ void q32x_tile16(const MatmulArgs& a, int64_t r, int64_t g) {
     xd[i] = a.xd(r + i);
     xs[i] = a.xbs(r + i);
   }
+  I table = V::zero_i();
+  if constexpr (T == GgmlType::IQ4_NL_X16) table = code_table<V>(kIq4nlValues);
+  if constexpr (T == GgmlType::MXFP4_X16) table = code_table<V>(kMxfp4Values);
   F acc[R];
   PC_UNROLL for (int i = 0; i < R; ++i) acc[i] = V::zero_f();
   for (int64_t b = 0; b < nb; ++b) {
     const B& blk = w[b];
     if constexpr (R == 1) prefetch_block(&blk, sizeof blk);
     I q[8];
-    q32x_codes<V, T>(blk, q);
-    const F d = V::load_h16(blk.d);
+    q32x_codes<V, T>(blk, q, table);
+    F d, mn = V::zero_f();
+    if constexpr (T == GgmlType::MXFP4_X16) d = V::e8m0_half16(blk.e);
+    else d = V::load_h16(blk.d);
+    if constexpr (X::kMin) mn = V::load_h16(blk.m);
     PC_UNROLL for (int i = 0; i < R; ++i) {
-      const int8_t* x = xq[i] + 32 * b;
-      I s;
-      if constexpr (kQ8) {
-        s = V::q8x_dot(V::zero_i(), q[0], x);
-        PC_UNROLL for (int u = 1; u < 8; ++u) s = V::q8x_dot(s, q[u], x + 4 * u);
-      } else {
-        s = V::template steps_sum<8, T == GgmlType::Q4_0_X16 ? 15 : 31>(V::zero_i(), q, x);
-      }
+      I s = q32x_sum<V, T>(q, xq[i] + 32 * b);
       if constexpr (kOff != 0) s = V::sub32(s, V::set1_i(kOff * int32_t(xs[i][b])));
-      acc[i] = V::add(acc[i], V::mul(V::mul(d, V::set1_f(xd[i][b])), V::cvt(s)));
+      const F dx = V::set1_f(xd[i][b]);
+      acc[i] = V::add(acc[i], V::mul(V::mul(d, dx), V::cvt(s)));
+      if constexpr (X::kMin) acc[i] = V::add(acc[i], V::mul(V::mul(mn, dx), V::set1_f(float(xs[i][b]))));
     }
+  }
+  PC_UNROLL for (int i = 0; i < R; ++i) V::storeu_f(a.y + (r + i) * a.ldy + g * kX16Rows, acc[i]);
+}
+
+// ---- IQ4_XS_X16: 256-value blocks of 8 sub-blocks, 16 interleaved rows a
+// vector (weight_repack.h) ---------------------------------------------------
+// Lane c of every vector is column 16g + c. Per block, sub-block s and row of
+// x: s_s = the 32 products of the looked-up codes (IQ4_NL_X16's) with the
+// activation bytes, less 128 · (the sub-block's activation sum, two sums of
+// 16) on the biased backend; isum += s_s · (ls_s − 32) (vpmulld, ls_s the
+// lane's 6-bit scale from sl and sh); the exact integer of dot_iq4_xs
+// (|s_s| < 32 · 127 · 128, |isum| < 2^28), then its float operation per
+// lane, acc = acc + (d·d_x)·float(isum).
+template <class V, int R, int S>
+inline void iq4xs_sub(const BlockIQ4_XSX16& blk, const int8_t* const* x, const int16_t* const* xb,
+                      typename V::I sh, typename V::I table, typename V::I* isum) {
+  using I = typename V::I;
+  I q[8];
+  nibble_codes<V, true>(blk.qs + 4 * S, q, table);
+  const I lo = V::and_i(V::template srli32<4 * (S % 2)>(V::zx8_32(blk.sl[S / 2])), V::set1_i(15));
+  const I hi = V::template slli32<4>(V::and_i(V::template srli32<2 * S>(sh), V::set1_i(3)));
+  const I sc = V::sub32(V::or_i(lo, hi), V::set1_i(32));
+  PC_UNROLL for (int i = 0; i < R; ++i) {
+    const int8_t* xs = x[i] + 32 * S;
+    I s = V::q8x_dot(V::zero_i(), q[0], xs);
+    PC_UNROLL for (int u = 1; u < 8; ++u) s = V::q8x_dot(s, q[u], xs + 4 * u);
+    if constexpr (V::kQ8xBiased) s = V::sub32(s, V::set1_i(128 * (int32_t(xb[i][2 * S]) + xb[i][2 * S + 1])));
+    isum[i] = V::add32(isum[i], V::mullo32(s, sc));
+  }
+}
+
+template <class V, int R>
+void iq4xs_tile16(const MatmulArgs& a, int64_t r, int64_t g) {
+  using I = typename V::I;
+  using F = typename V::F;
+  const int64_t nb = a.k / 256;
+  const auto* w = reinterpret_cast<const BlockIQ4_XSX16*>(a.w + g * kX16Rows * a.row_bytes);
+  const int8_t* xq[R];
+  const float* xd[R];
+  const int16_t* xbs[R];
+  PC_UNROLL for (int i = 0; i < R; ++i) {
+    xq[i] = a.xq(r + i);
+    xd[i] = a.xd(r + i);
+    xbs[i] = a.xbs(r + i);
+  }
+  const I table = code_table<V>(kIq4nlValues);
+  F acc[R];
+  PC_UNROLL for (int i = 0; i < R; ++i) acc[i] = V::zero_f();
+  for (int64_t b = 0; b < nb; ++b) {
+    const BlockIQ4_XSX16& blk = w[b];
+    if constexpr (R == 1) prefetch_block(&blk, sizeof blk);
+    const int8_t* x[R];
+    const int16_t* xb[R];
+    PC_UNROLL for (int i = 0; i < R; ++i) {
+      x[i] = xq[i] + 256 * b;
+      xb[i] = xbs[i] + 16 * b;
+    }
+    const I sh = V::zx16_32(blk.sh);
+    I isum[R];
+    PC_UNROLL for (int i = 0; i < R; ++i) isum[i] = V::zero_i();
+    iq4xs_sub<V, R, 0>(blk, x, xb, sh, table, isum);
+    iq4xs_sub<V, R, 1>(blk, x, xb, sh, table, isum);
+    iq4xs_sub<V, R, 2>(blk, x, xb, sh, table, isum);
+    iq4xs_sub<V, R, 3>(blk, x, xb, sh, table, isum);
+    iq4xs_sub<V, R, 4>(blk, x, xb, sh, table, isum);
+    iq4xs_sub<V, R, 5>(blk, x, xb, sh, table, isum);
+    iq4xs_sub<V, R, 6>(blk, x, xb, sh, table, isum);
+    iq4xs_sub<V, R, 7>(blk, x, xb, sh, table, isum);
+    const F d = V::load_h16(blk.d);
+    PC_UNROLL for (int i = 0; i < R; ++i)
+      acc[i] = V::add(acc[i], V::mul(V::mul(d, V::set1_f(xd[i][b])), V::cvt(isum[i])));
   }
   PC_UNROLL for (int i = 0; i < R; ++i) V::storeu_f(a.y + (r + i) * a.ldy + g * kX16Rows, acc[i]);
 }
@@ -681,6 +816,11 @@ struct Avx512Q32 {
       case GgmlType::Q8_0_X16: return run_x16<GgmlType::Q8_0_X16>;
       case GgmlType::Q4_0_X16: return run_x16<GgmlType::Q4_0_X16>;
       case GgmlType::Q5_0_X16: return run_x16<GgmlType::Q5_0_X16>;
+      case GgmlType::Q4_1_X16: return run_x16<GgmlType::Q4_1_X16>;
+      case GgmlType::Q5_1_X16: return run_x16<GgmlType::Q5_1_X16>;
+      case GgmlType::IQ4_NL_X16: return run_x16<GgmlType::IQ4_NL_X16>;
+      case GgmlType::MXFP4_X16: return run_x16<GgmlType::MXFP4_X16>;
+      case GgmlType::IQ4_XS_X16: return run_x16<GgmlType::IQ4_XS_X16>;
       case GgmlType::Q6_K: return run_q6k;
       default: return avx2_kernel(t);
     }
@@ -749,9 +889,10 @@ struct Avx512Q32 {
   template <GgmlType T, int R>
   static constexpr KxTileFn x16_tile_of() {
     if constexpr (T == GgmlType::Q6_K_X16) return q6kx_tile16<V, R>;
-    else if constexpr (T == GgmlType::Q8_0_X16 || T == GgmlType::Q4_0_X16 || T == GgmlType::Q5_0_X16)
-      return q32x_tile16<V, R, T>;
-    else return k45x_tile16<V, R, T == GgmlType::Q5_K_X16>;
+    else if constexpr (T == GgmlType::IQ4_XS_X16) return iq4xs_tile16<V, R>;
+    else if constexpr (T == GgmlType::Q4_K_X16 || T == GgmlType::Q5_K_X16)
+      return k45x_tile16<V, R, T == GgmlType::Q5_K_X16>;
+    else return q32x_tile16<V, R, T>;
   }
   template <GgmlType T, int R>
   static KxTileFn x16_tile(int nr) {
@@ -779,13 +920,13 @@ struct Avx512Q32 {
 
   // The AVX2 planning but for the X16 layouts, whose tiles read the groups
   // as they are (no int16 activation copy, no panel).
-  static bool x16_layout(GgmlType t) { return repack_group_rows(t) > 1; }
-  static bool wants_x16(GgmlType t, int64_t m) { return !x16_layout(t) && avx2_wants_x16(t, m); }
+  static bool is_x16(GgmlType t) { return repack_group_rows(t) > 1; }
+  static bool wants_x16(GgmlType t, int64_t m) { return !is_x16(t) && avx2_wants_x16(t, m); }
   static int64_t task_col_bytes(GgmlType t, int64_t k, int64_t m) {
-    return x16_layout(t) ? 0 : avx2_task_col_bytes(t, k, m);
+    return is_x16(t) ? 0 : avx2_task_col_bytes(t, k, m);
   }
   static int64_t task_scratch_bytes(GgmlType t, int64_t k, int64_t cols) {
-    return x16_layout(t) ? 0 : avx2_task_scratch_bytes(t, k, cols);
+    return is_x16(t) ? 0 : avx2_task_scratch_bytes(t, k, cols);
   }
 
   static KernelSet make_set(const char* name) {

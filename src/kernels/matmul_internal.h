@@ -88,12 +88,7 @@ void scalar_quantize_row(const float* x, int64_t k, const ActLayout& l, uint8_t*
 // to the stored type, then the scalar kernel of that type (weight_repack.cc).
 // (The AVX2 path runs them with the 16-lane kernels on its AVX2 emulation:
 // avx512_emulated_kernel_set().)
-void task_q4_kx16_via_scalar(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* scratch);
-void task_q6_kx16_via_scalar(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* scratch);
-void task_q8_0x16_via_scalar(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* scratch);
-void task_q4_0x16_via_scalar(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* scratch);
-void task_q5_0x16_via_scalar(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* scratch);
-void task_q5_kx16_via_scalar(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* scratch);
+TaskKernel x16_via_scalar(GgmlType t);  // nullptr for other types
 
 // AVX2 + FMA + F16C kernels; nullptr where not compiled (non-x86 builds).
 TaskKernel avx2_kernel(GgmlType t);
@@ -147,6 +142,10 @@ inline int64_t act_block(GgmlType t) {
     case GgmlType::Q8_0_X16:
     case GgmlType::Q4_0_X16:
     case GgmlType::Q5_0_X16:
+    case GgmlType::Q4_1_X16:
+    case GgmlType::Q5_1_X16:
+    case GgmlType::IQ4_NL_X16:
+    case GgmlType::MXFP4_X16:
     case GgmlType::Q4_0:
     case GgmlType::Q4_1:
     case GgmlType::Q5_0:
@@ -159,6 +158,7 @@ inline int64_t act_block(GgmlType t) {
     case GgmlType::Q5_K:
     case GgmlType::Q6_K:
     case GgmlType::Q6_K_X16:
+    case GgmlType::IQ4_XS_X16:
     case GgmlType::IQ4_XS: return 256;
     default: return 0;
   }

@@ -304,12 +304,6 @@ TaskKernel scalar_kernel(GgmlType t) {
     case GgmlType::Q8_0: return task_q8_0;
     case GgmlType::Q4_0: return task_q4_0;
     case GgmlType::Q4_K: return task_q4_k;
-    case GgmlType::Q4_K_X16: return task_q4_kx16_via_scalar;
-    case GgmlType::Q6_K_X16: return task_q6_kx16_via_scalar;
-    case GgmlType::Q5_K_X16: return task_q5_kx16_via_scalar;
-    case GgmlType::Q8_0_X16: return task_q8_0x16_via_scalar;
-    case GgmlType::Q4_0_X16: return task_q4_0x16_via_scalar;
-    case GgmlType::Q5_0_X16: return task_q5_0x16_via_scalar;
     case GgmlType::Q6_K: return task_q6_k;
     case GgmlType::Q4_1: return task_dot<dot_q4_1>;
     case GgmlType::Q5_0: return task_dot<dot_q5_0>;
@@ -318,7 +312,7 @@ TaskKernel scalar_kernel(GgmlType t) {
     case GgmlType::MXFP4: return task_dot<dot_mxfp4>;
     case GgmlType::Q5_K: return task_q5_k;
     case GgmlType::IQ4_XS: return task_dot<dot_iq4_xs>;
-    default: return nullptr;
+    default: return x16_via_scalar(t);
   }
 }
 

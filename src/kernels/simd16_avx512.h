@@ -132,6 +132,22 @@ struct V512 {
   static constexpr bool kQ8xBiased = true;
   static I q8x_prep(I w) { return w; }
   static I q8x_dot(I acc, I w, const int8_t* x) { return _mm512_dpbusd_epi32(acc, w, bcast32_i(x)); }
+  // The table codes (IQ4_NL_X16, MXFP4_X16, IQ4_XS_X16): 16 bytes in every
+  // 128-bit lane; byte i of lut16 = table byte idx[i] (idx bytes 0..15, vpshufb).
+  static I bcast128_i(const void* p) { return _mm512_broadcast_i32x4(_mm_loadu_si128(static_cast<const __m128i*>(p))); }
+  static I lut16(I table, I idx) { return _mm512_shuffle_epi8(table, idx); }
+  // 16 uint16 zero-extended to the lanes (IQ4_XS_X16's scales_h).
+  static I zx16_32(const void* p) { return _mm512_cvtepu16_epi32(_mm256_loadu_si256(static_cast<const __m256i*>(p))); }
+  // 16 E8M0 bytes e as 2^(e - 128) (MXFP4_X16; e8m0_half_to_fp32, exact):
+  // 2^(max(e, 2) - 128) from its exponent field, times 1, 1/2 or 1/4 for e = 2+,
+  // 1, 0 (the two subnormals, exact products).
+  static F e8m0_half16(const uint8_t* p) {
+    const I e = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    const I m = _mm512_max_epu32(e, set1_i(2));
+    const F base = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_sub_epi32(m, set1_i(1)), 23));
+    const F scale = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_sub_epi32(set1_i(127), _mm512_sub_epi32(m, e)), 23));
+    return _mm512_mul_ps(base, scale);
+  }
 };
 
 }  // namespace

@@ -94,6 +94,27 @@ struct V512Emu {
     const I b = bcast32_i(x);
     return {q8x_dot8(acc.lo, w.lo, b.lo), q8x_dot8(acc.hi, w.hi, b.hi)};
   }
+  // The table codes (simd16_avx512.h): vpshufb on each half.
+  static I bcast128_i(const void* p) {
+    const __m256i t = _mm256_broadcastsi128_si256(_mm_loadu_si128(static_cast<const __m128i*>(p)));
+    return {t, t};
+  }
+  static I lut16(I table, I idx) { return {_mm256_shuffle_epi8(table.lo, idx.lo), _mm256_shuffle_epi8(table.hi, idx.hi)}; }
+  static I zx16_32(const void* p) {
+    const __m256i v = _mm256_loadu_si256(static_cast<const __m256i*>(p));
+    return {_mm256_cvtepu16_epi32(_mm256_castsi256_si128(v)), _mm256_cvtepu16_epi32(_mm256_extracti128_si256(v, 1))};
+  }
+  static __m256 e8m0_half8(__m256i e) {
+    const __m256i m = _mm256_max_epu32(e, _mm256_set1_epi32(2));
+    const __m256 base = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_sub_epi32(m, _mm256_set1_epi32(1)), 23));
+    const __m256 scale = _mm256_castsi256_ps(
+        _mm256_slli_epi32(_mm256_sub_epi32(_mm256_set1_epi32(127), _mm256_sub_epi32(m, e)), 23));
+    return _mm256_mul_ps(base, scale);
+  }
+  static F e8m0_half16(const uint8_t* p) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    return {e8m0_half8(_mm256_cvtepu8_epi32(v)), e8m0_half8(_mm256_cvtepu8_epi32(_mm_unpackhi_epi64(v, v)))};
+  }
   static I bcast32_i(const void* p) {
     int32_t v;
     std::memcpy(&v, p, 4);

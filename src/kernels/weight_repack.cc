@@ -185,14 +185,50 @@ void nibbles_from_group(const In& in, Out& out, int c) {
 }
 void to_group(const BlockQ4_0& in, BlockQ4_0X16& out, int c) { nibbles_to_group(in, out, c); }
 void from_group(const BlockQ4_0X16& in, BlockQ4_0& out, int c) { nibbles_from_group(in, out, c); }
-void to_group(const BlockQ5_0& in, BlockQ5_0X16& out, int c) {
+void to_group(const BlockIQ4_NL& in, BlockIQ4_NLX16& out, int c) { nibbles_to_group(in, out, c); }
+void from_group(const BlockIQ4_NLX16& in, BlockIQ4_NL& out, int c) { nibbles_from_group(in, out, c); }
+void to_group(const BlockQ4_1& in, BlockQ4_1X16& out, int c) {
+  out.m[c] = in.m;
+  nibbles_to_group(in, out, c);
+}
+void from_group(const BlockQ4_1X16& in, BlockQ4_1& out, int c) {
+  out.m = in.m[c];
+  nibbles_from_group(in, out, c);
+}
+void to_group(const BlockMXFP4& in, BlockMXFP4X16& out, int c) { nibbles_to_group(in, out, c); }
+void from_group(const BlockMXFP4X16& in, BlockMXFP4& out, int c) { nibbles_from_group(in, out, c); }
+template <class In, class Out>
+void q5_to_group(const In& in, Out& out, int c) {
   nibbles_to_group(in, out, c);
   for (int j = 0; j < 32; ++j) out.qh[4 * c + j % 4] |= static_cast<uint8_t>(q5_high_bit(in.qh, j) << (j / 4));
 }
-void from_group(const BlockQ5_0X16& in, BlockQ5_0& out, int c) {
+template <class In, class Out>
+void q5_from_group(const In& in, Out& out, int c) {
   nibbles_from_group(in, out, c);
   for (int j = 0; j < 32; ++j)
     out.qh[j / 8] |= static_cast<uint8_t>(((in.qh[4 * c + j % 4] >> (j / 4)) & 1) << (j % 8));
+}
+void to_group(const BlockQ5_0& in, BlockQ5_0X16& out, int c) { q5_to_group(in, out, c); }
+void from_group(const BlockQ5_0X16& in, BlockQ5_0& out, int c) { q5_from_group(in, out, c); }
+void to_group(const BlockQ5_1& in, BlockQ5_1X16& out, int c) {
+  out.m[c] = in.m;
+  q5_to_group(in, out, c);
+}
+void from_group(const BlockQ5_1X16& in, BlockQ5_1& out, int c) {
+  out.m = in.m[c];
+  q5_from_group(in, out, c);
+}
+
+// The scale of a block: F16 d, or MXFP4's E8M0 byte e.
+template <class In, class Out>
+void scale_to_group(const In& in, Out& out, int c) {
+  if constexpr (requires { in.e; }) out.e[c] = in.e;
+  else out.d[c] = in.d;
+}
+template <class In, class Out>
+void scale_from_group(const In& in, Out& out, int c) {
+  if constexpr (requires { out.e; }) out.e = in.e[c];
+  else out.d = in.d[c];
 }
 
 // 16 rows of stored blocks In <-> one group of blocks Out (32 values each).
@@ -204,7 +240,7 @@ void repack_group_q32x16(const uint8_t* src, uint8_t* dst, int64_t k) {
     for (int c = 0; c < 16; ++c) {
       In in;
       std::memcpy(&in, src + c * rb + b * int64_t(sizeof in), sizeof in);
-      out.d[c] = in.d;
+      scale_to_group(in, out, c);
       to_group(in, out, c);
     }
     std::memcpy(dst + b * int64_t(sizeof out), &out, sizeof out);
@@ -219,7 +255,7 @@ void unpack_group_q32x16(const uint8_t* src, uint8_t* dst, int64_t k) {
     std::memcpy(&in, src + b * int64_t(sizeof in), sizeof in);
     for (int c = 0; c < 16; ++c) {
       Out out{};
-      out.d = in.d[c];
+      scale_from_group(in, out, c);
       from_group(in, out, c);
       std::memcpy(dst + c * rb + b * int64_t(sizeof out), &out, sizeof out);
     }
@@ -247,32 +283,79 @@ void unpack_group_q5_0x16(const uint8_t* src, uint8_t* dst, int64_t k) {
   unpack_group_q32x16<BlockQ5_0X16, BlockQ5_0>(src, dst, k);
 }
 
-int64_t repack_group_rows(GgmlType t) {
-  switch (t) {
-    case GgmlType::Q4_K_X16:
-    case GgmlType::Q5_K_X16:
-    case GgmlType::Q6_K_X16:
-    case GgmlType::Q8_0_X16:
-    case GgmlType::Q4_0_X16:
-    case GgmlType::Q5_0_X16: return kX16Rows;
-    default: return 1;
+namespace {
+
+// IQ4_XS rows <-> their X16 group: sub-block s's 16 index bytes (qs[16s ..
+// 16s + 15] of a stored block) move as an IQ4_NL block's do, into qs[4s ..
+// 4s + 3]; d, scales_h and scales_l move to row c's slots.
+void repack_group_iq4_xsx16(const uint8_t* src, uint8_t* dst, int64_t k) {
+  const int64_t nb = k / 256, rb = nb * int64_t(sizeof(BlockIQ4_XS));
+  for (int64_t b = 0; b < nb; ++b) {
+    BlockIQ4_XSX16 out{};
+    for (int c = 0; c < 16; ++c) {
+      BlockIQ4_XS in;
+      std::memcpy(&in, src + c * rb + b * int64_t(sizeof in), sizeof in);
+      out.d[c] = in.d;
+      out.sh[c] = in.scales_h;
+      for (int q = 0; q < 4; ++q) out.sl[q][c] = in.scales_l[q];
+      for (int j = 0; j < 128; ++j) out.qs[4 * (j / 16) + (j % 16) / 4][4 * c + j % 4] = in.qs[j];
+    }
+    std::memcpy(dst + b * int64_t(sizeof out), &out, sizeof out);
   }
 }
 
+void unpack_group_iq4_xsx16(const uint8_t* src, uint8_t* dst, int64_t k) {
+  const int64_t nb = k / 256, rb = nb * int64_t(sizeof(BlockIQ4_XS));
+  for (int64_t b = 0; b < nb; ++b) {
+    BlockIQ4_XSX16 in;
+    std::memcpy(&in, src + b * int64_t(sizeof in), sizeof in);
+    for (int c = 0; c < 16; ++c) {
+      BlockIQ4_XS out{};
+      out.d = in.d[c];
+      out.scales_h = in.sh[c];
+      for (int q = 0; q < 4; ++q) out.scales_l[q] = in.sl[q][c];
+      for (int j = 0; j < 128; ++j) out.qs[j] = in.qs[4 * (j / 16) + (j % 16) / 4][4 * c + j % 4];
+      std::memcpy(dst + c * rb + b * int64_t(sizeof out), &out, sizeof out);
+    }
+  }
+}
+
+constexpr X16Layout kLayouts[] = {
+    {GgmlType::Q4_K_X16, GgmlType::Q4_K, repack_group_q4_kx16, unpack_group_q4_kx16},
+    {GgmlType::Q5_K_X16, GgmlType::Q5_K, repack_group_q5_kx16, unpack_group_q5_kx16},
+    {GgmlType::Q6_K_X16, GgmlType::Q6_K, repack_group_q6_kx16, unpack_group_q6_kx16},
+    {GgmlType::Q8_0_X16, GgmlType::Q8_0, repack_group_q8_0x16, unpack_group_q8_0x16},
+    {GgmlType::Q4_0_X16, GgmlType::Q4_0, repack_group_q4_0x16, unpack_group_q4_0x16},
+    {GgmlType::Q5_0_X16, GgmlType::Q5_0, repack_group_q5_0x16, unpack_group_q5_0x16},
+    {GgmlType::Q4_1_X16, GgmlType::Q4_1, repack_group_q32x16<BlockQ4_1, BlockQ4_1X16>,
+     unpack_group_q32x16<BlockQ4_1X16, BlockQ4_1>},
+    {GgmlType::Q5_1_X16, GgmlType::Q5_1, repack_group_q32x16<BlockQ5_1, BlockQ5_1X16>,
+     unpack_group_q32x16<BlockQ5_1X16, BlockQ5_1>},
+    {GgmlType::IQ4_NL_X16, GgmlType::IQ4_NL, repack_group_q32x16<BlockIQ4_NL, BlockIQ4_NLX16>,
+     unpack_group_q32x16<BlockIQ4_NLX16, BlockIQ4_NL>},
+    {GgmlType::MXFP4_X16, GgmlType::MXFP4, repack_group_q32x16<BlockMXFP4, BlockMXFP4X16>,
+     unpack_group_q32x16<BlockMXFP4X16, BlockMXFP4>},
+    {GgmlType::IQ4_XS_X16, GgmlType::IQ4_XS, repack_group_iq4_xsx16, unpack_group_iq4_xsx16},
+};
+
+}  // namespace
+
+const X16Layout* x16_layout(GgmlType t, bool by_stored) {
+  for (const X16Layout& l : kLayouts)
+    if ((by_stored ? l.stored : l.x16) == t) return &l;
+  return nullptr;
+}
+
+int64_t repack_group_rows(GgmlType t) { return x16_layout(t) ? kX16Rows : 1; }
+
 void repack_rows(GgmlType from, GgmlType to, const uint8_t* src, uint8_t* dst, int64_t k, int64_t n) {
-  void (*rows)(const uint8_t*, uint8_t*, int64_t) = nullptr;  // repack_group_rows(to) rows
-  if (from == GgmlType::Q4_K && to == GgmlType::Q4_K_X16) rows = repack_group_q4_kx16;
-  if (from == GgmlType::Q6_K && to == GgmlType::Q6_K_X16) rows = repack_group_q6_kx16;
-  if (from == GgmlType::Q5_K && to == GgmlType::Q5_K_X16) rows = repack_group_q5_kx16;
-  if (from == GgmlType::Q8_0 && to == GgmlType::Q8_0_X16) rows = repack_group_q8_0x16;
-  if (from == GgmlType::Q4_0 && to == GgmlType::Q4_0_X16) rows = repack_group_q4_0x16;
-  if (from == GgmlType::Q5_0 && to == GgmlType::Q5_0_X16) rows = repack_group_q5_0x16;
+  const X16Layout* l = x16_layout(to);
   const int64_t g = repack_group_rows(to);
-  if (!rows || k % ggml_block_elems(from) != 0 || n % g != 0)
+  if (!l || l->stored != from || k % ggml_block_elems(from) != 0 || n % g != 0)
     throw Error("repack_rows: no repacking of " + ggml_type_name(from) + " to " + ggml_type_name(to) +
                 " for k=" + std::to_string(k) + ", " + std::to_string(n) + " rows");
   const int64_t in_rb = ggml_row_bytes(from, k), out_rb = ggml_row_bytes(to, k);
-  for (int64_t r = 0; r < n; r += g) rows(src + r * in_rb, dst + r * out_rb, k);
+  for (int64_t r = 0; r < n; r += g) l->repack(src + r * in_rb, dst + r * out_rb, k);
 }
 
 namespace kern {
@@ -298,23 +381,27 @@ void run_unpacked(GgmlType stored, void (*unpack)(const uint8_t*, uint8_t*, int6
 
 }  // namespace
 
-void task_q4_kx16_via_scalar(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* s) {
-  run_unpacked(GgmlType::Q4_K, unpack_group_q4_kx16, kX16Rows, scalar_kernel(GgmlType::Q4_K), a, r0, r1, c0, c1, s);
+template <GgmlType X>
+void task_via_scalar(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* s) {
+  static const X16Layout* const l = x16_layout(X);
+  run_unpacked(l->stored, l->unpack, kX16Rows, scalar_kernel(l->stored), a, r0, r1, c0, c1, s);
 }
-void task_q6_kx16_via_scalar(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* s) {
-  run_unpacked(GgmlType::Q6_K, unpack_group_q6_kx16, kX16Rows, scalar_kernel(GgmlType::Q6_K), a, r0, r1, c0, c1, s);
-}
-void task_q5_kx16_via_scalar(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* s) {
-  run_unpacked(GgmlType::Q5_K, unpack_group_q5_kx16, kX16Rows, scalar_kernel(GgmlType::Q5_K), a, r0, r1, c0, c1, s);
-}
-void task_q8_0x16_via_scalar(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* s) {
-  run_unpacked(GgmlType::Q8_0, unpack_group_q8_0x16, kX16Rows, scalar_kernel(GgmlType::Q8_0), a, r0, r1, c0, c1, s);
-}
-void task_q4_0x16_via_scalar(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* s) {
-  run_unpacked(GgmlType::Q4_0, unpack_group_q4_0x16, kX16Rows, scalar_kernel(GgmlType::Q4_0), a, r0, r1, c0, c1, s);
-}
-void task_q5_0x16_via_scalar(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* s) {
-  run_unpacked(GgmlType::Q5_0, unpack_group_q5_0x16, kX16Rows, scalar_kernel(GgmlType::Q5_0), a, r0, r1, c0, c1, s);
+
+TaskKernel x16_via_scalar(GgmlType t) {
+  switch (t) {
+    case GgmlType::Q4_K_X16: return task_via_scalar<GgmlType::Q4_K_X16>;
+    case GgmlType::Q5_K_X16: return task_via_scalar<GgmlType::Q5_K_X16>;
+    case GgmlType::Q6_K_X16: return task_via_scalar<GgmlType::Q6_K_X16>;
+    case GgmlType::Q8_0_X16: return task_via_scalar<GgmlType::Q8_0_X16>;
+    case GgmlType::Q4_0_X16: return task_via_scalar<GgmlType::Q4_0_X16>;
+    case GgmlType::Q5_0_X16: return task_via_scalar<GgmlType::Q5_0_X16>;
+    case GgmlType::Q4_1_X16: return task_via_scalar<GgmlType::Q4_1_X16>;
+    case GgmlType::Q5_1_X16: return task_via_scalar<GgmlType::Q5_1_X16>;
+    case GgmlType::IQ4_NL_X16: return task_via_scalar<GgmlType::IQ4_NL_X16>;
+    case GgmlType::MXFP4_X16: return task_via_scalar<GgmlType::MXFP4_X16>;
+    case GgmlType::IQ4_XS_X16: return task_via_scalar<GgmlType::IQ4_XS_X16>;
+    default: return nullptr;
+  }
 }
 
 }  // namespace kern

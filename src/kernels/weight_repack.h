@@ -64,6 +64,29 @@
 // of qh): codes 0..15 (0..31) that vpdpbusd dots with 4 activation bytes
 // broadcast; 8 (16) · (the block's activation sum) taken off gives the exact
 // block dot of the values code − 8 (code − 16).
+//
+// Q4_1_X16 / Q5_1_X16: Q4_1 / Q5_1 rows the same way, BlockQ4_1X16 of 320
+// bytes (16 × 20) / BlockQ5_1X16 of 384 (16 × 24): d[c], then m[c] (F16, row
+// c's offset), then Q5_1's qh and the qs of Q4_0_X16 / Q5_0_X16; the codes
+// are the values (no offset), m · (the block's activation sum) is the float
+// term the scalar kernel adds.
+//
+// IQ4_NL_X16 / MXFP4_X16: IQ4_NL / MXFP4 rows the same way, BlockIQ4_NLX16
+// of 288 bytes (16 × 18: d[c] F16, qs as Q4_0_X16's) / BlockMXFP4X16 of 272
+// (16 × 17: e[c] the E8M0 byte, then qs); the nibbles are indices into the
+// format's 16-value table (kIq4nlValues, kMxfp4Values), which the kernels
+// look up with one byte shuffle a vector.
+//
+// IQ4_XS_X16 (GgmlType::IQ4_XS_X16): IQ4_XS rows interleaved 16 at a time;
+// block b of a group (values 256b .. 256b + 255) is one BlockIQ4_XSX16 of
+// 2176 bytes (16 × 136):
+//   d[c]           F16, row c's
+//   sh[c]          row c's scales_h (2 high bits of each sub-block's scale)
+//   sl[q][c]       row c's scales_l[q] (4 low bits of sub-blocks 2q, 2q + 1)
+//   qs[4s + t]     64 bytes (s = 0..7 the 32-value sub-block, t = 0..3):
+//                  byte 4c + i holds the index of row c's value 32s + 4t + i
+//                  in its low nibble, of 32s + 16 + 4t + i in its high
+// so each sub-block is an IQ4_NL_X16 block's qs, with a 6-bit scale per row.
 #pragma once
 #include <cstdint>
 
@@ -116,6 +139,39 @@ struct BlockQ5_0X16 {
 };
 static_assert(sizeof(BlockQ5_0X16) == 16 * 22, "a Q5_0_X16 block is 16 Q5_0 blocks long");
 
+struct BlockQ4_1X16 {
+  uint16_t d[16], m[16];  // F16
+  uint8_t qs[4][64];
+};
+static_assert(sizeof(BlockQ4_1X16) == 16 * 20, "a Q4_1_X16 block is 16 Q4_1 blocks long");
+
+struct BlockQ5_1X16 {
+  uint16_t d[16], m[16];  // F16
+  uint8_t qh[64];
+  uint8_t qs[4][64];
+};
+static_assert(sizeof(BlockQ5_1X16) == 16 * 24, "a Q5_1_X16 block is 16 Q5_1 blocks long");
+
+struct BlockIQ4_NLX16 {
+  uint16_t d[16];  // F16
+  uint8_t qs[4][64];
+};
+static_assert(sizeof(BlockIQ4_NLX16) == 16 * 18, "an IQ4_NL_X16 block is 16 IQ4_NL blocks long");
+
+struct BlockMXFP4X16 {
+  uint8_t e[16];  // E8M0
+  uint8_t qs[4][64];
+};
+static_assert(sizeof(BlockMXFP4X16) == 16 * 17, "an MXFP4_X16 block is 16 MXFP4 blocks long");
+
+struct BlockIQ4_XSX16 {
+  uint16_t d[16];  // F16
+  uint16_t sh[16];
+  uint8_t sl[4][16];
+  uint8_t qs[32][64];
+};
+static_assert(sizeof(BlockIQ4_XSX16) == 16 * 136, "an IQ4_XS_X16 block is 16 IQ4_XS blocks long");
+
 // Repacks / unpacks 16 rows of k values (k a multiple of 256, rows of
 // ggml_row_bytes(Q4_K, k) bytes) to / from one Q4_K_X16 group; unpack is the
 // exact inverse of repack.
@@ -134,6 +190,16 @@ void repack_group_q4_0x16(const uint8_t* q4_0, uint8_t* q4_0x16, int64_t k);
 void unpack_group_q4_0x16(const uint8_t* q4_0x16, uint8_t* q4_0, int64_t k);
 void repack_group_q5_0x16(const uint8_t* q5_0, uint8_t* q5_0x16, int64_t k);
 void unpack_group_q5_0x16(const uint8_t* q5_0x16, uint8_t* q5_0, int64_t k);
+
+// Every layout: `x16` (an X16 type) stored as `stored`, and its group
+// repack / unpack (16 rows, k values a row; unpack the exact inverse).
+struct X16Layout {
+  GgmlType x16, stored;
+  void (*repack)(const uint8_t* stored_rows, uint8_t* group, int64_t k);
+  void (*unpack)(const uint8_t* group, uint8_t* stored_rows, int64_t k);
+};
+// The layout whose x16 (or, with by_stored, whose stored type) is t; nullptr if none.
+const X16Layout* x16_layout(GgmlType t, bool by_stored = false);
 
 // The layout the weights stored as `t` are repacked to for the matmul kernels
 // in use (cpu_level(), or the forced kernel set), or t itself when they read

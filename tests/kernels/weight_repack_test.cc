@@ -18,9 +18,15 @@
 namespace pc {
 namespace {
 
-// n rows of k values of type t (Q4_K, Q5_K, Q6_K, Q8_0, Q4_0 or Q5_0): quantized rows of random values, every fourth row
+// The stored types with an X16 layout (kernels/weight_repack.h).
+constexpr GgmlType kStoredTypes[] = {GgmlType::Q4_K, GgmlType::Q6_K,   GgmlType::Q5_K,  GgmlType::Q8_0,
+                                     GgmlType::Q4_0, GgmlType::Q5_0,   GgmlType::Q4_1,  GgmlType::Q5_1,
+                                     GgmlType::IQ4_NL, GgmlType::MXFP4, GgmlType::IQ4_XS};
+
+// n rows of k values of type t (one of kStoredTypes): quantized rows of random values, every fourth row
 // raw random bytes instead (any scales and mins, any quants; F16 d and
-// dmin below 32 in magnitude, subnormals and -0 included, so sums stay finite).
+// dmin below 32 in magnitude, subnormals and -0 included, MXFP4 scales
+// 2^-28 .. 2^3 with the two subnormal ones among them, so sums stay finite).
 std::vector<uint8_t> kquant_rows(GgmlType t, int64_t n, int64_t k, uint32_t seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> nd;
@@ -36,17 +42,24 @@ std::vector<uint8_t> kquant_rows(GgmlType t, int64_t n, int64_t k, uint32_t seed
     }
     for (int64_t i = 0; i < rb; ++i) dst[i] = uint8_t(rng());
     for (int64_t b = 0; b < k / ggml_block_elems(t); ++b) {  // d and dmin start Q4_K and Q5_K blocks
-      if (ggml_block_elems(t) == 32) {  // Q8_0, Q4_0, Q5_0: d first
+      if (t == GgmlType::MXFP4) {  // e first: 0, 1 (subnormal scales) or 100 .. 130
+        const uint32_t e = rng() % 33;
+        dst[b * bb] = uint8_t(e < 2 ? e : 98 + e);
+        continue;
+      }
+      if (ggml_block_elems(t) == 32) {  // Q8_0, Q4_0, Q5_0, IQ4_NL: d first; Q4_1, Q5_1: d, m
         reinterpret_cast<BlockQ8_0*>(dst + b * bb)->d = uint16_t((rng() % 0x5000) | (rng() % 2) << 15);
+        if (t == GgmlType::Q4_1 || t == GgmlType::Q5_1)
+          reinterpret_cast<BlockQ4_1*>(dst + b * bb)->m = uint16_t((rng() % 0x5000) | (rng() % 2) << 15);
         continue;
       }
       if (t == GgmlType::Q6_K) {
         reinterpret_cast<BlockQ6_K*>(dst + b * bb)->d = uint16_t((rng() % 0x5000) | (rng() % 2) << 15);
         continue;
       }
-      auto* blk = reinterpret_cast<BlockQ4_K*>(dst + b * bb);
+      auto* blk = reinterpret_cast<BlockQ4_K*>(dst + b * bb);  // IQ4_XS: d, then scales_h (any)
       blk->d = uint16_t((rng() % 0x5000) | (rng() % 2) << 15);  // |d| < 32, subnormals and -0 included
-      blk->dmin = uint16_t((rng() % 0x5000) | (rng() % 2) << 15);
+      if (t != GgmlType::IQ4_XS) blk->dmin = uint16_t((rng() % 0x5000) | (rng() % 2) << 15);
     }
   }
   return w;
@@ -54,16 +67,7 @@ std::vector<uint8_t> kquant_rows(GgmlType t, int64_t n, int64_t k, uint32_t seed
 
 std::vector<uint8_t> q4k_rows(int64_t n, int64_t k, uint32_t seed) { return kquant_rows(GgmlType::Q4_K, n, k, seed); }
 
-GgmlType repacked_type(GgmlType t) {
-  switch (t) {
-    case GgmlType::Q4_K: return GgmlType::Q4_K_X16;
-    case GgmlType::Q6_K: return GgmlType::Q6_K_X16;
-    case GgmlType::Q8_0: return GgmlType::Q8_0_X16;
-    case GgmlType::Q4_0: return GgmlType::Q4_0_X16;
-    case GgmlType::Q5_0: return GgmlType::Q5_0_X16;
-    default: return GgmlType::Q5_K_X16;
-  }
-}
+GgmlType repacked_type(GgmlType t) { return x16_layout(t, /*by_stored=*/true)->x16; }
 
 std::vector<uint8_t> repacked(GgmlType t, const std::vector<uint8_t>& w, int64_t n, int64_t k) {
   std::vector<uint8_t> out(size_t(n * ggml_row_bytes(repacked_type(t), k)));
@@ -75,22 +79,19 @@ std::vector<uint8_t> repacked(const std::vector<uint8_t>& q4k, int64_t n, int64_
 }
 
 TEST(WeightRepack, RoundTripsBitwise) {
-  struct Layout {
-    GgmlType t;
-    void (*unpack)(const uint8_t*, uint8_t*, int64_t);
-  };
   uint32_t seed = 7;
   for (int64_t k : {256, 2048})
-    for (const Layout& l : {Layout{GgmlType::Q4_K, unpack_group_q4_kx16}, Layout{GgmlType::Q5_K, unpack_group_q5_kx16},
-                            Layout{GgmlType::Q6_K, unpack_group_q6_kx16}, Layout{GgmlType::Q8_0, unpack_group_q8_0x16},
-                            Layout{GgmlType::Q4_0, unpack_group_q4_0x16}, Layout{GgmlType::Q5_0, unpack_group_q5_0x16}}) {
+    for (GgmlType t : kStoredTypes) {
+      const X16Layout& l = *x16_layout(t, /*by_stored=*/true);
+      ASSERT_EQ(l.stored, t);
+      ASSERT_EQ(ggml_row_bytes(l.x16, k), ggml_row_bytes(t, k)) << ggml_type_name(t);
       const int64_t n = 32;
-      const std::vector<uint8_t> w = kquant_rows(l.t, n, k, ++seed);
-      const std::vector<uint8_t> r = repacked(l.t, w, n, k);
+      const std::vector<uint8_t> w = kquant_rows(t, n, k, ++seed);
+      const std::vector<uint8_t> r = repacked(t, w, n, k);
       std::vector<uint8_t> back(w.size());
       for (int64_t i = 0; i < n; i += kX16Rows)
-        l.unpack(r.data() + i * ggml_row_bytes(repacked_type(l.t), k), back.data() + i * ggml_row_bytes(l.t, k), k);
-      EXPECT_EQ(back, w) << ggml_type_name(l.t) << " k=" << k;
+        l.unpack(r.data() + i * ggml_row_bytes(l.x16, k), back.data() + i * ggml_row_bytes(t, k), k);
+      EXPECT_EQ(back, w) << ggml_type_name(t) << " k=" << k;
     }
   // Every F16 d and many quant bytes of Q8_0, every F16 d and many scale and
   // quant bytes of Q6_K.
@@ -310,6 +311,87 @@ TEST(WeightRepack, Q450X16Layout) {
   }
 }
 
+// Q4_1_X16 / Q5_1_X16 / IQ4_NL_X16 / MXFP4_X16's parts (weight_repack.h):
+// row c's d (MXFP4: e) in d[c] (e[c]), Q4_1's / Q5_1's m in m[c], value v's
+// nibble in byte 4c + v % 4 of qs[(v % 16) / 4] (the high one for v >= 16),
+// Q5_1's fifth bit at bit v / 4 of byte 4c + v % 4 of qh; the value as
+// dequantize_row reads the stored block.
+TEST(WeightRepack, Q32X16LayoutsWithOffsetsAndTables) {
+  for (GgmlType t : {GgmlType::Q4_1, GgmlType::Q5_1, GgmlType::IQ4_NL, GgmlType::MXFP4}) {
+    const int64_t bb = ggml_block_bytes(t), rb = 3 * bb, ob = 16 * bb;
+    const std::vector<uint8_t> w = kquant_rows(t, 16, 96, 8);
+    const std::vector<uint8_t> r = repacked(t, w, 16, 96);
+    std::vector<float> deq(96);
+    for (int c = 0; c < 16; ++c) {
+      dequantize_row(t, w.data() + c * rb, deq.data(), 96);
+      for (int64_t b = 0; b < 3; ++b) {
+        const uint8_t* out = r.data() + b * ob;
+        const uint8_t* in = w.data() + c * rb + b * bb;
+        float scale = 0, m = 0;
+        const uint8_t *qh = nullptr, *qs = nullptr;
+        if (t == GgmlType::MXFP4) {
+          EXPECT_EQ(out[c], in[0]);
+          scale = e8m0_half_to_fp32(out[c]);
+          qs = out + 16;
+        } else {
+          const auto* d = reinterpret_cast<const uint16_t*>(out);
+          uint16_t din;
+          std::memcpy(&din, in, 2);
+          EXPECT_EQ(d[c], din);
+          scale = kern::half_to_float(d[c]);
+          qs = out + 32;
+          if (t != GgmlType::IQ4_NL) {
+            uint16_t min;
+            std::memcpy(&min, in + 2, 2);
+            EXPECT_EQ(d[16 + c], min);
+            m = kern::half_to_float(d[16 + c]);
+            qs = out + 64;
+          }
+          if (t == GgmlType::Q5_1) {
+            qh = out + 64;
+            qs = out + 128;
+          }
+        }
+        for (int v = 0; v < 32; ++v) {
+          int code = (qs[64 * ((v % 16) / 4) + 4 * c + v % 4] >> (v < 16 ? 0 : 4)) & 15;
+          if (qh) code |= ((qh[4 * c + v % 4] >> (v / 4)) & 1) << 4;
+          const float want = deq[size_t(32 * b + v)];
+          if (t == GgmlType::IQ4_NL) ASSERT_EQ(scale * float(kIq4nlValues[code]), want) << c << " " << v;
+          else if (t == GgmlType::MXFP4) ASSERT_EQ(scale * float(kMxfp4Values[code]), want) << c << " " << v;
+          else ASSERT_EQ(scale * float(code) + m, want) << ggml_type_name(t) << " row " << c << " value " << v;
+        }
+      }
+    }
+  }
+}
+
+// IQ4_XS_X16's parts (weight_repack.h): row c's d, scales_h and scales_l in
+// d[c], sh[c] and sl[q][c]; value 32s + j's index in byte 4c + j % 4 of
+// qs[4s + (j % 16) / 4] (the high nibble for j >= 16); the value as
+// dequantize_row reads the stored block.
+TEST(WeightRepack, IQ4XSX16Layout) {
+  const std::vector<uint8_t> w = kquant_rows(GgmlType::IQ4_XS, 16, 512, 9);
+  const std::vector<uint8_t> r = repacked(GgmlType::IQ4_XS, w, 16, 512);
+  std::vector<float> deq(512);
+  for (int c = 0; c < 16; ++c) {
+    dequantize_row(GgmlType::IQ4_XS, w.data() + c * 272, deq.data(), 512);
+    for (int64_t b = 0; b < 2; ++b) {
+      const auto& out = *reinterpret_cast<const BlockIQ4_XSX16*>(r.data() + b * sizeof(BlockIQ4_XSX16));
+      const auto& in = *reinterpret_cast<const BlockIQ4_XS*>(w.data() + c * 272 + b * 136);
+      EXPECT_EQ(out.d[c], in.d);
+      EXPECT_EQ(out.sh[c], in.scales_h);
+      for (int q = 0; q < 4; ++q) EXPECT_EQ(out.sl[q][c], in.scales_l[q]);
+      const float d = kern::half_to_float(out.d[c]);
+      for (int v = 0; v < 256; ++v) {
+        const int s = v / 32, j = v % 32;
+        const int ls = ((out.sl[s / 2][c] >> (4 * (s % 2))) & 15) | ((out.sh[c] >> (2 * s)) & 3) << 4;
+        const int idx = (out.qs[4 * s + (j % 16) / 4][4 * c + j % 4] >> (j < 16 ? 0 : 4)) & 15;
+        ASSERT_EQ(d * float(ls - 32) * float(kIq4nlValues[idx]), deq[size_t(256 * b + v)]) << "row " << c << " value " << v;
+      }
+    }
+  }
+}
+
 std::vector<float> random_x(int64_t m, int64_t k, uint32_t seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> nd;
@@ -328,7 +410,7 @@ TEST(WeightRepack, MatmulMatchesStoredBitwise) {
   test::LevelGuard guard;
   ThreadPool pools[3] = {ThreadPool(1), ThreadPool(2), ThreadPool(3)};
   uint32_t seed = 40;
-  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q5_K, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q5_0})
+  for (GgmlType t : kStoredTypes)
   for (const test::KernelPath& path : test::kernel_paths()) {
     for (int64_t k : {ggml_block_elems(t) == 32 ? int64_t(96) : int64_t(256), int64_t(1536)}) {
       for (int64_t n : {16, 48, 128}) {
@@ -361,19 +443,55 @@ TEST(WeightRepack, MatmulMatchesStoredBitwise) {
 }
 
 // Extreme values: every nibble 15 (Q5_K: every value 31, Q6_K: 63 with
-// scales of -128 and 127, Q8_0: -128 and 127, Q4_0 / Q5_0: codes 0 and
-// 15 / 31), every scale and min 63,
-// activations at ±127 (one large value a block) — the largest int16 pair
-// sums and int32 block sums the repacked kernels form.
+// scales of -128 and 127, Q8_0: -128 and 127, Q4_0 / Q5_0 / Q4_1 / Q5_1:
+// codes 0 and 15 / 31, IQ4_NL / IQ4_XS: table values -127 and 113 with
+// IQ4_XS scales of -32 and 31, MXFP4: ±12), every scale and min 63,
+// activations at ±127 (one large value a block; 32-value blocks and IQ4_XS
+// every value) — the largest int16 pair sums and int32 block sums the
+// repacked kernels form.
 TEST(WeightRepack, ExtremesMatchStored) {
   test::LevelGuard guard;
   ThreadPool pool(2);
   const int64_t k = 512;
-  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q5_K, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q5_0}) {
+  for (GgmlType t : kStoredTypes) {
     const int64_t n = 16;
     std::vector<uint8_t> w(size_t(n * ggml_row_bytes(t, k)));
     for (int64_t b = 0; b < n * k / ggml_block_elems(t); ++b) {
       uint8_t* at = w.data() + b * ggml_block_bytes(t);
+      const uint8_t nib = b % 3 == 0 ? 0xFF : b % 3 == 1 ? 0x00 : 0x0F;  // codes / indices max, 0, alternating
+      if (t == GgmlType::Q4_1 || t == GgmlType::Q5_1) {
+        auto* b4 = reinterpret_cast<BlockQ4_1*>(at);  // d, m start both
+        b4->d = 0x3C00;
+        b4->m = uint16_t(b % 2 ? 0xCC00 : 0x4C00);  // -16, 16
+        if (t == GgmlType::Q4_1) {
+          std::memset(b4->qs, nib, sizeof b4->qs);
+        } else {
+          auto* b5 = reinterpret_cast<BlockQ5_1*>(at);
+          std::memset(b5->qs, nib, sizeof b5->qs);
+          std::memset(b5->qh, b % 3 == 0 ? 0xFF : b % 3 == 1 ? 0x00 : 0x55, sizeof b5->qh);
+        }
+        continue;
+      }
+      if (t == GgmlType::IQ4_NL) {
+        auto* bn = reinterpret_cast<BlockIQ4_NL*>(at);
+        bn->d = 0x3C00;
+        std::memset(bn->qs, nib, sizeof bn->qs);
+        continue;
+      }
+      if (t == GgmlType::MXFP4) {  // ±12 (indices 7 and 15), 2^0
+        auto* bm = reinterpret_cast<BlockMXFP4*>(at);
+        bm->e = 128;
+        std::memset(bm->qs, b % 3 == 0 ? 0xFF : b % 3 == 1 ? 0x77 : 0x7F, sizeof bm->qs);
+        continue;
+      }
+      if (t == GgmlType::IQ4_XS) {  // scales 31 (ls 63) or -32 (ls 0), alternating by sub-block for b % 3 == 2
+        auto* bx = reinterpret_cast<BlockIQ4_XS*>(at);
+        bx->d = 0x3C00;
+        bx->scales_h = b % 3 == 0 ? 0xFFFF : b % 3 == 1 ? 0x0000 : 0x3333;
+        std::memset(bx->scales_l, b % 3 == 0 ? 0xFF : b % 3 == 1 ? 0x00 : 0x0F, sizeof bx->scales_l);
+        std::memset(bx->qs, nib, sizeof bx->qs);
+        continue;
+      }
       if (t == GgmlType::Q8_0) {  // every value -128 or 127 (or alternating)
         auto* b8 = reinterpret_cast<BlockQ8_0*>(at);
         b8->d = 0x3C00;
@@ -424,7 +542,7 @@ TEST(WeightRepack, ExtremesMatchStored) {
           // One large value a block (the others round to ±3); 32-value
           // blocks: every value ±50 (every third negated), so every
           // activation is ±127.
-          const bool q32 = ggml_block_elems(t) == 32;
+          const bool q32 = ggml_block_elems(t) == 32 || t == GgmlType::IQ4_XS;
           for (int64_t i = 0; i < m * k; i += q32 ? 1 : 256) x[size_t(i)] = q32 && i % 3 == 0 ? -50 * sign : 50 * sign;
           path.use();
           std::vector<float> ref(size_t(m * n)), y(size_t(m * n), -1.f);
@@ -438,8 +556,8 @@ TEST(WeightRepack, ExtremesMatchStored) {
   }
 }
 
-// The repacking is chosen by the kernels in use: the X16 layouts of Q4_K,
-// Q5_K, Q6_K, Q8_0, Q4_0 and Q5_0 on every SIMD set (real or emulated AVX-512, AVX2),
+// The repacking is chosen by the kernels in use: the X16 layouts of every
+// type in kStoredTypes on every SIMD set (real or emulated AVX-512, AVX2),
 // none on the scalar path, and never for other types.
 TEST(WeightRepack, RepackedTypeFollowsKernels) {
   test::LevelGuard guard;
@@ -452,7 +570,14 @@ TEST(WeightRepack, RepackedTypeFollowsKernels) {
     EXPECT_EQ(matmul_repacked_type(GgmlType::Q8_0), scalar ? GgmlType::Q8_0 : GgmlType::Q8_0_X16) << path.name();
     EXPECT_EQ(matmul_repacked_type(GgmlType::Q4_0), scalar ? GgmlType::Q4_0 : GgmlType::Q4_0_X16) << path.name();
     EXPECT_EQ(matmul_repacked_type(GgmlType::Q5_0), scalar ? GgmlType::Q5_0 : GgmlType::Q5_0_X16) << path.name();
-    EXPECT_EQ(matmul_repacked_type(GgmlType::Q4_1), GgmlType::Q4_1);
+    EXPECT_EQ(matmul_repacked_type(GgmlType::Q4_1), scalar ? GgmlType::Q4_1 : GgmlType::Q4_1_X16) << path.name();
+    EXPECT_EQ(matmul_repacked_type(GgmlType::Q5_1), scalar ? GgmlType::Q5_1 : GgmlType::Q5_1_X16) << path.name();
+    EXPECT_EQ(matmul_repacked_type(GgmlType::IQ4_NL), scalar ? GgmlType::IQ4_NL : GgmlType::IQ4_NL_X16) << path.name();
+    EXPECT_EQ(matmul_repacked_type(GgmlType::MXFP4), scalar ? GgmlType::MXFP4 : GgmlType::MXFP4_X16) << path.name();
+    EXPECT_EQ(matmul_repacked_type(GgmlType::IQ4_XS), scalar ? GgmlType::IQ4_XS : GgmlType::IQ4_XS_X16) << path.name();
+    for (GgmlType t : kStoredTypes) EXPECT_EQ(matmul_repacked_type(t), scalar ? t : repacked_type(t)) << path.name();
+    EXPECT_EQ(matmul_repacked_type(GgmlType::F16), GgmlType::F16);
+    EXPECT_EQ(matmul_repacked_type(GgmlType::BF16), GgmlType::BF16);
   }
   EXPECT_THROW(repack_rows(GgmlType::Q6_K, GgmlType::Q4_K_X16, nullptr, nullptr, 256, 16), Error);
   EXPECT_THROW(repack_rows(GgmlType::Q4_K, GgmlType::Q6_K_X16, nullptr, nullptr, 256, 16), Error);
@@ -465,6 +590,9 @@ TEST(WeightRepack, RepackedTypeFollowsKernels) {
   EXPECT_THROW(repack_rows(GgmlType::Q4_0, GgmlType::Q8_0_X16, nullptr, nullptr, 256, 16), Error);
   EXPECT_THROW(repack_rows(GgmlType::Q5_0, GgmlType::Q4_0_X16, nullptr, nullptr, 256, 16), Error);
   EXPECT_THROW(repack_rows(GgmlType::Q5_0, GgmlType::Q5_0_X16, nullptr, nullptr, 256, 15), Error);  // not whole groups
+  EXPECT_THROW(repack_rows(GgmlType::Q4_0, GgmlType::IQ4_NL_X16, nullptr, nullptr, 256, 16), Error);
+  EXPECT_THROW(repack_rows(GgmlType::IQ4_XS, GgmlType::IQ4_XS_X16, nullptr, nullptr, 32, 16), Error);  // k not whole blocks
+  EXPECT_THROW(repack_rows(GgmlType::F16, GgmlType::F16, nullptr, nullptr, 256, 16), Error);
 }
 
 }  // namespace

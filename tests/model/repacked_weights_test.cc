@@ -11,6 +11,7 @@
 #include "kernels/cpu.h"
 #include "kernels/matmul_internal.h"
 #include "kernels/paged_attention_internal.h"
+#include "kernels/weight_repack.h"
 #include "model/model.h"
 #include "model_test_util.h"
 #include "probe/engine_logits.h"
@@ -38,7 +39,7 @@ TEST(RepackedWeights, LogitsMatchStoredLayoutBitwise) {
       set_cpu_level(detect_cpu_level());
     }
   } restore;
-  // The AVX-512 kernels repack Q4_K, Q5_K, Q6_K, Q8_0, Q4_0 and Q5_0; without AVX-512, their emulation does.
+  // The AVX-512 kernels repack every type with an X16 layout; without AVX-512, their emulation does.
   if (detect_cpu_level() >= CpuLevel::Avx512) {
     set_cpu_level(CpuLevel::Avx512);
   } else {
@@ -56,23 +57,24 @@ TEST(RepackedWeights, LogitsMatchStoredLayoutBitwise) {
                         Case{"llama", GgmlType::Q6_K, Residency::kMemory},
                         Case{"llama", GgmlType::Q8_0, Residency::kMemory},
                         Case{"llama", GgmlType::Q4_0, Residency::kMemory},
-                        Case{"qwen3", GgmlType::Q5_0, Residency::kMemory}}) {
+                        Case{"qwen3", GgmlType::Q5_0, Residency::kMemory},
+                        Case{"llama", GgmlType::IQ4_XS, Residency::kMemory},
+                        Case{"qwen3", GgmlType::IQ4_NL, Residency::kMemory},
+                        Case{"llama", GgmlType::Q4_1, Residency::kMemory},
+                        Case{"qwen3", GgmlType::Q5_1, Residency::kMemory},
+                        Case{"gpt-oss", GgmlType::MXFP4, Residency::kMemory}}) {
     const std::string path = test::generated_model(c.arch, c.type);
     auto stored = Model::load(path, c.residency, 0, Model::WeightLayout::kAsStored);
     auto packed = Model::load(path, c.residency, 0, Model::WeightLayout::kForKernels);
     // Repacked: the matmul weights of those types; the token embedding (read by rows) as stored.
-    const GgmlType r = c.type == GgmlType::Q4_K   ? GgmlType::Q4_K_X16
-                       : c.type == GgmlType::Q6_K ? GgmlType::Q6_K_X16
-                       : c.type == GgmlType::Q8_0 ? GgmlType::Q8_0_X16
-                       : c.type == GgmlType::Q4_0 ? GgmlType::Q4_0_X16
-                       : c.type == GgmlType::Q5_0 ? GgmlType::Q5_0_X16
-                                                  : GgmlType::Q5_K_X16;
+    const GgmlType r = x16_layout(c.type, /*by_stored=*/true)->x16;
     int repacked = 0;
     for (const LayerWeights& l : packed->layers())
       for (const WeightView* v : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
         repacked += v->type == r;
     for (const LayerWeights& l : packed->layers())
-      for (const WeightView& v : l.moe.gate) repacked += v.type == r;
+      for (const auto* list : {&l.moe.gate, &l.moe.up, &l.moe.down})
+        for (const WeightView& v : *list) repacked += v.type == r;
     EXPECT_GT(repacked, 0) << c.arch;
     EXPECT_EQ(packed->token_embd().type, stored->token_embd().type);
     EXPECT_NE(packed->token_embd().type, r);
