@@ -546,19 +546,37 @@ void q32x_tile16(const MatmulArgs& a, int64_t r, int64_t g) {
 // lane's 6-bit scale from sl and sh); the exact integer of dot_iq4_xs
 // (|s_s| < 32 · 127 · 128, |isum| < 2^28), then its float operation per
 // lane, acc = acc + (d·d_x)·float(isum).
+// With few registers (V::kFewRegs: AVX2's 16, where a sub-block's 8 code
+// vectors held at once would spill) each step's codes are formed just before
+// use, the low and high nibbles' steps summed apart (two chains), then added;
+// otherwise the 8 code vectors first, then one chain a row.
 template <class V, int R, int S>
 inline void iq4xs_sub(const BlockIQ4_XSX16& blk, const int8_t* const* x, const int16_t* const* xb,
                       typename V::I sh, typename V::I table, typename V::I* isum) {
   using I = typename V::I;
-  I q[8];
-  nibble_codes<V, true>(blk.qs + 4 * S, q, table);
-  const I lo = V::and_i(V::template srli32<4 * (S % 2)>(V::zx8_32(blk.sl[S / 2])), V::set1_i(15));
-  const I hi = V::template slli32<4>(V::and_i(V::template srli32<2 * S>(sh), V::set1_i(3)));
-  const I sc = V::sub32(V::or_i(lo, hi), V::set1_i(32));
+  I lo_s[R], hi_s[R];
+  PC_UNROLL for (int i = 0; i < R; ++i) lo_s[i] = hi_s[i] = V::zero_i();
+  if constexpr (V::kFewRegs) {
+    const I m4 = V::set1_i(0x0F0F0F0F);
+    PC_UNROLL for (int t = 0; t < 4; ++t) {
+      const I p = V::loadu_i(blk.qs[4 * S + t]);
+      const I lo = V::lut16(table, V::and_i(p, m4)), hi = V::lut16(table, V::and_i(V::srli4_16(p), m4));
+      PC_UNROLL for (int i = 0; i < R; ++i) {
+        lo_s[i] = V::q8x_dot(lo_s[i], lo, x[i] + 32 * S + 4 * t);
+        hi_s[i] = V::q8x_dot(hi_s[i], hi, x[i] + 32 * S + 16 + 4 * t);
+      }
+    }
+  } else {
+    I q[8];
+    nibble_codes<V, true>(blk.qs + 4 * S, q, table);
+    PC_UNROLL for (int i = 0; i < R; ++i)
+      PC_UNROLL for (int u = 0; u < 8; ++u) lo_s[i] = V::q8x_dot(lo_s[i], q[u], x[i] + 32 * S + 4 * u);
+  }
+  const I lsl = V::and_i(V::template srli32<4 * (S % 2)>(V::zx8_32(blk.sl[S / 2])), V::set1_i(15));
+  const I lsh = V::template slli32<4>(V::and_i(V::template srli32<2 * S>(sh), V::set1_i(3)));
+  const I sc = V::sub32(V::or_i(lsl, lsh), V::set1_i(32));
   PC_UNROLL for (int i = 0; i < R; ++i) {
-    const int8_t* xs = x[i] + 32 * S;
-    I s = V::q8x_dot(V::zero_i(), q[0], xs);
-    PC_UNROLL for (int u = 1; u < 8; ++u) s = V::q8x_dot(s, q[u], xs + 4 * u);
+    I s = V::add32(lo_s[i], hi_s[i]);
     if constexpr (V::kQ8xBiased) s = V::sub32(s, V::set1_i(128 * (int32_t(xb[i][2 * S]) + xb[i][2 * S + 1])));
     isum[i] = V::add32(isum[i], V::mullo32(s, sc));
   }

@@ -88,6 +88,7 @@ struct V512 {
   static F fmadd(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
   // The X16 kernels' operations (matmul_avx512_impl.h "Q4_K_X16", "Q6_K_X16").
   static constexpr int kKxRows = 8;  // rows an X16 tile: 8 sums + 8 products + 8 accumulators
+  static constexpr bool kFewRegs = false;  // 32 vector registers
   static I bcast32_i(const void* p) {
     int32_t v;
     std::memcpy(&v, p, 4);

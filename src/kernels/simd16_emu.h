@@ -67,6 +67,7 @@ struct V512Emu {
   // The X16 kernels' operations (matmul_avx512_impl.h "Q4_K_X16",
   // "Q6_K_X16"); this backend is also the AVX2 path's kernel for those layouts.
   static constexpr int kKxRows = 2;  // 2 ymm registers a vector, 16 in all
+  static constexpr bool kFewRegs = true;
   // vpdpbusd for u7 < 128: vpmaddubsw cannot saturate (2 · 127 · 128 < 2^15),
   // so maddubs + madd by 1 is exact.
   static I dpbusd_u7(I acc, I u7, I s8) {
