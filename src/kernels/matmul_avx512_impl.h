@@ -495,6 +495,36 @@ inline typename V::I q32x_sum(const typename V::I* q, const int8_t* x) {
   }
 }
 
+// The block sums of q32x_sum for R rows with few registers (V::kFewRegs;
+// Q8_0 and the table types, whose steps are summed one by one anyway): each
+// step's codes formed just before use instead of all 8 first (which would
+// spill), the low and high nibbles' steps (Q8_0: steps 0-3 and 4-7) in two
+// chains, then added: the same integers.
+template <class V, int R, GgmlType T>
+inline void q32x_sums_few_regs(const typename Q32X16<T>::Block& blk, typename V::I table, const int8_t* const* xq,
+                               int64_t b, typename V::I* sums) {
+  using I = typename V::I;
+  I lo_s[R], hi_s[R];
+  PC_UNROLL for (int i = 0; i < R; ++i) lo_s[i] = hi_s[i] = V::zero_i();
+  const I m4 = V::set1_i(0x0F0F0F0F);
+  PC_UNROLL for (int t = 0; t < 4; ++t) {
+    I lo, hi;
+    if constexpr (Q32X16<T>::kQ8) {
+      lo = V::q8x_prep(V::loadu_i(blk.qs[t]));
+      hi = V::q8x_prep(V::loadu_i(blk.qs[t + 4]));
+    } else {
+      const I p = V::loadu_i(blk.qs[t]);
+      lo = V::lut16(table, V::and_i(p, m4));
+      hi = V::lut16(table, V::and_i(V::srli4_16(p), m4));
+    }
+    PC_UNROLL for (int i = 0; i < R; ++i) {
+      lo_s[i] = V::q8x_dot(lo_s[i], lo, xq[i] + 32 * b + 4 * t);
+      hi_s[i] = V::q8x_dot(hi_s[i], hi, xq[i] + 32 * b + 16 + 4 * t);
+    }
+  }
+  PC_UNROLL for (int i = 0; i < R; ++i) sums[i] = V::add32(lo_s[i], hi_s[i]);
+}
+
 template <class V, int R, GgmlType T>
 void q32x_tile16(const MatmulArgs& a, int64_t r, int64_t g) {
   using I = typename V::I;
@@ -520,14 +550,20 @@ void q32x_tile16(const MatmulArgs& a, int64_t r, int64_t g) {
   for (int64_t b = 0; b < nb; ++b) {
     const B& blk = w[b];
     if constexpr (R == 1) prefetch_block(&blk, sizeof blk);
-    I q[8];
-    q32x_codes<V, T>(blk, q, table);
+    I sums[R];
+    if constexpr (V::kFewRegs && (X::kQ8 || X::kLut)) {
+      q32x_sums_few_regs<V, R, T>(blk, table, xq, b, sums);
+    } else {
+      I q[8];
+      q32x_codes<V, T>(blk, q, table);
+      PC_UNROLL for (int i = 0; i < R; ++i) sums[i] = q32x_sum<V, T>(q, xq[i] + 32 * b);
+    }
     F d, mn = V::zero_f();
     if constexpr (T == GgmlType::MXFP4_X16) d = V::e8m0_half16(blk.e);
     else d = V::load_h16(blk.d);
     if constexpr (X::kMin) mn = V::load_h16(blk.m);
     PC_UNROLL for (int i = 0; i < R; ++i) {
-      I s = q32x_sum<V, T>(q, xq[i] + 32 * b);
+      I s = sums[i];
       if constexpr (kOff != 0) s = V::sub32(s, V::set1_i(kOff * int32_t(xs[i][b])));
       const F dx = V::set1_f(xd[i][b]);
       acc[i] = V::add(acc[i], V::mul(V::mul(d, dx), V::cvt(s)));
