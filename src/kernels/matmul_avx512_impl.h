@@ -176,6 +176,22 @@ void q32_tile16(const MatmulArgs& a, const Q32Panel& p, int64_t r, int64_t g, in
     }
 }
 
+// The quantized activation rows r .. r + R - 1 of an X16 tile: quants,
+// scales and block sums (matmul_internal.h).
+template <int R>
+struct TileRows {
+  const int8_t* q[R];
+  const float* d[R];
+  const int16_t* s[R];
+  TileRows(const MatmulArgs& a, int64_t r) {
+    PC_UNROLL for (int i = 0; i < R; ++i) {
+      q[i] = a.xq(r + i);
+      d[i] = a.xd(r + i);
+      s[i] = a.xbs(r + i);
+    }
+  }
+};
+
 // ---- Q4_K_X16 / Q5_K_X16: 16 interleaved rows a vector (weight_repack.h) ---
 // Lane c of every vector is column 16g + c of y (row c of weight group g), so
 // a column's sums never leave their lane. Per Q4_K_X16 block and row of x:
@@ -248,14 +264,10 @@ void k45x_tile16(const MatmulArgs& a, int64_t r, int64_t g) {
   const int64_t nb = a.k / 256;
   using B = std::conditional_t<kQ5, BlockQ5_KX16, BlockQ4_KX16>;
   const auto* w = reinterpret_cast<const B*>(a.w + g * kX16Rows * a.row_bytes);
-  const int8_t* xq[R];
-  const float* xd[R];
-  const int16_t* xb[R];
-  PC_UNROLL for (int i = 0; i < R; ++i) {
-    xq[i] = a.xq(r + i);
-    xd[i] = a.xd(r + i);
-    xb[i] = a.xbs(r + i);
-  }
+  const TileRows<R> rows(a, r);
+  const int8_t* const* xq = rows.q;
+  const float* const* xd = rows.d;
+  const int16_t* const* xb = rows.s;
   const I m4 = V::set1_i(0x0F0F0F0F);
   F acc[R];
   PC_UNROLL for (int i = 0; i < R; ++i) acc[i] = V::zero_f();
@@ -350,14 +362,10 @@ void q6kx_tile16(const MatmulArgs& a, int64_t r, int64_t g) {
   using F = typename V::F;
   const int64_t nb = a.k / 256;
   const auto* w = reinterpret_cast<const BlockQ6_KX16*>(a.w + g * kX16Rows * a.row_bytes);
-  const int8_t* xq[R];
-  const float* xd[R];
-  const int16_t* xb[R];
-  PC_UNROLL for (int i = 0; i < R; ++i) {
-    xq[i] = a.xq(r + i);
-    xd[i] = a.xd(r + i);
-    xb[i] = a.xbs(r + i);
-  }
+  const TileRows<R> rows(a, r);
+  const int8_t* const* xq = rows.q;
+  const float* const* xd = rows.d;
+  const int16_t* const* xb = rows.s;
   F acc[R];
   PC_UNROLL for (int i = 0; i < R; ++i) acc[i] = V::zero_f();
   for (int64_t b = 0; b < nb; ++b) {
@@ -534,14 +542,10 @@ void q32x_tile16(const MatmulArgs& a, int64_t r, int64_t g) {
   constexpr int kOff = X::template off<V>();
   const int64_t nb = a.k / 32;
   const auto* w = reinterpret_cast<const B*>(a.w + g * kX16Rows * a.row_bytes);
-  const int8_t* xq[R];
-  const float* xd[R];
-  const int16_t* xs[R];
-  PC_UNROLL for (int i = 0; i < R; ++i) {
-    xq[i] = a.xq(r + i);
-    xd[i] = a.xd(r + i);
-    xs[i] = a.xbs(r + i);
-  }
+  const TileRows<R> rows(a, r);
+  const int8_t* const* xq = rows.q;
+  const float* const* xd = rows.d;
+  const int16_t* const* xs = rows.s;
   I table = V::zero_i();
   if constexpr (T == GgmlType::IQ4_NL_X16) table = code_table<V>(kIq4nlValues);
   if constexpr (T == GgmlType::MXFP4_X16) table = code_table<V>(kMxfp4Values);
@@ -624,14 +628,10 @@ void iq4xs_tile16(const MatmulArgs& a, int64_t r, int64_t g) {
   using F = typename V::F;
   const int64_t nb = a.k / 256;
   const auto* w = reinterpret_cast<const BlockIQ4_XSX16*>(a.w + g * kX16Rows * a.row_bytes);
-  const int8_t* xq[R];
-  const float* xd[R];
-  const int16_t* xbs[R];
-  PC_UNROLL for (int i = 0; i < R; ++i) {
-    xq[i] = a.xq(r + i);
-    xd[i] = a.xd(r + i);
-    xbs[i] = a.xbs(r + i);
-  }
+  const TileRows<R> rows(a, r);
+  const int8_t* const* xq = rows.q;
+  const float* const* xd = rows.d;
+  const int16_t* const* xbs = rows.s;
   const I table = code_table<V>(kIq4nlValues);
   F acc[R];
   PC_UNROLL for (int i = 0; i < R; ++i) acc[i] = V::zero_f();
