@@ -583,17 +583,10 @@ TaskKernel avx2_kernel(GgmlType t) {
     case GgmlType::Q8_0_X16: return run_task_q32<false, true>;
     case GgmlType::Q4_0_X16: return run_task_q32<true, true>;
     case GgmlType::Q4_K: return run_task<KQ4_K, 1, 2, 3>;
-    case GgmlType::Q4_K_X16:
-    case GgmlType::Q5_K_X16:
-    case GgmlType::Q6_K_X16:
-    case GgmlType::Q5_0_X16:
-    case GgmlType::Q4_1_X16:
-    case GgmlType::Q5_1_X16:
-    case GgmlType::IQ4_NL_X16:
-    case GgmlType::MXFP4_X16:
-    case GgmlType::IQ4_XS_X16: return avx512_emulated_kernel_set()->kernel(t);  // its 16-lane kernels
     case GgmlType::Q6_K: return run_task<KQ6_K, 1, 2, 3>;
-    default: return avx2_unpack_kernel(t);  // Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4, Q5_K, IQ4_XS
+    default:  // the other X16 layouts: the 16-lane kernels on the emulation
+      if (x16_layout(t)) return avx512_emulated_kernel_set()->kernel(t);
+      return avx2_unpack_kernel(t);  // Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4, Q5_K, IQ4_XS as stored
   }
 }
 

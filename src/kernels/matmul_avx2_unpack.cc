@@ -131,10 +131,12 @@ void tile_q32(const MatmulArgs& a, int64_t r, int64_t c) {
   const Block* w[C];
   const int8_t* xq[R];
   const float* xd[R];
+  const int16_t* xs[R];  // the blocks' activation sums (Q4_1 / Q5_1)
   PC_UNROLL for (int j = 0; j < C; ++j) w[j] = reinterpret_cast<const Block*>(a.w + (c + j) * a.row_bytes);
   PC_UNROLL for (int i = 0; i < R; ++i) {
     xq[i] = a.xq(r + i);
     xd[i] = a.xd(r + i);
+    xs[i] = a.xbs(r + i);
   }
   float sum[R][C] = {};
   for (int64_t b = 0; b < nb; ++b) {
@@ -150,8 +152,7 @@ void tile_q32(const MatmulArgs& a, int64_t r, int64_t c) {
       PC_UNROLL for (int i = 0; i < R; ++i) {
         const __m256i isum = D::kSigned ? dot32_signed(q, xv[i]) : dot32_unsigned(q, xv[i]);
         sum[i][j] = sum[i][j] + (dw * xd[i][b]) * float(hsum8_i32(isum));
-        if constexpr (D::kMin)
-          sum[i][j] = sum[i][j] + (D::m(blk) * xd[i][b]) * float(a.xbs(r + i)[b]);  // the block's activation sum
+        if constexpr (D::kMin) sum[i][j] = sum[i][j] + (D::m(blk) * xd[i][b]) * float(xs[i][b]);
       }
     }
   }

@@ -165,10 +165,10 @@ namespace {
 
 // Row c's codes of one 32-value block, stored block <-> group block (the
 // layouts of weight_repack.h): Q8_0's values move with the sign bit flipped;
-// Q4_0's / Q5_0's 4-bit codes move as they are (value j's nibble of qs[j %
-// 16], the high one for j >= 16, to the same nibble of byte 4c + j % 4 of
-// qs[(j % 16) / 4]), Q5_0's fifth bits from qh (bit j) to bit j / 4 of byte
-// 4c + j % 4 of the group's qh.
+// the 4-bit types' codes (Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL, MXFP4) move as they
+// are (value j's nibble of qs[j % 16], the high one for j >= 16, to the same
+// nibble of byte 4c + j % 4 of qs[(j % 16) / 4]), Q5_0's / Q5_1's fifth bits
+// from qh (bit j) to bit j / 4 of byte 4c + j % 4 of the group's qh.
 void to_group(const BlockQ8_0& in, BlockQ8_0X16& out, int c) {
   for (int v = 0; v < 32; ++v) out.qs[v / 4][4 * c + v % 4] = static_cast<uint8_t>(in.qs[v] ^ 0x80);
 }
@@ -176,59 +176,31 @@ void from_group(const BlockQ8_0X16& in, BlockQ8_0& out, int c) {
   for (int v = 0; v < 32; ++v) out.qs[v] = static_cast<int8_t>(in.qs[v / 4][4 * c + v % 4] ^ 0x80);
 }
 template <class In, class Out>
-void nibbles_to_group(const In& in, Out& out, int c) {
+void to_group(const In& in, Out& out, int c) {
   for (int j = 0; j < 16; ++j) out.qs[j / 4][4 * c + j % 4] = in.qs[j];
+  if constexpr (requires { in.qh; })
+    for (int j = 0; j < 32; ++j) out.qh[4 * c + j % 4] |= static_cast<uint8_t>(q5_high_bit(in.qh, j) << (j / 4));
 }
 template <class In, class Out>
-void nibbles_from_group(const In& in, Out& out, int c) {
+void from_group(const In& in, Out& out, int c) {
   for (int j = 0; j < 16; ++j) out.qs[j] = in.qs[j / 4][4 * c + j % 4];
-}
-void to_group(const BlockQ4_0& in, BlockQ4_0X16& out, int c) { nibbles_to_group(in, out, c); }
-void from_group(const BlockQ4_0X16& in, BlockQ4_0& out, int c) { nibbles_from_group(in, out, c); }
-void to_group(const BlockIQ4_NL& in, BlockIQ4_NLX16& out, int c) { nibbles_to_group(in, out, c); }
-void from_group(const BlockIQ4_NLX16& in, BlockIQ4_NL& out, int c) { nibbles_from_group(in, out, c); }
-void to_group(const BlockQ4_1& in, BlockQ4_1X16& out, int c) {
-  out.m[c] = in.m;
-  nibbles_to_group(in, out, c);
-}
-void from_group(const BlockQ4_1X16& in, BlockQ4_1& out, int c) {
-  out.m = in.m[c];
-  nibbles_from_group(in, out, c);
-}
-void to_group(const BlockMXFP4& in, BlockMXFP4X16& out, int c) { nibbles_to_group(in, out, c); }
-void from_group(const BlockMXFP4X16& in, BlockMXFP4& out, int c) { nibbles_from_group(in, out, c); }
-template <class In, class Out>
-void q5_to_group(const In& in, Out& out, int c) {
-  nibbles_to_group(in, out, c);
-  for (int j = 0; j < 32; ++j) out.qh[4 * c + j % 4] |= static_cast<uint8_t>(q5_high_bit(in.qh, j) << (j / 4));
-}
-template <class In, class Out>
-void q5_from_group(const In& in, Out& out, int c) {
-  nibbles_from_group(in, out, c);
-  for (int j = 0; j < 32; ++j)
-    out.qh[j / 8] |= static_cast<uint8_t>(((in.qh[4 * c + j % 4] >> (j / 4)) & 1) << (j % 8));
-}
-void to_group(const BlockQ5_0& in, BlockQ5_0X16& out, int c) { q5_to_group(in, out, c); }
-void from_group(const BlockQ5_0X16& in, BlockQ5_0& out, int c) { q5_from_group(in, out, c); }
-void to_group(const BlockQ5_1& in, BlockQ5_1X16& out, int c) {
-  out.m[c] = in.m;
-  q5_to_group(in, out, c);
-}
-void from_group(const BlockQ5_1X16& in, BlockQ5_1& out, int c) {
-  out.m = in.m[c];
-  q5_from_group(in, out, c);
+  if constexpr (requires { out.qh; })
+    for (int j = 0; j < 32; ++j)
+      out.qh[j / 8] |= static_cast<uint8_t>(((in.qh[4 * c + j % 4] >> (j / 4)) & 1) << (j % 8));
 }
 
-// The scale of a block: F16 d, or MXFP4's E8M0 byte e.
+// A block's scale (F16 d, or MXFP4's E8M0 byte e) and Q4_1's / Q5_1's offset m.
 template <class In, class Out>
 void scale_to_group(const In& in, Out& out, int c) {
   if constexpr (requires { in.e; }) out.e[c] = in.e;
   else out.d[c] = in.d;
+  if constexpr (requires { in.m; }) out.m[c] = in.m;
 }
 template <class In, class Out>
 void scale_from_group(const In& in, Out& out, int c) {
   if constexpr (requires { out.e; }) out.e = in.e[c];
   else out.d = in.d[c];
+  if constexpr (requires { out.m; }) out.m = in.m[c];
 }
 
 // 16 rows of stored blocks In <-> one group of blocks Out (32 values each).
