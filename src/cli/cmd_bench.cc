@@ -36,6 +36,7 @@ struct PrefillArgs {
   int repeat = 1;
   int batch_tokens = EngineOptions{}.max_batch_tokens;
   bool mmap = false;
+  bool no_repack = false;
   bool bandwidth = true;
   bool int8_peak = true;
   std::vector<std::string> kernels{"auto"};
@@ -125,12 +126,14 @@ int run_prefill(const PrefillArgs& a) {
     PrefillModel pm;
     pm.path = path;
     // Weights repacked for the kernels measured (Model::WeightLayout); as
-    // stored when several levels are compared, so no level reads another's layout.
+    // stored with --no-repack, or when several levels are compared, so no level
+    // reads another's layout.
     bool one_level = true;
     for (CpuLevel l : levels) one_level = one_level && l == levels[0];
     if (one_level) set_cpu_level(levels[0]);
     pm.model = Model::load(path, a.mmap ? Residency::kMap : Residency::kMemory, 0,
-                           one_level ? Model::WeightLayout::kForKernels : Model::WeightLayout::kAsStored);
+                           one_level && !a.no_repack ? Model::WeightLayout::kForKernels
+                                                     : Model::WeightLayout::kAsStored);
     set_cpu_level(default_cpu_level());
     const ModelConfig& c = pm.model->config();
     // An engine per KV type, each with room for the longest run (its own bytes per token).
@@ -167,8 +170,12 @@ int run_prefill(const PrefillArgs& a) {
   for (size_t mi = 0; mi < models.size(); ++mi)
     std::printf("%s%s: %s\n%s\n", compare ? "model " : "model", compare ? std::to_string(mi).c_str() : "",
                 models[mi].path.c_str(), models[mi].model->config().describe().c_str());
-  std::printf("threads %d, kernels %s, decode temperature %s (seed %llu), KV %s%s\n\n", a.threads, names.c_str(),
-              temps.c_str(), (unsigned long long)a.seed, kv_names.c_str(),
+  // The layout Model::load chose above (the scalar kernels read every type as stored).
+  const bool repacked = !a.no_repack && levels[0] != CpuLevel::Scalar &&
+                        std::all_of(levels.begin(), levels.end(), [&](CpuLevel l) { return l == levels[0]; });
+  std::printf("threads %d, kernels %s, weights %s, decode temperature %s (seed %llu), KV %s%s\n\n", a.threads,
+              names.c_str(), repacked ? "repacked" : "as stored", temps.c_str(), (unsigned long long)a.seed,
+              kv_names.c_str(),
               several || compare ? " (runs interleaved, side by side)" : "");
   for (const PrefillModel& pm : models) {
     const ModelConfig& c = pm.model->config();
@@ -335,7 +342,8 @@ int run_prefill(const PrefillArgs& a) {
     nlohmann::json kernels = nlohmann::json::array();
     for (CpuLevel l : levels) kernels.push_back(cpu_level_name(l));
     nlohmann::json j = {{"bench", "prefill"}, {"model", a.model}, {"threads", a.threads}, {"kernels", kernels},
-                        {"temperatures", a.temperatures}, {"seed", a.seed}, {"results", rows},
+                        {"weights", repacked ? "repacked" : "stored"}, {"temperatures", a.temperatures},
+                        {"seed", a.seed}, {"results", rows},
                         {"bandwidth", bw}, {"int8_peak", peaks}};
     if (compare) j["models"] = paths;
     std::ofstream(a.json_out) << j.dump(2) << "\n";
@@ -351,6 +359,7 @@ Run add_bench(CLI::App& app) {
   CLI::App* p = app.add_subcommand("prefill", "Prompt (prefill) and decode tokens/s");
   p->add_option("-m,--model", a->model, "GGUF model file")->required()->check(CLI::ExistingFile);
   p->add_flag("--mmap", a->mmap, kMmapHelp);
+  p->add_flag("--no-repack", a->no_repack, kNoRepackHelp);
   p->add_flag("!--no-bandwidth", a->bandwidth,
               "Skip measuring the memory read bandwidth (otherwise measured after the runs, on the same threads, "
               "and set against the weights decode streams a second)");

@@ -179,6 +179,7 @@ Run add_serve(CLI::App& app) {
       "/props, reusing cached KV across requests. See docs/api.md.");
   app.add_option("-m,--model", o.model_path, "GGUF model file")->required()->check(CLI::ExistingFile);
   app.add_flag("--mmap", o.mmap, kMmapHelp);
+  app.add_flag("--no-repack", o.no_repack, kNoRepackHelp);
   app.add_option("--alias", o.model_alias, "Model id in the API (default: the file name without .gguf)");
   app.add_flag("--test-hooks", o.test_hooks,
                "For tests only: accept the request field test_forced_reply (the reply text the "

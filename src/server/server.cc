@@ -361,7 +361,8 @@ Server::Server(const ServerOptions& opt) : st_(std::make_unique<State>()) {
   st.opt = opt;
   // -c also picks the RoPE factor set of models whose scaling depends on the context
   // (LongRoPE), as llama.cpp does.
-  st.model = Model::load(opt.model_path, opt.mmap ? Residency::kMap : Residency::kMemory, opt.ctx_size);
+  st.model = Model::load(opt.model_path, opt.mmap ? Residency::kMap : Residency::kMemory, opt.ctx_size,
+                         opt.no_repack ? Model::WeightLayout::kAsStored : Model::WeightLayout::kForKernels);
   st.model_id = opt.model_alias.empty() ? std::filesystem::path(opt.model_path).stem().string()
                                         : opt.model_alias;
   const Tokenizer& tok = st.model->tokenizer();

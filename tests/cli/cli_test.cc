@@ -233,6 +233,28 @@ TEST(Cli, BenchPrefillReportsTheInt8PeakShare) {
   EXPECT_TRUE(nlohmann::json::parse(nin)["int8_peak"].is_null());
 }
 
+// --no-repack keeps the weights in the file's layout: the same greedy text as the
+// repacked default, and `bench prefill` says which layout it measured.
+TEST(Cli, NoRepackKeepsTheStoredLayoutWithTheSameText) {
+  const std::string q8 = test::shared_dir() + "/models/TinyStories-656K-Q8_0.gguf";
+  const std::string args = "generate -m " + q8 + " -p 'Once upon a time' -n 24 --temp 0 --threads 2";
+  CmdResult a = run(args), b = run(args + " --no-repack");
+  ASSERT_EQ(a.status, 0) << a.out;
+  ASSERT_EQ(b.status, 0) << b.out;
+  EXPECT_EQ(a.out.substr(0, a.out.find("timings:")), b.out.substr(0, b.out.find("timings:")));
+  const std::string dir = test::temp_dir();
+  for (bool stored : {false, true}) {
+    const std::string json = dir + (stored ? "/s.json" : "/r.json");
+    CmdResult r = run("bench prefill -m " + q8 + " --tokens 8 --decode 2 --no-int8-peak --no-bandwidth --json " + json +
+                      (stored ? " --no-repack" : ""));
+    ASSERT_EQ(r.status, 0) << r.out;
+    std::ifstream in(json);
+    const std::string want = stored || detect_cpu_level() == CpuLevel::Scalar ? "stored" : "repacked";
+    EXPECT_EQ(nlohmann::json::parse(in)["weights"], want);
+    EXPECT_NE(r.out.find(want == "stored" ? "weights as stored" : "weights repacked"), std::string::npos) << r.out;
+  }
+}
+
 // `bench prefill` and `bench conversation` run on every 2026 architecture (the arch2
 // fixtures: MoE, hybrid dense and MoE, gpt-oss), and --compare measures two models
 // side by side with the medians' ratio.
