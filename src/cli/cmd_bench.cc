@@ -122,18 +122,17 @@ int run_prefill(const PrefillArgs& a) {
   std::vector<PrefillModel> models;
   std::vector<std::string> paths{a.model};
   paths.insert(paths.end(), a.compare.begin(), a.compare.end());
+  // Weights repacked for the kernels measured (Model::WeightLayout); as stored
+  // with --no-repack, or when several levels are compared, so no level reads
+  // another's layout.
+  const bool one_level = std::all_of(levels.begin(), levels.end(), [&](CpuLevel l) { return l == levels[0]; });
+  const bool for_kernels = one_level && !a.no_repack;
   for (const std::string& path : paths) {
     PrefillModel pm;
     pm.path = path;
-    // Weights repacked for the kernels measured (Model::WeightLayout); as
-    // stored with --no-repack, or when several levels are compared, so no level
-    // reads another's layout.
-    bool one_level = true;
-    for (CpuLevel l : levels) one_level = one_level && l == levels[0];
     if (one_level) set_cpu_level(levels[0]);
     pm.model = Model::load(path, a.mmap ? Residency::kMap : Residency::kMemory, 0,
-                           one_level && !a.no_repack ? Model::WeightLayout::kForKernels
-                                                     : Model::WeightLayout::kAsStored);
+                           for_kernels ? Model::WeightLayout::kForKernels : Model::WeightLayout::kAsStored);
     set_cpu_level(default_cpu_level());
     const ModelConfig& c = pm.model->config();
     // An engine per KV type, each with room for the longest run (its own bytes per token).
@@ -171,8 +170,7 @@ int run_prefill(const PrefillArgs& a) {
     std::printf("%s%s: %s\n%s\n", compare ? "model " : "model", compare ? std::to_string(mi).c_str() : "",
                 models[mi].path.c_str(), models[mi].model->config().describe().c_str());
   // The layout Model::load chose above (the scalar kernels read every type as stored).
-  const bool repacked = !a.no_repack && levels[0] != CpuLevel::Scalar &&
-                        std::all_of(levels.begin(), levels.end(), [&](CpuLevel l) { return l == levels[0]; });
+  const bool repacked = for_kernels && levels[0] != CpuLevel::Scalar;
   std::printf("threads %d, kernels %s, weights %s, decode temperature %s (seed %llu), KV %s%s\n\n", a.threads,
               names.c_str(), repacked ? "repacked" : "as stored", temps.c_str(), (unsigned long long)a.seed,
               kv_names.c_str(),
