@@ -50,6 +50,17 @@ inline void prefetch_block(const void* p, size_t bytes) {
   for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(static_cast<const char*>(p) + o + kDecodePrefetchAhead, _MM_HINT_T0);
 }
 
+// Part i of n of prefetch_block(p, bytes): the 64-byte offsets in
+// [i·bytes/n, (i+1)·bytes/n). A kernel that spends long on each block (the
+// X16 K-quant blocks hold 16 rows' blocks, 36-53 lines) calls it once a step
+// of its loop, so its prefetches go out at the rate it reads, as the stored
+// kernels' do, rather than in one burst a block.
+inline void prefetch_part(const void* p, size_t bytes, size_t i, size_t n) {
+  const size_t o1 = (i + 1) * bytes / n;
+  for (size_t o = (i * bytes / n + 63) & ~size_t(63); o < o1; o += 64)
+    _mm_prefetch(static_cast<const char*>(p) + o + kDecodePrefetchAhead, _MM_HINT_T0);
+}
+
 struct LoadF32 {
   static constexpr GgmlType kType = GgmlType::F32;
   static constexpr int kBytes = 4;

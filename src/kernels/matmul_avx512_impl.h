@@ -217,6 +217,7 @@ inline void q4kx_half(const BlockQ4_KX16& blk, const int8_t* const* x, typename 
   using I = typename V::I;
 #pragma GCC unroll 1
   for (int h = 0; h < 8; ++h) {
+    if constexpr (R == 1) prefetch_part(&blk, sizeof blk, 8 * U + h, 16);
     I q[4];
     PC_UNROLL for (int tt = 0; tt < 4; ++tt) {
       const I p = V::loadu_i(blk.qs[4 * h + tt]);
@@ -236,6 +237,7 @@ template <class V, int R, int J>
 inline void q5kx_sub(const BlockQ5_KX16& blk, const int8_t* const* x, typename V::I* isum, typename V::I m4) {
   using I = typename V::I;
   const I m10 = V::set1_i(0x10101010);
+  if constexpr (R == 1) prefetch_part(&blk, sizeof blk, J, 8);
   I s[R];
   PC_UNROLL for (int i = 0; i < R; ++i) s[i] = V::zero_i();
   PC_UNROLL for (int u = 0; u < 8; ++u) {
@@ -273,7 +275,6 @@ void k45x_tile16(const MatmulArgs& a, int64_t r, int64_t g) {
   PC_UNROLL for (int i = 0; i < R; ++i) acc[i] = V::zero_f();
   for (int64_t b = 0; b < nb; ++b) {
     const B& blk = w[b];
-    if constexpr (R == 1) prefetch_block(&blk, sizeof blk);
     const int8_t* x[R];
     PC_UNROLL for (int i = 0; i < R; ++i) x[i] = xq[i] + 256 * b;
     I isum[R];
@@ -336,6 +337,7 @@ inline void q6kx_quarter(const BlockQ6_KX16& blk, const int8_t* const* x, typena
   const I m4 = V::set1_i(0x0F0F0F0F), m30 = V::set1_i(0x30303030);
 #pragma GCC unroll 1
   for (int jj = 0; jj < 4; ++jj) {
+    if constexpr (R == 1) prefetch_part(&blk, sizeof blk, 4 * S + jj, 16);
     I q[4];
     PC_UNROLL for (int tt = 0; tt < 4; ++tt) {
       const int t = 16 * S + 4 * jj + tt;  // values 4t .. 4t + 3 of each row
@@ -370,7 +372,6 @@ void q6kx_tile16(const MatmulArgs& a, int64_t r, int64_t g) {
   PC_UNROLL for (int i = 0; i < R; ++i) acc[i] = V::zero_f();
   for (int64_t b = 0; b < nb; ++b) {
     const BlockQ6_KX16& blk = w[b];
-    if constexpr (R == 1) prefetch_block(&blk, sizeof blk);
     const int8_t* x[R];
     PC_UNROLL for (int i = 0; i < R; ++i) x[i] = xq[i] + 256 * b;
     I isum[R];
@@ -596,6 +597,7 @@ template <class V, int R, int S>
 inline void iq4xs_sub(const BlockIQ4_XSX16& blk, const int8_t* const* x, const int16_t* const* xb,
                       typename V::I sh, typename V::I table, typename V::I* isum) {
   using I = typename V::I;
+  if constexpr (R == 1) prefetch_part(&blk, sizeof blk, S, 8);
   I lo_s[R], hi_s[R];
   PC_UNROLL for (int i = 0; i < R; ++i) lo_s[i] = hi_s[i] = V::zero_i();
   if constexpr (V::kFewRegs) {
@@ -639,7 +641,6 @@ void iq4xs_tile16(const MatmulArgs& a, int64_t r, int64_t g) {
   PC_UNROLL for (int i = 0; i < R; ++i) acc[i] = V::zero_f();
   for (int64_t b = 0; b < nb; ++b) {
     const BlockIQ4_XSX16& blk = w[b];
-    if constexpr (R == 1) prefetch_block(&blk, sizeof blk);
     const int8_t* x[R];
     const int16_t* xb[R];
     PC_UNROLL for (int i = 0; i < R; ++i) {
