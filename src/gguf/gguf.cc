@@ -427,6 +427,16 @@ GgufFile::~GgufFile() {
   if (map_) ::munmap(map_, size_);
 }
 
+uint8_t* GgufFile::begin_rewrite() {
+  if (residency_ != Residency::kMemory || !map_) return nullptr;
+  if (::mprotect(map_, size_, PROT_READ | PROT_WRITE) != 0) return nullptr;
+  return static_cast<uint8_t*>(map_);
+}
+
+void GgufFile::finish_rewrite() {
+  if (residency_ == Residency::kMemory && map_) ::mprotect(map_, size_, PROT_READ);
+}
+
 void GgufFile::release_tensor_bytes(const GgufTensorInfo& t) {
   if (!map_ || t.nbytes == 0) return;
   const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));

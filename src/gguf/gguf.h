@@ -124,6 +124,13 @@ class GgufFile {
   // file again (kMap). No effect on files parsed from bytes.
   void release_tensor_bytes(const GgufTensorInfo& t);
 
+  // kMemory: makes the copy of the file writable until finish_rewrite() (a
+  // model rewriting tensors in place, in a layout of the same size) and
+  // returns its first byte; the tensors' data pointers stay valid. nullptr
+  // for a mapped file or one parsed from bytes, whose bytes stay read-only.
+  uint8_t* begin_rewrite();
+  void finish_rewrite();  // read-only again
+
  private:
   GgufFile() = default;
   void parse();

@@ -23,12 +23,6 @@ void pack_scales(const uint8_t sc[8], const uint8_t mn[8], uint8_t scales[12]) {
   }
 }
 
-// Value v (0..255) of a Q4_K block's quants: chunk v / 64, low nibbles first.
-uint8_t q4k_value(const uint8_t qs[128], int v) {
-  const uint8_t byte = qs[32 * (v / 64) + v % 32];
-  return (v % 64) < 32 ? byte & 0xF : byte >> 4;
-}
-
 // Q4_K (kQ5 false) or Q5_K rows to / from their X16 group: the same header
 // and low 4 bits, Q5_K's fifth bits in qh.
 template <bool kQ5>
@@ -47,12 +41,20 @@ void repack_group_k45x16(const uint8_t* src, uint8_t* dst, int64_t k) {
       out.dmin[c] = in.dmin;
       for (int j = 0; j < 8; ++j) out.scm[j][c] = static_cast<uint8_t>(sc[j] | (mn[j] >> 4) << 6);
       for (int q = 0; q < 4; ++q) out.mnl[q][c] = static_cast<uint8_t>((mn[2 * q] & 0xF) | (mn[2 * q + 1] & 0xF) << 4);
-      for (int v = 0; v < 256; ++v) {
-        const int t = v / 4, i = v % 4;
-        out.qs[t % 32][4 * c + i] |= static_cast<uint8_t>(q4k_value(in.qs, v) << (t < 32 ? 0 : 4));
-        if constexpr (kQ5)  // the fifth bit of value v is bit v / 32 of qh[v % 32]
-          out.qh[t % 8][4 * c + i] |= static_cast<uint8_t>(((in.qh[v % 32] >> (v / 32)) & 1) << (t / 8));
-      }
+      // The 256 codes in value order (chunk ch of qs: values 64ch + l low,
+      // 64ch + 32 + l high), then byte 4c + i of qs[t]: value 4t + i in the
+      // low nibble, 4t + i + 128 in the high.
+      uint8_t q[256];
+      for (int ch = 0; ch < 4; ++ch)
+        for (int l = 0; l < 32; ++l) {
+          q[64 * ch + l] = in.qs[32 * ch + l] & 0xF;
+          q[64 * ch + 32 + l] = in.qs[32 * ch + l] >> 4;
+        }
+      for (int t = 0; t < 32; ++t)
+        for (int i = 0; i < 4; ++i) out.qs[t][4 * c + i] = static_cast<uint8_t>(q[4 * t + i] | q[4 * t + i + 128] << 4);
+      if constexpr (kQ5)  // the fifth bit of value v is bit v / 32 of qh[v % 32]
+        for (int v = 0; v < 256; ++v)
+          out.qh[(v / 4) % 8][4 * c + v % 4] |= static_cast<uint8_t>(((in.qh[v % 32] >> (v / 32)) & 1) << (v / 32));
     }
     std::memcpy(dst + b * int64_t(sizeof out), &out, sizeof out);
   }
@@ -100,16 +102,9 @@ void unpack_group_q5_kx16(const uint8_t* src, uint8_t* dst, int64_t k) { unpack_
 
 namespace {
 
-// Value v (0..255) of a Q6_K block as the 6-bit code 0..63 (the value + 32):
+// Sets value v (0..255) of a Q6_K block to the 6-bit code q (the value + 32):
 // its low 4 bits in a nibble of ql (64-byte half v / 128, low nibbles for
 // (v % 128) < 64), its top 2 in bits 2((v % 128) / 32) of qh[32(v / 128) + v % 32].
-uint8_t q6k_value(const BlockQ6_K& b, int v) {
-  const int h = v / 128, w = v % 128, l = w % 32;
-  const uint8_t lo = b.ql[64 * h + l + 32 * ((w / 32) % 2)];
-  const int lo4 = w < 64 ? lo & 0xF : lo >> 4;
-  return static_cast<uint8_t>(lo4 | ((b.qh[32 * h + l] >> (2 * (w / 32))) & 3) << 4);
-}
-
 void set_q6k_value(BlockQ6_K& b, int v, uint8_t q) {
   const int h = v / 128, w = v % 128, l = w % 32;
   uint8_t& lo = b.ql[64 * h + l + 32 * ((w / 32) % 2)];
@@ -130,12 +125,27 @@ void repack_group_q6_kx16(const uint8_t* src, uint8_t* dst, int64_t k) {
       std::memcpy(&in, src + c * rb + b * int64_t(sizeof in), sizeof in);
       out.d[c] = in.d;
       for (int j = 0; j < 16; ++j) out.sc[j][c] = in.scales[j];
-      for (int v = 0; v < 256; ++v) {
-        const uint8_t q = q6k_value(in, v);
-        const int t = v / 4, i = v % 4;
-        out.ql[t % 32][4 * c + i] |= static_cast<uint8_t>((q & 0xF) << (t < 32 ? 0 : 4));
-        out.qh[t % 16][4 * c + i] |= static_cast<uint8_t>((q >> 4) << (2 * (t / 16)));
-      }
+      // Values 4(t + 16s) + i, s = 0..3, share byte 4c + i of qh[t] (bits 2s);
+      // their low 4 bits go to that byte of ql[t] (s = 0 low nibble, 2 high)
+      // and of ql[t + 16] (s = 1, 3).
+      // The codes in value order first (set_q6k_value's places).
+      uint8_t q[256];
+      for (int h = 0; h < 2; ++h)
+        for (int l = 0; l < 32; ++l) {
+          const uint8_t a = in.ql[64 * h + l], b = in.ql[64 * h + 32 + l], hi = in.qh[32 * h + l];
+          q[128 * h + l] = static_cast<uint8_t>((a & 0xF) | (hi & 3) << 4);
+          q[128 * h + 32 + l] = static_cast<uint8_t>((b & 0xF) | ((hi >> 2) & 3) << 4);
+          q[128 * h + 64 + l] = static_cast<uint8_t>(a >> 4 | ((hi >> 4) & 3) << 4);
+          q[128 * h + 96 + l] = static_cast<uint8_t>(b >> 4 | (hi >> 6) << 4);
+        }
+      for (int t = 0; t < 16; ++t)
+        for (int i = 0; i < 4; ++i) {
+          const int v = 4 * t + i;
+          out.ql[t][4 * c + i] = static_cast<uint8_t>((q[v] & 0xF) | (q[v + 128] & 0xF) << 4);
+          out.ql[t + 16][4 * c + i] = static_cast<uint8_t>((q[v + 64] & 0xF) | (q[v + 192] & 0xF) << 4);
+          out.qh[t][4 * c + i] =
+              static_cast<uint8_t>(q[v] >> 4 | (q[v + 64] >> 4) << 2 | (q[v + 128] >> 4) << 4 | (q[v + 192] >> 4) << 6);
+        }
     }
     std::memcpy(dst + b * int64_t(sizeof out), &out, sizeof out);
   }
@@ -169,15 +179,21 @@ namespace {
 // are (value j's nibble of qs[j % 16], the high one for j >= 16, to the same
 // nibble of byte 4c + j % 4 of qs[(j % 16) / 4]), Q5_0's / Q5_1's fifth bits
 // from qh (bit j) to bit j / 4 of byte 4c + j % 4 of the group's qh.
+// (4 bytes at a time: values 4t .. 4t + 3 stay together.)
 void to_group(const BlockQ8_0& in, BlockQ8_0X16& out, int c) {
-  for (int v = 0; v < 32; ++v) out.qs[v / 4][4 * c + v % 4] = static_cast<uint8_t>(in.qs[v] ^ 0x80);
+  for (int t = 0; t < 8; ++t) {
+    uint32_t w;
+    std::memcpy(&w, in.qs + 4 * t, 4);
+    w ^= 0x80808080u;
+    std::memcpy(&out.qs[t][4 * c], &w, 4);
+  }
 }
 void from_group(const BlockQ8_0X16& in, BlockQ8_0& out, int c) {
   for (int v = 0; v < 32; ++v) out.qs[v] = static_cast<int8_t>(in.qs[v / 4][4 * c + v % 4] ^ 0x80);
 }
 template <class In, class Out>
 void to_group(const In& in, Out& out, int c) {
-  for (int j = 0; j < 16; ++j) out.qs[j / 4][4 * c + j % 4] = in.qs[j];
+  for (int t = 0; t < 4; ++t) std::memcpy(&out.qs[t][4 * c], in.qs + 4 * t, 4);
   if constexpr (requires { in.qh; })
     for (int j = 0; j < 32; ++j) out.qh[4 * c + j % 4] |= static_cast<uint8_t>(q5_high_bit(in.qh, j) << (j / 4));
 }

@@ -1,8 +1,11 @@
 // Model::repack_weights(): the matrices the kernels in use read faster in
 // another layout (matmul_repacked_type(), kernels/weight_repack.h), repacked
-// into one anonymous region advised for transparent huge pages (decode streams
-// every weight per token; see Residency::kMemory), each stored tensor's pages
-// given back once its copy is made, so a tensor is resident in one layout.
+// in place when the file is a copy in memory (Residency::kMemory, advised for
+// transparent huge pages: decode streams every weight per token); from a
+// mapped file into one anonymous region advised likewise, each stored
+// tensor's pages given back once its copy is made. Either way a tensor is
+// resident in one layout. The repacking runs on one thread a core
+// (repack_jobs).
 //
 // A tensor is repacked only when every view of it is a matmul weight: the
 // token embedding (read a row at a time by dequantize_row, and the output
@@ -10,14 +13,105 @@
 // views are not whole groups of a layout that interleaves rows (the X16 layouts).
 #include <sys/mman.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
+#include <cstring>
+#include <exception>
+#include <mutex>
+#include <system_error>
+#include <thread>
 #include <vector>
 
 #include "common/error.h"
+#include "kernels/cpu_count.h"
 #include "kernels/weight_repack.h"
 #include "model/model.h"
 
 namespace pc {
+
+namespace {
+
+// Rows a chunk of repacking work: whole groups, small enough that the test
+// models' matrices split into several (so the tests cover the split), large
+// enough that claiming one costs nothing against repacking it (64 rows of a
+// 2048-wide Q4_K matrix: 72 KiB).
+constexpr int64_t kRepackChunkRows = 64;
+
+struct RepackJob {
+  const GgufTensorInfo* t;
+  GgmlType to;
+  int64_t k, rows;
+  size_t offset;           // in the region (when not in place)
+  uint8_t* dst = nullptr;  // where the repacked rows go
+};
+
+// Repacks every job's rows to its dst, on one thread a core: the jobs' rows
+// in chunks of kRepackChunkRows (claimed in order; a thread that cannot be
+// started leaves its share to the others). In place (dst is the tensor's own
+// bytes), each group of rows is copied aside first and repacked from the
+// copy; otherwise each stored tensor's pages are given back by whichever
+// thread finishes its last chunk, so the resident total stays about one
+// model's size. The first error is rethrown once every thread has stopped.
+void repack_jobs(GgufFile& file, bool in_place, const std::vector<RepackJob>& jobs) {
+  struct Chunk {
+    size_t job;
+    int64_t r0, r1;
+  };
+  std::vector<Chunk> chunks;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const RepackJob& j = jobs[i];
+    const int64_t g = repack_group_rows(j.to), step = (kRepackChunkRows + g - 1) / g * g;
+    for (int64_t r = 0; r < j.rows; r += step) chunks.push_back(Chunk{i, r, std::min(j.rows, r + step)});
+  }
+  std::vector<std::atomic<int64_t>> left(jobs.size());
+  for (const Chunk& c : chunks) left[c.job].fetch_add(1, std::memory_order_relaxed);
+  std::atomic<size_t> next{0};
+  std::mutex error_mu;
+  std::exception_ptr error;
+  auto work = [&] {
+    std::vector<uint8_t> group;  // in place: one group's stored rows
+    for (size_t n; (n = next.fetch_add(1)) < chunks.size();) {
+      const Chunk& c = chunks[n];
+      const RepackJob& j = jobs[c.job];
+      const GgufTensorInfo& t = *j.t;
+      try {
+        const int64_t in_rb = ggml_row_bytes(t.type, j.k), out_rb = ggml_row_bytes(j.to, j.k);
+        if (in_place) {
+          const int64_t g = repack_group_rows(j.to);
+          group.resize(size_t(g * in_rb));
+          for (int64_t r = c.r0; r < c.r1; r += g) {
+            std::memcpy(group.data(), t.data + r * in_rb, group.size());
+            repack_rows(t.type, j.to, group.data(), j.dst + r * out_rb, j.k, g);
+          }
+        } else {
+          repack_rows(t.type, j.to, t.data + c.r0 * in_rb, j.dst + c.r0 * out_rb, j.k, c.r1 - c.r0);
+        }
+      } catch (...) {
+        const std::lock_guard<std::mutex> lock(error_mu);
+        if (!error) error = std::current_exception();
+        next.store(chunks.size());
+        return;
+      }
+      if (left[c.job].fetch_sub(1) == 1 && !in_place) file.release_tensor_bytes(t);
+    }
+  };
+  if (chunks.empty()) return;
+  const size_t helpers = std::min<size_t>(size_t(default_thread_count()), chunks.size()) - 1;
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < helpers; ++i) {
+    try {
+      threads.emplace_back(work);
+    } catch (const std::system_error&) {
+      break;
+    }
+  }
+  work();
+  for (std::thread& th : threads) th.join();
+  if (error) std::rethrow_exception(error);
+}
+
+}  // namespace
 
 void Model::repack_weights() {
   // Every matmul weight view of the model.
@@ -31,14 +125,9 @@ void Model::repack_weights() {
     for (auto* list : {&l.moe.gate, &l.moe.up, &l.moe.down})
       for (WeightView& v : *list) views.push_back(&v);
   }
-  struct Job {
-    const GgufTensorInfo* t;
-    GgmlType to;
-    int64_t k, rows;
-    size_t offset;  // in the region
-  };
-  std::vector<Job> jobs;
+  std::vector<RepackJob> jobs;
   size_t total = 0;
+  bool same_size = true;
   for (const GgufTensorInfo& t : file_->tensors()) {
     const GgmlType to = matmul_repacked_type(t.type);
     if (to == t.type || t.ne.empty() || t.name == "token_embd.weight") continue;
@@ -49,34 +138,49 @@ void Model::repack_weights() {
     bool used = false, whole = rows % g == 0;
     for (const WeightView* v : views) {
       if (v->data < t.data || v->data >= t.data + t.nbytes) continue;
+      if (v->type != t.type || v->k != k || (v->data - t.data) % in_rb != 0)
+        throw Error(file_->path() + ": tensor '" + t.name + "' has a view the repacking does not map");
       used = true;
       whole = whole && (v->data - t.data) % (g * in_rb) == 0 && v->n % g == 0;
     }
     if (!used || !whole) continue;
-    jobs.push_back(Job{&t, to, k, rows, total});
+    jobs.push_back(RepackJob{&t, to, k, rows, total});
     total += size_t(((rows * ggml_row_bytes(to, k)) + 63) & ~int64_t(63));
+    same_size = same_size && ggml_row_bytes(to, k) == in_rb;
   }
   if (jobs.empty()) return;
-  void* region = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (region == MAP_FAILED) throw Error(file_->path() + ": no memory for the repacked weights");
+  // In place when the file is a copy in memory (the layouts have the same
+  // bytes a row): no second region to fault in and zero, no tensor in two
+  // layouts at once. A mapped file's pages are the page cache's, so its
+  // tensors are copied to a region of their own.
+  struct Rewrite {
+    GgufFile& file;
+    uint8_t* bytes;
+    ~Rewrite() {
+      if (bytes) file.finish_rewrite();
+    }
+  } rewrite{*file_, same_size ? file_->begin_rewrite() : nullptr};
+  if (rewrite.bytes) {
+    for (RepackJob& j : jobs) j.dst = rewrite.bytes + (j.t->data - rewrite.bytes);
+  } else {
+    void* region = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (region == MAP_FAILED) throw Error(file_->path() + ": no memory for the repacked weights");
 #ifdef MADV_HUGEPAGE
-  ::madvise(region, total, MADV_HUGEPAGE);  // advice only
+    ::madvise(region, total, MADV_HUGEPAGE);  // advice only
 #endif
-  repacked_ = std::shared_ptr<uint8_t>(static_cast<uint8_t*>(region), [total](uint8_t* p) { ::munmap(p, total); });
-  for (const Job& j : jobs) {
+    repacked_ = std::shared_ptr<uint8_t>(static_cast<uint8_t*>(region), [total](uint8_t* p) { ::munmap(p, total); });
+    for (RepackJob& j : jobs) j.dst = repacked_.get() + j.offset;
+  }
+  repack_jobs(*file_, rewrite.bytes != nullptr, jobs);
+  for (const RepackJob& j : jobs) {
     const GgufTensorInfo& t = *j.t;
-    uint8_t* dst = repacked_.get() + j.offset;
-    repack_rows(t.type, j.to, t.data, dst, j.k, j.rows);
     const int64_t in_rb = ggml_row_bytes(t.type, j.k), out_rb = ggml_row_bytes(j.to, j.k);
     for (WeightView* v : views) {
       if (v->data < t.data || v->data >= t.data + t.nbytes) continue;
-      if (v->type != t.type || v->k != j.k || (v->data - t.data) % in_rb != 0)
-        throw Error(file_->path() + ": tensor '" + t.name + "' has a view the repacking does not map");
-      v->data = dst + (v->data - t.data) / in_rb * out_rb;
+      v->data = j.dst + (v->data - t.data) / in_rb * out_rb;
       v->row_bytes = out_rb;
       v->type = j.to;
     }
-    file_->release_tensor_bytes(t);
   }
 }
 
