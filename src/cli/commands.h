@@ -24,7 +24,7 @@ inline constexpr const char* kNoRepackHelp =
     "Keep the weight matrices in the file's layout instead of repacking them at load into the "
     "kernels' layouts of 16 interleaved rows (the results are the same, bit for bit). Repacked "
     "is faster on AVX-512 CPUs; on an AVX2 machine with 128-bit vector units, K-quant models "
-    "(Q4_K_M) decoded 1.5-1.8x faster as stored, Q8_0, Q4_0 and IQ4_XS ones faster repacked "
+    "(Q4_K_M) decoded 1.2-1.5x faster as stored, Q8_0, Q4_0 and IQ4_XS ones faster repacked "
     "(docs/benchmarks.md). llama-server's --no-repack";
 inline constexpr const char* kMmapHelp =
     "Map the model file instead of copying it into memory (huge pages): less memory when "
