@@ -49,9 +49,11 @@ class Model {
   // context_length); it selects LongRoPE's factor set (ModelConfig).
   // layout: kForKernels repacks the matrices the kernels in use read faster
   // in another layout (matmul_repacked_type(), kernels/weight_repack.h: Q4_K,
-  // Q5_K, Q6_K and Q8_0 to their X16 layouts on every SIMD path) into anonymous memory at load,
-  // giving the file's pages of those tensors back; kAsStored keeps every
-  // matrix as stored. The logits are bitwise the same either way.
+  // Q5_K, Q6_K, Q8_0 and the other block types to their X16 layouts on every
+  // SIMD path) at load: in place in the file's copy in memory, or, from a
+  // mapped file, into anonymous memory, giving the file's pages of those
+  // tensors back; kAsStored keeps every matrix as stored. The logits are
+  // bitwise the same either way.
   enum class WeightLayout { kForKernels, kAsStored };
   static std::unique_ptr<Model> load(const std::string& path, Residency residency = Residency::kMemory,
                                      int64_t context_length = 0, WeightLayout layout = WeightLayout::kForKernels);
@@ -95,7 +97,7 @@ class Model {
   std::vector<float> rope_freqs_;   // rope_freqs, or LongRoPE's set in use
   std::vector<float> no_factors_;
   std::string fingerprint_;
-  std::shared_ptr<uint8_t> repacked_;  // the repacked matrices' memory (repack_weights)
+  std::shared_ptr<uint8_t> repacked_;  // the repacked matrices' memory from a mapped file (repack_weights)
 };
 
 }  // namespace pc
