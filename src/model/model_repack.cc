@@ -135,15 +135,16 @@ void Model::repack_weights() {
     // Layouts interleaving g rows: only tensors whose every view is whole
     // groups (others stay as stored, which computes the same bits).
     const int64_t g = repack_group_rows(to);
-    bool used = false, whole = rows % g == 0;
+    bool used = false, whole = rows % g == 0, mapped = true;
     for (const WeightView* v : views) {
       if (v->data < t.data || v->data >= t.data + t.nbytes) continue;
-      if (v->type != t.type || v->k != k || (v->data - t.data) % in_rb != 0)
-        throw Error(file_->path() + ": tensor '" + t.name + "' has a view the repacking does not map");
       used = true;
       whole = whole && (v->data - t.data) % (g * in_rb) == 0 && v->n % g == 0;
+      mapped = mapped && v->type == t.type && v->k == k && (v->data - t.data) % in_rb == 0;
     }
     if (!used || !whole) continue;
+    // (Checked before any tensor is rewritten in place.)
+    if (!mapped) throw Error(file_->path() + ": tensor '" + t.name + "' has a view the repacking does not map");
     jobs.push_back(RepackJob{&t, to, k, rows, total});
     total += size_t(((rows * ggml_row_bytes(to, k)) + 63) & ~int64_t(63));
     same_size = same_size && ggml_row_bytes(to, k) == in_rb;
