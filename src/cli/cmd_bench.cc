@@ -113,6 +113,7 @@ struct PrefillModel {
   std::string path;
   std::unique_ptr<Model> model;
   std::vector<std::unique_ptr<Engine>> engines;  // one per KV type measured
+  double load_seconds = 0;  // Model::load: reading the file and repacking the weights
 };
 
 int run_prefill(const PrefillArgs& a) {
@@ -131,8 +132,10 @@ int run_prefill(const PrefillArgs& a) {
     PrefillModel pm;
     pm.path = path;
     if (one_level) set_cpu_level(levels[0]);
+    const auto load_start = std::chrono::steady_clock::now();
     pm.model = Model::load(path, a.mmap ? Residency::kMap : Residency::kMemory, 0,
                            for_kernels ? Model::WeightLayout::kForKernels : Model::WeightLayout::kAsStored);
+    pm.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
     set_cpu_level(default_cpu_level());
     const ModelConfig& c = pm.model->config();
     // An engine per KV type, each with room for the longest run (its own bytes per token).
@@ -167,8 +170,9 @@ int run_prefill(const PrefillArgs& a) {
   std::string kv_names;
   for (KvType t : a.kv_types) kv_names += (kv_names.empty() ? "" : ", ") + std::string(kv_type_name(t));
   for (size_t mi = 0; mi < models.size(); ++mi)
-    std::printf("%s%s: %s\n%s\n", compare ? "model " : "model", compare ? std::to_string(mi).c_str() : "",
-                models[mi].path.c_str(), models[mi].model->config().describe().c_str());
+    std::printf("%s%s: %s (loaded in %.0f ms)\n%s\n", compare ? "model " : "model",
+                compare ? std::to_string(mi).c_str() : "", models[mi].path.c_str(), 1e3 * models[mi].load_seconds,
+                models[mi].model->config().describe().c_str());
   // The layout Model::load chose above (the scalar kernels read every type as stored).
   const bool repacked = for_kernels && levels[0] != CpuLevel::Scalar;
   std::printf("threads %d, kernels %s, weights %s, decode temperature %s (seed %llu), KV %s%s\n\n", a.threads,
@@ -344,6 +348,9 @@ int run_prefill(const PrefillArgs& a) {
                         {"seed", a.seed}, {"results", rows},
                         {"bandwidth", bw}, {"int8_peak", peaks}};
     if (compare) j["models"] = paths;
+    nlohmann::json load = nlohmann::json::array();  // one a model, in the order above
+    for (const PrefillModel& pm : models) load.push_back(1e3 * pm.load_seconds);
+    j["load_ms"] = load;
     std::ofstream(a.json_out) << j.dump(2) << "\n";
   }
   return 0;

@@ -250,8 +250,13 @@ TEST(Cli, NoRepackKeepsTheStoredLayoutWithTheSameText) {
     ASSERT_EQ(r.status, 0) << r.out;
     std::ifstream in(json);
     const std::string want = stored || detect_cpu_level() == CpuLevel::Scalar ? "stored" : "repacked";
-    EXPECT_EQ(nlohmann::json::parse(in)["weights"], want);
+    const nlohmann::json j = nlohmann::json::parse(in);
+    EXPECT_EQ(j["weights"], want);
     EXPECT_NE(r.out.find(want == "stored" ? "weights as stored" : "weights repacked"), std::string::npos) << r.out;
+    // The load time, repacking included, in the text and the JSON.
+    ASSERT_EQ(j["load_ms"].size(), 1u) << j.dump();
+    EXPECT_GT(j["load_ms"][0].get<double>(), 0.0);
+    EXPECT_NE(r.out.find("(loaded in "), std::string::npos) << r.out;
   }
 }
 
