@@ -43,23 +43,21 @@ inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
 // did as well as 8), so every decode kernel prefetches.
 constexpr int64_t kDecodePrefetchAhead = 8192;
 
-// Prefetches the `bytes` at p (a block of a weight row a decode kernel is
-// about to read) kDecodePrefetchAhead further on: one prefetch a 64 bytes.
-// Consecutive blocks' calls cover the stream without gaps.
-inline void prefetch_block(const void* p, size_t bytes) {
-  for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(static_cast<const char*>(p) + o + kDecodePrefetchAhead, _MM_HINT_T0);
-}
-
-// Part i of n of prefetch_block(p, bytes): the 64-byte offsets in
-// [i·bytes/n, (i+1)·bytes/n). A kernel that spends long on each block (the
-// X16 K-quant blocks hold 16 rows' blocks, 36-53 lines) calls it once a step
-// of its loop, so its prefetches go out at the rate it reads, as the stored
-// kernels' do, rather than in one burst a block.
+// Part i of n of the `bytes` at p (a block of a weight row a decode kernel is
+// about to read), kDecodePrefetchAhead further on: one prefetch for each
+// 64-byte offset in [i·bytes/n, (i+1)·bytes/n), so the n parts (and
+// consecutive blocks) cover the stream without gaps. A kernel that spends
+// long on each block (the X16 K-quant blocks hold 16 rows' blocks, 36-53
+// lines) calls it once a step of its loop, so its prefetches go out at the
+// rate it reads rather than in one burst a block.
 inline void prefetch_part(const void* p, size_t bytes, size_t i, size_t n) {
   const size_t o1 = (i + 1) * bytes / n;
   for (size_t o = (i * bytes / n + 63) & ~size_t(63); o < o1; o += 64)
     _mm_prefetch(static_cast<const char*>(p) + o + kDecodePrefetchAhead, _MM_HINT_T0);
 }
+
+// The whole block at once (blocks of a few lines).
+inline void prefetch_block(const void* p, size_t bytes) { prefetch_part(p, bytes, 0, 1); }
 
 struct LoadF32 {
   static constexpr GgmlType kType = GgmlType::F32;

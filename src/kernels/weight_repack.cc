@@ -102,16 +102,29 @@ void unpack_group_q5_kx16(const uint8_t* src, uint8_t* dst, int64_t k) { unpack_
 
 namespace {
 
-// Sets value v (0..255) of a Q6_K block to the 6-bit code q (the value + 32):
-// its low 4 bits in a nibble of ql (64-byte half v / 128, low nibbles for
-// (v % 128) < 64), its top 2 in bits 2((v % 128) / 32) of qh[32(v / 128) + v % 32].
-void set_q6k_value(BlockQ6_K& b, int v, uint8_t q) {
-  const int h = v / 128, w = v % 128, l = w % 32;
-  uint8_t& lo = b.ql[64 * h + l + 32 * ((w / 32) % 2)];
-  lo = static_cast<uint8_t>(w < 64 ? (lo & 0xF0) | (q & 0xF) : (lo & 0x0F) | (q & 0xF) << 4);
-  uint8_t& hi = b.qh[32 * h + l];
-  const int s = 2 * (w / 32);
-  hi = static_cast<uint8_t>((hi & ~(3 << s)) | (q >> 4) << s);
+// A Q6_K block's 256 6-bit codes (the values + 32) in value order, and back:
+// per half h, for l < 32, values 128h + l and 128h + 64 + l share byte
+// ql[64h + l] (low and high nibble), values 128h + 32 + l and 128h + 96 + l
+// byte ql[64h + 32 + l], and the four values' top 2 bits are bits 0, 2, 4, 6
+// of qh[32h + l].
+void q6k_codes(const BlockQ6_K& in, uint8_t q[256]) {
+  for (int h = 0; h < 2; ++h)
+    for (int l = 0; l < 32; ++l) {
+      const uint8_t a = in.ql[64 * h + l], b = in.ql[64 * h + 32 + l], hi = in.qh[32 * h + l];
+      q[128 * h + l] = static_cast<uint8_t>((a & 0xF) | (hi & 3) << 4);
+      q[128 * h + 32 + l] = static_cast<uint8_t>((b & 0xF) | ((hi >> 2) & 3) << 4);
+      q[128 * h + 64 + l] = static_cast<uint8_t>(a >> 4 | ((hi >> 4) & 3) << 4);
+      q[128 * h + 96 + l] = static_cast<uint8_t>(b >> 4 | (hi >> 6) << 4);
+    }
+}
+void q6k_pack(const uint8_t q[256], BlockQ6_K& out) {
+  for (int h = 0; h < 2; ++h)
+    for (int l = 0; l < 32; ++l) {
+      const uint8_t* v = q + 128 * h + l;
+      out.ql[64 * h + l] = static_cast<uint8_t>((v[0] & 0xF) | (v[64] & 0xF) << 4);
+      out.ql[64 * h + 32 + l] = static_cast<uint8_t>((v[32] & 0xF) | (v[96] & 0xF) << 4);
+      out.qh[32 * h + l] = static_cast<uint8_t>(v[0] >> 4 | (v[32] >> 4) << 2 | (v[64] >> 4) << 4 | (v[96] >> 4) << 6);
+    }
 }
 
 }  // namespace
@@ -128,16 +141,8 @@ void repack_group_q6_kx16(const uint8_t* src, uint8_t* dst, int64_t k) {
       // Values 4(t + 16s) + i, s = 0..3, share byte 4c + i of qh[t] (bits 2s);
       // their low 4 bits go to that byte of ql[t] (s = 0 low nibble, 2 high)
       // and of ql[t + 16] (s = 1, 3).
-      // The codes in value order first (set_q6k_value's places).
       uint8_t q[256];
-      for (int h = 0; h < 2; ++h)
-        for (int l = 0; l < 32; ++l) {
-          const uint8_t a = in.ql[64 * h + l], b = in.ql[64 * h + 32 + l], hi = in.qh[32 * h + l];
-          q[128 * h + l] = static_cast<uint8_t>((a & 0xF) | (hi & 3) << 4);
-          q[128 * h + 32 + l] = static_cast<uint8_t>((b & 0xF) | ((hi >> 2) & 3) << 4);
-          q[128 * h + 64 + l] = static_cast<uint8_t>(a >> 4 | ((hi >> 4) & 3) << 4);
-          q[128 * h + 96 + l] = static_cast<uint8_t>(b >> 4 | (hi >> 6) << 4);
-        }
+      q6k_codes(in, q);
       for (int t = 0; t < 16; ++t)
         for (int i = 0; i < 4; ++i) {
           const int v = 4 * t + i;
@@ -160,12 +165,14 @@ void unpack_group_q6_kx16(const uint8_t* src, uint8_t* dst, int64_t k) {
       BlockQ6_K out{};
       out.d = in.d[c];
       for (int j = 0; j < 16; ++j) out.scales[j] = in.sc[j][c];
+      uint8_t q[256];
       for (int v = 0; v < 256; ++v) {
         const int t = v / 4, i = v % 4;
         const int lo4 = (in.ql[t % 32][4 * c + i] >> (t < 32 ? 0 : 4)) & 0xF;
         const int hi2 = (in.qh[t % 16][4 * c + i] >> (2 * (t / 16))) & 3;
-        set_q6k_value(out, v, static_cast<uint8_t>(lo4 | hi2 << 4));
+        q[v] = static_cast<uint8_t>(lo4 | hi2 << 4);
       }
+      q6k_pack(q, out);
       std::memcpy(dst + c * rb + b * int64_t(sizeof out), &out, sizeof out);
     }
   }
