@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "cli/kv_type_flag.h"
 #include "cli/progress.h"
+#include "cli/repack_flag.h"
 #include "cli/units.h"
 #include "engine/engine.h"
 #include "common/error.h"
@@ -18,6 +19,7 @@
 #include "kernels/cpu.h"
 #include "kernels/cpu_count.h"
 #include "kernels/int8_peak.h"
+#include "kernels/layout_choice.h"
 #include "kernels/read_bandwidth.h"
 #include "kernels/thread_pool.h"
 #include "kv/kv_storage.h"
@@ -36,7 +38,7 @@ struct PrefillArgs {
   int repeat = 1;
   int batch_tokens = EngineOptions{}.max_batch_tokens;
   bool mmap = false;
-  bool no_repack = false;
+  Model::WeightLayout weights = Model::WeightLayout::kFastestDecode;
   bool bandwidth = true;
   bool int8_peak = true;
   std::vector<std::string> kernels{"auto"};
@@ -123,18 +125,18 @@ int run_prefill(const PrefillArgs& a) {
   std::vector<PrefillModel> models;
   std::vector<std::string> paths{a.model};
   paths.insert(paths.end(), a.compare.begin(), a.compare.end());
-  // Weights repacked for the kernels measured (Model::WeightLayout); as stored
-  // with --no-repack, or when several levels are compared, so no level reads
-  // another's layout.
+  // Weights repacked for the kernels measured as --repack says
+  // (Model::WeightLayout); as stored when several levels are compared, so no
+  // level reads another's layout.
   const bool one_level = std::all_of(levels.begin(), levels.end(), [&](CpuLevel l) { return l == levels[0]; });
-  const bool for_kernels = one_level && !a.no_repack;
+  const Model::WeightLayout layout = one_level ? a.weights : Model::WeightLayout::kAsStored;
   for (const std::string& path : paths) {
     PrefillModel pm;
     pm.path = path;
     if (one_level) set_cpu_level(levels[0]);
     const auto load_start = std::chrono::steady_clock::now();
     pm.model = Model::load(path, a.mmap ? Residency::kMap : Residency::kMemory, 0,
-                           for_kernels ? Model::WeightLayout::kForKernels : Model::WeightLayout::kAsStored);
+                           layout);
     pm.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
     set_cpu_level(default_cpu_level());
     const ModelConfig& c = pm.model->config();
@@ -170,13 +172,11 @@ int run_prefill(const PrefillArgs& a) {
   std::string kv_names;
   for (KvType t : a.kv_types) kv_names += (kv_names.empty() ? "" : ", ") + std::string(kv_type_name(t));
   for (size_t mi = 0; mi < models.size(); ++mi)
-    std::printf("%s%s: %s (loaded in %.0f ms)\n%s\n", compare ? "model " : "model",
+    std::printf("%s%s: %s (loaded in %.0f ms)\n%s\nweights: %s\n", compare ? "model " : "model",
                 compare ? std::to_string(mi).c_str() : "", models[mi].path.c_str(), 1e3 * models[mi].load_seconds,
-                models[mi].model->config().describe().c_str());
-  // The layout Model::load chose above (the scalar kernels read every type as stored).
-  const bool repacked = for_kernels && levels[0] != CpuLevel::Scalar;
-  std::printf("threads %d, kernels %s, weights %s, decode temperature %s (seed %llu), KV %s%s\n\n", a.threads,
-              names.c_str(), repacked ? "repacked" : "as stored", temps.c_str(), (unsigned long long)a.seed,
+                models[mi].model->config().describe().c_str(), models[mi].model->weight_layouts().c_str());
+  std::printf("threads %d, kernels %s, repack %s, decode temperature %s (seed %llu), KV %s%s\n\n", a.threads,
+              names.c_str(), Model::weight_layout_name(layout), temps.c_str(), (unsigned long long)a.seed,
               kv_names.c_str(),
               several || compare ? " (runs interleaved, side by side)" : "");
   for (const PrefillModel& pm : models) {
@@ -344,13 +344,23 @@ int run_prefill(const PrefillArgs& a) {
     nlohmann::json kernels = nlohmann::json::array();
     for (CpuLevel l : levels) kernels.push_back(cpu_level_name(l));
     nlohmann::json j = {{"bench", "prefill"}, {"model", a.model}, {"threads", a.threads}, {"kernels", kernels},
-                        {"weights", repacked ? "repacked" : "stored"}, {"temperatures", a.temperatures},
+                        {"repack", Model::weight_layout_name(layout)}, {"temperatures", a.temperatures},
                         {"seed", a.seed}, {"results", rows},
                         {"bandwidth", bw}, {"int8_peak", peaks}};
     if (compare) j["models"] = paths;
-    nlohmann::json load = nlohmann::json::array();  // one a model, in the order above
-    for (const PrefillModel& pm : models) load.push_back(1e3 * pm.load_seconds);
+    nlohmann::json load = nlohmann::json::array(), weights = nlohmann::json::array();  // one a model, in order
+    for (const PrefillModel& pm : models) {
+      load.push_back(1e3 * pm.load_seconds);
+      weights.push_back(pm.model->weight_layouts());
+    }
     j["load_ms"] = load;
+    j["weights"] = weights;
+    nlohmann::json timings = nlohmann::json::array();  // --repack auto's measurements (layout_choice.h)
+    for (const LayoutTiming& t : measured_decode_layouts())
+      timings.push_back({{"stored", ggml_type_name(t.stored)}, {"repacked", ggml_type_name(t.x16)},
+                         {"stored_gb_per_s", t.stored_gb_per_s}, {"repacked_gb_per_s", t.x16_gb_per_s},
+                         {"bytes", t.bytes}, {"ms", 1e3 * t.seconds}});
+    j["layout_timings"] = timings;
     std::ofstream(a.json_out) << j.dump(2) << "\n";
   }
   return 0;
@@ -364,7 +374,7 @@ Run add_bench(CLI::App& app) {
   CLI::App* p = app.add_subcommand("prefill", "Prompt (prefill) and decode tokens/s");
   p->add_option("-m,--model", a->model, "GGUF model file")->required()->check(CLI::ExistingFile);
   p->add_flag("--mmap", a->mmap, kMmapHelp);
-  p->add_flag("--no-repack", a->no_repack, kNoRepackHelp);
+  add_repack_options(*p, &a->weights);
   p->add_flag("!--no-bandwidth", a->bandwidth,
               "Skip measuring the memory read bandwidth (otherwise measured after the runs, on the same threads, "
               "and set against the weights decode streams a second)");

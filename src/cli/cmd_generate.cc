@@ -7,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "cli/kv_type_flag.h"
+#include "cli/repack_flag.h"
 #include "cli/tier_flags.h"
 #include "cli/units.h"
 #include "engine/engine.h"
@@ -31,7 +32,7 @@ struct GenerateArgs {
   std::string schema;  // PML schema file; `prompt` is then a PML prompt file
   bool preload = false;
   bool mmap = false;
-  bool no_repack = false;
+  Model::WeightLayout weights = Model::WeightLayout::kFastestDecode;
   int32_t n_predict = 64;
   int64_t ctx_size = 0;  // -c: positions prompt + reply may use (0 = no cap)
   int threads = default_thread_count();
@@ -177,7 +178,7 @@ int run_generate(const GenerateArgs& a) {
   if (a.prompt_given == !a.file.empty())
     throw Error("give either -p TEXT (with --schema: -p PROMPT.pml) or -f FILE");
   auto model = Model::load(a.model, a.mmap ? Residency::kMap : Residency::kMemory, 0,
-                           a.no_repack ? Model::WeightLayout::kAsStored : Model::WeightLayout::kForKernels);
+                           a.weights);
   const Tokenizer& tok = model->tokenizer();
   EngineOptions eo;
   eo.threads = a.threads;
@@ -221,7 +222,7 @@ Run add_generate(CLI::App& app) {
   auto a = std::make_shared<GenerateArgs>();
   app.add_option("-m,--model", a->model, "GGUF model file")->required()->check(CLI::ExistingFile);
   app.add_flag("--mmap", a->mmap, kMmapHelp);
-  app.add_flag("--no-repack", a->no_repack, kNoRepackHelp);
+  add_repack_options(app, &a->weights);
   app.add_option("-p,--prompt", a->prompt, "Prompt text (BOS is added as the model says; \"\" = BOS alone)")
       ->each([a](const std::string&) { a->prompt_given = true; });
   app.add_option("-f,--file", a->file,

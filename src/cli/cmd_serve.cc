@@ -15,6 +15,7 @@
 
 #include "cli/commands.h"
 #include "cli/kv_type_flag.h"
+#include "cli/repack_flag.h"
 #include "cli/tier_flags.h"
 #include "cli/units.h"
 #include "engine/approximate/recompute_policy.h"
@@ -148,6 +149,8 @@ int run_serve(ServeArgs& a) {
   std::signal(SIGTERM, on_signal);
   bool clean = true;
   std::thread shutdown([&] { clean = shutdown_on_signal(srv, drain_timeout_ms); });
+  std::fprintf(stderr, "promptcache: weights (--repack %s): %s\n", Model::weight_layout_name(a.opt.weights),
+               srv.model().weight_layouts().c_str());
   std::fprintf(stderr, "promptcache: listening on http://%s:%d (%d threads, kernels %s)\n", a.opt.host.c_str(), port,
                a.opt.threads, cpu_level_name(cpu_level()).c_str());
   std::fflush(stderr);
@@ -179,7 +182,7 @@ Run add_serve(CLI::App& app) {
       "/props, reusing cached KV across requests. See docs/api.md.");
   app.add_option("-m,--model", o.model_path, "GGUF model file")->required()->check(CLI::ExistingFile);
   app.add_flag("--mmap", o.mmap, kMmapHelp);
-  app.add_flag("--no-repack", o.no_repack, kNoRepackHelp);
+  add_repack_options(app, &o.weights);
   app.add_option("--alias", o.model_alias, "Model id in the API (default: the file name without .gguf)");
   app.add_flag("--test-hooks", o.test_hooks,
                "For tests only: accept the request field test_forced_reply (the reply text the "

@@ -20,12 +20,6 @@ Run add_serve(CLI::App& app);
 // Help of every command's -t/--threads option (default_thread_count()).
 inline constexpr const char* kThreadsHelp = "CPU threads (default: the physical cores this process may use)";
 // Help of the --mmap flag (serve, generate, bench prefill).
-inline constexpr const char* kNoRepackHelp =
-    "Keep the weight matrices in the file's layout instead of repacking them at load into the "
-    "kernels' layouts of 16 interleaved rows (the results are the same, bit for bit). Repacked "
-    "is faster on AVX-512 CPUs; on an AVX2 machine with 128-bit vector units, K-quant models "
-    "(Q4_K_M) decoded 1.2-1.5x faster as stored, Q8_0, Q4_0 and IQ4_XS ones faster repacked "
-    "(docs/benchmarks.md). llama-server's --no-repack";
 inline constexpr const char* kMmapHelp =
     "Map the model file instead of copying it into memory (huge pages): less memory when "
     "several processes share one model; decode reads every weight per token and runs "

@@ -61,6 +61,23 @@ std::vector<float> vector_f32(const GgufFile& f, const std::string& name, int64_
 
 }  // namespace
 
+bool Model::weight_layout_from_name(const std::string& name, WeightLayout* layout) {
+  if (name == "all") *layout = WeightLayout::kForKernels;
+  else if (name == "auto") *layout = WeightLayout::kFastestDecode;
+  else if (name == "none") *layout = WeightLayout::kAsStored;
+  else return false;
+  return true;
+}
+
+const char* Model::weight_layout_name(WeightLayout layout) {
+  switch (layout) {
+    case WeightLayout::kForKernels: return "all";
+    case WeightLayout::kFastestDecode: return "auto";
+    case WeightLayout::kAsStored: return "none";
+  }
+  return "?";
+}
+
 Model::~Model() = default;
 
 std::unique_ptr<Model> Model::load(const std::string& path, Residency residency, int64_t context_length,
@@ -71,7 +88,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, Residency residency,
   m->tokenizer_ = Tokenizer::from_gguf(*m->file_);
   m->load_weights();
   m->compute_fingerprint();  // from the stored bytes, whatever the layout
-  if (layout == WeightLayout::kForKernels) m->repack_weights();
+  m->repack_weights(layout);
   return m;
 }
 

@@ -52,9 +52,15 @@ class Model {
   // Q5_K, Q6_K, Q8_0 and the other block types to their X16 layouts on every
   // SIMD path) at load: in place in the file's copy in memory, or, from a
   // mapped file, into anonymous memory, giving the file's pages of those
-  // tensors back; kAsStored keeps every matrix as stored. The logits are
-  // bitwise the same either way.
-  enum class WeightLayout { kForKernels, kAsStored };
+  // tensors back; kFastestDecode repacks a type only where its X16 layout
+  // decodes faster on this machine (fastest_decode_layout(),
+  // kernels/layout_choice.h: always on AVX-512, measured once per type and
+  // process at the AVX2 level); kAsStored keeps every matrix as stored. The
+  // logits are bitwise the same either way.
+  enum class WeightLayout { kForKernels, kFastestDecode, kAsStored };
+  // "all", "auto", "none" (the CLI's --repack) -> the layout; false otherwise.
+  static bool weight_layout_from_name(const std::string& name, WeightLayout* layout);
+  static const char* weight_layout_name(WeightLayout layout);  // the inverse
   static std::unique_ptr<Model> load(const std::string& path, Residency residency = Residency::kMemory,
                                      int64_t context_length = 0, WeightLayout layout = WeightLayout::kForKernels);
   ~Model();
@@ -66,6 +72,9 @@ class Model {
   // architecture, shape, a hash of the tensor bytes sampled at fixed strides and
   // the RoPE factor set in use (LongRoPE's long or short set) (hex string).
   const std::string& fingerprint() const { return fingerprint_; }
+  // The matrices' layouts, one entry per stored type, e.g. "Q4_K: Q4_K_X16
+  // (154 tensors)", with the decode speeds behind a measured choice.
+  const std::string& weight_layouts() const { return weight_layouts_; }
 
   const WeightView& token_embd() const { return token_embd_; }
   const WeightView& output() const { return output_; }       // token_embd when tied
@@ -86,7 +95,7 @@ class Model {
   void load_attention(int64_t layer);
   void load_ffn(int64_t layer);
   void compute_fingerprint();
-  void repack_weights();  // model_repack.cc
+  void repack_weights(WeightLayout layout);  // model_repack.cc; sets weight_layouts_
 
   std::unique_ptr<GgufFile> file_;
   std::unique_ptr<Tokenizer> tokenizer_;
@@ -97,6 +106,7 @@ class Model {
   std::vector<float> rope_freqs_;   // rope_freqs, or LongRoPE's set in use
   std::vector<float> no_factors_;
   std::string fingerprint_;
+  std::string weight_layouts_;
   std::shared_ptr<uint8_t> repacked_;  // the repacked matrices' memory from a mapped file (repack_weights)
 };
 

@@ -1,5 +1,7 @@
 // Model::repack_weights(): the matrices the kernels in use read faster in
-// another layout (matmul_repacked_type(), kernels/weight_repack.h), repacked
+// another layout (matmul_repacked_type(), kernels/weight_repack.h; with
+// WeightLayout::kFastestDecode, the types whose layout decode was measured to
+// read faster, fastest_decode_layout(), kernels/layout_choice.h), repacked
 // in place when the file is a copy in memory (Residency::kMemory, advised for
 // transparent huge pages: decode streams every weight per token); from a
 // mapped file into one anonymous region advised likewise, each stored
@@ -15,16 +17,19 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstdint>
 #include <cstring>
 #include <exception>
 #include <mutex>
+#include <string>
 #include <system_error>
 #include <thread>
 #include <vector>
 
 #include "common/error.h"
 #include "kernels/cpu_count.h"
+#include "kernels/layout_choice.h"
 #include "kernels/weight_repack.h"
 #include "model/model.h"
 
@@ -111,9 +116,46 @@ void repack_jobs(GgufFile& file, bool in_place, const std::vector<RepackJob>& jo
   if (error) std::rethrow_exception(error);
 }
 
+// The matmul weights of one stored type: their bytes, the layout chosen for
+// them, how many tensors were repacked to it and how many kept as stored.
+struct LayoutCount {
+  GgmlType stored, to;
+  int64_t bytes = 0;
+  int repacked = 0, kept = 0;
+};
+
+// "Q4_K: Q4_K_X16 (154 tensors); Q6_K: as stored (23), measured decode 6.4
+// GB/s as stored, 3.9 as Q6_K_X16", for Model::weight_layouts().
+std::string describe_layouts(const std::vector<LayoutCount>& counts) {
+  const std::vector<LayoutTiming> measured = measured_decode_layouts();
+  std::string out;
+  for (const LayoutCount& c : counts) {
+    char buf[200];
+    out += out.empty() ? "" : "; ";
+    out += ggml_type_name(c.stored) + ": ";
+    if (c.repacked > 0) {
+      std::snprintf(buf, sizeof buf, "%s (%d tensor%s)", ggml_type_name(c.to).c_str(), c.repacked,
+                    c.repacked == 1 ? "" : "s");
+      out += buf;
+    }
+    if (c.kept > 0) {
+      std::snprintf(buf, sizeof buf, "%sas stored (%d tensor%s)", c.repacked > 0 ? ", " : "", c.kept,
+                    c.kept == 1 ? "" : "s");
+      out += buf;
+    }
+    for (const LayoutTiming& m : measured)
+      if (m.stored == c.stored) {
+        std::snprintf(buf, sizeof buf, ", measured decode %.1f GB/s as stored, %.1f as %s", m.stored_gb_per_s,
+                      m.x16_gb_per_s, ggml_type_name(m.x16).c_str());
+        out += buf;
+      }
+  }
+  return out;
+}
+
 }  // namespace
 
-void Model::repack_weights() {
+void Model::repack_weights(WeightLayout layout) {
   // Every matmul weight view of the model.
   std::vector<WeightView*> views;
   if (output_.data != token_embd_.data) views.push_back(&output_);
@@ -125,30 +167,54 @@ void Model::repack_weights() {
     for (auto* list : {&l.moe.gate, &l.moe.up, &l.moe.down})
       for (WeightView& v : *list) views.push_back(&v);
   }
+  // The matmul weights (tensors with a view), and each stored type's bytes
+  // and layout.
+  std::vector<const GgufTensorInfo*> weights;
+  std::vector<LayoutCount> counts;
+  const auto count_of = [&](GgmlType type) {
+    return std::find_if(counts.begin(), counts.end(), [&](const LayoutCount& c) { return c.stored == type; });
+  };
+  for (const GgufTensorInfo& t : file_->tensors()) {
+    if (t.ne.empty() || t.name == "token_embd.weight") continue;
+    bool used = false;
+    for (const WeightView* v : views) used = used || (v->data >= t.data && v->data < t.data + t.nbytes);
+    if (!used) continue;
+    weights.push_back(&t);
+    auto it = count_of(t.type);
+    if (it == counts.end()) it = counts.insert(counts.end(), LayoutCount{t.type, t.type});
+    it->bytes += int64_t(t.nbytes);
+  }
+  for (LayoutCount& c : counts)
+    c.to = layout == WeightLayout::kAsStored       ? c.stored
+           : layout == WeightLayout::kFastestDecode ? fastest_decode_layout(c.stored, c.bytes)
+                                                    : matmul_repacked_type(c.stored);
   std::vector<RepackJob> jobs;
   size_t total = 0;
   bool same_size = true;
-  for (const GgufTensorInfo& t : file_->tensors()) {
-    const GgmlType to = matmul_repacked_type(t.type);
-    if (to == t.type || t.ne.empty() || t.name == "token_embd.weight") continue;
+  for (const GgufTensorInfo* tp : weights) {
+    const GgufTensorInfo& t = *tp;
+    LayoutCount& c = *count_of(t.type);
+    const GgmlType to = c.to;
     const int64_t k = t.ne[0], in_rb = ggml_row_bytes(t.type, k), rows = int64_t(t.nbytes) / in_rb;
     // Layouts interleaving g rows: only tensors whose every view is whole
     // groups (others stay as stored, which computes the same bits).
     const int64_t g = repack_group_rows(to);
-    bool used = false, whole = rows % g == 0, mapped = true;
+    bool whole = rows % g == 0, mapped = true;
     for (const WeightView* v : views) {
       if (v->data < t.data || v->data >= t.data + t.nbytes) continue;
-      used = true;
       whole = whole && (v->data - t.data) % (g * in_rb) == 0 && v->n % g == 0;
       mapped = mapped && v->type == t.type && v->k == k && (v->data - t.data) % in_rb == 0;
     }
-    if (!used || !whole) continue;
+    const bool repack = to != t.type && whole;
+    (repack ? c.repacked : c.kept) += 1;
+    if (!repack) continue;
     // (Checked before any tensor is rewritten in place.)
     if (!mapped) throw Error(file_->path() + ": tensor '" + t.name + "' has a view the repacking does not map");
     jobs.push_back(RepackJob{&t, to, k, rows, total});
     total += size_t(((rows * ggml_row_bytes(to, k)) + 63) & ~int64_t(63));
     same_size = same_size && ggml_row_bytes(to, k) == in_rb;
   }
+  weight_layouts_ = describe_layouts(counts);
   if (jobs.empty()) return;
   // In place when the file is a copy in memory (the layouts have the same
   // bytes a row): no second region to fault in and zero, no tensor in two

@@ -353,6 +353,8 @@ Server::State::Scope Server::State::scope_of(const HttpRequest& req) const {
   return s;
 }
 
+const Model& Server::model() const { return *st_->model; }
+
 Server::Server(const ServerOptions& opt) : st_(std::make_unique<State>()) {
   // Two arenas: the engine thread and the handlers do not fight over one lock, and
   // a handler's transient garbage is reused by the next (server/malloc_policy.h).
@@ -362,7 +364,7 @@ Server::Server(const ServerOptions& opt) : st_(std::make_unique<State>()) {
   // -c also picks the RoPE factor set of models whose scaling depends on the context
   // (LongRoPE), as llama.cpp does.
   st.model = Model::load(opt.model_path, opt.mmap ? Residency::kMap : Residency::kMemory, opt.ctx_size,
-                         opt.no_repack ? Model::WeightLayout::kAsStored : Model::WeightLayout::kForKernels);
+                         opt.weights);
   st.model_id = opt.model_alias.empty() ? std::filesystem::path(opt.model_path).stem().string()
                                         : opt.model_alias;
   const Tokenizer& tok = st.model->tokenizer();

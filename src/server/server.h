@@ -14,6 +14,7 @@
 
 #include "engine/engine.h"
 #include "kernels/cpu_count.h"
+#include "model/model.h"
 #include "server/api/request_defaults.h"
 #include "server/chat/reasoning.h"
 #include "tier/tier_options.h"
@@ -23,7 +24,7 @@ namespace pc::server {
 struct ServerOptions {
   std::string model_path;
   bool mmap = false;                // map the model file rather than copy it (Residency)
-  bool no_repack = false;           // weights as stored (Model::WeightLayout::kAsStored)
+  Model::WeightLayout weights = Model::WeightLayout::kFastestDecode;  // --repack
   std::string model_alias;          // id in /v1/models ("" = file name without .gguf)
   std::string host = "127.0.0.1";
   int port = 8080;                  // 0 = any free port
@@ -116,6 +117,8 @@ class Server {
   void abort();
   // Waits until the KV tier writes already queued have finished (after listen()).
   void flush_tiers();
+  // The model served (its weights' layouts, for the startup log).
+  const Model& model() const;
 
   struct State;
 

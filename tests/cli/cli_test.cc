@@ -234,30 +234,50 @@ TEST(Cli, BenchPrefillReportsTheInt8PeakShare) {
 }
 
 // --no-repack keeps the weights in the file's layout: the same greedy text as the
-// repacked default, and `bench prefill` says which layout it measured.
+// repacked default, and `bench prefill` says which layout each type took under
+// each --repack mode. (The test model's weights are too few to be timed: auto
+// repacks them as all does.)
 TEST(Cli, NoRepackKeepsTheStoredLayoutWithTheSameText) {
   const std::string q8 = test::shared_dir() + "/models/TinyStories-656K-Q8_0.gguf";
   const std::string args = "generate -m " + q8 + " -p 'Once upon a time' -n 24 --temp 0 --threads 2";
-  CmdResult a = run(args), b = run(args + " --no-repack");
+  CmdResult a = run(args), b = run(args + " --no-repack"), c = run(args + " --repack all");
   ASSERT_EQ(a.status, 0) << a.out;
   ASSERT_EQ(b.status, 0) << b.out;
+  ASSERT_EQ(c.status, 0) << c.out;
   EXPECT_EQ(a.out.substr(0, a.out.find("timings:")), b.out.substr(0, b.out.find("timings:")));
+  EXPECT_EQ(a.out.substr(0, a.out.find("timings:")), c.out.substr(0, c.out.find("timings:")));
   const std::string dir = test::temp_dir();
-  for (bool stored : {false, true}) {
-    const std::string json = dir + (stored ? "/s.json" : "/r.json");
+  const bool simd = detect_cpu_level() != CpuLevel::Scalar;
+  struct Mode {
+    const char* flags;
+    const char* name;
+    bool repacked;
+  };
+  for (const Mode& m : {Mode{"", "auto", simd}, Mode{" --repack all", "all", simd}, Mode{" --no-repack", "none", false},
+                        Mode{" --repack none", "none", false}}) {
+    const std::string json = dir + "/r.json";
     CmdResult r = run("bench prefill -m " + q8 + " --tokens 8 --decode 2 --no-int8-peak --no-bandwidth --json " + json +
-                      (stored ? " --no-repack" : ""));
+                      m.flags);
     ASSERT_EQ(r.status, 0) << r.out;
     std::ifstream in(json);
-    const std::string want = stored || detect_cpu_level() == CpuLevel::Scalar ? "stored" : "repacked";
     const nlohmann::json j = nlohmann::json::parse(in);
-    EXPECT_EQ(j["weights"], want);
-    EXPECT_NE(r.out.find(want == "stored" ? "weights as stored" : "weights repacked"), std::string::npos) << r.out;
+    EXPECT_EQ(j["repack"], m.name) << m.flags;
+    EXPECT_NE(r.out.find(std::string("repack ") + m.name), std::string::npos) << r.out;
+    // Every matmul weight of this model is Q8_0: one type, all repacked or none.
+    const std::string want = m.repacked ? "Q8_0: Q8_0_X16 (" : "Q8_0: as stored (";
+    ASSERT_EQ(j["weights"].size(), 1u) << j.dump();
+    EXPECT_EQ(j["weights"][0].get<std::string>().rfind(want, 0), 0u) << j.dump();
+    EXPECT_NE(r.out.find("weights: " + want), std::string::npos) << r.out;
+    EXPECT_TRUE(j["layout_timings"].empty()) << j.dump();
     // The load time, repacking included, in the text and the JSON.
     ASSERT_EQ(j["load_ms"].size(), 1u) << j.dump();
     EXPECT_GT(j["load_ms"][0].get<double>(), 0.0);
     EXPECT_NE(r.out.find("(loaded in "), std::string::npos) << r.out;
   }
+  CmdResult bad = run(args + " --repack sometimes");
+  EXPECT_NE(bad.status, 0);
+  EXPECT_NE(bad.out.find("--repack"), std::string::npos) << bad.out;
+  EXPECT_NE(bad.out.find("sometimes"), std::string::npos) << bad.out;
 }
 
 // `bench prefill` and `bench conversation` run on every 2026 architecture (the arch2

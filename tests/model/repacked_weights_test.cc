@@ -79,6 +79,11 @@ TEST(RepackedWeights, LogitsMatchStoredLayoutBitwise) {
     EXPECT_EQ(packed->token_embd().type, stored->token_embd().type);
     EXPECT_NE(packed->token_embd().type, r);
     EXPECT_EQ(packed->fingerprint(), stored->fingerprint());
+    // Model::weight_layouts() names the layout each stored type took.
+    const std::string type_name = ggml_type_name(c.type) + ": ";
+    EXPECT_NE(packed->weight_layouts().find(type_name + ggml_type_name(r) + " ("), std::string::npos)
+        << packed->weight_layouts();
+    EXPECT_NE(stored->weight_layouts().find(type_name + "as stored ("), std::string::npos) << stored->weight_layouts();
     const auto prompt = random_prompt(stored->config().n_vocab, 40, 77);
     const std::vector<float> want = logits(*stored, prompt, 40, 1);
     for (int threads : {1, 2})
