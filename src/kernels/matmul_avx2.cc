@@ -573,6 +573,62 @@ void quantize_row_avx2(const float* x, int64_t k, const ActLayout& l, uint8_t* o
 // Entry points: plain (baseline) code that only hands out the AVX2 functions.
 namespace pc::kern {
 
+namespace {
+
+// Q4_K as stored (--repack left it so, where its X16 layout decodes slower) in
+// prompt batches of kQ4kRepackRows rows or more: each task's columns are
+// repacked to Q4_K_X16 in its scratch, once per call and column block (a
+// thread keeps the block it repacked for its next task, as q32_task_panel
+// does), and run by the Q4_K_X16 prompt tiles on the 16-lane emulation, which
+// give the stored tiles' bits. Repacking costs about a 16-row pass of those
+// tiles over the block, so smaller batches (and decode) keep the stored tiles,
+// as does a block that is not whole groups of 16 columns. On a 128-bit-unit
+// AVX2 core: 1.06x at 128 rows, 1.1-1.3x at 256-512 (one 5632 x 2048 matrix,
+// docs/benchmarks.md). Q5_K and Q6_K are not repacked so: their X16 prompt
+// tiles were no faster there, and repacking them costs more.
+constexpr int64_t kQ4kRepackRows = 128;
+
+bool q4k_repacks(GgmlType t, int64_t m) { return t == GgmlType::Q4_K && m >= kQ4kRepackRows; }
+
+void run_task_q4k(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* scratch) {
+  static const TaskKernel stored = avx2_kernel(GgmlType::Q4_K);
+  if (!scratch || c0 % kX16Rows != 0 || (c1 - c0) % kX16Rows != 0) return stored(a, r0, r1, c0, c1, scratch);
+  thread_local uint64_t packed_call = 0;
+  thread_local const uint8_t* packed_scratch = nullptr;
+  thread_local int64_t packed_c0 = -1, packed_c1 = -1;
+  if (packed_call != a.call_id || packed_scratch != scratch || packed_c0 != c0 || packed_c1 != c1) {
+    repack_rows(GgmlType::Q4_K, GgmlType::Q4_K_X16, a.w + c0 * a.row_bytes, scratch, a.k, c1 - c0);
+    packed_call = a.call_id;
+    packed_scratch = scratch;
+    packed_c0 = c0;
+    packed_c1 = c1;
+  }
+  MatmulArgs b = a;
+  b.w = scratch;
+  b.y = a.y + c0;
+  avx512_emulated_kernel_set()->kernel(GgmlType::Q4_K_X16)(b, r0, r1, 0, c1 - c0, nullptr);
+}
+
+// The AVX2 set: avx2_kernel() and avx2_task_*(), but stored Q4_K as above.
+// (The AVX-512 set plans stored Q4_K with avx2_task_*() alone: its own X16
+// kernels are not the emulation's.)
+TaskKernel avx2_set_kernel(GgmlType t) { return t == GgmlType::Q4_K ? run_task_q4k : avx2_kernel(t); }
+
+int64_t avx2_set_col_bytes(GgmlType t, int64_t k, int64_t m) {
+  return q4k_repacks(t, m) ? ggml_row_bytes(t, k) : avx2_task_col_bytes(t, k, m);
+}
+
+int64_t avx2_set_col_multiple(GgmlType t, int64_t m) {
+  return q4k_repacks(t, m) ? kX16Rows : avx2_task_col_multiple(t, m);
+}
+
+int64_t avx2_set_scratch_bytes(GgmlType t, int64_t k, int64_t cols) {
+  if (t == GgmlType::Q4_K) return round_up64((cols + kX16Rows - 1) / kX16Rows * kX16Rows * ggml_row_bytes(t, k));
+  return avx2_task_scratch_bytes(t, k, cols);
+}
+
+}  // namespace
+
 TaskKernel avx2_kernel(GgmlType t) {
   switch (t) {
     case GgmlType::F32: return run_task<KF32, 3>;
@@ -632,8 +688,8 @@ int64_t avx2_task_scratch_bytes(GgmlType t, int64_t k, int64_t cols) {
 }
 
 const KernelSet* avx2_kernel_set() {
-  static const KernelSet set = {"avx2", avx2_kernel, quantize_row_avx2, avx2_wants_x16,
-                                avx2_task_scratch_bytes, avx2_task_col_bytes, avx2_task_col_multiple};
+  static const KernelSet set = {"avx2", avx2_set_kernel, quantize_row_avx2, avx2_wants_x16,
+                                avx2_set_scratch_bytes, avx2_set_col_bytes, avx2_set_col_multiple};
   return &set;
 }
 

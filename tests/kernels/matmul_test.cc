@@ -321,6 +321,35 @@ TEST(Matmul, Avx2MatchesReferenceBitwise) {
   }
 }
 
+// Stored Q4_K prompt batches of 128 rows or more run on the AVX2 set by
+// repacking each task's columns to Q4_K_X16 (matmul_avx2.cc run_task_q4k):
+// bitwise the scalar kernel's results, across thread counts (task grids), a
+// column count that leaves a block short of a whole group (the stored tiles
+// take it), and batches either side of the threshold.
+TEST(Matmul, Avx2StoredQ4KPromptsRepackedPerTaskBitwise) {
+  if (detect_cpu_level() < CpuLevel::Avx2) GTEST_SKIP() << "no AVX2 on this machine";
+  LevelGuard guard;
+  ThreadPool pools[3] = {ThreadPool(1), ThreadPool(2), ThreadPool(3)};
+  uint32_t seed = 500;
+  for (int64_t k : {256, 1536})
+    for (int64_t n : {16, 37, 300}) {
+      const Weights w = make_weights(GgmlType::Q4_K, n, k, ++seed);
+      for (int64_t m : {127, 128, 131, 200}) {
+        const std::vector<float> x = random_x(m, k, ++seed);
+        std::vector<float> ref(m * n, -1.f);
+        set_cpu_level(CpuLevel::Scalar);
+        matmul(w.view(), x.data(), m, ref.data(), pools[0]);
+        set_cpu_level(CpuLevel::Avx2);
+        for (ThreadPool& pool : pools) {
+          std::vector<float> y(m * n, -2.f);
+          matmul(w.view(), x.data(), m, y.data(), pool);
+          ASSERT_EQ(std::memcmp(y.data(), ref.data(), y.size() * sizeof(float)), 0)
+              << "k=" << k << " n=" << n << " m=" << m << " threads=" << pool.size();
+        }
+      }
+    }
+}
+
 // The AVX-512 kernel set gives bitwise the results of the path it must match:
 // the scalar kernels for Q8_0 / Q4_0 (prompt tiles 16 columns a vector) and
 // Q4_K / Q6_K as stored, the AVX2 kernels for F32 / F16 / BF16 (two columns a
