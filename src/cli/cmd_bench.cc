@@ -359,6 +359,7 @@ int run_prefill(const PrefillArgs& a) {
     for (const LayoutTiming& t : measured_decode_layouts())
       timings.push_back({{"stored", ggml_type_name(t.stored)}, {"repacked", ggml_type_name(t.x16)},
                          {"stored_gb_per_s", t.stored_gb_per_s}, {"repacked_gb_per_s", t.x16_gb_per_s},
+                         {"repacked_over_stored", t.x16_over_stored},
                          {"bytes", t.bytes}, {"ms", 1e3 * t.seconds}});
     j["layout_timings"] = timings;
     std::ofstream(a.json_out) << j.dump(2) << "\n";

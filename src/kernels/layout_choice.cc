@@ -82,18 +82,27 @@ LayoutTiming time_decode_layouts(GgmlType stored, int64_t bytes, int pairs, int 
   for (float& v : x) v = nd(rng);
   ThreadPool pool(threads);
   double best[2] = {0, 0};
-  for (int pass = -1; pass < pairs; ++pass)  // pass -1 warms both up
-    for (int i = 0; i < 2; ++i) {
+  std::vector<double> ratios;
+  for (int pass = -1; pass < pairs; ++pass) {  // pass -1 warms both up
+    double rate[2];
+    for (int o = 0; o < 2; ++o) {  // stored first in even pairs, X16 first in odd ones: drift cancels
+      const int i = (pass & 1) ? 1 - o : o;
       const auto t0 = std::chrono::steady_clock::now();
       matmul(views[i], x.data(), 1, y.data(), pool);
-      const double s = seconds_since(t0);
-      if (pass >= 0) best[i] = std::max(best[i], double(total) / s * 1e-9);
+      rate[i] = double(total) / seconds_since(t0) * 1e-9;
+      if (pass >= 0) best[i] = std::max(best[i], rate[i]);
     }
+    if (pass >= 0) ratios.push_back(rate[1] / rate[0]);
+  }
+  std::sort(ratios.begin(), ratios.end());
   LayoutTiming t;
   t.stored = stored;
   t.x16 = l->x16;
   t.stored_gb_per_s = best[0];
   t.x16_gb_per_s = best[1];
+  t.x16_over_stored = ratios.empty() ? 0
+                      : ratios.size() % 2 ? ratios[ratios.size() / 2]
+                                          : (ratios[ratios.size() / 2 - 1] + ratios[ratios.size() / 2]) / 2;
   t.bytes = int64_t(total);
   t.seconds = seconds_since(t_start);
   return t;
@@ -108,7 +117,7 @@ GgmlType fastest_decode_layout(GgmlType t, int64_t bytes) {
     if (bytes < kDecodeTimingBytes) return kernels;
     const LayoutTiming m = time_decode_layouts(t);
     g_measured.push_back(m);
-    g_choice[i] = m.stored_gb_per_s > m.x16_gb_per_s * kDecodeStoredMargin ? t : kernels;
+    g_choice[i] = m.x16_over_stored < kDecodeX16MinRatio ? t : kernels;
     g_chosen[i] = true;
   }
   return g_choice[i];

@@ -22,31 +22,37 @@ namespace pc {
 // than most machines' L2 and many L3s, as decode reads them from memory.
 inline constexpr int64_t kDecodeTimingBytes = int64_t(32) << 20;
 
-// fastest_decode_layout() keeps the X16 layout unless the stored one decodes
-// more than this much faster: X16 also runs prompts faster on most machines,
-// and a closer result is within one run's noise.
-inline constexpr double kDecodeStoredMargin = 1.05;
+// fastest_decode_layout() keeps the X16 layout unless its decode rate over the
+// stored layout's (LayoutTiming::x16_over_stored) is below this: X16 also runs
+// prompts faster on most machines, and a closer result is within the noise.
+inline constexpr double kDecodeX16MinRatio = 0.97;
 
 struct LayoutTiming {
   GgmlType stored = GgmlType::F32;
   GgmlType x16 = GgmlType::F32;
   double stored_gb_per_s = 0;  // best pass of a one-row matmul over the buffer
   double x16_gb_per_s = 0;
+  // The median over the pairs of passes of X16's rate over the stored
+  // layout's: each pair's two passes ran back to back, so a pass that one
+  // burst of noise sped up or slowed down moves the median little.
+  double x16_over_stored = 0;
   int64_t bytes = 0;           // the buffer of each layout
   double seconds = 0;          // the whole measurement: filling, repacking, timing
 };
 
-// Times decode (one-row matmuls on `threads` threads, the kernels of cpu_level()) of
-// `bytes` of weights stored as `stored` and of the same weights in its X16
-// layout, `pairs` passes each, alternating; the best pass of each. Throws
-// pc::Error if `stored` has no X16 layout or the buffers cannot be allocated.
-LayoutTiming time_decode_layouts(GgmlType stored, int64_t bytes = kDecodeTimingBytes, int pairs = 3,
+// Times decode (one-row matmuls on `threads` threads, the kernels of
+// cpu_level()) of `bytes` of weights stored as `stored` and of the same weights
+// in its X16 layout: a warm-up pair of passes, then `pairs` pairs (one pass of
+// each layout back to back, which one first alternating); the best pass of
+// each and the median pair's ratio. Throws pc::Error if `stored` has no X16
+// layout or the buffers cannot be allocated.
+LayoutTiming time_decode_layouts(GgmlType stored, int64_t bytes = kDecodeTimingBytes, int pairs = 5,
                                  int threads = 1);
 
 // The layout decode reads `bytes` of weights stored as t fastest in, with the
 // kernels in use: matmul_repacked_type(t) on AVX-512 (and t on the scalar
 // path); at the AVX2 level, t's X16 layout unless time_decode_layouts() found
-// the stored layout faster (by kDecodeStoredMargin). Measured on the first call for t that has at least
+// the stored layout faster (x16_over_stored below kDecodeX16MinRatio). Measured on the first call for t that has at least
 // kDecodeTimingBytes of weights (about 0.1 s) and remembered for the process;
 // fewer bytes than that take the X16 layout unmeasured (it reads
 // cache-resident weights faster, and so small a share of decode's time

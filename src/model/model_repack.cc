@@ -124,8 +124,9 @@ struct LayoutCount {
   int repacked = 0, kept = 0;
 };
 
-// "Q4_K: Q4_K_X16 (154 tensors); Q6_K: as stored (23), measured decode 6.4
-// GB/s as stored, 3.9 as Q6_K_X16", for Model::weight_layouts().
+// "Q4_K: Q4_K_X16 (154 tensors); Q6_K: as stored (23 tensors), measured
+// decode 6.4 GB/s as stored, 3.9 as Q6_K_X16 (median pair 0.62x)", for
+// Model::weight_layouts().
 std::string describe_layouts(const std::vector<LayoutCount>& counts) {
   const std::vector<LayoutTiming> measured = measured_decode_layouts();
   std::string out;
@@ -145,8 +146,8 @@ std::string describe_layouts(const std::vector<LayoutCount>& counts) {
     }
     for (const LayoutTiming& m : measured)
       if (m.stored == c.stored) {
-        std::snprintf(buf, sizeof buf, ", measured decode %.1f GB/s as stored, %.1f as %s", m.stored_gb_per_s,
-                      m.x16_gb_per_s, ggml_type_name(m.x16).c_str());
+        std::snprintf(buf, sizeof buf, ", measured decode %.1f GB/s as stored, %.1f as %s (median pair %.2fx)",
+                      m.stored_gb_per_s, m.x16_gb_per_s, ggml_type_name(m.x16).c_str(), m.x16_over_stored);
         out += buf;
       }
   }
