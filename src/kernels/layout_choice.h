@@ -53,7 +53,7 @@ LayoutTiming time_decode_layouts(GgmlType stored, int64_t bytes = kDecodeTimingB
 // kernels in use: matmul_repacked_type(t) on AVX-512 (and t on the scalar
 // path); at the AVX2 level, t's X16 layout unless time_decode_layouts() found
 // the stored layout faster (x16_over_stored below kDecodeX16MinRatio). Measured on the first call for t that has at least
-// kDecodeTimingBytes of weights (about 0.1 s) and remembered for the process;
+// kDecodeTimingBytes of weights (0.1-0.3 s) and remembered for the process;
 // fewer bytes than that take the X16 layout unmeasured (it reads
 // cache-resident weights faster, and so small a share of decode's time
 // matters little). Thread-safe.
