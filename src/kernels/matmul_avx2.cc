@@ -577,12 +577,12 @@ namespace {
 
 // Q4_K as stored (--repack left it so, where its X16 layout decodes slower) in
 // prompt batches of kQ4kRepackRows rows or more: each task's columns are
-// repacked to Q4_K_X16 in its scratch, once per call and column block (a
-// thread keeps the block it repacked for its next task, as q32_task_panel
-// does), and run by the Q4_K_X16 prompt tiles on the 16-lane emulation, which
-// give the stored tiles' bits. Repacking costs about a 16-row pass of those
-// tiles over the block, so smaller batches (and decode) keep the stored tiles,
-// as does a block that is not whole groups of 16 columns. On a 128-bit-unit
+// repacked to Q4_K_X16 in its scratch, once per call and column block
+// (must_pack_task_block, as q32_task_panel's panels), and run by the Q4_K_X16
+// prompt tiles on the 16-lane emulation, which give the stored tiles' bits.
+// Repacking costs about a 16-row pass of those tiles over the block, so
+// smaller batches (and decode) keep the stored tiles, as does a block that is
+// not whole groups of 16 columns. On a 128-bit-unit
 // AVX2 core: 1.06x at 128 rows, 1.1-1.3x at 256-512 (one 5632 x 2048 matrix,
 // docs/benchmarks.md). Q5_K and Q6_K are not repacked so: their X16 prompt
 // tiles were no faster there, and repacking them costs more.
@@ -593,16 +593,8 @@ bool q4k_repacks(GgmlType t, int64_t m) { return t == GgmlType::Q4_K && m >= kQ4
 void run_task_q4k(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* scratch) {
   static const TaskKernel stored = avx2_kernel(GgmlType::Q4_K);
   if (!scratch || c0 % kX16Rows != 0 || (c1 - c0) % kX16Rows != 0) return stored(a, r0, r1, c0, c1, scratch);
-  thread_local uint64_t packed_call = 0;
-  thread_local const uint8_t* packed_scratch = nullptr;
-  thread_local int64_t packed_c0 = -1, packed_c1 = -1;
-  if (packed_call != a.call_id || packed_scratch != scratch || packed_c0 != c0 || packed_c1 != c1) {
+  if (must_pack_task_block(a, c0, c1, scratch))
     repack_rows(GgmlType::Q4_K, GgmlType::Q4_K_X16, a.w + c0 * a.row_bytes, scratch, a.k, c1 - c0);
-    packed_call = a.call_id;
-    packed_scratch = scratch;
-    packed_c0 = c0;
-    packed_c1 = c1;
-  }
   MatmulArgs b = a;
   b.w = scratch;
   b.y = a.y + c0;

@@ -265,18 +265,10 @@ inline void panel_rows(const MatmulArgs& a, int64_t r, const int32_t* (&x)[R], c
 
 // The panel of columns [c0, c1) for a task: the one this thread packed in
 // `scratch` for its previous task, if that was the same call and columns
-// (tasks of a column block run consecutively), else packed now.
+// (must_pack_task_block), else packed now.
 template <bool kQ4, bool kX16 = false>
 Q32Panel q32_task_panel(const MatmulArgs& a, int64_t c0, int64_t c1, uint8_t* scratch) {
-  thread_local uint64_t packed_call = 0;
-  thread_local const uint8_t* packed_scratch = nullptr;
-  thread_local int64_t packed_c0 = -1, packed_c1 = -1;
-  if (packed_call == a.call_id && packed_scratch == scratch && packed_c0 == c0 && packed_c1 == c1)
-    return q32_panel(a.k, c1 - c0, scratch);
-  packed_call = a.call_id;
-  packed_scratch = scratch;
-  packed_c0 = c0;
-  packed_c1 = c1;
+  if (!must_pack_task_block(a, c0, c1, scratch)) return q32_panel(a.k, c1 - c0, scratch);
   return q32_pack<kQ4, kX16>(a, c0, c1, scratch);
 }
 

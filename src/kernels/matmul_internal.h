@@ -72,6 +72,22 @@ struct MatmulArgs {
   }
 };
 
+// Whether a task must pack its column block [c0, c1) of a's weights into
+// `scratch` now: false when this thread's last packing was that block of the
+// same call into the same scratch (a column block's row blocks run
+// consecutively on one thread). Records the block as this thread's last.
+inline bool must_pack_task_block(const MatmulArgs& a, int64_t c0, int64_t c1, const uint8_t* scratch) {
+  struct Packed {
+    uint64_t call = 0;
+    const uint8_t* scratch = nullptr;
+    int64_t c0 = -1, c1 = -1;
+  };
+  thread_local Packed last;
+  if (last.call == a.call_id && last.scratch == scratch && last.c0 == c0 && last.c1 == c1) return false;
+  last = Packed{a.call_id, scratch, c0, c1};
+  return true;
+}
+
 // Computes y[r][c] for r in [r0, r1), c in [c0, c1). `scratch` is private to
 // the executing thread, 64-byte aligned, at least task_scratch_bytes() long for
 // the task's column count (kernels that need none ignore it).
