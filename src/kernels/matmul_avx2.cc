@@ -137,7 +137,7 @@ void tile_q4_k(const MatmulArgs& a, int64_t r, int64_t c) {
   for (int64_t b = 0; b < nb; ++b) {
     PC_UNROLL for (int j = 0; j < C; ++j) {
       const BlockQ4_K& blk = w[j][b];
-      if constexpr (R == 1) prefetch_block(&blk, sizeof blk);
+      if constexpr (R == 1) prefetch_block<sizeof blk>(&blk);
       const __m256i scmn = _mm256_broadcastsi128_si256(q4k_scmn(blk));
       // mins as int16, each repeated for the two 16-value halves of its sub-block
       const __m256i mins = _mm256_shuffle_epi8(scmn, q4k_mins_pattern());
@@ -206,7 +206,7 @@ void tile_q6_k(const MatmulArgs& a, int64_t r, int64_t c) {
   for (int64_t b = 0; b < nb; ++b) {
     PC_UNROLL for (int j = 0; j < C; ++j) {
       const BlockQ6_K& blk = w[j][b];
-      if constexpr (R == 1) prefetch_block(&blk, sizeof blk);
+      if constexpr (R == 1) prefetch_block<sizeof blk>(&blk);
       const int8_t* s = blk.scales;
       __m256i isum[R];
       PC_UNROLL for (int i = 0; i < R; ++i) isum[i] = _mm256_setzero_si256();

@@ -40,24 +40,38 @@ inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
 // faster. The AVX-512 K-quant row kernels gained nothing from it on that
 // Zen 4 and 1.4-1.6x on an Intel Xeon (2.8 GHz, AVX-512 VNNI: 2 threads
 // 13-14 -> 21-22 GB/s, the machine's measured read bandwidth; 2 KiB ahead
-// did as well as 8), so every decode kernel prefetches.
+// did as well as 8), so every decode kernel prefetches. On a 2-core Zen 5
+// (BM_DecodeStep, 2 threads, medians of 3 rounds) the X16 decode tiles
+// streamed, without prefetches / with them: Q4_K_X16 48-50 / 56-60 GB/s,
+// Q5_K_X16 28-29 / 60-66, Q6_K_X16 46-49 / 60-64, Q8_0_X16 52-54 / 61-63;
+// 4 KiB or 16 KiB ahead, or prefetching to L2 or non-temporally, measured
+// the same within that machine's noise.
 constexpr int64_t kDecodePrefetchAhead = 8192;
 
-// Part i of n of the `bytes` at p (a block of a weight row a decode kernel is
+// Part i of kN of the kBytes at p (a block of a weight row a decode kernel is
 // about to read), kDecodePrefetchAhead further on: one prefetch for each
-// 64-byte offset in [i·bytes/n, (i+1)·bytes/n), so the n parts (and
+// 64-byte offset in [i·kBytes/kN, (i+1)·kBytes/kN), so the kN parts (and
 // consecutive blocks) cover the stream without gaps. A kernel that spends
 // long on each block (the X16 K-quant blocks hold 16 rows' blocks, 36-53
 // lines) calls it once a step of its loop, so its prefetches go out at the
-// rate it reads rather than in one burst a block.
-inline void prefetch_part(const void* p, size_t bytes, size_t i, size_t n) {
-  const size_t o1 = (i + 1) * bytes / n;
-  for (size_t o = (i * bytes / n + 63) & ~size_t(63); o < o1; o += 64)
-    _mm_prefetch(static_cast<const char*>(p) + o + kDecodePrefetchAhead, _MM_HINT_T0);
+// rate it reads rather than in one burst a block. Always inlined: otherwise
+// GCC can take a function whose only effects are prefetches for one without
+// side effects (ipa-pure-const) and delete the calls it has not inlined by
+// then; the tiles that pass a loop variable as the part (Q4_K_X16,
+// Q6_K_X16) lost every prefetch that way (no prefetcht0 in their code).
+template <size_t kBytes, size_t kN>
+__attribute__((always_inline)) inline void prefetch_part(const void* p, size_t i) {
+  constexpr size_t kMaxLines = (kBytes / kN + 63) / 64 + 1;
+  const size_t o0 = (i * kBytes / kN + 63) & ~size_t(63), o1 = (i + 1) * kBytes / kN;
+  const char* q = static_cast<const char*>(p) + kDecodePrefetchAhead;
+#pragma GCC unroll 64
+  for (size_t j = 0; j < kMaxLines; ++j)
+    if (o0 + 64 * j < o1) _mm_prefetch(q + o0 + 64 * j, _MM_HINT_T0);
 }
 
 // The whole block at once (blocks of a few lines).
-inline void prefetch_block(const void* p, size_t bytes) { prefetch_part(p, bytes, 0, 1); }
+template <size_t kBytes>
+__attribute__((always_inline)) inline void prefetch_block(const void* p) { prefetch_part<kBytes, 1>(p, 0); }
 
 struct LoadF32 {
   static constexpr GgmlType kType = GgmlType::F32;

@@ -145,7 +145,7 @@ void tile_q32(const MatmulArgs& a, int64_t r, int64_t c) {
     PC_UNROLL for (int j = 0; j < C; ++j) {
       const Block& blk = w[j][b];
       if constexpr (R == 1) {
-        if (b % 2 == 0) prefetch_block(&blk, 2 * sizeof(Block));
+        if (b % 2 == 0) prefetch_block<2 * sizeof(Block)>(&blk);
       }
       const __m256i q = D::q(blk);
       const float dw = D::d(blk);
@@ -186,7 +186,7 @@ void tile_q5_k(const MatmulArgs& a, int64_t r, int64_t c) {
   for (int64_t b = 0; b < nb; ++b) {
     PC_UNROLL for (int j = 0; j < C; ++j) {
       const BlockQ5_K& blk = w[j][b];
-      if constexpr (R == 1) prefetch_block(&blk, sizeof blk);
+      if constexpr (R == 1) prefetch_block<sizeof blk>(&blk);
       // BlockQ5_K starts like BlockQ4_K (d, dmin, scales): the same scale decoder.
       const __m256i scmn = _mm256_broadcastsi128_si256(q4k_scmn(*reinterpret_cast<const BlockQ4_K*>(&blk)));
       const __m256i mins = _mm256_shuffle_epi8(scmn, q4k_mins_pattern());
@@ -244,7 +244,7 @@ void tile_iq4_xs(const MatmulArgs& a, int64_t r, int64_t c) {
   for (int64_t b = 0; b < nb; ++b) {
     PC_UNROLL for (int j = 0; j < C; ++j) {
       const BlockIQ4_XS& blk = w[j][b];
-      if constexpr (R == 1) prefetch_block(&blk, sizeof blk);
+      if constexpr (R == 1) prefetch_block<sizeof blk>(&blk);
       __m256i isum[R];
       PC_UNROLL for (int i = 0; i < R; ++i) isum[i] = _mm256_setzero_si256();
       for (int s = 0; s < 8; ++s) {
