@@ -21,11 +21,11 @@ LIB = None
 
 # Each pattern names one family of decode kernels (demangled names, without the
 # namespaces); each must match at least one function, and every function
-# it matches must prefetch.
+# it matches must prefetch. (The 32-value X16 one-row tiles, q32x_tile16, do not
+# prefetch: they decode faster without.)
 DECODE_KERNELS = {
     "Q4_K_X16 / Q5_K_X16 one-row tiles": r"k45x_tile16<V512(Emu)?, 1, (true|false)>\(",
     "Q6_K_X16 one-row tiles": r"q6kx_tile16<V512(Emu)?, 1>\(",
-    "32-value X16 one-row tiles (Q8_0_X16, Q4_0_X16, ...)": r"q32x_tile16<V512(Emu)?, 1, ",
     "IQ4_XS_X16 one-row tiles": r"iq4xs_tile16<V512(Emu)?, 1>\(",
     "Q6_K rows as stored (AVX-512 set)": r"q6k_row16<V512(Emu)?>\(",
     "Q8_0 rows as stored (AVX-512 set)": r"q8_0_rows16<V512(Emu)?>\(",
