@@ -54,11 +54,14 @@ constexpr int64_t kDecodePrefetchAhead = 8192;
 // consecutive blocks) cover the stream without gaps. A kernel that spends
 // long on each block (the X16 K-quant blocks hold 16 rows' blocks, 36-53
 // lines) calls it once a step of its loop, so its prefetches go out at the
-// rate it reads rather than in one burst a block. Always inlined: otherwise
-// GCC can take a function whose only effects are prefetches for one without
-// side effects (ipa-pure-const) and delete the calls it has not inlined by
-// then; the tiles that pass a loop variable as the part (Q4_K_X16,
-// Q6_K_X16) lost every prefetch that way (no prefetcht0 in their code).
+// rate it reads rather than in one burst a block. Each prefetch is an
+// `asm volatile` instruction, which the compiler neither deletes nor moves:
+// as `_mm_prefetch`, GCC took a function whose only effects are prefetches
+// for one without side effects (ipa-pure-const) and deleted the calls it had
+// not inlined by then (the Q4_K_X16 / Q6_K_X16 tiles lost every prefetch),
+// and where it kept them it scheduled the prefetches of a fully unrolled
+// block (Q5_K_X16's 8 sub-blocks) all at the block's start, where that tile
+// streamed 0.7x as fast (BM_DecodeStep, 2-core Zen 5). Always inlined.
 template <size_t kBytes, size_t kN>
 __attribute__((always_inline)) inline void prefetch_part(const void* p, size_t i) {
   constexpr size_t kMaxLines = (kBytes / kN + 63) / 64 + 1;
@@ -66,7 +69,7 @@ __attribute__((always_inline)) inline void prefetch_part(const void* p, size_t i
   const char* q = static_cast<const char*>(p) + kDecodePrefetchAhead;
 #pragma GCC unroll 64
   for (size_t j = 0; j < kMaxLines; ++j)
-    if (o0 + 64 * j < o1) _mm_prefetch(q + o0 + 64 * j, _MM_HINT_T0);
+    if (o0 + 64 * j < o1) asm volatile("prefetcht0 %0" : : "m"(q[o0 + 64 * j]));
 }
 
 // The whole block at once (blocks of a few lines).
