@@ -43,9 +43,10 @@ inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
 // did as well as 8), so every decode kernel prefetches. On a 2-core Zen 5
 // (BM_DecodeStep, 2 threads, medians of 3 rounds) the X16 decode tiles
 // streamed, without prefetches / with them: Q4_K_X16 48-50 / 56-60 GB/s,
-// Q5_K_X16 28-29 / 60-66, Q6_K_X16 46-49 / 60-64, Q8_0_X16 52-54 / 61-63;
-// 4 KiB or 16 KiB ahead, or prefetching to L2 or non-temporally, measured
-// the same within that machine's noise.
+// Q5_K_X16 28-29 / 60-66, Q6_K_X16 46-49 / 60-64; 4 KiB or 16 KiB ahead,
+// or prefetching to L2 or non-temporally, measured the same within that
+// machine's noise. The 32-value X16 tiles are the exception (q32x_tile16:
+// whole models decoded slower with their prefetch).
 constexpr int64_t kDecodePrefetchAhead = 8192;
 
 // Part i of kN of the kBytes at p (a block of a weight row a decode kernel is
@@ -61,7 +62,8 @@ constexpr int64_t kDecodePrefetchAhead = 8192;
 // not inlined by then (the Q4_K_X16 / Q6_K_X16 tiles lost every prefetch),
 // and where it kept them it scheduled the prefetches of a fully unrolled
 // block (Q5_K_X16's 8 sub-blocks) all at the block's start, where that tile
-// streamed 0.7x as fast (BM_DecodeStep, 2-core Zen 5). Always inlined.
+// streamed 0.7x as fast (BM_DecodeStep, 2-core Zen 5). Always inlined, so
+// a part's line offsets fold to constants where the part index is one.
 template <size_t kBytes, size_t kN>
 __attribute__((always_inline)) inline void prefetch_part(const void* p, size_t i) {
   constexpr size_t kMaxLines = (kBytes / kN + 63) / 64 + 1;
