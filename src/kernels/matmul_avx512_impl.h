@@ -230,9 +230,10 @@ inline void q4kx_half(const BlockQ4_KX16& blk, const int8_t* const* x, typename 
 }
 
 // Sub-block J (values 32J .. 32J + 31, 8 vectors of 4 values a lane) of a
-// Q5_K_X16 block for R rows: the codes are a nibble of qs (the low one for
-// J < 4) with bit J of qh moved to bit 4; s = the 32 products' sum (8
-// vpdpbusd, |s| < 32 · 31 · 128 < 2^17), isum[i] += s · sc_J (vpmulld).
+// Q5_K_X16 block for R rows (decode's one row; prompts run q5kx_pairs): the
+// codes are a nibble of qs (the low one for J < 4) with bit J of qh moved to
+// bit 4; s = the 32 products' sum (8 vpdpbusd, |s| < 32 · 31 · 128 < 2^17),
+// isum[i] += s · sc_J (vpmulld).
 template <class V, int R, int J>
 inline void q5kx_sub(const BlockQ5_KX16& blk, const int8_t* const* x, typename V::I* isum, typename V::I m4) {
   using I = typename V::I;
@@ -261,6 +262,40 @@ inline void q5kx_sub(const BlockQ5_KX16& blk, const int8_t* const* x, typename V
   PC_UNROLL for (int i = 0; i < R; ++i) isum[i] = V::add32(isum[i], V::mullo32(s[i], sc));
 }
 
+// Prompts (R > 1): sub-blocks J and J + 4 of a Q5_K_X16 block together, for
+// J = 0..3 in a loop: both take their codes from the same qs vectors (J the
+// low nibbles, J + 4 the high ones) with bits J and J + 4 of the same qh
+// vectors, so each qs load serves two code vectors, and each row has two
+// independent vpdpbusd chains (2R in flight hide the instruction's ~5-cycle
+// latency at 2 a cycle). The integers are q5kx_sub's, summed in the same
+// int32 arithmetic (exact, so the order does not change a bit). Against the
+// fully unrolled q5kx_sub (one chain a row, registers spilled) this runs a
+// prompt's Q5_K matmuls 1.2× faster on a Zen 5 (1.3× on its AVX2 backend).
+template <class V, int R>
+inline void q5kx_pairs(const BlockQ5_KX16& blk, const int8_t* const* x, typename V::I* isum, typename V::I m4) {
+  using I = typename V::I;
+  const I m10 = V::set1_i(0x10101010), m63 = V::set1_i(63);
+#pragma GCC unroll 1
+  for (int J = 0; J < 4; ++J) {
+    I s0[R], s1[R];
+    PC_UNROLL for (int i = 0; i < R; ++i) s0[i] = s1[i] = V::zero_i();
+    PC_UNROLL for (int u = 0; u < 8; ++u) {
+      // values 32J + 4u .. + 3 (q0) and 128 + 32J + 4u .. + 3 (q1) of each row
+      const I p = V::loadu_i(blk.qs[8 * J + u]);
+      const I h = V::loadu_i(blk.qh[u]);
+      const I q0 = V::or_i(V::and_i(p, m4), V::and_i(V::sll16_2(h, 4 - J, 4 - J), m10));
+      const I q1 = V::or_i(V::and_i(V::srli4_16(p), m4), V::and_i(V::srl16_2(h, J, J), m10));
+      PC_UNROLL for (int i = 0; i < R; ++i) {
+        s0[i] = V::dpbusd_u7(s0[i], q0, V::bcast32_i(x[i] + 32 * J + 4 * u));
+        s1[i] = V::dpbusd_u7(s1[i], q1, V::bcast32_i(x[i] + 128 + 32 * J + 4 * u));
+      }
+    }
+    const I sc0 = V::and_i(V::zx8_32(blk.scm[J]), m63), sc1 = V::and_i(V::zx8_32(blk.scm[J + 4]), m63);
+    PC_UNROLL for (int i = 0; i < R; ++i)
+      isum[i] = V::add32(isum[i], V::add32(V::mullo32(s0[i], sc0), V::mullo32(s1[i], sc1)));
+  }
+}
+
 // y[r..r+R) × the 16 columns of weight group g, Q4_K_X16 (kQ5 false) or
 // Q5_K_X16 weights (the same header; the isum of Q5_K's 5-bit codes as
 // q5kx_sub forms it, the msum and the float part alike).
@@ -284,7 +319,9 @@ void k45x_tile16(const MatmulArgs& a, int64_t r, int64_t g) {
     PC_UNROLL for (int i = 0; i < R; ++i) x[i] = xq[i] + 256 * b;
     I isum[R];
     PC_UNROLL for (int i = 0; i < R; ++i) isum[i] = V::zero_i();
-    if constexpr (kQ5) {
+    if constexpr (kQ5 && R > 1) {
+      q5kx_pairs<V, R>(blk, x, isum, m4);
+    } else if constexpr (kQ5) {
       q5kx_sub<V, R, 0>(blk, x, isum, m4);
       q5kx_sub<V, R, 1>(blk, x, isum, m4);
       q5kx_sub<V, R, 2>(blk, x, isum, m4);
