@@ -230,7 +230,7 @@ inline void q4kx_half(const BlockQ4_KX16& blk, const int8_t* const* x, typename 
 }
 
 // Sub-block J (values 32J .. 32J + 31, 8 vectors of 4 values a lane) of a
-// Q5_K_X16 block for R rows (decode's one row; prompts run q5kx_pairs): the
+// Q5_K_X16 block for R rows (AVX-512 decode's one row; else q5kx_pairs): the
 // codes are a nibble of qs (the low one for J < 4) with bit J of qh moved to
 // bit 4; s = the 32 products' sum (8 vpdpbusd, |s| < 32 · 31 · 128 < 2^17),
 // isum[i] += s · sc_J (vpmulld).
@@ -262,15 +262,17 @@ inline void q5kx_sub(const BlockQ5_KX16& blk, const int8_t* const* x, typename V
   PC_UNROLL for (int i = 0; i < R; ++i) isum[i] = V::add32(isum[i], V::mullo32(s[i], sc));
 }
 
-// Prompts (R > 1): sub-blocks J and J + 4 of a Q5_K_X16 block together, for
-// J = 0..3 in a loop: both take their codes from the same qs vectors (J the
-// low nibbles, J + 4 the high ones) with bits J and J + 4 of the same qh
-// vectors, so each qs load serves two code vectors, and each row has two
-// independent vpdpbusd chains (2R in flight hide the instruction's ~5-cycle
-// latency at 2 a cycle). The integers are q5kx_sub's, summed in the same
-// int32 arithmetic (exact, so the order does not change a bit). Against the
-// fully unrolled q5kx_sub (one chain a row, registers spilled) this runs a
-// prompt's Q5_K matmuls 1.2× faster on a Zen 5 (1.3× on its AVX2 backend).
+// Prompts (R > 1), and decode on the AVX2 backend: sub-blocks J and J + 4 of
+// a Q5_K_X16 block together, J = 0..3 in a loop. Both take their codes from
+// the same qs vectors (J the low nibbles, J + 4 the high ones) and bits J and
+// J + 4 of the same qh vectors, so each qs load serves two code vectors, and
+// each row has two independent vpdpbusd chains (2R in flight hide the
+// instruction's ~5-cycle latency at 2 a cycle). The integers are q5kx_sub's,
+// summed in int32 (exact: the order changes no bit). Against the fully
+// unrolled q5kx_sub (one chain a row, registers spilled) a prompt's Q5_K
+// matmuls run 1.2× faster on a Zen 5 (1.3× on its AVX2 backend) and AVX2
+// decode 1.2×; AVX-512 decode keeps q5kx_sub, as fast there with its tuned
+// prefetches. Decode prefetches the block in 16 parts, one every 2 steps.
 template <class V, int R>
 inline void q5kx_pairs(const BlockQ5_KX16& blk, const int8_t* const* x, typename V::I* isum, typename V::I m4) {
   using I = typename V::I;
@@ -280,6 +282,9 @@ inline void q5kx_pairs(const BlockQ5_KX16& blk, const int8_t* const* x, typename
     I s0[R], s1[R];
     PC_UNROLL for (int i = 0; i < R; ++i) s0[i] = s1[i] = V::zero_i();
     PC_UNROLL for (int u = 0; u < 8; ++u) {
+      if constexpr (R == 1) {
+        if (u % 2 == 0) prefetch_part<sizeof blk, 16>(&blk, 4 * J + u / 2);
+      }
       // values 32J + 4u .. + 3 (q0) and 128 + 32J + 4u .. + 3 (q1) of each row
       const I p = V::loadu_i(blk.qs[8 * J + u]);
       const I h = V::loadu_i(blk.qh[u]);
@@ -319,7 +324,7 @@ void k45x_tile16(const MatmulArgs& a, int64_t r, int64_t g) {
     PC_UNROLL for (int i = 0; i < R; ++i) x[i] = xq[i] + 256 * b;
     I isum[R];
     PC_UNROLL for (int i = 0; i < R; ++i) isum[i] = V::zero_i();
-    if constexpr (kQ5 && R > 1) {
+    if constexpr (kQ5 && (R > 1 || V::kFewRegs)) {
       q5kx_pairs<V, R>(blk, x, isum, m4);
     } else if constexpr (kQ5) {
       q5kx_sub<V, R, 0>(blk, x, isum, m4);
