@@ -65,7 +65,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const size_t used = r.feed(pending.data(), pending.size());
     check(used <= pending.size());
     pending.erase(0, used);
-    if (used > 0 || r.state() != State::kHeader && r.state() != State::kBody) continue;
+    if (used > 0 || (r.state() != State::kHeader && r.state() != State::kBody)) continue;
     // No progress: only more bytes help. A connection never holds more than the
     // header limit plus one read unused.
     check(pending.size() <= size_t(kLimits.max_header_bytes) + 64);

@@ -394,7 +394,10 @@ int run_bench_agent(const BenchAgentArgs& a) {
       json body = {{"messages", s.messages()}, {"tools", s.tools()}, {"max_tokens", a.max_tokens},
                    {"temperature", 0}, {"ignore_eos", true}, {"stream", true},
                    {"stream_options", {{"include_usage", true}}}};
-      turns.push_back(Turn{si, t, change});
+      turns.emplace_back();
+      turns.back().session = si;
+      turns.back().turn = t;
+      turns.back().change = change;
       Turn* row = &turns.back();
       const std::vector<int32_t> ids = prompt_ids(cli, body, &error);
       if (!error.empty()) throw Error("bench agent: " + error);

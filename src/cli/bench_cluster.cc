@@ -95,7 +95,6 @@ struct ClusterArgs {
   std::string json_out;
 };
 
-double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
 int free_loopback_port() {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);

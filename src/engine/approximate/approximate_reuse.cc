@@ -18,6 +18,15 @@ bool ApproximateReuse::assemble(Seq& s, int32_t exact, std::vector<ReuseCandidat
 
 namespace {
 
+// A run of tokens [begin, end), cached or to compute; the rest of it default.
+Run make_run(bool cached, int32_t begin, int32_t end) {
+  Run r;
+  r.cached = cached;
+  r.begin = begin;
+  r.end = end;
+  return r;
+}
+
 // The slots of tokens [begin, end) of `slices` (which cover tokens 0, 1, ... in order).
 std::vector<PageSlice> cut_slices(std::span<const PageSlice> slices, int32_t begin, int32_t end) {
   std::vector<PageSlice> out;
@@ -57,14 +66,14 @@ void ApproximateReuse::continue_approximate(Seq& s, int32_t* t) {
   const int32_t P = pages_.page_size();
   const int32_t edge = std::min(m.length, (*t + P - 1) / P * P);
   if (edge > *t) {
-    Run r{true, *t, edge};
+    Run r = make_run(true, *t, edge);
     r.copied = cut_slices(m.slices, *t, edge);
     hold_slices(s, r.copied);
     s.runs.push_back(std::move(r));
   }
   if (m.length > edge) {
     const PageTable path = PageTable::from_slices(pages_, m.slices);
-    Run r{true, edge, m.length};
+    Run r = make_run(true, edge, m.length);
     r.pages.assign(path.entries().begin() + edge / P, path.entries().end());
     s.hold.attach(r.pages);
     s.runs.push_back(std::move(r));
@@ -101,12 +110,12 @@ bool ApproximateReuse::assemble_blocks(Seq& s, int32_t exact) {
     const int32_t end = std::min(b.end, n - 1);
     const int32_t lo = std::max(b.begin, t);
     if (end <= lo) continue;
-    if (lo > t) s.runs.push_back(Run{false, t, lo});
+    if (lo > t) s.runs.push_back(make_run(false, t, lo));
     cands.push_back(ReuseCandidate{lo, end, sub_slices(hit->slices, lo - b.begin, end - lo), b.begin - hit->position});
     hold_slices(s, cands.back().src);  // the index's pages: copies and the check pass allocate, which may evict
     t = end;
   }
-  if (t < n) s.runs.push_back(Run{false, t, n});
+  if (t < n) s.runs.push_back(make_run(false, t, n));
   if (!apply_recompute(s, cands)) return false;
   if (continued > 0) {
     s.approximate = true;
@@ -154,7 +163,7 @@ bool ApproximateReuse::apply_recompute(Seq& s, std::vector<ReuseCandidate>& cand
     if (!runs.empty() && !runs.back().cached && !runs.back().fresh_page && runs.back().end == b)
       runs.back().end = e;
     else
-      runs.push_back(Run{false, b, e});
+      runs.push_back(make_run(false, b, e));
   };
   int64_t approx = 0, recomputed = 0;
   size_t ci = 0;
@@ -169,7 +178,7 @@ bool ApproximateReuse::apply_recompute(Seq& s, std::vector<ReuseCandidate>& cand
         recomputed += b - a;
       } else {
         // Copied into the sequence's table when the run is reached (Run::copied).
-        Run r{true, c.begin + a, c.begin + b};
+        Run r = make_run(true, c.begin + a, c.begin + b);
         r.copied = sub_slices(c.src, a, b - a);
         r.shift = c.shift;
         runs.push_back(std::move(r));
