@@ -95,7 +95,6 @@ struct ClusterArgs {
   std::string json_out;
 };
 
-
 int free_loopback_port() {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};

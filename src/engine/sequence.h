@@ -49,6 +49,15 @@ struct Run {
   int32_t shift = 0;
 };
 
+// A run of tokens [begin, end), cached or to compute, its other fields default.
+inline Run make_run(bool cached, int32_t begin, int32_t end) {
+  Run r;
+  r.cached = cached;
+  r.begin = begin;
+  r.end = end;
+  return r;
+}
+
 // What the forward pass attends over: a table's pages in order, with their fills when
 // some page before the last is partial (assembled plans).
 SeqKv seq_kv(const PageTable& t, std::vector<int32_t>& pages, std::vector<int32_t>& fills);

@@ -18,15 +18,6 @@ bool ApproximateReuse::assemble(Seq& s, int32_t exact, std::vector<ReuseCandidat
 
 namespace {
 
-// A run of tokens [begin, end), cached or to compute; the rest of it default.
-Run make_run(bool cached, int32_t begin, int32_t end) {
-  Run r;
-  r.cached = cached;
-  r.begin = begin;
-  r.end = end;
-  return r;
-}
-
 // The slots of tokens [begin, end) of `slices` (which cover tokens 0, 1, ... in order).
 std::vector<PageSlice> cut_slices(std::span<const PageSlice> slices, int32_t begin, int32_t end) {
   std::vector<PageSlice> out;
