@@ -10,14 +10,15 @@
 // quantized types' K levels prepared per chunk into scratch as int16 pairs in
 // the F16 pages' block layout, V rows dequantized into scratch and the F16
 // update tiles run on F32):
-// scores in register tiles of 3 queries × up to 4 blocks, on the pages' K
-// (dimension-major per block of 8 slots, k_layout.h: a lane per slot, each K
-// load serves 3 queries; each pair's dot is one FMA chain over head_dim in
-// order, so no horizontal sums; quantized K: the integer dot of the quantized
-// query per quantization block, vpmaddwd on a pair of dimensions at a time,
-// then one FMA per block); the softmax steps 8 queries at a time with a
-// lane per query (fixed_exp8: the operations of fixed_exp); the accumulators
-// in tiles of 3 queries × 4 vectors (each V load serves 3 queries); at each
+// scores in register tiles of up to 3 queries (AVX-512's: 6) × up to 4
+// blocks, on the pages' K (dimension-major per block of 8 slots, k_layout.h:
+// a lane per slot, each K load serves the tile's queries; each pair's dot is
+// one FMA chain over head_dim in order, so no horizontal sums; quantized K:
+// the integer dot of the quantized query per quantization block, vpmaddwd on
+// a pair of dimensions at a time, then one FMA per block); the softmax steps
+// 8 (AVX-512: 16) queries at a time with a lane per query (fixed_exp8: the
+// operations of fixed_exp); the accumulators in tiles of 3 (AVX-512: 6)
+// queries × 4 vectors (each V load serves them all); at each
 // softmax segment's end the queries' states merged into their merged states
 // (or, for the split form, one segment's blocks only). A query's operations
 // and their order are exactly those of paged_attention.cc, so the grouping
@@ -35,6 +36,7 @@
 #include "kernels/avx2_target_begin.inc"
 
 #include "kernels/kv_block_levels.h"
+#include "kernels/transpose8_avx2.h"
 
 namespace pc {
 
@@ -53,32 +55,12 @@ inline __m256 round_f16(__m256 v) {
   return _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
 }
 
-// 8×8 transpose of floats: out[j] lane i = in[i] lane j.
-inline void transpose8_ps(const __m256 in[8], __m256 out[8]) {
-  __m256 t[8], u[8];
-  PC_UNROLL for (int i = 0; i < 4; ++i) {
-    t[2 * i] = _mm256_unpacklo_ps(in[2 * i], in[2 * i + 1]);
-    t[2 * i + 1] = _mm256_unpackhi_ps(in[2 * i], in[2 * i + 1]);
-  }
-  PC_UNROLL for (int h = 0; h < 2; ++h) {
-    const __m256* th = t + 4 * h;
-    u[4 * h + 0] = _mm256_shuffle_ps(th[0], th[2], _MM_SHUFFLE(1, 0, 1, 0));
-    u[4 * h + 1] = _mm256_shuffle_ps(th[0], th[2], _MM_SHUFFLE(3, 2, 3, 2));
-    u[4 * h + 2] = _mm256_shuffle_ps(th[1], th[3], _MM_SHUFFLE(1, 0, 1, 0));
-    u[4 * h + 3] = _mm256_shuffle_ps(th[1], th[3], _MM_SHUFFLE(3, 2, 3, 2));
-  }
-  PC_UNROLL for (int p = 0; p < 4; ++p) {
-    out[p] = _mm256_permute2f128_ps(u[p], u[4 + p], 0x20);
-    out[p + 4] = _mm256_permute2f128_ps(u[p], u[4 + p], 0x31);
-  }
-}
-
 template <class E>
 constexpr bool E_is_float = std::is_same_v<E, float>;
 
-constexpr int kChunkBlocks = 8;                  // blocks of 8 slots per chunk
+constexpr int kChunkBlocks = kAttnChunkBlocks;  // blocks of 8 slots per chunk
 constexpr int kTileBlocks = 4;                   // blocks per score tile (registers)
-constexpr int kChunkSlots = 8 * kChunkBlocks;
+constexpr int kChunkSlots = kAttnChunkSlots;
 
 // Scores of QT queries × the chunk's KB blocks (8 slots each, a lane per
 // slot): the dot of paged_attention.cc per pair, one FMA chain over head_dim
@@ -369,15 +351,16 @@ void dequant_v_avx2(KvType t, const uint8_t* rows, size_t rb, int n, int hd, flo
 //      with a quantized type (E = float), the block's rows into scratch
 //      instead: V dequantized as rows [8][hd], K's levels as int16 pairs
 //      [hd/2][8] and its scales (prepare_keys_q; lanes past the block zero);
-//   2. scores of every query that sees part of the chunk, in tiles of 3
-//      queries × 4 slots (register blocking: each K load serves 3 queries);
+//   2. scores of every query that sees part of the chunk, in tiles of qt
+//      queries × 4 blocks (register blocking: each K load serves qt queries;
+//      qt = 3 on AVX2, 6 with AVX-512's 32 registers);
 //   3. per query and visible block, in order: the block maximum, the rescale
 //      factor c (1 when the maximum did not grow; multiplying by 1 is exact),
 //      the exps p (in place of the scores), S = S * c, S = S + p_t;
 //      With a soft-cap, the scores of those queries capped in place (8 lanes
 //      at a time, fixed_tanh8: the operations of fixed_tanh);
-//   4. the accumulators: queries that see the whole chunk in tiles of 3
-//      queries × DV vectors (each V load serves 3 queries); the others (the
+//   4. the accumulators: queries that see the whole chunk in tiles of qt
+//      queries × DV vectors (each V load serves qt queries); the others (the
 //      causal diagonal, the edge of a sliding window) one at a time over their
 //      visible slots (window_bits), skipping blocks they see none of.
 // A chunk never spans two softmax segments; at each segment's end every
@@ -389,7 +372,8 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
                    float* scratch, const AttnTileSet<E>& tiles) {
   constexpr int hd = 8 * NV;
   constexpr int DV = attn_update_vectors(NV);
-  constexpr int QT = 3;
+  constexpr int QT = kAttnMaxQT;  // (arrays; tiles take up to qt queries)
+  const int qt = tiles.qt;
   const int nq = tk.n_tok * group;
   float* q16 = scratch;                          // [nq][hd] query rounded to F16 (F16 K), or
                                                  // quantized: [nq][hd/2] level pairs or lohi
@@ -462,10 +446,10 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
   const bool windowed = a.window > 0;
   // Quantized V read straight from the pages by the update tiles (vupdate):
   // one token without a window sees every slot of every chunk it is given,
-  // so every query takes step 4a, and with at most QT queries one tile covers
+  // so every query takes step 4a, and with at most kAttnQuantQT queries one tile covers
   // them all.
   [[maybe_unused]] const AttnTileSet<float>::QUpdateFn vupd =
-      E_is_float<E> && tk.n_tok == 1 && !windowed && nq <= QT && hd % 32 == 0
+      E_is_float<E> && tk.n_tok == 1 && !windowed && nq <= kAttnQuantQT && hd % 32 == 0
           ? tiles.vupdate[a.kv_type == KvType::kQ8_0 ? 0 : 1][nq - 1]
           : nullptr;
   [[maybe_unused]] const uint8_t* vrow[kChunkBlocks];
@@ -495,10 +479,10 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
     int n_live = 0, n_full = 0, n_part = 0;
     for (int qi = 0; qi < nq; ++qi)
       if (ctx[qi] > first && (!windowed || qpos(qi) - hi_pos < a.window)) live[n_live++] = qi;
-    for (int l = 0; l < n_live; l += QT) {
+    for (int l = 0; l < n_live; l += qt) {
       const float* qv[QT];
       float* row[QT];
-      const int n_here = n_live - l < QT ? n_live - l : QT;
+      const int n_here = n_live - l < qt ? n_live - l : qt;
       [[maybe_unused]] AttnQueryQ qq[QT];
       PC_UNROLL for (int i = 0; i < QT; ++i) {
         const int qi = live[l + (i < n_here ? i : 0)];
@@ -523,7 +507,8 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
       }
     }
     // 3. softmax steps: the queries that see the whole chunk (live[0, n_full))
-    // eight at a time with a lane per query, the others one at a time.
+    // sixteen (tiles.softmax16) or eight at a time with a lane per query,
+    // the others one at a time.
     for (int l = 0; l < n_live; ++l) {
       const int qi = live[l];
       if (ctx[qi] >= end && (!windowed || qpos(qi) - lo_pos < a.window))
@@ -531,6 +516,8 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
       else part[n_part++] = qi;
     }
     int l8 = 0;
+    if (tiles.softmax16)
+      for (; l8 + 16 <= n_full; l8 += 16) tiles.softmax16(live + l8, sc, cf, M, S, blk_len, n_blk);
     for (; l8 + 8 <= n_full; l8 += 8) softmax_x8(live + l8, sc, cf, M, S, blk_len, n_blk);
     for (int r = 0; r < (n_full - l8) + n_part; ++r) {
       const int qi = r < n_full - l8 ? live[l8 + r] : part[r - (n_full - l8)];
@@ -564,8 +551,8 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
       S[qi] = sum;
     }
     // 4a. accumulators of the queries that see the whole chunk
-    for (int l = 0; l < n_full; l += QT) {
-      const int n_here = n_full - l < QT ? n_full - l : QT;
+    for (int l = 0; l < n_full; l += qt) {
+      const int n_here = n_full - l < qt ? n_full - l : qt;
       float* ap[QT];
       const float* pp[QT];
       const float* cp[QT];
@@ -701,7 +688,7 @@ void merge_query(const AttentionState* parts, int n_seg, int64_t qi, float* out,
 template <int NV>
 const AttnTiles& avx2_tiles() {
   static const AttnTiles t = [] {
-    AttnTiles x = make_attn_tiles(
+    AttnTiles x = make_attn_tiles<kAttnQuantQT>(
         [](auto sh) { return score_tile<NV, decltype(sh)::kQT, decltype(sh)::kKB, typename decltype(sh)::Elem>; },
         [](auto qt) { return update_tile<NV, decltype(qt)::kQT, attn_update_vectors(NV), typename decltype(qt)::Elem>; });
     fill_attn_qscore(x.f32, [](auto sh) { return qscore_tile<NV, decltype(sh)::kQT, decltype(sh)::kKB>; });

@@ -140,6 +140,54 @@ __attribute__((noinline)) void update_tile16(float* const* acc, const float* con
   PC_UNROLL for (int i = 0; i < QT; ++i) PC_UNROLL for (int w = 0; w < DW; ++w) V::storeu_f(acc[i] + 8 * v0 + 16 * w, a[i][w]);
 }
 
+// AttnTileSet::softmax16: softmax_x8's steps (paged_attention_avx2.cc) for
+// 16 queries, a lane per query (lanes 0-7 the queries qs[0..7], 8-15
+// qs[8..15]; a block's scores transposed to a vector per slot): per block the
+// maximum, c = exp(M - m) where it grew (else 1), S = S * c, the exps
+// p_t = exp(s_t - M) and S = S + p_t slot by slot — each lane exactly the
+// operations of the one-query path, twice the lanes of an AVX2 vector.
+template <class V>
+__attribute__((noinline)) void softmax16(const int* qs, float* sc, float* cf, float* M, float* S,
+                                         const int* blk_len, int n_blk) {
+  using F = typename V::F;
+  alignas(64) float mv[16], sv[16], cv[16];
+  PC_UNROLL for (int i = 0; i < 16; ++i) {
+    mv[i] = M[qs[i]];
+    sv[i] = S[qs[i]];
+  }
+  F m = V::loadu_f(mv), sum = V::loadu_f(sv);
+  const F one = V::set1_f(1.f);
+  float* row[16];
+  PC_UNROLL for (int i = 0; i < 16; ++i) row[i] = sc + qs[i] * kAttnChunkSlots;
+  for (int b = 0; b < n_blk; ++b) {
+    F rows[8], s[8];
+    PC_UNROLL for (int i = 0; i < 8; ++i) rows[i] = V::load_f2(row[i] + 8 * b, row[i + 8] + 8 * b);
+    V::transpose8x2(rows, s);
+    const int nb = blk_len[b];
+    F bm = s[0];
+    for (int u = 1; u < nb; ++u) bm = V::max_f(bm, s[u]);  // exact: any order
+    const F c = V::select_gt(bm, m, V::fixed_exp(V::sub(m, bm)), one);
+    sum = V::mul(sum, c);
+    m = V::select_gt(bm, m, bm, m);
+    F p[8];
+    PC_UNROLL for (int u = 0; u < 8; ++u) p[u] = V::fixed_exp(V::sub(s[u], m));
+    for (int u = 0; u < nb; ++u) sum = V::add(sum, p[u]);
+    V::transpose8x2(p, rows);
+    PC_UNROLL for (int i = 0; i < 8; ++i) {
+      _mm256_storeu_ps(row[i] + 8 * b, V::lo8(rows[i]));
+      _mm256_storeu_ps(row[i + 8] + 8 * b, V::hi8(rows[i]));
+    }
+    V::storeu_f(cv, c);
+    PC_UNROLL for (int i = 0; i < 16; ++i) cf[qs[i] * kAttnChunkBlocks + b] = cv[i];
+  }
+  V::storeu_f(mv, m);
+  V::storeu_f(sv, sum);
+  PC_UNROLL for (int i = 0; i < 16; ++i) {
+    M[qs[i]] = mv[i];
+    S[qs[i]] = sv[i];
+  }
+}
+
 // AttnTileSet::prep_k for the 16-lane tiles: each slot's levels plus 128 as
 // unsigned bytes, 4 dimensions to an int32 lane, a lane per slot
 // ([hd/4][8], AttnKeysQ): per quantization block of 32, the 8 rows' 8 dwords
@@ -288,7 +336,7 @@ const AttnTiles* attn_tiles16(int head_dim) {
     constexpr int NV = decltype(nv)::value, DV = attn_update_vectors(NV);
     if constexpr (DV % 2 == 0) {
       static const AttnTiles t = [] {
-        AttnTiles x = make_attn_tiles(
+        AttnTiles x = make_attn_tiles<kAttnMaxQT>(
             [](auto sh) { return score_tile16<V, NV, decltype(sh)::kQT, decltype(sh)::kKB, typename decltype(sh)::Elem>; },
             [](auto qt) { return update_tile16<V, NV, decltype(qt)::kQT, DV, typename decltype(qt)::Elem>; });
         fill_attn_qscore(x.f32, [](auto sh) { return qscore_tile16<V, NV, decltype(sh)::kQT, decltype(sh)::kKB>; });
@@ -299,6 +347,7 @@ const AttnTiles* attn_tiles16(int head_dim) {
             return update_tile16<V, NV, decltype(qt)::kQT, 4, uint8_t, decltype(vt)::value>;
           });
         x.f32.dequant_v = dequant_v16<V>;
+        x.f16.softmax16 = x.f32.softmax16 = softmax16<V>;
         return x;
       }();
       tiles = &t;

@@ -145,8 +145,17 @@ struct AttnKeysQ {
   const float* d = nullptr;
 };
 
+// Blocks of 8 slots in a chunk of the SIMD attention kernel, and its slots
+// (the scores' scratch holds kAttnChunkSlots a query).
+constexpr int kAttnChunkBlocks = 8;
+constexpr int kAttnChunkSlots = 8 * kAttnChunkBlocks;
+// Queries a register tile takes at most (AttnTileSet::qt), and at most in the
+// quantized tiles (qscore, vupdate).
+constexpr int kAttnMaxQT = 6;
+constexpr int kAttnQuantQT = 3;
+
 // The register tiles of the SIMD attention kernel (paged_attention_avx2.cc),
-// by shape: score[QT-1][KB-1] the scores of QT (1..3) queries × KB (1..4)
+// by shape: score[QT-1][KB-1] the scores of QT (1..qt) queries × KB (1..4)
 // blocks of 8 slots; update[QT-1] the accumulators of QT queries for
 // attn_update_vectors(NV) vectors of 8 dimensions from v0. The AVX2 kernel has
 // its own; AVX-512 ones (paged_attention_avx512_impl.h) do the same
@@ -158,8 +167,22 @@ struct AttnTileSet {
   using ScoreFn = void (*)(const float* const* qv, const E* const* kb, float scale, float* const* sc);
   using UpdateFn = void (*)(float* const* acc, const float* const* p, const float* const* c,
                             const E* const* vb, const int* blk_len, int n_blk, int v0);
-  ScoreFn score[3][4] = {};
-  UpdateFn update[3] = {};
+  ScoreFn score[kAttnMaxQT][4] = {};
+  UpdateFn update[kAttnMaxQT] = {};
+  // Queries a score and update tile takes (score[QT-1], update[QT-1] filled
+  // for QT <= qt): as many as the registers hold accumulators for (AVX2's 16:
+  // 3; AVX-512's 32: 6 on F16 pages). The quantized sets (E = float) take
+  // kAttnQuantQT.
+  int qt = kAttnQuantQT;
+  // Softmax steps of 16 queries that see every slot of the chunk, a lane per
+  // query, each lane the operations of the one-query path (qs: the queries'
+  // indices; sc: [query][kAttnChunkSlots] scores, replaced by the exps; cf:
+  // [query][kAttnChunkBlocks] the blocks' rescale factors; M, S: the
+  // queries' running maxima and sums; the chunk's n_blk blocks of blk_len[b]
+  // slots). Null: 8 at a time (the AVX2 form).
+  using SoftmaxFn = void (*)(const int* qs, float* sc, float* cf, float* M, float* S, const int* blk_len,
+                             int n_blk);
+  SoftmaxFn softmax16 = nullptr;
   // E = float (quantized pages): scores from K's integer levels instead of
   // score[][]: qscore[QT-1][KB-1] the scores of QT quantized queries × KB
   // prepared blocks (AttnQueryQ, AttnKeysQ), as paged_attention.cc states for
@@ -167,7 +190,7 @@ struct AttnTileSet {
   // (rows rb bytes apart, head_dim hd a multiple of 32) to [n][hd] F32, each
   // value bitwise kv_dequantize_row()'s.
   using QScoreFn = void (*)(const AttnQueryQ* qv, const AttnKeysQ* kb, float scale, float* const* sc);
-  QScoreFn qscore[3][4] = {};
+  QScoreFn qscore[kAttnQuantQT][4] = {};
   using DequantFn = void (*)(KvType t, const uint8_t* rows, size_t rb, int n, int hd, float* out);
   DequantFn dequant_v = nullptr;
   // A quantized block's n <= 8 K rows (rows rb bytes apart) into the
@@ -185,7 +208,7 @@ struct AttnTileSet {
   // each value is then converted once either way and the copy is saved.
   using QUpdateFn = void (*)(float* const* acc, const float* const* p, const float* const* c,
                              const uint8_t* const* vb, const int* blk_len, int n_blk, int v0);
-  QUpdateFn vupdate[2][3] = {};
+  QUpdateFn vupdate[2][kAttnQuantQT] = {};
 };
 struct AttnTiles {
   AttnTileSet<uint16_t> f16;
@@ -209,15 +232,18 @@ struct AttnUpdateShape {
   using Elem = E;
 };
 // A tile table from generic callables: score(AttnTileShape<QT, KB, E>{}) and
-// update(AttnUpdateShape<QT, E>{}) return the tiles of that shape and element.
-template <class E, class Score, class Update>
+// update(AttnUpdateShape<QT, E>{}) return the tiles of that shape and element,
+// for QT = 1..kQT.
+template <int kQT, class E, class Score, class Update>
 void fill_attn_tiles(AttnTileSet<E>& t, Score& score, Update& update) {
+  static_assert(kQT >= 1 && kQT <= kAttnMaxQT);
   [&]<int... I>(std::integer_sequence<int, I...>) {
     ((t.score[I / 4][I % 4] = score(AttnTileShape<I / 4 + 1, I % 4 + 1, E>{})), ...);
-  }(std::make_integer_sequence<int, 12>{});
+  }(std::make_integer_sequence<int, 4 * kQT>{});
   [&]<int... I>(std::integer_sequence<int, I...>) {
     ((t.update[I] = update(AttnUpdateShape<I + 1, E>{})), ...);
-  }(std::make_integer_sequence<int, 3>{});
+  }(std::make_integer_sequence<int, kQT>{});
+  t.qt = kQT;
 }
 // The vupdate table from vupdate(AttnUpdateShape<QT, uint8_t>{}, type).
 template <class VUpdate>
@@ -226,20 +252,22 @@ void fill_attn_vupdate(AttnTileSet<float>& t, VUpdate&& vupdate) {
     ((t.vupdate[0][I] = vupdate(AttnUpdateShape<I + 1, uint8_t>{}, std::integral_constant<KvType, KvType::kQ8_0>{}),
       t.vupdate[1][I] = vupdate(AttnUpdateShape<I + 1, uint8_t>{}, std::integral_constant<KvType, KvType::kQ4_0>{})),
      ...);
-  }(std::make_integer_sequence<int, 3>{});
+  }(std::make_integer_sequence<int, kAttnQuantQT>{});
 }
 // The qscore table from qscore(AttnTileShape<QT, KB, float>{}).
 template <class QScore>
 void fill_attn_qscore(AttnTileSet<float>& t, QScore&& qscore) {
   [&]<int... I>(std::integer_sequence<int, I...>) {
     ((t.qscore[I / 4][I % 4] = qscore(AttnTileShape<I / 4 + 1, I % 4 + 1, float>{})), ...);
-  }(std::make_integer_sequence<int, 12>{});
+  }(std::make_integer_sequence<int, 4 * kAttnQuantQT>{});
 }
-template <class Score, class Update>
+// F16 pages' tiles for up to kF16QT queries, the quantized sets' for
+// kAttnQuantQT.
+template <int kF16QT, class Score, class Update>
 AttnTiles make_attn_tiles(Score&& score, Update&& update) {
   AttnTiles t;
-  fill_attn_tiles(t.f16, score, update);
-  fill_attn_tiles(t.f32, score, update);
+  fill_attn_tiles<kF16QT>(t.f16, score, update);
+  fill_attn_tiles<kAttnQuantQT>(t.f32, score, update);
   return t;
 }
 

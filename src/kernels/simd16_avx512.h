@@ -4,6 +4,8 @@
 // kernels_avx512.cc.
 #pragma once
 
+#include "kernels/fixed_exp.h"
+
 namespace pc::kern {
 namespace {
 
@@ -86,6 +88,53 @@ struct V512 {
   // 16 int8 values widened to F32 (exact).
   static F cvt_i8(__m128i v) { return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(v)); }
   static F fmadd(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
+  static F max_f(F a, F b) { return _mm512_max_ps(a, b); }
+  // Lanes where a > b (ordered) from x, the others from y.
+  static F select_gt(F a, F b, F x, F y) { return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, b, _CMP_GT_OQ), y, x); }
+  // fixed_exp() per lane: fixed_exp8's operations (fixed_exp.h) on 16 lanes.
+  static F fixed_exp(F x) {
+    const __mmask16 ok = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.f), _CMP_GE_OQ);
+    const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+    const F xc = _mm512_min_ps(x, _mm512_set1_ps(88.f));
+    const F n = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    F r = _mm512_fmadd_ps(n, _mm512_set1_ps(-kLn2Hi), xc);
+    r = _mm512_fmadd_ps(n, _mm512_set1_ps(kLn2LoNeg), r);
+    const F r2 = _mm512_mul_ps(r, r), r4 = _mm512_mul_ps(r2, r2);
+    const F p01 = _mm512_fmadd_ps(_mm512_set1_ps(kExpC[1]), r, _mm512_set1_ps(kExpC[0]));
+    const F p23 = _mm512_fmadd_ps(_mm512_set1_ps(kExpC[3]), r, _mm512_set1_ps(kExpC[2]));
+    const F p45 = _mm512_fmadd_ps(_mm512_set1_ps(kExpC[5]), r, _mm512_set1_ps(kExpC[4]));
+    const F p67 = _mm512_fmadd_ps(_mm512_set1_ps(kExpC[7]), r, _mm512_set1_ps(kExpC[6]));
+    const F p = _mm512_fmadd_ps(_mm512_fmadd_ps(p67, r2, p45), r4, _mm512_fmadd_ps(p23, r2, p01));
+    const I e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+    const F y = _mm512_maskz_mov_ps(ok, _mm512_mul_ps(p, _mm512_castsi512_ps(e)));
+    return _mm512_mask_blend_ps(nan, y, x);
+  }
+  // Two 8×8 transposes, one a half: out[j] lane i = in[i] lane j and lane
+  // 8 + i = in[i] lane 8 + j (i, j < 8).
+  static void transpose8x2(const F in[8], F out[8]) {
+    F t[8], u[8];
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) {
+      t[2 * i] = _mm512_unpacklo_ps(in[2 * i], in[2 * i + 1]);
+      t[2 * i + 1] = _mm512_unpackhi_ps(in[2 * i], in[2 * i + 1]);
+    }
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const F* th = t + 4 * h;
+      u[4 * h + 0] = _mm512_shuffle_ps(th[0], th[2], _MM_SHUFFLE(1, 0, 1, 0));
+      u[4 * h + 1] = _mm512_shuffle_ps(th[0], th[2], _MM_SHUFFLE(3, 2, 3, 2));
+      u[4 * h + 2] = _mm512_shuffle_ps(th[1], th[3], _MM_SHUFFLE(1, 0, 1, 0));
+      u[4 * h + 3] = _mm512_shuffle_ps(th[1], th[3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    // the low / high 128 bits of each half of a and b: vperm2f128 0x20 / 0x31 a half
+    const I lo = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27);
+    const I hi = _mm512_setr_epi32(4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31);
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; ++p) {
+      out[p] = _mm512_permutex2var_ps(u[p], lo, u[4 + p]);
+      out[p + 4] = _mm512_permutex2var_ps(u[p], hi, u[4 + p]);
+    }
+  }
   // The X16 kernels' operations (matmul_avx512_impl.h "Q4_K_X16", "Q6_K_X16").
   static constexpr int kKxRows = 8;  // rows an X16 tile: 8 sums + 8 products + 8 accumulators
   static constexpr bool kFewRegs = false;  // 32 vector registers

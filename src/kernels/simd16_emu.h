@@ -4,6 +4,9 @@
 // inside the AVX2 target region of kernels_avx512_emu.cc.
 #pragma once
 
+#include "kernels/fixed_exp.h"
+#include "kernels/transpose8_avx2.h"
+
 namespace pc::kern {
 namespace {
 
@@ -208,6 +211,24 @@ struct V512Emu {
     return {_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(v, 8)))};
   }
   static F fmadd(F a, F b, F c) { return {_mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi)}; }
+  static F max_f(F a, F b) { return {_mm256_max_ps(a.lo, b.lo), _mm256_max_ps(a.hi, b.hi)}; }
+  static F select_gt(F a, F b, F x, F y) {
+    return {_mm256_blendv_ps(y.lo, x.lo, _mm256_cmp_ps(a.lo, b.lo, _CMP_GT_OQ)),
+            _mm256_blendv_ps(y.hi, x.hi, _mm256_cmp_ps(a.hi, b.hi, _CMP_GT_OQ))};
+  }
+  static F fixed_exp(F x) { return {fixed_exp8(x.lo), fixed_exp8(x.hi)}; }
+  static void transpose8x2(const F in[8], F out[8]) {
+    __m256 lo[8], hi[8], tlo[8], thi[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; ++i) {
+      lo[i] = in[i].lo;
+      hi[i] = in[i].hi;
+    }
+    transpose8_ps(lo, tlo);
+    transpose8_ps(hi, thi);
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) out[j] = {tlo[j], thi[j]};
+  }
 };
 
 }  // namespace
