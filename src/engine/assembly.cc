@@ -49,7 +49,11 @@ int32_t Engine::attach_prefix(Seq& s, std::span<const int32_t> tokens, bool whol
   s.table = std::move(h.table);
   s.lease = std::move(h.lease);
   s.n_kv = h.length;
-  if (h.length > 0) s.runs.push_back(Run{true, 0, h.length, {}, false, true});
+  if (h.length > 0) {
+    Run r = make_run(true, 0, h.length);
+    r.attached = true;
+    s.runs.push_back(std::move(r));
+  }
   return h.length;
 }
 
@@ -97,7 +101,7 @@ bool Engine::assemble(Seq& s) {
       if (!approximate_->assemble(s, exact, {})) return retry_later();  // no pages to relocate into
       if (first) computed -= s.result.n_approximate;
     } else {
-      s.runs.push_back(Run{false, exact, int32_t(s.tokens.size())});
+      s.runs.push_back(make_run(false, exact, int32_t(s.tokens.size())));
     }
     if (first && !s.plan.blocks.empty())
       s.result.n_reusable = prefix_->reusable_tokens(s.ns, s.tokens, s.plan.blocks, exact);
@@ -113,13 +117,13 @@ bool Engine::assemble(Seq& s) {
         case KvSpan::Kind::kPrefix: {
           if (t != 0) throw Error("a kPrefix span must come first in a plan");
           const int32_t hit = attach_prefix(s, span.tokens, /*whole=*/false);
-          if (hit < n) s.runs.push_back(Run{false, hit, n});
+          if (hit < n) s.runs.push_back(make_run(false, hit, n));
           cached += hit;
           computed += n - hit;
           break;
         }
         case KvSpan::Kind::kModule: {
-          Run r{true, t, t + n};
+          Run r = make_run(true, t, t + n);
           const ModuleSpec& m = s.spec(span.module);
           // Approximate reuse asked for: a module that did not see everything before it
           // is a candidate for the recompute policy (never the prompt's last token).
@@ -141,14 +145,16 @@ bool Engine::assemble(Seq& s) {
           break;
         }
         case KvSpan::Kind::kCompute:
-          s.runs.push_back(Run{false, t, t + n, {}, s.kind == Seq::Kind::kEncode});
+          Run r = make_run(false, t, t + n);
+          r.fresh_page = s.kind == Seq::Kind::kEncode;
+          s.runs.push_back(std::move(r));
           computed += n;
           break;
       }
       t += n;
     }
     // A resumed sequence's generated tokens.
-    if (t < int32_t(s.tokens.size())) s.runs.push_back(Run{false, t, int32_t(s.tokens.size())});
+    if (t < int32_t(s.tokens.size())) s.runs.push_back(make_run(false, t, int32_t(s.tokens.size())));
     if (!cands.empty()) {
       if (!approximate_->assemble(s, t, std::move(cands))) return retry_later();  // no pages for the copies
       if (first) computed += s.result.n_recomputed;

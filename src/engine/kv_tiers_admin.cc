@@ -32,8 +32,12 @@ std::vector<TierEntryView> KvTiers::entries(const std::string& model, const Cach
     if (!tier->listable()) continue;
     for (const TierItem& it : tier->list()) {
       if (it.ns.model != model || it.ns.scope != scope) continue;
-      TierEntryView v{key_hex(it.key), tier->name(), it.state ? "state" : tier_entry_kind(it.ns.kind), int64_t(it.n_tokens),
-                      int64_t(it.bytes)};
+      TierEntryView v;
+      v.id = key_hex(it.key);
+      v.tier = tier->name();
+      v.kind = it.state ? "state" : tier_entry_kind(it.ns.kind);
+      v.tokens = int64_t(it.n_tokens);
+      v.bytes = int64_t(it.bytes);
       if (it.keep_until > 0 && it.keep_until > int64_t(std::time(nullptr))) v.expires_at = double(it.keep_until);
       out.push_back(std::move(v));
     }

@@ -34,7 +34,11 @@ SeqKv seq_kv(const PageTable& t, std::vector<int32_t>& pages, std::vector<int32_
     fills.push_back(entries[i].filled);
     if (i + 1 < entries.size() && entries[i].filled != t.pool().page_size()) aligned = false;
   }
-  return SeqKv{pages.data(), int32_t(pages.size()), aligned ? nullptr : fills.data()};
+  SeqKv kv;
+  kv.pages = pages.data();
+  kv.n_pages = int32_t(pages.size());
+  kv.fills = aligned ? nullptr : fills.data();
+  return kv;
 }
 
 struct Engine::Part {

@@ -93,7 +93,9 @@ bool read_tier_scope_bytes(std::string_view bytes, KvNamespace* ns) {
   r.read(&version, 1);
   r.read(&kind, 1);
   if (!r.ok || version != kScopeBytesVersion || kind > uint8_t(KvKind::kModule)) return false;
-  KvNamespace out{ns->model, ns->kv_type};
+  KvNamespace out;
+  out.model = ns->model;
+  out.kv_type = ns->kv_type;
   out.kind = KvKind(kind);
   r.read(&out.module_digest, sizeof out.module_digest);
   r.read(&out.segment, sizeof out.segment);
