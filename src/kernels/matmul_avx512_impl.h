@@ -35,6 +35,7 @@
 //   lo8_i, hi8_i      lanes 0-7 / 8-15 as an AVX2 integer vector
 //   xor_i, storeu_i   bitwise xor; store 64 bytes
 //   pairsum(a, b)     int32 lanes 0-7: a0 + a1, a2 + a3, ..., a14 + a15; 8-15: the same of b
+//   set2_f(lo, hi)    lo in lanes 0-7, hi in 8-15
 //   max_f(a, b), select_gt(a, b, x, y) (a > b ? x : y), fixed_exp(x) (fixed_exp.h's
 //                     operations), transpose8x2 (an 8×8 transpose a half): the
 //                     attention softmax's (paged_attention_avx512_impl.h)

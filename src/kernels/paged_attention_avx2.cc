@@ -508,6 +508,7 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
     }
     // 3. softmax steps: the queries that see the whole chunk (live[0, n_full))
     // sixteen (tiles.softmax16) or eight at a time with a lane per query,
+    // the rest of them with their slots in the lanes (tiles.softmax_rows),
     // the others one at a time.
     for (int l = 0; l < n_live; ++l) {
       const int qi = live[l];
@@ -519,6 +520,10 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
     if (tiles.softmax16)
       for (; l8 + 16 <= n_full; l8 += 16) tiles.softmax16(live + l8, sc, cf, M, S, blk_len, n_blk);
     for (; l8 + 8 <= n_full; l8 += 8) softmax_x8(live + l8, sc, cf, M, S, blk_len, n_blk);
+    if (l8 < n_full && tiles.softmax_rows) {  // the last 1-7 (a decode token's group)
+      tiles.softmax_rows(live + l8, n_full - l8, sc, cf, M, S, blk_len, n_blk);
+      l8 = n_full;
+    }
     for (int r = 0; r < (n_full - l8) + n_part; ++r) {
       const int qi = r < n_full - l8 ? live[l8 + r] : part[r - (n_full - l8)];
       float* s = sc + qi * kChunkSlots;
@@ -698,6 +703,9 @@ const AttnTiles& avx2_tiles() {
         return update_tile<NV, decltype(qt)::kQT, 4, uint8_t, decltype(vt)::value>;
       });
     x.f32.dequant_v = dequant_v_avx2;
+    // The row-wise softmax of the 16-lane code on its AVX2 emulation (the
+    // same operations on pairs of AVX2 vectors).
+    if (const AttnTiles* e = avx512_emulated_attn_tiles(8 * NV)) x.f16.softmax_rows = x.f32.softmax_rows = e->f16.softmax_rows;
     return x;
   }();
   return t;

@@ -188,6 +188,66 @@ __attribute__((noinline)) void softmax16(const int* qs, float* sc, float* cf, fl
   }
 }
 
+// AttnTileSet::softmax_rows: the same steps for n queries, one at a time,
+// a lane per slot. Per query: the block maxima (over each block's blk_len
+// slots, in slot order as softmax_x8 takes them), the running maximum block
+// by block, the factors c = exp(M - m) of the blocks where it grew (8 lanes,
+// one per block, else 1), the exps p_t = exp(s_t - M) two blocks a vector
+// (M the running maximum after the slot's block); then, 4 queries at a
+// time, S = S * c and S = S + p_t slot by slot. Each value is the one-query path's: the same
+// operations on the same operands, only in other lanes.
+template <class V>
+__attribute__((noinline)) void softmax_rows16(const int* qs, int n, float* sc, float* cf, float* M, float* S,
+                                              const int* blk_len, int n_blk) {
+  using F = typename V::F;
+  for (int k = 0; k < n; ++k) {
+    const int qi = qs[k];
+    float* row = sc + qi * kAttnChunkSlots;
+    float* c = cf + qi * kAttnChunkBlocks;
+    alignas(64) float prev[16] = {}, bmax[16] = {}, run[kAttnChunkBlocks];
+    float m = M[qi];
+    for (int b = 0; b < n_blk; ++b) {
+      const float* s = row + 8 * b;
+      float bm = s[0];
+      for (int u = 1; u < blk_len[b]; ++u) bm = bm > s[u] ? bm : s[u];  // (vmaxps's operand order)
+      prev[b] = m;
+      bmax[b] = bm;
+      m = bm > m ? bm : m;
+      run[b] = m;
+    }
+    // c: lanes b < n_blk; the others compute exp(0 - 0) and are not stored
+    alignas(64) float cv[16];
+    const F pv = V::loadu_f(prev), bv = V::loadu_f(bmax);
+    V::storeu_f(cv, V::select_gt(bv, pv, V::fixed_exp(V::sub(pv, bv)), V::set1_f(1.f)));
+    for (int b = 0; b < n_blk; b += 2) {
+      const F sv = V::loadu_f(row + 8 * b);  // (b + 1 = n_blk: the upper lanes are not read later)
+      V::storeu_f(row + 8 * b, V::fixed_exp(V::sub(sv, V::set2_f(run[b], b + 1 < n_blk ? run[b + 1] : run[b]))));
+    }
+    for (int b = 0; b < n_blk; ++b) c[b] = cv[b];
+    M[qi] = m;
+  }
+  // The running sums, a chain of adds each: 4 queries at a time so that 4
+  // chains are in flight (the last group repeats its last query: the same
+  // operations, the same value stored again).
+  for (int k0 = 0; k0 < n; k0 += 4) {
+    const float* row[4];
+    const float* c[4];
+    float sum[4];
+    int q[4];
+    PC_UNROLL for (int i = 0; i < 4; ++i) {
+      q[i] = qs[k0 + i < n ? k0 + i : n - 1];
+      row[i] = sc + q[i] * kAttnChunkSlots;
+      c[i] = cf + q[i] * kAttnChunkBlocks;
+      sum[i] = S[q[i]];
+    }
+    for (int b = 0; b < n_blk; ++b) {
+      PC_UNROLL for (int i = 0; i < 4; ++i) sum[i] = sum[i] * c[i][b];
+      for (int u = 0; u < blk_len[b]; ++u) PC_UNROLL for (int i = 0; i < 4; ++i) sum[i] = sum[i] + row[i][8 * b + u];
+    }
+    PC_UNROLL for (int i = 0; i < 4; ++i) S[q[i]] = sum[i];
+  }
+}
+
 // AttnTileSet::prep_k for the 16-lane tiles: each slot's levels plus 128 as
 // unsigned bytes, 4 dimensions to an int32 lane, a lane per slot
 // ([hd/4][8], AttnKeysQ): per quantization block of 32, the 8 rows' 8 dwords
@@ -348,6 +408,7 @@ const AttnTiles* attn_tiles16(int head_dim) {
           });
         x.f32.dequant_v = dequant_v16<V>;
         x.f16.softmax16 = x.f32.softmax16 = softmax16<V>;
+        x.f16.softmax_rows = x.f32.softmax_rows = softmax_rows16<V>;
         return x;
       }();
       tiles = &t;

@@ -183,6 +183,13 @@ struct AttnTileSet {
   using SoftmaxFn = void (*)(const int* qs, float* sc, float* cf, float* M, float* S, const int* blk_len,
                              int n_blk);
   SoftmaxFn softmax16 = nullptr;
+  // The same steps for n queries that see every slot of the chunk, one
+  // query at a time with its slots in the lanes (the exps of two blocks a
+  // vector, the running sum in slot order; for the few queries softmax16
+  // leaves: a decode token's group of 3-7 heads). Null: softmax_x8.
+  using SoftmaxRowsFn = void (*)(const int* qs, int n, float* sc, float* cf, float* M, float* S,
+                                 const int* blk_len, int n_blk);
+  SoftmaxRowsFn softmax_rows = nullptr;
   // E = float (quantized pages): scores from K's integer levels instead of
   // score[][]: qscore[QT-1][KB-1] the scores of QT quantized queries × KB
   // prepared blocks (AttnQueryQ, AttnKeysQ), as paged_attention.cc states for

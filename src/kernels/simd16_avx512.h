@@ -89,6 +89,7 @@ struct V512 {
   static F cvt_i8(__m128i v) { return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(v)); }
   static F fmadd(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
   static F max_f(F a, F b) { return _mm512_max_ps(a, b); }
+  static F set2_f(float lo, float hi) { return _mm512_insertf32x8(_mm512_set1_ps(lo), _mm256_set1_ps(hi), 1); }
   // Lanes where a > b (ordered) from x, the others from y.
   static F select_gt(F a, F b, F x, F y) { return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, b, _CMP_GT_OQ), y, x); }
   // fixed_exp() per lane: fixed_exp8's operations (fixed_exp.h) on 16 lanes.

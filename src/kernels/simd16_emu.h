@@ -212,6 +212,7 @@ struct V512Emu {
   }
   static F fmadd(F a, F b, F c) { return {_mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi)}; }
   static F max_f(F a, F b) { return {_mm256_max_ps(a.lo, b.lo), _mm256_max_ps(a.hi, b.hi)}; }
+  static F set2_f(float lo, float hi) { return {_mm256_set1_ps(lo), _mm256_set1_ps(hi)}; }
   static F select_gt(F a, F b, F x, F y) {
     return {_mm256_blendv_ps(y.lo, x.lo, _mm256_cmp_ps(a.lo, b.lo, _CMP_GT_OQ)),
             _mm256_blendv_ps(y.hi, x.hi, _mm256_cmp_ps(a.hi, b.hi, _CMP_GT_OQ))};
