@@ -10,8 +10,8 @@
 // quantized types' K levels prepared per chunk into scratch as int16 pairs in
 // the F16 pages' block layout, V rows dequantized into scratch and the F16
 // update tiles run on F32):
-// scores in register tiles of up to 3 queries (AVX-512's: 6) × up to 4
-// blocks, on the pages' K (dimension-major per block of 8 slots, k_layout.h:
+// scores in register tiles of up to 3 queries × 4 blocks (AVX-512's: 6 × 8
+// on F16 pages), on the pages' K (dimension-major per block of 8 slots, k_layout.h:
 // a lane per slot, each K load serves the tile's queries; each pair's dot is
 // one FMA chain over head_dim in order, so no horizontal sums; quantized K:
 // the integer dot of the quantized query per quantization block, vpmaddwd on
@@ -59,7 +59,6 @@ template <class E>
 constexpr bool E_is_float = std::is_same_v<E, float>;
 
 constexpr int kChunkBlocks = kAttnChunkBlocks;  // blocks of 8 slots per chunk
-constexpr int kTileBlocks = 4;                   // blocks per score tile (registers)
 constexpr int kChunkSlots = kAttnChunkSlots;
 
 // Scores of QT queries × the chunk's KB blocks (8 slots each, a lane per
@@ -352,8 +351,8 @@ void dequant_v_avx2(KvType t, const uint8_t* rows, size_t rb, int n, int hd, flo
 //      instead: V dequantized as rows [8][hd], K's levels as int16 pairs
 //      [hd/2][8] and its scales (prepare_keys_q; lanes past the block zero);
 //   2. scores of every query that sees part of the chunk, in tiles of qt
-//      queries × 4 blocks (register blocking: each K load serves qt queries;
-//      qt = 3 on AVX2, 6 with AVX-512's 32 registers);
+//      queries × kb blocks (register blocking: each K load serves qt queries;
+//      qt = 3 and kb = 4 on AVX2, 6 and 8 with AVX-512's 32 registers);
 //   3. per query and visible block, in order: the block maximum, the rescale
 //      factor c (1 when the maximum did not grow; multiplying by 1 is exact),
 //      the exps p (in place of the scores), S = S * c, S = S + p_t;
@@ -490,8 +489,8 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
         row[i] = sc + qi * kChunkSlots;
         if constexpr (E_is_float<E>) qq[i] = {qqp + qi * (hd / 2), qqd + qi * NB, qql + qi * (hd / 2), qqc + qi * NB};
       }
-      for (int b0 = 0; b0 < n_blk; b0 += kTileBlocks) {
-        const int nb = n_blk - b0 < kTileBlocks ? n_blk - b0 : kTileBlocks;
+      for (int b0 = 0; b0 < n_blk; b0 += tiles.kb) {
+        const int nb = n_blk - b0 < tiles.kb ? n_blk - b0 : tiles.kb;
         float* rb[QT];
         PC_UNROLL for (int i = 0; i < QT; ++i) rb[i] = row[i] + 8 * b0;
         if constexpr (E_is_float<E>) tiles.qscore[n_here - 1][nb - 1](qq, kq + b0, a.scale, rb);
@@ -693,7 +692,7 @@ void merge_query(const AttentionState* parts, int n_seg, int64_t qi, float* out,
 template <int NV>
 const AttnTiles& avx2_tiles() {
   static const AttnTiles t = [] {
-    AttnTiles x = make_attn_tiles<kAttnQuantQT>(
+    AttnTiles x = make_attn_tiles<kAttnQuantQT, kAttnQuantKB>(
         [](auto sh) { return score_tile<NV, decltype(sh)::kQT, decltype(sh)::kKB, typename decltype(sh)::Elem>; },
         [](auto qt) { return update_tile<NV, decltype(qt)::kQT, attn_update_vectors(NV), typename decltype(qt)::Elem>; });
     fill_attn_qscore(x.f32, [](auto sh) { return qscore_tile<NV, decltype(sh)::kQT, decltype(sh)::kKB>; });

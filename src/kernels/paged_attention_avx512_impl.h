@@ -396,7 +396,7 @@ const AttnTiles* attn_tiles16(int head_dim) {
     constexpr int NV = decltype(nv)::value, DV = attn_update_vectors(NV);
     if constexpr (DV % 2 == 0) {
       static const AttnTiles t = [] {
-        AttnTiles x = make_attn_tiles<kAttnMaxQT>(
+        AttnTiles x = make_attn_tiles<kAttnMaxQT, kAttnMaxKB>(
             [](auto sh) { return score_tile16<V, NV, decltype(sh)::kQT, decltype(sh)::kKB, typename decltype(sh)::Elem>; },
             [](auto qt) { return update_tile16<V, NV, decltype(qt)::kQT, DV, typename decltype(qt)::Elem>; });
         fill_attn_qscore(x.f32, [](auto sh) { return qscore_tile16<V, NV, decltype(sh)::kQT, decltype(sh)::kKB>; });

@@ -153,9 +153,13 @@ constexpr int kAttnChunkSlots = 8 * kAttnChunkBlocks;
 // quantized tiles (qscore, vupdate).
 constexpr int kAttnMaxQT = 6;
 constexpr int kAttnQuantQT = 3;
+// Blocks of 8 slots a score tile takes at most (AttnTileSet::kb), and in the
+// quantized tiles.
+constexpr int kAttnMaxKB = 8;
+constexpr int kAttnQuantKB = 4;
 
 // The register tiles of the SIMD attention kernel (paged_attention_avx2.cc),
-// by shape: score[QT-1][KB-1] the scores of QT (1..qt) queries × KB (1..4)
+// by shape: score[QT-1][KB-1] the scores of QT (1..qt) queries × KB (1..kb)
 // blocks of 8 slots; update[QT-1] the accumulators of QT queries for
 // attn_update_vectors(NV) vectors of 8 dimensions from v0. The AVX2 kernel has
 // its own; AVX-512 ones (paged_attention_avx512_impl.h) do the same
@@ -167,13 +171,17 @@ struct AttnTileSet {
   using ScoreFn = void (*)(const float* const* qv, const E* const* kb, float scale, float* const* sc);
   using UpdateFn = void (*)(float* const* acc, const float* const* p, const float* const* c,
                             const E* const* vb, const int* blk_len, int n_blk, int v0);
-  ScoreFn score[kAttnMaxQT][4] = {};
+  ScoreFn score[kAttnMaxQT][kAttnMaxKB] = {};
   UpdateFn update[kAttnMaxQT] = {};
   // Queries a score and update tile takes (score[QT-1], update[QT-1] filled
   // for QT <= qt): as many as the registers hold accumulators for (AVX2's 16:
   // 3; AVX-512's 32: 6 on F16 pages). The quantized sets (E = float) take
   // kAttnQuantQT.
   int qt = kAttnQuantQT;
+  // Blocks a score tile takes (score[][KB-1] filled for KB <= kb): 4 (AVX2;
+  // quantized sets), 8 with AVX-512 on F16 pages (a decode token's few
+  // queries then have 12 FMA chains, 3 queries × 4 vectors).
+  int kb = kAttnQuantKB;
   // Softmax steps of 16 queries that see every slot of the chunk, a lane per
   // query, each lane the operations of the one-query path (qs: the queries'
   // indices; sc: [query][kAttnChunkSlots] scores, replaced by the exps; cf:
@@ -197,7 +205,7 @@ struct AttnTileSet {
   // (rows rb bytes apart, head_dim hd a multiple of 32) to [n][hd] F32, each
   // value bitwise kv_dequantize_row()'s.
   using QScoreFn = void (*)(const AttnQueryQ* qv, const AttnKeysQ* kb, float scale, float* const* sc);
-  QScoreFn qscore[kAttnQuantQT][4] = {};
+  QScoreFn qscore[kAttnQuantQT][kAttnQuantKB] = {};
   using DequantFn = void (*)(KvType t, const uint8_t* rows, size_t rb, int n, int hd, float* out);
   DequantFn dequant_v = nullptr;
   // A quantized block's n <= 8 K rows (rows rb bytes apart) into the
@@ -240,17 +248,18 @@ struct AttnUpdateShape {
 };
 // A tile table from generic callables: score(AttnTileShape<QT, KB, E>{}) and
 // update(AttnUpdateShape<QT, E>{}) return the tiles of that shape and element,
-// for QT = 1..kQT.
-template <int kQT, class E, class Score, class Update>
+// for QT = 1..kQT and KB = 1..kKB.
+template <int kQT, int kKB, class E, class Score, class Update>
 void fill_attn_tiles(AttnTileSet<E>& t, Score& score, Update& update) {
-  static_assert(kQT >= 1 && kQT <= kAttnMaxQT);
+  static_assert(kQT >= 1 && kQT <= kAttnMaxQT && kKB >= 1 && kKB <= kAttnMaxKB);
   [&]<int... I>(std::integer_sequence<int, I...>) {
-    ((t.score[I / 4][I % 4] = score(AttnTileShape<I / 4 + 1, I % 4 + 1, E>{})), ...);
-  }(std::make_integer_sequence<int, 4 * kQT>{});
+    ((t.score[I / kKB][I % kKB] = score(AttnTileShape<I / kKB + 1, I % kKB + 1, E>{})), ...);
+  }(std::make_integer_sequence<int, kKB * kQT>{});
   [&]<int... I>(std::integer_sequence<int, I...>) {
     ((t.update[I] = update(AttnUpdateShape<I + 1, E>{})), ...);
   }(std::make_integer_sequence<int, kQT>{});
   t.qt = kQT;
+  t.kb = kKB;
 }
 // The vupdate table from vupdate(AttnUpdateShape<QT, uint8_t>{}, type).
 template <class VUpdate>
@@ -265,16 +274,18 @@ void fill_attn_vupdate(AttnTileSet<float>& t, VUpdate&& vupdate) {
 template <class QScore>
 void fill_attn_qscore(AttnTileSet<float>& t, QScore&& qscore) {
   [&]<int... I>(std::integer_sequence<int, I...>) {
-    ((t.qscore[I / 4][I % 4] = qscore(AttnTileShape<I / 4 + 1, I % 4 + 1, float>{})), ...);
-  }(std::make_integer_sequence<int, 4 * kAttnQuantQT>{});
+    ((t.qscore[I / kAttnQuantKB][I % kAttnQuantKB] =
+          qscore(AttnTileShape<I / kAttnQuantKB + 1, I % kAttnQuantKB + 1, float>{})),
+     ...);
+  }(std::make_integer_sequence<int, kAttnQuantKB * kAttnQuantQT>{});
 }
-// F16 pages' tiles for up to kF16QT queries, the quantized sets' for
-// kAttnQuantQT.
-template <int kF16QT, class Score, class Update>
+// F16 pages' tiles for up to kF16QT queries × kF16KB blocks, the quantized
+// sets' for kAttnQuantQT × kAttnQuantKB.
+template <int kF16QT, int kF16KB, class Score, class Update>
 AttnTiles make_attn_tiles(Score&& score, Update&& update) {
   AttnTiles t;
-  fill_attn_tiles<kF16QT>(t.f16, score, update);
-  fill_attn_tiles<kAttnQuantQT>(t.f32, score, update);
+  fill_attn_tiles<kF16QT, kF16KB>(t.f16, score, update);
+  fill_attn_tiles<kAttnQuantQT, kAttnQuantKB>(t.f32, score, update);
   return t;
 }
 
