@@ -373,6 +373,7 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
   constexpr int DV = attn_update_vectors(NV);
   constexpr int QT = kAttnMaxQT;  // (arrays; tiles take up to qt queries)
   const int qt = tiles.qt;
+  const int dv = tiles.dv > 0 ? tiles.dv : DV;
   const int nq = tk.n_tok * group;
   float* q16 = scratch;                          // [nq][hd] query rounded to F16 (F16 K), or
                                                  // quantized: [nq][hd/2] level pairs or lohi
@@ -572,7 +573,7 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
           continue;
         }
       }
-      for (int v0 = 0; v0 < NV; v0 += DV) tiles.update[n_here - 1](ap, pp, cp, vblk, blk_len, n_blk, v0);
+      for (int v0 = 0; v0 < NV; v0 += dv) tiles.update[n_here - 1](ap, pp, cp, vblk, blk_len, n_blk, v0);
     }
     // 4b. the others, each over its visible slots
     for (int r = 0; r < n_part; ++r) {

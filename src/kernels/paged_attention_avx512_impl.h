@@ -108,7 +108,10 @@ struct VSlot16 {
   }
 };
 
-// DV (even) vectors of 8 dimensions from v0: DV / 2 vectors of 16.
+// DV (even) vectors of 8 dimensions from v0: DV / 2 vectors of 16 (on F16
+// pages 8 where the head has a multiple of 64 dimensions: 4 × QT
+// accumulators, so a decode token's 3 queries have 12 FMA chains and a head
+// of 64 is one pass).
 template <class V, int NV, int QT, int DV, class E, KvType VT = KvType::kF16>
 __attribute__((noinline)) void update_tile16(float* const* acc, const float* const* p, const float* const* c,
                                              const E* const* vb, const int* blk_len, int n_blk, int v0) {
@@ -128,12 +131,12 @@ __attribute__((noinline)) void update_tile16(float* const* acc, const float* con
     }
     for (int u = 0; u < blk_len[b]; ++u) {
       const int t = 8 * b + u;
-      F pv[QT];
-      PC_UNROLL for (int i = 0; i < QT; ++i) pv[i] = V::set1_f(p[i][t]);
       const VSlot16<V, NV, E, VT> vt(vb[b], u, v0);
-      PC_UNROLL for (int w = 0; w < DW; ++w) {
-        const F vv = vt.load(w);
-        PC_UNROLL for (int i = 0; i < QT; ++i) a[i][w] = V::fmadd(vv, pv[i], a[i][w]);
+      F vv[DW];
+      PC_UNROLL for (int w = 0; w < DW; ++w) vv[w] = vt.load(w);
+      PC_UNROLL for (int i = 0; i < QT; ++i) {
+        const F pv = V::set1_f(p[i][t]);
+        PC_UNROLL for (int w = 0; w < DW; ++w) a[i][w] = V::fmadd(vv[w], pv, a[i][w]);
       }
     }
   }
@@ -395,10 +398,15 @@ const AttnTiles* attn_tiles16(int head_dim) {
   with_head_vectors(head_dim, [&](auto nv) {
     constexpr int NV = decltype(nv)::value, DV = attn_update_vectors(NV);
     if constexpr (DV % 2 == 0) {
+      constexpr int DV16 = NV % 8 == 0 ? 8 : DV;
       static const AttnTiles t = [] {
         AttnTiles x = make_attn_tiles<kAttnMaxQT, kAttnMaxKB>(
             [](auto sh) { return score_tile16<V, NV, decltype(sh)::kQT, decltype(sh)::kKB, typename decltype(sh)::Elem>; },
-            [](auto qt) { return update_tile16<V, NV, decltype(qt)::kQT, DV, typename decltype(qt)::Elem>; });
+            [](auto qt) {
+              using E = typename decltype(qt)::Elem;
+              return update_tile16<V, NV, decltype(qt)::kQT, std::is_same_v<E, uint16_t> ? DV16 : DV, E>;
+            });
+        x.f16.dv = DV16;
         fill_attn_qscore(x.f32, [](auto sh) { return qscore_tile16<V, NV, decltype(sh)::kQT, decltype(sh)::kKB>; });
         x.f32.prep_k = prepare_keys_q4;
         x.f32.byte_query = true;

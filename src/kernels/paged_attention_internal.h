@@ -182,6 +182,9 @@ struct AttnTileSet {
   // quantized sets), 8 with AVX-512 on F16 pages (a decode token's few
   // queries then have 12 FMA chains, 3 queries × 4 vectors).
   int kb = kAttnQuantKB;
+  // Vectors of 8 dimensions an update tile covers from v0 (0:
+  // attn_update_vectors(NV)).
+  int dv = 0;
   // Softmax steps of 16 queries that see every slot of the chunk, a lane per
   // query, each lane the operations of the one-query path (qs: the queries'
   // indices; sc: [query][kAttnChunkSlots] scores, replaced by the exps; cf:
