@@ -524,12 +524,34 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
       tiles.softmax_rows(live + l8, n_full - l8, sc, cf, M, S, blk_len, n_blk);
       l8 = n_full;
     }
+    // The queries that see only part of the chunk (the causal diagonal) see
+    // its first full_blocks() blocks whole (without a window): runs of them
+    // with the same count take those blocks through the tiles, then the
+    // rest one at a time from there (the same operations, in order).
+    auto full_blocks = [&](int qi) {
+      int k = 0;
+      if (!windowed)
+        while (k < n_blk && blk_pos[k] + blk_len[k] <= ctx[qi]) ++k;
+      return k;
+    };
+    // Runs of part[] with the same full_blocks() > 0: f(first, count, blocks).
+    auto part_runs = [&](int max_run, auto&& f) {
+      for (int r0 = 0; r0 < n_part;) {
+        const int k = full_blocks(part[r0]);
+        int r1 = r0 + 1;
+        while (r1 < n_part && r1 - r0 < max_run && full_blocks(part[r1]) == k) ++r1;
+        if (k > 0) f(r0, r1 - r0, k);
+        r0 = r1;
+      }
+    };
+    if (tiles.softmax_rows)
+      part_runs(n_part, [&](int r0, int n, int k) { tiles.softmax_rows(part + r0, n, sc, cf, M, S, blk_len, k); });
     for (int r = 0; r < (n_full - l8) + n_part; ++r) {
       const int qi = r < n_full - l8 ? live[l8 + r] : part[r - (n_full - l8)];
       float* s = sc + qi * kChunkSlots;
       float* c = cf + qi * kChunkBlocks;
       float m = M[qi], sum = S[qi];
-      for (int b = 0; b < n_blk; ++b) {
+      for (int b = r < n_full - l8 || !tiles.softmax_rows ? 0 : full_blocks(qi); b < n_blk; ++b) {
         const int bits = visible(qi, b);
         c[b] = 1.f;
         if (bits < 0) break;
@@ -575,14 +597,27 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
       }
       for (int v0 = 0; v0 < NV; v0 += dv) tiles.update[n_here - 1](ap, pp, cp, vblk, blk_len, n_blk, v0);
     }
-    // 4b. the others, each over its visible slots
+    // 4b. the others: the blocks they see whole in tiles, then each over
+    // its visible slots
+    part_runs(qt, [&](int r0, int n, int k) {
+      float* ap[QT];
+      const float* pp[QT];
+      const float* cp[QT];
+      PC_UNROLL for (int i = 0; i < QT; ++i) {
+        const int qi = part[r0 + (i < n ? i : 0)];
+        ap[i] = acc + qi * hd;
+        pp[i] = sc + qi * kChunkSlots;
+        cp[i] = cf + qi * kChunkBlocks;
+      }
+      for (int v0 = 0; v0 < NV; v0 += dv) tiles.update[n - 1](ap, pp, cp, vblk, blk_len, k, v0);
+    });
     for (int r = 0; r < n_part; ++r) {
       const int qi = part[r];
       const float* p = sc + qi * kChunkSlots;
       const float* c = cf + qi * kChunkBlocks;
       __m256 ac[NV];
       PC_UNROLL for (int v = 0; v < NV; ++v) ac[v] = _mm256_loadu_ps(acc + qi * hd + 8 * v);
-      for (int b = 0; b < n_blk; ++b) {
+      for (int b = full_blocks(qi); b < n_blk; ++b) {
         const int bits = visible(qi, b);
         if (bits < 0) break;
         if (c[b] != 1.f) {

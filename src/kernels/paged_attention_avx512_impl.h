@@ -223,8 +223,11 @@ __attribute__((noinline)) void softmax_rows16(const int* qs, int n, float* sc, f
     const F pv = V::loadu_f(prev), bv = V::loadu_f(bmax);
     V::storeu_f(cv, V::select_gt(bv, pv, V::fixed_exp(V::sub(pv, bv)), V::set1_f(1.f)));
     for (int b = 0; b < n_blk; b += 2) {
-      const F sv = V::loadu_f(row + 8 * b);  // (b + 1 = n_blk: the upper lanes are not read later)
-      V::storeu_f(row + 8 * b, V::fixed_exp(V::sub(sv, V::set2_f(run[b], b + 1 < n_blk ? run[b + 1] : run[b]))));
+      // (b + 1 = n_blk: the upper lanes, the next block's scores or unused
+      // scratch, are left as they are)
+      const F e = V::fixed_exp(V::sub(V::loadu_f(row + 8 * b), V::set2_f(run[b], b + 1 < n_blk ? run[b + 1] : run[b])));
+      if (b + 1 < n_blk) V::storeu_f(row + 8 * b, e);
+      else _mm256_storeu_ps(row + 8 * b, V::lo8(e));
     }
     for (int b = 0; b < n_blk; ++b) c[b] = cv[b];
     M[qi] = m;
