@@ -50,7 +50,7 @@ inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
 constexpr int64_t kDecodePrefetchAhead = 8192;
 
 // Part i of kN of the kBytes at p (a block of a weight row a decode kernel is
-// about to read), kDecodePrefetchAhead further on: one prefetch for each
+// about to read), kAhead bytes further on: one prefetch for each
 // 64-byte offset in [i·kBytes/kN, (i+1)·kBytes/kN), so the kN parts (and
 // consecutive blocks) cover the stream without gaps. A kernel that spends
 // long on each block (the X16 K-quant blocks hold 16 rows' blocks, 36-53
@@ -64,11 +64,11 @@ constexpr int64_t kDecodePrefetchAhead = 8192;
 // block (Q5_K_X16's 8 sub-blocks) all at the block's start, where that tile
 // streamed 0.7x as fast (BM_DecodeStep, 2-core Zen 5). Always inlined, so
 // a part's line offsets fold to constants where the part index is one.
-template <size_t kBytes, size_t kN>
+template <size_t kBytes, size_t kN, int64_t kAhead = kDecodePrefetchAhead>
 __attribute__((always_inline)) inline void prefetch_part(const void* p, size_t i) {
   constexpr size_t kMaxLines = (kBytes / kN + 63) / 64 + 1;
   const size_t o0 = (i * kBytes / kN + 63) & ~size_t(63), o1 = (i + 1) * kBytes / kN;
-  const char* q = static_cast<const char*>(p) + kDecodePrefetchAhead;
+  const char* q = static_cast<const char*>(p) + kAhead;
 #pragma GCC unroll 64
   for (size_t j = 0; j < kMaxLines; ++j)
     if (o0 + 64 * j < o1) asm volatile("prefetcht0 %0" : : "m"(q[o0 + 64 * j]));

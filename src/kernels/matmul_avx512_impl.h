@@ -214,6 +214,16 @@ struct TileRows {
 // prefetching the group's block stream ahead. Q5_K_X16 differs only in the
 // isum (q5kx_sub), the exact integer of dot_q5_k.
 
+// How far ahead the AVX-512 Q5_K_X16 decode tile prefetches: 12 KiB (4-5
+// blocks). On a 2-core Zen 5 (BM_DecodeStep, 3 rounds alternating with 8 KiB)
+// it streamed Q5_K_X16 at 29.3-31.0 GB/s on one thread against 24.6-28.1 and
+// 46.3-53.4 on two against 44.1-49.2, and tinyllama Q5_K_M decoded 62.6-64.4
+// tok/s against 57.7-58.4. Q4_K_X16 streamed 1.03-1.06x faster with it, but
+// tinyllama Q4_K_M decoded no faster (79.1-79.6 against 79.5-80.3 tok/s), and
+// Q6_K_X16, which spends longer on each byte, no faster either: they keep
+// kDecodePrefetchAhead's 8 KiB, as does q5kx_pairs (the AVX2 backend's decode).
+constexpr int64_t kQ5kxPrefetchAhead = 12288;
+
 // Quarter h (values 16h .. 16h + 15 of the half U: low nibbles U = 0, high
 // U = 1) of block b for R rows: isum[i] += its 16-product sum · its scale.
 template <class V, int R, int U>
@@ -250,7 +260,7 @@ inline void q5kx_sub(const BlockQ5_KX16& blk, const int8_t* const* x, typename V
     // part at its first step streamed 48-55 GB/s against 60-66, BM_DecodeStep
     // on a 2-core Zen 5).
     if constexpr (R == 1) {
-      if (u % 4 == 0) prefetch_part<sizeof blk, 16>(&blk, t / 4);
+      if (u % 4 == 0) prefetch_part<sizeof blk, 16, kQ5kxPrefetchAhead>(&blk, t / 4);
     }
     const I p = V::loadu_i(blk.qs[t % 32]);
     const I lo4 = J < 4 ? V::and_i(p, m4) : V::and_i(V::srli4_16(p), m4);

@@ -403,7 +403,9 @@ TEST_F(EngineTiersTest, DiskTierDoesNotChangeRadixCounts) {
         e->generate(greedy(p, gen));
         e->flush_tiers();
       }
-      if (!disk.empty()) EXPECT_EQ(EngineTestPeer::tiers(*e)->stats().writes, gen == 8 ? 2 : 4);
+      if (!disk.empty()) {
+        EXPECT_EQ(EngineTestPeer::tiers(*e)->stats().writes, gen == 8 ? 2 : 4);
+      }
       return radix_counts(*e);
     };
     const RadixCounts plain = run("");
