@@ -577,18 +577,23 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
       M[qi] = m;
       S[qi] = sum;
     }
+    // An update tile's pointers for queries qs[0, n) (its unused lanes
+    // repeat the first): accumulators, probabilities, block corrections.
+    auto tile_rows = [&](const int* qs, int n, float** ap, const float** pp, const float** cp) {
+      PC_UNROLL for (int i = 0; i < QT; ++i) {
+        const int qi = qs[i < n ? i : 0];
+        ap[i] = acc + qi * hd;
+        pp[i] = sc + qi * kChunkSlots;
+        cp[i] = cf + qi * kChunkBlocks;
+      }
+    };
     // 4a. accumulators of the queries that see the whole chunk
     for (int l = 0; l < n_full; l += qt) {
       const int n_here = n_full - l < qt ? n_full - l : qt;
       float* ap[QT];
       const float* pp[QT];
       const float* cp[QT];
-      PC_UNROLL for (int i = 0; i < QT; ++i) {
-        const int qi = live[l + (i < n_here ? i : 0)];
-        ap[i] = acc + qi * hd;
-        pp[i] = sc + qi * kChunkSlots;
-        cp[i] = cf + qi * kChunkBlocks;
-      }
+      tile_rows(live + l, n_here, ap, pp, cp);
       if constexpr (E_is_float<E>) {
         if (vupd) {  // (n_here == nq)
           for (int v0 = 0; v0 < NV; v0 += DV) vupd(ap, pp, cp, vrow, blk_len, n_blk, v0);
@@ -603,12 +608,7 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
       float* ap[QT];
       const float* pp[QT];
       const float* cp[QT];
-      PC_UNROLL for (int i = 0; i < QT; ++i) {
-        const int qi = part[r0 + (i < n ? i : 0)];
-        ap[i] = acc + qi * hd;
-        pp[i] = sc + qi * kChunkSlots;
-        cp[i] = cf + qi * kChunkBlocks;
-      }
+      tile_rows(part + r0, n, ap, pp, cp);
       for (int v0 = 0; v0 < NV; v0 += dv) tiles.update[n - 1](ap, pp, cp, vblk, blk_len, k, v0);
     });
     for (int r = 0; r < n_part; ++r) {
