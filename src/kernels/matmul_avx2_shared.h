@@ -46,7 +46,10 @@ inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
 // Q5_K_X16 28-29 / 60-66, Q6_K_X16 46-49 / 60-64; 4 KiB or 16 KiB ahead,
 // or prefetching to L2 or non-temporally, measured the same within that
 // machine's noise. The 32-value X16 tiles are the exception (q32x_tile16:
-// whole models decoded slower with their prefetch).
+// whole models decoded slower with their prefetch), and the AVX-512
+// Q5_K_X16 decode tile prefetches 12 KiB ahead (kQ5kxPrefetchAhead: one
+// thread streamed it 1.09x as fast, where Q4_K_X16 and Q6_K_X16 gained
+// nothing in whole models).
 constexpr int64_t kDecodePrefetchAhead = 8192;
 
 // Part i of kN of the kBytes at p (a block of a weight row a decode kernel is
