@@ -47,7 +47,9 @@
 // The X16 weights (sections "Q4_K_X16", "Q6_K_X16", "The 32-value X16
 // layouts", "IQ4_XS_X16"): a group of 16 rows a
 // vector, each column's sums in its own lane, tiles of up to V::kKxRows rows
-// (decode is the one-row tile); the exact integers and float operations of
+// (decode is the one-row tile; the AVX2 backend's K-quant prompt tiles take
+// the group's two 8-lane halves apart, V::Half, for 6 rows a tile in its 16
+// registers); the exact integers and float operations of
 // the scalar kernels. K-quant weights as stored (tensors not in whole groups
 // of 16, a token embedding the output projection is tied to) run the AVX2
 // kernels, but Q6_K decode rows (q6k_row16: "decode" below), which give the
@@ -1020,8 +1022,32 @@ struct Avx512Q32 {
     if constexpr (R == 1) return x16_tile_of<T, 1>();
     else return nr == R ? x16_tile_of<T, R>() : x16_tile<T, R - 1>(nr);
   }
+  // The K-quant prompt tiles of 8-lane halves (V::kHalfTiles: the AVX2
+  // backend): the group's lanes 0-7 and then 8-15 for each tile of rows.
+  template <class HV, GgmlType T, int R>
+  static KxTileFn half_tile(int nr) {
+    if constexpr (R > 1) {
+      if (nr < R) return half_tile<HV, T, R - 1>(nr);
+    }
+    if constexpr (T == GgmlType::Q6_K_X16) return q6kx_tile16<HV, R>;
+    else return k45x_tile16<HV, R, T == GgmlType::Q5_K_X16>;
+  }
   template <GgmlType T>
   static void run_x16(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t*) {
+    if constexpr (V::kHalfTiles && (T == GgmlType::Q4_K_X16 || T == GgmlType::Q5_K_X16 || T == GgmlType::Q6_K_X16)) {
+      if (r1 - r0 > 1) {
+        using H0 = typename V::template Half<0>;
+        using H1 = typename V::template Half<1>;
+        for (int64_t g = c0 / kX16Rows; g < c1 / kX16Rows; ++g)
+          for (int64_t r = r0; r < r1;) {
+            const int nr = static_cast<int>(r1 - r < H0::kKxRows ? r1 - r : H0::kKxRows);
+            half_tile<H0, T, H0::kKxRows>(nr)(a, r, g);
+            half_tile<H1, T, H1::kKxRows>(nr)(a, r, g);
+            r += nr;
+          }
+        return;
+      }
+    }
     for (int64_t g = c0 / kX16Rows; g < c1 / kX16Rows; ++g)
       for (int64_t r = r0; r < r1;) {
         const int nr = static_cast<int>(r1 - r < V::kKxRows ? r1 - r : V::kKxRows);

@@ -138,6 +138,7 @@ struct V512 {
   }
   // The X16 kernels' operations (matmul_avx512_impl.h "Q4_K_X16", "Q6_K_X16").
   static constexpr int kKxRows = 8;  // rows an X16 tile: 8 sums + 8 products + 8 accumulators
+  static constexpr bool kHalfTiles = false;  // see V512Emu
   static constexpr bool kFewRegs = false;  // 32 vector registers
   static I bcast32_i(const void* p) {
     int32_t v;

@@ -10,6 +10,9 @@
 namespace pc::kern {
 namespace {
 
+template <int H>
+struct V256Half;
+
 struct V512Emu {
   struct I {
     __m256i lo, hi;
@@ -69,8 +72,13 @@ struct V512Emu {
   static I dpbusd(I acc, I u8, I s8) { return {dpbusd8(acc.lo, u8.lo, s8.lo), dpbusd8(acc.hi, u8.hi, s8.hi)}; }
   // The X16 kernels' operations (matmul_avx512_impl.h "Q4_K_X16",
   // "Q6_K_X16"); this backend is also the AVX2 path's kernel for those layouts.
-  static constexpr int kKxRows = 2;  // 2 ymm registers a vector, 16 in all
+  static constexpr int kKxRows = 2;  // 2 ymm registers a vector, 16 in all (decode, the 32-value types)
   static constexpr bool kFewRegs = true;
+  // The K-quant X16 prompt tiles run a group's two halves of 8 lanes apart
+  // (V256Half<0>, V256Half<1>: one ymm a vector), 6 rows a tile.
+  static constexpr bool kHalfTiles = true;
+  template <int H>
+  using Half = V256Half<H>;
   // vpdpbusd for u7 < 128: vpmaddubsw cannot saturate (2 · 127 · 128 < 2^15),
   // so maddubs + madd by 1 is exact.
   static I dpbusd_u7(I acc, I u7, I s8) {
@@ -230,6 +238,66 @@ struct V512Emu {
 #pragma GCC unroll 8
     for (int j = 0; j < 8; ++j) out[j] = {tlo[j], thi[j]};
   }
+};
+
+// Lanes 8H .. 8H + 7 of V512Emu's 16, as a backend of their own for the X16
+// tiles (k45x_tile16, q6kx_tile16): one ymm a vector, so a tile holds 4 rows'
+// sums in AVX2's 16 registers where the 16-lane form holds 2, and each code
+// vector unpacked serves twice the rows. Every memory operand of a vector is
+// read at its half: a 64-byte vector of 16 lanes' bytes at p + 32H, 16 lanes'
+// bytes / F16 values at p + 8H, and the tile's 16 outputs of a row written
+// at p + 8H. Each lane's operations are V512Emu's, so the bits are the same.
+template <int H>
+struct V256Half {
+  using I = __m256i;
+  using F = __m256;
+  static constexpr int kKxRows = 6;
+  static constexpr bool kFewRegs = true;
+  static I zero_i() { return _mm256_setzero_si256(); }
+  static F zero_f() { return _mm256_setzero_ps(); }
+  static I set1_i(int32_t v) { return _mm256_set1_epi32(v); }
+  static F set1_f(float v) { return _mm256_set1_ps(v); }
+  static I loadu_i(const void* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint8_t*>(p) + 32 * H)); }
+  static I zx8_32(const void* p) {
+    return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(static_cast<const uint8_t*>(p) + 8 * H)));
+  }
+  static F load_h16(const uint16_t* p) { return V512Emu::cvt_h8(p + 8 * H); }
+  static void storeu_f(float* p, F v) { _mm256_storeu_ps(p + 8 * H, v); }
+  static I bcast32_i(const void* p) { return V512Emu::bcast32_i(p).lo; }
+  static I and_i(I a, I b) { return _mm256_and_si256(a, b); }
+  static I or_i(I a, I b) { return _mm256_or_si256(a, b); }
+  static I srli4_16(I v) { return _mm256_srli_epi16(v, 4); }
+  template <int S>
+  static I srli32(I v) { return _mm256_srli_epi32(v, S); }
+  template <int S>
+  static I slli32(I v) { return _mm256_slli_epi32(v, S); }
+  static I dpwssd(I acc, I a, I b) { return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b)); }
+  static F cvt(I v) { return _mm256_cvtepi32_ps(v); }
+  static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
+  static F add(F a, F b) { return _mm256_add_ps(a, b); }
+  static F sub(F a, F b) { return _mm256_sub_ps(a, b); }
+  template <int N, int kMax>
+  static I scale_for(I sc) { return _mm256_or_si256(_mm256_and_si256(sc, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(sc, 16)); }
+  template <int N, int kMax>
+  static I steps_scaled(I isum, const I* q, const int8_t* x, I sc) { return V512Emu::steps8<N, kMax>(isum, q, x, sc); }
+  // Q6_K_X16's and Q5_K_X16's further operations
+  static I sx8_32(const void* p) {
+    return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(static_cast<const uint8_t*>(p) + 8 * H)));
+  }
+  template <int S>
+  static I slli16(I v) { return _mm256_slli_epi16(v, S); }
+  template <int S>
+  static I srli16(I v) { return _mm256_srli_epi16(v, S); }
+  static I slli32_5(I v) { return _mm256_slli_epi32(v, 5); }
+  static I sub32(I a, I b) { return _mm256_sub_epi32(a, b); }
+  static I add32(I a, I b) { return _mm256_add_epi32(a, b); }
+  static I mullo32(I a, I b) { return _mm256_mullo_epi32(a, b); }
+  static I dpbusd_u7(I acc, I u7, I s8) {
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u7, s8), _mm256_set1_epi16(1)));
+  }
+  // V512Emu's shifts of the low half's words by s0 and the high half's by s1
+  static I sll16_2(I v, int s0, int s1) { return _mm256_sll_epi16(v, _mm_cvtsi32_si128(H ? s1 : s0)); }
+  static I srl16_2(I v, int s0, int s1) { return _mm256_srl_epi16(v, _mm_cvtsi32_si128(H ? s1 : s0)); }
 };
 
 }  // namespace

@@ -403,9 +403,10 @@ std::vector<float> random_x(int64_t m, int64_t k, uint32_t seed) {
 // matmul on the X16 layouts = matmul on the stored Q4_K / Q6_K / Q5_K / Q8_0 /
 // Q4_0 / Q5_0 weights, bitwise, on every kernel path (AVX-512's own kernels,
 // real and emulated; the scalar path unpacks, AVX2 runs the emulated kernels
-// or, Q8_0 and Q4_0 prompts, its panel), for decode rows and
-// prompt tiles, whatever the thread count; and each row of a batch is the
-// row computed alone.
+// or, Q8_0 and Q4_0 prompts, its panel; K-quant prompts in 6-row tiles of
+// 8-lane halves, so m = 7 and 8 end in tiles of 1 and 2 rows), for decode
+// rows and prompt tiles, whatever the thread count; and each row of a batch
+// is the row computed alone.
 TEST(WeightRepack, MatmulMatchesStoredBitwise) {
   test::LevelGuard guard;
   ThreadPool pools[3] = {ThreadPool(1), ThreadPool(2), ThreadPool(3)};
@@ -418,7 +419,7 @@ TEST(WeightRepack, MatmulMatchesStoredBitwise) {
         const std::vector<uint8_t> r = repacked(t, w, n, k);
         const WeightView stored{t, k, n, w.data(), ggml_row_bytes(t, k)};
         const WeightView repack{repacked_type(t), k, n, r.data(), ggml_row_bytes(repacked_type(t), k)};
-        for (int64_t m : {1, 3, 4, 5, 17, 64}) {
+        for (int64_t m : {1, 3, 4, 5, 7, 8, 17, 64}) {
           const std::vector<float> x = random_x(m, k, ++seed);
           path.use();
           std::vector<float> ref(size_t(m * n), -1.f);
