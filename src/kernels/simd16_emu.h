@@ -253,6 +253,7 @@ struct V256Half {
   using F = __m256;
   static constexpr int kKxRows = 6;
   static constexpr bool kFewRegs = true;
+  static constexpr bool kQ5Quarters = true;  // k45x_tile16 takes q5kx_quarters
   static I zero_i() { return _mm256_setzero_si256(); }
   static F zero_f() { return _mm256_setzero_ps(); }
   static I set1_i(int32_t v) { return _mm256_set1_epi32(v); }
