@@ -1066,11 +1066,13 @@ struct Avx512Q32 {
       if (nr < R) return half_tile<HV, T, R - 1>(nr);
     }
     if constexpr (T == GgmlType::Q6_K_X16) return q6kx_tile16<HV, R>;
+    else if constexpr (T == GgmlType::IQ4_XS_X16) return iq4xs_tile16<HV, R>;
     else return k45x_tile16<HV, R, T == GgmlType::Q5_K_X16>;
   }
   template <GgmlType T>
   static void run_x16(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t*) {
-    if constexpr (V::kHalfTiles && (T == GgmlType::Q4_K_X16 || T == GgmlType::Q5_K_X16 || T == GgmlType::Q6_K_X16)) {
+    if constexpr (V::kHalfTiles && (T == GgmlType::Q4_K_X16 || T == GgmlType::Q5_K_X16 || T == GgmlType::Q6_K_X16 ||
+                                    T == GgmlType::IQ4_XS_X16)) {
       if (r1 - r0 > 1) {
         using H0 = typename V::template Half<0>;
         using H1 = typename V::template Half<1>;

@@ -241,7 +241,7 @@ struct V512Emu {
 };
 
 // Lanes 8H .. 8H + 7 of V512Emu's 16, as a backend of their own for the X16
-// tiles (k45x_tile16, q6kx_tile16): one ymm a vector, so a tile holds 4 rows'
+// tiles (k45x_tile16, q6kx_tile16, iq4xs_tile16): one ymm a vector, so a tile holds 4 rows'
 // sums in AVX2's 16 registers where the 16-lane form holds 2, and each code
 // vector unpacked serves twice the rows. Every memory operand of a vector is
 // read at its half: a 64-byte vector of 16 lanes' bytes at p + 32H, 16 lanes'
@@ -295,6 +295,14 @@ struct V256Half {
   static I mullo32(I a, I b) { return _mm256_mullo_epi32(a, b); }
   static I dpbusd_u7(I acc, I u7, I s8) {
     return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u7, s8), _mm256_set1_epi16(1)));
+  }
+  // IQ4_XS_X16's: the table codes as V512Emu reads them (unbiased)
+  static constexpr bool kQ8xBiased = false;
+  static I bcast128_i(const void* p) { return _mm256_broadcastsi128_si256(_mm_loadu_si128(static_cast<const __m128i*>(p))); }
+  static I lut16(I table, I idx) { return _mm256_shuffle_epi8(table, idx); }
+  static I q8x_dot(I acc, I w, const int8_t* x) { return V512Emu::q8x_dot8(acc, w, bcast32_i(x)); }
+  static I zx16_32(const void* p) {
+    return _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint8_t*>(p) + 16 * H)));
   }
   // V512Emu's shifts of the low half's words by s0 and the high half's by s1
   static I sll16_2(I v, int s0, int s1) { return _mm256_sll_epi16(v, _mm_cvtsi32_si128(H ? s1 : s0)); }
