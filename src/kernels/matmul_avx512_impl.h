@@ -47,10 +47,10 @@
 // The X16 weights (sections "Q4_K_X16", "Q6_K_X16", "The 32-value X16
 // layouts", "IQ4_XS_X16"): a group of 16 rows a
 // vector, each column's sums in its own lane, tiles of up to V::kKxRows rows
-// (decode is the one-row tile; the AVX2 backend's K-quant prompt tiles take
-// the group's two 8-lane halves apart, V::Half, for 6 rows a tile in its 16
-// registers); the exact integers and float operations of
-// the scalar kernels. K-quant weights as stored (tensors not in whole groups
+// (decode is the one-row tile; the AVX2 backend's K-quant and IQ4_XS prompt
+// tiles take the group's two 8-lane halves apart, V::Half, for 6 rows a tile
+// in its 16 registers); the exact integers and float operations of the
+// scalar kernels. K-quant weights as stored (tensors not in whole groups
 // of 16, a token embedding the output projection is tied to) run the AVX2
 // kernels, but Q6_K decode rows (q6k_row16: "decode" below), which give the
 // same bits.
@@ -1058,8 +1058,8 @@ struct Avx512Q32 {
     if constexpr (R == 1) return x16_tile_of<T, 1>();
     else return nr == R ? x16_tile_of<T, R>() : x16_tile<T, R - 1>(nr);
   }
-  // The K-quant prompt tiles of 8-lane halves (V::kHalfTiles: the AVX2
-  // backend): the group's lanes 0-7 and then 8-15 for each tile of rows.
+  // The K-quant and IQ4_XS prompt tiles of 8-lane halves (V::kHalfTiles: the
+  // AVX2 backend): the group's lanes 0-7 and then 8-15 for each tile of rows.
   template <class HV, GgmlType T, int R>
   static KxTileFn half_tile(int nr) {
     if constexpr (R > 1) {

@@ -74,7 +74,7 @@ struct V512Emu {
   // "Q6_K_X16"); this backend is also the AVX2 path's kernel for those layouts.
   static constexpr int kKxRows = 2;  // 2 ymm registers a vector, 16 in all (decode, the 32-value types)
   static constexpr bool kFewRegs = true;
-  // The K-quant X16 prompt tiles run a group's two halves of 8 lanes apart
+  // The K-quant and IQ4_XS X16 prompt tiles run a group's two halves of 8 lanes apart
   // (V256Half<0>, V256Half<1>: one ymm a vector), 6 rows a tile.
   static constexpr bool kHalfTiles = true;
   template <int H>
@@ -241,9 +241,9 @@ struct V512Emu {
 };
 
 // Lanes 8H .. 8H + 7 of V512Emu's 16, as a backend of their own for the X16
-// tiles (k45x_tile16, q6kx_tile16, iq4xs_tile16): one ymm a vector, so a tile holds 4 rows'
-// sums in AVX2's 16 registers where the 16-lane form holds 2, and each code
-// vector unpacked serves twice the rows. Every memory operand of a vector is
+// prompt tiles (k45x_tile16, q6kx_tile16, iq4xs_tile16): one ymm a vector, so
+// a tile holds 6 rows' sums in AVX2's 16 registers where the 16-lane form
+// holds 2, and each code vector unpacked serves three times the rows. Every memory operand of a vector is
 // read at its half: a 64-byte vector of 16 lanes' bytes at p + 32H, 16 lanes'
 // bytes / F16 values at p + 8H, and the tile's 16 outputs of a row written
 // at p + 8H. Each lane's operations are V512Emu's, so the bits are the same.
