@@ -1058,8 +1058,10 @@ struct Avx512Q32 {
     if constexpr (R == 1) return x16_tile_of<T, 1>();
     else return nr == R ? x16_tile_of<T, R>() : x16_tile<T, R - 1>(nr);
   }
-  // The K-quant and IQ4_XS prompt tiles of 8-lane halves (V::kHalfTiles: the
-  // AVX2 backend): the group's lanes 0-7 and then 8-15 for each tile of rows.
+  // The prompt tiles of 8-lane halves (V::kHalfTiles: the AVX2 backend): the
+  // group's lanes 0-7 and then 8-15 for each tile of rows, up to
+  // HV::kKxRows rows (the K-quants, IQ4_XS) or HV::kQ32Rows (the 32-value
+  // types) a tile.
   template <class HV, GgmlType T, int R>
   static KxTileFn half_tile(int nr) {
     if constexpr (R > 1) {
@@ -1067,20 +1069,24 @@ struct Avx512Q32 {
     }
     if constexpr (T == GgmlType::Q6_K_X16) return q6kx_tile16<HV, R>;
     else if constexpr (T == GgmlType::IQ4_XS_X16) return iq4xs_tile16<HV, R>;
-    else return k45x_tile16<HV, R, T == GgmlType::Q5_K_X16>;
+    else if constexpr (T == GgmlType::Q4_K_X16 || T == GgmlType::Q5_K_X16)
+      return k45x_tile16<HV, R, T == GgmlType::Q5_K_X16>;
+    else return q32x_tile16<HV, R, T>;
   }
   template <GgmlType T>
   static void run_x16(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t*) {
-    if constexpr (V::kHalfTiles && (T == GgmlType::Q4_K_X16 || T == GgmlType::Q5_K_X16 || T == GgmlType::Q6_K_X16 ||
-                                    T == GgmlType::IQ4_XS_X16)) {
+    if constexpr (V::kHalfTiles) {
       if (r1 - r0 > 1) {
         using H0 = typename V::template Half<0>;
         using H1 = typename V::template Half<1>;
+        constexpr bool kQ32 = T != GgmlType::Q4_K_X16 && T != GgmlType::Q5_K_X16 && T != GgmlType::Q6_K_X16 &&
+                              T != GgmlType::IQ4_XS_X16;
+        constexpr int kRows = kQ32 ? H0::kQ32Rows : H0::kKxRows;
         for (int64_t g = c0 / kX16Rows; g < c1 / kX16Rows; ++g)
           for (int64_t r = r0; r < r1;) {
-            const int nr = static_cast<int>(r1 - r < H0::kKxRows ? r1 - r : H0::kKxRows);
-            half_tile<H0, T, H0::kKxRows>(nr)(a, r, g);
-            half_tile<H1, T, H1::kKxRows>(nr)(a, r, g);
+            const int nr = static_cast<int>(r1 - r < kRows ? r1 - r : kRows);
+            half_tile<H0, T, kRows>(nr)(a, r, g);
+            half_tile<H1, T, kRows>(nr)(a, r, g);
             r += nr;
           }
         return;
