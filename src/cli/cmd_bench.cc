@@ -64,9 +64,11 @@ std::vector<CpuLevel> kernel_levels(const std::vector<std::string>& names) {
   for (const std::string& name : names) {
     CpuLevel l = default_cpu_level();
     if (name != "auto" && !cpu_level_from_name(name, &l))
-      throw Error("--kernels: unknown kernels '" + name + "' (auto, avx512, avx2 or scalar)");
+      throw Error("--kernels: unknown kernels '" + name + "' (auto, avx512, avxvnni, avx2 or scalar)");
     if (l > detect_cpu_level())
       throw Error("--kernels: this CPU cannot run " + name + " (best: " + cpu_level_name(detect_cpu_level()) + ")");
+    if (l == CpuLevel::AvxVnni && !cpu_has_avx_vnni())
+      throw Error("--kernels: this CPU cannot run avxvnni (no AVX-VNNI instructions)");
     levels.push_back(l);
   }
   return levels;
@@ -399,7 +401,8 @@ Run add_bench(CLI::App& app) {
       ->capture_default_str()->check(CLI::Range(1, 1 << 20));
   p->add_option("--kernels", a->kernels,
                  "CPU code paths to measure, interleaved in one process for side-by-side ratios "
-                 "(auto = the best this CPU runs, capped by PROMPTCACHE_KERNELS; avx512, avx2, scalar; "
+                 "(auto = the best this CPU runs, capped by PROMPTCACHE_KERNELS; avx512, avxvnni (AVX2 with "
+                 "AVX-VNNI), avx2, scalar; "
                  "space- or comma-separated)")
       ->capture_default_str()->delimiter(',');
   p->add_option("--temperature", a->temperatures,

@@ -13,7 +13,7 @@ void apply_kernel_cap_from_environment() {
   if (!env || !*env || std::strcmp(env, "auto") == 0) return;
   CpuLevel cap;
   if (!cpu_level_from_name(env, &cap)) {
-    std::fprintf(stderr, "promptcache: ignoring PROMPTCACHE_KERNELS=%s (auto, avx512, avx2 or scalar)\n", env);
+    std::fprintf(stderr, "promptcache: ignoring PROMPTCACHE_KERNELS=%s (auto, avx512, avxvnni, avx2 or scalar)\n", env);
     return;
   }
   set_kernel_cap(cap);

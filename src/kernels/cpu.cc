@@ -7,6 +7,7 @@
 //
 //   Avx2:   CPUID.1:ECX  OSXSAVE(27) AVX(28) FMA(12) F16C(29), CPUID.7.0:EBX AVX2(5),
 //           XCR0 bits 1,2 (SSE + AVX/YMM state).
+//   AvxVnni: Avx2 plus CPUID.7.1:EAX AVX-VNNI(4) (the same YMM state).
 //   Avx512: Avx2 plus CPUID.7.0:EBX AVX512F(16) DQ(17) BW(30) VL(31) and
 //           CPUID.7.0:ECX AVX512_VNNI(11) (Ice Lake / Zen 4 and later; without
 //           VNNI the machine runs Avx2), XCR0 bits 5,6,7 (opmask, ZMM0-15
@@ -37,6 +38,13 @@ uint64_t read_xcr0() {
   return (static_cast<uint64_t>(edx) << 32) | eax;
 }
 
+bool avx_vnni_uncached() {
+  if (__get_cpuid_max(0, nullptr) < 7) return false;
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  __cpuid_count(7, 1, eax, ebx, ecx, edx);
+  return eax & (1u << 4);
+}
+
 CpuLevel detect_uncached() {
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
   if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return CpuLevel::Scalar;
@@ -58,11 +66,22 @@ CpuLevel detect_uncached() {
   const bool avx512 = (ebx & (1u << 16)) && (ebx & (1u << 17)) && (ebx & (1u << 30)) &&
                       (ebx & (1u << 31)) && (ecx & (1u << 11));
   if (avx512 && (xcr0 & 0xE6) == 0xE6) return CpuLevel::Avx512;
-  return CpuLevel::Avx2;
+  return avx_vnni_uncached() ? CpuLevel::AvxVnni : CpuLevel::Avx2;
 }
 #else
+bool avx_vnni_uncached() { return false; }
 CpuLevel detect_uncached() { return CpuLevel::Scalar; }
 #endif
+
+// `want`, lowered to what this machine runs: at most the detected level, and
+// Avx2 for AvxVnni without AVX-VNNI (an AVX-512 machine may lack it).
+int runnable(int want) {
+  const int best = static_cast<int>(detect_cpu_level());
+  if (want > best) want = best;
+  if (want < 0) want = 0;
+  if (want == static_cast<int>(CpuLevel::AvxVnni) && !cpu_has_avx_vnni()) want = static_cast<int>(CpuLevel::Avx2);
+  return want;
+}
 
 std::atomic<int>& cap_slot() {
   static std::atomic<int> slot{static_cast<int>(CpuLevel::Avx512)};
@@ -81,10 +100,12 @@ CpuLevel detect_cpu_level() {
   return detected;
 }
 
-CpuLevel default_cpu_level() {
-  const CpuLevel best = detect_cpu_level(), cap = kernel_cap();
-  return cap < best ? cap : best;
+bool cpu_has_avx_vnni() {
+  static const bool has = detect_cpu_level() >= CpuLevel::Avx2 && avx_vnni_uncached();
+  return has;
 }
+
+CpuLevel default_cpu_level() { return static_cast<CpuLevel>(runnable(static_cast<int>(kernel_cap()))); }
 
 CpuLevel kernel_cap() { return static_cast<CpuLevel>(cap_slot().load(std::memory_order_relaxed)); }
 
@@ -95,25 +116,20 @@ void set_kernel_cap(CpuLevel cap) {
 
 CpuLevel cpu_level() { return static_cast<CpuLevel>(level_slot().load(std::memory_order_relaxed)); }
 
-void set_cpu_level(CpuLevel level) {
-  const int best = static_cast<int>(detect_cpu_level());
-  int want = static_cast<int>(level);
-  if (want > best) want = best;
-  if (want < 0) want = 0;
-  level_slot().store(want, std::memory_order_relaxed);
-}
+void set_cpu_level(CpuLevel level) { level_slot().store(runnable(static_cast<int>(level)), std::memory_order_relaxed); }
 
 std::string cpu_level_name(CpuLevel level) {
   switch (level) {
     case CpuLevel::Scalar: return "scalar";
     case CpuLevel::Avx2: return "avx2";
+    case CpuLevel::AvxVnni: return "avxvnni";
     case CpuLevel::Avx512: return "avx512";
   }
   return "unknown";
 }
 
 bool cpu_level_from_name(const std::string& name, CpuLevel* level) {
-  for (CpuLevel l : {CpuLevel::Scalar, CpuLevel::Avx2, CpuLevel::Avx512}) {
+  for (CpuLevel l : {CpuLevel::Scalar, CpuLevel::Avx2, CpuLevel::AvxVnni, CpuLevel::Avx512}) {
     if (name == cpu_level_name(l)) {
       *level = l;
       return true;

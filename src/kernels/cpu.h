@@ -8,9 +8,15 @@
 
 namespace pc {
 
-enum class CpuLevel { Scalar = 0, Avx2 = 1, Avx512 = 2 };
+// AvxVnni: Avx2 plus the AVX-VNNI instructions (vpdpbusd / vpdpwssd on ymm;
+// Intel Alder Lake and later, AMD Zen 5), for the X16 weight kernels. It sits
+// below Avx512 but is not implied by it (Zen 4 and Ice Lake have AVX-512 VNNI
+// without AVX-VNNI): set_cpu_level() and the cap fall back to Avx2 where the
+// CPU lacks it.
+enum class CpuLevel { Scalar = 0, Avx2 = 1, AvxVnni = 2, Avx512 = 3 };
 
 CpuLevel detect_cpu_level();        // best level this machine can run
+bool cpu_has_avx_vnni();            // whether AvxVnni can run (AVX-VNNI, on top of Avx2)
 // The process's default level: detect_cpu_level(), or the cap when it is lower.
 CpuLevel default_cpu_level();
 // Caps the default level at `cap` (Avx512, the initial cap: none) and switches

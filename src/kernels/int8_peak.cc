@@ -49,6 +49,30 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) uint32_t vnni_chains(uint
   return r;
 }
 
+// AvxVnni: the same chains on ymm with the VEX-encoded vpdpbusd.
+__attribute__((target("avx2,avxvnni"))) uint32_t avxvnni_chains(uint32_t seed) {
+  const __m256i a = _mm256_set1_epi32(int(seed | 0x01010101u));
+  const __m256i b = _mm256_set1_epi32(int(seed * 2654435761u));
+  int k = 0;
+#define PC_INIT(x) __m256i x = _mm256_set1_epi32(k++);
+  PC_CHAINS(PC_INIT)
+#undef PC_INIT
+  for (int64_t i = 0; i < kIters; ++i) {
+#define PC_STEP(x) x = _mm256_dpbusd_avx_epi32(x, a, b);
+    PC_CHAINS(PC_STEP)
+#undef PC_STEP
+  }
+  __m256i s = _mm256_setzero_si256();
+#define PC_FOLD(x) s = _mm256_xor_si256(s, x);
+  PC_CHAINS(PC_FOLD)
+#undef PC_FOLD
+  alignas(32) uint32_t w[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(w), s);
+  uint32_t r = 0;
+  for (uint32_t x : w) r ^= x;
+  return r;
+}
+
 // The AVX2 step as the kernels run it: vpmaddubsw + vpmaddwd on operands that
 // are not the accumulator, summed by vpaddd. Each chain has its own operand, which
 // an empty asm makes look new every iteration so the products are not hoisted out
@@ -93,16 +117,17 @@ Int8Peak measure_int8_peak(ThreadPool& pool, CpuLevel level, int passes) {
   r.passes = passes;
 #if defined(__x86_64__)
   if (level == CpuLevel::Scalar) return r;
-  const bool vnni = level == CpuLevel::Avx512;
-  r.instruction = vnni ? "vpdpbusd" : "vpmaddubsw+vpmaddwd";
-  // Multiply-adds per chain step: a vpdpbusd's 64 lanes, a vpmaddubsw's 32.
-  const double macs = double(kIters) * (vnni ? kChains * 64 : kChainsAvx2 * 32) * r.threads;
+  const bool vnni = level == CpuLevel::Avx512, ymm_vnni = level == CpuLevel::AvxVnni;
+  r.instruction = vnni ? "vpdpbusd" : ymm_vnni ? "vpdpbusd (ymm)" : "vpmaddubsw+vpmaddwd";
+  // Multiply-adds per chain step: a vpdpbusd's 64 lanes (32 on ymm), a vpmaddubsw's 32.
+  const double macs = double(kIters) * (vnni ? kChains * 64 : ymm_vnni ? kChains * 32 : kChainsAvx2 * 32) * r.threads;
   std::atomic<uint32_t> sink{0};
   for (int pass = 0; pass < passes; ++pass) {
     const auto t0 = std::chrono::steady_clock::now();
     pool.parallel_for(r.threads, [&](int64_t t, int) {
       const uint32_t seed = uint32_t(t + pass + 3);
-      sink.fetch_xor(vnni ? vnni_chains(seed) : maddubs_chains(seed), std::memory_order_relaxed);
+      sink.fetch_xor(vnni ? vnni_chains(seed) : ymm_vnni ? avxvnni_chains(seed) : maddubs_chains(seed),
+                     std::memory_order_relaxed);
     });
     const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     r.gmacs = std::max(r.gmacs, macs / sec * 1e-9);

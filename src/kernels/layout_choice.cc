@@ -110,7 +110,7 @@ LayoutTiming time_decode_layouts(GgmlType stored, int64_t bytes, int pairs, int 
 
 GgmlType fastest_decode_layout(GgmlType t, int64_t bytes) {
   const GgmlType kernels = matmul_repacked_type(t);
-  if (kernels == t || cpu_level() != CpuLevel::Avx2) return kernels;
+  if (kernels == t || (cpu_level() != CpuLevel::Avx2 && cpu_level() != CpuLevel::AvxVnni)) return kernels;
   const size_t i = size_t(t) & 255;
   std::lock_guard<std::mutex> lock(g_mu);  // one measurement at a time: they share the memory bus
   if (!g_chosen[i]) {

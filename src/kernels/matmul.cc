@@ -75,6 +75,7 @@ const kern::KernelSet* kernel_set() {
     case CpuLevel::Avx512:
       if (const kern::KernelSet* s = kern::avx512_kernel_set()) return s;
       return kern::avx2_kernel_set();
+    case CpuLevel::AvxVnni:  // the AVX2 set, its X16 layouts on AVX-VNNI (x16_kernel_set)
     case CpuLevel::Avx2: return kern::avx2_kernel_set();
     default: return nullptr;
   }

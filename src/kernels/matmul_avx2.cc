@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "gguf/quants.h"
+#include "kernels/cpu.h"
 #include "kernels/matmul_internal.h"
 #include "kernels/weight_repack.h"
 
@@ -492,7 +493,7 @@ template <bool kQ4, bool kX16 = false>
 void run_task_q32(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* scratch) {
   if (r1 - r0 < kPanelRows || !a.al.x16_off) {
     if constexpr (kX16)
-      avx512_emulated_kernel_set()->kernel(kQ4 ? GgmlType::Q4_0_X16 : GgmlType::Q8_0_X16)(a, r0, r1, c0, c1, scratch);
+      x16_kernel_set()->kernel(kQ4 ? GgmlType::Q4_0_X16 : GgmlType::Q8_0_X16)(a, r0, r1, c0, c1, scratch);
     else q32_rows<kQ4>(a, r0, r1, c0, c1);
     return;
   }
@@ -573,6 +574,12 @@ void quantize_row_avx2(const float* x, int64_t k, const ActLayout& l, uint8_t* o
 // Entry points: plain (baseline) code that only hands out the AVX2 functions.
 namespace pc::kern {
 
+const KernelSet* x16_kernel_set() {
+  if (cpu_level() == CpuLevel::AvxVnni)
+    if (const KernelSet* s = avxvnni_kernel_set()) return s;
+  return avx512_emulated_kernel_set();
+}
+
 namespace {
 
 // Q4_K as stored (--repack left it so, where its X16 layout decodes slower) in
@@ -598,7 +605,7 @@ void run_task_q4k(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64
   MatmulArgs b = a;
   b.w = scratch;
   b.y = a.y + c0;
-  avx512_emulated_kernel_set()->kernel(GgmlType::Q4_K_X16)(b, r0, r1, 0, c1 - c0, nullptr);
+  x16_kernel_set()->kernel(GgmlType::Q4_K_X16)(b, r0, r1, 0, c1 - c0, nullptr);
 }
 
 // The AVX2 set: avx2_kernel() and avx2_task_*(), but stored Q4_K as above.
@@ -633,7 +640,7 @@ TaskKernel avx2_kernel(GgmlType t) {
     case GgmlType::Q4_K: return run_task<KQ4_K, 1, 2, 3>;
     case GgmlType::Q6_K: return run_task<KQ6_K, 1, 2, 3>;
     default:  // the other X16 layouts: the 16-lane kernels on the emulation
-      if (x16_layout(t)) return avx512_emulated_kernel_set()->kernel(t);
+      if (x16_layout(t)) return x16_kernel_set()->kernel(t);
       return avx2_unpack_kernel(t);  // Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4, Q5_K, IQ4_XS as stored
   }
 }

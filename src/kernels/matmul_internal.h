@@ -148,6 +148,14 @@ const KernelSet* avx512_kernel_set();
 // operations it uses (kernels_avx512_emu.cc): lets machines without AVX-512
 // test that code's logic bitwise against the scalar kernels.
 const KernelSet* avx512_emulated_kernel_set();
+// The 16-lane kernel code on ymm pairs with the AVX-VNNI instructions
+// (kernels_avxvnni.cc; nullptr where not compiled), and the same forms with
+// those instructions emulated exactly (kernels_avxvnni_emu.cc, for tests).
+const KernelSet* avxvnni_kernel_set();
+const KernelSet* avxvnni_emulated_kernel_set();
+// The set the AVX2 kernels hand the X16 layouts to: avxvnni_kernel_set() at
+// CpuLevel::AvxVnni, else avx512_emulated_kernel_set().
+const KernelSet* x16_kernel_set();
 // Tests: make matmul() use `set` whatever the CPU level (nullptr: by level).
 void force_kernel_set(const KernelSet* set);
 

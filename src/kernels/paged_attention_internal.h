@@ -317,6 +317,10 @@ bool with_head_vectors(int head_dim, F&& f) {
 const AttnTiles* avx512_attn_tiles(int head_dim);
 // The same tile code on the AVX2 emulation of its 16-lane operations (tests).
 const AttnTiles* avx512_emulated_attn_tiles(int head_dim);
+// The same tiles built with AVX-VNNI (kernels_avxvnni.cc) and on its
+// emulation (kernels_avxvnni_emu.cc); the AvxVnni level runs the AVX2 tiles.
+const AttnTiles* avxvnni_attn_tiles(int head_dim);
+const AttnTiles* avxvnni_emulated_attn_tiles(int head_dim);
 // Tests: take the tiles from `provider` whatever the CPU level (nullptr: by level).
 void force_attn_tiles(const AttnTiles* (*provider)(int head_dim));
 

@@ -1,8 +1,23 @@
 // V512Emu: the 16-lane operations of the AVX-512 kernels as pairs of AVX2
 // operations with the same per-lane results (lanes 0-7 in lo, 8-15 in hi),
 // so machines without AVX-512 run and test that kernel code. Include only
-// inside the AVX2 target region of kernels_avx512_emu.cc.
+// inside the AVX2 target region of kernels_avx512_emu.cc or kernels_avxvnni*.cc.
+//
+// PC_SIMD16_VNNI selects how the int8 products are formed:
+//   0  AVX2 alone: vpmaddubsw pairs summed in int16 words where they fit,
+//      then vpmaddwd (the AVX2 level's X16 kernels);
+//   1  AVX-VNNI (vpdpbusd / vpdpwssd on ymm, Alder Lake and later, Zen 5):
+//      the AVX-512 backend's forms (simd16_avx512.h) — a vpdpbusd a step,
+//      Q8_0 and the table codes biased by 128 — on 8-lane vectors;
+//   2  the forms of 1 with each VNNI instruction computed exactly by AVX2
+//      instructions, so machines without AVX-VNNI test that code too.
+// Every form gives the same integers, so the same bits.
 #pragma once
+
+#ifndef PC_SIMD16_VNNI
+#define PC_SIMD16_VNNI 0
+#endif
+#define PC_EMU_UNROLL _Pragma("GCC unroll 16")
 
 #include "kernels/fixed_exp.h"
 #include "kernels/transpose8_avx2.h"
@@ -28,9 +43,14 @@ struct V512Emu {
   static F set1_f(float v) { return {_mm256_set1_ps(v), _mm256_set1_ps(v)}; }
   // vpdpwssd: acc + (a.w0*b.w0 + a.w1*b.w1) per int32 lane, wrapping; vpmaddwd
   // gives the bracket (wrapping likewise), then the add.
-  static I dpwssd(I acc, I a, I b) {
-    return {_mm256_add_epi32(acc.lo, _mm256_madd_epi16(a.lo, b.lo)), _mm256_add_epi32(acc.hi, _mm256_madd_epi16(a.hi, b.hi))};
+  static __m256i dpwssd8(__m256i acc, __m256i a, __m256i b) {
+#if PC_SIMD16_VNNI == 1
+    return _mm256_dpwssd_avx_epi32(acc, a, b);
+#else
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b));
+#endif
   }
+  static I dpwssd(I acc, I a, I b) { return {dpwssd8(acc.lo, a.lo, b.lo), dpwssd8(acc.hi, a.hi, b.hi)}; }
   static F cvt(I v) { return {_mm256_cvtepi32_ps(v.lo), _mm256_cvtepi32_ps(v.hi)}; }
   static F mul(F a, F b) { return {_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)}; }
   static F add(F a, F b) { return {_mm256_add_ps(a.lo, b.lo), _mm256_add_ps(a.hi, b.hi)}; }
@@ -65,13 +85,18 @@ struct V512Emu {
   // vpdpbusd: acc + the sum of the 4 products u8 * s8 of each int32 lane,
   // exactly (no saturation): even and odd bytes widened to int16, then vpmaddwd.
   static __m256i dpbusd8(__m256i acc, __m256i u, __m256i s) {
+#if PC_SIMD16_VNNI == 1
+    return _mm256_dpbusd_avx_epi32(acc, u, s);
+#else
     const __m256i ue = _mm256_and_si256(u, _mm256_set1_epi16(0x00FF)), uo = _mm256_srli_epi16(u, 8);
     const __m256i se = _mm256_srai_epi16(_mm256_slli_epi16(s, 8), 8), so = _mm256_srai_epi16(s, 8);
     return _mm256_add_epi32(acc, _mm256_add_epi32(_mm256_madd_epi16(ue, se), _mm256_madd_epi16(uo, so)));
+#endif
   }
   static I dpbusd(I acc, I u8, I s8) { return {dpbusd8(acc.lo, u8.lo, s8.lo), dpbusd8(acc.hi, u8.hi, s8.hi)}; }
   // The X16 kernels' operations (matmul_avx512_impl.h "Q4_K_X16",
   // "Q6_K_X16"); this backend is also the AVX2 path's kernel for those layouts.
+  static constexpr bool kVnni = PC_SIMD16_VNNI != 0;
   static constexpr int kKxRows = 2;  // 2 ymm registers a vector, 16 in all (decode, the 32-value types)
   static constexpr bool kFewRegs = true;
   // The X16 prompt tiles run a group's two halves of 8 lanes apart
@@ -83,6 +108,7 @@ struct V512Emu {
   // vpdpbusd for u7 < 128: vpmaddubsw cannot saturate (2 · 127 · 128 < 2^15),
   // so maddubs + madd by 1 is exact.
   static I dpbusd_u7(I acc, I u7, I s8) {
+    if constexpr (kVnni) return dpbusd(acc, u7, s8);
     const __m256i one = _mm256_set1_epi16(1);
     return {_mm256_add_epi32(acc.lo, _mm256_madd_epi16(_mm256_maddubs_epi16(u7.lo, s8.lo), one)),
             _mm256_add_epi32(acc.hi, _mm256_madd_epi16(_mm256_maddubs_epi16(u7.hi, s8.hi), one))};
@@ -91,15 +117,25 @@ struct V512Emu {
   // steps_sum (simd16_avx512.h): steps_scaled with a scale of 1 in both words.
   template <int N, int kMax>
   static I steps_sum(I isum, const I* q, const int8_t* x) {
-    return steps_scaled<N, kMax>(isum, q, x, set1_i(0x00010001));
+    if constexpr (kVnni) {
+      PC_EMU_UNROLL for (int tt = 0; tt < N; ++tt) isum = dpbusd(isum, q[tt], bcast32_i(x + 4 * tt));
+      return isum;
+    } else {
+      return steps_scaled<N, kMax>(isum, q, x, set1_i(0x00010001));
+    }
   }
-  // Q8_0_X16 (simd16_avx512.h): q8x_prep flips the codes back to the signed
-  // values, q8x_dot adds the exact products without the bias (vpmaddubsw of
-  // |w| with x carrying w's sign: at most 2 · 128 · 127 < 2^15 a word, so no
-  // saturation; then vpmaddwd by 1).
-  static constexpr bool kQ8xBiased = false;
-  static I q8x_prep(I w) { return xor_i(w, set1_i(int32_t(0x80808080u))); }
+  // Q8_0_X16 (simd16_avx512.h): without VNNI q8x_prep flips the codes back to
+  // the signed values, q8x_dot adds the exact products without the bias
+  // (vpmaddubsw of |w| with x carrying w's sign: at most 2 · 128 · 127 < 2^15
+  // a word, so no saturation; then vpmaddwd by 1); with VNNI the codes stay
+  // biased and q8x_dot is one vpdpbusd, as on AVX-512.
+  static constexpr bool kQ8xBiased = kVnni;
+  static I q8x_prep(I w) {
+    if constexpr (kVnni) return w;
+    return xor_i(w, set1_i(int32_t(0x80808080u)));
+  }
   static __m256i q8x_dot8(__m256i acc, __m256i w, __m256i x) {
+    if constexpr (kVnni) return dpbusd8(acc, w, x);
     const __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(x, w));
     return _mm256_add_epi32(acc, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
   }
@@ -146,10 +182,28 @@ struct V512Emu {
   // words (G · 2 · kMax · 127 < 2^15: 8 steps for Q4_K's codes, 4 for Q5_K's,
   // 2 for Q6_K's), each run then multiplied by the scale, which scale_for
   // puts in both words of the lane, with one vpmaddwd: the same integer.
+  //
+  // With VNNI, the AVX-512 backend's form: the N steps' vpdpbusd in an int32
+  // chain, then, where the N · 4 products fit an int16 word, one vpdpwssd by
+  // the scale in the low word (scale_for leaves it so), else vpmulld.
   template <int N, int kMax>
-  static I scale_for(I sc) { return or_i(and_i(sc, set1_i(0xFFFF)), slli32<16>(sc)); }
+  static I scale_for(I sc) {
+    if constexpr (kVnni) return sc;
+    return or_i(and_i(sc, set1_i(0xFFFF)), slli32<16>(sc));
+  }
   template <int N, int kMax>
   static __m256i steps8(__m256i isum, const __m256i* q, const int8_t* x, __m256i sc) {
+    if constexpr (kVnni) {
+      int32_t v;
+      std::memcpy(&v, x, 4);
+      __m256i s = dpbusd8(_mm256_setzero_si256(), q[0], _mm256_set1_epi32(v));
+      PC_EMU_UNROLL for (int tt = 1; tt < N; ++tt) {
+        std::memcpy(&v, x + 4 * tt, 4);
+        s = dpbusd8(s, q[tt], _mm256_set1_epi32(v));
+      }
+      if constexpr (N * 4 * kMax * 128 < 32768) return dpwssd8(isum, s, sc);
+      else return _mm256_add_epi32(isum, _mm256_mullo_epi32(s, sc));
+    }
     constexpr int G = 32767 / (2 * kMax * 127);
     static_assert(G >= 1 && kMax < 128, "codes below 128");
     __m256i p = _mm256_setzero_si256();
@@ -255,7 +309,9 @@ struct V256Half {
   static constexpr int kKxRows = 6;
   static constexpr int kQ32Rows = 4;  // 6: Q5_0 prompts 0.87-0.96x as fast (tinyllama, Zen 5)
   static constexpr bool kFewRegs = true;
-  static constexpr bool kQ5Quarters = true;  // k45x_tile16 takes q5kx_quarters
+#if !PC_SIMD16_VNNI
+  static constexpr bool kQ5Quarters = true;  // k45x_tile16 takes q5kx_quarters (int16 runs)
+#endif
   static I zero_i() { return _mm256_setzero_si256(); }
   static F zero_f() { return _mm256_setzero_ps(); }
   static I set1_i(int32_t v) { return _mm256_set1_epi32(v); }
@@ -274,13 +330,16 @@ struct V256Half {
   static I srli32(I v) { return _mm256_srli_epi32(v, S); }
   template <int S>
   static I slli32(I v) { return _mm256_slli_epi32(v, S); }
-  static I dpwssd(I acc, I a, I b) { return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b)); }
+  static I dpwssd(I acc, I a, I b) { return V512Emu::dpwssd8(acc, a, b); }
   static F cvt(I v) { return _mm256_cvtepi32_ps(v); }
   static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
   static F add(F a, F b) { return _mm256_add_ps(a, b); }
   static F sub(F a, F b) { return _mm256_sub_ps(a, b); }
   template <int N, int kMax>
-  static I scale_for(I sc) { return _mm256_or_si256(_mm256_and_si256(sc, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(sc, 16)); }
+  static I scale_for(I sc) {
+    if constexpr (V512Emu::kVnni) return sc;
+    return _mm256_or_si256(_mm256_and_si256(sc, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(sc, 16));
+  }
   template <int N, int kMax>
   static I steps_scaled(I isum, const I* q, const int8_t* x, I sc) { return V512Emu::steps8<N, kMax>(isum, q, x, sc); }
   // Q6_K_X16's and Q5_K_X16's further operations
@@ -296,14 +355,22 @@ struct V256Half {
   static I add32(I a, I b) { return _mm256_add_epi32(a, b); }
   static I mullo32(I a, I b) { return _mm256_mullo_epi32(a, b); }
   static I dpbusd_u7(I acc, I u7, I s8) {
+    if constexpr (V512Emu::kVnni) return V512Emu::dpbusd8(acc, u7, s8);
     return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u7, s8), _mm256_set1_epi16(1)));
   }
   // IQ4_XS_X16's and the 32-value types' (q32x_tile16): the codes as
-  // V512Emu reads them (unbiased)
-  static constexpr bool kQ8xBiased = false;
-  static I q8x_prep(I w) { return _mm256_xor_si256(w, _mm256_set1_epi32(int32_t(0x80808080u))); }
+  // V512Emu reads them (biased by 128 with VNNI)
+  static constexpr bool kQ8xBiased = V512Emu::kQ8xBiased;
+  static I q8x_prep(I w) {
+    if constexpr (V512Emu::kVnni) return w;
+    return _mm256_xor_si256(w, _mm256_set1_epi32(int32_t(0x80808080u)));
+  }
   template <int N, int kMax>
   static I steps_sum(I isum, const I* q, const int8_t* x) {
+    if constexpr (V512Emu::kVnni) {
+      PC_EMU_UNROLL for (int tt = 0; tt < N; ++tt) isum = V512Emu::dpbusd8(isum, q[tt], bcast32_i(x + 4 * tt));
+      return isum;
+    }
     return V512Emu::steps8<N, kMax>(isum, q, x, _mm256_set1_epi32(0x00010001));
   }
   static F e8m0_half16(const uint8_t* p) {
