@@ -487,11 +487,12 @@ template <int R, int C> constexpr PanelTileFn panel_fn(int nr, int nc) {
   }
 }
 // kX16: Q8_0_X16 / Q4_0_X16 weights; batches too small for a panel (decode)
-// run the 16-lane kernel (the emulated AVX-512 set's, on AVX2), prompts this
-// panel packed from the groups.
+// run the 16-lane kernel (x16_kernel_set()), prompts this panel packed from
+// the groups — except at CpuLevel::AvxVnni, whose X16 tiles take a vpdpbusd
+// for 32 products where the panel takes a vpmaddwd and an add for 16.
 template <bool kQ4, bool kX16 = false>
 void run_task_q32(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* scratch) {
-  if (r1 - r0 < kPanelRows || !a.al.x16_off) {
+  if (r1 - r0 < kPanelRows || !a.al.x16_off || (kX16 && cpu_level() == CpuLevel::AvxVnni)) {
     if constexpr (kX16)
       x16_kernel_set()->kernel(kQ4 ? GgmlType::Q4_0_X16 : GgmlType::Q8_0_X16)(a, r0, r1, c0, c1, scratch);
     else q32_rows<kQ4>(a, r0, r1, c0, c1);
@@ -586,43 +587,61 @@ namespace {
 // prompt batches of kQ4kRepackRows rows or more: each task's columns are
 // repacked to Q4_K_X16 in its scratch, once per call and column block
 // (must_pack_task_block, as q32_task_panel's panels), and run by the Q4_K_X16
-// prompt tiles on the 16-lane emulation, which give the stored tiles' bits.
+// prompt tiles of x16_kernel_set(), which give the stored tiles' bits.
 // Repacking costs about a 16-row pass of those tiles over the block, so
 // smaller batches (and decode) keep the stored tiles, as does a block that is
 // not whole groups of 16 columns. On a 128-bit-unit
 // AVX2 core: 1.06x at 128 rows, 1.1-1.3x at 256-512 (one 5632 x 2048 matrix,
 // docs/benchmarks.md). Q5_K and Q6_K are not repacked so: their X16 prompt
 // tiles were no faster there, and repacking them costs more.
+// Q8_0 as stored at CpuLevel::AvxVnni, in batches of kPanelRows rows or more:
+// the same, to Q8_0_X16, in place of the int16 panel the AVX2 tiles pack
+// (the X16 tiles there take a vpdpbusd for 32 products; tinyllama Q8_0
+// prompts 1.6-1.8x on a Zen 5).
 constexpr int64_t kQ4kRepackRows = 128;
 
-bool q4k_repacks(GgmlType t, int64_t m) { return t == GgmlType::Q4_K && m >= kQ4kRepackRows; }
+bool repacks_task(GgmlType t, int64_t m) {
+  if (t == GgmlType::Q4_K) return m >= kQ4kRepackRows;
+  if (t == GgmlType::Q8_0) return m >= kPanelRows && cpu_level() == CpuLevel::AvxVnni;
+  return false;
+}
 
-void run_task_q4k(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* scratch) {
-  static const TaskKernel stored = avx2_kernel(GgmlType::Q4_K);
-  if (!scratch || c0 % kX16Rows != 0 || (c1 - c0) % kX16Rows != 0) return stored(a, r0, r1, c0, c1, scratch);
-  if (must_pack_task_block(a, c0, c1, scratch))
-    repack_rows(GgmlType::Q4_K, GgmlType::Q4_K_X16, a.w + c0 * a.row_bytes, scratch, a.k, c1 - c0);
+template <GgmlType T, GgmlType X>
+void run_task_repacked(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* scratch) {
+  static const TaskKernel stored = avx2_kernel(T);
+  // (scratch: the batch was planned with repacks_task's column blocks, or
+  // for Q8_0 with the AVX2 panel, which holds the repacked block too)
+  if (!scratch || c0 % kX16Rows != 0 || (c1 - c0) % kX16Rows != 0 ||
+      (T == GgmlType::Q8_0 && cpu_level() != CpuLevel::AvxVnni))
+    return stored(a, r0, r1, c0, c1, scratch);
+  if (must_pack_task_block(a, c0, c1, scratch)) repack_rows(T, X, a.w + c0 * a.row_bytes, scratch, a.k, c1 - c0);
   MatmulArgs b = a;
   b.w = scratch;
   b.y = a.y + c0;
-  x16_kernel_set()->kernel(GgmlType::Q4_K_X16)(b, r0, r1, 0, c1 - c0, nullptr);
+  x16_kernel_set()->kernel(X)(b, r0, r1, 0, c1 - c0, nullptr);
 }
 
-// The AVX2 set: avx2_kernel() and avx2_task_*(), but stored Q4_K as above.
-// (The AVX-512 set plans stored Q4_K with avx2_task_*() alone: its own X16
-// kernels are not the emulation's.)
-TaskKernel avx2_set_kernel(GgmlType t) { return t == GgmlType::Q4_K ? run_task_q4k : avx2_kernel(t); }
+// The AVX2 set: avx2_kernel() and avx2_task_*(), but stored Q4_K and Q8_0 as
+// above. (The AVX-512 set plans stored Q4_K with avx2_task_*() alone: its own
+// X16 kernels are not the emulation's.)
+TaskKernel avx2_set_kernel(GgmlType t) {
+  if (t == GgmlType::Q4_K) return run_task_repacked<GgmlType::Q4_K, GgmlType::Q4_K_X16>;
+  if (t == GgmlType::Q8_0) return run_task_repacked<GgmlType::Q8_0, GgmlType::Q8_0_X16>;
+  return avx2_kernel(t);
+}
 
 int64_t avx2_set_col_bytes(GgmlType t, int64_t k, int64_t m) {
-  return q4k_repacks(t, m) ? ggml_row_bytes(t, k) : avx2_task_col_bytes(t, k, m);
+  return t == GgmlType::Q4_K && repacks_task(t, m) ? ggml_row_bytes(t, k) : avx2_task_col_bytes(t, k, m);
 }
 
 int64_t avx2_set_col_multiple(GgmlType t, int64_t m) {
-  return q4k_repacks(t, m) ? kX16Rows : avx2_task_col_multiple(t, m);
+  return repacks_task(t, m) ? kX16Rows : avx2_task_col_multiple(t, m);
 }
 
 int64_t avx2_set_scratch_bytes(GgmlType t, int64_t k, int64_t cols) {
-  if (t == GgmlType::Q4_K) return round_up64((cols + kX16Rows - 1) / kX16Rows * kX16Rows * ggml_row_bytes(t, k));
+  const int64_t x16 = round_up64((cols + kX16Rows - 1) / kX16Rows * kX16Rows * ggml_row_bytes(t, k));
+  if (t == GgmlType::Q4_K) return x16;
+  if (t == GgmlType::Q8_0) return std::max(x16, avx2_task_scratch_bytes(t, k, cols));
   return avx2_task_scratch_bytes(t, k, cols);
 }
 
