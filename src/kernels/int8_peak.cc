@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstring>
 
 #include "kernels/thread_pool.h"
 
@@ -26,52 +27,48 @@ constexpr int64_t kIters = int64_t(1) << 21;  // per thread and pass: ~25M instr
 #define PC_CHAINS(STEP) \
   STEP(a0) STEP(a1) STEP(a2) STEP(a3) STEP(a4) STEP(a5) STEP(a6) STEP(a7) STEP(a8) STEP(a9) STEP(a10) STEP(a11)
 
-__attribute__((target("avx512f,avx512bw,avx512vnni"))) uint32_t vnni_chains(uint32_t seed) {
-  const __m512i a = _mm512_set1_epi32(int(seed | 0x01010101u));
-  const __m512i b = _mm512_set1_epi32(int(seed * 2654435761u));
-  int k = 0;
-#define PC_INIT(x) __m512i x = _mm512_set1_epi32(k++);
-  PC_CHAINS(PC_INIT)
-#undef PC_INIT
-  for (int64_t i = 0; i < kIters; ++i) {
-#define PC_STEP(x) x = _mm512_dpbusd_epi32(x, a, b);
-    PC_CHAINS(PC_STEP)
-#undef PC_STEP
+// kChains vpdpbusd chains on VEC (LANES int32 lanes), compiled for TARGET,
+// with the intrinsics SET1, DP (the vpdpbusd) and XOR defined around each
+// use: AVX-512's on zmm, AVX-VNNI's VEX form on ymm.
+#define PC_DPBUSD_CHAINS(NAME, TARGET, VEC, LANES)                  \
+  __attribute__((target(TARGET))) uint32_t NAME(uint32_t seed) {    \
+    const VEC a = SET1(int(seed | 0x01010101u));                     \
+    const VEC b = SET1(int(seed * 2654435761u));                     \
+    int k = 0;                                                       \
+    PC_CHAINS(PC_INIT)                                               \
+    for (int64_t i = 0; i < kIters; ++i) {                           \
+      PC_CHAINS(PC_STEP)                                             \
+    }                                                                \
+    VEC s = SET1(0);                                                 \
+    PC_CHAINS(PC_FOLD)                                               \
+    uint32_t w[LANES];                                               \
+    std::memcpy(w, &s, sizeof w);                                    \
+    uint32_t r = 0;                                                  \
+    for (uint32_t x : w) r ^= x;                                     \
+    return r;                                                        \
   }
-  __m512i s = _mm512_setzero_si512();
-#define PC_FOLD(x) s = _mm512_xor_si512(s, x);
-  PC_CHAINS(PC_FOLD)
-#undef PC_FOLD
-  alignas(64) uint32_t w[16];
-  _mm512_store_si512(w, s);
-  uint32_t r = 0;
-  for (uint32_t x : w) r ^= x;
-  return r;
-}
-
+#define PC_INIT(x) auto x = SET1(k++);
+#define PC_STEP(x) x = DP(x, a, b);
+#define PC_FOLD(x) s = XOR(s, x);
+#define SET1 _mm512_set1_epi32
+#define DP _mm512_dpbusd_epi32
+#define XOR _mm512_xor_si512
+PC_DPBUSD_CHAINS(vnni_chains, "avx512f,avx512bw,avx512vnni", __m512i, 16)
+#undef SET1
+#undef DP
+#undef XOR
 // AvxVnni: the same chains on ymm with the VEX-encoded vpdpbusd.
-__attribute__((target("avx2,avxvnni"))) uint32_t avxvnni_chains(uint32_t seed) {
-  const __m256i a = _mm256_set1_epi32(int(seed | 0x01010101u));
-  const __m256i b = _mm256_set1_epi32(int(seed * 2654435761u));
-  int k = 0;
-#define PC_INIT(x) __m256i x = _mm256_set1_epi32(k++);
-  PC_CHAINS(PC_INIT)
+#define SET1 _mm256_set1_epi32
+#define DP _mm256_dpbusd_avx_epi32
+#define XOR _mm256_xor_si256
+PC_DPBUSD_CHAINS(avxvnni_chains, "avx2,avxvnni", __m256i, 8)
+#undef SET1
+#undef DP
+#undef XOR
 #undef PC_INIT
-  for (int64_t i = 0; i < kIters; ++i) {
-#define PC_STEP(x) x = _mm256_dpbusd_avx_epi32(x, a, b);
-    PC_CHAINS(PC_STEP)
 #undef PC_STEP
-  }
-  __m256i s = _mm256_setzero_si256();
-#define PC_FOLD(x) s = _mm256_xor_si256(s, x);
-  PC_CHAINS(PC_FOLD)
 #undef PC_FOLD
-  alignas(32) uint32_t w[8];
-  _mm256_store_si256(reinterpret_cast<__m256i*>(w), s);
-  uint32_t r = 0;
-  for (uint32_t x : w) r ^= x;
-  return r;
-}
+#undef PC_DPBUSD_CHAINS
 
 // The AVX2 step as the kernels run it: vpmaddubsw + vpmaddwd on operands that
 // are not the accumulator, summed by vpaddd. Each chain has its own operand, which

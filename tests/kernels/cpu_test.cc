@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 namespace pc {
 namespace {
 
@@ -24,7 +28,24 @@ TEST(Cpu, DetectAndClamp) {
   if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512vnni")) {
     EXPECT_LT(best, CpuLevel::Avx512);
   }
+  // AVX-VNNI: the CPUID bit (leaf 7, subleaf 1, EAX bit 4) as /proc/cpuinfo's avx_vnni.
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid_max(0, nullptr) >= 7) __cpuid_count(7, 1, a, b, c, d);
+  const bool vnni_bit = (a & 16) != 0;
+  EXPECT_EQ(cpu_has_avx_vnni(), best >= CpuLevel::Avx2 && vnni_bit);
+  if (best == CpuLevel::AvxVnni) {
+    EXPECT_TRUE(cpu_has_avx_vnni());
+  }
+  if (cpu_has_avx_vnni() && best < CpuLevel::Avx512) {
+    EXPECT_EQ(best, CpuLevel::AvxVnni);
+  }
 #endif
+  // AvxVnni runs only with AVX-VNNI: below it (an AVX-512 CPU without the VEX
+  // form, such as Zen 4, included) asking for it gives Avx2.
+  const CpuLevel saved_vnni = cpu_level();
+  set_cpu_level(CpuLevel::AvxVnni);
+  EXPECT_EQ(cpu_level(), cpu_has_avx_vnni() ? CpuLevel::AvxVnni : best < CpuLevel::Avx2 ? best : CpuLevel::Avx2);
+  set_cpu_level(saved_vnni);
   const CpuLevel saved = cpu_level();
   set_cpu_level(CpuLevel::Scalar);
   EXPECT_EQ(cpu_level(), CpuLevel::Scalar);
@@ -33,7 +54,11 @@ TEST(Cpu, DetectAndClamp) {
   set_cpu_level(saved);
   EXPECT_EQ(cpu_level_name(CpuLevel::Scalar), "scalar");
   EXPECT_EQ(cpu_level_name(CpuLevel::Avx2), "avx2");
+  EXPECT_EQ(cpu_level_name(CpuLevel::AvxVnni), "avxvnni");
   EXPECT_EQ(cpu_level_name(CpuLevel::Avx512), "avx512");
+  CpuLevel named = CpuLevel::Scalar;
+  EXPECT_TRUE(cpu_level_from_name("avxvnni", &named));
+  EXPECT_EQ(named, CpuLevel::AvxVnni);
 }
 
 // The cap a caller passes (the CLI: PROMPTCACHE_KERNELS) lowers the default
@@ -47,6 +72,9 @@ TEST(Cpu, KernelCapLowersTheDefaultLevel) {
   EXPECT_EQ(cpu_level(), CpuLevel::Scalar);
   set_kernel_cap(CpuLevel::Avx2);
   EXPECT_EQ(default_cpu_level(), best < CpuLevel::Avx2 ? best : CpuLevel::Avx2);
+  EXPECT_EQ(cpu_level(), default_cpu_level());
+  set_kernel_cap(CpuLevel::AvxVnni);
+  EXPECT_EQ(default_cpu_level(), cpu_has_avx_vnni() ? CpuLevel::AvxVnni : best < CpuLevel::Avx2 ? best : CpuLevel::Avx2);
   EXPECT_EQ(cpu_level(), default_cpu_level());
   set_kernel_cap(CpuLevel::Avx512);
   EXPECT_EQ(default_cpu_level(), best);

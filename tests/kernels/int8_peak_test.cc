@@ -16,12 +16,14 @@ namespace {
 // Scalar has no int8 vector instruction and reports none.
 TEST(Int8Peak, EachLevelMeasuresAnIssuableRate) {
   ThreadPool pool(2);
-  for (CpuLevel l : {CpuLevel::Avx2, CpuLevel::Avx512}) {
-    if (detect_cpu_level() < l) continue;
+  for (CpuLevel l : {CpuLevel::Avx2, CpuLevel::AvxVnni, CpuLevel::Avx512}) {
+    if (detect_cpu_level() < l || (l == CpuLevel::AvxVnni && !cpu_has_avx_vnni())) continue;
     const Int8Peak p = measure_int8_peak(pool, l, 2);
     const double lanes = l == CpuLevel::Avx512 ? 64 : 32;
     EXPECT_EQ(p.threads, 2);
-    EXPECT_EQ(std::string(p.instruction), l == CpuLevel::Avx512 ? "vpdpbusd" : "vpmaddubsw+vpmaddwd");
+    EXPECT_EQ(std::string(p.instruction), l == CpuLevel::Avx512    ? "vpdpbusd"
+                                          : l == CpuLevel::AvxVnni ? "vpdpbusd (ymm)"
+                                                                   : "vpmaddubsw+vpmaddwd");
     EXPECT_GT(p.gmacs, 1.0 * p.threads) << cpu_level_name(l);
     EXPECT_LT(p.gmacs, 4 * lanes * 6.0 * p.threads) << cpu_level_name(l);
   }
