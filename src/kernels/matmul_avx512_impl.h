@@ -47,9 +47,9 @@
 // The X16 weights (sections "Q4_K_X16", "Q6_K_X16", "The 32-value X16
 // layouts", "IQ4_XS_X16"): a group of 16 rows a
 // vector, each column's sums in its own lane, tiles of up to V::kKxRows rows
-// (decode is the one-row tile; the AVX2 backend's K-quant and IQ4_XS prompt
-// tiles take the group's two 8-lane halves apart, V::Half, for 6 rows a tile
-// in its 16 registers); the exact integers and float operations of the
+// (decode is the one-row tile; the AVX2 backend's prompt tiles take the
+// group's two 8-lane halves apart, V::Half, for 6 rows a tile (4 for the
+// 32-value types) in its 16 registers); the exact integers and float operations of the
 // scalar kernels. K-quant weights as stored (tensors not in whole groups
 // of 16, a token embedding the output projection is tied to) run the AVX2
 // kernels, but Q6_K decode rows (q6k_row16: "decode" below), which give the
@@ -322,7 +322,8 @@ inline void q5kx_pairs(const BlockQ5_KX16& blk, const int8_t* const* x, typename
 // q5kx_pairs) a 16-value quarter at a time, each quarter's 4 steps summed in
 // int16 words and multiplied by the scale with one vpmaddwd (steps_scaled<4,
 // 31>: 4 · 2 · 31 · 127 < 2^15) instead of a vpmaddwd a step and a vpmulld a
-// sub-block; J's codes are formed and used before J + 4's, so 4 code vectors
+// sub-block (with AVX-VNNI, steps_scaled is a vpdpbusd chain and a vpmulld a
+// quarter); J's codes are formed and used before J + 4's, so 4 code vectors
 // and 6 rows' sums fit the 16 registers. The same integers as q5kx_pairs.
 // (The 16-lane AVX2 decode tile measured no faster this way: 58.5-62.7
 // against 62.0-62.7 tok/s, tinyllama Q5_K_M, 3 alternating rounds.)
@@ -1044,35 +1045,26 @@ struct Avx512Q32 {
   // cache while the task's rows pass), tiles of up to V::kKxRows rows inner;
   // c0 and c1 are whole groups (matmul.cc rounds column blocks to
   // repack_group_rows).
+  // The tile of R rows for layout T on backend W (V, or one of its 8-lane
+  // halves), and the one of nr <= R rows.
   using KxTileFn = void (*)(const MatmulArgs&, int64_t, int64_t);
-  template <GgmlType T, int R>
+  template <class W, GgmlType T, int R>
   static constexpr KxTileFn x16_tile_of() {
-    if constexpr (T == GgmlType::Q6_K_X16) return q6kx_tile16<V, R>;
-    else if constexpr (T == GgmlType::IQ4_XS_X16) return iq4xs_tile16<V, R>;
+    if constexpr (T == GgmlType::Q6_K_X16) return q6kx_tile16<W, R>;
+    else if constexpr (T == GgmlType::IQ4_XS_X16) return iq4xs_tile16<W, R>;
     else if constexpr (T == GgmlType::Q4_K_X16 || T == GgmlType::Q5_K_X16)
-      return k45x_tile16<V, R, T == GgmlType::Q5_K_X16>;
-    else return q32x_tile16<V, R, T>;
+      return k45x_tile16<W, R, T == GgmlType::Q5_K_X16>;
+    else return q32x_tile16<W, R, T>;
   }
-  template <GgmlType T, int R>
+  template <class W, GgmlType T, int R>
   static KxTileFn x16_tile(int nr) {
-    if constexpr (R == 1) return x16_tile_of<T, 1>();
-    else return nr == R ? x16_tile_of<T, R>() : x16_tile<T, R - 1>(nr);
+    if constexpr (R == 1) return x16_tile_of<W, T, 1>();
+    else return nr == R ? x16_tile_of<W, T, R>() : x16_tile<W, T, R - 1>(nr);
   }
   // The prompt tiles of 8-lane halves (V::kHalfTiles: the AVX2 backend): the
   // group's lanes 0-7 and then 8-15 for each tile of rows, up to
-  // HV::kKxRows rows (the K-quants, IQ4_XS) or HV::kQ32Rows (the 32-value
+  // Half::kKxRows rows (the K-quants, IQ4_XS) or Half::kQ32Rows (the 32-value
   // types) a tile.
-  template <class HV, GgmlType T, int R>
-  static KxTileFn half_tile(int nr) {
-    if constexpr (R > 1) {
-      if (nr < R) return half_tile<HV, T, R - 1>(nr);
-    }
-    if constexpr (T == GgmlType::Q6_K_X16) return q6kx_tile16<HV, R>;
-    else if constexpr (T == GgmlType::IQ4_XS_X16) return iq4xs_tile16<HV, R>;
-    else if constexpr (T == GgmlType::Q4_K_X16 || T == GgmlType::Q5_K_X16)
-      return k45x_tile16<HV, R, T == GgmlType::Q5_K_X16>;
-    else return q32x_tile16<HV, R, T>;
-  }
   template <GgmlType T>
   static void run_x16(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t*) {
     if constexpr (V::kHalfTiles) {
@@ -1085,8 +1077,8 @@ struct Avx512Q32 {
         for (int64_t g = c0 / kX16Rows; g < c1 / kX16Rows; ++g)
           for (int64_t r = r0; r < r1;) {
             const int nr = static_cast<int>(r1 - r < kRows ? r1 - r : kRows);
-            half_tile<H0, T, kRows>(nr)(a, r, g);
-            half_tile<H1, T, kRows>(nr)(a, r, g);
+            x16_tile<H0, T, kRows>(nr)(a, r, g);
+            x16_tile<H1, T, kRows>(nr)(a, r, g);
             r += nr;
           }
         return;
@@ -1095,7 +1087,7 @@ struct Avx512Q32 {
     for (int64_t g = c0 / kX16Rows; g < c1 / kX16Rows; ++g)
       for (int64_t r = r0; r < r1;) {
         const int nr = static_cast<int>(r1 - r < V::kKxRows ? r1 - r : V::kKxRows);
-        x16_tile<T, V::kKxRows>(nr)(a, r, g);
+        x16_tile<V, T, V::kKxRows>(nr)(a, r, g);
         r += nr;
       }
   }

@@ -107,14 +107,28 @@ struct V512Emu {
   using Half = V256Half<H>;
   // vpdpbusd for u7 < 128: vpmaddubsw cannot saturate (2 · 127 · 128 < 2^15),
   // so maddubs + madd by 1 is exact.
-  static I dpbusd_u7(I acc, I u7, I s8) {
-    if constexpr (kVnni) return dpbusd(acc, u7, s8);
-    const __m256i one = _mm256_set1_epi16(1);
-    return {_mm256_add_epi32(acc.lo, _mm256_madd_epi16(_mm256_maddubs_epi16(u7.lo, s8.lo), one)),
-            _mm256_add_epi32(acc.hi, _mm256_madd_epi16(_mm256_maddubs_epi16(u7.hi, s8.hi), one))};
+  static __m256i dpbusd_u7_8(__m256i acc, __m256i u7, __m256i s8) {
+    if constexpr (kVnni) return dpbusd8(acc, u7, s8);
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u7, s8), _mm256_set1_epi16(1)));
   }
+  static I dpbusd_u7(I acc, I u7, I s8) { return {dpbusd_u7_8(acc.lo, u7.lo, s8.lo), dpbusd_u7_8(acc.hi, u7.hi, s8.hi)}; }
   static I mullo32(I a, I b) { return {_mm256_mullo_epi32(a.lo, b.lo), _mm256_mullo_epi32(a.hi, b.hi)}; }
   // steps_sum (simd16_avx512.h): steps_scaled with a scale of 1 in both words.
+  // With VNNI, the N steps' vpdpbusd added to isum (the AVX-512 form).
+  template <int N>
+  static __m256i dpbusd_chain8(__m256i isum, const __m256i* q, const int8_t* x) {
+    PC_EMU_UNROLL for (int tt = 0; tt < N; ++tt) {
+      int32_t v;
+      std::memcpy(&v, x + 4 * tt, 4);
+      isum = dpbusd8(isum, q[tt], _mm256_set1_epi32(v));
+    }
+    return isum;
+  }
+  template <int N, int kMax>
+  static __m256i steps_sum8(__m256i isum, const __m256i* q, const int8_t* x) {
+    if constexpr (kVnni) return dpbusd_chain8<N>(isum, q, x);
+    return steps8<N, kMax>(isum, q, x, _mm256_set1_epi32(0x00010001));
+  }
   template <int N, int kMax>
   static I steps_sum(I isum, const I* q, const int8_t* x) {
     if constexpr (kVnni) {
@@ -130,10 +144,11 @@ struct V512Emu {
   // a word, so no saturation; then vpmaddwd by 1); with VNNI the codes stay
   // biased and q8x_dot is one vpdpbusd, as on AVX-512.
   static constexpr bool kQ8xBiased = kVnni;
-  static I q8x_prep(I w) {
+  static __m256i q8x_prep8(__m256i w) {
     if constexpr (kVnni) return w;
-    return xor_i(w, set1_i(int32_t(0x80808080u)));
+    return _mm256_xor_si256(w, _mm256_set1_epi32(int32_t(0x80808080u)));
   }
+  static I q8x_prep(I w) { return {q8x_prep8(w.lo), q8x_prep8(w.hi)}; }
   static __m256i q8x_dot8(__m256i acc, __m256i w, __m256i x) {
     if constexpr (kVnni) return dpbusd8(acc, w, x);
     const __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(x, w));
@@ -187,20 +202,16 @@ struct V512Emu {
   // chain, then, where the N · 4 products fit an int16 word, one vpdpwssd by
   // the scale in the low word (scale_for leaves it so), else vpmulld.
   template <int N, int kMax>
-  static I scale_for(I sc) {
+  static __m256i scale_for8(__m256i sc) {
     if constexpr (kVnni) return sc;
-    return or_i(and_i(sc, set1_i(0xFFFF)), slli32<16>(sc));
+    return _mm256_or_si256(_mm256_and_si256(sc, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(sc, 16));
   }
+  template <int N, int kMax>
+  static I scale_for(I sc) { return {scale_for8<N, kMax>(sc.lo), scale_for8<N, kMax>(sc.hi)}; }
   template <int N, int kMax>
   static __m256i steps8(__m256i isum, const __m256i* q, const int8_t* x, __m256i sc) {
     if constexpr (kVnni) {
-      int32_t v;
-      std::memcpy(&v, x, 4);
-      __m256i s = dpbusd8(_mm256_setzero_si256(), q[0], _mm256_set1_epi32(v));
-      PC_EMU_UNROLL for (int tt = 1; tt < N; ++tt) {
-        std::memcpy(&v, x + 4 * tt, 4);
-        s = dpbusd8(s, q[tt], _mm256_set1_epi32(v));
-      }
+      const __m256i s = dpbusd_chain8<N>(_mm256_setzero_si256(), q, x);
       if constexpr (N * 4 * kMax * 128 < 32768) return dpwssd8(isum, s, sc);
       else return _mm256_add_epi32(isum, _mm256_mullo_epi32(s, sc));
     }
@@ -336,10 +347,7 @@ struct V256Half {
   static F add(F a, F b) { return _mm256_add_ps(a, b); }
   static F sub(F a, F b) { return _mm256_sub_ps(a, b); }
   template <int N, int kMax>
-  static I scale_for(I sc) {
-    if constexpr (V512Emu::kVnni) return sc;
-    return _mm256_or_si256(_mm256_and_si256(sc, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(sc, 16));
-  }
+  static I scale_for(I sc) { return V512Emu::scale_for8<N, kMax>(sc); }
   template <int N, int kMax>
   static I steps_scaled(I isum, const I* q, const int8_t* x, I sc) { return V512Emu::steps8<N, kMax>(isum, q, x, sc); }
   // Q6_K_X16's and Q5_K_X16's further operations
@@ -354,25 +362,13 @@ struct V256Half {
   static I sub32(I a, I b) { return _mm256_sub_epi32(a, b); }
   static I add32(I a, I b) { return _mm256_add_epi32(a, b); }
   static I mullo32(I a, I b) { return _mm256_mullo_epi32(a, b); }
-  static I dpbusd_u7(I acc, I u7, I s8) {
-    if constexpr (V512Emu::kVnni) return V512Emu::dpbusd8(acc, u7, s8);
-    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u7, s8), _mm256_set1_epi16(1)));
-  }
+  static I dpbusd_u7(I acc, I u7, I s8) { return V512Emu::dpbusd_u7_8(acc, u7, s8); }
   // IQ4_XS_X16's and the 32-value types' (q32x_tile16): the codes as
   // V512Emu reads them (biased by 128 with VNNI)
   static constexpr bool kQ8xBiased = V512Emu::kQ8xBiased;
-  static I q8x_prep(I w) {
-    if constexpr (V512Emu::kVnni) return w;
-    return _mm256_xor_si256(w, _mm256_set1_epi32(int32_t(0x80808080u)));
-  }
+  static I q8x_prep(I w) { return V512Emu::q8x_prep8(w); }
   template <int N, int kMax>
-  static I steps_sum(I isum, const I* q, const int8_t* x) {
-    if constexpr (V512Emu::kVnni) {
-      PC_EMU_UNROLL for (int tt = 0; tt < N; ++tt) isum = V512Emu::dpbusd8(isum, q[tt], bcast32_i(x + 4 * tt));
-      return isum;
-    }
-    return V512Emu::steps8<N, kMax>(isum, q, x, _mm256_set1_epi32(0x00010001));
-  }
+  static I steps_sum(I isum, const I* q, const int8_t* x) { return V512Emu::steps_sum8<N, kMax>(isum, q, x); }
   static F e8m0_half16(const uint8_t* p) {
     return V512Emu::e8m0_half8(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8 * H))));
   }
