@@ -165,6 +165,12 @@ BENCHMARK(BM_F32)->Apply(shapes);
 void k_shapes(benchmark::internal::Benchmark* b) {
   for (int t : {1, 2})
     for (int64_t m : {1, 8, 512}) b->Args({t, m, 1536, 576});
+  // tinyllama-1.1b's FFN gate/up and down in a 512-token prompt: activations
+  // of 1-3 MB and weight groups of 18-50 KB, past L1 and (down) L2.
+  for (int t : {1, 2}) {
+    b->Args({t, 512, 2048, 5632});
+    b->Args({t, 512, 5632, 2048});
+  }
   b->UseRealTime();
 }
 BENCHMARK(BM_Q4_K)->Apply(k_shapes);
