@@ -121,16 +121,11 @@ void tile_float(const MatmulArgs& a, int64_t r, int64_t c) {
 template <int R, int C>
 void tile_q4_k(const MatmulArgs& a, int64_t r, int64_t c) {
   const int64_t nb = a.k / 256;
-  const BlockQ4_K* w[C];
-  const int8_t* xq[R];
-  const float* xd[R];
-  const int16_t* xb[R];
-  PC_UNROLL for (int j = 0; j < C; ++j) w[j] = reinterpret_cast<const BlockQ4_K*>(a.w + (c + j) * a.row_bytes);
-  PC_UNROLL for (int i = 0; i < R; ++i) {
-    xq[i] = a.xq(r + i);
-    xd[i] = a.xd(r + i);
-    xb[i] = a.xbs(r + i);
-  }
+  const TileCols<BlockQ4_K, C> w(a, c);
+  const TileRows<R> rows(a, r);
+  const int8_t* const* xq = rows.q;
+  const float* const* xd = rows.d;
+  const int16_t* const* xb = rows.s;
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   float acc[R][C];
   PC_UNROLL for (int i = 0; i < R; ++i)
@@ -190,16 +185,11 @@ void tile_q4_k(const MatmulArgs& a, int64_t r, int64_t c) {
 template <int R, int C>
 void tile_q6_k(const MatmulArgs& a, int64_t r, int64_t c) {
   const int64_t nb = a.k / 256;
-  const BlockQ6_K* w[C];
-  const int8_t* xq[R];
-  const float* xd[R];
-  const int16_t* xb[R];
-  PC_UNROLL for (int j = 0; j < C; ++j) w[j] = reinterpret_cast<const BlockQ6_K*>(a.w + (c + j) * a.row_bytes);
-  PC_UNROLL for (int i = 0; i < R; ++i) {
-    xq[i] = a.xq(r + i);
-    xd[i] = a.xd(r + i);
-    xb[i] = a.xbs(r + i);
-  }
+  const TileCols<BlockQ6_K, C> w(a, c);
+  const TileRows<R> rows(a, r);
+  const int8_t* const* xq = rows.q;
+  const float* const* xd = rows.d;
+  const int16_t* const* xb = rows.s;
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   const __m256i m3 = _mm256_set1_epi8(0x03);
   const __m256i m30 = _mm256_set1_epi8(0x30);

@@ -14,6 +14,34 @@
 namespace pc::kern {
 namespace {
 
+// The quantized activation rows r .. r + R - 1 of a tile: quants, scales and
+// block sums (matmul_internal.h).
+template <int R>
+struct TileRows {
+  const int8_t* q[R];
+  const float* d[R];
+  const int16_t* s[R];
+  TileRows(const MatmulArgs& a, int64_t r) {
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i) {
+      q[i] = a.xq(r + i);
+      d[i] = a.xd(r + i);
+      s[i] = a.xbs(r + i);
+    }
+  }
+};
+
+// The weight rows c .. c + C - 1 of a tile on stored rows, as blocks B.
+template <class B, int C>
+struct TileCols {
+  const B* w[C];
+  TileCols(const MatmulArgs& a, int64_t c) {
+#pragma GCC unroll 16
+    for (int j = 0; j < C; ++j) w[j] = reinterpret_cast<const B*>(a.w + (c + j) * a.row_bytes);
+  }
+  const B* operator[](int j) const { return w[j]; }
+};
+
 // Fixed horizontal sum: (v0+v4, v1+v5, v2+v6, v3+v7) -> (t0+t2, t1+t3) -> u0+u1.
 inline float hsum8(__m256 v) {
   __m128 t = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));

@@ -128,16 +128,11 @@ template <class D, int R, int C>
 void tile_q32(const MatmulArgs& a, int64_t r, int64_t c) {
   using Block = typename D::Block;
   const int64_t nb = a.k / 32;
-  const Block* w[C];
-  const int8_t* xq[R];
-  const float* xd[R];
-  const int16_t* xs[R];  // the blocks' activation sums (Q4_1 / Q5_1)
-  PC_UNROLL for (int j = 0; j < C; ++j) w[j] = reinterpret_cast<const Block*>(a.w + (c + j) * a.row_bytes);
-  PC_UNROLL for (int i = 0; i < R; ++i) {
-    xq[i] = a.xq(r + i);
-    xd[i] = a.xd(r + i);
-    xs[i] = a.xbs(r + i);
-  }
+  const TileCols<Block, C> w(a, c);
+  const TileRows<R> rows(a, r);
+  const int8_t* const* xq = rows.q;
+  const float* const* xd = rows.d;
+  const int16_t* const* xs = rows.s;  // the blocks' activation sums (Q4_1 / Q5_1)
   float sum[R][C] = {};
   for (int64_t b = 0; b < nb; ++b) {
     __m256i xv[R];
@@ -170,16 +165,11 @@ void tile_q32(const MatmulArgs& a, int64_t r, int64_t c) {
 template <int R, int C>
 void tile_q5_k(const MatmulArgs& a, int64_t r, int64_t c) {
   const int64_t nb = a.k / 256;
-  const BlockQ5_K* w[C];
-  const int8_t* xq[R];
-  const float* xd[R];
-  const int16_t* xb[R];
-  PC_UNROLL for (int j = 0; j < C; ++j) w[j] = reinterpret_cast<const BlockQ5_K*>(a.w + (c + j) * a.row_bytes);
-  PC_UNROLL for (int i = 0; i < R; ++i) {
-    xq[i] = a.xq(r + i);
-    xd[i] = a.xd(r + i);
-    xb[i] = a.xbs(r + i);
-  }
+  const TileCols<BlockQ5_K, C> w(a, c);
+  const TileRows<R> rows(a, r);
+  const int8_t* const* xq = rows.q;
+  const float* const* xd = rows.d;
+  const int16_t* const* xb = rows.s;
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   const __m256i one = _mm256_set1_epi8(1);
   float sum[R][C] = {};
@@ -231,14 +221,10 @@ void tile_q5_k(const MatmulArgs& a, int64_t r, int64_t c) {
 template <int R, int C>
 void tile_iq4_xs(const MatmulArgs& a, int64_t r, int64_t c) {
   const int64_t nb = a.k / 256;
-  const BlockIQ4_XS* w[C];
-  const int8_t* xq[R];
-  const float* xd[R];
-  PC_UNROLL for (int j = 0; j < C; ++j) w[j] = reinterpret_cast<const BlockIQ4_XS*>(a.w + (c + j) * a.row_bytes);
-  PC_UNROLL for (int i = 0; i < R; ++i) {
-    xq[i] = a.xq(r + i);
-    xd[i] = a.xd(r + i);
-  }
+  const TileCols<BlockIQ4_XS, C> w(a, c);
+  const TileRows<R> rows(a, r);
+  const int8_t* const* xq = rows.q;
+  const float* const* xd = rows.d;
   const __m256i table = table16(kIq4nlValues);
   float sum[R][C] = {};
   for (int64_t b = 0; b < nb; ++b) {

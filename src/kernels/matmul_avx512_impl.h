@@ -182,22 +182,6 @@ void q32_tile16(const MatmulArgs& a, const Q32Panel& p, int64_t r, int64_t g, in
     }
 }
 
-// The quantized activation rows r .. r + R - 1 of an X16 tile: quants,
-// scales and block sums (matmul_internal.h).
-template <int R>
-struct TileRows {
-  const int8_t* q[R];
-  const float* d[R];
-  const int16_t* s[R];
-  TileRows(const MatmulArgs& a, int64_t r) {
-    PC_UNROLL for (int i = 0; i < R; ++i) {
-      q[i] = a.xq(r + i);
-      d[i] = a.xd(r + i);
-      s[i] = a.xbs(r + i);
-    }
-  }
-};
-
 // ---- Q4_K_X16 / Q5_K_X16: 16 interleaved rows a vector (weight_repack.h) ---
 // Lane c of every vector is column 16g + c of y (row c of weight group g), so
 // a column's sums never leave their lane. Per Q4_K_X16 block and row of x:
