@@ -31,6 +31,7 @@
 // Q4_0 instead follow the scalar kernel's order exactly, see their section.)
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "gguf/quants.h"
@@ -109,67 +110,7 @@ void tile_float(const MatmulArgs& a, int64_t r, int64_t c) {
     }
 }
 
-// ---- Q4_K weights, Q8 activations (256 per block) ------------------------
-// Block: 4 chunks of 32 bytes; low nibbles = sub-block 2c, high = 2c+1.
-// Per block and element: isum = sum_j sc_j * (q·x)_j and msum = madd(bsums,
-// mins), both as int32 lanes summed to one exact integer; then the scalar
-// kernel's float operations (matmul_scalar.cc dot_q4_k), so the result is the
-// scalar kernel's and the Q4_K_X16 kernels' bits:
-//   sum = sum + (d*d_x) * float(isum); sum = sum - (dmin*d_x) * float(msum).
-// (Q4_K weights are read as stored only where no group of 16 rows fits;
-// matmul_repacked_type() makes the rest Q4_K_X16.)
-template <int R, int C>
-void tile_q4_k(const MatmulArgs& a, int64_t r, int64_t c) {
-  const int64_t nb = a.k / 256;
-  const TileCols<BlockQ4_K, C> w(a, c);
-  const TileRows<R> rows(a, r);
-  const int8_t* const* xq = rows.q;
-  const float* const* xd = rows.d;
-  const int16_t* const* xb = rows.s;
-  const __m256i m4 = _mm256_set1_epi8(0x0F);
-  float acc[R][C];
-  PC_UNROLL for (int i = 0; i < R; ++i)
-    PC_UNROLL for (int j = 0; j < C; ++j) acc[i][j] = 0.f;
-  for (int64_t b = 0; b < nb; ++b) {
-    PC_UNROLL for (int j = 0; j < C; ++j) {
-      const BlockQ4_K& blk = w[j][b];
-      if constexpr (R == 1) prefetch_block<sizeof blk>(&blk);
-      const __m256i scmn = _mm256_broadcastsi128_si256(q4k_scmn(blk));
-      // mins as int16, each repeated for the two 16-value halves of its sub-block
-      const __m256i mins = _mm256_shuffle_epi8(scmn, q4k_mins_pattern());
-      __m256i isum[R];
-      PC_UNROLL for (int i = 0; i < R; ++i) isum[i] = _mm256_setzero_si256();
-      PC_UNROLL for (int ch = 0; ch < 4; ++ch) {
-        const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs + 32 * ch));
-        __m256i lo = _mm256_and_si256(q, m4);
-        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-        // sc[2ch], sc[2ch+1] zero-extended into every int16 lane
-        __m256i slo = _mm256_shuffle_epi8(scmn, _mm256_set1_epi16(int16_t(0xFF00 | (2 * ch))));
-        __m256i shi = _mm256_shuffle_epi8(scmn, _mm256_set1_epi16(int16_t(0xFF00 | (2 * ch + 1))));
-        // Keep the chunks in program order: GCC would otherwise hoist all four
-        // chunks' operands and spill them.
-        __asm__ volatile("" : "+x"(lo), "+x"(hi), "+x"(slo), "+x"(shi));
-        PC_UNROLL for (int i = 0; i < R; ++i) {
-          const int8_t* x = xq[i] + 256 * b + 64 * ch;
-          const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
-          const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32));
-          isum[i] = _mm256_add_epi32(isum[i], _mm256_madd_epi16(_mm256_maddubs_epi16(lo, x0), slo));
-          isum[i] = _mm256_add_epi32(isum[i], _mm256_madd_epi16(_mm256_maddubs_epi16(hi, x1), shi));
-        }
-      }
-      const float d = h2f(blk.d), dmin = h2f(blk.dmin);
-      PC_UNROLL for (int i = 0; i < R; ++i) {
-        const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb[i] + 16 * b));
-        const int32_t is = hsum8_i32(isum[i]), ms = hsum8_i32(_mm256_madd_epi16(bs, mins));
-        const float dx = xd[i][b];
-        acc[i][j] = acc[i][j] + (d * dx) * float(is);
-        acc[i][j] = acc[i][j] - (dmin * dx) * float(ms);
-      }
-    }
-  }
-  PC_UNROLL for (int i = 0; i < R; ++i)
-    PC_UNROLL for (int j = 0; j < C; ++j) a.y[(r + i) * a.ldy + c + j] = acc[i][j];
-}
+// ---- Q4_K weights: tile_q45_k (matmul_avx2_shared.h) ----------------------
 
 // ---- Q6_K weights, Q8 activations (256 per block) ------------------------
 // Half h (128 values) uses ql[64h..64h+63], qh[32h..32h+31]; the 32-value vector
@@ -253,7 +194,7 @@ struct Table {
 template <int R, int C> struct KF32 { static void run(const MatmulArgs& a, int64_t r, int64_t c) { tile_float<LoadF32, R, C>(a, r, c); } };
 template <int R, int C> struct KF16 { static void run(const MatmulArgs& a, int64_t r, int64_t c) { tile_float<LoadF16, R, C>(a, r, c); } };
 template <int R, int C> struct KBF16 { static void run(const MatmulArgs& a, int64_t r, int64_t c) { tile_float<LoadBF16, R, C>(a, r, c); } };
-template <int R, int C> struct KQ4_K { static void run(const MatmulArgs& a, int64_t r, int64_t c) { tile_q4_k<R, C>(a, r, c); } };
+template <int R, int C> struct KQ4_K { static void run(const MatmulArgs& a, int64_t r, int64_t c) { tile_q45_k<false, R, C>(a, r, c); } };
 template <int R, int C> struct KQ6_K { static void run(const MatmulArgs& a, int64_t r, int64_t c) { tile_q6_k<R, C>(a, r, c); } };
 
 // Columns per micro-tile for a given number of rows in it (C2, C3, C4 for

@@ -1,5 +1,7 @@
-// What the AVX2 kernels (matmul_avx2.cc) share with the AVX-512 ones
-// (matmul_avx512_impl.h), which must compute every element exactly as they do:
+// What the AVX2 kernels (matmul_avx2.cc, matmul_avx2_unpack.cc) share with
+// each other and with the AVX-512 ones (matmul_avx512_impl.h), which must
+// compute every element exactly as they do: the tiles' row pointers, the
+// K-quant tile on stored Q4_K / Q5_K rows;
 // the fixed horizontal sum and the weight loaders of the float tiles; the
 // Q8_0 / Q4_0 block helpers, the prompt panel layout (see matmul_avx2.cc,
 // "Q8_0 / Q4_0 weights"), its packing, and its reuse by the thread's next task
@@ -167,6 +169,86 @@ inline __m128i q4k_scmn(const BlockQ4_K& blk) {
 inline __m256i q4k_mins_pattern() {
   return _mm256_setr_epi8(8, -1, 8, -1, 9, -1, 9, -1, 10, -1, 10, -1, 11, -1, 11, -1,
                           12, -1, 12, -1, 13, -1, 13, -1, 14, -1, 14, -1, 15, -1, 15, -1);
+}
+
+// ---- Q4_K / Q5_K weights as stored, Q8 activations (256 per block) -------
+// Tiles of R activation rows × C weight rows (matmul_avx2.cc runs Q4_K,
+// matmul_avx2_unpack.cc Q5_K). Block: 4 chunks of 32 bytes of qs; low nibbles
+// = sub-block 2ch, high = 2ch + 1; Q5_K adds bit 2ch (low) or 2ch + 1 (high)
+// of qh[l] as bit 4 (levels 0..31, so vpmaddubsw pair sums stay below
+// 2·31·127). Per block and element: isum = sum_j sc_j · (q·x)_j and msum =
+// madd(bsums, mins), int32 lanes summed to exact integers; then the scalar
+// kernel's float operations (matmul_scalar.cc dot_q4_k / dot_q5_k):
+//   sum = sum + (d·d_x)·float(isum); sum = sum − (dmin·d_x)·float(msum),
+// so this, the scalar and the X16 kernels give the same bits. (Such weights
+// are read as stored only where no group of 16 rows fits, or where the layout
+// choice keeps them so; matmul_repacked_type() makes the rest X16.)
+template <bool kQ5, int R, int C>
+void tile_q45_k(const MatmulArgs& a, int64_t r, int64_t c) {
+  using B = std::conditional_t<kQ5, BlockQ5_K, BlockQ4_K>;
+  const int64_t nb = a.k / 256;
+  const TileCols<B, C> w(a, c);
+  const TileRows<R> rows(a, r);
+  const int8_t* const* xq = rows.q;
+  const float* const* xd = rows.d;
+  const int16_t* const* xb = rows.s;
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const __m256i one = _mm256_set1_epi8(1);
+  float sum[R][C] = {};
+  for (int64_t b = 0; b < nb; ++b) {
+#pragma GCC unroll 16
+    for (int j = 0; j < C; ++j) {
+      const B& blk = w[j][b];
+      if constexpr (R == 1) prefetch_block<sizeof blk>(&blk);
+      // BlockQ5_K starts like BlockQ4_K (d, dmin, scales): the same scale decoder.
+      const __m256i scmn = _mm256_broadcastsi128_si256(q4k_scmn(*reinterpret_cast<const BlockQ4_K*>(&blk)));
+      // mins as int16, each repeated for the two 16-value halves of its sub-block
+      const __m256i mins = _mm256_shuffle_epi8(scmn, q4k_mins_pattern());
+      __m256i qh = _mm256_setzero_si256();
+      if constexpr (kQ5) qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh));
+      __m256i isum[R];
+#pragma GCC unroll 16
+      for (int i = 0; i < R; ++i) isum[i] = _mm256_setzero_si256();
+#pragma GCC unroll 16
+      for (int ch = 0; ch < 4; ++ch) {
+        const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs + 32 * ch));
+        __m256i lo = _mm256_and_si256(q, m4);
+        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+        if constexpr (kQ5) {
+          // (qh >> s) & 1 per byte (the 16-bit shift's spill-over from the next byte is masked off), to bit 4.
+          lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * ch), one), 4));
+          hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * ch + 1), one), 4));
+        }
+        // sc[2ch], sc[2ch+1] zero-extended into every int16 lane
+        __m256i slo = _mm256_shuffle_epi8(scmn, _mm256_set1_epi16(int16_t(0xFF00 | (2 * ch))));
+        __m256i shi = _mm256_shuffle_epi8(scmn, _mm256_set1_epi16(int16_t(0xFF00 | (2 * ch + 1))));
+        // Keep the chunks in program order: GCC would otherwise hoist all four
+        // chunks' operands and spill them.
+        __asm__ volatile("" : "+x"(lo), "+x"(hi), "+x"(slo), "+x"(shi));
+#pragma GCC unroll 16
+        for (int i = 0; i < R; ++i) {
+          const int8_t* x = xq[i] + 256 * b + 64 * ch;
+          const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
+          const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32));
+          isum[i] = _mm256_add_epi32(isum[i], _mm256_madd_epi16(_mm256_maddubs_epi16(lo, x0), slo));
+          isum[i] = _mm256_add_epi32(isum[i], _mm256_madd_epi16(_mm256_maddubs_epi16(hi, x1), shi));
+        }
+      }
+      const float d = h2f(blk.d), dmin = h2f(blk.dmin);
+#pragma GCC unroll 16
+      for (int i = 0; i < R; ++i) {
+        const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb[i] + 16 * b));
+        const int32_t is = hsum8_i32(isum[i]), ms = hsum8_i32(_mm256_madd_epi16(bs, mins));
+        const float dx = xd[i][b];
+        sum[i][j] = sum[i][j] + (d * dx) * float(is);
+        sum[i][j] = sum[i][j] - (dmin * dx) * float(ms);
+      }
+    }
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 16
+    for (int j = 0; j < C; ++j) a.y[(r + i) * a.ldy + c + j] = sum[i][j];
 }
 
 // The 32 4-bit values of a Q4_0 block, unsigned (0..15), in value order.

@@ -23,6 +23,7 @@
 // same bits.
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "gguf/quants.h"
 #include "kernels/matmul_internal.h"
@@ -155,64 +156,7 @@ void tile_q32(const MatmulArgs& a, int64_t r, int64_t c) {
     PC_UNROLL for (int j = 0; j < C; ++j) a.y[(r + i) * a.ldy + c + j] = sum[i][j];
 }
 
-// ---- Q5_K ------------------------------------------------------------------
-// tile_q4_k's arithmetic; chunk ch's low-nibble values take bit 2ch of qh[l]
-// as their bit 4, the high-nibble values bit 2ch + 1 (levels 0..31, so
-// vpmaddubsw pair sums stay below 2·31·127). Per block the lanes are summed to
-// the exact isum and msum of the scalar kernel (dot_q5_k), and its float
-// operations follow, so this, the scalar and the Q5_K_X16 kernels give the
-// same bits.
-template <int R, int C>
-void tile_q5_k(const MatmulArgs& a, int64_t r, int64_t c) {
-  const int64_t nb = a.k / 256;
-  const TileCols<BlockQ5_K, C> w(a, c);
-  const TileRows<R> rows(a, r);
-  const int8_t* const* xq = rows.q;
-  const float* const* xd = rows.d;
-  const int16_t* const* xb = rows.s;
-  const __m256i m4 = _mm256_set1_epi8(0x0F);
-  const __m256i one = _mm256_set1_epi8(1);
-  float sum[R][C] = {};
-  for (int64_t b = 0; b < nb; ++b) {
-    PC_UNROLL for (int j = 0; j < C; ++j) {
-      const BlockQ5_K& blk = w[j][b];
-      if constexpr (R == 1) prefetch_block<sizeof blk>(&blk);
-      // BlockQ5_K starts like BlockQ4_K (d, dmin, scales): the same scale decoder.
-      const __m256i scmn = _mm256_broadcastsi128_si256(q4k_scmn(*reinterpret_cast<const BlockQ4_K*>(&blk)));
-      const __m256i mins = _mm256_shuffle_epi8(scmn, q4k_mins_pattern());
-      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh));
-      __m256i isum[R];
-      PC_UNROLL for (int i = 0; i < R; ++i) isum[i] = _mm256_setzero_si256();
-      PC_UNROLL for (int ch = 0; ch < 4; ++ch) {
-        const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs + 32 * ch));
-        // (qh >> s) & 1 per byte (the 16-bit shift's spill-over from the next byte is masked off), to bit 4.
-        const __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * ch), one), 4);
-        const __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * ch + 1), one), 4);
-        __m256i lo = _mm256_or_si256(_mm256_and_si256(q, m4), h0);
-        __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), h1);
-        __m256i slo = _mm256_shuffle_epi8(scmn, _mm256_set1_epi16(int16_t(0xFF00 | (2 * ch))));
-        __m256i shi = _mm256_shuffle_epi8(scmn, _mm256_set1_epi16(int16_t(0xFF00 | (2 * ch + 1))));
-        __asm__ volatile("" : "+x"(lo), "+x"(hi), "+x"(slo), "+x"(shi));
-        PC_UNROLL for (int i = 0; i < R; ++i) {
-          const int8_t* x = xq[i] + 256 * b + 64 * ch;
-          const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
-          const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32));
-          isum[i] = _mm256_add_epi32(isum[i], _mm256_madd_epi16(_mm256_maddubs_epi16(lo, x0), slo));
-          isum[i] = _mm256_add_epi32(isum[i], _mm256_madd_epi16(_mm256_maddubs_epi16(hi, x1), shi));
-        }
-      }
-      const float d = h2f(blk.d), dmin = h2f(blk.dmin);
-      PC_UNROLL for (int i = 0; i < R; ++i) {
-        const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb[i] + 16 * b));
-        const int32_t msum = hsum8_i32(_mm256_madd_epi16(bs, mins));
-        sum[i][j] = sum[i][j] + (d * xd[i][b]) * float(hsum8_i32(isum[i]));
-        sum[i][j] = sum[i][j] - (dmin * xd[i][b]) * float(msum);
-      }
-    }
-  }
-  PC_UNROLL for (int i = 0; i < R; ++i)
-    PC_UNROLL for (int j = 0; j < C; ++j) a.y[(r + i) * a.ldy + c + j] = sum[i][j];
-}
+// ---- Q5_K: tile_q45_k (matmul_avx2_shared.h) -------------------------------
 
 // ---- IQ4_XS ----------------------------------------------------------------
 // Sub-block s (32 values, IQ4_NL's layout in qs[16s..16s+15]) adds
@@ -272,7 +216,7 @@ struct KQ32 {
     static void run(const MatmulArgs& a, int64_t r, int64_t c) { tile_q32<D, R, C>(a, r, c); }
   };
 };
-template <int R, int C> struct KQ5_K { static void run(const MatmulArgs& a, int64_t r, int64_t c) { tile_q5_k<R, C>(a, r, c); } };
+template <int R, int C> struct KQ5_K { static void run(const MatmulArgs& a, int64_t r, int64_t c) { tile_q45_k<true, R, C>(a, r, c); } };
 template <int R, int C> struct KIQ4_XS { static void run(const MatmulArgs& a, int64_t r, int64_t c) { tile_iq4_xs<R, C>(a, r, c); } };
 
 // Columns per micro-tile for 4, 3 and 2 rows (C4, C3, C2); one for decode rows.

@@ -194,7 +194,7 @@ void q32_tile16(const MatmulArgs& a, const Q32Panel& p, int64_t r, int64_t g, in
 // the exact integers of dot_q4_k (matmul_scalar.cc); then its float
 // operations, per lane: acc = acc + (d·d_x)·float(isum), acc = acc −
 // (dmin·d_x)·float(msum), each rounded separately. So every path (scalar,
-// AVX2's tile_q4_k on stored rows, these on either backend) gives the same
+// AVX2's tile_q45_k on stored rows, these on either backend) gives the same
 // bits. Tiles of up to V::kKxRows rows × one group, each unpacked weight
 // vector serving every row of the tile; decode (one row) is the one-row tile,
 // prefetching the group's block stream ahead. Q5_K_X16 differs only in the
