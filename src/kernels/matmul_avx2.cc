@@ -55,8 +55,6 @@ namespace {
 // does not completely unroll them at -O2 on its own).
 #define PC_UNROLL _Pragma("GCC unroll 16")
 
-constexpr int kMaxR = 4;  // activation rows per micro-tile
-constexpr int kMaxC = 4;  // weight rows per micro-tile
 
 
 // Decode (one activation row) streams every weight from DRAM once per token.
@@ -177,46 +175,13 @@ void tile_q6_k(const MatmulArgs& a, int64_t r, int64_t c) {
     PC_UNROLL for (int j = 0; j < C; ++j) a.y[(r + i) * a.ldy + c + j] = sum[i][j];
 }
 
-// ---- tiling driver ------------------------------------------------------
-
-using TileFn = void (*)(const MatmulArgs&, int64_t r, int64_t c);
-
-template <template <int, int> class K>
-struct Table {
-  static constexpr TileFn fns[kMaxR][kMaxC] = {
-      {K<1, 1>::run, K<1, 2>::run, K<1, 3>::run, K<1, 4>::run},
-      {K<2, 1>::run, K<2, 2>::run, K<2, 3>::run, K<2, 4>::run},
-      {K<3, 1>::run, K<3, 2>::run, K<3, 3>::run, K<3, 4>::run},
-      {K<4, 1>::run, K<4, 2>::run, K<4, 3>::run, K<4, 4>::run},
-  };
-};
+// ---- tiling driver: run_task (matmul_avx2_shared.h) ------------------------
 
 template <int R, int C> struct KF32 { static void run(const MatmulArgs& a, int64_t r, int64_t c) { tile_float<LoadF32, R, C>(a, r, c); } };
 template <int R, int C> struct KF16 { static void run(const MatmulArgs& a, int64_t r, int64_t c) { tile_float<LoadF16, R, C>(a, r, c); } };
 template <int R, int C> struct KBF16 { static void run(const MatmulArgs& a, int64_t r, int64_t c) { tile_float<LoadBF16, R, C>(a, r, c); } };
 template <int R, int C> struct KQ4_K { static void run(const MatmulArgs& a, int64_t r, int64_t c) { tile_q45_k<false, R, C>(a, r, c); } };
 template <int R, int C> struct KQ6_K { static void run(const MatmulArgs& a, int64_t r, int64_t c) { tile_q6_k<R, C>(a, r, c); } };
-
-// Columns per micro-tile for a given number of rows in it (C2, C3, C4 for
-// 2, 3, 4 rows; narrower as rows grow: register budget, 16 ymm). One row
-// (decode) takes one column at a time: see prefetch_ahead().
-// Loop order: row tiles outer, column tiles inner, so the R activation rows
-// stay in L1 while the task's weight rows (sized to stay in L2 by matmul.cc)
-// stream past them.
-template <template <int, int> class K, int C4, int C3 = 3, int C2 = 4>
-void run_task(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t*) {
-  static constexpr int kCols[kMaxR] = {1, C2, C3, C4};
-  for (int64_t r = r0; r < r1;) {
-    const int nr = static_cast<int>(r1 - r < kMaxR ? r1 - r : kMaxR);
-    const int want = kCols[nr - 1];
-    for (int64_t c = c0; c < c1;) {
-      const int nc = static_cast<int>(c1 - c < want ? c1 - c : want);
-      Table<K>::fns[nr - 1][nc - 1](a, r, c);
-      c += nc;
-    }
-    r += nr;
-  }
-}
 
 // ---- Q8_0 / Q4_0 weights, Q8 activations (32 per block) -----------------
 // Every element is computed as the scalar kernel computes it (bitwise equal):

@@ -171,6 +171,45 @@ inline __m256i q4k_mins_pattern() {
                           12, -1, 12, -1, 13, -1, 13, -1, 14, -1, 14, -1, 15, -1, 15, -1);
 }
 
+// ---- the tiling driver of the tiles on stored rows -------------------------
+// Micro-tiles of up to kMaxR activation rows × kMaxC weight rows; K<R, C>::run
+// is a tile's kernel.
+constexpr int kMaxR = 4;  // activation rows per micro-tile
+constexpr int kMaxC = 4;  // weight rows per micro-tile
+
+using TileFn = void (*)(const MatmulArgs&, int64_t r, int64_t c);
+
+template <template <int, int> class K>
+struct Table {
+  static constexpr TileFn fns[kMaxR][kMaxC] = {
+      {K<1, 1>::run, K<1, 2>::run, K<1, 3>::run, K<1, 4>::run},
+      {K<2, 1>::run, K<2, 2>::run, K<2, 3>::run, K<2, 4>::run},
+      {K<3, 1>::run, K<3, 2>::run, K<3, 3>::run, K<3, 4>::run},
+      {K<4, 1>::run, K<4, 2>::run, K<4, 3>::run, K<4, 4>::run},
+  };
+};
+
+// Columns per micro-tile for a given number of rows in it (C2, C3, C4 for
+// 2, 3, 4 rows; narrower as rows grow: register budget, 16 ymm). One row
+// (decode) takes one column at a time: see matmul_avx2.cc, prefetch_ahead().
+// Loop order: row tiles outer, column tiles inner, so the R activation rows
+// stay in L1 while the task's weight rows (sized to stay in L2 by matmul.cc)
+// stream past them.
+template <template <int, int> class K, int C4, int C3 = 3, int C2 = 4>
+void run_task(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t*) {
+  static constexpr int kCols[kMaxR] = {1, C2, C3, C4};
+  for (int64_t r = r0; r < r1;) {
+    const int nr = static_cast<int>(r1 - r < kMaxR ? r1 - r : kMaxR);
+    const int want = kCols[nr - 1];
+    for (int64_t c = c0; c < c1;) {
+      const int nc = static_cast<int>(c1 - c < want ? c1 - c : want);
+      Table<K>::fns[nr - 1][nc - 1](a, r, c);
+      c += nc;
+    }
+    r += nr;
+  }
+}
+
 // ---- Q4_K / Q5_K weights as stored, Q8 activations (256 per block) -------
 // Tiles of R activation rows × C weight rows (matmul_avx2.cc runs Q4_K,
 // matmul_avx2_unpack.cc Q5_K). Block: 4 chunks of 32 bytes of qs; low nibbles

@@ -42,8 +42,6 @@ namespace {
 
 #define PC_UNROLL _Pragma("GCC unroll 16")
 
-constexpr int kMaxR = 4;
-constexpr int kMaxC = 4;
 
 // The 32 4-bit codes of a 32-element group: low nibbles of qs[0..15], then
 // their high nibbles.
@@ -195,19 +193,7 @@ void tile_iq4_xs(const MatmulArgs& a, int64_t r, int64_t c) {
     PC_UNROLL for (int j = 0; j < C; ++j) a.y[(r + i) * a.ldy + c + j] = sum[i][j];
 }
 
-// ---- tiling driver (matmul_avx2.cc's run_task) -------------------------------
-
-using TileFn = void (*)(const MatmulArgs&, int64_t r, int64_t c);
-
-template <template <int, int> class K>
-struct Table {
-  static constexpr TileFn fns[kMaxR][kMaxC] = {
-      {K<1, 1>::run, K<1, 2>::run, K<1, 3>::run, K<1, 4>::run},
-      {K<2, 1>::run, K<2, 2>::run, K<2, 3>::run, K<2, 4>::run},
-      {K<3, 1>::run, K<3, 2>::run, K<3, 3>::run, K<3, 4>::run},
-      {K<4, 1>::run, K<4, 2>::run, K<4, 3>::run, K<4, 4>::run},
-  };
-};
+// ---- tiling driver: run_task (matmul_avx2_shared.h) ------------------------
 
 template <class D>
 struct KQ32 {
@@ -218,22 +204,6 @@ struct KQ32 {
 };
 template <int R, int C> struct KQ5_K { static void run(const MatmulArgs& a, int64_t r, int64_t c) { tile_q45_k<true, R, C>(a, r, c); } };
 template <int R, int C> struct KIQ4_XS { static void run(const MatmulArgs& a, int64_t r, int64_t c) { tile_iq4_xs<R, C>(a, r, c); } };
-
-// Columns per micro-tile for 4, 3 and 2 rows (C4, C3, C2); one for decode rows.
-template <template <int, int> class K, int C4, int C3, int C2>
-void run_task(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t*) {
-  static constexpr int kCols[kMaxR] = {1, C2, C3, C4};
-  for (int64_t r = r0; r < r1;) {
-    const int nr = static_cast<int>(r1 - r < kMaxR ? r1 - r : kMaxR);
-    const int want = kCols[nr - 1];
-    for (int64_t c = c0; c < c1;) {
-      const int nc = static_cast<int>(c1 - c < want ? c1 - c : want);
-      Table<K>::fns[nr - 1][nc - 1](a, r, c);
-      c += nc;
-    }
-    r += nr;
-  }
-}
 
 }  // namespace
 }  // namespace pc::kern
