@@ -21,6 +21,7 @@
 #include <cstring>
 #include <memory>
 #include <random>
+#include <span>
 #include <vector>
 
 #include "gguf/quants.h"
@@ -261,23 +262,33 @@ BENCHMARK(BM_AttentionDecode)->Args({1, 2048})->Args({2, 2048})->UseRealTime();
 
 // One decode token through `layers` layers of an n-token context, the KV laid
 // out as KvStorage lays it out (page p holds every layer's K and V of its
-// slots, so one layer's pages are layers × 12 KiB apart) and far past the L3
-// at 30 layers of 4096 slots (94 MB), as in the model; BM_AttentionDecode
-// keeps its one layer in cache. Per layer a task per KV head (split 0), one
-// per KV head and softmax segment then the merge (split 1), or one per segment
-// for every KV head after paged_attention_prefetch() (split 2; the forward
-// pass decoding one sequence uses 1 or 2, whichever gives the threads tasks
-// enough). Args {threads, n, layers, split}.
+// slots, so one layer's pages are layers × 12 KiB apart for smollm's heads) in
+// memory advised for huge pages, and far past the L3 at 30 layers of 4096
+// slots (94 MB), as in the model; BM_AttentionDecode keeps its one layer in
+// cache. Per layer a task per KV head (split 0), one per KV head and softmax
+// segment then the merge (split 1), or one per segment for every KV head in
+// head order (split 2; the forward pass decoding one sequence uses 1 or 2,
+// whichever gives the threads tasks enough). The attention shape: smollm-135m's
+// (shape 0: 3 KV heads of 64, groups of 3), tinyllama-1.1b's (1: 4 of 64,
+// groups of 8) or Llama-3-8B's (2: 8 of 128, groups of 4).
+// Args {threads, n, layers, split, shape}.
 void BM_AttentionDecodeLayers(benchmark::State& st) {
   const int threads = int(st.range(0)), n = int(st.range(1)), layers = int(st.range(2));
-  const int split = int(st.range(3));
-  constexpr int hd = kAttnHd, n_kv = kAttnKv, group = kAttnGroup;
+  const int split = int(st.range(3)), shape = int(st.range(4));
+  const int hd = shape == 2 ? 128 : 64, n_kv = shape == 0 ? 3 : shape == 1 ? 4 : 8,
+            group = shape == 0 ? 3 : shape == 1 ? 8 : 4;
   pc::ThreadPool pool(threads);
   std::mt19937 rng(1);
   std::normal_distribution<float> nd;
   const int n_pages = (n + kAttnP - 1) / kAttnP;
   const size_t slab = size_t(n_kv) * kAttnP * hd;  // one layer's K (or V) of a page
-  std::vector<uint16_t> kv(size_t(n_pages) * layers * 2 * slab);
+  const size_t kv_bytes = size_t(n_pages) * layers * 2 * slab * sizeof(uint16_t);
+  const size_t huge = size_t(2) << 20;
+  std::unique_ptr<void, decltype(&std::free)> kv_mem(std::aligned_alloc(huge, (kv_bytes + huge - 1) / huge * huge), &std::free);
+#ifdef MADV_HUGEPAGE
+  madvise(kv_mem.get(), (kv_bytes + huge - 1) / huge * huge, MADV_HUGEPAGE);  // as KvStorage
+#endif
+  const std::span<uint16_t> kv(static_cast<uint16_t*>(kv_mem.get()), kv_bytes / sizeof(uint16_t));
   for (auto& h : kv) h = pc::fp32_to_fp16(nd(rng));
   std::vector<std::vector<const uint16_t*>> kp(layers), vp(layers);
   for (int l = 0; l < layers; ++l)
@@ -317,7 +328,6 @@ void BM_AttentionDecodeLayers(benchmark::State& st) {
     if (seg >= 0) {
       t.seg = seg;
       t.state = parts[g * n_seg + seg];
-      if (split == 2 && g == 0) pc::paged_attention_prefetch(a, n_ctx, seg);
     }
     pc::paged_attention_tokens(a, group, t, scratch.data() + thread * per);
   };
@@ -346,15 +356,19 @@ void BM_AttentionDecodeLayers(benchmark::State& st) {
   st.SetLabel(pc::cpu_level_name(pc::cpu_level()));
 }
 BENCHMARK(BM_AttentionDecodeLayers)
-    ->Args({1, 4096, 1, 0})
-    ->Args({1, 4096, 30, 0})
-    ->Args({2, 4096, 30, 0})
-    ->Args({2, 4096, 30, 1})
-    ->Args({2, 4096, 30, 2})
-    ->Args({1, 4096, 30, 1})
-    ->Args({1, 4096, 30, 2})
-    ->Args({2, 1024, 30, 0})
-    ->Args({2, 1024, 30, 1})
+    ->Args({1, 4096, 1, 0, 0})
+    ->Args({1, 4096, 30, 0, 0})
+    ->Args({2, 4096, 30, 0, 0})
+    ->Args({2, 4096, 30, 1, 0})
+    ->Args({2, 4096, 30, 2, 0})
+    ->Args({1, 4096, 30, 1, 0})
+    ->Args({1, 4096, 30, 2, 0})
+    ->Args({2, 1024, 30, 0, 0})
+    ->Args({2, 1024, 30, 1, 0})
+    ->Args({2, 512, 22, 0, 1})   // tinyllama, 512 slots (11.5 MB of KV)
+    ->Args({2, 8192, 22, 2, 1})  // tinyllama, 8192 slots (185 MB)
+    ->Args({2, 512, 32, 0, 2})   // Llama-3-8B, 512 slots (67 MB)
+    ->Args({2, 8192, 8, 2, 2})   // Llama-3-8B, 8192 slots, a quarter of the layers (268 MB)
     ->UseRealTime();
 
 // Row-wise kernels of the forward pass, one row of n values (one thread):

@@ -20,6 +20,7 @@
 #include "kernels/cpu_count.h"
 #include "kernels/int8_peak.h"
 #include "kernels/layout_choice.h"
+#include "kernels/paged_attention.h"
 #include "kernels/read_bandwidth.h"
 #include "kernels/thread_pool.h"
 #include "kv/kv_storage.h"
@@ -44,6 +45,7 @@ struct PrefillArgs {
   std::vector<std::string> kernels{"auto"};
   std::vector<float> temperatures{0.f};  // decode sampling; 0 = greedy
   std::vector<KvType> kv_types{KvType::kF16};
+  std::vector<std::string> attn_prefetch{"on"};  // decode attention's prefetch (set_attn_prefetch)
   uint64_t seed = 1;
   std::string json_out;
   std::vector<std::string> compare;  // models measured side by side with `model`
@@ -55,6 +57,7 @@ struct PrefillRun {
   float temperature;
   size_t model = 0;  // index into the models measured (--compare)
   size_t kv = 0;     // index in PrefillArgs::kv_types
+  size_t pf = 0;     // index in PrefillArgs::attn_prefetch
 };
 
 // --kernels names -> levels ("auto": the best this CPU runs). Throws on a name
@@ -162,8 +165,10 @@ int run_prefill(const PrefillArgs& a) {
   for (size_t mi = 0; mi < models.size(); ++mi)
     for (CpuLevel l : levels)
       for (float t : a.temperatures)
-        for (size_t k = 0; k < a.kv_types.size(); ++k) runs.push_back({l, t, mi, k});
-  const bool several = levels.size() * a.temperatures.size() * a.kv_types.size() > 1;
+        for (size_t f = 0; f < a.attn_prefetch.size(); ++f)
+          for (size_t k = 0; k < a.kv_types.size(); ++k) runs.push_back({l, t, mi, k, f});
+  const bool several = levels.size() * a.temperatures.size() * a.kv_types.size() * a.attn_prefetch.size() > 1;
+  const bool several_pf = a.attn_prefetch.size() > 1;
   std::string names, temps;
   for (CpuLevel l : levels) names += (names.empty() ? "" : ", ") + cpu_level_name(l);
   for (float t : a.temperatures) {
@@ -190,7 +195,7 @@ int run_prefill(const PrefillArgs& a) {
                    max_len, a.decode, (long long)c.n_ctx_train);
   }
   std::printf("%8s  %14s  %10s  %14s%s%s\n", "tokens", "prompt tok/s", "TTFT ms", "decode tok/s",
-              compare ? "  model" : "", several ? "  kernels  temperature  kv" : "");
+              compare ? "  model" : "", several ? (several_pf ? "  kernels  temperature  kv  prefetch" : "  kernels  temperature  kv") : "");
   nlohmann::json rows = nlohmann::json::array();
   std::vector<double> best_decode(models.size(), 0);
   struct PromptRate {  // a printed row's prompt rate, for the int8 peak share below
@@ -209,6 +214,7 @@ int run_prefill(const PrefillArgs& a) {
     for (int rep = 0; rep < a.repeat; ++rep) {
       for (size_t li = 0; li < nl; ++li) {
         set_cpu_level(runs[li].level);
+        set_attn_prefetch(a.attn_prefetch[runs[li].pf] == "on");
         const ModelConfig& c = models[runs[li].model].model->config();
         std::uniform_int_distribution<int32_t> pick(3, int32_t(c.n_vocab) - 1);
         GenerateRequest req;
@@ -233,8 +239,9 @@ int run_prefill(const PrefillArgs& a) {
       char mname[16] = "", kname[64] = "";
       if (compare) std::snprintf(mname, sizeof mname, "  %5zu", runs[li].model);
       if (several)
-        std::snprintf(kname, sizeof kname, "  %-7s  %-11g  %s", cpu_level_name(runs[li].level).c_str(),
-                      double(runs[li].temperature), kv_type_name(a.kv_types[runs[li].kv]));
+        std::snprintf(kname, sizeof kname, "  %-7s  %-11g  %-4s%s%s", cpu_level_name(runs[li].level).c_str(),
+                      double(runs[li].temperature), kv_type_name(a.kv_types[runs[li].kv]), several_pf ? "  " : "",
+                      several_pf ? a.attn_prefetch[runs[li].pf].c_str() : "");
       if (a.decode > 0) {
         std::printf("%8d  %14.1f  %10.1f  %14.1f%s%s\n", n, best_pp[li], best_ttft[li], best_tg[li], mname, kname);
       } else {  // (no token generated: no TTFT, no decode rate)
@@ -243,6 +250,7 @@ int run_prefill(const PrefillArgs& a) {
       best_decode[runs[li].model] = std::max(best_decode[runs[li].model], best_tg[li]);
       nlohmann::json row = {{"prompt_tokens", n}, {"kernels", cpu_level_name(runs[li].level)},
                             {"kv_type", kv_type_name(a.kv_types[runs[li].kv])},
+                            {"attn_prefetch", a.attn_prefetch[runs[li].pf] == "on"},
                             {"temperature", runs[li].temperature}, {"prompt_tokens_per_s", best_pp[li]},
                             {"prompt_tokens_per_s_median", median(all_pp[li])},
                             {"ttft_ms", a.decode > 0 ? nlohmann::json(best_ttft[li]) : nlohmann::json(nullptr)},
@@ -289,10 +297,27 @@ int run_prefill(const PrefillArgs& a) {
                       p0 > 0 ? p1 / p0 : 0.0);
       }
     }
+    // Prefetch on and off: each setting's medians against the first's (same
+    // model, kernels, temperature and KV type).
+    if (several_pf) {
+      for (size_t li = 0; li < nl; ++li) {
+        if (runs[li].pf == 0) continue;
+        const size_t base = li - runs[li].pf * a.kv_types.size();
+        const double m0 = median(all_tg[base]), m1 = median(all_tg[li]);
+        const double p0 = median(all_pp[base]), p1 = median(all_pp[li]);
+        const char* f0 = a.attn_prefetch[0].c_str();
+        const char* f1 = a.attn_prefetch[runs[li].pf].c_str();
+        if (a.decode > 0)
+          std::printf("%8d  medians of %d: decode %.1f (prefetch %s) vs %.1f (prefetch %s) tok/s: %s / %s = %.2fx; "
+                      "prompt %.2fx\n",
+                      n, a.repeat, m0, f0, m1, f1, f1, f0, m0 > 0 ? m1 / m0 : 0.0, p0 > 0 ? p1 / p0 : 0.0);
+      }
+    }
     std::fflush(stdout);
   }
   progress.done();
   set_cpu_level(default_cpu_level());
+  set_attn_prefetch(true);
   // Decode reads every weight once a token (a MoE layer: its selected experts'):
   // its bytes times the decode rate against the machine's read bandwidth on the
   // same threads.
@@ -411,6 +436,11 @@ Run add_bench(CLI::App& app) {
       ->capture_default_str()->delimiter(',')->check(CLI::Range(0.0, 100.0));
   p->add_option("--seed", a->seed, "Sampling seed of the decode at temperature > 0")->capture_default_str();
   add_kv_types_option(*p, &a->kv_types);
+  p->add_option("--attn-prefetch", a->attn_prefetch,
+                "Whether decode attention prefetches the KV ahead of its arithmetic (on, the default, or off; "
+                "the results are the same bit for bit): both (on off) measure them interleaved like --kernels, "
+                "with their ratio (space- or comma-separated)")
+      ->capture_default_str()->delimiter(',')->check(CLI::IsMember({"on", "off"}));
   p->add_option("--json", a->json_out, kBenchJsonHelp);
   Run conversation = add_bench_conversation(app);
   Run modules = add_bench_modules(app);

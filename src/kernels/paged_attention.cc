@@ -232,6 +232,13 @@ const AttnTiles* level_tiles(int head_dim) {
 
 }  // namespace
 
+namespace {
+std::atomic<bool> g_attn_prefetch{true};
+}  // namespace
+
+void set_attn_prefetch(bool on) { g_attn_prefetch.store(on, std::memory_order_relaxed); }
+bool attn_prefetch() { return g_attn_prefetch.load(std::memory_order_relaxed); }
+
 void force_attn_tiles(const AttnTiles* (*provider)(int head_dim)) {
   g_forced_tiles.store(provider, std::memory_order_relaxed);
 }
@@ -263,30 +270,6 @@ void paged_attention_tokens(const PagedAttentionArgs& a, int group, const PagedA
   for (int i = 0; i < t.n_tok; ++i)
     attention_scalar(a, t.q + i * t.q_stride, group, t.n_ctx[i], t.q_pos ? t.q_pos[i] : 0, lo, hi, t.seg >= 0 ? nullptr : t.out + i * t.out_stride,
                      t.seg >= 0 ? &t.state : nullptr, int64_t(i) * group, scratch);
-}
-
-void paged_attention_prefetch(const PagedAttentionArgs& a, int n_ctx, int seg) {
-  int lo, hi;
-  segment_range(a, seg, &lo, &hi);
-  const size_t row = a.kv_type == KvType::kF16 ? size_t(a.head_dim) * 2 : kv_row_bytes(a.kv_type, a.head_dim);
-  const size_t words = size_t(a.n_kv_head) * a.page_size * row / 4;  // 32-bit words of a K (or V) block
-  uint32_t sink = 0;
-  for (int t0 = 0, p = 0; t0 < n_ctx && t0 < hi; ++p) {
-    const int pg = a.fills ? a.fills[p] : a.page_size;
-    // With a window, a page none of whose slots a query at a.q_pos or later sees
-    // is not read.
-    bool seen = a.window <= 0;
-    for (int u = 0; !seen && u < pg && t0 + u < n_ctx; ++u) seen = int64_t(a.q_pos) - a.pos_pages[p][u] < a.window;
-    if (t0 + pg > lo && seen) {
-      for (const uint16_t* block : {a.k_pages[p], a.v_pages[p]}) {
-        const auto* w = reinterpret_cast<const uint32_t*>(block);
-        for (size_t i = 0; i < words; i += 16) sink += w[i];  // a word per 64-byte line
-      }
-    }
-    t0 += pg;
-  }
-  volatile uint32_t keep = sink;  // (the loads must happen)
-  (void)keep;
 }
 
 void attention_merge(int head_dim, const AttentionState* parts, int n_seg, int64_t qi, float* out,

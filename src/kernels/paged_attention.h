@@ -116,14 +116,12 @@ inline int64_t paged_attention_tokens_scratch(int /*page_size*/, int head_dim, i
 void paged_attention_tokens(const PagedAttentionArgs& a, int group, const PagedAttentionTokens& t,
                             float* scratch);
 
-// Reads the K and V of every KV head in the pages that hold slots of segment
-// seg visible to a context of n_ctx slots (with a window: to a query at
-// a.q_pos, the earliest of those the calls serve), in address order, so that calls for
-// that segment, one per KV head, find them in cache. (A decode step reads a
-// head's K or V of a page as a 2 KiB run, which the hardware prefetchers
-// stream at about two thirds of the speed of the page's whole K or V run of
-// all heads; 256 slots of all heads of one layer are ~200 KB, L2-sized.)
-void paged_attention_prefetch(const PagedAttentionArgs& a, int n_ctx, int seg);
+// Whether decode calls prefetch the KV ahead of their arithmetic
+// (paged_attention_internal.h, AttnPrefetch): on unless turned off. Results
+// never depend on it; it is a process-wide setting for measuring the prefetch
+// side by side (bench prefill --attn-prefetch on off) and for tests.
+void set_attn_prefetch(bool on);
+bool attn_prefetch();
 
 // The output of query qi from its states over segments 0 .. n_seg-1 (the
 // split form above, segment k in parts[k]): merged in that order as

@@ -68,7 +68,8 @@ constexpr int kChunkSlots = kAttnChunkSlots;
 // (Not inlined: inlined into a loop, GCC turns each load address into an
 // induction variable of its own and spills them.)
 template <int NV, int QT, int KB, class E>
-__attribute__((noinline)) void score_tile(const float* const* qv, const E* const* kb, float scale, float* const* sc) {
+__attribute__((noinline)) void score_tile(const float* const* qv, const E* const* kb, float scale, float* const* sc,
+                                          AttnPrefetch* pf) {
   constexpr int hd = 8 * NV;
   __m256 s[QT][KB];
   PC_UNROLL for (int i = 0; i < QT; ++i) PC_UNROLL for (int b = 0; b < KB; ++b) s[i][b] = _mm256_setzero_ps();
@@ -77,6 +78,7 @@ __attribute__((noinline)) void score_tile(const float* const* qv, const E* const
   PC_UNROLL for (int i = 0; i < QT; ++i) q[i] = qv[i];
   PC_UNROLL for (int b = 0; b < KB; ++b) k16[b] = kb[b];
   for (int d = 0; d < hd; ++d) {
+    pf->step();
     __m256 qb[QT];
     PC_UNROLL for (int i = 0; i < QT; ++i) qb[i] = _mm256_broadcast_ss(q[i] + d);
     PC_UNROLL for (int b = 0; b < KB; ++b) {
@@ -132,7 +134,8 @@ struct VSlot {
 // loaded once for the QT queries (vb[b]: block b's values, VSlot).
 template <int NV, int QT, int DV, class E, KvType VT = KvType::kF16>
 __attribute__((noinline)) void update_tile(float* const* acc, const float* const* p, const float* const* c,
-                                           const E* const* vb, const int* blk_len, int n_blk, int v0) {
+                                           const E* const* vb, const int* blk_len, int n_blk, int v0,
+                                           AttnPrefetch* pf) {
   [[maybe_unused]] constexpr int hd = 8 * NV;
   __m256 a[QT][DV];
   PC_UNROLL for (int i = 0; i < QT; ++i) PC_UNROLL for (int j = 0; j < DV; ++j) a[i][j] = _mm256_loadu_ps(acc[i] + 8 * (v0 + j));
@@ -150,6 +153,7 @@ __attribute__((noinline)) void update_tile(float* const* acc, const float* const
       }
     }
     for (int u = 0; u < blk_len[b]; ++u) {
+      pf->step();
       const int t = 8 * b + u;
       __m256 pv[QT];
       PC_UNROLL for (int i = 0; i < QT; ++i) pv[i] = _mm256_broadcast_ss(p[i] + t);
@@ -314,7 +318,8 @@ void prepare_keys_q(KvType t, const uint8_t* rows, size_t rb, int n, int hd, int
 // dot of the int16 query levels with K's levels (vpmaddwd, exact in int32),
 // then r = fma(float(dot), d_k * d_q, r) block by block; times scale.
 template <int NV, int QT, int KB>
-__attribute__((noinline)) void qscore_tile(const AttnQueryQ* qv, const AttnKeysQ* kb, float scale, float* const* sc) {
+__attribute__((noinline)) void qscore_tile(const AttnQueryQ* qv, const AttnKeysQ* kb, float scale, float* const* sc,
+                                           AttnPrefetch* pf) {
   constexpr int hd = 8 * NV, B = hd % 32 == 0 ? 32 : hd, NB = hd / B, PB = B / 2;
   const __m256 sv = _mm256_set1_ps(scale);
   PC_UNROLL for (int b = 0; b < KB; ++b) {
@@ -325,6 +330,7 @@ __attribute__((noinline)) void qscore_tile(const AttnQueryQ* qv, const AttnKeysQ
       PC_UNROLL for (int i = 0; i < QT; ++i) s[i] = _mm256_setzero_si256();
       const int32_t* kp = kb[b].pairs + qb * PB * 8;
       PC_UNROLL for (int p = 0; p < PB; ++p) {
+        if (p % 4 == 0) pf->step();
         const __m256i k = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kp + 8 * p));
         PC_UNROLL for (int i = 0; i < QT; ++i)
           s[i] = _mm256_add_epi32(s[i], _mm256_madd_epi16(k, _mm256_set1_epi32(qv[i].pairs[qb * PB + p])));
@@ -453,6 +459,23 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
           ? tiles.vupdate[a.kv_type == KvType::kQ8_0 ? 0 : 1][nq - 1]
           : nullptr;
   [[maybe_unused]] const uint8_t* vrow[kChunkBlocks];
+  // Prefetching (AttnPrefetch) for a decode step's few tokens (a prompt's
+  // chunk of tokens uses each line for many queries, its arithmetic is the
+  // bound): the lines of the page kAttnPrefetchSlots slots ahead, queued as
+  // the walk reaches each page the window lets the call's earliest query see;
+  // a split call goes on into the next KV head's pages. per_step follows the
+  // tiles: after each chunk, the lines queued while gathering it over the
+  // steps its tiles took, so that the queue drains over one chunk's arithmetic.
+  AttnPrefetch pf;
+  AttnPrefetchWalk walk;
+  const bool stream = tk.n_tok <= 4 && attn_prefetch();
+  int pf_lines = 0;  // queued while gathering the chunk
+  int q_pos_min = 0;  // (for the window)
+  if (windowed) {
+    q_pos_min = tk.q_pos[0];
+    for (int i = 1; i < tk.n_tok; ++i) q_pos_min = tk.q_pos[i] < q_pos_min ? tk.q_pos[i] : q_pos_min;
+  }
+  if (stream) pf.per_step = 2;
   auto qpos = [&](int qi) { return int64_t(tk.q_pos[qi / group]); };
   // The visible slots of block b for query qi (window_bits); 0: none, -1: none
   // of this block or the chunk's later ones (causally).
@@ -494,8 +517,8 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
         const int nb = n_blk - b0 < tiles.kb ? n_blk - b0 : tiles.kb;
         float* rb[QT];
         PC_UNROLL for (int i = 0; i < QT; ++i) rb[i] = row[i] + 8 * b0;
-        if constexpr (E_is_float<E>) tiles.qscore[n_here - 1][nb - 1](qq, kq + b0, a.scale, rb);
-        else tiles.score[n_here - 1][nb - 1](qv, kblk + b0, a.scale, rb);
+        if constexpr (E_is_float<E>) tiles.qscore[n_here - 1][nb - 1](qq, kq + b0, a.scale, rb, &pf);
+        else tiles.score[n_here - 1][nb - 1](qv, kblk + b0, a.scale, rb, &pf);
       }
     }
     if (a.softcap > 0) {
@@ -596,11 +619,11 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
       tile_rows(live + l, n_here, ap, pp, cp);
       if constexpr (E_is_float<E>) {
         if (vupd) {  // (n_here == nq)
-          for (int v0 = 0; v0 < NV; v0 += DV) vupd(ap, pp, cp, vrow, blk_len, n_blk, v0);
+          for (int v0 = 0; v0 < NV; v0 += DV) vupd(ap, pp, cp, vrow, blk_len, n_blk, v0, &pf);
           continue;
         }
       }
-      for (int v0 = 0; v0 < NV; v0 += dv) tiles.update[n_here - 1](ap, pp, cp, vblk, blk_len, n_blk, v0);
+      for (int v0 = 0; v0 < NV; v0 += dv) tiles.update[n_here - 1](ap, pp, cp, vblk, blk_len, n_blk, v0, &pf);
     }
     // 4b. the others: the blocks they see whole in tiles, then each over
     // its visible slots
@@ -609,7 +632,7 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
       const float* pp[QT];
       const float* cp[QT];
       tile_rows(part + r0, n, ap, pp, cp);
-      for (int v0 = 0; v0 < NV; v0 += dv) tiles.update[n - 1](ap, pp, cp, vblk, blk_len, k, v0);
+      for (int v0 = 0; v0 < NV; v0 += dv) tiles.update[n - 1](ap, pp, cp, vblk, blk_len, k, v0, &pf);
     });
     for (int r = 0; r < n_part; ++r) {
       const int qi = part[r];
@@ -633,6 +656,12 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
       PC_UNROLL for (int v = 0; v < NV; ++v) _mm256_storeu_ps(acc + qi * hd + 8 * v, ac[v]);
     }
     n_blk = 0;
+    if (stream && pf.steps > 0) {
+      pf.per_step = (pf_lines + pf.steps - 1) / pf.steps;
+      if (pf.per_step < 1) pf.per_step = 1;
+    }
+    pf_lines = 0;
+    pf.steps = 0;
   };
 
   auto end_segment = [&] {
@@ -649,6 +678,21 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
   // chunks, a segment's end ending a chunk
   int lo, hi, cur = -1;  // cur: the segment of the blocks gathered
   segment_range(a, tk.seg, &lo, &hi);
+  const int walk_end = n_max < hi ? n_max : hi;
+  auto on_page = [&](int p, int t0) {
+    if (!stream) return;
+    const int fill = a.fills ? a.fills[p] : a.page_size;
+    if (!page_in_window(a, p, walk_end - t0 < fill ? walk_end - t0 : fill, q_pos_min)) return;
+    if (walk.a == nullptr)
+      walk.start(a, walk_end, q_pos_min, (kAttnPrefetchSlots + a.page_size - 1) / a.page_size, tk.seg >= 0, p, t0);
+    const uint16_t *k, *v;
+    size_t bytes;
+    if (walk.next(&k, &v, &bytes)) {
+      pf.push(k, bytes);
+      pf.push(v, bytes);
+      pf_lines += int(2 * ((bytes + 63) / 64));
+    }
+  };
   for_each_key_block(a, n_max, [&](const uint16_t* K, int kw, const uint16_t* V, int len, int pos,
                                    const int32_t* kp) {
     if (pos / a.segment != cur) {
@@ -689,7 +733,7 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
     blk_pos[n_blk] = pos;
     blk_len[n_blk] = len;
     if (++n_blk == kChunkBlocks) run_chunk();
-  }, lo, hi);
+  }, lo, hi, on_page);
   if (n_blk > 0) run_chunk();
   end_segment();
 

@@ -44,7 +44,7 @@ inline typename V::F load16(const float* p) { return V::loadu_f(p); }
 
 template <class V, int NV, int QT, int KB, class E>
 __attribute__((noinline)) void score_tile16(const float* const* qv, const E* const* kb, float scale,
-                                            float* const* sc) {
+                                            float* const* sc, AttnPrefetch* pf) {
   using F = typename V::F;
   constexpr int hd = 8 * NV, KP = (KB + 1) / 2;
   F s[QT][KP];
@@ -57,6 +57,7 @@ __attribute__((noinline)) void score_tile16(const float* const* qv, const E* con
     k16[j][1] = kb[2 * j + 1 < KB ? 2 * j + 1 : 2 * j];  // (past the last block: never stored)
   }
   for (int d = 0; d < hd; ++d) {
+    pf->step();
     F kv[KP];
     PC_UNROLL for (int j = 0; j < KP; ++j) kv[j] = load2_16<V>(k16[j][0] + 8 * d, k16[j][1] + 8 * d);
     PC_UNROLL for (int i = 0; i < QT; ++i) {
@@ -114,7 +115,8 @@ struct VSlot16 {
 // of 64 is one pass).
 template <class V, int NV, int QT, int DV, class E, KvType VT = KvType::kF16>
 __attribute__((noinline)) void update_tile16(float* const* acc, const float* const* p, const float* const* c,
-                                             const E* const* vb, const int* blk_len, int n_blk, int v0) {
+                                             const E* const* vb, const int* blk_len, int n_blk, int v0,
+                                             AttnPrefetch* pf) {
   static_assert(DV % 2 == 0, "16 dimensions a vector");
   using F = typename V::F;
   [[maybe_unused]] constexpr int hd = 8 * NV, DW = DV / 2;
@@ -130,6 +132,7 @@ __attribute__((noinline)) void update_tile16(float* const* acc, const float* con
       }
     }
     for (int u = 0; u < blk_len[b]; ++u) {
+      pf->step();
       const int t = 8 * b + u;
       const VSlot16<V, NV, E, VT> vt(vb[b], u, v0);
       F vv[DW];
@@ -314,7 +317,7 @@ void prepare_keys_q4(KvType t, const uint8_t* rows, size_t rb, int n, int hd, in
 // r); times scale. Each lane the AVX2 qscore_tile's integers and operations.
 template <class V, int NV, int QT, int KB>
 __attribute__((noinline)) void qscore_tile16(const AttnQueryQ* qv, const AttnKeysQ* kb, float scale,
-                                             float* const* sc) {
+                                             float* const* sc, AttnPrefetch* pf) {
   using F = typename V::F;
   using I = typename V::I;
   constexpr int hd = 8 * NV, B = hd % 32 == 0 ? 32 : hd, NB = hd / B, GB = B / 4, KP = (KB + 1) / 2;
@@ -335,6 +338,7 @@ __attribute__((noinline)) void qscore_tile16(const AttnQueryQ* qv, const AttnKey
       }
     }
     PC_UNROLL for (int g = 0; g < GB; ++g) {
+      if (g % 2 == 0) pf->step();
       const int gg = qb * GB + g;
       I kv[KP];
       PC_UNROLL for (int j = 0; j < KP; ++j)

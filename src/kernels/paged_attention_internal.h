@@ -21,9 +21,14 @@ namespace pc {
 // k_layout.h), V its values ([nb][head_dim]). Quantized types: K and V the
 // bytes of the block's first row (rows kv_row_bytes() apart), kw unused.
 // Only blocks with lo <= pos < hi.
-template <class F>
+// on_page(p, t0) is called before the blocks of each page p that holds any
+// of them (t0: the page's first slot in the sequence).
+struct NoPageHook {
+  void operator()(int, int) const {}
+};
+template <class F, class G = NoPageHook>
 inline void for_each_key_block(const PagedAttentionArgs& a, int n_ctx, F&& f, int lo = 0,
-                               int hi = std::numeric_limits<int>::max()) {
+                               int hi = std::numeric_limits<int>::max(), G&& on_page = G{}) {
   const bool f16 = a.kv_type == KvType::kF16;
   // a row's size and the head's slab offset, in 16-bit words (row bytes are even)
   const size_t row = f16 ? size_t(a.head_dim) : kv_row_bytes(a.kv_type, a.head_dim) / 2;
@@ -31,6 +36,7 @@ inline void for_each_key_block(const PagedAttentionArgs& a, int n_ctx, F&& f, in
   for (int t0 = 0, p = 0; t0 < n_ctx && t0 < hi; ++p) {
     const int pg = a.fills ? a.fills[p] : a.page_size;
     const int nk = n_ctx - t0 < pg ? n_ctx - t0 : pg;
+    if (t0 + nk > lo) on_page(p, t0);
     if (t0 + nk > lo)
       for (int b = 0; b < nk; b += 8) {
         if (t0 + b < lo) continue;
@@ -96,6 +102,111 @@ inline void add_attention_sink(int hd, float* mm, float* sm, float* accm, float 
   for (int d = 0; d < hd; ++d) accm[d] = accm[d] * cm;
   *mm = m;
 }
+
+// Prefetching for decode. A decode step's few queries use each K and V line
+// of the context a few times, so its attention streams the KV from memory;
+// left to the hardware, the reads wait on memory between bursts of arithmetic
+// (reading a segment's pages first and computing on them after was faster,
+// but still one after the other). Instead the kernel queues the K and V lines
+// of the page kAttnPrefetchSlots slots ahead of each page it reaches
+// (AttnPrefetchWalk), and its register tiles issue `per_step` of the queued
+// lines at each step (a dimension of the scores, a slot of the update), so
+// that memory works while the arithmetic runs. Prefetches change no result.
+constexpr int kAttnPrefetchSlots = 64;  // one chunk (kAttnChunkSlots) ahead
+
+struct AttnPrefetch {
+  static constexpr unsigned kRanges = 64;
+  const char* ptr[kRanges];
+  int lines[kRanges];
+  unsigned head = 0, tail = 0;
+  int per_step = 0;  // lines a step issues (0: none)
+  int steps = 0;     // steps taken (what the kernel sets per_step from)
+  // Queues the 64-byte lines of [p, p + bytes) (dropped when the queue is full).
+  void push(const void* p, size_t bytes) {
+    if (tail - head == kRanges || bytes == 0) return;
+    ptr[tail % kRanges] = static_cast<const char*>(p);
+    lines[tail % kRanges] = int((bytes + 63) / 64);
+    ++tail;
+  }
+  void step() {
+    ++steps;
+    for (int i = 0; i < per_step && head != tail; ++i) {
+      const unsigned k = head % kRanges;
+      __builtin_prefetch(ptr[k], 0, 3);
+      ptr[k] += 64;
+      if (--lines[k] == 0) ++head;
+    }
+  }
+};
+
+// Whether a query at q_pos sees any of page p's slots through a.window (every
+// page without one); fill: the page's slots in use.
+inline bool page_in_window(const PagedAttentionArgs& a, int p, int fill, int q_pos) {
+  if (a.window <= 0) return true;
+  for (int u = 0; u < fill; ++u)
+    if (int64_t(q_pos) - a.pos_pages[p][u] < a.window) return true;
+  return false;
+}
+
+// The pages a call of the kernel reads, ahead of it: for_each_key_block's
+// pages of the slots [first slot, end) in order, less those the window hides
+// from a query at q_pos (page_in_window: the call's earliest query sees what
+// any of them sees), each as its KV head's K and V slabs; with next_head, then
+// the same pages of KV head kv_head + 1 (a split decode call, whose caller
+// takes the next head's same segment next). start() at the first of those
+// pages (index p, first slot t0), then next() gives the page `ahead` pages on,
+// one more each call, until the pages end (false).
+struct AttnPrefetchWalk {
+  const PagedAttentionArgs* a = nullptr;  // null: not started
+  int end = 0, q_pos = 0;
+  bool next_head = false;
+  int p0 = 0, t00 = 0;       // the first page
+  int p = 0, t0 = 0, g = 0;  // the cursor: page, its first slot, KV head
+  size_t row = 0;            // a slot's K (or V) row, in 16-bit words
+  bool done = true;
+
+  void start(const PagedAttentionArgs& args, int range_end, int query_pos, int pages_ahead, bool also_next_head,
+             int first_page, int first_t0) {
+    a = &args;
+    end = range_end;
+    q_pos = query_pos;
+    next_head = also_next_head;
+    p0 = p = first_page;
+    t00 = t0 = first_t0;
+    g = args.kv_head;
+    row = args.kv_type == KvType::kF16 ? size_t(args.head_dim) : kv_row_bytes(args.kv_type, args.head_dim) / 2;
+    done = false;
+    for (int i = 0; i < pages_ahead && !done; ++i) advance();
+  }
+  // The K and V slabs of the cursor's page (bytes each), then the cursor moves on.
+  bool next(const uint16_t** k, const uint16_t** v, size_t* bytes) {
+    if (done) return false;
+    const size_t slab = size_t(g) * a->page_size * row;
+    *k = a->k_pages[p] + slab;
+    *v = a->v_pages[p] + slab;
+    *bytes = size_t(a->page_size) * row * 2;
+    advance();
+    return true;
+  }
+
+ private:
+  int fill(int q) const { return a->fills ? a->fills[q] : a->page_size; }
+  void advance() {
+    do {
+      t0 += fill(p);
+      ++p;
+      if (t0 >= end) {
+        if (!next_head || g != a->kv_head || g + 1 >= a->n_kv_head) {
+          done = true;
+          return;
+        }
+        ++g;  // the next KV head's pages, from the first
+        p = p0;
+        t0 = t00;
+      }
+    } while (!page_in_window(*a, p, end - t0 < fill(p) ? end - t0 : fill(p), q_pos));
+  }
+};
 
 // Quantized K (q8_0, q4_0; paged_attention.cc): the query of each query head
 // quantized per block of B = kv_quant_block(type, head_dim) values to 15-bit
@@ -168,9 +279,11 @@ constexpr int kAttnQuantKB = 4;
 // rows the kernel dequantized (exactly) into scratch in the same layout.
 template <class E>
 struct AttnTileSet {
-  using ScoreFn = void (*)(const float* const* qv, const E* const* kb, float scale, float* const* sc);
+  // (Each tile issues pf->step() at each of its steps: AttnPrefetch.)
+  using ScoreFn = void (*)(const float* const* qv, const E* const* kb, float scale, float* const* sc,
+                           AttnPrefetch* pf);
   using UpdateFn = void (*)(float* const* acc, const float* const* p, const float* const* c,
-                            const E* const* vb, const int* blk_len, int n_blk, int v0);
+                            const E* const* vb, const int* blk_len, int n_blk, int v0, AttnPrefetch* pf);
   ScoreFn score[kAttnMaxQT][kAttnMaxKB] = {};
   UpdateFn update[kAttnMaxQT] = {};
   // Queries a score and update tile takes (score[QT-1], update[QT-1] filled
@@ -207,7 +320,8 @@ struct AttnTileSet {
   // quantized K, times scale; and dequant_v, a quantized block's n <= 8 V rows
   // (rows rb bytes apart, head_dim hd a multiple of 32) to [n][hd] F32, each
   // value bitwise kv_dequantize_row()'s.
-  using QScoreFn = void (*)(const AttnQueryQ* qv, const AttnKeysQ* kb, float scale, float* const* sc);
+  using QScoreFn = void (*)(const AttnQueryQ* qv, const AttnKeysQ* kb, float scale, float* const* sc,
+                            AttnPrefetch* pf);
   QScoreFn qscore[kAttnQuantQT][kAttnQuantKB] = {};
   using DequantFn = void (*)(KvType t, const uint8_t* rows, size_t rb, int n, int hd, float* out);
   DequantFn dequant_v = nullptr;
@@ -225,7 +339,7 @@ struct AttnTileSet {
   // uses them when one tile covers all of a chunk's queries (decode), where
   // each value is then converted once either way and the copy is saved.
   using QUpdateFn = void (*)(float* const* acc, const float* const* p, const float* const* c,
-                             const uint8_t* const* vb, const int* blk_len, int n_blk, int v0);
+                             const uint8_t* const* vb, const int* blk_len, int n_blk, int v0, AttnPrefetch* pf);
   QUpdateFn vupdate[2][kAttnQuantQT] = {};
 };
 struct AttnTiles {

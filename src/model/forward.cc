@@ -409,23 +409,13 @@ void Forward::attention_block(int l, std::span<const BatchEntry> batch, std::spa
     // conversation) or a decode step: one task per run, KV head and softmax
     // segment, each writing its queries' states, then the merge in segment
     // order — bitwise the unsplit result (paged_attention.h). With segments
-    // enough for the threads, a task takes a segment for every KV head, after
-    // reading its pages' K/V in address order (~1.4x the speed of the
-    // per-head reads; paged_attention_prefetch).
+    // enough for the threads, a task takes a segment for every KV head, in
+    // head order (the kernel prefetches the next head's pages as it ends one:
+    // AttnPrefetch).
     pool_.parallel_for(int64_t(split_.size()), [&](int64_t task, int thread) {
       const SplitTask& st = split_[task];
       const BatchEntry& e = batch[blocks_[st.run]];
       const int g0 = st.head < 0 ? 0 : st.head, g1 = st.head < 0 ? int(c.n_kv_head) : st.head + 1;
-      if (st.head < 0) {
-        int most = 0, earliest = pos_[blocks_[st.run]];
-        for (int64_t i = blocks_[st.run]; i < blocks_[st.run + 1]; ++i) {
-          most = std::max(most, n_ctx_[i]);
-          earliest = std::min(earliest, pos_[i]);
-        }
-        PagedAttentionArgs pa = attention_args(e, 0);
-        pa.q_pos = earliest;
-        paged_attention_prefetch(pa, most, st.seg);
-      }
       for (int g = g0; g < g1; ++g) {
         PagedAttentionTokens t = run_tokens(st.run, g);
         t.out = nullptr;
@@ -481,8 +471,9 @@ void Forward::add_residual(const std::vector<float>& post_norm, int64_t m) {
 // segment (within a bound on the states' memory): when the (run, KV head)
 // tasks are too few to keep the pool busy, or for a decode step (runs of a few
 // tokens, whose attention streams the KV from memory) with segments enough
-// for a task per segment for all KV heads, whose address-order reads are
-// faster than the per-head ones on any number of threads.
+// for a task per segment for all KV heads, where the kernel's prefetch runs on
+// from one head's pages into the next's (faster than the per-head tasks on
+// any number of threads).
 bool Forward::plan_split(int64_t n_blocks, int group) {
   const ModelConfig& c = model_.config();
   const int64_t n_kv = c.n_kv_head, hd = c.head_dim;

@@ -628,52 +628,97 @@ TEST(PagedAttention, AttentionTanh) {
   }
 }
 
-// paged_attention_prefetch() reads only the K/V blocks of the pages that hold
-// the segment's visible slots (each block its own heap allocation here, so an
-// address sanitizer build catches a read past one), and changes nothing: the
-// segment's state is bitwise the same after it.
-TEST(PagedAttention, PrefetchReadsOnlyTheSegmentsPages) {
-  const int P = 12, hd = 32, n_kv = 2, group = 2, n_pages = 40;
-  std::mt19937 rng(17);
-  std::normal_distribution<float> nd;
+// The decode kernel's prefetch walk (AttnPrefetchWalk) gives the pages the
+// call reads, `ahead` pages on from the one it starts at: those holding slots
+// of the range, in order, less the pages the window hides from the query
+// (each page's slots checked one by one), as the head's K and V slabs; with
+// next_head, then the next KV head's same pages (none after the last head).
+// Fills, windows, segments and page-ahead counts vary; the expected list is
+// computed here from the definitions.
+TEST(PagedAttention, PrefetchWalkGivesTheCallsPagesAhead) {
+  const int P = 12, hd = 32, n_kv = 3, n_pages = 40;
   std::vector<std::vector<uint16_t>> blocks(2 * n_pages, std::vector<uint16_t>(size_t(n_kv) * P * hd));
-  for (auto& b : blocks)
-    for (auto& h : b) h = fp32_to_fp16(nd(rng));
   std::vector<const uint16_t*> kp, vp;
   std::vector<int32_t> fills;
+  std::vector<std::vector<int32_t>> pos(n_pages, std::vector<int32_t>(P));
+  std::vector<const int32_t*> pos_ptr;
+  int next_pos = 0;
   for (int p = 0; p < n_pages; ++p) {
     kp.push_back(blocks[2 * p].data());
     vp.push_back(blocks[2 * p + 1].data());
     fills.push_back(p % 3 == 1 ? 5 : P);
+    // positions increase, with a module-like jump every 7 pages (PML plans
+    // reuse position ranges)
+    if (p % 7 == 6) next_pos -= 40;
+    for (int u = 0; u < P; ++u) pos[p][u] = next_pos + u;
+    next_pos += P;
+    pos_ptr.push_back(pos[p].data());
   }
-  const auto q = random_q(int64_t(group) * hd, 3, 2.f);
-  std::vector<float> scratch(paged_attention_scratch(P, hd, group));
+  int cases = 0, crossed = 0;
   for (bool with_fills : {false, true})
-    for (int n_ctx : {1, 30, 64, 65, 200, 300}) {
-      PagedAttentionArgs a;
-      a.k_pages = kp.data();
-      a.v_pages = vp.data();
-      a.page_size = P;
-      a.head_dim = hd;
-      a.n_kv_head = n_kv;
-      a.fills = with_fills ? fills.data() : nullptr;
-      a.segment = 64;
-      a.scale = 0.2f;
-      for (int seg = 0; seg <= (n_ctx - 1) / a.segment; ++seg) {
-        std::vector<float> before(attention_state_floats(hd, group)), after(before.size());
-        PagedAttentionTokens t;
-        t.n_tok = 1;
-        t.q = q.data();
-        t.n_ctx = &n_ctx;
-        t.seg = seg;
-        t.state = attention_state_at(before.data(), hd, group);
-        paged_attention_tokens(a, group, t, scratch.data());
-        paged_attention_prefetch(a, n_ctx, seg);
-        t.state = attention_state_at(after.data(), hd, group);
-        paged_attention_tokens(a, group, t, scratch.data());
-        ASSERT_EQ(0, std::memcmp(before.data(), after.data(), before.size() * 4)) << n_ctx << " " << seg;
-      }
-    }
+    for (int window : {0, 30, 100})
+      for (int n_ctx : {1, 30, 64, 65, 200, 300})
+        for (int seg = -1; seg <= (n_ctx - 1) / 64; ++seg)
+          for (int head : {0, n_kv - 1})
+            for (bool next_head : {false, true})
+              for (int ahead : {1, 2, 5}) {
+                PagedAttentionArgs a;
+                a.k_pages = kp.data();
+                a.v_pages = vp.data();
+                a.page_size = P;
+                a.head_dim = hd;
+                a.kv_head = head;
+                a.n_kv_head = n_kv;
+                a.fills = with_fills ? fills.data() : nullptr;
+                a.segment = 64;
+                a.window = window;
+                a.pos_pages = pos_ptr.data();
+                const int q_pos = n_ctx + 5;
+                int lo, hi;
+                segment_range(a, seg, &lo, &hi);
+                const int end = std::min(n_ctx, hi);
+                // The pages the call reads, with their first slots.
+                std::vector<std::pair<int, int>> pages;
+                for (int p = 0, t0 = 0; t0 < end; ++p) {
+                  const int fill = with_fills ? fills[p] : P, nk = std::min(fill, end - t0);
+                  bool seen = window == 0;
+                  for (int u = 0; u < nk && !seen; ++u) seen = q_pos - pos[p][u] < window;
+                  if (t0 + nk > lo && seen) pages.push_back({p, t0});
+                  t0 += fill;
+                }
+                if (pages.empty()) continue;
+                std::vector<std::pair<int, int>> want;  // (page, head)
+                for (auto [p, t0] : pages) want.push_back({p, head});
+                if (next_head && head + 1 < n_kv)
+                  for (auto [p, t0] : pages) want.push_back({p, head + 1});
+                AttnPrefetchWalk walk;
+                walk.start(a, end, q_pos, ahead, next_head, pages[0].first, pages[0].second);
+                std::vector<std::pair<int, int>> got;
+                const uint16_t *k, *v;
+                size_t bytes;
+                while (walk.next(&k, &v, &bytes)) {
+                  ASSERT_EQ(bytes, size_t(P) * hd * 2);
+                  int found = -1;
+                  for (int q = 0; q < n_pages && found < 0; ++q)
+                    for (int g = 0; g < n_kv; ++g)
+                      if (k == kp[q] + size_t(g) * P * hd) {
+                        found = q;
+                        got.push_back({q, g});
+                        ASSERT_EQ(v, vp[q] + size_t(g) * P * hd);
+                      }
+                  ASSERT_GE(found, 0) << "a K slab of no page";
+                  ASSERT_LE(got.size(), want.size());
+                }
+                const std::vector<std::pair<int, int>> want_ahead(
+                    want.begin() + std::min<size_t>(ahead, want.size()), want.end());
+                ASSERT_EQ(got, want_ahead) << "fills " << with_fills << " window " << window << " n_ctx " << n_ctx
+                                           << " seg " << seg << " head " << head << " next_head " << next_head
+                                           << " ahead " << ahead;
+                ++cases;
+                crossed += next_head && head + 1 < n_kv && want.size() > pages.size() + ahead;
+              }
+  EXPECT_GT(cases, 500);
+  EXPECT_GT(crossed, 50);
 }
 
 // The softmax's exp (fixed_exp, fixed_exp.h): close to the
