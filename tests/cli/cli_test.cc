@@ -201,6 +201,28 @@ TEST(Cli, BenchPrefillWithoutDecode) {
   EXPECT_GT(dj["results"][0]["decode_tokens_per_s"].get<double>(), 0.0);
 }
 
+// `bench prefill --attn-prefetch on off` measures decode with and without the
+// attention's KV prefetch, interleaved in one process: a row of each in the
+// table and the JSON, and their ratio; a value other than on / off is refused
+// naming the option.
+TEST(Cli, BenchPrefillAttnPrefetchSideBySide) {
+  const std::string dir = test::temp_dir();
+  CmdResult r = run("bench prefill -m " + kStories + " --tokens 40 --decode 4 --attn-prefetch on off --no-bandwidth "
+                    "--json " + dir + "/pf.json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("(prefetch on) vs"), std::string::npos) << r.out;
+  std::ifstream in(dir + "/pf.json");
+  const nlohmann::json j = nlohmann::json::parse(in);
+  ASSERT_EQ(j["results"].size(), 2u);
+  EXPECT_TRUE(j["results"][0]["attn_prefetch"].get<bool>());
+  EXPECT_FALSE(j["results"][1]["attn_prefetch"].get<bool>());
+  for (const auto& row : j["results"]) EXPECT_GT(row["decode_tokens_per_s"].get<double>(), 0.0);
+  CmdResult bad = run("bench prefill -m " + kStories + " --attn-prefetch maybe");
+  EXPECT_NE(bad.status, 0) << bad.out;
+  EXPECT_NE(bad.out.find("--attn-prefetch"), std::string::npos) << bad.out;
+  EXPECT_EQ(bad.out.find("tok/s"), std::string::npos) << bad.out;
+}
+
 // `bench prefill` sets a quantized model's prompt rate against the machine's int8
 // multiply-add peak (weights x tokens/s, a share of the peak below 1), per kernel
 // level measured; float weights do no int8 work and get no share; --no-int8-peak
