@@ -469,7 +469,6 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
   AttnPrefetch pf;
   AttnPrefetchWalk walk;
   const bool stream = tk.n_tok <= 4 && attn_prefetch();
-  int pf_lines = 0;  // queued while gathering the chunk
   int q_pos_min = 0;  // (for the window)
   if (windowed) {
     q_pos_min = tk.q_pos[0];
@@ -657,10 +656,10 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
     }
     n_blk = 0;
     if (stream && pf.steps > 0) {
-      pf.per_step = (pf_lines + pf.steps - 1) / pf.steps;
+      pf.per_step = (pf.queued + pf.steps - 1) / pf.steps;
       if (pf.per_step < 1) pf.per_step = 1;
     }
-    pf_lines = 0;
+    pf.queued = 0;
     pf.steps = 0;
   };
 
@@ -681,8 +680,7 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
   const int walk_end = n_max < hi ? n_max : hi;
   auto on_page = [&](int p, int t0) {
     if (!stream) return;
-    const int fill = a.fills ? a.fills[p] : a.page_size;
-    if (!page_in_window(a, p, walk_end - t0 < fill ? walk_end - t0 : fill, q_pos_min)) return;
+    if (!page_in_window(a, p, t0, walk_end, q_pos_min)) return;
     if (walk.a == nullptr)
       walk.start(a, walk_end, q_pos_min, (kAttnPrefetchSlots + a.page_size - 1) / a.page_size, tk.seg >= 0, p, t0);
     const uint16_t *k, *v;
@@ -690,7 +688,6 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
     if (walk.next(&k, &v, &bytes)) {
       pf.push(k, bytes);
       pf.push(v, bytes);
-      pf_lines += int(2 * ((bytes + 63) / 64));
     }
   };
   for_each_key_block(a, n_max, [&](const uint16_t* K, int kw, const uint16_t* V, int len, int pos,

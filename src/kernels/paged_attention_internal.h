@@ -120,12 +120,14 @@ struct AttnPrefetch {
   int lines[kRanges];
   unsigned head = 0, tail = 0;
   int per_step = 0;  // lines a step issues (0: none)
-  int steps = 0;     // steps taken (what the kernel sets per_step from)
+  int steps = 0;     // steps taken, and
+  int queued = 0;    // lines queued: what the kernel sets per_step from
   // Queues the 64-byte lines of [p, p + bytes) (dropped when the queue is full).
   void push(const void* p, size_t bytes) {
     if (tail - head == kRanges || bytes == 0) return;
     ptr[tail % kRanges] = static_cast<const char*>(p);
     lines[tail % kRanges] = int((bytes + 63) / 64);
+    queued += lines[tail % kRanges];
     ++tail;
   }
   void step() {
@@ -139,11 +141,12 @@ struct AttnPrefetch {
   }
 };
 
-// Whether a query at q_pos sees any of page p's slots through a.window (every
-// page without one); fill: the page's slots in use.
-inline bool page_in_window(const PagedAttentionArgs& a, int p, int fill, int q_pos) {
+// Whether a query at q_pos sees any of page p's slots in use before slot end
+// (t0: the page's first slot) through a.window; every page without one.
+inline bool page_in_window(const PagedAttentionArgs& a, int p, int t0, int end, int q_pos) {
   if (a.window <= 0) return true;
-  for (int u = 0; u < fill; ++u)
+  const int fill = a.fills ? a.fills[p] : a.page_size, n = end - t0 < fill ? end - t0 : fill;
+  for (int u = 0; u < n; ++u)
     if (int64_t(q_pos) - a.pos_pages[p][u] < a.window) return true;
   return false;
 }
@@ -190,10 +193,9 @@ struct AttnPrefetchWalk {
   }
 
  private:
-  int fill(int q) const { return a->fills ? a->fills[q] : a->page_size; }
   void advance() {
     do {
-      t0 += fill(p);
+      t0 += a->fills ? a->fills[p] : a->page_size;
       ++p;
       if (t0 >= end) {
         if (!next_head || g != a->kv_head || g + 1 >= a->n_kv_head) {
@@ -204,7 +206,7 @@ struct AttnPrefetchWalk {
         p = p0;
         t0 = t00;
       }
-    } while (!page_in_window(*a, p, end - t0 < fill(p) ? end - t0 : fill(p), q_pos));
+    } while (!page_in_window(*a, p, t0, end, q_pos));
   }
 };
 
