@@ -70,6 +70,7 @@ constexpr int kChunkSlots = kAttnChunkSlots;
 template <int NV, int QT, int KB, class E>
 __attribute__((noinline)) void score_tile(const float* const* qv, const E* const* kb, float scale, float* const* sc,
                                           AttnPrefetch* pf) {
+  AttnPrefetchCursor pfc(pf);
   constexpr int hd = 8 * NV;
   __m256 s[QT][KB];
   PC_UNROLL for (int i = 0; i < QT; ++i) PC_UNROLL for (int b = 0; b < KB; ++b) s[i][b] = _mm256_setzero_ps();
@@ -78,7 +79,7 @@ __attribute__((noinline)) void score_tile(const float* const* qv, const E* const
   PC_UNROLL for (int i = 0; i < QT; ++i) q[i] = qv[i];
   PC_UNROLL for (int b = 0; b < KB; ++b) k16[b] = kb[b];
   for (int d = 0; d < hd; ++d) {
-    pf->step();
+    pfc.step();
     __m256 qb[QT];
     PC_UNROLL for (int i = 0; i < QT; ++i) qb[i] = _mm256_broadcast_ss(q[i] + d);
     PC_UNROLL for (int b = 0; b < KB; ++b) {
@@ -136,6 +137,7 @@ template <int NV, int QT, int DV, class E, KvType VT = KvType::kF16>
 __attribute__((noinline)) void update_tile(float* const* acc, const float* const* p, const float* const* c,
                                            const E* const* vb, const int* blk_len, int n_blk, int v0,
                                            AttnPrefetch* pf) {
+  AttnPrefetchCursor pfc(pf);
   [[maybe_unused]] constexpr int hd = 8 * NV;
   __m256 a[QT][DV];
   PC_UNROLL for (int i = 0; i < QT; ++i) PC_UNROLL for (int j = 0; j < DV; ++j) a[i][j] = _mm256_loadu_ps(acc[i] + 8 * (v0 + j));
@@ -153,7 +155,7 @@ __attribute__((noinline)) void update_tile(float* const* acc, const float* const
       }
     }
     for (int u = 0; u < blk_len[b]; ++u) {
-      pf->step();
+      pfc.step();
       const int t = 8 * b + u;
       __m256 pv[QT];
       PC_UNROLL for (int i = 0; i < QT; ++i) pv[i] = _mm256_broadcast_ss(p[i] + t);
@@ -320,6 +322,7 @@ void prepare_keys_q(KvType t, const uint8_t* rows, size_t rb, int n, int hd, int
 template <int NV, int QT, int KB>
 __attribute__((noinline)) void qscore_tile(const AttnQueryQ* qv, const AttnKeysQ* kb, float scale, float* const* sc,
                                            AttnPrefetch* pf) {
+  AttnPrefetchCursor pfc(pf);
   constexpr int hd = 8 * NV, B = hd % 32 == 0 ? 32 : hd, NB = hd / B, PB = B / 2;
   const __m256 sv = _mm256_set1_ps(scale);
   PC_UNROLL for (int b = 0; b < KB; ++b) {
@@ -330,7 +333,7 @@ __attribute__((noinline)) void qscore_tile(const AttnQueryQ* qv, const AttnKeysQ
       PC_UNROLL for (int i = 0; i < QT; ++i) s[i] = _mm256_setzero_si256();
       const int32_t* kp = kb[b].pairs + qb * PB * 8;
       PC_UNROLL for (int p = 0; p < PB; ++p) {
-        if (p % 4 == 0) pf->step();
+        if (p % 4 == 0) pfc.step();
         const __m256i k = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kp + 8 * p));
         PC_UNROLL for (int i = 0; i < QT; ++i)
           s[i] = _mm256_add_epi32(s[i], _mm256_madd_epi16(k, _mm256_set1_epi32(qv[i].pairs[qb * PB + p])));
@@ -529,7 +532,7 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
       }
     }
     // 3. softmax steps: the queries that see the whole chunk (live[0, n_full))
-    // sixteen (tiles.softmax16) or eight at a time with a lane per query,
+    // sixteen (tiles.softmax16) or eight (tiles.softmax8) at a time with a lane per query,
     // the rest of them with their slots in the lanes (tiles.softmax_rows),
     // the others one at a time.
     for (int l = 0; l < n_live; ++l) {
@@ -541,7 +544,7 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
     int l8 = 0;
     if (tiles.softmax16)
       for (; l8 + 16 <= n_full; l8 += 16) tiles.softmax16(live + l8, sc, cf, M, S, blk_len, n_blk);
-    for (; l8 + 8 <= n_full; l8 += 8) softmax_x8(live + l8, sc, cf, M, S, blk_len, n_blk);
+    for (; l8 + 8 <= n_full; l8 += 8) (tiles.softmax8 ? tiles.softmax8 : softmax_x8)(live + l8, sc, cf, M, S, blk_len, n_blk);
     if (l8 < n_full && tiles.softmax_rows) {  // the last 1-7 (a decode token's group)
       tiles.softmax_rows(live + l8, n_full - l8, sc, cf, M, S, blk_len, n_blk);
       l8 = n_full;

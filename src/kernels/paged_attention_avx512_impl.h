@@ -45,6 +45,7 @@ inline typename V::F load16(const float* p) { return V::loadu_f(p); }
 template <class V, int NV, int QT, int KB, class E>
 __attribute__((noinline)) void score_tile16(const float* const* qv, const E* const* kb, float scale,
                                             float* const* sc, AttnPrefetch* pf) {
+  AttnPrefetchCursor pfc(pf);
   using F = typename V::F;
   constexpr int hd = 8 * NV, KP = (KB + 1) / 2;
   F s[QT][KP];
@@ -57,7 +58,7 @@ __attribute__((noinline)) void score_tile16(const float* const* qv, const E* con
     k16[j][1] = kb[2 * j + 1 < KB ? 2 * j + 1 : 2 * j];  // (past the last block: never stored)
   }
   for (int d = 0; d < hd; ++d) {
-    pf->step();
+    pfc.step();
     F kv[KP];
     PC_UNROLL for (int j = 0; j < KP; ++j) kv[j] = load2_16<V>(k16[j][0] + 8 * d, k16[j][1] + 8 * d);
     PC_UNROLL for (int i = 0; i < QT; ++i) {
@@ -117,6 +118,7 @@ template <class V, int NV, int QT, int DV, class E, KvType VT = KvType::kF16>
 __attribute__((noinline)) void update_tile16(float* const* acc, const float* const* p, const float* const* c,
                                              const E* const* vb, const int* blk_len, int n_blk, int v0,
                                              AttnPrefetch* pf) {
+  AttnPrefetchCursor pfc(pf);
   static_assert(DV % 2 == 0, "16 dimensions a vector");
   using F = typename V::F;
   [[maybe_unused]] constexpr int hd = 8 * NV, DW = DV / 2;
@@ -132,7 +134,7 @@ __attribute__((noinline)) void update_tile16(float* const* acc, const float* con
       }
     }
     for (int u = 0; u < blk_len[b]; ++u) {
-      pf->step();
+      pfc.step();
       const int t = 8 * b + u;
       const VSlot16<V, NV, E, VT> vt(vb[b], u, v0);
       F vv[DW];
@@ -189,6 +191,68 @@ __attribute__((noinline)) void softmax16(const int* qs, float* sc, float* cf, fl
   V::storeu_f(mv, m);
   V::storeu_f(sv, sum);
   PC_UNROLL for (int i = 0; i < 16; ++i) {
+    M[qs[i]] = mv[i];
+    S[qs[i]] = sv[i];
+  }
+}
+
+// AttnTileSet::softmax8: softmax_x8's steps (paged_attention_avx2.cc) for
+// 8 queries, a lane per query and two blocks a vector (lanes 0-7 block b,
+// 8-15 block b + 1, when the two are the same length; else one block): the
+// two blocks' maxima at once, then the running maximum through b and b + 1
+// (8 lanes each), the two blocks' factors c and their exps in 16 lanes, and
+// S = S * c, S = S + p_t through block b, then block b + 1 — each lane
+// exactly the operations of the one-query path, with half the exps and
+// transposes of 8 lanes a block (a decode token's group of 8 query heads).
+template <class V>
+__attribute__((noinline)) void softmax8x2(const int* qs, float* sc, float* cf, float* M, float* S,
+                                          const int* blk_len, int n_blk) {
+  using F = typename V::F;
+  alignas(32) float mv[8], sv[8];
+  alignas(64) float cv[16];
+  PC_UNROLL for (int i = 0; i < 8; ++i) {
+    mv[i] = M[qs[i]];
+    sv[i] = S[qs[i]];
+  }
+  __m256 m = _mm256_load_ps(mv), sum = _mm256_load_ps(sv);
+  const F one = V::set1_f(1.f);
+  float* row[8];
+  PC_UNROLL for (int i = 0; i < 8; ++i) row[i] = sc + qs[i] * kAttnChunkSlots;
+  for (int b = 0; b < n_blk;) {
+    const bool two = b + 1 < n_blk && blk_len[b + 1] == blk_len[b];
+    const int b1 = two ? b + 1 : b, nb = blk_len[b];
+    F rows[8], s[8];
+    PC_UNROLL for (int i = 0; i < 8; ++i) rows[i] = V::load_f2(row[i] + 8 * b, row[i] + 8 * b1);
+    V::transpose8x2(rows, s);
+    F bm = s[0];
+    for (int u = 1; u < nb; ++u) bm = V::max_f(bm, s[u]);  // exact: any order
+    const __m256 bm0 = V::lo8(bm), bm1 = V::hi8(bm);
+    const __m256 m1 = _mm256_blendv_ps(m, bm0, _mm256_cmp_ps(bm0, m, _CMP_GT_OQ));
+    const __m256 m2 = two ? _mm256_blendv_ps(m1, bm1, _mm256_cmp_ps(bm1, m1, _CMP_GT_OQ)) : m1;
+    const F prev = V::join_f(m, m1), run = V::join_f(m1, m2);
+    const F c = V::select_gt(bm, prev, V::fixed_exp(V::sub(prev, bm)), one);
+    F p[8];
+    PC_UNROLL for (int u = 0; u < 8; ++u) p[u] = V::fixed_exp(V::sub(s[u], run));
+    sum = _mm256_mul_ps(sum, V::lo8(c));
+    for (int u = 0; u < nb; ++u) sum = _mm256_add_ps(sum, V::lo8(p[u]));
+    if (two) {
+      sum = _mm256_mul_ps(sum, V::hi8(c));
+      for (int u = 0; u < nb; ++u) sum = _mm256_add_ps(sum, V::hi8(p[u]));
+    }
+    V::transpose8x2(p, rows);
+    V::storeu_f(cv, c);
+    PC_UNROLL for (int i = 0; i < 8; ++i) {
+      if (two) V::storeu_f(row[i] + 8 * b, rows[i]);  // (blocks b and b + 1 adjacent in a row)
+      else _mm256_storeu_ps(row[i] + 8 * b, V::lo8(rows[i]));
+      cf[qs[i] * kAttnChunkBlocks + b] = cv[i];
+      if (two) cf[qs[i] * kAttnChunkBlocks + b + 1] = cv[8 + i];
+    }
+    m = m2;
+    b += two ? 2 : 1;
+  }
+  _mm256_store_ps(mv, m);
+  _mm256_store_ps(sv, sum);
+  PC_UNROLL for (int i = 0; i < 8; ++i) {
     M[qs[i]] = mv[i];
     S[qs[i]] = sv[i];
   }
@@ -318,6 +382,7 @@ void prepare_keys_q4(KvType t, const uint8_t* rows, size_t rb, int n, int hd, in
 template <class V, int NV, int QT, int KB>
 __attribute__((noinline)) void qscore_tile16(const AttnQueryQ* qv, const AttnKeysQ* kb, float scale,
                                              float* const* sc, AttnPrefetch* pf) {
+  AttnPrefetchCursor pfc(pf);
   using F = typename V::F;
   using I = typename V::I;
   constexpr int hd = 8 * NV, B = hd % 32 == 0 ? 32 : hd, NB = hd / B, GB = B / 4, KP = (KB + 1) / 2;
@@ -338,7 +403,7 @@ __attribute__((noinline)) void qscore_tile16(const AttnQueryQ* qv, const AttnKey
       }
     }
     PC_UNROLL for (int g = 0; g < GB; ++g) {
-      if (g % 2 == 0) pf->step();
+      if (g % 2 == 0) pfc.step();
       const int gg = qb * GB + g;
       I kv[KP];
       PC_UNROLL for (int j = 0; j < KP; ++j)
@@ -423,6 +488,7 @@ const AttnTiles* attn_tiles16(int head_dim) {
           });
         x.f32.dequant_v = dequant_v16<V>;
         x.f16.softmax16 = x.f32.softmax16 = softmax16<V>;
+        x.f16.softmax8 = x.f32.softmax8 = softmax8x2<V>;
         x.f16.softmax_rows = x.f32.softmax_rows = softmax_rows16<V>;
         return x;
       }();

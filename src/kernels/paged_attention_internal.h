@@ -119,6 +119,8 @@ struct AttnPrefetch {
   const char* ptr[kRanges];
   int lines[kRanges];
   unsigned head = 0, tail = 0;
+  const char* cur = nullptr;  // the range being issued: its next line, and
+  int left = 0;               // the lines left of it
   int per_step = 0;  // lines a step issues (0: none)
   int steps = 0;     // steps taken, and
   int queued = 0;    // lines queued: what the kernel sets per_step from
@@ -130,15 +132,65 @@ struct AttnPrefetch {
     queued += lines[tail % kRanges];
     ++tail;
   }
+  // The next queued range into cur / left (false: none).
+  bool refill() {
+    if (head == tail) return false;
+    cur = ptr[head % kRanges];
+    left = lines[head % kRanges];
+    ++head;
+    return true;
+  }
+};
+
+// A register tile's hold on the queue: the range being issued and the
+// step count in locals (registers) while the tile runs, written back when it
+// ends, so that a step costs a compare, a prefetch and an add — not a walk of
+// the ring in memory, whose cost showed when the KV sits in cache.
+// next_line() is the line a step issues (null: none left).
+class AttnPrefetchCursor {
+ public:
+  explicit AttnPrefetchCursor(AttnPrefetch* q) : q_(q), p_(q->cur), left_(q->left), per_(q->per_step) {}
+  ~AttnPrefetchCursor() {
+    q_->cur = p_;
+    q_->left = left_;
+    q_->steps += steps_;
+  }
+  AttnPrefetchCursor(const AttnPrefetchCursor&) = delete;
+  AttnPrefetchCursor& operator=(const AttnPrefetchCursor&) = delete;
   void step() {
-    ++steps;
-    for (int i = 0; i < per_step && head != tail; ++i) {
-      const unsigned k = head % kRanges;
-      __builtin_prefetch(ptr[k], 0, 3);
-      ptr[k] += 64;
-      if (--lines[k] == 0) ++head;
+    ++steps_;
+    for (int i = 0; i < per_; ++i) {
+      const char* line = next_line();
+      if (!line) return;
+      __builtin_prefetch(line, 0, 3);
     }
   }
+  const char* next_line() {
+    if (left_ == 0 && !refill()) return nullptr;
+    --left_;
+    const char* line = p_;
+    p_ += 64;
+    return line;
+  }
+
+ private:
+  // (once a range; inline: a call in a tile's loop would make the compiler
+  // keep its accumulators in memory around it. An empty queue stops the
+  // tile's issuing.)
+  bool refill() {
+    if (!q_->refill()) {
+      per_ = 0;
+      return false;
+    }
+    p_ = q_->cur;
+    left_ = q_->left;
+    return true;
+  }
+  AttnPrefetch* q_;
+  const char* p_;
+  int left_;
+  int per_;
+  int steps_ = 0;
 };
 
 // Whether a query at q_pos sees any of page p's slots in use before slot end
@@ -281,7 +333,7 @@ constexpr int kAttnQuantKB = 4;
 // rows the kernel dequantized (exactly) into scratch in the same layout.
 template <class E>
 struct AttnTileSet {
-  // (Each tile issues pf->step() at each of its steps: AttnPrefetch.)
+  // (Each tile issues a step at each of its steps: AttnPrefetchCursor.)
   using ScoreFn = void (*)(const float* const* qv, const E* const* kb, float scale, float* const* sc,
                            AttnPrefetch* pf);
   using UpdateFn = void (*)(float* const* acc, const float* const* p, const float* const* c,
@@ -309,6 +361,9 @@ struct AttnTileSet {
   using SoftmaxFn = void (*)(const int* qs, float* sc, float* cf, float* M, float* S, const int* blk_len,
                              int n_blk);
   SoftmaxFn softmax16 = nullptr;
+  // The same steps for 8 such queries, two blocks a vector (null:
+  // softmax_x8, a block at a time).
+  SoftmaxFn softmax8 = nullptr;
   // The same steps for n queries that see every slot of the chunk, one
   // query at a time with its slots in the lanes (the exps of two blocks a
   // vector, the running sum in slot order; for the few queries softmax16

@@ -28,6 +28,7 @@ struct V512 {
   static F add(F a, F b) { return _mm512_add_ps(a, b); }
   static __m256 lo8(F v) { return _mm512_castps512_ps256(v); }
   static __m256 hi8(F v) { return _mm512_extractf32x8_ps(v, 1); }
+  static F join_f(__m256 lo, __m256 hi) { return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1); }
   static F loadu_f(const float* p) { return _mm512_loadu_ps(p); }
   static void storeu_f(float* p, F v) { _mm512_storeu_ps(p, v); }
   // 8 F16 values from lo (lanes 0-7) and 8 from hi (8-15) / 16 from p, as floats

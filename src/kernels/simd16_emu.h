@@ -56,6 +56,7 @@ struct V512Emu {
   static F add(F a, F b) { return {_mm256_add_ps(a.lo, b.lo), _mm256_add_ps(a.hi, b.hi)}; }
   static __m256 lo8(F v) { return v.lo; }
   static __m256 hi8(F v) { return v.hi; }
+  static F join_f(__m256 lo, __m256 hi) { return {lo, hi}; }
   static F loadu_f(const float* p) { return {_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)}; }
   static void storeu_f(float* p, F v) {
     _mm256_storeu_ps(p, v.lo);

@@ -240,9 +240,11 @@ struct Shape {
 };
 // (P = 12: pages whose last block of keys is 4 slots wide, k_layout.h;
 // head_dim 20: the scalar path; 8, 16, 256: the AVX2 kernel's smallest and
-// largest heads.)
-const Shape kShapes[] = {{16, 64, 3, 3}, {16, 128, 2, 4}, {16, 32, 1, 1}, {8, 48, 2, 2}, {16, 20, 1, 2},
-                         {12, 64, 3, 3}, {16, 8, 2, 4}, {16, 16, 4, 2}, {16, 256, 1, 2}};
+// largest heads; groups of 8: a decode token's softmax two blocks a vector,
+// AttnTileSet::softmax8, with P = 12 blocks of unequal lengths side by side.)
+const Shape kShapes[] = {{16, 64, 3, 3}, {16, 128, 2, 4}, {16, 32, 1, 1}, {8, 48, 2, 2},  {16, 20, 1, 2},
+                         {12, 64, 3, 3}, {16, 8, 2, 4},   {16, 16, 4, 2}, {16, 256, 1, 2}, {16, 64, 2, 8},
+                         {12, 32, 1, 8}};
 
 // Every KV type the kernels read (kernels/kv_quant.h).
 const KvType kAllTypes[] = {KvType::kF16, KvType::kQ8_0, KvType::kQ4_0};
@@ -719,6 +721,54 @@ TEST(PagedAttention, PrefetchWalkGivesTheCallsPagesAhead) {
               }
   EXPECT_GT(cases, 500);
   EXPECT_GT(crossed, 50);
+}
+
+// The prefetch queue as the register tiles drain it (AttnPrefetchCursor):
+// every queued line once, in order, across ranges and across tiles (a
+// cursor takes up where the last one stopped); per_step lines a step; the
+// steps counted back into the queue; nothing once the queue is empty.
+TEST(PagedAttention, PrefetchCursorIssuesEveryQueuedLineOnce) {
+  alignas(64) static char buf[64 * 64];
+  AttnPrefetch q;
+  q.push(buf, 130);               // 3 lines
+  q.push(buf + 1024, 64);         // 1
+  q.push(buf + 2048, 0);          // none
+  q.push(buf + 3072, 64 * 5 - 1);  // 5
+  EXPECT_EQ(q.queued, 9);
+  std::vector<const char*> want = {buf, buf + 64, buf + 128, buf + 1024};
+  for (int i = 0; i < 5; ++i) want.push_back(buf + 3072 + 64 * i);
+  std::vector<const char*> got;
+  {
+    AttnPrefetchCursor c(&q);
+    for (int i = 0; i < 2; ++i) got.push_back(c.next_line());
+  }
+  {
+    AttnPrefetchCursor c(&q);
+    for (const char* line; (line = c.next_line()) != nullptr;) got.push_back(line);
+    EXPECT_EQ(c.next_line(), nullptr);
+  }
+  EXPECT_EQ(got, want);
+  // per_step lines a step: 3 steps of 2 from 5 queued leave none.
+  q.push(buf, 64 * 5);
+  q.per_step = 2;
+  {
+    AttnPrefetchCursor c(&q);
+    for (int i = 0; i < 2; ++i) c.step();
+    EXPECT_EQ(c.next_line(), buf + 64 * 4);
+    c.step();
+    EXPECT_EQ(c.next_line(), nullptr);
+  }
+  EXPECT_EQ(q.steps, 3);
+  // A full ring drops what is pushed after it.
+  AttnPrefetch full;
+  for (unsigned i = 0; i < AttnPrefetch::kRanges + 3; ++i) full.push(buf + 64 * (i % 64), 64);
+  EXPECT_EQ(full.queued, int(AttnPrefetch::kRanges));
+  int n = 0;
+  {
+    AttnPrefetchCursor c(&full);
+    while (c.next_line()) ++n;
+  }
+  EXPECT_EQ(n, int(AttnPrefetch::kRanges));
 }
 
 // The softmax's exp (fixed_exp, fixed_exp.h): close to the
