@@ -87,10 +87,7 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 struct Plan {
   kern::TaskKernel kernel = nullptr;
   kern::MatmulArgs a;
-  int64_t rb = 0, n_rb = 0, cb = 0, n_cb = 0;  // n_cb: column tasks
-  // Decode split: the first lead_tasks column tasks take `lead` consecutive
-  // column blocks each, the others one (lead == 1: every task one block).
-  int64_t lead = 1, lead_tasks = 0;
+  int64_t rb = 0, n_rb = 0, cb = 0, n_cb = 0;  // n_cb: column blocks
   int64_t task_bytes = 0;
   int64_t first_task = 0;  // index of its first task in the call
   bool whole_columns = false;  // a task = a column block × all row blocks
@@ -136,6 +133,8 @@ void matmul(const WeightView& w, const float* x, int64_t m, float* y, ThreadPool
 namespace {
 
 constexpr size_t kMaxOuts = 16;
+// Decode: column blocks a thread (of about equal bytes; see run_outs).
+constexpr int64_t kDecodeBlocks = 16;
 
 // Up to kMaxOuts weights in one pool dispatch; out i reads xs[i] (m × its k).
 // Activations are quantized once per distinct (x, layout).
@@ -211,8 +210,13 @@ void run_outs(std::span<const MatmulOut> outs, const float* const* xs, int64_t m
   // for Q8_0 / Q4_0 prompt batches) stays cache resident (~96 KiB) while the
   // row blocks reuse it, and small enough for >= ~8 tasks per thread so the
   // dynamic scheduling can balance; decode (m == 1) instead gives each thread
-  // one long range of every weight first (below).
-  int64_t n_tasks = 0, task_bytes = 0;
+  // one long run of the call's weights (below).
+  int64_t n_tasks = 0, task_bytes = 0, block_bytes = 1;
+  if (m == 1 && threads > 1) {
+    int64_t bytes = 0;
+    for (size_t i = 0; i < n_out; ++i) bytes += outs[i].w.n * outs[i].w.row_bytes;
+    block_bytes = std::max<int64_t>(1, bytes / (int64_t(threads) * kDecodeBlocks));
+  }
   for (size_t i = 0; i < n_out; ++i) {
     const WeightView& w = outs[i].w;
     Plan& p = plans[i];
@@ -230,27 +234,19 @@ void run_outs(std::span<const MatmulOut> outs, const float* const* xs, int64_t m
     const int64_t want_tasks = int64_t(threads) * 8;
     if (threads > 1 && rb_tasks * ceil_div(n, cb) < want_tasks) cb = ceil_div(n, ceil_div(want_tasks, rb_tasks));
     // Decode (one row): nothing is reused from cache and every weight
-    // streams from DRAM once, fastest in long front-to-back runs. Column
-    // blocks of 1/16 of a thread's share; the first task of each thread takes
-    // 3/4 of its share as one contiguous range (equal rows: equal bytes), the
-    // rest go one block at a time to whichever thread is free, so a thread
-    // slowed by other processes is evened out. Tasks are claimed in order, so
-    // thread t usually streams lead range t. (Against ~8 cache-sized tasks a
-    // thread: 1.4x on an idle machine; one range a thread with nothing after
-    // it was as fast idle but lost to this with another process running.)
+    // streams from DRAM once, fastest in long front-to-back runs: column
+    // blocks of about equal bytes across the call's weights, kDecodeBlocks a
+    // thread, run as the pool's shares (ThreadPool::parallel_shares): each
+    // thread streams its share of the call's blocks as one run, and a thread
+    // slowed by other processes is evened out from the back of its share.
     const bool decode_split = m == 1 && threads > 1;
-    if (decode_split) cb = ceil_div(n, int64_t(threads) * 16);
+    if (decode_split) cb = ceil_div(n, std::max<int64_t>(1, (n * w.row_bytes + block_bytes / 2) / block_bytes));
     // Whole 8-column groups / tiles, and whole groups of interleaved rows.
     const int64_t mult = std::max(simd ? simd->task_col_multiple(w.type, m) : 8, repack_group_rows(w.type));
     cb = ceil_div(cb, mult) * mult;
     if (cb > n) cb = n;
     p.cb = cb;
     p.n_cb = n > 0 ? ceil_div(n, cb) : 0;
-    if (decode_split && p.n_cb >= 2 * threads) {
-      p.lead = p.n_cb * 3 / 4 / threads;
-      p.lead_tasks = threads;
-      p.n_cb -= threads * (p.lead - 1);
-    }
     p.task_bytes = p.whole_columns ? simd->task_scratch_bytes(w.type, k, cb) : 0;  // the panel
     p.first_task = n_tasks;
     n_tasks += rb_tasks * p.n_cb;
@@ -258,7 +254,7 @@ void run_outs(std::span<const MatmulOut> outs, const float* const* xs, int64_t m
   }
   if (n_tasks == 0) return;
   if (task_bytes) t_task_scratch.get(size_t(task_bytes));  // the caller's, outside the pool
-  pool.parallel_for(n_tasks, [&](int64_t t, int) {
+  auto task = [&](int64_t t, int) {
     size_t i = 0;
     while (i + 1 < n_out && t >= plans[i + 1].first_task) ++i;
     const Plan& p = plans[i];
@@ -266,16 +262,16 @@ void run_outs(std::span<const MatmulOut> outs, const float* const* xs, int64_t m
     // Consecutive tasks share a column block (its weights stay in cache).
     const int64_t ci = p.whole_columns ? t : t / p.n_rb;
     const int64_t n = outs[i].w.n;
-    const int64_t b0 = ci < p.lead_tasks ? ci * p.lead : ci + p.lead_tasks * (p.lead - 1);
-    const int64_t b1 = ci < p.lead_tasks ? b0 + p.lead : b0 + 1;
-    const int64_t c0 = b0 * p.cb, c1 = b1 * p.cb < n ? b1 * p.cb : n;
+    const int64_t c0 = ci * p.cb, c1 = c0 + p.cb < n ? c0 + p.cb : n;
     uint8_t* scratch = p.task_bytes ? t_task_scratch.get_or_abort(size_t(task_bytes)) : nullptr;
     const int64_t ri0 = p.whole_columns ? 0 : t % p.n_rb, ri1 = p.whole_columns ? p.n_rb : ri0 + 1;
     for (int64_t ri = ri0; ri < ri1; ++ri) {
       const int64_t r0 = ri * p.rb, r1 = r0 + p.rb < m ? r0 + p.rb : m;
       p.kernel(p.a, r0, r1, c0, c1, scratch);
     }
-  });
+  };
+  if (m == 1 && threads > 1) pool.parallel_shares(n_tasks, task);
+  else pool.parallel_for(n_tasks, task);
 }
 
 }  // namespace

@@ -12,6 +12,15 @@
 //   index that is not kClosed). The caller returns once done_ == n_tasks, without
 //   waiting for workers that never woke up; a late worker just finds no tasks.
 //
+//   parallel_shares calls publish the same way with `shares` set and leave the
+//   index at 0: each thread's share is a word gen << 32 | front << 16 | back
+//   (blocks [front, back) still unclaimed), written before the publish. The
+//   owner claims its front block, others its back one, each with a CAS that
+//   also checks the generation; a worker validates the call's fields by
+//   reading counter_ again after them. A thread adds the blocks it ran to
+//   done_ once, when no share has blocks left (no per-block traffic on a
+//   shared line).
+//
 //   Idle workers spin (with pause) for a short while after their last call, then
 //   sleep on a condition variable. The caller only takes the mutex to notify when
 //   a worker announced that it sleeps (sleepers_ > 0), so back-to-back calls (a
@@ -52,12 +61,40 @@ struct ThreadPool::Impl {
   alignas(64) std::atomic<TaskFn> fn{nullptr};
   std::atomic<void*> ctx{nullptr};
   std::atomic<int64_t> n_tasks{0};
+  std::atomic<bool> shares_call{false};
   alignas(64) std::atomic<int> sleepers{0};
   std::atomic<bool> stop{false};
   std::mutex mu;
   std::condition_variable cv;
   std::vector<std::thread> threads;
   uint32_t generation = 0;  // caller side only
+  struct alignas(64) Share {
+    std::atomic<uint64_t> word{0};
+  };
+  std::vector<Share> shares;  // one per thread
+
+  // parallel_shares: runs thread t's share front to back, then the other
+  // shares' blocks back to front; adds the blocks it ran to done once.
+  void work_shares(uint32_t gen, int thread, TaskFn f, void* c) {
+    const int n_threads = int(shares.size());
+    int64_t ran = 0;
+    for (int i = 0; i < n_threads; ++i) {
+      const bool own = i == 0;
+      std::atomic<uint64_t>& word = shares[size_t((thread + i) % n_threads)].word;
+      uint64_t w = word.load(std::memory_order_acquire);
+      for (;;) {
+        const uint64_t front = (w >> 16) & 0xFFFF, back = w & 0xFFFF;
+        if ((w >> 32) != gen || front >= back) break;
+        const uint64_t next = own ? w + (uint64_t(1) << 16) : w - 1;
+        if (word.compare_exchange_weak(w, next, std::memory_order_acq_rel, std::memory_order_acquire)) {
+          f(c, int64_t(own ? front : back - 1), thread);
+          ++ran;
+          w = next;
+        }
+      }
+    }
+    if (ran) done.fetch_add(ran, std::memory_order_release);
+  }
 
   // Claims and runs tasks of generation `gen`. Returns when none are left.
   void work(uint32_t gen, int thread) {
@@ -67,7 +104,13 @@ struct ThreadPool::Impl {
       TaskFn f = fn.load(std::memory_order_relaxed);
       void* c = ctx.load(std::memory_order_relaxed);
       int64_t n = n_tasks.load(std::memory_order_relaxed);
+      const bool by_shares = shares_call.load(std::memory_order_relaxed);
       std::atomic_thread_fence(std::memory_order_acquire);
+      if (by_shares) {
+        // The fields are this generation's if counter_ did not move on.
+        if (counter.load(std::memory_order_acquire) == v) work_shares(gen, thread, f, c);
+        return;
+      }
       int64_t idx = static_cast<int64_t>(v & kIndexMask);
       if (idx >= n) return;
       // Succeeds only if nobody claimed idx and the generation did not change,
@@ -120,6 +163,7 @@ struct ThreadPool::Impl {
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads) {
   impl_ = new Impl;
+  impl_->shares = std::vector<Impl::Share>(size_t(n_threads_));
   impl_->threads.reserve(n_threads_ - 1);
   for (int t = 1; t < n_threads_; ++t) impl_->threads.emplace_back([this, t] { impl_->worker_main(t); });
 }
@@ -134,8 +178,9 @@ ThreadPool::~ThreadPool() {
   delete impl_;
 }
 
-void ThreadPool::run(int64_t n_tasks, TaskFn fn, void* ctx) {
+void ThreadPool::run(int64_t n_tasks, TaskFn fn, void* ctx, bool shares) {
   if (n_tasks <= 0) return;
+  if (n_tasks > 0xFFFF) shares = false;
   if (n_threads_ == 1 || n_tasks == 1) {
     for (int64_t i = 0; i < n_tasks; ++i) fn(ctx, i, 0);
     return;
@@ -149,13 +194,20 @@ void ThreadPool::run(int64_t n_tasks, TaskFn fn, void* ctx) {
   s.fn.store(fn, std::memory_order_relaxed);
   s.ctx.store(ctx, std::memory_order_relaxed);
   s.n_tasks.store(n_tasks, std::memory_order_relaxed);
+  s.shares_call.store(shares, std::memory_order_relaxed);
+  if (shares)
+    for (int t = 0; t < n_threads_; ++t)
+      s.shares[size_t(t)].word.store(uint64_t(gen) << 32 | uint64_t(n_tasks * t / n_threads_) << 16 |
+                                         uint64_t(n_tasks * (t + 1) / n_threads_),
+                                     std::memory_order_relaxed);
   s.done.store(0, std::memory_order_relaxed);
   s.counter.store(base, std::memory_order_seq_cst);  // publish
   if (s.sleepers.load(std::memory_order_seq_cst) > 0) {
     { std::lock_guard<std::mutex> lock(s.mu); }
     s.cv.notify_all();
   }
-  s.work(gen, 0);
+  if (shares) s.work_shares(gen, 0, fn, ctx);
+  else s.work(gen, 0);
   // All tasks are claimed; wait for the ones other threads are still running.
   int spins = 0;
   while (s.done.load(std::memory_order_acquire) < n_tasks) {

@@ -2,6 +2,7 @@
 // takes part, so ThreadPool(1) runs everything inline. No allocation per call.
 #pragma once
 #include <cstdint>
+#include <type_traits>
 
 namespace pc {
 
@@ -19,13 +20,26 @@ class ThreadPool {
   // scratch). Returns when all tasks are done. Not reentrant.
   template <class F>
   void parallel_for(int64_t n_tasks, F&& fn) {
-    run(n_tasks, [](void* ctx, int64_t task, int thread) { (*static_cast<F*>(ctx))(task, thread); },
-        &fn);
+    run(n_tasks, [](void* ctx, int64_t task, int thread) { (*static_cast<std::remove_reference_t<F>*>(ctx))(task, thread); },
+        &fn, false);
+  }
+
+  // Calls fn(block, thread) for every block in [0, n_blocks) like
+  // parallel_for, but thread t owns the t-th of size() equal contiguous shares
+  // of the blocks and runs them front to back; a thread done with its share
+  // takes the last unclaimed block of another's, back to front. Threads that
+  // keep pace each run one unbroken stretch of blocks (decode matmuls: one
+  // stream of weights from memory a core, and no claim contended); a slowed or
+  // late thread's blocks are evened out. More than 65535 blocks: parallel_for.
+  template <class F>
+  void parallel_shares(int64_t n_blocks, F&& fn) {
+    run(n_blocks, [](void* ctx, int64_t task, int thread) { (*static_cast<std::remove_reference_t<F>*>(ctx))(task, thread); },
+        &fn, true);
   }
 
  private:
   using TaskFn = void (*)(void* ctx, int64_t task, int thread);
-  void run(int64_t n_tasks, TaskFn fn, void* ctx);
+  void run(int64_t n_tasks, TaskFn fn, void* ctx, bool shares);
   struct Impl;
   Impl* impl_ = nullptr;
   int n_threads_ = 1;

@@ -90,6 +90,60 @@ TEST(ThreadPool, UsesSeveralThreadsAndSurvivesSleep) {
   }
 }
 
+// parallel_shares: every block once for any pool size and block count (more
+// than 65535 falls back to parallel_for), interleaved with parallel_for calls
+// (the generations of both kinds share the workers).
+TEST(ThreadPool, SharesRunEveryBlockExactlyOnce) {
+  for (int size : {1, 2, 3, 4}) {
+    ThreadPool pool(size);
+    std::vector<std::atomic<int>> hits(70000);
+    std::atomic<int> bad_thread{0};
+    const int64_t counts[] = {1, 2, 3, 5, 7, 64, 1000, 65535, 70000};
+    for (int rep = 0; rep < 1500; ++rep) {
+      const int64_t n = counts[rep % 9];
+      if (n > 1000 && rep % 50 >= 9) continue;  // the long calls a few times only
+      for (int64_t i = 0; i < n; ++i) hits[size_t(i)].store(0, std::memory_order_relaxed);
+      auto count = [&](int64_t block, int thread) {
+        hits[size_t(block)].fetch_add(1, std::memory_order_relaxed);
+        if (thread < 0 || thread >= size) bad_thread.fetch_add(1);
+      };
+      if (rep % 3 == 2) pool.parallel_for(n, count);
+      else pool.parallel_shares(n, count);
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[size_t(i)].load(), 1) << "size " << size << " rep " << rep;
+    }
+    EXPECT_EQ(bad_thread.load(), 0);
+  }
+}
+
+// A thread runs its own share front to back and takes others' blocks back
+// to front; when the caller is held up on its first block, the other thread
+// runs its own share and then takes the caller's blocks from the back.
+TEST(ThreadPool, SharesRunInOrderAndAreTakenFromTheBack) {
+  ThreadPool pool(2);
+  for (int rep = 0; rep < 20; ++rep) {
+    const int64_t n = 40;
+    std::vector<int64_t> order[2];
+    std::atomic<int> stolen{0};
+    pool.parallel_shares(n, [&](int64_t block, int thread) {
+      if (block == 0 && thread == 0) {  // hold the caller until a block of its share was taken
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (stolen.load() == 0 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+      }
+      if (thread == 1 && block < n / 2) stolen.fetch_add(1);
+      order[thread].push_back(block);
+    });
+    ASSERT_GT(stolen.load(), 0) << "rep " << rep;
+    ASSERT_EQ(order[0].size() + order[1].size(), size_t(n));
+    // Thread 1 ran all of its share (20..39) in order, then blocks of share 0
+    // from 19 down.
+    ASSERT_GE(order[1].size(), size_t(n / 2 + 1));
+    for (int64_t i = 0; i < n / 2; ++i) ASSERT_EQ(order[1][size_t(i)], n / 2 + i);
+    for (size_t i = n / 2; i < order[1].size(); ++i) ASSERT_EQ(order[1][i], n / 2 - 1 - int64_t(i - n / 2));
+    // The caller ran the front of its share in order, and nothing of thread 1's.
+    for (size_t i = 0; i < order[0].size(); ++i) ASSERT_EQ(order[0][i], int64_t(i));
+  }
+}
+
 TEST(ThreadPool, DispatchOverhead) {
   ThreadPool pool(2);
   std::atomic<int64_t> sink{0};
