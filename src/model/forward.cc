@@ -411,8 +411,9 @@ void Forward::attention_block(int l, std::span<const BatchEntry> batch, std::spa
     // order — bitwise the unsplit result (paged_attention.h). With segments
     // enough for the threads, a task takes a segment for every KV head, in
     // head order (the kernel prefetches the next head's pages as it ends one:
-    // AttnPrefetch).
-    pool_.parallel_for(int64_t(split_.size()), [&](int64_t task, int thread) {
+    // AttnPrefetch). The tasks run as the pool's shares: each thread takes
+    // one contiguous run of segments, front to back (ThreadPool::parallel_shares).
+    pool_.parallel_shares(int64_t(split_.size()), [&](int64_t task, int thread) {
       const SplitTask& st = split_[task];
       const BatchEntry& e = batch[blocks_[st.run]];
       const int g0 = st.head < 0 ? 0 : st.head, g1 = st.head < 0 ? int(c.n_kv_head) : st.head + 1;
