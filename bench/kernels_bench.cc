@@ -143,6 +143,44 @@ void BM_DecodeStep(benchmark::State& st) {
 }
 BENCHMARK(BM_DecodeStep)->ArgsProduct({{0, 1, 2, 3, 4, 5, 6, 7}, {1, 2}, {2, 1}})->UseRealTime()->Unit(benchmark::kMillisecond);
 
+// A decode-like stream under the pool's two ways of handing out blocks, 2
+// threads: range(0) 0 = parallel_for (blocks claimed in order by whichever
+// thread is free, so the two threads' reads interleave), 1 = parallel_shares
+// (each thread its own contiguous run, the way decode's matmuls run). Each
+// dispatch reads one "weight" of range(1) KiB in 16 blocks a thread (smollm's
+// attention weights are ~190 KiB, tinyllama's 2.3 and 6.5 MiB), 512 MiB a pass.
+void BM_PoolSplitStream(benchmark::State& st) {
+  const bool shares = st.range(0) == 1;
+  const int threads = 2, blocks = 16 * threads;
+  const int64_t weight = st.range(1) * 1024, block = weight / blocks / 64 * 64;
+  const int64_t total = int64_t(512) << 20, n_weights = total / weight;
+  auto* buf = static_cast<uint64_t*>(std::aligned_alloc(size_t(2) << 20, size_t(total)));
+  madvise(buf, size_t(total), MADV_HUGEPAGE);
+  for (int64_t i = 0; i < total / 8; ++i) buf[i] = uint64_t(i);
+  pc::ThreadPool pool(threads);
+  std::vector<uint64_t> sums(size_t(threads) * 8);
+  for (auto _ : st) {
+    for (int64_t w = 0; w < n_weights; ++w) {
+      const uint64_t* base = buf + w * weight / 8;
+      auto read = [&](int64_t b, int t) {
+        const uint64_t* p = base + b * block / 8;
+        uint64_t a[4] = {};
+        for (int64_t i = 0; i < block / 8; i += 4)
+          for (int j = 0; j < 4; ++j) a[j] += p[i + j];
+        sums[size_t(t) * 8] += a[0] + a[1] + a[2] + a[3];
+      };
+      if (shares) pool.parallel_shares(blocks, read);
+      else pool.parallel_for(blocks, read);
+    }
+    benchmark::DoNotOptimize(sums.data());
+  }
+  st.counters["GB/s"] = benchmark::Counter(double(n_weights * blocks * block) * 1e-9,
+                                           benchmark::Counter::kIsIterationInvariantRate);
+  st.SetLabel(shares ? "parallel_shares" : "parallel_for");
+  std::free(buf);
+}
+BENCHMARK(BM_PoolSplitStream)->ArgsProduct({{0, 1}, {192, 2304, 6656}})->UseRealTime()->Unit(benchmark::kMillisecond);
+
 void BM_Q8_0(benchmark::State& s) { run(s, pc::GgmlType::Q8_0); }
 void BM_Q8_0_X16(benchmark::State& s) { run(s, pc::GgmlType::Q8_0_X16); }
 void BM_Q4_0(benchmark::State& s) { run(s, pc::GgmlType::Q4_0); }
