@@ -108,6 +108,11 @@ struct PagedAttentionTokens {
   // the whole computation. out is unused.
   int seg = -1;
   AttentionState state;
+  // Split form: the calling thread runs segment seg + 1 of the same tokens
+  // next, KV head 0 first (a decode task over all KV heads); the last KV
+  // head's call then prefetches into those pages as it ends. Results never
+  // depend on it.
+  bool next_segment_next = false;
 };
 // scratch floats for up to n_tok tokens of `group` query heads.
 inline int64_t paged_attention_tokens_scratch(int /*page_size*/, int head_dim, int group, int n_tok) {

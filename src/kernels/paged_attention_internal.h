@@ -208,24 +208,29 @@ inline bool page_in_window(const PagedAttentionArgs& a, int p, int t0, int end, 
 // from a query at q_pos (page_in_window: the call's earliest query sees what
 // any of them sees), each as its KV head's K and V slabs; with next_head, then
 // the same pages of KV head kv_head + 1 (a split decode call, whose caller
-// takes the next head's same segment next). start() at the first of those
-// pages (index p, first slot t0), then next() gives the page `ahead` pages on,
-// one more each call, until the pages end (false).
+// takes the next head's same segment next); with next_end > the range's end
+// and the call's KV head the last, then KV head 0's pages of the slots [end,
+// next_end) (a split decode task over all KV heads, whose thread takes the
+// next segment next). start() at the first of those pages (index p, first
+// slot t0), then next() gives the page `ahead` pages on, one more each call,
+// until the pages end (false).
 struct AttnPrefetchWalk {
   const PagedAttentionArgs* a = nullptr;  // null: not started
   int end = 0, q_pos = 0;
   bool next_head = false;
+  int next_end = 0;  // 0: no next segment
   int p0 = 0, t00 = 0;       // the first page
   int p = 0, t0 = 0, g = 0;  // the cursor: page, its first slot, KV head
   size_t row = 0;            // a slot's K (or V) row, in 16-bit words
   bool done = true;
 
   void start(const PagedAttentionArgs& args, int range_end, int query_pos, int pages_ahead, bool also_next_head,
-             int first_page, int first_t0) {
+             int first_page, int first_t0, int next_segment_end = 0) {
     a = &args;
     end = range_end;
     q_pos = query_pos;
     next_head = also_next_head;
+    next_end = args.kv_head + 1 >= args.n_kv_head && next_segment_end > range_end ? next_segment_end : 0;
     p0 = p = first_page;
     t00 = t0 = first_t0;
     g = args.kv_head;
@@ -250,13 +255,17 @@ struct AttnPrefetchWalk {
       t0 += a->fills ? a->fills[p] : a->page_size;
       ++p;
       if (t0 >= end) {
-        if (!next_head || g != a->kv_head || g + 1 >= a->n_kv_head) {
+        if (next_head && g == a->kv_head && g + 1 < a->n_kv_head) {
+          ++g;  // the next KV head's pages, from the first
+          p = p0;
+          t0 = t00;
+        } else if (next_end > end && t0 < next_end) {
+          g = 0;  // KV head 0's pages of the next segment, from where this one ended
+          end = next_end;
+        } else {
           done = true;
           return;
         }
-        ++g;  // the next KV head's pages, from the first
-        p = p0;
-        t0 = t00;
       }
     } while (!page_in_window(*a, p, t0, end, q_pos));
   }

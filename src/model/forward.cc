@@ -422,6 +422,9 @@ void Forward::attention_block(int l, std::span<const BatchEntry> batch, std::spa
         t.out = nullptr;
         t.seg = st.seg;
         t.state = split_state_[split_first_[st.run * c.n_kv_head + g] + st.seg];
+        // A task of all KV heads: its thread's next task is usually the
+        // run's next segment (shares run front to back).
+        t.next_segment_next = st.head < 0 && g == g1 - 1;
         paged_attention_tokens(attention_args(e, g), group, t, scratch_.data() + thread * scratch_per_thread);
       }
     });

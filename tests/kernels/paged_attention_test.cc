@@ -634,9 +634,11 @@ TEST(PagedAttention, AttentionTanh) {
 // call reads, `ahead` pages on from the one it starts at: those holding slots
 // of the range, in order, less the pages the window hides from the query
 // (each page's slots checked one by one), as the head's K and V slabs; with
-// next_head, then the next KV head's same pages (none after the last head).
-// Fills, windows, segments and page-ahead counts vary; the expected list is
-// computed here from the definitions.
+// next_head, then the next KV head's same pages (none after the last head);
+// with a next segment's end, the last head's call then goes on into KV head
+// 0's pages of the next segment's slots. Fills, windows, segments and
+// page-ahead counts vary; the expected list is computed here from the
+// definitions.
 TEST(PagedAttention, PrefetchWalkGivesTheCallsPagesAhead) {
   const int P = 12, hd = 32, n_kv = 3, n_pages = 40;
   std::vector<std::vector<uint16_t>> blocks(2 * n_pages, std::vector<uint16_t>(size_t(n_kv) * P * hd));
@@ -656,13 +658,14 @@ TEST(PagedAttention, PrefetchWalkGivesTheCallsPagesAhead) {
     next_pos += P;
     pos_ptr.push_back(pos[p].data());
   }
-  int cases = 0, crossed = 0;
+  int cases = 0, crossed = 0, into_next = 0;
   for (bool with_fills : {false, true})
     for (int window : {0, 30, 100})
       for (int n_ctx : {1, 30, 64, 65, 200, 300})
         for (int seg = -1; seg <= (n_ctx - 1) / 64; ++seg)
           for (int head : {0, n_kv - 1})
             for (bool next_head : {false, true})
+              for (bool next_seg : {false, true})
               for (int ahead : {1, 2, 5}) {
                 PagedAttentionArgs a;
                 a.k_pages = kp.data();
@@ -693,8 +696,23 @@ TEST(PagedAttention, PrefetchWalkGivesTheCallsPagesAhead) {
                 for (auto [p, t0] : pages) want.push_back({p, head});
                 if (next_head && head + 1 < n_kv)
                   for (auto [p, t0] : pages) want.push_back({p, head + 1});
+                // The next segment's slots [end, next_end), from the page after
+                // the last one that starts before end.
+                const int next_end = next_seg && seg >= 0 && hi < n_ctx ? std::min(n_ctx, hi + 64) : 0;
+                const size_t own = want.size();
+                if (next_end > end && head + 1 >= n_kv) {
+                  int p = 0, t0 = 0;
+                  for (; t0 < end; ++p) t0 += with_fills ? fills[p] : P;
+                  for (; t0 < next_end; ++p) {
+                    const int fill = with_fills ? fills[p] : P, nk = std::min(fill, next_end - t0);
+                    bool seen = window == 0;
+                    for (int u = 0; u < nk && !seen; ++u) seen = q_pos - pos[p][u] < window;
+                    if (seen) want.push_back({p, 0});
+                    t0 += fill;
+                  }
+                }
                 AttnPrefetchWalk walk;
-                walk.start(a, end, q_pos, ahead, next_head, pages[0].first, pages[0].second);
+                walk.start(a, end, q_pos, ahead, next_head, pages[0].first, pages[0].second, next_end);
                 std::vector<std::pair<int, int>> got;
                 const uint16_t *k, *v;
                 size_t bytes;
@@ -715,12 +733,14 @@ TEST(PagedAttention, PrefetchWalkGivesTheCallsPagesAhead) {
                     want.begin() + std::min<size_t>(ahead, want.size()), want.end());
                 ASSERT_EQ(got, want_ahead) << "fills " << with_fills << " window " << window << " n_ctx " << n_ctx
                                            << " seg " << seg << " head " << head << " next_head " << next_head
-                                           << " ahead " << ahead;
+                                           << " next_seg " << next_seg << " ahead " << ahead;
                 ++cases;
                 crossed += next_head && head + 1 < n_kv && want.size() > pages.size() + ahead;
+                into_next += want.size() > own && own > size_t(ahead);
               }
-  EXPECT_GT(cases, 500);
-  EXPECT_GT(crossed, 50);
+  EXPECT_GT(cases, 1000);
+  EXPECT_GT(crossed, 100);
+  EXPECT_GT(into_next, 20);
 }
 
 // The prefetch queue as the register tiles drain it (AttnPrefetchCursor):
