@@ -211,8 +211,9 @@ void run_outs(std::span<const MatmulOut> outs, const float* const* xs, int64_t m
   // row blocks reuse it, and small enough for >= ~8 tasks per thread so the
   // dynamic scheduling can balance; decode (m == 1) instead gives each thread
   // one long run of the call's weights (below).
+  const bool decode_split = m == 1 && threads > 1;
   int64_t n_tasks = 0, task_bytes = 0, block_bytes = 1;
-  if (m == 1 && threads > 1) {
+  if (decode_split) {
     int64_t bytes = 0;
     for (size_t i = 0; i < n_out; ++i) bytes += outs[i].w.n * outs[i].w.row_bytes;
     block_bytes = std::max<int64_t>(1, bytes / (int64_t(threads) * kDecodeBlocks));
@@ -239,7 +240,6 @@ void run_outs(std::span<const MatmulOut> outs, const float* const* xs, int64_t m
     // thread, run as the pool's shares (ThreadPool::parallel_shares): each
     // thread streams its share of the call's blocks as one run, and a thread
     // slowed by other processes is evened out from the back of its share.
-    const bool decode_split = m == 1 && threads > 1;
     if (decode_split) cb = ceil_div(n, std::max<int64_t>(1, (n * w.row_bytes + block_bytes / 2) / block_bytes));
     // Whole 8-column groups / tiles, and whole groups of interleaved rows.
     const int64_t mult = std::max(simd ? simd->task_col_multiple(w.type, m) : 8, repack_group_rows(w.type));
@@ -270,7 +270,7 @@ void run_outs(std::span<const MatmulOut> outs, const float* const* xs, int64_t m
       p.kernel(p.a, r0, r1, c0, c1, scratch);
     }
   };
-  if (m == 1 && threads > 1) pool.parallel_shares(n_tasks, task);
+  if (decode_split) pool.parallel_shares(n_tasks, task);
   else pool.parallel_for(n_tasks, task);
 }
 

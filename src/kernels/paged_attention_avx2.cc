@@ -466,10 +466,11 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
   // chunk of tokens uses each line for many queries, its arithmetic is the
   // bound): the lines of the page kAttnPrefetchSlots slots ahead, queued as
   // the walk reaches each page the window lets the call's earliest query see;
-  // a split call goes on into the next KV head's pages, and the last KV head's
-  // call of a task over all heads into head 0's pages of the next segment. per_step follows the
-  // tiles: after each chunk, the lines queued while gathering it over the
-  // steps its tiles took, so that the queue drains over one chunk's arithmetic.
+  // a split call goes on into the next KV head's pages, and the last KV
+  // head's call of a task over all heads into head 0's pages of the next
+  // segment. per_step follows the tiles: after each chunk, the lines queued
+  // while gathering it over the steps its tiles took, so that the queue
+  // drains over one chunk's arithmetic.
   AttnPrefetch pf;
   AttnPrefetchWalk walk;
   const bool stream = tk.n_tok <= 4 && attn_prefetch();
@@ -682,7 +683,8 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
   int lo, hi, cur = -1;  // cur: the segment of the blocks gathered
   segment_range(a, tk.seg, &lo, &hi);
   const int walk_end = n_max < hi ? n_max : hi;
-  const int next_end = tk.seg >= 0 && tk.next_segment_next && hi < n_max ? (n_max < hi + a.segment ? n_max : hi + a.segment) : 0;
+  const int next_end =
+      tk.seg >= 0 && tk.next_segment_next && hi < n_max ? (n_max < hi + a.segment ? n_max : hi + a.segment) : 0;
   auto on_page = [&](int p, int t0) {
     if (!stream) return;
     if (!page_in_window(a, p, t0, walk_end, q_pos_min)) return;

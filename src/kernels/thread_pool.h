@@ -20,8 +20,7 @@ class ThreadPool {
   // scratch). Returns when all tasks are done. Not reentrant.
   template <class F>
   void parallel_for(int64_t n_tasks, F&& fn) {
-    run(n_tasks, [](void* ctx, int64_t task, int thread) { (*static_cast<std::remove_reference_t<F>*>(ctx))(task, thread); },
-        &fn, false);
+    run(n_tasks, call<std::remove_reference_t<F>>, &fn, false);
   }
 
   // Calls fn(block, thread) for every block in [0, n_blocks) like
@@ -33,12 +32,13 @@ class ThreadPool {
   // late thread's blocks are evened out. More than 65535 blocks: parallel_for.
   template <class F>
   void parallel_shares(int64_t n_blocks, F&& fn) {
-    run(n_blocks, [](void* ctx, int64_t task, int thread) { (*static_cast<std::remove_reference_t<F>*>(ctx))(task, thread); },
-        &fn, true);
+    run(n_blocks, call<std::remove_reference_t<F>>, &fn, true);
   }
 
  private:
   using TaskFn = void (*)(void* ctx, int64_t task, int thread);
+  template <class G>
+  static void call(void* ctx, int64_t task, int thread) { (*static_cast<G*>(ctx))(task, thread); }
   void run(int64_t n_tasks, TaskFn fn, void* ctx, bool shares);
   struct Impl;
   Impl* impl_ = nullptr;
