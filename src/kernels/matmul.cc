@@ -133,8 +133,10 @@ void matmul(const WeightView& w, const float* x, int64_t m, float* y, ThreadPool
 namespace {
 
 constexpr size_t kMaxOuts = 16;
-// Decode: column blocks a thread (of about equal bytes; see run_outs).
+// Decode: column blocks a thread (of about equal bytes; see run_outs), for
+// batches of up to kDecodeRows rows (one decode step of that many sequences).
 constexpr int64_t kDecodeBlocks = 16;
+constexpr int64_t kDecodeRows = 16;
 
 // Up to kMaxOuts weights in one pool dispatch; out i reads xs[i] (m × its k).
 // Activations are quantized once per distinct (x, layout).
@@ -209,9 +211,18 @@ void run_outs(std::span<const MatmulOut> outs, const float* const* xs, int64_t m
   // sized so one block of weights (as the kernel holds them: a repacked panel
   // for Q8_0 / Q4_0 prompt batches) stays cache resident (~96 KiB) while the
   // row blocks reuse it, and small enough for >= ~8 tasks per thread so the
-  // dynamic scheduling can balance; decode (m == 1) instead gives each thread
-  // one long run of the call's weights (below).
-  const bool decode_split = m == 1 && threads > 1;
+  // dynamic scheduling can balance; decode instead gives each thread one
+  // long run of the call's weights (below): one row, or up to kDecodeRows
+  // rows where every weight is an X16 layout read without a panel, whose
+  // kernels run all row tiles of a 16-column group before the next group (a
+  // weight comes from DRAM once, whatever the block's size). The stored
+  // layouts' kernels run row tiles outer over a block sized for the cache,
+  // and panel kernels pack their block: those keep cache-sized blocks.
+  bool decode_split = m <= kDecodeRows && threads > 1;
+  for (size_t i = 0; i < n_out && decode_split && m > 1; ++i) {
+    const WeightView& w = outs[i].w;
+    if (repack_group_rows(w.type) <= 1 || !simd || simd->task_col_bytes(w.type, w.k, m) > 0) decode_split = false;
+  }
   int64_t n_tasks = 0, task_bytes = 0, block_bytes = 1;
   if (decode_split) {
     int64_t bytes = 0;
@@ -234,7 +245,7 @@ void run_outs(std::span<const MatmulOut> outs, const float* const* xs, int64_t m
     if (cb < 1) cb = 1;  // rows longer than the cache budget
     const int64_t want_tasks = int64_t(threads) * 8;
     if (threads > 1 && rb_tasks * ceil_div(n, cb) < want_tasks) cb = ceil_div(n, ceil_div(want_tasks, rb_tasks));
-    // Decode (one row): nothing is reused from cache and every weight
+    // Decode: nothing is reused from cache and every weight
     // streams from DRAM once, fastest in long front-to-back runs: column
     // blocks of about equal bytes across the call's weights, kDecodeBlocks a
     // thread, run as the pool's shares (ThreadPool::parallel_shares): each
