@@ -382,15 +382,15 @@ template <int R, int C> constexpr PanelTileFn panel_fn(int nr, int nc) {
     return (nr == R && nc == C) ? KPanel<R, C>::run : panel_fn<R, C - 1>(nr, nc);
   }
 }
-// kX16: Q8_0_X16 / Q4_0_X16 weights; batches too small for a panel (decode)
-// run the 16-lane kernel (x16_kernel_set()), prompts this panel packed from
-// the groups — except at CpuLevel::AvxVnni, whose X16 tiles take a vpdpbusd
-// for 32 products where the panel takes a vpmaddwd and an add for 16.
+// kX16: Q8_0_X16 weights. Batches planned without a panel (avx2_wants_x16:
+// under kX16PanelRows rows, and any at CpuLevel::AvxVnni, whose X16 tiles
+// take a vpdpbusd for 32 products where the panel takes a vpmaddwd and an add
+// for 16) run the 16-lane kernel (x16_kernel_set()), larger ones this panel
+// packed from the groups.
 template <bool kQ4, bool kX16 = false>
 void run_task_q32(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* scratch) {
-  if (r1 - r0 < kPanelRows || !a.al.x16_off || (kX16 && cpu_level() == CpuLevel::AvxVnni)) {
-    if constexpr (kX16)
-      x16_kernel_set()->kernel(kQ4 ? GgmlType::Q4_0_X16 : GgmlType::Q8_0_X16)(a, r0, r1, c0, c1, scratch);
+  if (r1 - r0 < kPanelRows || !a.al.x16_off) {
+    if constexpr (kX16) x16_kernel_set()->kernel(GgmlType::Q8_0_X16)(a, r0, r1, c0, c1, scratch);
     else q32_rows<kQ4>(a, r0, r1, c0, c1);
     return;
   }
@@ -551,7 +551,6 @@ TaskKernel avx2_kernel(GgmlType t) {
     case GgmlType::Q8_0: return run_task_q32<false>;
     case GgmlType::Q4_0: return run_task_q32<true>;
     case GgmlType::Q8_0_X16: return run_task_q32<false, true>;
-    case GgmlType::Q4_0_X16: return run_task_q32<true, true>;
     case GgmlType::Q4_K: return run_task<KQ4_K, 1, 2, 3>;
     case GgmlType::Q6_K: return run_task<KQ6_K, 1, 2, 3>;
     default:  // the other X16 layouts: the 16-lane kernels on the emulation
@@ -566,10 +565,9 @@ QuantizeRowFn avx2_quantize_row_fn() { return quantize_row_avx2; }
 // path), so the panel sizes are written out rather than calling q32_panel().
 bool avx2_wants_x16(GgmlType t, int64_t m) {
   switch (t) {
+    case GgmlType::Q8_0_X16: return m >= 128 && cpu_level() != CpuLevel::AvxVnni;  // kX16PanelRows
     case GgmlType::Q8_0:
-    case GgmlType::Q8_0_X16:
-    case GgmlType::Q4_0:
-    case GgmlType::Q4_0_X16: return m >= 4;  // kPanelRows
+    case GgmlType::Q4_0: return m >= 8;  // kPanelRows
     default: return false;
   }
 }
@@ -592,8 +590,7 @@ int64_t avx2_task_scratch_bytes(GgmlType t, int64_t k, int64_t cols) {
   switch (t) {
     case GgmlType::Q8_0:
     case GgmlType::Q8_0_X16:
-    case GgmlType::Q4_0:
-    case GgmlType::Q4_0_X16: {  // q32_pack(): groups of 8 columns
+    case GgmlType::Q4_0: {  // q32_pack(): groups of 8 columns
       const int64_t groups = (cols + 7) / 8, nb = k / 32;
       return round_up64(groups * nb * 512) + round_up64(groups * nb * 32);
     }

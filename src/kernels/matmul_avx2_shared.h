@@ -343,7 +343,18 @@ inline void transpose8(const __m256i in[8], __m256i out[8]) {
   }
 }
 
-constexpr int64_t kPanelRows = 4;  // tasks with fewer rows use q32_rows
+// Stored Q8_0 / Q4_0: batches (and tasks) of fewer rows read the weights a
+// row of x at a time (q32_rows; on AVX-512 q8_0_rows16), larger ones pack an
+// int16 panel. The panel's packing is paid once per task whatever its rows:
+// at 4 rows the row kernels ran 1.5-2.0x as fast, at 8 0.86-1.16x, at 12-16
+// the panel won (docs/benchmarks.md, "small batches").
+constexpr int64_t kPanelRows = 8;
+// Q8_0_X16 on the AVX2 set: the panel from this many rows; fewer run the
+// 16-lane kernels' 4-row tiles on the emulation (x16_kernel_set()), which
+// need no packing: 4.9x at 4 rows, 1.7x at 32, even at 128, the panel 1.16x
+// at 512. (Q4_0_X16 never takes the panel: the 16-lane tiles were 1.2x
+// faster even at 512-1024 rows.)
+constexpr int64_t kX16PanelRows = 128;
 
 struct Q32Panel {
   int64_t nb = 0;
@@ -372,21 +383,10 @@ inline __m256i q80x_block(const uint8_t* group, int lane, int64_t b, uint16_t* d
   return _mm256_xor_si256(v, _mm256_set1_epi8(static_cast<char>(0x80)));
 }
 
-// Block b of column `lane` of a Q4_0_X16 group: its 32 values (codes − 8)
-// and its F16 scale. The lane's 4 bytes of qs[0..3] are the stored block's
-// 16 bytes of codes in order.
-inline __m256i q40x_block(const uint8_t* group, int lane, int64_t b, uint16_t* d) {
-  const BlockQ4_0X16& blk = reinterpret_cast<const BlockQ4_0X16*>(group)[b];
-  *d = blk.d[lane];
-  const __m128i q = _mm_i32gather_epi32(reinterpret_cast<const int*>(blk.qs[0] + 4 * lane), _mm_setr_epi32(0, 16, 32, 48), 4);
-  const __m256i v = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(0x0F));
-  return _mm256_sub_epi8(v, _mm256_set1_epi8(8));
-}
-
-// kX16: the weights are Q8_0_X16 / Q4_0_X16 (kQ4) groups, read by
-// q80x_block / q40x_block.
+// kX16: the weights are Q8_0_X16 groups, read by q80x_block.
 template <bool kQ4, bool kX16 = false>
 Q32Panel q32_pack(const MatmulArgs& a, int64_t c0, int64_t c1, uint8_t* scratch) {
+  static_assert(!(kQ4 && kX16), "Q4_0_X16 runs the 16-lane tiles, never a panel");
   const Q32Panel p = q32_panel(a.k, c1 - c0, scratch);
   const int64_t groups = q32_groups(c1 - c0);
   auto* q = const_cast<int16_t*>(p.q);
@@ -406,7 +406,7 @@ Q32Panel q32_pack(const MatmulArgs& a, int64_t c0, int64_t c1, uint8_t* scratch)
       for (int j = 0; j < 8; ++j) {
         uint16_t dh;
         __m256i wv;
-        if constexpr (kX16) wv = kQ4 ? q40x_block(w[j], lane[j], b, &dh) : q80x_block(w[j], lane[j], b, &dh);
+        if constexpr (kX16) wv = q80x_block(w[j], lane[j], b, &dh);
         else wv = q32_block<kQ4>(w[j], b, &dh);
         if (!live[j]) wv = _mm256_setzero_si256();
         lo[j] = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(wv));       // pairs 0..7 as dwords

@@ -419,7 +419,7 @@ TEST(WeightRepack, MatmulMatchesStoredBitwise) {
         const std::vector<uint8_t> r = repacked(t, w, n, k);
         const WeightView stored{t, k, n, w.data(), ggml_row_bytes(t, k)};
         const WeightView repack{repacked_type(t), k, n, r.data(), ggml_row_bytes(repacked_type(t), k)};
-        for (int64_t m : {1, 3, 4, 5, 7, 8, 17, 64}) {
+        for (int64_t m : {1, 3, 4, 5, 7, 8, 16, 17, 64, 128}) {
           const std::vector<float> x = random_x(m, k, ++seed);
           path.use();
           std::vector<float> ref(size_t(m * n), -1.f);
