@@ -133,10 +133,11 @@ void matmul(const WeightView& w, const float* x, int64_t m, float* y, ThreadPool
 namespace {
 
 constexpr size_t kMaxOuts = 16;
-// Decode: column blocks a thread (of about equal bytes; see run_outs), for
-// batches of up to kDecodeRows rows (one decode step of that many sequences).
-constexpr int64_t kDecodeBlocks = 16;
-constexpr int64_t kDecodeRows = 16;
+// Streamed calls (see run_outs): batches of up to kStreamRows rows (a decode
+// step of that many sequences, a short prompt) cut into column blocks of
+// about equal bytes, kStreamBlocks a thread.
+constexpr int64_t kStreamBlocks = 16;
+constexpr int64_t kStreamRows = 64;
 
 // Up to kMaxOuts weights in one pool dispatch; out i reads xs[i] (m × its k).
 // Activations are quantized once per distinct (x, layout).
@@ -211,23 +212,25 @@ void run_outs(std::span<const MatmulOut> outs, const float* const* xs, int64_t m
   // sized so one block of weights (as the kernel holds them: a repacked panel
   // for Q8_0 / Q4_0 prompt batches) stays cache resident (~96 KiB) while the
   // row blocks reuse it, and small enough for >= ~8 tasks per thread so the
-  // dynamic scheduling can balance; decode instead gives each thread one
-  // long run of the call's weights (below): one row, or up to kDecodeRows
-  // rows where every weight is an X16 layout read without a panel, whose
-  // kernels run all row tiles of a 16-column group before the next group (a
-  // weight comes from DRAM once, whatever the block's size). The stored
+  // dynamic scheduling can balance. A streamed call instead reads every
+  // weight from DRAM once, in one long run a thread (below): one row, or up
+  // to kStreamRows rows (one row block) where every weight is an X16 layout
+  // read without a panel, whose kernels run all row tiles of a 16-column
+  // group before the next group, so a weight comes from memory once whatever
+  // the block's size, and prefetch ahead (MatmulArgs::stream). The stored
   // layouts' kernels run row tiles outer over a block sized for the cache,
   // and panel kernels pack their block: those keep cache-sized blocks.
-  bool decode_split = m <= kDecodeRows && threads > 1;
-  for (size_t i = 0; i < n_out && decode_split && m > 1; ++i) {
+  bool stream = m <= kStreamRows;
+  for (size_t i = 0; i < n_out && stream && m > 1; ++i) {
     const WeightView& w = outs[i].w;
-    if (repack_group_rows(w.type) <= 1 || !simd || simd->task_col_bytes(w.type, w.k, m) > 0) decode_split = false;
+    if (repack_group_rows(w.type) <= 1 || !simd || simd->task_col_bytes(w.type, w.k, m) > 0) stream = false;
   }
+  const bool stream_split = stream && threads > 1;
   int64_t n_tasks = 0, task_bytes = 0, block_bytes = 1;
-  if (decode_split) {
+  if (stream_split) {
     int64_t bytes = 0;
     for (size_t i = 0; i < n_out; ++i) bytes += outs[i].w.n * outs[i].w.row_bytes;
-    block_bytes = std::max<int64_t>(1, bytes / (int64_t(threads) * kDecodeBlocks));
+    block_bytes = std::max<int64_t>(1, bytes / (int64_t(threads) * kStreamBlocks));
   }
   for (size_t i = 0; i < n_out; ++i) {
     const WeightView& w = outs[i].w;
@@ -245,13 +248,13 @@ void run_outs(std::span<const MatmulOut> outs, const float* const* xs, int64_t m
     if (cb < 1) cb = 1;  // rows longer than the cache budget
     const int64_t want_tasks = int64_t(threads) * 8;
     if (threads > 1 && rb_tasks * ceil_div(n, cb) < want_tasks) cb = ceil_div(n, ceil_div(want_tasks, rb_tasks));
-    // Decode: nothing is reused from cache and every weight
-    // streams from DRAM once, fastest in long front-to-back runs: column
-    // blocks of about equal bytes across the call's weights, kDecodeBlocks a
-    // thread, run as the pool's shares (ThreadPool::parallel_shares): each
-    // thread streams its share of the call's blocks as one run, and a thread
-    // slowed by other processes is evened out from the back of its share.
-    if (decode_split) cb = ceil_div(n, std::max<int64_t>(1, (n * w.row_bytes + block_bytes / 2) / block_bytes));
+    // Streamed: nothing is reused from cache and every weight comes from
+    // DRAM once, fastest in long front-to-back runs: column blocks of about
+    // equal bytes across the call's weights, kStreamBlocks a thread, run as
+    // the pool's shares (ThreadPool::parallel_shares): each thread streams
+    // its share of the call's blocks as one run, and a thread slowed by
+    // other processes is evened out from the back of its share.
+    if (stream_split) cb = ceil_div(n, std::max<int64_t>(1, (n * w.row_bytes + block_bytes / 2) / block_bytes));
     // Whole 8-column groups / tiles, and whole groups of interleaved rows.
     const int64_t mult = std::max(simd ? simd->task_col_multiple(w.type, m) : 8, repack_group_rows(w.type));
     cb = ceil_div(cb, mult) * mult;
@@ -259,6 +262,7 @@ void run_outs(std::span<const MatmulOut> outs, const float* const* xs, int64_t m
     p.cb = cb;
     p.n_cb = n > 0 ? ceil_div(n, cb) : 0;
     p.task_bytes = p.whole_columns ? simd->task_scratch_bytes(w.type, k, cb) : 0;  // the panel
+    p.a.stream = stream;
     p.first_task = n_tasks;
     n_tasks += rb_tasks * p.n_cb;
     task_bytes = std::max(task_bytes, p.task_bytes);
@@ -281,7 +285,7 @@ void run_outs(std::span<const MatmulOut> outs, const float* const* xs, int64_t m
       p.kernel(p.a, r0, r1, c0, c1, scratch);
     }
   };
-  if (decode_split) pool.parallel_shares(n_tasks, task);
+  if (stream_split) pool.parallel_shares(n_tasks, task);
   else pool.parallel_for(n_tasks, task);
 }
 

@@ -213,11 +213,11 @@ constexpr int64_t kQ5kxPrefetchAhead = 12288;
 // Quarter h (values 16h .. 16h + 15 of the half U: low nibbles U = 0, high
 // U = 1) of block b for R rows: isum[i] += its 16-product sum · its scale.
 template <class V, int R, int U>
-inline void q4kx_half(const BlockQ4_KX16& blk, const int8_t* const* x, typename V::I* isum, typename V::I m4) {
+inline void q4kx_half(const BlockQ4_KX16& blk, const int8_t* const* x, typename V::I* isum, typename V::I m4, bool pf) {
   using I = typename V::I;
 #pragma GCC unroll 1
   for (int h = 0; h < 8; ++h) {
-    if constexpr (R == 1) prefetch_part<sizeof blk, 16>(&blk, 8 * U + h);
+    if (R == 1 || pf) prefetch_part<sizeof blk, 16>(&blk, 8 * U + h);
     I q[4];
     PC_UNROLL for (int tt = 0; tt < 4; ++tt) {
       const I p = V::loadu_i(blk.qs[4 * h + tt]);
@@ -274,7 +274,8 @@ inline void q5kx_sub(const BlockQ5_KX16& blk, const int8_t* const* x, typename V
 // decode 1.2×; AVX-512 decode keeps q5kx_sub, as fast there with its tuned
 // prefetches. Decode prefetches the block in 16 parts, one every 2 steps.
 template <class V, int R>
-inline void q5kx_pairs(const BlockQ5_KX16& blk, const int8_t* const* x, typename V::I* isum, typename V::I m4) {
+inline void q5kx_pairs(const BlockQ5_KX16& blk, const int8_t* const* x, typename V::I* isum, typename V::I m4,
+                       bool pf) {
   using I = typename V::I;
   const I m10 = V::set1_i(0x10101010), m63 = V::set1_i(63);
 #pragma GCC unroll 1
@@ -282,7 +283,7 @@ inline void q5kx_pairs(const BlockQ5_KX16& blk, const int8_t* const* x, typename
     I s0[R], s1[R];
     PC_UNROLL for (int i = 0; i < R; ++i) s0[i] = s1[i] = V::zero_i();
     PC_UNROLL for (int u = 0; u < 8; ++u) {
-      if constexpr (R == 1) {
+      if (R == 1 || pf) {
         if (u % 2 == 0) prefetch_part<sizeof blk, 16>(&blk, 4 * J + u / 2);
       }
       // values 32J + 4u .. + 3 (q0) and 128 + 32J + 4u .. + 3 (q1) of each row
@@ -341,6 +342,7 @@ inline void q5kx_quarters(const BlockQ5_KX16& blk, const int8_t* const* x, typen
 // q5kx_sub forms it, the msum and the float part alike).
 template <class V, int R, bool kQ5>
 void k45x_tile16(const MatmulArgs& a, int64_t r, int64_t g) {
+  const bool pf = a.stream;  // several rows prefetch as one row always does
   using I = typename V::I;
   using F = typename V::F;
   const int64_t nb = a.k / 256;
@@ -362,7 +364,7 @@ void k45x_tile16(const MatmulArgs& a, int64_t r, int64_t g) {
     if constexpr (kQ5 && requires { V::kQ5Quarters; }) {
       q5kx_quarters<V, R>(blk, x, isum, m4);
     } else if constexpr (kQ5 && (R > 1 || V::kFewRegs)) {
-      q5kx_pairs<V, R>(blk, x, isum, m4);
+      q5kx_pairs<V, R>(blk, x, isum, m4, pf);
     } else if constexpr (kQ5) {
       q5kx_sub<V, R, 0>(blk, x, isum, m4);
       q5kx_sub<V, R, 1>(blk, x, isum, m4);
@@ -373,8 +375,8 @@ void k45x_tile16(const MatmulArgs& a, int64_t r, int64_t g) {
       q5kx_sub<V, R, 6>(blk, x, isum, m4);
       q5kx_sub<V, R, 7>(blk, x, isum, m4);
     } else {
-      q4kx_half<V, R, 0>(blk, x, isum, m4);
-      q4kx_half<V, R, 1>(blk, x, isum, m4);
+      q4kx_half<V, R, 0>(blk, x, isum, m4, pf);
+      q4kx_half<V, R, 1>(blk, x, isum, m4, pf);
     }
     // mn_j in both int16 words of each lane: the top 2 bits from scm, the
     // low 4 from a nibble of mnl.
@@ -416,12 +418,12 @@ void k45x_tile16(const MatmulArgs& a, int64_t r, int64_t g) {
 // the ql nibble at compile time): isum[i] += each one's 16-product sum · its
 // scale.
 template <class V, int R, int S>
-inline void q6kx_quarter(const BlockQ6_KX16& blk, const int8_t* const* x, typename V::I* isum) {
+inline void q6kx_quarter(const BlockQ6_KX16& blk, const int8_t* const* x, typename V::I* isum, bool pf) {
   using I = typename V::I;
   const I m4 = V::set1_i(0x0F0F0F0F), m30 = V::set1_i(0x30303030);
 #pragma GCC unroll 1
   for (int jj = 0; jj < 4; ++jj) {
-    if constexpr (R == 1) prefetch_part<sizeof blk, 16>(&blk, 4 * S + jj);
+    if (R == 1 || pf) prefetch_part<sizeof blk, 16>(&blk, 4 * S + jj);
     I q[4];
     PC_UNROLL for (int tt = 0; tt < 4; ++tt) {
       const int t = 16 * S + 4 * jj + tt;  // values 4t .. 4t + 3 of each row
@@ -444,6 +446,7 @@ inline void q6kx_quarter(const BlockQ6_KX16& blk, const int8_t* const* x, typena
 // y[r..r+R) × the 16 columns of weight group g.
 template <class V, int R>
 void q6kx_tile16(const MatmulArgs& a, int64_t r, int64_t g) {
+  const bool pf = a.stream;  // several rows prefetch as one row always does
   using I = typename V::I;
   using F = typename V::F;
   const int64_t nb = a.k / 256;
@@ -460,10 +463,10 @@ void q6kx_tile16(const MatmulArgs& a, int64_t r, int64_t g) {
     PC_UNROLL for (int i = 0; i < R; ++i) x[i] = xq[i] + 256 * b;
     I isum[R];
     PC_UNROLL for (int i = 0; i < R; ++i) isum[i] = V::zero_i();
-    q6kx_quarter<V, R, 0>(blk, x, isum);
-    q6kx_quarter<V, R, 1>(blk, x, isum);
-    q6kx_quarter<V, R, 2>(blk, x, isum);
-    q6kx_quarter<V, R, 3>(blk, x, isum);
+    q6kx_quarter<V, R, 0>(blk, x, isum, pf);
+    q6kx_quarter<V, R, 1>(blk, x, isum, pf);
+    q6kx_quarter<V, R, 2>(blk, x, isum, pf);
+    q6kx_quarter<V, R, 3>(blk, x, isum, pf);
     // Scales 2p and 2p + 1 in the low and the high word of each lane.
     I scp[8];
     PC_UNROLL for (int p = 0; p < 8; ++p)
@@ -639,11 +642,15 @@ void q32x_tile16(const MatmulArgs& a, int64_t r, int64_t g) {
   if constexpr (T == GgmlType::MXFP4_X16) table = code_table<V>(kMxfp4Values);
   F acc[R];
   PC_UNROLL for (int i = 0; i < R; ++i) acc[i] = V::zero_f();
+  const bool pf = R > 1 && a.stream;  // (R == 1: see below)
   for (int64_t b = 0; b < nb; ++b) {
     const B& blk = w[b];
-    // No prefetch here: with one a block, tinyllama Q8_0 decoded 0.93-0.98x
-    // as fast (4 series of pairs, 2-core Zen 5); the hardware's stream
-    // prefetch keeps up with these short blocks.
+    // Streamed tiles of several rows prefetch the block 8 KiB ahead (a
+    // decode step of 4 sequences on Q8_0_X16 1.3-1.6x); decode's one row
+    // does not: with it tinyllama Q8_0 decoded 0.93-0.98x as fast (4 series
+    // of pairs, 2-core Zen 5), the hardware's prefetch keeping up with these
+    // short blocks.
+    if (pf) prefetch_block<sizeof(B)>(&blk);
     I sums[R];
     if constexpr (((V::kFewRegs || R > 1) && X::kQ8) || ((V::kFewRegs || R == 1) && X::kLut)) {
       q32x_sums_few_regs<V, R, T>(blk, table, xq, b, sums);
@@ -682,9 +689,9 @@ void q32x_tile16(const MatmulArgs& a, int64_t r, int64_t g) {
 // otherwise the 8 code vectors first, then one chain a row.
 template <class V, int R, int S>
 inline void iq4xs_sub(const BlockIQ4_XSX16& blk, const int8_t* const* x, const int16_t* const* xb,
-                      typename V::I sh, typename V::I table, typename V::I* isum) {
+                      typename V::I sh, typename V::I table, typename V::I* isum, bool pf) {
   using I = typename V::I;
-  if constexpr (R == 1) prefetch_part<sizeof blk, 8>(&blk, S);
+  if (R == 1 || pf) prefetch_part<sizeof blk, 8>(&blk, S);
   I lo_s[R], hi_s[R];
   PC_UNROLL for (int i = 0; i < R; ++i) lo_s[i] = hi_s[i] = V::zero_i();
   if constexpr (V::kFewRegs) {
@@ -715,6 +722,7 @@ inline void iq4xs_sub(const BlockIQ4_XSX16& blk, const int8_t* const* x, const i
 
 template <class V, int R>
 void iq4xs_tile16(const MatmulArgs& a, int64_t r, int64_t g) {
+  const bool pf = a.stream;  // several rows prefetch as one row always does
   using I = typename V::I;
   using F = typename V::F;
   const int64_t nb = a.k / 256;
@@ -737,14 +745,14 @@ void iq4xs_tile16(const MatmulArgs& a, int64_t r, int64_t g) {
     const I sh = V::zx16_32(blk.sh);
     I isum[R];
     PC_UNROLL for (int i = 0; i < R; ++i) isum[i] = V::zero_i();
-    iq4xs_sub<V, R, 0>(blk, x, xb, sh, table, isum);
-    iq4xs_sub<V, R, 1>(blk, x, xb, sh, table, isum);
-    iq4xs_sub<V, R, 2>(blk, x, xb, sh, table, isum);
-    iq4xs_sub<V, R, 3>(blk, x, xb, sh, table, isum);
-    iq4xs_sub<V, R, 4>(blk, x, xb, sh, table, isum);
-    iq4xs_sub<V, R, 5>(blk, x, xb, sh, table, isum);
-    iq4xs_sub<V, R, 6>(blk, x, xb, sh, table, isum);
-    iq4xs_sub<V, R, 7>(blk, x, xb, sh, table, isum);
+    iq4xs_sub<V, R, 0>(blk, x, xb, sh, table, isum, pf);
+    iq4xs_sub<V, R, 1>(blk, x, xb, sh, table, isum, pf);
+    iq4xs_sub<V, R, 2>(blk, x, xb, sh, table, isum, pf);
+    iq4xs_sub<V, R, 3>(blk, x, xb, sh, table, isum, pf);
+    iq4xs_sub<V, R, 4>(blk, x, xb, sh, table, isum, pf);
+    iq4xs_sub<V, R, 5>(blk, x, xb, sh, table, isum, pf);
+    iq4xs_sub<V, R, 6>(blk, x, xb, sh, table, isum, pf);
+    iq4xs_sub<V, R, 7>(blk, x, xb, sh, table, isum, pf);
     const F d = V::load_h16(blk.d);
     PC_UNROLL for (int i = 0; i < R; ++i)
       acc[i] = V::add(acc[i], V::mul(V::mul(d, V::set1_f(xd[i][b])), V::cvt(isum[i])));
