@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Every decode kernel of the built kernel library (the one-activation-row tiles and
-row kernels, whose weights stream from DRAM once a token) contains a software
+row kernels, whose weights stream from DRAM once a token, and the X16 tiles of several
+rows, which prefetch in streamed calls: MatmulArgs::stream) contains a software
 prefetch instruction.
 
 The prefetches come from prefetch_part / prefetch_block (matmul_avx2_shared.h). GCC
@@ -21,9 +22,13 @@ LIB = None
 
 # Each pattern names one family of decode kernels (demangled names, without the
 # namespaces); each must match at least one function, and every function
-# it matches must prefetch. (The 32-value X16 one-row tiles, q32x_tile16, do not
-# prefetch: they decode faster without.)
+# it matches must prefetch. (The 32-value X16 one-row tiles, q32x_tile16<.., 1, ..>,
+# do not prefetch: they decode faster without.)
 DECODE_KERNELS = {
+    "Q4_K_X16 / Q5_K_X16 tiles of several rows": r"k45x_tile16<V512(Emu)?, [2-8], (true|false)>\(",
+    "Q6_K_X16 tiles of several rows": r"q6kx_tile16<V512(Emu)?, [2-8]>\(",
+    "IQ4_XS_X16 tiles of several rows": r"iq4xs_tile16<V512(Emu)?, [2-8]>\(",
+    "32-value X16 tiles of several rows": r"q32x_tile16<V512(Emu)?, [2-8], ",
     "Q4_K_X16 / Q5_K_X16 one-row tiles": r"k45x_tile16<V512(Emu)?, 1, (true|false)>\(",
     "Q6_K_X16 one-row tiles": r"q6kx_tile16<V512(Emu)?, 1>\(",
     "IQ4_XS_X16 one-row tiles": r"iq4xs_tile16<V512(Emu)?, 1>\(",
@@ -70,8 +75,8 @@ class DecodePrefetch(unittest.TestCase):
                 self.assertEqual(missing, [], f"{family}: decode kernels without a prefetch instruction")
 
     def test_the_check_sees_a_kernel_without_prefetch(self):
-        # A prompt tile (eight rows) never prefetches: the check must tell them apart.
-        tiles = [n for n in self.funcs if re.search(r"k45x_tile16<V512(Emu)?, 8, false>\(", n)]
+        # The 32-value types' one-row tiles never prefetch: the check must tell them apart.
+        tiles = [n for n in self.funcs if re.search(r"q32x_tile16<V512(Emu)?, 1, ", n)]
         self.assertTrue(tiles)
         self.assertTrue(all("prefetch" not in self.funcs[n] for n in tiles))
 
