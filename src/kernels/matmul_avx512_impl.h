@@ -310,10 +310,14 @@ inline void q5kx_pairs(const BlockQ5_KX16& blk, const int8_t* const* x, typename
 // sub-block (with AVX-VNNI, steps_scaled is a vpdpbusd chain and a vpmulld a
 // quarter); J's codes are formed and used before J + 4's, so 4 code vectors
 // and 6 rows' sums fit the 16 registers. The same integers as q5kx_pairs.
+// Streamed tiles (pf) prefetch the block in 8 parts, one a half quarter: a
+// decode step of 2-32 sequences at the AVX2 level 1.1-1.6x (tinyllama shape,
+// 2 threads, Zen 3: 2 rows 1.54x, 4 1.58x, 8 1.25x, 16 1.13x, 32 1.11x).
 // (The 16-lane AVX2 decode tile measured no faster this way: 58.5-62.7
 // against 62.0-62.7 tok/s, tinyllama Q5_K_M, 3 alternating rounds.)
 template <class V, int R>
-inline void q5kx_quarters(const BlockQ5_KX16& blk, const int8_t* const* x, typename V::I* isum, typename V::I m4) {
+inline void q5kx_quarters(const BlockQ5_KX16& blk, const int8_t* const* x, typename V::I* isum, typename V::I m4,
+                          bool pf) {
   using I = typename V::I;
   const I m10 = V::set1_i(0x10101010), m63 = V::set1_i(63);
 #pragma GCC unroll 1
@@ -321,6 +325,7 @@ inline void q5kx_quarters(const BlockQ5_KX16& blk, const int8_t* const* x, typen
     const I sc0 = V::template scale_for<4, 31>(V::and_i(V::zx8_32(blk.scm[J]), m63));
     const I sc1 = V::template scale_for<4, 31>(V::and_i(V::zx8_32(blk.scm[J + 4]), m63));
     PC_UNROLL for (int hh = 0; hh < 2; ++hh) {
+      if (pf) prefetch_part<sizeof blk, 8>(&blk, 2 * J + hh);
       I q[4];
       PC_UNROLL for (int tt = 0; tt < 4; ++tt) {  // sub-block J: the low nibbles, bit J
         const int u = 4 * hh + tt;
@@ -362,7 +367,7 @@ void k45x_tile16(const MatmulArgs& a, int64_t r, int64_t g) {
     I isum[R];
     PC_UNROLL for (int i = 0; i < R; ++i) isum[i] = V::zero_i();
     if constexpr (kQ5 && requires { V::kQ5Quarters; }) {
-      q5kx_quarters<V, R>(blk, x, isum, m4);
+      q5kx_quarters<V, R>(blk, x, isum, m4, pf);
     } else if constexpr (kQ5 && (R > 1 || V::kFewRegs)) {
       q5kx_pairs<V, R>(blk, x, isum, m4, pf);
     } else if constexpr (kQ5) {
@@ -503,6 +508,18 @@ void q6kx_tile16(const MatmulArgs& a, int64_t r, int64_t g) {
 // scale's half), and for Q4_1 / Q5_1 then acc = acc + (m·d_x)·float(the
 // block's activation sum). Each weight vector serves every row of the tile;
 // decode is the one-row tile.
+// Decode's one-row tile of the 32-value layouts on the AVX2-level backends
+// (V::kFewRegs: the 16-lane emulation the AVX2 and AVX-VNNI sets run the X16
+// layouts on) reads this many groups side by side, each its own stream of
+// weights. These tiles keep no prefetch (q32x_tile16), and one stream of
+// short blocks left the hardware's prefetch short of the bandwidth: on a
+// 2-core Zen 3 (AVX2), the tinyllama shape's decode matmuls on Q8_0_X16 read
+// 1.10-1.16x as fast (two series of 7-9 in-process pairs, 27.1 -> 30.7 GB/s
+// against a probed 28-34) and whole decode ran 1.13x as fast (tinyllama Q8_0,
+// 5 alternating pairs: 72-80 % -> 83-93 % of the probed bandwidth). The
+// AVX-512 tiles keep one group a tile: not measured with two.
+inline constexpr int kQ32DecodeGroups = 2;
+
 template <GgmlType T>
 struct Q32X16 {
   static constexpr bool kQ8 = T == GgmlType::Q8_0_X16;
@@ -624,15 +641,22 @@ inline void q32x_sums_few_regs(const typename Q32X16<T>::Block& blk, typename V:
   PC_UNROLL for (int i = 0; i < R; ++i) sums[i] = V::add32(lo_s[i], hi_s[i]);
 }
 
-template <class V, int R, GgmlType T>
+// y[r..r+R) × the 16 columns of each of the G weight groups g .. g + G - 1,
+// block by block across the groups (each group's float operations per lane in
+// its own order, so the bits are those of one group a tile). AVX2-level
+// decode (one row) runs two groups side by side (kQ32DecodeGroups): two
+// weight streams in flight instead of one.
+template <class V, int R, GgmlType T, int G = 1>
 void q32x_tile16(const MatmulArgs& a, int64_t r, int64_t g) {
+  static_assert(G == 1 || R == 1, "groups side by side: decode's one-row tile");
   using I = typename V::I;
   using F = typename V::F;
   using X = Q32X16<T>;
   using B = typename X::Block;
   constexpr int kOff = X::template off<V>();
   const int64_t nb = a.k / 32;
-  const auto* w = reinterpret_cast<const B*>(a.w + g * kX16Rows * a.row_bytes);
+  const B* w[G];
+  PC_UNROLL for (int j = 0; j < G; ++j) w[j] = reinterpret_cast<const B*>(a.w + (g + j) * kX16Rows * a.row_bytes);
   const TileRows<R> rows(a, r);
   const int8_t* const* xq = rows.q;
   const float* const* xd = rows.d;
@@ -640,38 +664,43 @@ void q32x_tile16(const MatmulArgs& a, int64_t r, int64_t g) {
   I table = V::zero_i();
   if constexpr (T == GgmlType::IQ4_NL_X16) table = code_table<V>(kIq4nlValues);
   if constexpr (T == GgmlType::MXFP4_X16) table = code_table<V>(kMxfp4Values);
-  F acc[R];
-  PC_UNROLL for (int i = 0; i < R; ++i) acc[i] = V::zero_f();
+  F acc[G][R];
+  PC_UNROLL for (int j = 0; j < G; ++j) PC_UNROLL for (int i = 0; i < R; ++i) acc[j][i] = V::zero_f();
   const bool pf = R > 1 && a.stream;  // (R == 1: see below)
   for (int64_t b = 0; b < nb; ++b) {
-    const B& blk = w[b];
-    // Streamed tiles of several rows prefetch the block 8 KiB ahead (a
-    // decode step of 4 sequences on Q8_0_X16 1.3-1.6x); decode's one row
-    // does not: with it tinyllama Q8_0 decoded 0.93-0.98x as fast (4 series
-    // of pairs, 2-core Zen 5), the hardware's prefetch keeping up with these
-    // short blocks.
-    if (pf) prefetch_block<sizeof(B)>(&blk);
-    I sums[R];
-    if constexpr (((V::kFewRegs || R > 1) && X::kQ8) || ((V::kFewRegs || R == 1) && X::kLut)) {
-      q32x_sums_few_regs<V, R, T>(blk, table, xq, b, sums);
-    } else {
-      I q[8];
-      q32x_codes<V, T>(blk, q, table);
-      PC_UNROLL for (int i = 0; i < R; ++i) sums[i] = q32x_sum<V, T>(q, xq[i] + 32 * b);
-    }
-    F d, mn = V::zero_f();
-    if constexpr (T == GgmlType::MXFP4_X16) d = V::e8m0_half16(blk.e);
-    else d = V::load_h16(blk.d);
-    if constexpr (X::kMin) mn = V::load_h16(blk.m);
-    PC_UNROLL for (int i = 0; i < R; ++i) {
-      I s = sums[i];
-      if constexpr (kOff != 0) s = V::sub32(s, V::set1_i(kOff * int32_t(xs[i][b])));
-      const F dx = V::set1_f(xd[i][b]);
-      acc[i] = V::add(acc[i], V::mul(V::mul(d, dx), V::cvt(s)));
-      if constexpr (X::kMin) acc[i] = V::add(acc[i], V::mul(V::mul(mn, dx), V::set1_f(float(xs[i][b]))));
+    PC_UNROLL for (int j = 0; j < G; ++j) {
+      const B& blk = w[j][b];
+      // Streamed tiles of several rows prefetch the block 8 KiB ahead (a
+      // decode step of 4 sequences on Q8_0_X16 1.3-1.6x); decode's one row
+      // does not: with it tinyllama Q8_0 decoded 0.93-0.98x as fast (4 series
+      // of pairs, 2-core Zen 5), the hardware's prefetch keeping up with these
+      // short blocks (with the two streams of kQ32DecodeGroups, AVX2 on Zen 3:
+      // 0.93x).
+      if (pf) prefetch_block<sizeof(B)>(&blk);
+      I sums[R];
+      if constexpr (((V::kFewRegs || R > 1) && X::kQ8) || ((V::kFewRegs || R == 1) && X::kLut)) {
+        q32x_sums_few_regs<V, R, T>(blk, table, xq, b, sums);
+      } else {
+        I q[8];
+        q32x_codes<V, T>(blk, q, table);
+        PC_UNROLL for (int i = 0; i < R; ++i) sums[i] = q32x_sum<V, T>(q, xq[i] + 32 * b);
+      }
+      F d, mn = V::zero_f();
+      if constexpr (T == GgmlType::MXFP4_X16) d = V::e8m0_half16(blk.e);
+      else d = V::load_h16(blk.d);
+      if constexpr (X::kMin) mn = V::load_h16(blk.m);
+      PC_UNROLL for (int i = 0; i < R; ++i) {
+        I s = sums[i];
+        if constexpr (kOff != 0) s = V::sub32(s, V::set1_i(kOff * int32_t(xs[i][b])));
+        const F dx = V::set1_f(xd[i][b]);
+        acc[j][i] = V::add(acc[j][i], V::mul(V::mul(d, dx), V::cvt(s)));
+        if constexpr (X::kMin)
+          acc[j][i] = V::add(acc[j][i], V::mul(V::mul(mn, dx), V::set1_f(float(xs[i][b]))));
+      }
     }
   }
-  PC_UNROLL for (int i = 0; i < R; ++i) V::storeu_f(a.y + (r + i) * a.ldy + g * kX16Rows, acc[i]);
+  PC_UNROLL for (int j = 0; j < G; ++j)
+    PC_UNROLL for (int i = 0; i < R; ++i) V::storeu_f(a.y + (r + i) * a.ldy + (g + j) * kX16Rows, acc[j][i]);
 }
 
 // ---- IQ4_XS_X16: 256-value blocks of 8 sub-blocks, 16 interleaved rows a
@@ -1059,12 +1088,12 @@ struct Avx512Q32 {
   // types) a tile.
   template <GgmlType T>
   static void run_x16(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t*) {
+    constexpr bool kQ32 = T != GgmlType::Q4_K_X16 && T != GgmlType::Q5_K_X16 && T != GgmlType::Q6_K_X16 &&
+                          T != GgmlType::IQ4_XS_X16;
     if constexpr (V::kHalfTiles) {
       if (r1 - r0 > 1) {
         using H0 = typename V::template Half<0>;
         using H1 = typename V::template Half<1>;
-        constexpr bool kQ32 = T != GgmlType::Q4_K_X16 && T != GgmlType::Q5_K_X16 && T != GgmlType::Q6_K_X16 &&
-                              T != GgmlType::IQ4_XS_X16;
         constexpr int kRows = kQ32 ? H0::kQ32Rows : H0::kKxRows;
         for (int64_t g = c0 / kX16Rows; g < c1 / kX16Rows; ++g)
           for (int64_t r = r0; r < r1;) {
@@ -1073,6 +1102,15 @@ struct Avx512Q32 {
             x16_tile<H1, T, kRows>(nr)(a, r, g);
             r += nr;
           }
+        return;
+      }
+    }
+    if constexpr (kQ32 && V::kFewRegs) {
+      if (r1 - r0 == 1) {  // decode: kQ32DecodeGroups groups a tile
+        constexpr int kG = kQ32DecodeGroups;
+        int64_t g = c0 / kX16Rows;
+        for (; g + kG <= c1 / kX16Rows; g += kG) q32x_tile16<V, 1, T, kG>(a, r0, g);
+        for (; g < c1 / kX16Rows; ++g) q32x_tile16<V, 1, T>(a, r0, g);
         return;
       }
     }
