@@ -517,7 +517,9 @@ void q6kx_tile16(const MatmulArgs& a, int64_t r, int64_t g) {
 // 1.10-1.16x as fast (two series of 7-9 in-process pairs, 27.1 -> 30.7 GB/s
 // against a probed 28-34) and whole decode ran 1.13x as fast (tinyllama Q8_0,
 // 5 alternating pairs: 72-80 % -> 83-93 % of the probed bandwidth). The
-// AVX-512 tiles keep one group a tile: not measured with two.
+// AVX-512 tiles keep one group a tile: not measured with two. (The K-quant
+// X16 decode tiles, which prefetch, read 0.77-0.93x as fast with two groups
+// on that Zen 3.)
 inline constexpr int kQ32DecodeGroups = 2;
 
 template <GgmlType T>
