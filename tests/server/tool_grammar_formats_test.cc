@@ -149,7 +149,7 @@ TEST(ToolGrammarFormats, XmlAcceptsWellFormedCallsAndRejectsMalformedOnes) {
   EXPECT_EQ(p.calls[0].name, "get_weather");
   EXPECT_EQ(ojson::parse(p.calls[0].arguments),
             ojson::parse(R"({"city": "Kyoto", "unit": "c", "days": 3, "exact": true, "tags": ["a", "bc"], "ratio": 0.5})"));
-  for (const std::string bad : {
+  for (const std::string& bad : {
            "get_time>\n" + param("city", "Kyoto") + param("days", "3") + end,        // a tool not offered
            "get_weather>\n" + param("city", "Kyoto") + end,                          // required days missing
            "get_weather>\n" + param("city", "Kyoto") + param("days", "three") + end,  // not an integer
@@ -182,7 +182,7 @@ TEST(ToolGrammarFormats, HarmonyAcceptsWellFormedCallsAndRejectsMalformedOnes) {
   ASSERT_EQ(p.calls.size(), 1u);
   EXPECT_EQ(p.calls[0].name, "get_weather");
   EXPECT_EQ(ojson::parse(p.calls[0].arguments), ojson::parse(args));
-  for (const std::string bad : {
+  for (const std::string& bad : {
            std::string(R"(get_time <|constrain|>json<|message|>{"city": "Oslo", "days": 2})"),  // not offered
            head + R"({"city": "Oslo"})",                                 // required days missing
            head + R"({"city": "Oslo", "days": "2"})",                    // a string, not an integer
