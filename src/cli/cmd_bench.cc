@@ -39,7 +39,7 @@ struct PrefillArgs {
   int repeat = 1;
   int batch_tokens = EngineOptions{}.max_batch_tokens;
   bool mmap = false;
-  Model::WeightLayout weights = Model::WeightLayout::kFastestDecode;
+  Model::WeightLayout weights = Model::WeightLayout::kFastest;
   bool bandwidth = true;
   bool int8_peak = true;
   std::vector<std::string> kernels{"auto"};
@@ -383,11 +383,15 @@ int run_prefill(const PrefillArgs& a) {
     j["load_ms"] = load;
     j["weights"] = weights;
     nlohmann::json timings = nlohmann::json::array();  // --repack auto's measurements (layout_choice.h)
-    for (const LayoutTiming& t : measured_decode_layouts())
+    for (const LayoutTiming& t : measured_layouts())
       timings.push_back({{"stored", ggml_type_name(t.stored)}, {"repacked", ggml_type_name(t.x16)},
                          {"stored_gb_per_s", t.stored_gb_per_s}, {"repacked_gb_per_s", t.x16_gb_per_s},
                          {"repacked_over_stored", t.x16_over_stored},
-                         {"bytes", t.bytes}, {"ms", 1e3 * t.seconds}});
+                         {"stored_prompt_gmacs", t.stored_prompt_gmacs},
+                         {"repacked_prompt_gmacs", t.x16_prompt_gmacs},
+                         {"repacked_prompt_over_stored", t.x16_prompt_over_stored},
+                         {"request_speedup", t.x16_request_speedup},
+                         {"bytes", t.bytes}, {"prompt_bytes", t.prompt_bytes}, {"ms", 1e3 * t.seconds}});
     j["layout_timings"] = timings;
     std::ofstream(a.json_out) << j.dump(2) << "\n";
   }

@@ -32,7 +32,7 @@ struct GenerateArgs {
   std::string schema;  // PML schema file; `prompt` is then a PML prompt file
   bool preload = false;
   bool mmap = false;
-  Model::WeightLayout weights = Model::WeightLayout::kFastestDecode;
+  Model::WeightLayout weights = Model::WeightLayout::kFastest;
   int32_t n_predict = 64;
   int64_t ctx_size = 0;  // -c: positions prompt + reply may use (0 = no cap)
   int threads = default_thread_count();

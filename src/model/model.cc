@@ -63,7 +63,7 @@ std::vector<float> vector_f32(const GgufFile& f, const std::string& name, int64_
 
 bool Model::weight_layout_from_name(const std::string& name, WeightLayout* layout) {
   if (name == "all") *layout = WeightLayout::kForKernels;
-  else if (name == "auto") *layout = WeightLayout::kFastestDecode;
+  else if (name == "auto") *layout = WeightLayout::kFastest;
   else if (name == "none") *layout = WeightLayout::kAsStored;
   else return false;
   return true;
@@ -72,7 +72,7 @@ bool Model::weight_layout_from_name(const std::string& name, WeightLayout* layou
 const char* Model::weight_layout_name(WeightLayout layout) {
   switch (layout) {
     case WeightLayout::kForKernels: return "all";
-    case WeightLayout::kFastestDecode: return "auto";
+    case WeightLayout::kFastest: return "auto";
     case WeightLayout::kAsStored: return "none";
   }
   return "?";

@@ -1,7 +1,7 @@
 // Model::repack_weights(): the matrices the kernels in use read faster in
 // another layout (matmul_repacked_type(), kernels/weight_repack.h; with
-// WeightLayout::kFastestDecode, the types whose layout decode was measured to
-// read faster, fastest_decode_layout(), kernels/layout_choice.h), repacked
+// WeightLayout::kFastest, the types whose X16 layout was measured to run a
+// reference request faster, fastest_layout(), kernels/layout_choice.h), repacked
 // in place when the file is a copy in memory (Residency::kMemory, advised for
 // transparent huge pages: decode streams every weight per token); from a
 // mapped file into one anonymous region advised likewise, each stored
@@ -125,10 +125,10 @@ struct LayoutCount {
 };
 
 // "Q4_K: Q4_K_X16 (154 tensors); Q6_K: as stored (23 tensors), measured
-// decode 6.4 GB/s as stored, 3.9 as Q6_K_X16 (median pair 0.62x)", for
-// Model::weight_layouts().
+// decode 6.4 GB/s as stored, 3.9 as Q6_K_X16 (median pair 0.62x), prompts
+// 1.12x, a request of 512 + 128 tokens 0.81x", for Model::weight_layouts().
 std::string describe_layouts(const std::vector<LayoutCount>& counts) {
-  const std::vector<LayoutTiming> measured = measured_decode_layouts();
+  const std::vector<LayoutTiming> measured = measured_layouts();
   std::string out;
   for (const LayoutCount& c : counts) {
     char buf[200];
@@ -146,8 +146,11 @@ std::string describe_layouts(const std::vector<LayoutCount>& counts) {
     }
     for (const LayoutTiming& m : measured)
       if (m.stored == c.stored) {
-        std::snprintf(buf, sizeof buf, ", measured decode %.1f GB/s as stored, %.1f as %s (median pair %.2fx)",
-                      m.stored_gb_per_s, m.x16_gb_per_s, ggml_type_name(m.x16).c_str(), m.x16_over_stored);
+        std::snprintf(buf, sizeof buf,
+                      ", measured decode %.1f GB/s as stored, %.1f as %s (median pair %.2fx), prompts %.2fx, "
+                      "a request of %d + %d tokens %.2fx",
+                      m.stored_gb_per_s, m.x16_gb_per_s, ggml_type_name(m.x16).c_str(), m.x16_over_stored,
+                      m.x16_prompt_over_stored, kRefPromptTokens, kRefDecodeTokens, m.x16_request_speedup);
         out += buf;
       }
   }
@@ -187,7 +190,7 @@ void Model::repack_weights(WeightLayout layout) {
   }
   for (LayoutCount& c : counts)
     c.to = layout == WeightLayout::kAsStored       ? c.stored
-           : layout == WeightLayout::kFastestDecode ? fastest_decode_layout(c.stored, c.bytes)
+           : layout == WeightLayout::kFastest ? fastest_layout(c.stored, c.bytes)
                                                     : matmul_repacked_type(c.stored);
   std::vector<RepackJob> jobs;
   size_t total = 0;

@@ -24,7 +24,7 @@ namespace pc::server {
 struct ServerOptions {
   std::string model_path;
   bool mmap = false;                // map the model file rather than copy it (Residency)
-  Model::WeightLayout weights = Model::WeightLayout::kFastestDecode;  // --repack
+  Model::WeightLayout weights = Model::WeightLayout::kFastest;  // --repack
   std::string model_alias;          // id in /v1/models ("" = file name without .gguf)
   std::string host = "127.0.0.1";
   int port = 8080;                  // 0 = any free port
