@@ -508,20 +508,6 @@ void q6kx_tile16(const MatmulArgs& a, int64_t r, int64_t g) {
 // scale's half), and for Q4_1 / Q5_1 then acc = acc + (m·d_x)·float(the
 // block's activation sum). Each weight vector serves every row of the tile;
 // decode is the one-row tile.
-// Decode's one-row tile of the 32-value layouts on the AVX2-level backends
-// (V::kFewRegs: the 16-lane emulation the AVX2 and AVX-VNNI sets run the X16
-// layouts on) reads this many groups side by side, each its own stream of
-// weights. These tiles keep no prefetch (q32x_tile16), and one stream of
-// short blocks left the hardware's prefetch short of the bandwidth: on a
-// 2-core Zen 3 (AVX2), the tinyllama shape's decode matmuls on Q8_0_X16 read
-// 1.10-1.16x as fast (two series of 7-9 in-process pairs, 27.1 -> 30.7 GB/s
-// against a probed 28-34) and whole decode ran 1.13x as fast (tinyllama Q8_0,
-// 5 alternating pairs: 72-80 % -> 83-93 % of the probed bandwidth). The
-// AVX-512 tiles keep one group a tile: not measured with two. (The K-quant
-// X16 decode tiles, which prefetch, read 0.77-0.93x as fast with two groups
-// on that Zen 3.)
-inline constexpr int kQ32DecodeGroups = 2;
-
 template <GgmlType T>
 struct Q32X16 {
   static constexpr bool kQ8 = T == GgmlType::Q8_0_X16;
@@ -547,6 +533,20 @@ struct Q32X16 {
     else return 0;
   }
 };
+
+// Decode's one-row tile of the 32-value layouts on the AVX2-level backends
+// (V::kFewRegs: the 16-lane emulation the AVX2 and AVX-VNNI sets run the X16
+// layouts on) reads this many groups side by side, each its own stream of
+// weights. These tiles keep no prefetch (q32x_tile16), and one stream of
+// short blocks left the hardware's prefetch short of the bandwidth: on a
+// 2-core Zen 3 (AVX2), the tinyllama shape's decode matmuls on Q8_0_X16 read
+// 1.10-1.16x as fast (two series of 7-9 in-process pairs, 27.1 -> 30.7 GB/s
+// against a probed 28-34) and whole decode ran 1.13x as fast (tinyllama Q8_0,
+// 5 alternating pairs: 72-80 % -> 83-93 % of the probed bandwidth). The
+// AVX-512 tiles keep one group a tile: not measured with two. (The K-quant
+// X16 decode tiles, which prefetch, read 0.77-0.93x as fast with two groups
+// on that Zen 3.)
+inline constexpr int kQ32DecodeGroups = 2;
 
 // A 16-entry int8 table in every 128-bit lane, as V's q8x_dot reads codes:
 // value + 128 where the backend's dot is biased (V::kQ8xBiased), else the value.

@@ -234,7 +234,7 @@ TEST(Admission, PreemptionAfterPlanningUnderStaggeredLoad) {
   }
   // (KV pages, step budget, steps between arrivals): each of these preempted a
   // decoding sequence after its step was planned before the fix.
-  for (const auto [pages, batch, every] : {std::tuple{10, 4, 1}, std::tuple{12, 16, 1}, std::tuple{14, 8, 3}}) {
+  for (const auto& [pages, batch, every] : {std::tuple{10, 4, 1}, std::tuple{12, 16, 1}, std::tuple{14, 8, 3}}) {
     SCOPED_TRACE("pages " + std::to_string(pages) + ", batch " + std::to_string(batch));
     auto e = f.engine(pages, batch);
     std::map<int64_t, size_t> ids;

@@ -316,7 +316,7 @@ TEST(HybridEngine, PreemptionUnderStaggeredLoadResumesExactly) {
     const int64_t page = int64_t(mc.n_layer) * mc.n_kv_head * mc.head_dim * 2 * 2 * 16;
     const int64_t snapshot_pages = (RecurrentState(mc).bytes() + page - 1) / page;
     for (bool cache : {true, false}) {
-      for (const auto [pages, batch] : {std::pair{10, 8}, std::pair{12, 16}}) {
+      for (const auto& [pages, batch] : {std::pair{10, 8}, std::pair{12, 16}}) {
         SCOPED_TRACE(std::string(cache ? "prefix cache" : "no prefix cache") + ", pages " +
                      std::to_string(pages) + ", batch " + std::to_string(batch));
         EngineOptions o;
@@ -341,7 +341,9 @@ TEST(HybridEngine, PreemptionUnderStaggeredLoadResumesExactly) {
         for (size_t i = 0; i < reqs.size(); ++i) {
           EXPECT_EQ(got[i].finish_reason, FinishReason::kLength) << i << ": " << got[i].error;
           EXPECT_EQ(got[i].tokens, want[i]) << "request " << i;
-          if (!cache) EXPECT_EQ(got[i].n_cached, 0) << "request " << i;
+          if (!cache) {
+            EXPECT_EQ(got[i].n_cached, 0) << "request " << i;
+          }
           preempted += got[i].n_preempted;
         }
         EXPECT_GT(preempted, 0);

@@ -143,7 +143,7 @@ TEST(ToolFormats2026, XmlMissingParameterCloseEndsAtTheNextTag) {
 }
 
 TEST(ToolFormats2026, XmlUnfinishedOrMalformedCallsStayContent) {
-  for (const std::string reply : {
+  for (const std::string& reply : {
            std::string("<tool_call>\n<function=f>\n<parameter=a>\n1\n</parameter>\n"),  // cut off
            std::string("<tool_call>\n<function=f\nx>\n</function>\n</tool_call>"),     // newline in the name
            std::string("<tool_call>\n{\"name\": \"f\"}\n</tool_call>"),                  // JSON, not XML
