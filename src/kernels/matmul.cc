@@ -95,7 +95,7 @@ struct Plan {
 
 bool same_layout(const kern::ActLayout& p, const kern::ActLayout& q) {
   return p.qk == q.qk && p.d_off == q.d_off && p.bsum_off == q.bsum_off && p.x16_off == q.x16_off &&
-         p.stride == q.stride;
+         p.bsum32_off == q.bsum32_off && p.stride == q.stride;
 }
 
 void check_weight(const WeightView& w) {
@@ -196,14 +196,18 @@ void run_outs(std::span<const MatmulOut> outs, const float* const* xs, int64_t m
       const float* x = xs[i];
       const int64_t k = plans[i].a.k;
       uint8_t* dst = buf + act_off[i];
+      const auto quantize_row = [&](int64_t r) {
+        q(x + r * k, k, al, dst + r * al.stride);
+        if (al.bsum32_off) kern::fill_sums_of_32(al, k, dst + r * al.stride);
+      };
       if (threads > 1 && m * k >= (int64_t(1) << 15)) {
         const int64_t rows_per = ceil_div(m, int64_t(threads) * 4);
         pool.parallel_for(ceil_div(m, rows_per), [&](int64_t t, int) {
           const int64_t r1 = (t + 1) * rows_per < m ? (t + 1) * rows_per : m;
-          for (int64_t r = t * rows_per; r < r1; ++r) q(x + r * k, k, al, dst + r * al.stride);
+          for (int64_t r = t * rows_per; r < r1; ++r) quantize_row(r);
         });
       } else {
-        for (int64_t r = 0; r < m; ++r) q(x + r * k, k, al, dst + r * al.stride);
+        for (int64_t r = 0; r < m; ++r) quantize_row(r);
       }
     }
   }

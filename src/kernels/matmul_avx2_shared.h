@@ -23,12 +23,14 @@ struct TileRows {
   const int8_t* q[R];
   const float* d[R];
   const int16_t* s[R];
+  const int16_t* s32[R];  // the sums of 32 (K-quant layouts, ActLayout::bsum32_off)
   TileRows(const MatmulArgs& a, int64_t r) {
 #pragma GCC unroll 16
     for (int i = 0; i < R; ++i) {
       q[i] = a.xq(r + i);
       d[i] = a.xd(r + i);
       s[i] = a.xbs(r + i);
+      s32[i] = a.xbs32(r + i);
     }
   }
 };

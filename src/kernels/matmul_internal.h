@@ -25,10 +25,23 @@ struct ActLayout {
   int64_t d_off = 0;     // byte offset of the float scales in a row
   int64_t bsum_off = 0;  // byte offset of the int16 sums of 16 (qk == 256) or of 32 (qk == 32)
   int64_t x16_off = 0;   // byte offset of the int16 copy of qs (AVX2 q32 panel kernel); 0 = none
+  // qk == 256: byte offset of the int16 sums of 32 (each the sum of two sums
+  // of 16, written by fill_sums_of_32 after the quantizer), which the X16
+  // K-quant tiles take their mins' products with two sub-blocks a vpmaddwd /
+  // vpdpwssd; 0 = none
+  int64_t bsum32_off = 0;
   int64_t stride = 0;    // bytes per row
 };
 
 inline int64_t round_up64(int64_t v) { return (v + 63) & ~int64_t(63); }
+
+// The sums of 32 of a quantized row of layout l (l.bsum32_off != 0) from its
+// sums of 16: |sum| <= 32 * 128, so int16 holds it.
+inline void fill_sums_of_32(const ActLayout& l, int64_t k, uint8_t* row) {
+  const int16_t* s16 = reinterpret_cast<const int16_t*>(row + l.bsum_off);
+  int16_t* s32 = reinterpret_cast<int16_t*>(row + l.bsum32_off);
+  for (int64_t j = 0; j < k / 32; ++j) s32[j] = int16_t(s16[2 * j] + s16[2 * j + 1]);
+}
 
 // with_x16: also an int16 copy of the quants, in the same order (the AVX2
 // q32 panel kernel broadcasts pairs of it for vpmaddwd). Only the AVX2
@@ -39,6 +52,10 @@ inline ActLayout act_layout(int64_t k, int64_t qk, bool with_x16 = false) {
   l.d_off = round_up64(k);
   l.bsum_off = l.d_off + round_up64(4 * (k / qk));
   l.stride = l.bsum_off + round_up64(2 * (k / (qk == 256 ? 16 : 32)));
+  if (qk == 256) {
+    l.bsum32_off = l.stride;
+    l.stride += round_up64(2 * (k / 32));
+  }
   if (with_x16) {
     l.x16_off = l.stride;
     l.stride += round_up64(2 * k);
@@ -72,6 +89,9 @@ struct MatmulArgs {
   }
   const int16_t* xbs(int64_t r) const {
     return reinterpret_cast<const int16_t*>(act + r * al.stride + al.bsum_off);
+  }
+  const int16_t* xbs32(int64_t r) const {
+    return reinterpret_cast<const int16_t*>(act + r * al.stride + al.bsum32_off);
   }
   const int16_t* x16(int64_t r) const {
     return reinterpret_cast<const int16_t*>(act + r * al.stride + al.x16_off);
