@@ -26,7 +26,7 @@ std::vector<KvNamespace> variety() {
 
 TEST(KvNamespace, TierScopeBytesRoundTrip) {
   for (const KvNamespace& ns : variety()) {
-    KvNamespace back{ns.model, ns.kv_type};
+    KvNamespace back{ns.model, ns.kv_type, CacheScope()};
     ASSERT_TRUE(read_tier_scope_bytes(tier_scope_bytes(ns), &back)) << scope_name(ns.scope);
     EXPECT_EQ(back, ns);
   }
@@ -37,7 +37,9 @@ TEST(KvNamespace, DistinctNamespacesHaveDistinctTierBytesAndScopeKeys) {
   for (size_t i = 0; i < all.size(); ++i)
     for (size_t j = i + 1; j < all.size(); ++j) {
       EXPECT_NE(tier_scope_bytes(all[i]), tier_scope_bytes(all[j])) << i << " vs " << j;
-      if (all[i].scope != all[j].scope) EXPECT_NE(scope_key(all[i].scope), scope_key(all[j].scope)) << i << " " << j;
+      if (all[i].scope != all[j].scope) {
+        EXPECT_NE(scope_key(all[i].scope), scope_key(all[j].scope)) << i << " " << j;
+      }
     }
   // Names are for people: a tenant literally named "alice/salt:s1" shows like alice's
   // salted scope, but its key (what labels and reply memory hash) is another.
@@ -54,7 +56,7 @@ TEST(KvNamespace, ScopeNames) {
 
 TEST(KvNamespace, CorruptScopeBytesAreRejected) {
   const std::string good = tier_scope_bytes(KvNamespace{"m", "f16", CacheScope("t", "s")}.module_segment(7, 2));
-  KvNamespace out{"m", "f16"};
+  KvNamespace out{"m", "f16", CacheScope()};
   for (size_t n = 0; n < good.size(); ++n) EXPECT_FALSE(read_tier_scope_bytes(good.substr(0, n), &out)) << n;
   EXPECT_FALSE(read_tier_scope_bytes(good + "x", &out));
   std::string bad_kind = good;
@@ -67,7 +69,7 @@ TEST(KvNamespace, CorruptScopeBytesAreRejected) {
   std::string stray = tier_scope_bytes(KvNamespace{"m", "f16", CacheScope("t")}.module_segment(7, 2));
   stray[1] = char(KvKind::kBlock);
   EXPECT_FALSE(read_tier_scope_bytes(stray, &out));
-  EXPECT_EQ(out, (KvNamespace{"m", "f16"}));  // untouched by failures
+  EXPECT_EQ(out, (KvNamespace{"m", "f16", CacheScope()}));  // untouched by failures
 }
 
 }  // namespace

@@ -273,9 +273,11 @@ void check_request(const std::string& tmpl_name, const pc::ChatTemplate& tmpl, c
         // whatever the format (JSON, XML parameters, harmony).
         json args = fn["arguments"];
         if (args.is_string()) args = json::parse(args.get<std::string>());
-        for (const auto& [key, value] : args.items())
-          if (value.is_string() && value.get<std::string>().size() >= 3)
+        for (const auto& [key, value] : args.items()) {
+          if (value.is_string() && value.get<std::string>().size() >= 3) {
             EXPECT_TRUE(occurs_owned(r, own, value.get<std::string>(), is_call)) << "tool call " << k << " argument " << key;
+          }
+        }
       }
     }
   }
