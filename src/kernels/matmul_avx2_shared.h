@@ -364,10 +364,10 @@ struct Q32Panel {
   const float* d = nullptr;    // [groups][nb][8]
 };
 
-int64_t q32_groups(int64_t cols) { return (cols + 7) / 8; }
+inline int64_t q32_groups(int64_t cols) { return (cols + 7) / 8; }
 
 // Where the panel of `cols` columns lives in the scratch.
-Q32Panel q32_panel(int64_t k, int64_t cols, uint8_t* scratch) {
+inline Q32Panel q32_panel(int64_t k, int64_t cols, uint8_t* scratch) {
   Q32Panel p;
   p.nb = k / 32;
   p.q = reinterpret_cast<const int16_t*>(scratch);

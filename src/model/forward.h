@@ -45,7 +45,7 @@ struct SeqKv {
   RecurrentState* state = nullptr;
   // Copies of `state` to take inside this pass, each right after the token that brings
   // it to `after` tokens (resume points: engine/state_snapshots.h). Empty: none.
-  std::span<const StateCapture> captures;
+  std::span<const StateCapture> captures = {};
 };
 
 struct BatchEntry {

@@ -454,7 +454,7 @@ TEST(Cli, BenchQualityBudgetOneIsExact) {
     } else if (row["change"] != "all") {
       EXPECT_GT(row["mean_reused_tokens"].get<double>(), 0.0) << row.dump();
       // the moved paragraph and those after it are found chunk by chunk, not only the tail
-      if (row["change"] == "paragraph") EXPECT_GT(row["mean_reused_tokens"].get<double>(), 64.0) << row.dump();
+      if (row["change"] == "paragraph") { EXPECT_GT(row["mean_reused_tokens"].get<double>(), 64.0) << row.dump(); }
     }
   }
   EXPECT_EQ(exact_rows, 6 * 3);  // (5 changes + all) x 3 policies

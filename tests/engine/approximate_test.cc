@@ -126,7 +126,7 @@ void check_policies(KvType kv_type) {
       EXPECT_EQ(some.n_recomputed, int64_t(std::ceil(0.25 * double(n_moved))));
       EXPECT_GE(some.n_checked, n_moved);  // every candidate went through the check layer
       // kImpact also checks up to the prompt's end (its last token's query).
-      if (policy == RecomputePolicy::kImpact) EXPECT_EQ(some.n_checked, some.n_prompt - some.n_cached);
+      if (policy == RecomputePolicy::kImpact) { EXPECT_EQ(some.n_checked, some.n_prompt - some.n_cached); }
     } else {
       EXPECT_EQ(some.n_checked, 0);
     }

@@ -56,8 +56,9 @@ double check_model(const std::string& name, int chunk) {
       const nlohmann::json& top = steps[i].at("top");
       const double gap = top[0][1].get<double>() - top[1][1].get<double>();
       const int32_t ours = int32_t(std::max_element(lp.begin(), lp.end()) - lp.begin());
-      if (gap > 0.05)
+      if (gap > 0.05) {
         EXPECT_EQ(ours, top[0][0].get<int32_t>()) << name << " prompt " << prompt.size() << " tokens, step " << i;
+      }
       for (const nlohmann::json& t : top) {
         const double err = std::fabs(lp[t[0].get<size_t>()] - t[1].get<double>());
         worst = std::max(worst, err);

@@ -82,7 +82,7 @@ TEST(ChatBlocks, BlockTokensSpellTheirPartForEveryTemplate) {
           const json& msgs = req["messages"];
           const bool has_text = part.kind == RequestPart::Kind::kMessage && msgs[part.index]["content"].is_string() &&
                                 !msgs[part.index]["content"].get<std::string>().empty();
-          if (native && has_text) EXPECT_TRUE(part.whole_block) << "part " << part.index << " of " << name;
+          if (native && has_text) { EXPECT_TRUE(part.whole_block) << "part " << part.index << " of " << name; }
           if (!part.is_block) continue;
           ++blocks;
           // The block's tokens lie inside the part's bytes and spell them from their first

@@ -29,8 +29,8 @@ void expect_valid_call(const std::string& name, const std::string& arguments, co
     EXPECT_LE(args["city"].get<std::string>().size(), 24u) << raw;  // 6 characters of up to 4 bytes
     ASSERT_TRUE(args.contains("days") && args["days"].is_number_integer()) << raw;
     EXPECT_TRUE(args["days"].get<int>() >= 1 && args["days"].get<int>() <= 7) << raw;
-    if (args.contains("unit")) EXPECT_TRUE(args["unit"] == "c" || args["unit"] == "f") << raw;
-    if (args.contains("hourly")) EXPECT_TRUE(args["hourly"].is_boolean()) << raw;
+    if (args.contains("unit")) { EXPECT_TRUE(args["unit"] == "c" || args["unit"] == "f") << raw; }
+    if (args.contains("hourly")) { EXPECT_TRUE(args["hourly"].is_boolean()) << raw; }
     for (const auto& [k, v] : args.items())
       EXPECT_TRUE(k == "city" || k == "days" || k == "unit" || k == "hourly") << raw;
   } else {
@@ -76,7 +76,7 @@ TEST_P(ForcedCallGrammar, ChatCallsFollowTheSchemas) {
       const json& calls = r.body["choices"][0]["message"]["tool_calls"];
       ASSERT_EQ(calls.size(), 1u) << r.raw;
       const std::string name = calls[0]["function"]["name"];
-      if (choice != R"("required")") EXPECT_EQ(name, "alarm") << r.raw;
+      if (choice != R"("required")") { EXPECT_EQ(name, "alarm") << r.raw; }
       names.insert(name);
       expect_valid_call(name, calls[0]["function"]["arguments"], r.raw);
     }
@@ -142,7 +142,7 @@ TEST_P(ForcedCallGrammar, AnthropicCallsFollowTheSchemas) {
       for (const json& block : r.body["content"])
         if (block["type"] == "tool_use") use = &block;
       ASSERT_NE(use, nullptr) << r.raw;
-      if (choice == &named) EXPECT_EQ((*use)["name"], "forecast") << r.raw;
+      if (choice == &named) { EXPECT_EQ((*use)["name"], "forecast") << r.raw; }
       expect_valid_call((*use)["name"], (*use)["input"].dump(), r.raw);
     }
   }

@@ -107,7 +107,7 @@ TEST(ServerRace, ExactAnswersUnderPreemptionEqualSoloRunsAtSmallKvMemory) {
     EXPECT_EQ(get(c, "/health").status, 200) << kv;
     const Reply stats = get(c, "/v1/cache/stats");
     ASSERT_EQ(stats.status, 200) << stats.raw;
-    if (std::string(kv) == "2MiB") EXPECT_GT(stats.body["engine"]["preemptions"].get<int64_t>(), 0) << stats.raw;
+    if (std::string(kv) == "2MiB") { EXPECT_GT(stats.body["engine"]["preemptions"].get<int64_t>(), 0) << stats.raw; }
   }
 }
 

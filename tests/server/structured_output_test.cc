@@ -103,7 +103,7 @@ TEST_F(StructuredOutput, ChatJsonObjectStartsAnObject) {
   const std::string text = r.body["choices"][0]["message"]["content"];
   ASSERT_FALSE(text.empty());
   EXPECT_EQ(text[0], '{') << text;
-  if (r.body["choices"][0]["finish_reason"] == "stop") EXPECT_TRUE(json::parse(text, nullptr, false).is_object()) << text;
+  if (r.body["choices"][0]["finish_reason"] == "stop") { EXPECT_TRUE(json::parse(text, nullptr, false).is_object()) << text; }
 }
 
 TEST_F(StructuredOutput, LlamaServerJsonSchemaAndGrammarFields) {
@@ -264,8 +264,9 @@ TEST_F(StructuredOutput, BadSchemasAndGrammarsAre400sNamingThem) {
     Reply r = post_text(k.path, k.body);
     ASSERT_EQ(r.status, 400) << k.body << "\n" << r.raw;
     EXPECT_NE(r.raw.find(k.needle), std::string::npos) << r.raw;
-    if (r.body.contains("error") && r.body["error"].contains("param"))
+    if (r.body.contains("error") && r.body["error"].contains("param")) {
       EXPECT_EQ(r.body["error"]["param"], k.param) << r.raw;
+    }
   }
 }
 

@@ -113,12 +113,12 @@ void round_trip(ToolFormat f, const std::string& body, const std::string& name, 
     const server::ToolParse p = server::parse_tool_calls(f, text, {}, schemas_of(body));
     ASSERT_EQ(p.calls.size(), 1u) << text;
     EXPECT_EQ(p.content, "") << text;
-    if (!name.empty()) EXPECT_EQ(p.calls[0].name, name) << text;
+    if (!name.empty()) { EXPECT_EQ(p.calls[0].name, name) << text; }
     seen.insert(p.calls[0].name);
     expect_valid(p.calls[0].name, ojson::parse(p.calls[0].arguments), text);
   }
   EXPECT_GE(done, walks / 2);
-  if (name.empty()) EXPECT_EQ(seen.size(), 2u);  // both tools came up
+  if (name.empty()) { EXPECT_EQ(seen.size(), 2u); }  // both tools came up
 }
 
 TEST(ToolGrammarFormats, XmlRandomCallsParseIntoValidArguments) {
