@@ -219,16 +219,25 @@ BENCHMARK(BM_Q5_K)->Apply(k_shapes);
 BENCHMARK(BM_Q5_K_X16)->Apply(k_shapes);
 BENCHMARK(BM_Q6_K)->Apply(k_shapes);
 
-// A sequence of n random F16 K/V slots in pages of kAttnP, kAttnKv KV heads of
-// kAttnHd, a query group of kAttnGroup (smollm-135m's attention shape).
-constexpr int kAttnP = 16, kAttnHd = 64, kAttnKv = 3, kAttnGroup = 3;
+// The attention shapes of the benchmarks: smollm-135m's (shape 0: 3 KV heads
+// of 64, groups of 3), tinyllama-1.1b's (1: 4 of 64, groups of 8) or
+// Llama-3-8B's (2: 8 of 128, groups of 4); pages of kAttnP slots.
+constexpr int kAttnP = 16;
+struct AttnShape {
+  int hd, n_kv, group;
+  explicit AttnShape(int shape)
+      : hd(shape == 2 ? 128 : 64), n_kv(shape == 0 ? 3 : shape == 1 ? 4 : 8), group(shape == 0 ? 3 : shape == 1 ? 8 : 4) {}
+};
+
+// A sequence of n random F16 K/V slots in pages of kAttnP, of an AttnShape.
 struct AttnSeq {
+  AttnShape sh;
   std::vector<uint16_t> kv;
   std::vector<const uint16_t*> kp, vp;
-  AttnSeq(int n, std::mt19937& rng) {
+  AttnSeq(int n, AttnShape shape, std::mt19937& rng) : sh(shape) {
     std::normal_distribution<float> nd;
     const int n_pages = (n + kAttnP - 1) / kAttnP;
-    const size_t slab = size_t(kAttnKv) * kAttnP * kAttnHd;
+    const size_t slab = size_t(sh.n_kv) * kAttnP * sh.hd;
     kv.resize(size_t(n_pages) * 2 * slab);
     for (auto& h : kv) h = pc::fp32_to_fp16(nd(rng));
     for (int p = 0; p < n_pages; ++p) {
@@ -241,9 +250,9 @@ struct AttnSeq {
     a.k_pages = kp.data();
     a.v_pages = vp.data();
     a.page_size = kAttnP;
-    a.head_dim = kAttnHd;
+    a.head_dim = sh.hd;
     a.kv_head = g;
-    a.n_kv_head = kAttnKv;
+    a.n_kv_head = sh.n_kv;
     a.scale = 0.125f;
     return a;
   }
@@ -252,16 +261,17 @@ struct AttnSeq {
 // Attention of the last n_q tokens of an n-token context (all of them: a
 // prompt; one: a decode step), all query heads (n_kv × group), in the forward
 // pass's tasks: blocks of up to kAttnMaxTokens tokens × KV heads, the later
-// blocks (more keys) first.
-void attention_bench(benchmark::State& st, int n_q) {
+// blocks (more keys) first. Counters: query-key pairs a second and GMAC/s
+// (the multiply-adds of the scores and of the values' sums).
+void attention_bench(benchmark::State& st, int n_q, AttnShape shape) {
   const int threads = int(st.range(0));
   const int n = int(st.range(1));
   if (n_q <= 0 || n_q > n) n_q = n;
-  constexpr int hd = kAttnHd, n_kv = kAttnKv, group = kAttnGroup;
+  const int hd = shape.hd, n_kv = shape.n_kv, group = shape.group;
   pc::ThreadPool pool(threads);
   std::mt19937 rng(1);
   std::normal_distribution<float> nd;
-  const AttnSeq seq(n, rng);
+  const AttnSeq seq(n, shape, rng);
   const int64_t qd = int64_t(n_kv) * group * hd;
   std::vector<float> q(size_t(n_q) * qd), out(size_t(n_q) * qd);
   for (auto& v : q) v = nd(rng);
@@ -291,12 +301,17 @@ void attention_bench(benchmark::State& st, int n_q) {
     benchmark::DoNotOptimize(out.data());
   }
   st.counters["qk_pairs/s"] = benchmark::Counter(pairs, benchmark::Counter::kIsIterationInvariantRate);
+  st.counters["GMAC/s"] = benchmark::Counter(pairs * 2 * hd * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   st.SetLabel(pc::cpu_level_name(pc::cpu_level()));
 }
-void BM_Attention(benchmark::State& st) { attention_bench(st, 0); }
-void BM_AttentionDecode(benchmark::State& st) { attention_bench(st, 1); }
+void BM_Attention(benchmark::State& st) { attention_bench(st, 0, AttnShape(0)); }
+void BM_AttentionDecode(benchmark::State& st) { attention_bench(st, 1, AttnShape(0)); }
+// The last n_q tokens of an n-token context: a turn's new tokens after a
+// cached prefix (prompt tiles against a long context). Args {threads, n, n_q, shape}.
+void BM_AttentionTail(benchmark::State& st) { attention_bench(st, int(st.range(2)), AttnShape(int(st.range(3)))); }
 BENCHMARK(BM_Attention)->Args({1, 512})->Args({1, 2048})->Args({2, 2048})->UseRealTime();
 BENCHMARK(BM_AttentionDecode)->Args({1, 2048})->Args({2, 2048})->UseRealTime();
+BENCHMARK(BM_AttentionTail)->Args({1, 4096, 512, 1})->Args({2, 4096, 512, 1})->Args({2, 16384, 512, 1})->UseRealTime();
 
 // One decode token through `layers` layers of an n-token context, the KV laid
 // out as KvStorage lays it out (page p holds every layer's K and V of its
@@ -306,15 +321,13 @@ BENCHMARK(BM_AttentionDecode)->Args({1, 2048})->Args({2, 2048})->UseRealTime();
 // cache. Per layer a task per KV head (split 0), one per KV head and softmax
 // segment then the merge (split 1), or one per segment for every KV head in
 // head order (split 2; the forward pass decoding one sequence uses 1 or 2,
-// whichever gives the threads tasks enough). The attention shape: smollm-135m's
-// (shape 0: 3 KV heads of 64, groups of 3), tinyllama-1.1b's (1: 4 of 64,
-// groups of 8) or Llama-3-8B's (2: 8 of 128, groups of 4).
+// whichever gives the threads tasks enough). Shape: an AttnShape.
 // Args {threads, n, layers, split, shape}.
 void BM_AttentionDecodeLayers(benchmark::State& st) {
   const int threads = int(st.range(0)), n = int(st.range(1)), layers = int(st.range(2));
   const int split = int(st.range(3)), shape = int(st.range(4));
-  const int hd = shape == 2 ? 128 : 64, n_kv = shape == 0 ? 3 : shape == 1 ? 4 : 8,
-            group = shape == 0 ? 3 : shape == 1 ? 8 : 4;
+  const AttnShape sh(shape);
+  const int hd = sh.hd, n_kv = sh.n_kv, group = sh.group;
   pc::ThreadPool pool(threads);
   std::mt19937 rng(1);
   std::normal_distribution<float> nd;

@@ -78,13 +78,22 @@ __attribute__((noinline)) void score_tile(const float* const* qv, const E* const
   const E* k16[KB];
   PC_UNROLL for (int i = 0; i < QT; ++i) q[i] = qv[i];
   PC_UNROLL for (int b = 0; b < KB; ++b) k16[b] = kb[b];
-  for (int d = 0; d < hd; ++d) {
-    pfc.step();
+  auto dim = [&](int d) __attribute__((always_inline)) {
     __m256 qb[QT];
     PC_UNROLL for (int i = 0; i < QT; ++i) qb[i] = _mm256_broadcast_ss(q[i] + d);
     PC_UNROLL for (int b = 0; b < KB; ++b) {
       const __m256 k = load8(k16[b] + 8 * d);
       PC_UNROLL for (int i = 0; i < QT; ++i) s[i][b] = _mm256_fmadd_ps(qb[i], k, s[i][b]);
+    }
+  };
+  if (!pfc.issuing()) {  // (a prompt's tiles)
+#pragma GCC unroll 2
+    for (int d = 0; d < hd; ++d) dim(d);
+    pfc.skip(hd);
+  } else {
+    for (int d = 0; d < hd; ++d) {
+      pfc.step();
+      dim(d);
     }
   }
   const __m256 sv = _mm256_set1_ps(scale);
@@ -145,8 +154,13 @@ __attribute__((noinline)) void update_tile(float* const* acc, const float* const
   // its factors (by 1 where the maximum did not grow: exact), one branch per
   // chunk instead of one per block, which new maxima make unpredictable (the
   // first chunks of every softmax segment).
-  bool rescale = false;
-  for (int b = 0; b < n_blk; ++b) PC_UNROLL for (int i = 0; i < QT; ++i) rescale |= c[i][b] != 1.f;
+  // (c[i] has kChunkBlocks entries, those past n_blk stale: masked off)
+  static_assert(kChunkBlocks == 8, "a chunk's factors one vector a query");
+  int grew = 0;
+  PC_UNROLL for (int i = 0; i < QT; ++i)
+    grew |= _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(c[i]), _mm256_set1_ps(1.f), _CMP_NEQ_UQ));
+  const bool rescale = (grew & ((1 << n_blk) - 1)) != 0;
+  const bool pf_on = pfc.issuing();
   for (int b = 0; b < n_blk; ++b) {
     if (rescale) {
       PC_UNROLL for (int i = 0; i < QT; ++i) {
@@ -154,8 +168,7 @@ __attribute__((noinline)) void update_tile(float* const* acc, const float* const
         PC_UNROLL for (int j = 0; j < DV; ++j) a[i][j] = _mm256_mul_ps(a[i][j], ci);
       }
     }
-    for (int u = 0; u < blk_len[b]; ++u) {
-      pfc.step();
+    auto slot = [&](int u) __attribute__((always_inline)) {
       const int t = 8 * b + u;
       __m256 pv[QT];
       PC_UNROLL for (int i = 0; i < QT; ++i) pv[i] = _mm256_broadcast_ss(p[i] + t);
@@ -163,6 +176,16 @@ __attribute__((noinline)) void update_tile(float* const* acc, const float* const
       PC_UNROLL for (int j = 0; j < DV; ++j) {
         const __m256 vv = vt.load(j);
         PC_UNROLL for (int i = 0; i < QT; ++i) a[i][j] = _mm256_fmadd_ps(vv, pv[i], a[i][j]);
+      }
+    };
+    if (!pf_on && blk_len[b] == 8) {  // a whole block without prefetching
+#pragma GCC unroll 1
+      for (int u = 0; u < 8; ++u) slot(u);
+      pfc.skip(8);
+    } else {
+      for (int u = 0; u < blk_len[b]; ++u) {
+        pfc.step();
+        slot(u);
       }
     }
   }

@@ -157,6 +157,11 @@ class AttnPrefetchCursor {
   }
   AttnPrefetchCursor(const AttnPrefetchCursor&) = delete;
   AttnPrefetchCursor& operator=(const AttnPrefetchCursor&) = delete;
+  // Whether step() issues prefetches (a prompt's tiles, and a decode tile
+  // once the queue ran dry, do not): the tiles then take loops without the
+  // steps (less scalar work a step), counting them with skip().
+  bool issuing() const { return per_ > 0; }
+  void skip(int n) { steps_ += n; }
   void step() {
     ++steps_;
     for (int i = 0; i < per_; ++i) {
