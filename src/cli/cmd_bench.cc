@@ -34,6 +34,7 @@ namespace {
 struct PrefillArgs {
   std::string model;
   std::vector<int> lengths{512, 2048};
+  int cached = 0;  // tokens of a cached prefix every prompt follows (a turn in a long conversation)
   int decode = 32;
   int threads = default_thread_count();
   int repeat = 1;
@@ -121,6 +122,7 @@ struct PrefillModel {
   std::unique_ptr<Model> model;
   std::vector<std::unique_ptr<Engine>> engines;  // one per KV type measured
   double load_seconds = 0;  // Model::load: reading the file and repacking the weights
+  std::vector<int32_t> prefix;  // --cached: the prefix every prompt follows
 };
 
 int run_prefill(const PrefillArgs& a) {
@@ -152,7 +154,9 @@ int run_prefill(const PrefillArgs& a) {
       eo.max_batch_tokens = a.batch_tokens;
       eo.kv_type = t;
       KvShape shape{int(c.n_layer), int(c.n_kv_head), int(c.head_dim), eo.page_size, t};
-      eo.kv_memory_bytes = int64_t(shape.bytes_per_token()) * (max_len + a.decode + 64);
+      // (with --cached: the prefix, and room for two runs after it, so that making
+      // room for a run evicts the previous run's tokens, never the prefix all share)
+      eo.kv_memory_bytes = int64_t(shape.bytes_per_token()) * (a.cached + (a.cached > 0 ? 2 : 1) * (max_len + a.decode + 64));
       if (c.n_recurrent > 0) eo.kv_memory_bytes += 4 * RecurrentState(c).bytes();  // the prompt's snapshots
       pm.engines.push_back(std::make_unique<Engine>(*pm.model, eo));
     }
@@ -160,6 +164,28 @@ int run_prefill(const PrefillArgs& a) {
   }
   const bool compare = models.size() > 1;
   std::mt19937 rng(42);
+  // --cached: each model's prefix, computed once in each of its engines (with the
+  // first kernels measured), untimed; every run's prompt is the prefix and its
+  // own random tokens, so only those are computed (the cache serves the prefix).
+  if (a.cached > 0) {
+    std::mt19937 prefix_rng(7);
+    for (PrefillModel& pm : models) {
+      std::uniform_int_distribution<int32_t> pick(3, int32_t(pm.model->config().n_vocab) - 1);
+      for (int i = 0; i < a.cached; ++i) pm.prefix.push_back(pick(prefix_rng));
+      set_cpu_level(levels[0]);
+      for (auto& engine : pm.engines) {
+        Progress warm("the cached prefix", 1);
+        warm.set(0, std::to_string(a.cached) + " tokens");
+        GenerateRequest req;
+        req.prompt = pm.prefix;
+        req.max_tokens = 0;
+        const GenerateResult r = engine->generate(req);
+        warm.done();
+        if (!r.error.empty()) throw Error("--cached: computing the prefix failed: " + r.error);
+      }
+      set_cpu_level(default_cpu_level());
+    }
+  }
 
   std::vector<PrefillRun> runs;
   for (size_t mi = 0; mi < models.size(); ++mi)
@@ -182,17 +208,22 @@ int run_prefill(const PrefillArgs& a) {
     std::printf("%s%s: %s (loaded in %.0f ms)\n%s\nweights: %s\n", compare ? "model " : "model",
                 compare ? std::to_string(mi).c_str() : "", models[mi].path.c_str(), 1e3 * models[mi].load_seconds,
                 models[mi].model->config().describe().c_str(), models[mi].model->weight_layouts().c_str());
-  std::printf("threads %d, kernels %s, repack %s, decode temperature %s (seed %llu), KV %s%s\n\n", a.threads,
+  std::printf("threads %d, kernels %s, repack %s, decode temperature %s (seed %llu), KV %s%s\n", a.threads,
               names.c_str(), Model::weight_layout_name(layout), temps.c_str(), (unsigned long long)a.seed,
               kv_names.c_str(),
               several || compare ? " (runs interleaved, side by side)" : "");
+  if (a.cached > 0)
+    std::printf("every prompt follows a cached prefix of %d tokens (computed once, untimed): the tokens, prompt "
+                "tok/s and TTFT are those of the new tokens\n",
+                a.cached);
+  std::printf("\n");
   for (const PrefillModel& pm : models) {
     const ModelConfig& c = pm.model->config();
-    if (c.n_ctx_train > 0 && max_len + a.decode > c.n_ctx_train)
+    if (c.n_ctx_train > 0 && a.cached + max_len + a.decode > c.n_ctx_train)
       std::fprintf(stderr,
-                   "warning: %d prompt + %d decode tokens exceed the model's training context (%lld): "
+                   "warning: %d cached + %d prompt + %d decode tokens exceed the model's training context (%lld): "
                    "the speed is measured, the text would not be meaningful\n",
-                   max_len, a.decode, (long long)c.n_ctx_train);
+                   a.cached, max_len, a.decode, (long long)c.n_ctx_train);
   }
   std::printf("%8s  %14s  %10s  %14s%s%s\n", "tokens", "prompt tok/s", "TTFT ms", "decode tok/s",
               compare ? "  model" : "", several ? (several_pf ? "  kernels  temperature  kv  prefetch" : "  kernels  temperature  kv") : "");
@@ -211,6 +242,7 @@ int run_prefill(const PrefillArgs& a) {
     const size_t nl = runs.size();
     std::vector<double> best_pp(nl, 0), best_tg(nl, 0), best_ttft(nl, 1e30);
     std::vector<std::vector<double>> all_pp(nl), all_tg(nl);
+    std::vector<int64_t> least_cached(nl, int64_t(1) << 62);  // the prompt tokens the cache served, fewest of a run
     for (int rep = 0; rep < a.repeat; ++rep) {
       for (size_t li = 0; li < nl; ++li) {
         set_cpu_level(runs[li].level);
@@ -218,6 +250,7 @@ int run_prefill(const PrefillArgs& a) {
         const ModelConfig& c = models[runs[li].model].model->config();
         std::uniform_int_distribution<int32_t> pick(3, int32_t(c.n_vocab) - 1);
         GenerateRequest req;
+        req.prompt = models[runs[li].model].prefix;
         for (int i = 0; i < n; ++i) req.prompt.push_back(pick(rng));
         req.max_tokens = a.decode;
         req.stop_at_eog = false;
@@ -231,6 +264,7 @@ int run_prefill(const PrefillArgs& a) {
         best_ttft[li] = std::min(best_ttft[li], r.ttft_ms);
         all_pp[li].push_back(pp);
         all_tg[li].push_back(tg);
+        least_cached[li] = std::min(least_cached[li], r.n_cached);
         progress.step("runs (" + std::to_string(n) + " tokens, " + cpu_level_name(runs[li].level) + ")");
       }
     }
@@ -259,6 +293,12 @@ int run_prefill(const PrefillArgs& a) {
                              a.decode > 0 ? nlohmann::json(median(all_tg[li])) : nlohmann::json(nullptr)},
                             {"decode_tokens_per_s_runs", a.decode > 0 ? nlohmann::json(all_tg[li]) : nlohmann::json(nullptr)}};
       if (compare) row["model"] = runs[li].model;
+      if (a.cached > 0) {
+        row["cached_tokens"] = least_cached[li];
+        if (least_cached[li] < a.cached)
+          std::fprintf(stderr, "warning: a run reused %lld of the %d cached tokens (the rest were computed and timed)\n",
+                       (long long)least_cached[li], a.cached);
+      }
       prompt_rates.push_back({n, runs[li].model, runs[li].level, best_pp[li], rows.size()});
       rows.push_back(row);
     }
@@ -371,6 +411,7 @@ int run_prefill(const PrefillArgs& a) {
     nlohmann::json kernels = nlohmann::json::array();
     for (CpuLevel l : levels) kernels.push_back(cpu_level_name(l));
     nlohmann::json j = {{"bench", "prefill"}, {"model", a.model}, {"threads", a.threads}, {"kernels", kernels},
+                        {"cached", a.cached},
                         {"repack", Model::weight_layout_name(layout)}, {"temperatures", a.temperatures},
                         {"seed", a.seed}, {"results", rows},
                         {"bandwidth", bw}, {"int8_peak", peaks}};
@@ -416,6 +457,11 @@ Run add_bench(CLI::App& app) {
               "prompt tokens/s)");
   p->add_option("--tokens", a->lengths, "Prompt lengths (space- or comma-separated)")
       ->capture_default_str()->delimiter(',')->check(CLI::Range(1, 1 << 20));
+  p->add_option("--cached", a->cached,
+                "Tokens of a cached prefix every prompt follows, as in a turn of a long conversation: computed "
+                "once (untimed, with the first --kernels), then each run computes only its --tokens after it, "
+                "whose rate and TTFT are reported (0 = none)")
+      ->capture_default_str()->check(CLI::Range(0, 1 << 20));
   p->add_option("--decode", a->decode, "Tokens to decode after each prompt")
       ->capture_default_str()->check(CLI::Range(0, 1 << 20));
   p->add_option("-t,--threads", a->threads, kThreadsHelp)->capture_default_str()->check(CLI::Range(1, 256));

@@ -201,6 +201,39 @@ TEST(Cli, BenchPrefillWithoutDecode) {
   EXPECT_GT(dj["results"][0]["decode_tokens_per_s"].get<double>(), 0.0);
 }
 
+// `bench prefill --cached N` times prompts that follow a cached prefix of N
+// tokens (a turn in a long conversation): the prefix is computed once per
+// engine, every run of every length and KV type reuses all N tokens (so only
+// its own tokens are computed and timed), and the JSON says so row by row.
+TEST(Cli, BenchPrefillAfterACachedPrefix) {
+  const std::string dir = test::temp_dir();
+  CmdResult r = run("bench prefill -m " + kStories + " --cached 100 --tokens 16,64 --decode 2 --repeat 2 "
+                    "--kv-type f16 q8_0 --no-bandwidth --no-int8-peak --json " + dir + "/c.json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("cached prefix of 100 tokens"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("warning"), std::string::npos) << r.out;
+  std::ifstream in(dir + "/c.json");
+  const nlohmann::json j = nlohmann::json::parse(in);
+  EXPECT_EQ(j["cached"].get<int>(), 100);
+  ASSERT_EQ(j["results"].size(), 4u);  // 2 lengths x 2 KV types
+  for (const auto& row : j["results"]) {
+    EXPECT_EQ(row["cached_tokens"].get<int64_t>(), 100) << row.dump();
+    EXPECT_GT(row["prompt_tokens_per_s"].get<double>(), 0.0) << row.dump();
+    EXPECT_GT(row["ttft_ms"].get<double>(), 0.0) << row.dump();
+  }
+  CmdResult plain = run("bench prefill -m " + kStories + " --tokens 16 --decode 0 --no-bandwidth --no-int8-peak "
+                        "--json " + dir + "/p.json");
+  ASSERT_EQ(plain.status, 0) << plain.out;
+  EXPECT_EQ(plain.out.find("cached prefix"), std::string::npos) << plain.out;
+  std::ifstream pin(dir + "/p.json");
+  const nlohmann::json pj = nlohmann::json::parse(pin);
+  EXPECT_EQ(pj["cached"].get<int>(), 0);
+  EXPECT_FALSE(pj["results"][0].contains("cached_tokens"));
+  CmdResult bad = run("bench prefill -m " + kStories + " --cached -5");
+  EXPECT_NE(bad.status, 0) << bad.out;
+  EXPECT_NE(bad.out.find("--cached"), std::string::npos) << bad.out;
+}
+
 // `bench prefill --attn-prefetch on off` measures decode with and without the
 // attention's KV prefetch, interleaved in one process: a row of each in the
 // table and the JSON, and their ratio; a value other than on / off is refused
