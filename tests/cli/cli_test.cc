@@ -44,6 +44,12 @@ bool has_terminal_controls(const std::string& out) { return out.find_first_of("\
 
 const std::string kStories = test::shared_dir() + "/models/stories260K.gguf";
 
+// The JSON a command wrote to `path`.
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
+}
+
 TEST(Cli, GenerateStreamsTextAndTimings) {
   CmdResult r = run("generate -m " + kStories + " -p 'Once upon a time' -n 20 --threads 1");
   ASSERT_EQ(r.status, 0) << r.out;
@@ -187,16 +193,14 @@ TEST(Cli, BenchPrefillWithoutDecode) {
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_FALSE(has_terminal_controls(r.out)) << r.out;
   EXPECT_EQ(r.out.find(" 0.0"), std::string::npos) << r.out;
-  std::ifstream in(dir + "/p.json");
-  const nlohmann::json j = nlohmann::json::parse(in);
+  const nlohmann::json j = read_json(dir + "/p.json");
   ASSERT_EQ(j["results"].size(), 1u);
   EXPECT_GT(j["results"][0]["prompt_tokens_per_s"].get<double>(), 0.0);
   EXPECT_TRUE(j["results"][0]["ttft_ms"].is_null());
   EXPECT_TRUE(j["results"][0]["decode_tokens_per_s"].is_null());
   CmdResult d = run("bench prefill -m " + kStories + " --tokens 16 --decode 3 --json " + dir + "/d.json");
   ASSERT_EQ(d.status, 0) << d.out;
-  std::ifstream din(dir + "/d.json");
-  const nlohmann::json dj = nlohmann::json::parse(din);
+  const nlohmann::json dj = read_json(dir + "/d.json");
   EXPECT_GT(dj["results"][0]["ttft_ms"].get<double>(), 0.0);
   EXPECT_GT(dj["results"][0]["decode_tokens_per_s"].get<double>(), 0.0);
 }
@@ -212,8 +216,7 @@ TEST(Cli, BenchPrefillAfterACachedPrefix) {
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("cached prefix of 100 tokens"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("warning"), std::string::npos) << r.out;
-  std::ifstream in(dir + "/c.json");
-  const nlohmann::json j = nlohmann::json::parse(in);
+  const nlohmann::json j = read_json(dir + "/c.json");
   EXPECT_EQ(j["cached"].get<int>(), 100);
   ASSERT_EQ(j["results"].size(), 4u);  // 2 lengths x 2 KV types
   for (const auto& row : j["results"]) {
@@ -225,8 +228,7 @@ TEST(Cli, BenchPrefillAfterACachedPrefix) {
                         "--json " + dir + "/p.json");
   ASSERT_EQ(plain.status, 0) << plain.out;
   EXPECT_EQ(plain.out.find("cached prefix"), std::string::npos) << plain.out;
-  std::ifstream pin(dir + "/p.json");
-  const nlohmann::json pj = nlohmann::json::parse(pin);
+  const nlohmann::json pj = read_json(dir + "/p.json");
   EXPECT_EQ(pj["cached"].get<int>(), 0);
   EXPECT_FALSE(pj["results"][0].contains("cached_tokens"));
   CmdResult bad = run("bench prefill -m " + kStories + " --cached -5");
@@ -244,8 +246,7 @@ TEST(Cli, BenchPrefillAttnPrefetchSideBySide) {
                     "--json " + dir + "/pf.json");
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("(prefetch on) vs"), std::string::npos) << r.out;
-  std::ifstream in(dir + "/pf.json");
-  const nlohmann::json j = nlohmann::json::parse(in);
+  const nlohmann::json j = read_json(dir + "/pf.json");
   ASSERT_EQ(j["results"].size(), 2u);
   EXPECT_TRUE(j["results"][0]["attn_prefetch"].get<bool>());
   EXPECT_FALSE(j["results"][1]["attn_prefetch"].get<bool>());
@@ -265,8 +266,7 @@ TEST(Cli, BenchPrefillReportsTheInt8PeakShare) {
   const std::string q8 = test::shared_dir() + "/models/TinyStories-656K-Q8_0.gguf";
   CmdResult r = run("bench prefill -m " + q8 + " --tokens 32 --decode 0 --json " + dir + "/q.json");
   ASSERT_EQ(r.status, 0) << r.out;
-  std::ifstream in(dir + "/q.json");
-  const nlohmann::json j = nlohmann::json::parse(in);
+  const nlohmann::json j = read_json(dir + "/q.json");
   const std::string best = cpu_level_name(detect_cpu_level());
   if (detect_cpu_level() == CpuLevel::Scalar) {
     EXPECT_TRUE(j["int8_peak"].empty()) << j.dump();
@@ -279,13 +279,11 @@ TEST(Cli, BenchPrefillReportsTheInt8PeakShare) {
   }
   CmdResult f = run("bench prefill -m " + kStories + " --tokens 8 --decode 0 --json " + dir + "/f.json");
   ASSERT_EQ(f.status, 0) << f.out;
-  std::ifstream fin(dir + "/f.json");
-  const nlohmann::json fj = nlohmann::json::parse(fin);
+  const nlohmann::json fj = read_json(dir + "/f.json");
   EXPECT_FALSE(fj["results"][0].contains("int8_peak_share")) << fj.dump();
   CmdResult n = run("bench prefill -m " + q8 + " --tokens 8 --decode 0 --no-int8-peak --json " + dir + "/n.json");
   ASSERT_EQ(n.status, 0) << n.out;
-  std::ifstream nin(dir + "/n.json");
-  EXPECT_TRUE(nlohmann::json::parse(nin)["int8_peak"].is_null());
+  EXPECT_TRUE(read_json(dir + "/n.json")["int8_peak"].is_null());
 }
 
 // --no-repack keeps the weights in the file's layout: the same greedy text as the
@@ -314,8 +312,7 @@ TEST(Cli, NoRepackKeepsTheStoredLayoutWithTheSameText) {
     CmdResult r = run("bench prefill -m " + q8 + " --tokens 8 --decode 2 --no-int8-peak --no-bandwidth --json " + json +
                       m.flags);
     ASSERT_EQ(r.status, 0) << r.out;
-    std::ifstream in(json);
-    const nlohmann::json j = nlohmann::json::parse(in);
+    const nlohmann::json j = read_json(json);
     EXPECT_EQ(j["repack"], m.name) << m.flags;
     EXPECT_NE(r.out.find(std::string("repack ") + m.name), std::string::npos) << r.out;
     // Every matmul weight of this model is Q8_0: one type, all repacked or none.
@@ -344,8 +341,7 @@ TEST(Cli, BenchPrefillAndConversationRunOnEveryNewArchitecture) {
     const std::string m = test::shared_dir() + "/models/arch2/" + name + ".gguf";
     CmdResult p = run("bench prefill -m " + m + " --tokens 40 --decode 4 --no-bandwidth --json " + dir + "/p.json");
     ASSERT_EQ(p.status, 0) << name << ": " << p.out;
-    std::ifstream in(dir + "/p.json");
-    const nlohmann::json j = nlohmann::json::parse(in);
+    const nlohmann::json j = read_json(dir + "/p.json");
     EXPECT_GT(j["results"][0]["decode_tokens_per_s"].get<double>(), 0.0) << name;
     CmdResult c = run("bench conversation -m " + m + " --sessions 2 --turns 2 --system-tokens 40 --user-max 40 "
                       "--reply-max 60");
@@ -357,8 +353,7 @@ TEST(Cli, BenchPrefillAndConversationRunOnEveryNewArchitecture) {
                     " --tokens 8 --decode 3 --repeat 3 --no-bandwidth --json " + dir + "/c.json");
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("medians of 3: decode"), std::string::npos) << r.out;
-  std::ifstream in(dir + "/c.json");
-  const nlohmann::json j = nlohmann::json::parse(in);
+  const nlohmann::json j = read_json(dir + "/c.json");
   ASSERT_EQ(j["results"].size(), 2u);
   EXPECT_EQ(j["results"][1]["model"], 1);
   EXPECT_EQ(j["results"][1]["decode_tokens_per_s_runs"].size(), 3u);
@@ -373,8 +368,7 @@ TEST(Cli, BenchPrefillKernelsSideBySide) {
   CmdResult r = run("bench prefill -m " + kStories + " --tokens 8,16 --decode 2 --kernels scalar,auto --json " + dir +
                     "/k.json");
   ASSERT_EQ(r.status, 0) << r.out;
-  std::ifstream in(dir + "/k.json");
-  const nlohmann::json j = nlohmann::json::parse(in);
+  const nlohmann::json j = read_json(dir + "/k.json");
   ASSERT_EQ(j["results"].size(), 4u);
   const std::string best = cpu_level_name(detect_cpu_level());
   EXPECT_EQ(j["kernels"], nlohmann::json({"scalar", best}));
@@ -406,8 +400,7 @@ TEST(Cli, KvTypes) {
   EXPECT_NE(r.out.find("     16  medians of 1: decode "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("     40  medians of 1: decode "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("tok/s: q8_0 / f16 = "), std::string::npos) << r.out;
-  std::ifstream in(dir + "/kv.json");
-  const nlohmann::json j = nlohmann::json::parse(in);
+  const nlohmann::json j = read_json(dir + "/kv.json");
   ASSERT_EQ(j["results"].size(), 4u);
   for (size_t i = 0; i < 4; ++i) {
     EXPECT_EQ(j["results"][i]["kv_type"], i % 2 ? "q8_0" : "f16") << i;
@@ -419,8 +412,7 @@ TEST(Cli, KvTypes) {
   CmdResult q = run("bench kv-quality -m " + kStories + " --prompts 6 --pool 4 --max-tokens 64 --json " + dir +
                     "/q.json");
   ASSERT_EQ(q.status, 0) << q.out;
-  std::ifstream qin(dir + "/q.json");
-  const nlohmann::json qj = nlohmann::json::parse(qin);
+  const nlohmann::json qj = read_json(dir + "/q.json");
   ASSERT_EQ(qj["models"][0]["results"].size(), 2u);
   const nlohmann::json& q8 = qj["models"][0]["results"][0];
   EXPECT_EQ(q8["kv_type"], "q8_0");
@@ -457,8 +449,7 @@ TEST(Cli, BenchTiersRunsEveryRow) {
   EXPECT_NE(r.out.find("full recomputation"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("module in memory"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("(no --redis URL: Redis rows skipped)"), std::string::npos) << r.out;
-  std::ifstream in(dir + "/t.json");
-  const nlohmann::json j = nlohmann::json::parse(in);
+  const nlohmann::json j = read_json(dir + "/t.json");
   ASSERT_EQ(j["ttft"].size(), 3u);
   EXPECT_EQ(j["ttft"][2]["where"], "module on disk");
   EXPECT_GE(j["ttft"][2]["tokens_reused"].get<int>(), 64);
@@ -473,8 +464,7 @@ TEST(Cli, BenchQualityBudgetOneIsExact) {
                     dir + "/q.json");
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_FALSE(has_terminal_controls(r.out)) << r.out;
-  std::ifstream in(dir + "/q.json");
-  const nlohmann::json j = nlohmann::json::parse(in);
+  const nlohmann::json j = read_json(dir + "/q.json");
   ASSERT_EQ(j["models"].size(), 1u);
   int exact_rows = 0;
   for (const auto& row : j["models"][0]["results"]) {
@@ -577,8 +567,7 @@ TEST(Cli, BenchPrefillTemperatures) {
   CmdResult r = run("bench prefill -m " + kStories + " --tokens 8 --decode 4 --temperature 0,1 --seed 3 --json " +
                     dir + "/t.json");
   ASSERT_EQ(r.status, 0) << r.out;
-  std::ifstream in(dir + "/t.json");
-  const nlohmann::json j = nlohmann::json::parse(in);
+  const nlohmann::json j = read_json(dir + "/t.json");
   ASSERT_EQ(j["results"].size(), 2u);
   EXPECT_EQ(j["results"][0]["temperature"], 0.0);
   EXPECT_EQ(j["results"][1]["temperature"], 1.0);
