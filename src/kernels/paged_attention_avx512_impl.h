@@ -57,13 +57,22 @@ __attribute__((noinline)) void score_tile16(const float* const* qv, const E* con
     k16[j][0] = kb[2 * j];
     k16[j][1] = kb[2 * j + 1 < KB ? 2 * j + 1 : 2 * j];  // (past the last block: never stored)
   }
-  for (int d = 0; d < hd; ++d) {
-    pfc.step();
+  auto dim = [&](int d) __attribute__((always_inline)) {
     F kv[KP];
     PC_UNROLL for (int j = 0; j < KP; ++j) kv[j] = load2_16<V>(k16[j][0] + 8 * d, k16[j][1] + 8 * d);
     PC_UNROLL for (int i = 0; i < QT; ++i) {
       const F qb = V::set1_f(q[i][d]);
       PC_UNROLL for (int j = 0; j < KP; ++j) s[i][j] = V::fmadd(qb, kv[j], s[i][j]);
+    }
+  };
+  if (!pfc.issuing()) {  // a prompt's tiles: the loop without the cursor's steps (as the AVX2 score_tile)
+#pragma GCC unroll 2
+    for (int d = 0; d < hd; ++d) dim(d);
+    pfc.skip(hd);
+  } else {
+    for (int d = 0; d < hd; ++d) {
+      pfc.step();
+      dim(d);
     }
   }
   const F sv = V::set1_f(scale);
@@ -124,8 +133,16 @@ __attribute__((noinline)) void update_tile16(float* const* acc, const float* con
   [[maybe_unused]] constexpr int hd = 8 * NV, DW = DV / 2;
   F a[QT][DW];
   PC_UNROLL for (int i = 0; i < QT; ++i) PC_UNROLL for (int w = 0; w < DW; ++w) a[i][w] = V::loadu_f(acc[i] + 8 * v0 + 16 * w);
-  bool rescale = false;  // (as the AVX2 tile: one branch per chunk)
-  for (int b = 0; b < n_blk; ++b) PC_UNROLL for (int i = 0; i < QT; ++i) rescale |= c[i][b] != 1.f;
+  // As the AVX2 update_tile: one branch per chunk on whether any block
+  // rescales, found by one compare a query (c[i]'s entries past n_blk stale:
+  // masked off); a block of 8 slots whose cursor issues nothing (a prompt's
+  // tiles) a fixed loop without the cursor's steps.
+  static_assert(kAttnChunkBlocks == 8, "a chunk's factors one vector a query");
+  int grew = 0;
+  PC_UNROLL for (int i = 0; i < QT; ++i)
+    grew |= _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(c[i]), _mm256_set1_ps(1.f), _CMP_NEQ_UQ));
+  const bool rescale = (grew & ((1 << n_blk) - 1)) != 0;
+  const bool pf_on = pfc.issuing();
   for (int b = 0; b < n_blk; ++b) {
     if (rescale) {
       PC_UNROLL for (int i = 0; i < QT; ++i) {
@@ -133,8 +150,7 @@ __attribute__((noinline)) void update_tile16(float* const* acc, const float* con
         PC_UNROLL for (int w = 0; w < DW; ++w) a[i][w] = V::mul(a[i][w], ci);
       }
     }
-    for (int u = 0; u < blk_len[b]; ++u) {
-      pfc.step();
+    auto slot = [&](int u) __attribute__((always_inline)) {
       const int t = 8 * b + u;
       const VSlot16<V, NV, E, VT> vt(vb[b], u, v0);
       F vv[DW];
@@ -142,6 +158,16 @@ __attribute__((noinline)) void update_tile16(float* const* acc, const float* con
       PC_UNROLL for (int i = 0; i < QT; ++i) {
         const F pv = V::set1_f(p[i][t]);
         PC_UNROLL for (int w = 0; w < DW; ++w) a[i][w] = V::fmadd(vv[w], pv, a[i][w]);
+      }
+    };
+    if (!pf_on && blk_len[b] == 8) {
+#pragma GCC unroll 1
+      for (int u = 0; u < 8; ++u) slot(u);
+      pfc.skip(8);
+    } else {
+      for (int u = 0; u < blk_len[b]; ++u) {
+        pfc.step();
+        slot(u);
       }
     }
   }
