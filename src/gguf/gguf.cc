@@ -7,6 +7,7 @@
 #include "gguf/gguf.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -18,7 +19,10 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <system_error>
+#include <thread>
 #include <unordered_set>
+#include <vector>
 
 namespace pc {
 
@@ -350,8 +354,26 @@ uint64_t mem_available() {
   return kb * 1024;
 }
 
+// The cores this process may run on (at least 1).
+int usable_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+  const unsigned n = std::thread::hardware_concurrency();
+  return n > 0 ? int(n) : 1;
+}
+
+// Bytes a thread of copy_to_memory claims at a time: few claims, and the
+// threads still finish together (a 600 MB file is 10 chunks).
+constexpr uint64_t kCopyChunk = uint64_t(64) << 20;
+
 // The whole file in anonymous memory advised for huge pages, or nullptr (then
-// the caller maps the file).
+// the caller maps the file). Read in chunks of kCopyChunk by one thread a
+// usable core (at most 8): each page of the copy is faulted in, zeroed and
+// filled by whichever thread reads it, so the work a byte costs — the fault,
+// the zeroing, the copy from the page cache or the disk's read — runs on
+// every core instead of one (a 4.9 GB model from the page cache on a 2-core
+// VM: 0.84-2.6 s on one thread, 0.45-0.62 s on two).
 void* copy_to_memory(int fd, uint64_t size) {
   const uint64_t avail = mem_available();
   if (avail > 0 && size > avail / 2) return nullptr;
@@ -360,15 +382,37 @@ void* copy_to_memory(int fd, uint64_t size) {
 #ifdef MADV_HUGEPAGE
   ::madvise(m, size, MADV_HUGEPAGE);  // advice only: without THP it is a plain copy
 #endif
-  for (uint64_t off = 0; off < size;) {
-    const size_t want = size - off < (uint64_t(1) << 30) ? size_t(size - off) : size_t(1) << 30;
-    const ssize_t got = ::pread(fd, static_cast<char*>(m) + off, want, off_t(off));
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) {
-      ::munmap(m, size);
-      return nullptr;
+  const uint64_t chunks = (size + kCopyChunk - 1) / kCopyChunk;
+  std::atomic<uint64_t> next{0};
+  std::atomic<bool> failed{false};
+  auto work = [&] {
+    for (uint64_t c; !failed.load(std::memory_order_relaxed) && (c = next.fetch_add(1)) < chunks;) {
+      const uint64_t end = std::min(size, (c + 1) * kCopyChunk);
+      for (uint64_t off = c * kCopyChunk; off < end;) {
+        const ssize_t got = ::pread(fd, static_cast<char*>(m) + off, size_t(end - off), off_t(off));
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) {
+          failed.store(true);
+          return;
+        }
+        off += uint64_t(got);
+      }
     }
-    off += uint64_t(got);
+  };
+  std::vector<std::thread> threads;
+  const uint64_t helpers = std::min<uint64_t>(uint64_t(std::min(usable_cores(), 8)), chunks) - 1;
+  for (uint64_t i = 0; i < helpers; ++i) {
+    try {
+      threads.emplace_back(work);
+    } catch (const std::system_error&) {
+      break;  // the threads started (or this one) read the rest
+    }
+  }
+  work();
+  for (std::thread& t : threads) t.join();
+  if (failed.load()) {
+    ::munmap(m, size);
+    return nullptr;
   }
   ::mprotect(m, size, PROT_READ);
   return m;

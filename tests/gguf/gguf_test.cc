@@ -332,6 +332,36 @@ TEST(Gguf, CopiedIntoMemoryEqualsMapped) {
   }
 }
 
+// A file of several copy chunks (64 MiB each, read by one thread a usable
+// core) and a partial last one: every byte of the copy equals the mapped
+// file's, so no chunk is skipped, read twice into the wrong place or cut short.
+TEST(Gguf, CopyOfSeveralChunksEqualsMapped) {
+  const std::string path = test::temp_dir() + "/big.gguf";
+  const int64_t n = (int64_t(150) << 20) / 4 + 12345;  // ~150 MiB of F32: 3 chunks
+  std::vector<uint8_t> data(size_t(n) * 4);
+  uint64_t x = 0x9E3779B97F4A7C15ull;
+  for (size_t i = 0; i + 8 <= data.size(); i += 8) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    std::memcpy(data.data() + i, &x, 8);
+  }
+  {
+    GgufWriter w;
+    w.set_string("general.name", "big");
+    w.add_tensor("big.weight", GgmlType::F32, {n}, data);
+    w.write(path);
+  }
+  auto mapped = GgufFile::open(path, Residency::kMap);
+  auto copied = GgufFile::open(path, Residency::kMemory);
+  ASSERT_EQ(copied->residency(), Residency::kMemory);
+  ASSERT_GT(copied->file_size(), uint64_t(128) << 20);
+  ASSERT_EQ(copied->tensors().size(), 1u);
+  const GgufTensorInfo& t = copied->tensors()[0];
+  ASSERT_EQ(t.nbytes, data.size());
+  EXPECT_EQ(std::memcmp(t.data, data.data(), data.size()), 0);
+  EXPECT_EQ(std::memcmp(copied->tensors()[0].data, mapped->tensors()[0].data, data.size()), 0);
+  std::filesystem::remove(path);
+}
+
 // Only a copy in memory can be rewritten in place (Model::repack_weights):
 // begin_rewrite() gives the copy's first byte, a write through it is what the
 // tensor then reads, and a mapped file is never offered for writing.
