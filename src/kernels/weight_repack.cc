@@ -41,20 +41,25 @@ void repack_group_k45x16(const uint8_t* src, uint8_t* dst, int64_t k) {
       out.dmin[c] = in.dmin;
       for (int j = 0; j < 8; ++j) out.scm[j][c] = static_cast<uint8_t>(sc[j] | (mn[j] >> 4) << 6);
       for (int q = 0; q < 4; ++q) out.mnl[q][c] = static_cast<uint8_t>((mn[2 * q] & 0xF) | (mn[2 * q + 1] & 0xF) << 4);
-      // The 256 codes in value order (chunk ch of qs: values 64ch + l low,
-      // 64ch + 32 + l high), then byte 4c + i of qs[t]: value 4t + i in the
-      // low nibble, 4t + i + 128 in the high.
-      uint8_t q[256];
-      for (int ch = 0; ch < 4; ++ch)
+      // Byte 4c + i of qs[t]: value v = 4t + i in the low nibble, v + 128 in
+      // the high. Chunk ch of in.qs (32 bytes) holds values 64ch + l (low
+      // nibbles) and 64ch + 32 + l (high), so values 64h + l and 64h + 32 + l
+      // (h = 0, 1) pair with the same nibbles of chunk h + 2: the 128 bytes in
+      // value order from whole 32-byte runs (loops the compiler vectorizes),
+      // then a dword per t.
+      uint8_t v[128];
+      for (int h = 0; h < 2; ++h)
         for (int l = 0; l < 32; ++l) {
-          q[64 * ch + l] = in.qs[32 * ch + l] & 0xF;
-          q[64 * ch + 32 + l] = in.qs[32 * ch + l] >> 4;
+          const uint8_t a = in.qs[32 * h + l], b = in.qs[64 + 32 * h + l];
+          v[64 * h + l] = static_cast<uint8_t>((a & 0xF) | (b & 0xF) << 4);
+          v[64 * h + 32 + l] = static_cast<uint8_t>(a >> 4 | (b & 0xF0));
         }
-      for (int t = 0; t < 32; ++t)
-        for (int i = 0; i < 4; ++i) out.qs[t][4 * c + i] = static_cast<uint8_t>(q[4 * t + i] | q[4 * t + i + 128] << 4);
-      if constexpr (kQ5)  // the fifth bit of value v is bit v / 32 of qh[v % 32]
-        for (int v = 0; v < 256; ++v)
-          out.qh[(v / 4) % 8][4 * c + v % 4] |= static_cast<uint8_t>(((in.qh[v % 32] >> (v / 32)) & 1) << (v / 32));
+      for (int t = 0; t < 32; ++t) std::memcpy(&out.qs[t][4 * c], v + 4 * t, 4);
+      // Q5_K's fifth bit of value v is bit v / 32 of qh[v % 32]; the group
+      // keeps it at bit v / 32 of byte 4c + v % 4 of qh[(v % 32) / 4]: each
+      // qh byte moves whole, dword u to qh[u].
+      if constexpr (kQ5)
+        for (int u = 0; u < 8; ++u) std::memcpy(&out.qh[u][4 * c], in.qh + 4 * u, 4);
     }
     std::memcpy(dst + b * int64_t(sizeof out), &out, sizeof out);
   }
@@ -140,17 +145,20 @@ void repack_group_q6_kx16(const uint8_t* src, uint8_t* dst, int64_t k) {
       for (int j = 0; j < 16; ++j) out.sc[j][c] = in.scales[j];
       // Values 4(t + 16s) + i, s = 0..3, share byte 4c + i of qh[t] (bits 2s);
       // their low 4 bits go to that byte of ql[t] (s = 0 low nibble, 2 high)
-      // and of ql[t + 16] (s = 1, 3).
-      uint8_t q[256];
+      // and of ql[t + 16] (s = 1, 3): the three 64-byte runs in value order
+      // (v = 4t + i), then a dword per t.
+      uint8_t q[256], lo[64], hi[64], h2[64];
       q6k_codes(in, q);
-      for (int t = 0; t < 16; ++t)
-        for (int i = 0; i < 4; ++i) {
-          const int v = 4 * t + i;
-          out.ql[t][4 * c + i] = static_cast<uint8_t>((q[v] & 0xF) | (q[v + 128] & 0xF) << 4);
-          out.ql[t + 16][4 * c + i] = static_cast<uint8_t>((q[v + 64] & 0xF) | (q[v + 192] & 0xF) << 4);
-          out.qh[t][4 * c + i] =
-              static_cast<uint8_t>(q[v] >> 4 | (q[v + 64] >> 4) << 2 | (q[v + 128] >> 4) << 4 | (q[v + 192] >> 4) << 6);
-        }
+      for (int v = 0; v < 64; ++v) {
+        lo[v] = static_cast<uint8_t>((q[v] & 0xF) | (q[v + 128] & 0xF) << 4);
+        hi[v] = static_cast<uint8_t>((q[v + 64] & 0xF) | (q[v + 192] & 0xF) << 4);
+        h2[v] = static_cast<uint8_t>(q[v] >> 4 | (q[v + 64] >> 4) << 2 | (q[v + 128] >> 4) << 4 | (q[v + 192] >> 4) << 6);
+      }
+      for (int t = 0; t < 16; ++t) {
+        std::memcpy(&out.ql[t][4 * c], lo + 4 * t, 4);
+        std::memcpy(&out.ql[t + 16][4 * c], hi + 4 * t, 4);
+        std::memcpy(&out.qh[t][4 * c], h2 + 4 * t, 4);
+      }
     }
     std::memcpy(dst + b * int64_t(sizeof out), &out, sizeof out);
   }
