@@ -209,8 +209,18 @@ void from_group(const BlockQ8_0X16& in, BlockQ8_0& out, int c) {
 template <class In, class Out>
 void to_group(const In& in, Out& out, int c) {
   for (int t = 0; t < 4; ++t) std::memcpy(&out.qs[t][4 * c], in.qs + 4 * t, 4);
-  if constexpr (requires { in.qh; })
-    for (int j = 0; j < 32; ++j) out.qh[4 * c + j % 4] |= static_cast<uint8_t>(q5_high_bit(in.qh, j) << (j / 4));
+  if constexpr (requires { in.qh; }) {
+    // Byte 4c + i gathers bits i, i + 4, .., i + 28 of the 32 fifth bits
+    // (bit j = q5_high_bit(qh, j), qh little-endian) into bits 0..7.
+    uint32_t h;
+    std::memcpy(&h, in.qh, 4);
+    for (int i = 0; i < 4; ++i) {
+      uint32_t x = (h >> i) & 0x11111111u;  // bits 4m
+      x = (x | x >> 3) & 0x03030303u;       // bits 8m, 8m + 1
+      x = (x | x >> 6) & 0x000F000Fu;       // bits 16m .. 16m + 3
+      out.qh[4 * c + i] = static_cast<uint8_t>(x | x >> 12);
+    }
+  }
 }
 template <class In, class Out>
 void from_group(const In& in, Out& out, int c) {
@@ -235,14 +245,17 @@ void scale_from_group(const In& in, Out& out, int c) {
 }
 
 // 16 rows of stored blocks In <-> one group of blocks Out (32 values each).
+// Each stored block is read where it lies: copied to the stack first, its
+// 2-byte scale and 32 codes were written in one set of widths and read back in
+// another, which stalled each load on the stores (Q8_0 repacked at 1.5-1.9
+// GB/s a thread, 2.3-4.3 read in place).
 template <class In, class Out>
 void repack_group_q32x16(const uint8_t* src, uint8_t* dst, int64_t k) {
   const int64_t nb = k / 32, rb = nb * int64_t(sizeof(In));
   for (int64_t b = 0; b < nb; ++b) {
     Out out{};
     for (int c = 0; c < 16; ++c) {
-      In in;
-      std::memcpy(&in, src + c * rb + b * int64_t(sizeof in), sizeof in);
+      const In& in = *reinterpret_cast<const In*>(src + c * rb + b * int64_t(sizeof(In)));
       scale_to_group(in, out, c);
       to_group(in, out, c);
     }
@@ -296,12 +309,11 @@ void repack_group_iq4_xsx16(const uint8_t* src, uint8_t* dst, int64_t k) {
   for (int64_t b = 0; b < nb; ++b) {
     BlockIQ4_XSX16 out{};
     for (int c = 0; c < 16; ++c) {
-      BlockIQ4_XS in;
-      std::memcpy(&in, src + c * rb + b * int64_t(sizeof in), sizeof in);
+      const BlockIQ4_XS& in = *reinterpret_cast<const BlockIQ4_XS*>(src + c * rb + b * int64_t(sizeof(BlockIQ4_XS)));
       out.d[c] = in.d;
       out.sh[c] = in.scales_h;
       for (int q = 0; q < 4; ++q) out.sl[q][c] = in.scales_l[q];
-      for (int j = 0; j < 128; ++j) out.qs[4 * (j / 16) + (j % 16) / 4][4 * c + j % 4] = in.qs[j];
+      for (int t = 0; t < 32; ++t) std::memcpy(&out.qs[t][4 * c], in.qs + 4 * t, 4);  // (4 (j / 16) + (j % 16) / 4 = j / 4)
     }
     std::memcpy(dst + b * int64_t(sizeof out), &out, sizeof out);
   }
