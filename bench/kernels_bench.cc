@@ -458,6 +458,29 @@ BENCHMARK(BM_SwiGLU)->Arg(1536)->Arg(5632);
 BENCHMARK(BM_AddInplace)->Arg(576)->Arg(2048);
 BENCHMARK(BM_Rope)->Arg(64)->Arg(128);
 
+// Repacking at load: arg {type}: 2048 rows x 4096 of random stored blocks
+// (a byte shuffle: any bytes do) into the type's X16 layout on one thread, as
+// a chunk of Model::repack_weights' work; counter: stored bytes per second.
+void BM_Repack(benchmark::State& st) {
+  const pc::GgmlType types[] = {pc::GgmlType::Q4_K, pc::GgmlType::Q5_K,   pc::GgmlType::Q6_K,  pc::GgmlType::Q8_0,
+                                pc::GgmlType::Q4_0, pc::GgmlType::Q5_0,   pc::GgmlType::Q4_1,  pc::GgmlType::Q5_1,
+                                pc::GgmlType::IQ4_NL, pc::GgmlType::IQ4_XS, pc::GgmlType::MXFP4};
+  const pc::GgmlType type = types[st.range(0)];
+  const pc::GgmlType to = pc::matmul_repacked_type(type);
+  if (to == type) return st.SkipWithError("the kernels in use read this type as stored");
+  const int64_t k = 4096, rows = 2048, rb = pc::ggml_row_bytes(type, k);
+  std::vector<uint8_t> src(size_t(rows * rb)), dst(src.size());
+  std::mt19937 rng(1);
+  for (uint8_t& b : src) b = uint8_t(rng());
+  for (auto _ : st) {
+    pc::repack_rows(type, to, src.data(), dst.data(), k, rows);
+    benchmark::DoNotOptimize(dst.data());
+  }
+  st.counters["GB/s"] = benchmark::Counter(double(src.size()) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  st.SetLabel(pc::ggml_type_name(type));
+}
+BENCHMARK(BM_Repack)->DenseRange(0, 10)->Unit(benchmark::kMillisecond);
+
 }  // namespace
 
 BENCHMARK_MAIN();
