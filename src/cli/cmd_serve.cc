@@ -10,6 +10,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <thread>
 
@@ -140,6 +141,13 @@ int run_serve(ServeArgs& a) {
   a.opt.tiers = tier_options(a.tiers);
   a.opt.reuse.mode = a.reuse_mode == "approximate" ? CacheReuse::kApproximate : CacheReuse::kExact;
   a.opt.reuse.policy = *parse_recompute_policy(a.reuse_policy);
+  // (A large model takes seconds: say what is being loaded before it is.)
+  std::error_code size_error;
+  const auto model_bytes = std::filesystem::file_size(a.opt.model_path, size_error);
+  if (!size_error)
+    std::fprintf(stderr, "promptcache: loading %s (%s)\n", a.opt.model_path.c_str(),
+                 format_bytes(int64_t(model_bytes)).c_str());
+  std::fflush(stderr);
   server::Server srv(a.opt);
   const int port = srv.bind();
   std::signal(SIGPIPE, SIG_IGN);

@@ -209,9 +209,11 @@ void log_startup(const Server::State& st) {
   if (!o.tiers.redis_url.empty()) tiers += ", redis " + o.tiers.redis_url;
   char buf[1024];
   std::snprintf(buf, sizeof buf,
-                "model %s (%s), architecture %s, %lld layers, context %lld tokens, KV capacity %lld tokens "
-                "(%.0f MiB, %s), template %s, tiers: %s, threads %d, kernels %s, parallel %d, queue %d, api keys %s",
-                st.model_id.c_str(), o.model_path.c_str(), c.arch_name.c_str(), static_cast<long long>(c.n_layer),
+                "model %s (%s, loaded in %.2f s), architecture %s, %lld layers, context %lld tokens, KV capacity "
+                "%lld tokens (%.0f MiB, %s), template %s, tiers: %s, threads %d, kernels %s, parallel %d, queue %d, "
+                "api keys %s",
+                st.model_id.c_str(), o.model_path.c_str(), st.load_seconds, c.arch_name.c_str(),
+                static_cast<long long>(c.n_layer),
                 static_cast<long long>(st.n_ctx), static_cast<long long>(st.kv_tokens),
                 double(o.kv_memory_bytes) / (1 << 20), kv_type_name(o.kv_type),
                 st.chat_template_origin.empty() ? "none" : st.chat_template_origin.c_str(), tiers.c_str(), o.threads,
@@ -363,8 +365,10 @@ Server::Server(const ServerOptions& opt) : st_(std::make_unique<State>()) {
   st.opt = opt;
   // -c also picks the RoPE factor set of models whose scaling depends on the context
   // (LongRoPE), as llama.cpp does.
+  const auto load_start = std::chrono::steady_clock::now();
   st.model = Model::load(opt.model_path, opt.mmap ? Residency::kMap : Residency::kMemory, opt.ctx_size,
                          opt.weights);
+  st.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
   st.model_id = opt.model_alias.empty() ? std::filesystem::path(opt.model_path).stem().string()
                                         : opt.model_alias;
   const Tokenizer& tok = st.model->tokenizer();

@@ -43,6 +43,7 @@ struct SchemaEntry {
 struct Server::State {
   ServerOptions opt;
   std::unique_ptr<Model> model;
+  double load_seconds = 0;  // Model::load: reading the file, repacking the weights
   std::string model_id;
   std::optional<ChatTemplate> chat_template;   // none: chat routes answer 400
   std::string chat_template_origin;            // "gguf", "file", "builtin:NAME"; "" = none

@@ -130,9 +130,11 @@ TEST(ServerDashboard, LogsStartupSummaryAndOneLinePerRequest) {
   EXPECT_TRUE(std::regex_search(log, line)) << log;
   EXPECT_TRUE(std::regex_search(log, std::regex("POST /v1/completions 400 total=[0-9.]+ms"))) << log;
   EXPECT_EQ(log.find("GET /health"), std::string::npos) << log;  // monitoring reads: debug
-  // The startup summary: model, architecture, context, KV capacity, template, tiers,
-  // threads, kernels.
-  EXPECT_TRUE(std::regex_search(log, std::regex("model stories260K \\(.*stories260K.gguf\\), architecture llama, "
+  // What is being loaded, said before the load, and the startup summary: model,
+  // load time, architecture, context, KV capacity, template, tiers, threads, kernels.
+  EXPECT_TRUE(std::regex_search(log, std::regex("promptcache: loading .*stories260K.gguf \\([0-9]+\\.[0-9]{2} MiB\\)"))) << log;
+  EXPECT_TRUE(std::regex_search(log, std::regex("model stories260K \\(.*stories260K.gguf, loaded in [0-9]+\\.[0-9]{2} s\\), "
+                                                "architecture llama, "
                                                 "[0-9]+ layers, context [0-9]+ tokens, KV capacity [0-9]+ tokens "
                                                 "\\(64 MiB, f16\\), template (none|gguf), tiers: memory, threads 2, "
                                                 "kernels [a-z0-9_]+")))
