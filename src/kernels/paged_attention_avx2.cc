@@ -35,6 +35,7 @@
 
 #include "kernels/avx2_target_begin.inc"
 
+#include "kernels/attn_tile_loops.h"
 #include "kernels/kv_block_levels.h"
 #include "kernels/transpose8_avx2.h"
 
@@ -86,16 +87,7 @@ __attribute__((noinline)) void score_tile(const float* const* qv, const E* const
       PC_UNROLL for (int i = 0; i < QT; ++i) s[i][b] = _mm256_fmadd_ps(qb[i], k, s[i][b]);
     }
   };
-  if (!pfc.issuing()) {  // (a prompt's tiles)
-#pragma GCC unroll 2
-    for (int d = 0; d < hd; ++d) dim(d);
-    pfc.skip(hd);
-  } else {
-    for (int d = 0; d < hd; ++d) {
-      pfc.step();
-      dim(d);
-    }
-  }
+  attn_dims(pfc, hd, dim);
   const __m256 sv = _mm256_set1_ps(scale);
   PC_UNROLL for (int i = 0; i < QT; ++i) PC_UNROLL for (int b = 0; b < KB; ++b) _mm256_storeu_ps(sc[i] + 8 * b, _mm256_mul_ps(s[i][b], sv));
 }
@@ -150,17 +142,7 @@ __attribute__((noinline)) void update_tile(float* const* acc, const float* const
   [[maybe_unused]] constexpr int hd = 8 * NV;
   __m256 a[QT][DV];
   PC_UNROLL for (int i = 0; i < QT; ++i) PC_UNROLL for (int j = 0; j < DV; ++j) a[i][j] = _mm256_loadu_ps(acc[i] + 8 * (v0 + j));
-  // Whether any block of the chunk rescales: then every block multiplies by
-  // its factors (by 1 where the maximum did not grow: exact), one branch per
-  // chunk instead of one per block, which new maxima make unpredictable (the
-  // first chunks of every softmax segment).
-  // (c[i] has kChunkBlocks entries, those past n_blk stale: masked off)
-  static_assert(kChunkBlocks == 8, "a chunk's factors one vector a query");
-  int grew = 0;
-  PC_UNROLL for (int i = 0; i < QT; ++i)
-    grew |= _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(c[i]), _mm256_set1_ps(1.f), _CMP_NEQ_UQ));
-  const bool rescale = (grew & ((1 << n_blk) - 1)) != 0;
-  const bool pf_on = pfc.issuing();
+  const bool rescale = attn_chunk_rescales<QT>(c, n_blk);
   for (int b = 0; b < n_blk; ++b) {
     if (rescale) {
       PC_UNROLL for (int i = 0; i < QT; ++i) {
@@ -178,16 +160,7 @@ __attribute__((noinline)) void update_tile(float* const* acc, const float* const
         PC_UNROLL for (int i = 0; i < QT; ++i) a[i][j] = _mm256_fmadd_ps(vv, pv[i], a[i][j]);
       }
     };
-    if (!pf_on && blk_len[b] == 8) {  // a whole block without prefetching
-#pragma GCC unroll 1
-      for (int u = 0; u < 8; ++u) slot(u);
-      pfc.skip(8);
-    } else {
-      for (int u = 0; u < blk_len[b]; ++u) {
-        pfc.step();
-        slot(u);
-      }
-    }
+    attn_block_slots(pfc, blk_len[b], slot);
   }
   PC_UNROLL for (int i = 0; i < QT; ++i) PC_UNROLL for (int j = 0; j < DV; ++j) _mm256_storeu_ps(acc[i] + 8 * (v0 + j), a[i][j]);
 }

@@ -21,6 +21,7 @@
 // only (see matmul_avx2_shared.h).
 #pragma once
 
+#include "kernels/attn_tile_loops.h"
 #include "kernels/kv_block_levels.h"
 #include "kernels/kv_quant.h"
 
@@ -65,16 +66,7 @@ __attribute__((noinline)) void score_tile16(const float* const* qv, const E* con
       PC_UNROLL for (int j = 0; j < KP; ++j) s[i][j] = V::fmadd(qb, kv[j], s[i][j]);
     }
   };
-  if (!pfc.issuing()) {  // a prompt's tiles: the loop without the cursor's steps (as the AVX2 score_tile)
-#pragma GCC unroll 2
-    for (int d = 0; d < hd; ++d) dim(d);
-    pfc.skip(hd);
-  } else {
-    for (int d = 0; d < hd; ++d) {
-      pfc.step();
-      dim(d);
-    }
-  }
+  attn_dims(pfc, hd, dim);
   const F sv = V::set1_f(scale);
   PC_UNROLL for (int i = 0; i < QT; ++i)
     PC_UNROLL for (int j = 0; j < KP; ++j) {
@@ -133,16 +125,7 @@ __attribute__((noinline)) void update_tile16(float* const* acc, const float* con
   [[maybe_unused]] constexpr int hd = 8 * NV, DW = DV / 2;
   F a[QT][DW];
   PC_UNROLL for (int i = 0; i < QT; ++i) PC_UNROLL for (int w = 0; w < DW; ++w) a[i][w] = V::loadu_f(acc[i] + 8 * v0 + 16 * w);
-  // As the AVX2 update_tile: one branch per chunk on whether any block
-  // rescales, found by one compare a query (c[i]'s entries past n_blk stale:
-  // masked off); a block of 8 slots whose cursor issues nothing (a prompt's
-  // tiles) a fixed loop without the cursor's steps.
-  static_assert(kAttnChunkBlocks == 8, "a chunk's factors one vector a query");
-  int grew = 0;
-  PC_UNROLL for (int i = 0; i < QT; ++i)
-    grew |= _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(c[i]), _mm256_set1_ps(1.f), _CMP_NEQ_UQ));
-  const bool rescale = (grew & ((1 << n_blk) - 1)) != 0;
-  const bool pf_on = pfc.issuing();
+  const bool rescale = attn_chunk_rescales<QT>(c, n_blk);
   for (int b = 0; b < n_blk; ++b) {
     if (rescale) {
       PC_UNROLL for (int i = 0; i < QT; ++i) {
@@ -160,16 +143,7 @@ __attribute__((noinline)) void update_tile16(float* const* acc, const float* con
         PC_UNROLL for (int w = 0; w < DW; ++w) a[i][w] = V::fmadd(vv[w], pv, a[i][w]);
       }
     };
-    if (!pf_on && blk_len[b] == 8) {
-#pragma GCC unroll 1
-      for (int u = 0; u < 8; ++u) slot(u);
-      pfc.skip(8);
-    } else {
-      for (int u = 0; u < blk_len[b]; ++u) {
-        pfc.step();
-        slot(u);
-      }
-    }
+    attn_block_slots(pfc, blk_len[b], slot);
   }
   PC_UNROLL for (int i = 0; i < QT; ++i) PC_UNROLL for (int w = 0; w < DW; ++w) V::storeu_f(acc[i] + 8 * v0 + 16 * w, a[i][w]);
 }
