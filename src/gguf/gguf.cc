@@ -7,7 +7,6 @@
 #include "gguf/gguf.h"
 
 #include <fcntl.h>
-#include <sched.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -354,27 +353,18 @@ uint64_t mem_available() {
   return kb * 1024;
 }
 
-// The cores this process may run on (at least 1).
-int usable_cores() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (::sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
-  const unsigned n = std::thread::hardware_concurrency();
-  return n > 0 ? int(n) : 1;
-}
-
 // Bytes a thread of copy_to_memory claims at a time: few claims, and the
 // threads still finish together (a 600 MB file is 10 chunks).
 constexpr uint64_t kCopyChunk = uint64_t(64) << 20;
 
 // The whole file in anonymous memory advised for huge pages, or nullptr (then
-// the caller maps the file). Read in chunks of kCopyChunk by one thread a
-// usable core (at most 8): each page of the copy is faulted in, zeroed and
-// filled by whichever thread reads it, so the work a byte costs — the fault,
-// the zeroing, the copy from the page cache or the disk's read — runs on
-// every core instead of one (a 4.9 GB model from the page cache on a 2-core
-// VM: 0.84-2.6 s on one thread, 0.45-0.62 s on two).
-void* copy_to_memory(int fd, uint64_t size) {
+// the caller maps the file). Read in chunks of kCopyChunk by n_threads threads
+// (at most 8): each page of the copy is faulted in, zeroed and filled by
+// whichever thread reads it, so the work a byte costs — the fault, the
+// zeroing, the copy from the page cache or the disk's read — runs on every
+// core instead of one (a 4.9 GB model from the page cache on a 2-core VM:
+// 0.84-2.6 s on one thread, 0.45-0.62 s on two).
+void* copy_to_memory(int fd, uint64_t size, int n_threads) {
   const uint64_t avail = mem_available();
   if (avail > 0 && size > avail / 2) return nullptr;
   void* m = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -400,7 +390,7 @@ void* copy_to_memory(int fd, uint64_t size) {
     }
   };
   std::vector<std::thread> threads;
-  const uint64_t helpers = std::min<uint64_t>(uint64_t(std::min(usable_cores(), 8)), chunks) - 1;
+  const uint64_t helpers = std::min<uint64_t>(uint64_t(std::clamp(n_threads, 1, 8)), chunks) - 1;
   for (uint64_t i = 0; i < helpers; ++i) {
     try {
       threads.emplace_back(work);
@@ -420,7 +410,7 @@ void* copy_to_memory(int fd, uint64_t size) {
 
 }  // namespace
 
-std::unique_ptr<GgufFile> GgufFile::open(const std::string& path, Residency r) {
+std::unique_ptr<GgufFile> GgufFile::open(const std::string& path, Residency r, int copy_threads) {
   std::unique_ptr<GgufFile> f(new GgufFile());
   f->path_ = path;
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -436,7 +426,7 @@ std::unique_ptr<GgufFile> GgufFile::open(const std::string& path, Residency r) {
     throw Error(path + ": not a regular file");
   }
   f->size_ = static_cast<uint64_t>(st.st_size);
-  void* copy = f->size_ > 0 && r == Residency::kMemory ? copy_to_memory(fd, f->size_) : nullptr;
+  void* copy = f->size_ > 0 && r == Residency::kMemory ? copy_to_memory(fd, f->size_, copy_threads) : nullptr;
   if (copy) {
     ::close(fd);
     f->map_ = copy;

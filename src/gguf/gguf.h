@@ -86,7 +86,11 @@ class GgufFile {
  public:
   // Memory-maps (or copies, see Residency) and parses the file. Throws
   // pc::Error naming the path, what was wrong and where (byte offset).
-  static std::unique_ptr<GgufFile> open(const std::string& path, Residency r = Residency::kMap);
+  // A copy is read by copy_threads threads (at most 8; Model::load gives its
+  // compute thread count): each page's fault, zeroing and copy run where it is
+  // read.
+  static std::unique_ptr<GgufFile> open(const std::string& path, Residency r = Residency::kMap,
+                                        int copy_threads = 1);
   // Parses an in-memory copy (tests, fuzzing). The bytes are owned by the object.
   static std::unique_ptr<GgufFile> from_bytes(std::vector<uint8_t> bytes,
                                               const std::string& name = "<memory>");

@@ -8,6 +8,7 @@
 
 #include "gguf/gguf.h"
 #include "gguf/quants.h"
+#include "kernels/cpu_count.h"
 #include "tokenizer/tokenizer.h"
 
 namespace pc {
@@ -83,7 +84,7 @@ Model::~Model() = default;
 std::unique_ptr<Model> Model::load(const std::string& path, Residency residency, int64_t context_length,
                                    WeightLayout layout) {
   std::unique_ptr<Model> m(new Model());
-  m->file_ = GgufFile::open(path, residency);
+  m->file_ = GgufFile::open(path, residency, default_thread_count());  // (the copy on every core)
   m->config_ = ModelConfig::from_gguf(*m->file_, context_length);
   m->tokenizer_ = Tokenizer::from_gguf(*m->file_);
   m->load_weights();

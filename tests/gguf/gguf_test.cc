@@ -332,9 +332,9 @@ TEST(Gguf, CopiedIntoMemoryEqualsMapped) {
   }
 }
 
-// A file of several copy chunks (64 MiB each, read by one thread a usable
-// core) and a partial last one: every byte of the copy equals the mapped
-// file's, so no chunk is skipped, read twice into the wrong place or cut short.
+// A file of several copy chunks (64 MiB each, here read by 2 threads) and a
+// partial last one: every byte of the copy equals the mapped file's, so no
+// chunk is skipped, read twice into the wrong place or cut short.
 TEST(Gguf, CopyOfSeveralChunksEqualsMapped) {
   const std::string path = test::temp_dir() + "/big.gguf";
   const int64_t n = (int64_t(150) << 20) / 4 + 12345;  // ~150 MiB of F32: 3 chunks
@@ -351,7 +351,7 @@ TEST(Gguf, CopyOfSeveralChunksEqualsMapped) {
     w.write(path);
   }
   auto mapped = GgufFile::open(path, Residency::kMap);
-  auto copied = GgufFile::open(path, Residency::kMemory);
+  auto copied = GgufFile::open(path, Residency::kMemory, 2);
   ASSERT_EQ(copied->residency(), Residency::kMemory);
   ASSERT_GT(copied->file_size(), uint64_t(128) << 20);
   ASSERT_EQ(copied->tensors().size(), 1u);
