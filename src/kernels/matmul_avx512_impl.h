@@ -262,7 +262,8 @@ inline void q5kx_sub(const BlockQ5_KX16& blk, const int8_t* const* x, typename V
   PC_UNROLL for (int i = 0; i < R; ++i) isum[i] = V::add32(isum[i], V::mullo32(s[i], sc));
 }
 
-// Prompts (R > 1), and decode on the AVX2 backend: sub-blocks J and J + 4 of
+// Prompts (R > 1), and decode at the AVX-VNNI level (AVX2 alone takes
+// V512Emu::k45x_row_block): sub-blocks J and J + 4 of
 // a Q5_K_X16 block together, J = 0..3 in a loop. Both take their codes from
 // the same qs vectors (J the low nibbles, J + 4 the high ones) and bits J and
 // J + 4 of the same qh vectors, so each qs load serves two code vectors, and
@@ -358,15 +359,20 @@ void k45x_tile16(const MatmulArgs& a, int64_t r, int64_t g) {
   const float* const* xd = rows.d;
   const int16_t* const* xs32 = rows.s32;
   const I m4 = V::set1_i(0x0F0F0F0F);
+  // AVX2 decode: the block's isum and msum in one function (simd16_emu.h,
+  // V512Emu::k45x_row_block)
+  constexpr bool kRowBlock = R == 1 && requires { V::kK45RowBlock; };
   F acc[R];
   PC_UNROLL for (int i = 0; i < R; ++i) acc[i] = V::zero_f();
   for (int64_t b = 0; b < nb; ++b) {
     const B& blk = w[b];
     const int8_t* x[R];
     PC_UNROLL for (int i = 0; i < R; ++i) x[i] = xq[i] + 256 * b;
-    I isum[R];
-    PC_UNROLL for (int i = 0; i < R; ++i) isum[i] = V::zero_i();
-    if constexpr (kQ5 && requires { V::kQ5Quarters; }) {
+    I isum[R], msum[R];
+    PC_UNROLL for (int i = 0; i < R; ++i) isum[i] = msum[i] = V::zero_i();
+    if constexpr (kRowBlock) {
+      V::k45x_row_block(blk, x[0], xs32[0] + 8 * b, isum[0], msum[0]);
+    } else if constexpr (kQ5 && requires { V::kQ5Quarters; }) {
       q5kx_quarters<V, R>(blk, x, isum, m4, pf);
     } else if constexpr (kQ5 && (R > 1 || V::kFewRegs)) {
       q5kx_pairs<V, R>(blk, x, isum, m4, pf);
@@ -383,27 +389,30 @@ void k45x_tile16(const MatmulArgs& a, int64_t r, int64_t g) {
       q4kx_half<V, R, 0>(blk, x, isum, m4, pf);
       q4kx_half<V, R, 1>(blk, x, isum, m4, pf);
     }
-    // mn_2q in the low int16 word of each lane and mn_2q+1 in the high one
-    // (each: the top 2 bits from scm, the low 4 from a nibble of mnl), so one
-    // vpdpwssd (AVX2: vpmaddwd and an add) with the pair of the row's sums of
-    // 32 (ActLayout::bsum32_off) adds both sub-blocks' products: 4 a block
-    // and row where the sums of 16 took 8 (AVX2 prompts 1.08x, Zen 3).
-    I mn[4];
-    PC_UNROLL for (int q = 0; q < 4; ++q) {
-      const I nib = V::zx8_32(blk.mnl[q]);
-      const I m0 = V::or_i(V::template slli32<4>(V::template srli32<6>(V::zx8_32(blk.scm[2 * q]))),
-                           V::and_i(nib, V::set1_i(15)));
-      const I m1 = V::or_i(V::template slli32<4>(V::template srli32<6>(V::zx8_32(blk.scm[2 * q + 1]))),
-                           V::template srli32<4>(nib));
-      mn[q] = V::or_i(m0, V::template slli32<16>(m1));
+    if constexpr (!kRowBlock) {
+      // mn_2q in the low int16 word of each lane and mn_2q+1 in the high one
+      // (each: the top 2 bits from scm, the low 4 from a nibble of mnl), so one
+      // vpdpwssd (AVX2: vpmaddwd and an add) with the pair of the row's sums of
+      // 32 (ActLayout::bsum32_off) adds both sub-blocks' products: 4 a block
+      // and row where the sums of 16 took 8 (AVX2 prompts 1.08x, Zen 3).
+      I mn[4];
+      PC_UNROLL for (int q = 0; q < 4; ++q) {
+        const I nib = V::zx8_32(blk.mnl[q]);
+        const I m0 = V::or_i(V::template slli32<4>(V::template srli32<6>(V::zx8_32(blk.scm[2 * q]))),
+                             V::and_i(nib, V::set1_i(15)));
+        const I m1 = V::or_i(V::template slli32<4>(V::template srli32<6>(V::zx8_32(blk.scm[2 * q + 1]))),
+                             V::template srli32<4>(nib));
+        mn[q] = V::or_i(m0, V::template slli32<16>(m1));
+      }
+      PC_UNROLL for (int i = 0; i < R; ++i)
+        PC_UNROLL for (int q = 0; q < 4; ++q)
+          msum[i] = V::dpwssd(msum[i], mn[q], V::bcast32_i(xs32[i] + 8 * b + 2 * q));
     }
     const F d = V::load_h16(blk.d), dmin = V::load_h16(blk.dmin);
     PC_UNROLL for (int i = 0; i < R; ++i) {
-      I msum = V::zero_i();
-      PC_UNROLL for (int q = 0; q < 4; ++q) msum = V::dpwssd(msum, mn[q], V::bcast32_i(xs32[i] + 8 * b + 2 * q));
       const F dx = V::set1_f(xd[i][b]);
       acc[i] = V::add(acc[i], V::mul(V::mul(d, dx), V::cvt(isum[i])));
-      acc[i] = V::sub(acc[i], V::mul(V::mul(dmin, dx), V::cvt(msum)));
+      acc[i] = V::sub(acc[i], V::mul(V::mul(dmin, dx), V::cvt(msum[i])));
     }
   }
   PC_UNROLL for (int i = 0; i < R; ++i) V::storeu_f(a.y + (r + i) * a.ldy + g * kX16Rows, acc[i]);
