@@ -207,7 +207,9 @@ void q32_tile16(const MatmulArgs& a, const Q32Panel& p, int64_t r, int64_t g, in
 // tok/s against 57.7-58.4. Q4_K_X16 streamed 1.03-1.06x faster with it, but
 // tinyllama Q4_K_M decoded no faster (79.1-79.6 against 79.5-80.3 tok/s), and
 // Q6_K_X16, which spends longer on each byte, no faster either: they keep
-// kDecodePrefetchAhead's 8 KiB, as does q5kx_pairs (the AVX2 backend's decode).
+// kDecodePrefetchAhead's 8 KiB, as does q5kx_pairs (the AVX-VNNI level's
+// decode). The AVX2 level's Q5_K_X16 decode (V512Emu::k45x_row_block) takes
+// 12 KiB too.
 constexpr int64_t kQ5kxPrefetchAhead = 12288;
 
 // Quarter h (values 16h .. 16h + 15 of the half U: low nibbles U = 0, high
