@@ -171,6 +171,16 @@ struct V512Emu {
     }
     return {m_lo, m_hi};
   }
+  // s += the int16 sums of sub-blocks j (a: lanes 0-7 in a0, 8-15 in a1)
+  // and j + 4 (b) times their scales (c, e: scales16's bytes)
+  static void add_scaled(__m256i& s_lo, __m256i& s_hi, __m256i a0, __m256i a1, __m256i b0, __m256i b1, __m256i c,
+                         __m256i e) {
+    s_lo = _mm256_add_epi32(s_lo, _mm256_add_epi32(_mm256_madd_epi16(a0, words_of_byte(c, false)),
+                                                   _mm256_madd_epi16(b0, words_of_byte(e, false))));
+    s_hi = _mm256_add_epi32(s_hi, _mm256_add_epi32(_mm256_madd_epi16(a1, words_of_byte(c, true)),
+                                                   _mm256_madd_epi16(b1, words_of_byte(e, true))));
+    asm("" : "+x"(s_lo), "+x"(s_hi));  // keeps GCC from holding the products to the end
+  }
   static __m256i bcast_x(const int8_t* x) {
     int32_t v;
     std::memcpy(&v, x, 4);
@@ -195,12 +205,7 @@ struct V512Emu {
         // products of the sub-block pair first and spilled them
         asm("" : "+x"(a0), "+x"(a1), "+x"(b0), "+x"(b1));
       }
-      const __m256i c = scales16(blk.scm[j]), e = scales16(blk.scm[j + 4]);
-      s_lo = _mm256_add_epi32(s_lo, _mm256_add_epi32(_mm256_madd_epi16(a0, words_of_byte(c, false)),
-                                                     _mm256_madd_epi16(b0, words_of_byte(e, false))));
-      s_hi = _mm256_add_epi32(s_hi, _mm256_add_epi32(_mm256_madd_epi16(a1, words_of_byte(c, true)),
-                                                     _mm256_madd_epi16(b1, words_of_byte(e, true))));
-      asm("" : "+x"(s_lo), "+x"(s_hi));
+      add_scaled(s_lo, s_hi, a0, a1, b0, b1, scales16(blk.scm[j]), scales16(blk.scm[j + 4]));
     }
     isum = {s_lo, s_hi};
     msum = k45_row_msum(blk, bs32);
@@ -239,11 +244,7 @@ struct V512Emu {
           b1 = _mm256_add_epi16(b1, _mm256_maddubs_epi16(code_b(p1, h1), xb));
           asm("" : "+x"(a0), "+x"(a1), "+x"(b0), "+x"(b1));
         }
-        s_lo = _mm256_add_epi32(s_lo, _mm256_add_epi32(_mm256_madd_epi16(a0, words_of_byte(c, false)),
-                                                       _mm256_madd_epi16(b0, words_of_byte(e, false))));
-        s_hi = _mm256_add_epi32(s_hi, _mm256_add_epi32(_mm256_madd_epi16(a1, words_of_byte(c, true)),
-                                                       _mm256_madd_epi16(b1, words_of_byte(e, true))));
-        asm("" : "+x"(s_lo), "+x"(s_hi));
+        add_scaled(s_lo, s_hi, a0, a1, b0, b1, c, e);
       }
     }
     isum = {s_lo, s_hi};
