@@ -163,9 +163,7 @@ struct V512Emu {
       const __m128i m0 = _mm_or_si128(_mm_and_si128(n, n15), _mm_and_si128(_mm_srli_epi16(t0, 2), n48));
       const __m128i m1 =
           _mm_or_si128(_mm_and_si128(_mm_srli_epi16(n, 4), n15), _mm_and_si128(_mm_srli_epi16(t1, 2), n48));
-      int32_t v;
-      std::memcpy(&v, bs32 + 2 * q, 4);
-      const __m256i sums = _mm256_set1_epi32(v);  // the pair's activation sums of 32
+      const __m256i sums = bcast32_i(bs32 + 2 * q).lo;  // the pair's activation sums of 32
       m_lo = _mm256_add_epi32(m_lo, _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m0, m1)), sums));
       m_hi = _mm256_add_epi32(m_hi, _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_unpackhi_epi8(m0, m1)), sums));
     }
@@ -181,11 +179,6 @@ struct V512Emu {
                                                    _mm256_madd_epi16(b1, words_of_byte(e, true))));
     asm("" : "+x"(s_lo), "+x"(s_hi));  // keeps GCC from holding the products to the end
   }
-  static __m256i bcast_x(const int8_t* x) {
-    int32_t v;
-    std::memcpy(&v, x, 4);
-    return _mm256_set1_epi32(v);
-  }
   static void k45x_row_block(const BlockQ4_KX16& blk, const int8_t* x, const int16_t* bs32, I& isum, I& msum) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     __m256i s_lo = _mm256_setzero_si256(), s_hi = _mm256_setzero_si256();
@@ -196,7 +189,7 @@ struct V512Emu {
         const int t = 8 * j + u;  // values 4t .. 4t + 3 (low nibbles), 128 + 4t .. (high)
         const __m256i p0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs[t]));
         const __m256i p1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs[t] + 32));
-        const __m256i xa = bcast_x(x + 4 * t), xb = bcast_x(x + 128 + 4 * t);
+        const __m256i xa = bcast32_i(x + 4 * t).lo, xb = bcast32_i(x + 128 + 4 * t).lo;
         a0 = _mm256_add_epi16(a0, _mm256_maddubs_epi16(_mm256_and_si256(p0, m4), xa));
         a1 = _mm256_add_epi16(a1, _mm256_maddubs_epi16(_mm256_and_si256(p1, m4), xa));
         b0 = _mm256_add_epi16(b0, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(p0, 4), m4), xb));
@@ -230,7 +223,7 @@ struct V512Emu {
           const __m256i p1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs[t] + 32));
           const __m256i h0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh[u]));
           const __m256i h1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh[u] + 32));
-          const __m256i xa = bcast_x(x + 4 * t), xb = bcast_x(x + 128 + 4 * t);
+          const __m256i xa = bcast32_i(x + 4 * t).lo, xb = bcast32_i(x + 128 + 4 * t).lo;
           const auto code_a = [&](__m256i p, __m256i h) {
             return _mm256_or_si256(_mm256_and_si256(p, m4), _mm256_and_si256(_mm256_slli_epi16(h, 4 - j), m10));
           };
