@@ -343,16 +343,7 @@ TierLookup DiskTier::read_entry(uint64_t key, const KvNamespace& ns, const KvSha
     return r;
   }
   stats_.bytes_read += int64_t(bytes.size());
-  Decoded<Entry> d = deserialize_entry(std::move(bytes), EntryExpect{ns.model, ns.kv_type, shape});
-  if (d.ok() && !d.value.info.is(ns, link, tokens)) {
-    d.error = EntryError::kWrongTokens;
-    d.message = to_string(EntryError::kWrongTokens);
-  }
-  if (d.ok() && d.value.info.state_bytes != state_bytes) {
-    d.error = EntryError::kCorrupt;
-    d.message = "a state section of " + std::to_string(d.value.info.state_bytes) + " bytes, expected " +
-                std::to_string(state_bytes);
-  }
+  Decoded<Entry> d = deserialize_asked_entry(std::move(bytes), ns, shape, link, tokens, state_bytes);
   if (!d.ok()) {
     remove(key, true);
     r.status = TierStatus::kMiss;
@@ -473,15 +464,9 @@ TierStats DiskTier::stats() const {
   s.entries = int64_t(items_.size());
   s.bytes = int64_t(bytes_);
   s.tokens = tokens_;
-  s.bytes_written = c.bytes_written;
-  s.bytes_read = c.bytes_read;
+  c.fill(s);
   s.capacity_bytes = int64_t(opt_.capacity_bytes);
-  s.hits = c.hits;
-  s.misses = c.misses;
-  s.puts = c.puts;
-  s.put_failures = c.put_failures;
   s.errors = c.io_errors;
-  s.corrupt_deleted = c.corrupt_deleted;
   s.counters = {{"evicted", c.evicted},
                 {"enospc_retries", c.enospc_retries},
                 {"temp_removed", c.temp_removed},

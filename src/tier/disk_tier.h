@@ -122,17 +122,14 @@ class DiskTier final : public KvTier {
   void remove(uint64_t key, bool count_corrupt);
   void touch(uint64_t key, bool touch_file);
 
-  struct Counters {
-    int64_t hits = 0, misses = 0;
-    int64_t puts = 0;             // entries written
-    int64_t put_failures = 0;     // puts that stored nothing (no space, I/O error)
+  // puts: entries written; put_failures: puts that stored nothing (no space, I/O
+  // error); corrupt_deleted: invalid files deleted (startup scan or get);
+  // bytes_read: lookups and read_item
+  struct Counters : TierTraffic {
     int64_t enospc_retries = 0;   // writes retried after a full disk
     int64_t evicted = 0;          // entries evicted for capacity
-    int64_t corrupt_deleted = 0;  // invalid files deleted (startup scan or get)
     int64_t temp_removed = 0;     // leftover temporary files removed at startup
     int64_t io_errors = 0;
-    int64_t bytes_written = 0;    // entry bytes written
-    int64_t bytes_read = 0;       // entry bytes read (lookups, read_item)
   };
 
   std::string dir_;

@@ -357,6 +357,21 @@ Decoded<Entry> deserialize_entry(std::vector<uint8_t> bytes, const EntryExpect& 
   return d;
 }
 
+Decoded<Entry> deserialize_asked_entry(std::vector<uint8_t> bytes, const KvNamespace& ns, const KvShape& shape,
+                                       const LinkPos& link, std::span<const int32_t> tokens, uint64_t state_bytes) {
+  Decoded<Entry> d = deserialize_entry(std::move(bytes), EntryExpect{ns.model, ns.kv_type, shape});
+  if (d.ok() && !d.value.info.is(ns, link, tokens)) {
+    d.error = EntryError::kWrongTokens;
+    d.message = to_string(EntryError::kWrongTokens);
+  }
+  if (d.ok() && d.value.info.state_bytes != state_bytes) {
+    d.error = EntryError::kCorrupt;
+    d.message = "a state section of " + std::to_string(d.value.info.state_bytes) + " bytes, expected " +
+                std::to_string(state_bytes);
+  }
+  return d;
+}
+
 EntryError restore_entry(const Entry& entry, KvPageStore& kv, std::span<const int32_t> pages) {
   const KvShape& s = kv.shape();
   const KvShape& e = entry.info.shape;

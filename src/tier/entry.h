@@ -173,6 +173,12 @@ uint32_t entry_header_bytes(std::span<const uint8_t> first);
 // ownership of the bytes so that an uncompressed entry is not copied.
 Decoded<Entry> deserialize_entry(std::vector<uint8_t> bytes, const EntryExpect& expect = {});
 
+// deserialize_entry for a tier's reader, which asked for a key: the entry must
+// also be the one asked for — `tokens` at `link` under `ns` (kWrongTokens: a key
+// collision) with a state section of state_bytes (kCorrupt otherwise).
+Decoded<Entry> deserialize_asked_entry(std::vector<uint8_t> bytes, const KvNamespace& ns, const KvShape& shape,
+                                       const LinkPos& link, std::span<const int32_t> tokens, uint64_t state_bytes);
+
 // Writes the entry's KV and positions into `pages` (entry.info.n_pages() of them) of
 // `kv`. Slots of the last page beyond n_tokens get position -1. Returns kWrongShape
 // when kv's shape differs, kCorrupt when the page count differs.

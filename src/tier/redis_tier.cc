@@ -80,16 +80,7 @@ TierLookup RedisTier::take(Session& s, Reply value, const std::string& name, con
     std::lock_guard<std::mutex> lock(mu_);
     stats_.bytes_read += int64_t(bytes.size());
   }
-  Decoded<Entry> d = deserialize_entry(std::move(bytes), EntryExpect{ns.model, ns.kv_type, shape});
-  if (d.ok() && !d.value.info.is(ns, link, tokens)) {
-    d.error = EntryError::kWrongTokens;
-    d.message = to_string(EntryError::kWrongTokens);
-  }
-  if (d.ok() && d.value.info.state_bytes != state_bytes) {
-    d.error = EntryError::kCorrupt;
-    d.message = "a state section of " + std::to_string(d.value.info.state_bytes) + " bytes, expected " +
-                std::to_string(state_bytes);
-  }
+  Decoded<Entry> d = deserialize_asked_entry(std::move(bytes), ns, shape, link, tokens, state_bytes);
   if (!d.ok()) {
     if (deferred_del) {
       deferred_del->push_back(name);  // replies of a pipeline are still to be read
@@ -225,19 +216,12 @@ TierStatus RedisTier::erase(const KvNamespace& ns, const KvShape& shape, std::sp
 TierStats RedisTier::stats() const {
   const RedisConnection::Counters n = conn_.counters();
   std::lock_guard<std::mutex> lock(mu_);
-  const Counters& c = stats_;
   TierStats s;
   s.name = name();
   s.connected = n.connected;
   s.ttl_seconds = conn_.options().ttl_seconds;
-  s.hits = c.hits;
-  s.misses = c.misses;
-  s.puts = c.puts;
-  s.put_failures = c.put_failures;
+  stats_.fill(s);
   s.errors = n.errors;
-  s.corrupt_deleted = c.corrupt_deleted;
-  s.bytes_written = c.bytes_written;
-  s.bytes_read = c.bytes_read;
   s.counters = {{"unavailable", n.unavailable},
                 {"connects", n.connects},
                 {"replies_refused", n.refused},

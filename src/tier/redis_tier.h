@@ -109,13 +109,7 @@ class RedisTier final : public KvTier {
 
   RedisConnection conn_;
   mutable std::mutex mu_;  // the counters below
-  struct Counters {
-    int64_t hits = 0, misses = 0;
-    int64_t puts = 0, put_failures = 0;
-    int64_t corrupt_deleted = 0;  // invalid entries DELeted
-    int64_t bytes_written = 0, bytes_read = 0;
-  };
-  Counters stats_;
+  TierTraffic stats_;  // corrupt_deleted: invalid entries DELeted
 };
 
 }  // namespace pc

@@ -39,4 +39,24 @@ struct TierStats {
   }
 };
 
+// The counts every tier keeps of its own traffic (TierStats's fields of the
+// same names): a tier's own Counters extends it with those only it has.
+struct TierTraffic {
+  int64_t hits = 0, misses = 0;
+  int64_t puts = 0, put_failures = 0;
+  int64_t corrupt_deleted = 0;
+  int64_t bytes_written = 0, bytes_read = 0;
+
+  // Copies them into s.
+  void fill(TierStats& s) const {
+    s.hits = hits;
+    s.misses = misses;
+    s.puts = puts;
+    s.put_failures = put_failures;
+    s.corrupt_deleted = corrupt_deleted;
+    s.bytes_written = bytes_written;
+    s.bytes_read = bytes_read;
+  }
+};
+
 }  // namespace pc

@@ -1,10 +1,8 @@
-// The tier benchmark (disabled: run with --gtest_also_run_disabled_tests
-// --gtest_filter='*TierBench*'). A quick small-shape run checks that it works.
+// The tier benchmark (`promptcache bench tiers` runs it at real shapes): a quick
+// small-shape run checks that it works.
 #include "tier/tier_bench.h"
 
 #include <gtest/gtest.h>
-
-#include <cstdio>
 
 #include "test_util.h"
 #include "tier/tier_fixture.h"
@@ -28,13 +26,6 @@ TEST(TierBench, SmallShapeRuns) {
   const auto rows = run_tier_bench(o);
   EXPECT_GE(rows.size(), server.running() ? 13u : 10u);
   for (const auto& r : rows) EXPECT_GT(r.seconds, 0) << r.name;
-}
-
-TEST(TierBench, DISABLED_TinyLlama4096) {
-  test::RedisServer server;
-  TierBenchOptions o = bench_options(server);
-  const auto rows = run_tier_bench(o);
-  std::printf("%s", format_tier_bench(o, rows).c_str());
 }
 
 }  // namespace
