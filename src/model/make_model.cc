@@ -40,7 +40,10 @@ constexpr Shape kShapes[] = {
     {"small", 256, 2, 4, 2, 512, 0, 32},
     // Gemma 2 2B's widths (head size 256 > n_embd / n_head) and window.
     {"gemma2-2b", 2304, 26, 8, 4, 9216, 256, 4096},
-    // Llama 3 8B and Qwen2.5 7B: the sizes users run, for benchmarks.
+    // Llama 3.2 3B, Llama 3 8B and Qwen2.5 7B: the sizes users run, for benchmarks
+    // (3.2 3B's output matrix is written apart from the token embedding, which the
+    // real model ties to it: the same bytes a token reads).
+    {"llama3.2-3b", 3072, 28, 24, 8, 8192, 0, 4096, 128256},
     {"llama3-8b", 4096, 32, 32, 8, 14336, 0, 4096, 128256},
     {"qwen2.5-7b", 3584, 28, 28, 4, 18944, 0, 4096, 152064},
     // Realistic shapes of the 2026 architectures (with fewer blocks where the

@@ -33,7 +33,8 @@ struct MakeModelOptions {
   // "smollm-135m" (n_embd 576, 30 blocks, 9 heads, 3 KV heads, ff 1536),
   // "tinyllama-1.1b" (2048, 22, 32, 4, 5632), "tiny" (64, 2, 4, 2, 128), "small" (256, 2, 4, 2, 512),
   // "micro" (32, 1, 2, 1, 64), "gemma2-2b" (2304, 26, 8, 4, 9216, head size 256),
-  // "llama3-8b" (4096, 32, 32, 8, 14336; 128256 tokens), "qwen2.5-7b" (3584, 28, 28, 4,
+  // "llama3.2-3b" (3072, 28, 24, 8, 8192; 128256 tokens; its output matrix apart from the
+  // token embedding), "llama3-8b" (4096, 32, 32, 8, 14336; 128256 tokens), "qwen2.5-7b" (3584, 28, 28, 4,
   // 18944; 152064 tokens); for the 2026 architectures "qwen3-30b-a3b-4l",
   // "gpt-oss-20b-4l" (real widths and experts, 4 blocks) and "qwen35-2b" (a
   // Qwen3.5-2B-like hybrid). MoE archs on the small shapes get 8 experts of n_ff / 2,

@@ -278,7 +278,7 @@ TEST(MakeModel, Errors) {
   bad.vocab_path = test::shared_dir() + "/vocab/README.md";
   expect_error(bad, "README.md");
   EXPECT_EQ(make_model_shapes(), (std::vector<std::string>{"smollm-135m", "tinyllama-1.1b", "tiny", "micro", "small",
-                                                           "gemma2-2b", "llama3-8b", "qwen2.5-7b", "qwen3-30b-a3b-4l",
+                                                           "gemma2-2b", "llama3.2-3b", "llama3-8b", "qwen2.5-7b", "qwen3-30b-a3b-4l",
                                                            "gpt-oss-20b-4l", "qwen35-2b"}));
 }
 
