@@ -241,7 +241,7 @@ int run_prefill(const PrefillArgs& a) {
   for (int n : a.lengths) {
     const size_t nl = runs.size();
     std::vector<double> best_pp(nl, 0), best_tg(nl, 0), best_ttft(nl, 1e30);
-    std::vector<std::vector<double>> all_pp(nl), all_tg(nl);
+    std::vector<std::vector<double>> all_pp(nl), all_tg(nl), all_ttft(nl);
     std::vector<int64_t> least_cached(nl, int64_t(1) << 62);  // the prompt tokens the cache served, fewest of a run
     for (int rep = 0; rep < a.repeat; ++rep) {
       for (size_t li = 0; li < nl; ++li) {
@@ -264,6 +264,7 @@ int run_prefill(const PrefillArgs& a) {
         best_ttft[li] = std::min(best_ttft[li], r.ttft_ms);
         all_pp[li].push_back(pp);
         all_tg[li].push_back(tg);
+        all_ttft[li].push_back(r.ttft_ms);
         least_cached[li] = std::min(least_cached[li], r.n_cached);
         progress.step("runs (" + std::to_string(n) + " tokens, " + cpu_level_name(runs[li].level) + ")");
       }
@@ -281,6 +282,15 @@ int run_prefill(const PrefillArgs& a) {
       } else {  // (no token generated: no TTFT, no decode rate)
         std::printf("%8d  %14.1f  %10s  %14s%s%s\n", n, best_pp[li], "-", "-", mname, kname);
       }
+      // The table has each row's best run (the machine's least disturbed);
+      // with --repeat, the medians under it.
+      if (a.repeat > 1) {
+        if (a.decode > 0)
+          std::printf("%8s  medians of %d: prompt %.1f tok/s (TTFT %.1f ms), decode %.1f tok/s\n", "", a.repeat,
+                      median(all_pp[li]), median(all_ttft[li]), median(all_tg[li]));
+        else
+          std::printf("%8s  medians of %d: prompt %.1f tok/s\n", "", a.repeat, median(all_pp[li]));
+      }
       best_decode[runs[li].model] = std::max(best_decode[runs[li].model], best_tg[li]);
       nlohmann::json row = {{"prompt_tokens", n}, {"kernels", cpu_level_name(runs[li].level)},
                             {"kv_type", kv_type_name(a.kv_types[runs[li].kv])},
@@ -288,6 +298,7 @@ int run_prefill(const PrefillArgs& a) {
                             {"temperature", runs[li].temperature}, {"prompt_tokens_per_s", best_pp[li]},
                             {"prompt_tokens_per_s_median", median(all_pp[li])},
                             {"ttft_ms", a.decode > 0 ? nlohmann::json(best_ttft[li]) : nlohmann::json(nullptr)},
+                            {"ttft_ms_median", a.decode > 0 ? nlohmann::json(median(all_ttft[li])) : nlohmann::json(nullptr)},
                             {"decode_tokens_per_s", a.decode > 0 ? nlohmann::json(best_tg[li]) : nlohmann::json(nullptr)},
                             {"decode_tokens_per_s_median",
                              a.decode > 0 ? nlohmann::json(median(all_tg[li])) : nlohmann::json(nullptr)},
@@ -470,7 +481,9 @@ Run add_bench(CLI::App& app) {
                 "(each with its own engine), and each length prints the medians of --repeat and their ratio "
                 "to --model's (space- or comma-separated)")
       ->delimiter(',')->check(CLI::ExistingFile);
-  p->add_option("--repeat", a->repeat, "Runs per length (best is reported; with --compare also the median)")
+  p->add_option("--repeat", a->repeat,
+                 "Runs per length (the table has the best of them, a line under each row their medians; with "
+                 "--compare, --kv-type or --attn-prefetch also the medians' ratios)")
       ->capture_default_str()->check(CLI::Range(1, 1000));
   p->add_option("--batch-tokens", a->batch_tokens, "Tokens per forward step (a longer prompt runs in chunks of this many)")
       ->capture_default_str()->check(CLI::Range(1, 1 << 20));

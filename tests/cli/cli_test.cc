@@ -1,11 +1,13 @@
 // The promptcache executable, run as a user would.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <vector>
 #include <sys/wait.h>
 
 #include "kernels/cpu.h"
@@ -203,6 +205,29 @@ TEST(Cli, BenchPrefillWithoutDecode) {
   const nlohmann::json dj = read_json(dir + "/d.json");
   EXPECT_GT(dj["results"][0]["ttft_ms"].get<double>(), 0.0);
   EXPECT_GT(dj["results"][0]["decode_tokens_per_s"].get<double>(), 0.0);
+}
+
+// `bench prefill --repeat N` prints the medians of the N runs under each row
+// (the row itself has the best), the same medians as the JSON's.
+TEST(Cli, BenchPrefillRepeatPrintsMedians) {
+  const std::string dir = test::temp_dir();
+  CmdResult r = run("bench prefill -m " + kStories + " --tokens 16 --decode 3 --repeat 3 --no-bandwidth "
+                    "--no-int8-peak --json " + dir + "/m.json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const nlohmann::json row = read_json(dir + "/m.json")["results"][0];
+  char want[160];
+  std::snprintf(want, sizeof want, "medians of 3: prompt %.1f tok/s (TTFT %.1f ms), decode %.1f tok/s",
+                row["prompt_tokens_per_s_median"].get<double>(), row["ttft_ms_median"].get<double>(),
+                row["decode_tokens_per_s_median"].get<double>());
+  EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
+  ASSERT_EQ(row["decode_tokens_per_s_runs"].size(), 3u);
+  std::vector<double> runs = row["decode_tokens_per_s_runs"].get<std::vector<double>>();
+  std::sort(runs.begin(), runs.end());
+  EXPECT_EQ(row["decode_tokens_per_s_median"].get<double>(), runs[1]);
+  EXPECT_LE(row["decode_tokens_per_s_median"].get<double>(), row["decode_tokens_per_s"].get<double>());
+  CmdResult once = run("bench prefill -m " + kStories + " --tokens 16 --decode 3 --no-bandwidth --no-int8-peak");
+  ASSERT_EQ(once.status, 0) << once.out;
+  EXPECT_EQ(once.out.find("medians of"), std::string::npos) << once.out;
 }
 
 // `bench prefill --cached N` times prompts that follow a cached prefix of N
