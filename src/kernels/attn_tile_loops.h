@@ -10,38 +10,46 @@
 
 namespace pc {
 
-// f(d) for d in [0, n), a cursor step each; when the cursor issues nothing (a
-// prompt's tiles) the loop without the steps (skip() counts them), unrolled by
-// 2: a score tile's head dimensions.
+// f(d) for d in [0, n) (n even), unrolled by 2, a cursor step every 2 (when
+// the cursor issues: a decode's tiles): a score tile's head dimensions.
 template <class F>
 __attribute__((always_inline)) inline void attn_dims(AttnPrefetchCursor& pfc, int n, F&& f) {
   if (!pfc.issuing()) {
 #pragma GCC unroll 2
     for (int d = 0; d < n; ++d) f(d);
-    pfc.skip(n);
   } else {
-    for (int d = 0; d < n; ++d) {
+#pragma GCC unroll 1
+    for (int d = 0; d < n; d += 2) {
       pfc.step();
       f(d);
+      f(d + 1);
     }
   }
+  pfc.skip(n / 2);
 }
 
-// f(u) for the len slots of a block, a cursor step each; a whole block (8
-// slots) whose cursor issues nothing as a fixed loop of 8 without the steps:
-// an update tile's slots.
+// f(u) for the len slots of a block, a cursor step each when the cursor
+// issues; a whole block (8 slots) as a fixed loop of 8: an update tile's slots.
 template <class F>
 __attribute__((always_inline)) inline void attn_block_slots(AttnPrefetchCursor& pfc, int len, F&& f) {
-  if (!pfc.issuing() && len == 8) {
+  if (len == 8) {
+    if (!pfc.issuing()) {
 #pragma GCC unroll 1
-    for (int u = 0; u < 8; ++u) f(u);
-    pfc.skip(8);
+      for (int u = 0; u < 8; ++u) f(u);
+    } else {
+#pragma GCC unroll 1
+      for (int u = 0; u < 8; ++u) {
+        pfc.step();
+        f(u);
+      }
+    }
   } else {
     for (int u = 0; u < len; ++u) {
       pfc.step();
       f(u);
     }
   }
+  pfc.skip(len);
 }
 
 // Whether any block of a chunk rescales the QT queries' accumulators: any of

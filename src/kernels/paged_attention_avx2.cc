@@ -329,7 +329,10 @@ __attribute__((noinline)) void qscore_tile(const AttnQueryQ* qv, const AttnKeysQ
       PC_UNROLL for (int i = 0; i < QT; ++i) s[i] = _mm256_setzero_si256();
       const int32_t* kp = kb[b].pairs + qb * PB * 8;
       PC_UNROLL for (int p = 0; p < PB; ++p) {
-        if (p % 4 == 0) pfc.step();
+        if (p % 4 == 0) {
+          pfc.step();
+          pfc.skip(1);
+        }
         const __m256i k = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kp + 8 * p));
         PC_UNROLL for (int i = 0; i < QT; ++i)
           s[i] = _mm256_add_epi32(s[i], _mm256_madd_epi16(k, _mm256_set1_epi32(qv[i].pairs[qb * PB + p])));
@@ -378,6 +381,14 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
   constexpr int DV = attn_update_vectors(NV);
   constexpr int QT = kAttnMaxQT;  // (arrays; tiles take up to qt queries)
   const int qt = tiles.qt;
+  // The queries of the next tile when `left` remain: the fewest tiles of at
+  // most qt, as even as they go (a group of 4 heads: 2 + 2, whose tiles
+  // keep 8 accumulator chains each, not 3 + 1, whose one-query tile waits
+  // on its 4 chains and converts every K and V vector again for one query).
+  auto tile_queries = [&](int left) {
+    const int n_tiles = (left + qt - 1) / qt;
+    return (left + n_tiles - 1) / n_tiles;
+  };
   const int dv = tiles.dv > 0 ? tiles.dv : DV;
   const int nq = tk.n_tok * group;
   float* q16 = scratch;                          // [nq][hd] query rounded to F16 (F16 K), or
@@ -464,9 +475,9 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
   // the walk reaches each page the window lets the call's earliest query see;
   // a split call goes on into the next KV head's pages, and the last KV
   // head's call of a task over all heads into head 0's pages of the next
-  // segment. per_step follows the tiles: after each chunk, the lines queued
-  // while gathering it over the steps its tiles took, so that the queue
-  // drains over one chunk's arithmetic.
+  // segment. per_step follows the tiles: after each chunk, 2 when it queued
+  // more lines than its tiles took steps, else 1, so that the queue drains
+  // within about one chunk's arithmetic.
   AttnPrefetch pf;
   AttnPrefetchWalk walk;
   const bool stream = tk.n_tok <= 4 && attn_prefetch();
@@ -502,10 +513,10 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
     int n_live = 0, n_full = 0, n_part = 0;
     for (int qi = 0; qi < nq; ++qi)
       if (ctx[qi] > first && (!windowed || qpos(qi) - hi_pos < a.window)) live[n_live++] = qi;
-    for (int l = 0; l < n_live; l += qt) {
+    for (int l = 0, n_here; l < n_live; l += n_here) {
       const float* qv[QT];
       float* row[QT];
-      const int n_here = n_live - l < qt ? n_live - l : qt;
+      n_here = tile_queries(n_live - l);
       [[maybe_unused]] AttnQueryQ qq[QT];
       PC_UNROLL for (int i = 0; i < QT; ++i) {
         const int qi = live[l + (i < n_here ? i : 0)];
@@ -611,8 +622,8 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
       }
     };
     // 4a. accumulators of the queries that see the whole chunk
-    for (int l = 0; l < n_full; l += qt) {
-      const int n_here = n_full - l < qt ? n_full - l : qt;
+    for (int l = 0, n_here; l < n_full; l += n_here) {
+      n_here = tile_queries(n_full - l);
       float* ap[QT];
       const float* pp[QT];
       const float* cp[QT];
@@ -657,8 +668,7 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
     }
     n_blk = 0;
     if (stream && pf.steps > 0) {
-      pf.per_step = (pf.queued + pf.steps - 1) / pf.steps;
-      if (pf.per_step < 1) pf.per_step = 1;
+      pf.per_step = pf.queued > pf.steps ? 2 : 1;
     }
     pf.queued = 0;
     pf.steps = 0;

@@ -403,7 +403,10 @@ __attribute__((noinline)) void qscore_tile16(const AttnQueryQ* qv, const AttnKey
       }
     }
     PC_UNROLL for (int g = 0; g < GB; ++g) {
-      if (g % 2 == 0) pfc.step();
+      if (g % 2 == 0) {
+        pfc.step();
+        pfc.skip(1);
+      }
       const int gg = qb * GB + g;
       I kv[KP];
       PC_UNROLL for (int j = 0; j < KP; ++j)

@@ -33,7 +33,11 @@ inline void for_each_key_block(const PagedAttentionArgs& a, int n_ctx, F&& f, in
   // a row's size and the head's slab offset, in 16-bit words (row bytes are even)
   const size_t row = f16 ? size_t(a.head_dim) : kv_row_bytes(a.kv_type, a.head_dim) / 2;
   const size_t slab = size_t(a.kv_head) * a.page_size * row;
-  for (int t0 = 0, p = 0; t0 < n_ctx && t0 < hi; ++p) {
+  // Without fills, page p starts at slot p * page_size: the walk starts at
+  // the page holding slot lo (a split decode call's segment deep in a long
+  // context would otherwise step over every page before it).
+  const int p_lo = !a.fills && lo > 0 ? lo / a.page_size : 0;
+  for (int t0 = p_lo * a.page_size, p = p_lo; t0 < n_ctx && t0 < hi; ++p) {
     const int pg = a.fills ? a.fills[p] : a.page_size;
     const int nk = n_ctx - t0 < pg ? n_ctx - t0 : pg;
     if (t0 + nk > lo) on_page(p, t0);
@@ -110,90 +114,96 @@ inline void add_attention_sink(int hd, float* mm, float* sm, float* accm, float 
 // but still one after the other). Instead the kernel queues the K and V lines
 // of the page kAttnPrefetchSlots slots ahead of each page it reaches
 // (AttnPrefetchWalk), and its register tiles issue `per_step` of the queued
-// lines at each step (a dimension of the scores, a slot of the update), so
-// that memory works while the arithmetic runs. Prefetches change no result.
+// lines at each step (two dimensions of the scores, a slot of the update),
+// so that memory works while the arithmetic runs. Prefetches change no result.
 constexpr int kAttnPrefetchSlots = 64;  // one chunk (kAttnChunkSlots) ahead
 
 struct AttnPrefetch {
   static constexpr unsigned kRanges = 64;
   const char* ptr[kRanges];
-  int lines[kRanges];
+  const char* end[kRanges];
   unsigned head = 0, tail = 0;
-  const char* cur = nullptr;  // the range being issued: its next line, and
-  int left = 0;               // the lines left of it
-  int per_step = 0;  // lines a step issues (0: none)
+  const char* cur = nullptr;  // the range being issued: its next line and
+  const char* stop = nullptr; // its end
+  int per_step = 0;  // lines a step issues (0: none; 1 or 2)
   int steps = 0;     // steps taken, and
   int queued = 0;    // lines queued: what the kernel sets per_step from
   // Queues the 64-byte lines of [p, p + bytes) (dropped when the queue is full).
   void push(const void* p, size_t bytes) {
     if (tail - head == kRanges || bytes == 0) return;
-    ptr[tail % kRanges] = static_cast<const char*>(p);
-    lines[tail % kRanges] = int((bytes + 63) / 64);
-    queued += lines[tail % kRanges];
+    const char* c = static_cast<const char*>(p);
+    ptr[tail % kRanges] = c;
+    end[tail % kRanges] = c + (bytes + 63) / 64 * 64;
+    queued += int((bytes + 63) / 64);
     ++tail;
   }
-  // The next queued range into cur / left (false: none).
+  // The next queued range into cur / stop (false: none).
   bool refill() {
     if (head == tail) return false;
     cur = ptr[head % kRanges];
-    left = lines[head % kRanges];
+    stop = end[head % kRanges];
     ++head;
     return true;
   }
 };
 
-// A register tile's hold on the queue: the range being issued and the
-// step count in locals (registers) while the tile runs, written back when it
-// ends, so that a step costs a compare, a prefetch and an add — not a walk of
-// the ring in memory, whose cost showed when the KV sits in cache.
-// next_line() is the line a step issues (null: none left).
+// A register tile's hold on the queue: the range being issued (its next line
+// and its end) in locals (registers) while the tile runs, written back when
+// it ends, so that a step costs a compare, a prefetch and an add — not a walk
+// of the ring in memory, and no count kept a step: the tiles' loops take
+// fixed numbers of steps, which they add up with skip(). (The first form,
+// which counted lines and steps each step, cost a decode of 8K tokens a
+// third of its arithmetic's time with the KV in cache.)
 class AttnPrefetchCursor {
  public:
-  explicit AttnPrefetchCursor(AttnPrefetch* q) : q_(q), p_(q->cur), left_(q->left), per_(q->per_step) {}
+  explicit AttnPrefetchCursor(AttnPrefetch* q) : q_(q), p_(q->cur), end_(q->stop), per_(q->per_step) {}
   ~AttnPrefetchCursor() {
     q_->cur = p_;
-    q_->left = left_;
+    q_->stop = end_;
     q_->steps += steps_;
   }
   AttnPrefetchCursor(const AttnPrefetchCursor&) = delete;
   AttnPrefetchCursor& operator=(const AttnPrefetchCursor&) = delete;
   // Whether step() issues prefetches (a prompt's tiles, and a decode tile
   // once the queue ran dry, do not): the tiles then take loops without the
-  // steps (less scalar work a step), counting them with skip().
+  // steps.
   bool issuing() const { return per_ > 0; }
+  // n steps taken (issuing or not): what the kernel paces per_step by.
   void skip(int n) { steps_ += n; }
+  // Issues per_step lines (not counted: skip()).
   void step() {
-    ++steps_;
-    for (int i = 0; i < per_; ++i) {
-      const char* line = next_line();
-      if (!line) return;
-      __builtin_prefetch(line, 0, 3);
-    }
+    line();
+    if (per_ > 1) line();
   }
+  // The next queued line, taken from the queue (null: none left, or the
+  // cursor stopped); step() prefetches what it gives.
   const char* next_line() {
-    if (left_ == 0 && !refill()) return nullptr;
-    --left_;
-    const char* line = p_;
+    if (p_ == end_ && (per_ == 0 || !refill())) return nullptr;
+    const char* l = p_;
     p_ += 64;
-    return line;
+    return l;
   }
 
  private:
+  void line() {
+    if (const char* l = next_line()) __builtin_prefetch(l, 0, 3);
+  }
   // (once a range; inline: a call in a tile's loop would make the compiler
   // keep its accumulators in memory around it. An empty queue stops the
   // tile's issuing.)
   bool refill() {
     if (!q_->refill()) {
       per_ = 0;
+      end_ = p_;
       return false;
     }
     p_ = q_->cur;
-    left_ = q_->left;
+    end_ = q_->stop;
     return true;
   }
   AttnPrefetch* q_;
   const char* p_;
-  int left_;
+  const char* end_;
   int per_;
   int steps_ = 0;
 };

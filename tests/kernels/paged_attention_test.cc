@@ -746,10 +746,12 @@ TEST(PagedAttention, PrefetchWalkGivesTheCallsPagesAhead) {
 // The prefetch queue as the register tiles drain it (AttnPrefetchCursor):
 // every queued line once, in order, across ranges and across tiles (a
 // cursor takes up where the last one stopped); per_step lines a step; the
-// steps counted back into the queue; nothing once the queue is empty.
+// steps the tiles count (skip) added into the queue; nothing once the queue
+// is empty, nor with per_step 0 (a prompt's tiles).
 TEST(PagedAttention, PrefetchCursorIssuesEveryQueuedLineOnce) {
   alignas(64) static char buf[64 * 64];
   AttnPrefetch q;
+  q.per_step = 1;
   q.push(buf, 130);               // 3 lines
   q.push(buf + 1024, 64);         // 1
   q.push(buf + 2048, 0);          // none
@@ -773,14 +775,29 @@ TEST(PagedAttention, PrefetchCursorIssuesEveryQueuedLineOnce) {
   q.per_step = 2;
   {
     AttnPrefetchCursor c(&q);
+    EXPECT_TRUE(c.issuing());
     for (int i = 0; i < 2; ++i) c.step();
     EXPECT_EQ(c.next_line(), buf + 64 * 4);
     c.step();
     EXPECT_EQ(c.next_line(), nullptr);
+    c.skip(3);
   }
-  EXPECT_EQ(q.steps, 3);
+  {
+    AttnPrefetchCursor c(&q);
+    c.skip(2);
+  }
+  EXPECT_EQ(q.steps, 5);
+  // per_step 0: nothing, whatever is queued.
+  AttnPrefetch off;
+  off.push(buf, 64 * 4);
+  {
+    AttnPrefetchCursor c(&off);
+    EXPECT_FALSE(c.issuing());
+    EXPECT_EQ(c.next_line(), nullptr);
+  }
   // A full ring drops what is pushed after it.
   AttnPrefetch full;
+  full.per_step = 1;
   for (unsigned i = 0; i < AttnPrefetch::kRanges + 3; ++i) full.push(buf + 64 * (i % 64), 64);
   EXPECT_EQ(full.queued, int(AttnPrefetch::kRanges));
   int n = 0;
