@@ -10,22 +10,31 @@
 
 namespace pc {
 
-// f(d) for d in [0, n) (n even), unrolled by 2, a cursor step every 2 (when
-// the cursor issues: a decode's tiles): a score tile's head dimensions.
-template <class F>
+// f(d) for d in [0, n) (n a multiple of D), a cursor step every D (when the
+// cursor issues: a decode's tiles), unrolled by 2: a score tile's head
+// dimensions. AVX2's tiles step every 2 dimensions; AVX-512's 16-lane tiles,
+// which take fewer steps a chunk, every one, so that 2 lines a step still
+// cover a chunk's lines (AttnPrefetch::per_step).
+template <int D, class F>
 __attribute__((always_inline)) inline void attn_dims(AttnPrefetchCursor& pfc, int n, F&& f) {
+  static_assert(D == 1 || D == 2);
   if (!pfc.issuing()) {
 #pragma GCC unroll 2
     for (int d = 0; d < n; ++d) f(d);
-  } else {
+  } else if constexpr (D == 2) {
 #pragma GCC unroll 1
     for (int d = 0; d < n; d += 2) {
       pfc.step();
       f(d);
       f(d + 1);
     }
+  } else {
+    for (int d = 0; d < n; ++d) {
+      pfc.step();
+      f(d);
+    }
   }
-  pfc.skip(n / 2);
+  pfc.skip(n / D);
 }
 
 // f(u) for the len slots of a block, a cursor step each when the cursor

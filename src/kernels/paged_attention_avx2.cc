@@ -87,7 +87,7 @@ __attribute__((noinline)) void score_tile(const float* const* qv, const E* const
       PC_UNROLL for (int i = 0; i < QT; ++i) s[i][b] = _mm256_fmadd_ps(qb[i], k, s[i][b]);
     }
   };
-  attn_dims(pfc, hd, dim);
+  attn_dims<2>(pfc, hd, dim);
   const __m256 sv = _mm256_set1_ps(scale);
   PC_UNROLL for (int i = 0; i < QT; ++i) PC_UNROLL for (int b = 0; b < KB; ++b) _mm256_storeu_ps(sc[i] + 8 * b, _mm256_mul_ps(s[i][b], sv));
 }
@@ -477,7 +477,9 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
   // head's call of a task over all heads into head 0's pages of the next
   // segment. per_step follows the tiles: after each chunk, 2 when it queued
   // more lines than its tiles took steps, else 1, so that the queue drains
-  // within about one chunk's arithmetic.
+  // within about one chunk's arithmetic (a chunk queues 4 lines a head
+  // dimension, its tiles take at least 3 steps a dimension with AVX2's score
+  // steps of two dimensions, 2 with AVX-512's of one).
   AttnPrefetch pf;
   AttnPrefetchWalk walk;
   const bool stream = tk.n_tok <= 4 && attn_prefetch();

@@ -66,7 +66,7 @@ __attribute__((noinline)) void score_tile16(const float* const* qv, const E* con
       PC_UNROLL for (int j = 0; j < KP; ++j) s[i][j] = V::fmadd(qb, kv[j], s[i][j]);
     }
   };
-  attn_dims(pfc, hd, dim);
+  attn_dims<1>(pfc, hd, dim);
   const F sv = V::set1_f(scale);
   PC_UNROLL for (int i = 0; i < QT; ++i)
     PC_UNROLL for (int j = 0; j < KP; ++j) {
