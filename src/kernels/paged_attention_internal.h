@@ -151,9 +151,10 @@ struct AttnPrefetch {
 // and its end) in locals (registers) while the tile runs, written back when
 // it ends, so that a step costs a compare, a prefetch and an add — not a walk
 // of the ring in memory, and no count kept a step: the tiles' loops take
-// fixed numbers of steps, which they add up with skip(). (The first form,
-// which counted lines and steps each step, cost a decode of 8K tokens a
-// third of its arithmetic's time with the KV in cache.)
+// fixed numbers of steps, which they add up with skip(). (Counting lines and
+// steps at every step kept more state than the registers hold beside a
+// tile's addresses; with the KV in cache that cost a decode of 8K tokens a
+// third of its arithmetic's time.)
 class AttnPrefetchCursor {
  public:
   explicit AttnPrefetchCursor(AttnPrefetch* q) : q_(q), p_(q->cur), end_(q->stop), per_(q->per_step) {}
