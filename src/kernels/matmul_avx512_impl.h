@@ -555,10 +555,11 @@ struct Q32X16 {
 // 2-core Zen 3 (AVX2), the tinyllama shape's decode matmuls on Q8_0_X16 read
 // 1.10-1.16x as fast (two series of 7-9 in-process pairs, 27.1 -> 30.7 GB/s
 // against a probed 28-34) and whole decode ran 1.13x as fast (tinyllama Q8_0,
-// 5 alternating pairs: 72-80 % -> 83-93 % of the probed bandwidth). The
-// AVX-512 tiles keep one group a tile: not measured with two. (The K-quant
-// X16 decode tiles, which prefetch, read 0.77-0.93x as fast with two groups
-// on that Zen 3.)
+// 5 alternating pairs: 72-80 % -> 83-93 % of the probed bandwidth). (The
+// K-quant X16 decode tiles, which prefetch, read 0.77-0.93x as fast with two
+// groups on that Zen 3.) The AVX-512 tiles keep one group a tile: with two,
+// the same matmuls on a 2-core Zen 5 read Q8_0_X16 1.01x as fast, Q4_0_X16
+// 0.80x and IQ4_NL_X16 0.78x (9 in-process rounds alternating, the same bits).
 inline constexpr int kQ32DecodeGroups = 2;
 
 // A 16-entry int8 table in every 128-bit lane, as V's q8x_dot reads codes:
