@@ -12,9 +12,9 @@ namespace pc {
 
 // f(d) for d in [0, n) (n a multiple of D), a cursor step every D (when the
 // cursor issues: a decode's tiles), unrolled by 2: a score tile's head
-// dimensions. AVX2's tiles step every 2 dimensions; AVX-512's 16-lane tiles,
-// which take fewer steps a chunk, every one, so that 2 lines a step still
-// cover a chunk's lines (AttnPrefetch::per_step).
+// dimensions. AVX2's tiles step every 2 dimensions; AVX-512's 16-lane tiles
+// every one: stepping every 2 there, Llama-3-8B heads' decode attention ran
+// 0.68x as fast on a Zen 5 (tinyllama heads 1.02x).
 template <int D, class F>
 __attribute__((always_inline)) inline void attn_dims(AttnPrefetchCursor& pfc, int n, F&& f) {
   static_assert(D == 1 || D == 2);
