@@ -18,7 +18,7 @@ enum class GgmlType : uint32_t {
   Q4_K_X16 = 0x10000 + 12,  // Q4_K rows interleaved 16 at a time (BlockQ4_KX16: 16 blocks, 2304 bytes)
   Q5_K_X16 = 0x10000 + 13,  // Q5_K rows interleaved 16 at a time (BlockQ5_KX16: 16 blocks, 2816 bytes)
   Q6_K_X16 = 0x10000 + 14,  // Q6_K rows interleaved 16 at a time (BlockQ6_KX16: 16 blocks, 3360 bytes)
-  Q8_0_X16 = 0x10000 + 8,   // Q8_0 rows interleaved 16 at a time (BlockQ8_0X16: 16 blocks, 544 bytes)
+  Q8_0_X16 = 0x10000 + 8,   // Q8_0 rows interleaved 16 at a time (BlockQ8_0X16s of 544 bytes, in runs of 4)
   Q4_0_X16 = 0x10000 + 2,   // Q4_0 rows interleaved 16 at a time (BlockQ4_0X16: 16 blocks, 288 bytes)
   Q5_0_X16 = 0x10000 + 6,   // Q5_0 rows interleaved 16 at a time (BlockQ5_0X16: 16 blocks, 352 bytes)
   Q4_1_X16 = 0x10000 + 3,   // Q4_1 rows interleaved 16 at a time (BlockQ4_1X16: 16 blocks, 320 bytes)

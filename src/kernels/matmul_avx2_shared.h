@@ -375,10 +375,11 @@ inline Q32Panel q32_panel(int64_t k, int64_t cols, uint8_t* scratch) {
   return p;
 }
 
-// Block b of column `lane` of a Q8_0_X16 group (weight_repack.h): its 32
-// values (the codes' sign bits flipped back) and its F16 scale.
-inline __m256i q80x_block(const uint8_t* group, int lane, int64_t b, uint16_t* d) {
-  const BlockQ8_0X16& blk = reinterpret_cast<const BlockQ8_0X16*>(group)[b];
+// Block b of column `lane` of a Q8_0_X16 group of nb blocks a row
+// (weight_repack.h): its 32 values (the codes' sign bits flipped back) and
+// its F16 scale.
+inline __m256i q80x_block(const uint8_t* group, int64_t nb, int lane, int64_t b, uint16_t* d) {
+  const Q8X16Block blk = q8x16_block(group, nb, b);
   *d = blk.d[lane];
   const __m256i v = _mm256_i32gather_epi32(reinterpret_cast<const int*>(blk.qs[0] + 4 * lane),
                                            _mm256_setr_epi32(0, 16, 32, 48, 64, 80, 96, 112), 4);
@@ -408,7 +409,7 @@ Q32Panel q32_pack(const MatmulArgs& a, int64_t c0, int64_t c1, uint8_t* scratch)
       for (int j = 0; j < 8; ++j) {
         uint16_t dh;
         __m256i wv;
-        if constexpr (kX16) wv = q80x_block(w[j], lane[j], b, &dh);
+        if constexpr (kX16) wv = q80x_block(w[j], a.row_bytes / int64_t(sizeof(BlockQ8_0)), lane[j], b, &dh);
         else wv = q32_block<kQ4>(w[j], b, &dh);
         if (!live[j]) wv = _mm256_setzero_si256();
         lo[j] = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(wv));       // pairs 0..7 as dwords

@@ -244,6 +244,29 @@ void scale_from_group(const In& in, Out& out, int c) {
   if constexpr (requires { out.m; }) out.m = in.m[c];
 }
 
+// Block b of a group of nb blocks of type X, stored in place: Q8_0_X16's d and
+// qs where its runs put them (q8x16_block), the other types' blocks in a row.
+template <class X>
+void put_group_block(const X& blk, uint8_t* group, int64_t nb, int64_t b) {
+  if constexpr (std::is_same_v<X, BlockQ8_0X16>) {
+    const Q8X16Block at = q8x16_block(group, nb, b);
+    std::memcpy(const_cast<uint16_t*>(at.d), blk.d, sizeof blk.d);
+    std::memcpy(const_cast<uint8_t(*)[64]>(at.qs), blk.qs, sizeof blk.qs);
+  } else {
+    std::memcpy(group + b * int64_t(sizeof blk), &blk, sizeof blk);
+  }
+}
+template <class X>
+void get_group_block(X& blk, const uint8_t* group, int64_t nb, int64_t b) {
+  if constexpr (std::is_same_v<X, BlockQ8_0X16>) {
+    const Q8X16Block at = q8x16_block(group, nb, b);
+    std::memcpy(blk.d, at.d, sizeof blk.d);
+    std::memcpy(blk.qs, at.qs, sizeof blk.qs);
+  } else {
+    std::memcpy(&blk, group + b * int64_t(sizeof blk), sizeof blk);
+  }
+}
+
 // 16 rows of stored blocks In <-> one group of blocks Out (32 values each).
 // Each stored block is read where it lies: copied to the stack first, its
 // 2-byte scale and 32 codes were written in one set of widths and read back in
@@ -259,7 +282,7 @@ void repack_group_q32x16(const uint8_t* src, uint8_t* dst, int64_t k) {
       scale_to_group(in, out, c);
       to_group(in, out, c);
     }
-    std::memcpy(dst + b * int64_t(sizeof out), &out, sizeof out);
+    put_group_block(out, dst, nb, b);
   }
 }
 
@@ -268,7 +291,7 @@ void unpack_group_q32x16(const uint8_t* src, uint8_t* dst, int64_t k) {
   const int64_t nb = k / 32, rb = nb * int64_t(sizeof(Out));
   for (int64_t b = 0; b < nb; ++b) {
     In in;
-    std::memcpy(&in, src + b * int64_t(sizeof in), sizeof in);
+    get_group_block(in, src, nb, b);
     for (int c = 0; c < 16; ++c) {
       Out out{};
       scale_from_group(in, out, c);

@@ -248,23 +248,33 @@ TEST(WeightRepack, Q5KX16Layout) {
   EXPECT_LT(fifth, 16 * 512);
 }
 
-// Q8_0_X16's parts (weight_repack.h): row c's d in d[c], its value v plus
-// 128 in byte 4c + v % 4 of qs[v / 4]; the value as dequantize_row reads the
-// stored block.
+// Q8_0_X16's parts (weight_repack.h): runs of 4 blocks (here 6 blocks a row:
+// a run of 4, then one of 2), each run's 16 F16 d of its blocks first, then
+// their qs; row c's d in d[c], its value v plus 128 in byte 4c + v % 4 of
+// qs[v / 4]; the value as dequantize_row reads the stored block.
 TEST(WeightRepack, Q80X16Layout) {
-  const std::vector<uint8_t> w = kquant_rows(GgmlType::Q8_0, 16, 96, 6);
-  const std::vector<uint8_t> r = repacked(GgmlType::Q8_0, w, 16, 96);
-  std::vector<float> deq(96);
+  const int64_t k = 192, nb = 6, rb = nb * 34;
+  const std::vector<uint8_t> w = kquant_rows(GgmlType::Q8_0, 16, k, 6);
+  const std::vector<uint8_t> r = repacked(GgmlType::Q8_0, w, 16, k);
+  std::vector<float> deq(static_cast<size_t>(k));
   for (int c = 0; c < 16; ++c) {
-    dequantize_row(GgmlType::Q8_0, w.data() + c * 102, deq.data(), 96);
-    for (int64_t b = 0; b < 3; ++b) {
-      const auto& out = *reinterpret_cast<const BlockQ8_0X16*>(r.data() + b * sizeof(BlockQ8_0X16));
-      const auto& in = *reinterpret_cast<const BlockQ8_0*>(w.data() + c * 102 + b * 34);
-      EXPECT_EQ(out.d[c], in.d);
+    dequantize_row(GgmlType::Q8_0, w.data() + c * rb, deq.data(), k);
+    for (int64_t b = 0; b < nb; ++b) {
+      const int64_t run = b / kQ8X16Run, j = b % kQ8X16Run;
+      const int64_t in_run = nb - run * kQ8X16Run < kQ8X16Run ? nb - run * kQ8X16Run : kQ8X16Run;
+      const uint8_t* base = r.data() + run * kQ8X16Run * 544;
+      uint16_t d_out;
+      std::memcpy(&d_out, base + 32 * j + 2 * c, 2);
+      const uint8_t* qs = base + 32 * in_run + 512 * j;
+      const auto& in = *reinterpret_cast<const BlockQ8_0*>(w.data() + c * rb + b * 34);
+      EXPECT_EQ(d_out, in.d) << "row " << c << " block " << b;
       const float d = kern::half_to_float(in.d);
       for (int v = 0; v < 32; ++v)
-        ASSERT_EQ(d * float(int(out.qs[v / 4][4 * c + v % 4]) - 128), deq[size_t(32 * b + v)])
-            << "row " << c << " value " << v;
+        ASSERT_EQ(d * float(int(qs[64 * (v / 4) + 4 * c + v % 4]) - 128), deq[size_t(32 * b + v)])
+            << "row " << c << " block " << b << " value " << v;
+      const Q8X16Block at = q8x16_block(r.data(), nb, b);  // the kernels' reader agrees
+      EXPECT_EQ(reinterpret_cast<const uint8_t*>(at.d), base + 32 * j);
+      EXPECT_EQ(reinterpret_cast<const uint8_t*>(at.qs), qs);
     }
   }
 }
