@@ -39,7 +39,8 @@
 //   max_f(a, b), select_gt(a, b, x, y) (a > b ? x : y), fixed_exp(x) (fixed_exp.h's
 //                     operations), transpose8x2 (an 8×8 transpose a half): the
 //                     attention softmax's (paged_attention_avx512_impl.h)
-//   the X16 kernels' (commented in the backends): bcast32_i, zx8_32, sx8_32,
+//   the X16 kernels' (commented in the backends): bcast32_i, dpbusd_u7_at
+//   (the 4 bytes at x broadcast), zx8_32, sx8_32,
 //   srli32<S>, slli32<S>, sub, mullo32, dpbusd_u7, scale_for / steps_scaled<N, kMax>,
 //   steps_sum<N, kMax>, kQ8xBiased / q8x_prep / q8x_dot (Q8_0_X16), bcast128_i /
 //   lut16 / zx16_32 / e8m0_half16 (the table types)
@@ -295,8 +296,8 @@ inline void q5kx_pairs(const BlockQ5_KX16& blk, const int8_t* const* x, typename
       const I q0 = V::or_i(V::and_i(p, m4), V::and_i(V::sll16_2(h, 4 - J, 4 - J), m10));
       const I q1 = V::or_i(V::and_i(V::srli4_16(p), m4), V::and_i(V::srl16_2(h, J, J), m10));
       PC_UNROLL for (int i = 0; i < R; ++i) {
-        s0[i] = V::dpbusd_u7(s0[i], q0, V::bcast32_i(x[i] + 32 * J + 4 * u));
-        s1[i] = V::dpbusd_u7(s1[i], q1, V::bcast32_i(x[i] + 128 + 32 * J + 4 * u));
+        s0[i] = V::dpbusd_u7_at(s0[i], q0, x[i] + 32 * J + 4 * u);
+        s1[i] = V::dpbusd_u7_at(s1[i], q1, x[i] + 128 + 32 * J + 4 * u);
       }
     }
     const I sc0 = V::and_i(V::zx8_32(blk.scm[J]), m63), sc1 = V::and_i(V::zx8_32(blk.scm[J + 4]), m63);
@@ -356,10 +357,12 @@ void k45x_tile16(const MatmulArgs& a, int64_t r, int64_t g) {
   const int64_t nb = a.k / 256;
   using B = std::conditional_t<kQ5, BlockQ5_KX16, BlockQ4_KX16>;
   const auto* w = reinterpret_cast<const B*>(a.w + g * kX16Rows * a.row_bytes);
-  const TileRows<R> rows(a, r);
-  const int8_t* const* xq = rows.q;
-  const float* const* xd = rows.d;
-  const int16_t* const* xs32 = rows.s32;
+  // Row i's activation bytes of block b at xq[i] + bo, its scale and sums
+  // of 32 at xq[i] + dq and xq[i] + sq: three offsets for all rows, stepped
+  // as in q32x_tile16 (next_block there).
+  const int8_t* xq[R];
+  PC_UNROLL for (int i = 0; i < R; ++i) xq[i] = a.xq(r + i);
+  int64_t bo = 0, dq = a.al.d_off, sq = a.al.bsum32_off;
   const I m4 = V::set1_i(0x0F0F0F0F);
   // AVX2 decode: the block's isum and msum in one function (simd16_emu.h,
   // V512Emu::k45x_row_block)
@@ -369,11 +372,15 @@ void k45x_tile16(const MatmulArgs& a, int64_t r, int64_t g) {
   for (int64_t b = 0; b < nb; ++b) {
     const B& blk = w[b];
     const int8_t* x[R];
-    PC_UNROLL for (int i = 0; i < R; ++i) x[i] = xq[i] + 256 * b;
+    const int16_t* xs32[R];
+    PC_UNROLL for (int i = 0; i < R; ++i) {
+      x[i] = xq[i] + bo;
+      xs32[i] = reinterpret_cast<const int16_t*>(reinterpret_cast<const uint8_t*>(xq[i]) + sq);
+    }
     I isum[R], msum[R];
     PC_UNROLL for (int i = 0; i < R; ++i) isum[i] = msum[i] = V::zero_i();
     if constexpr (kRowBlock) {
-      V::k45x_row_block(blk, x[0], xs32[0] + 8 * b, isum[0], msum[0]);
+      V::k45x_row_block(blk, x[0], xs32[0], isum[0], msum[0]);
     } else if constexpr (kQ5 && requires { V::kQ5Quarters; }) {
       q5kx_quarters<V, R>(blk, x, isum, m4, pf);
     } else if constexpr (kQ5 && (R > 1 || V::kFewRegs)) {
@@ -408,14 +415,16 @@ void k45x_tile16(const MatmulArgs& a, int64_t r, int64_t g) {
       }
       PC_UNROLL for (int i = 0; i < R; ++i)
         PC_UNROLL for (int q = 0; q < 4; ++q)
-          msum[i] = V::dpwssd(msum[i], mn[q], V::bcast32_i(xs32[i] + 8 * b + 2 * q));
+          msum[i] = V::dpwssd_at(msum[i], mn[q], xs32[i] + 2 * q);
     }
     const F d = V::load_h16(blk.d), dmin = V::load_h16(blk.dmin);
     PC_UNROLL for (int i = 0; i < R; ++i) {
-      const F dx = V::set1_f(xd[i][b]);
+      const F dx = V::set1_f(*reinterpret_cast<const float*>(reinterpret_cast<const uint8_t*>(xq[i]) + dq));
       acc[i] = V::add(acc[i], V::mul(V::mul(d, dx), V::cvt(isum[i])));
       acc[i] = V::sub(acc[i], V::mul(V::mul(dmin, dx), V::cvt(msum[i])));
     }
+    bo += 256, dq += 4, sq += 16;
+    __asm__("" : "+r"(bo), "+r"(dq), "+r"(sq));
   }
   PC_UNROLL for (int i = 0; i < R; ++i) V::storeu_f(a.y + (r + i) * a.ldy + g * kX16Rows, acc[i]);
 }
@@ -469,16 +478,17 @@ void q6kx_tile16(const MatmulArgs& a, int64_t r, int64_t g) {
   using F = typename V::F;
   const int64_t nb = a.k / 256;
   const auto* w = reinterpret_cast<const BlockQ6_KX16*>(a.w + g * kX16Rows * a.row_bytes);
-  const TileRows<R> rows(a, r);
-  const int8_t* const* xq = rows.q;
-  const float* const* xd = rows.d;
-  const int16_t* const* xb = rows.s;
+  // Row i's activation bytes, scale and sums of 16 of block b at xq[i] +
+  // bo, + dq and + sq, as in k45x_tile16.
+  const int8_t* xq[R];
+  PC_UNROLL for (int i = 0; i < R; ++i) xq[i] = a.xq(r + i);
+  int64_t bo = 0, dq = a.al.d_off, sq = a.al.bsum_off;
   F acc[R];
   PC_UNROLL for (int i = 0; i < R; ++i) acc[i] = V::zero_f();
   for (int64_t b = 0; b < nb; ++b) {
     const BlockQ6_KX16& blk = w[b];
     const int8_t* x[R];
-    PC_UNROLL for (int i = 0; i < R; ++i) x[i] = xq[i] + 256 * b;
+    PC_UNROLL for (int i = 0; i < R; ++i) x[i] = xq[i] + bo;
     I isum[R];
     PC_UNROLL for (int i = 0; i < R; ++i) isum[i] = V::zero_i();
     q6kx_quarter<V, R, 0>(blk, x, isum, pf);
@@ -493,10 +503,14 @@ void q6kx_tile16(const MatmulArgs& a, int64_t r, int64_t g) {
     const F d = V::load_h16(blk.d);
     PC_UNROLL for (int i = 0; i < R; ++i) {
       I bsum = V::zero_i();
-      PC_UNROLL for (int p = 0; p < 8; ++p) bsum = V::dpwssd(bsum, scp[p], V::bcast32_i(xb[i] + 16 * b + 2 * p));
+      const int16_t* xb = reinterpret_cast<const int16_t*>(reinterpret_cast<const uint8_t*>(xq[i]) + sq);
+      PC_UNROLL for (int p = 0; p < 8; ++p) bsum = V::dpwssd_at(bsum, scp[p], xb + 2 * p);
       const I tot = V::sub32(isum[i], V::slli32_5(bsum));
-      acc[i] = V::add(acc[i], V::mul(V::mul(d, V::set1_f(xd[i][b])), V::cvt(tot)));
+      const F dx = V::set1_f(*reinterpret_cast<const float*>(reinterpret_cast<const uint8_t*>(xq[i]) + dq));
+      acc[i] = V::add(acc[i], V::mul(V::mul(d, dx), V::cvt(tot)));
     }
+    bo += 256, dq += 4, sq += 32;
+    __asm__("" : "+r"(bo), "+r"(dq), "+r"(sq));
   }
   PC_UNROLL for (int i = 0; i < R; ++i) V::storeu_f(a.y + (r + i) * a.ldy + g * kX16Rows, acc[i]);
 }
@@ -637,7 +651,7 @@ inline typename V::I q32x_sum(const typename V::I* q, const int8_t* x) {
 // 1.04-1.13x in 3 pairs; Q8_0 decode: no gain.)
 template <class V, int R, GgmlType T>
 inline void q32x_sums_few_regs(typename Q32X16<T>::Ref blk, typename V::I table, const int8_t* const* xq,
-                               int64_t b, typename V::I* sums) {
+                               int64_t bo, typename V::I* sums) {
   using I = typename V::I;
   I lo_s[R], hi_s[R];
   PC_UNROLL for (int i = 0; i < R; ++i) lo_s[i] = hi_s[i] = V::zero_i();
@@ -653,8 +667,8 @@ inline void q32x_sums_few_regs(typename Q32X16<T>::Ref blk, typename V::I table,
       hi = V::lut16(table, V::and_i(V::srli4_16(p), m4));
     }
     PC_UNROLL for (int i = 0; i < R; ++i) {
-      lo_s[i] = V::q8x_dot(lo_s[i], lo, xq[i] + 32 * b + 4 * t);
-      hi_s[i] = V::q8x_dot(hi_s[i], hi, xq[i] + 32 * b + 16 + 4 * t);
+      lo_s[i] = V::q8x_dot(lo_s[i], lo, xq[i] + bo + 4 * t);
+      hi_s[i] = V::q8x_dot(hi_s[i], hi, xq[i] + bo + 16 + 4 * t);
     }
   }
   PC_UNROLL for (int i = 0; i < R; ++i) sums[i] = V::add32(lo_s[i], hi_s[i]);
@@ -676,18 +690,34 @@ void q32x_tile16(const MatmulArgs& a, int64_t r, int64_t g) {
   const int64_t nb = a.k / 32, row_blocks = a.row_bytes / int64_t(sizeof(B) / kX16Rows);
   const uint8_t* w[G];
   PC_UNROLL for (int j = 0; j < G; ++j) w[j] = a.w + (g + j) * kX16Rows * a.row_bytes;
-  const TileRows<R> rows(a, r);
-  const int8_t* const* xq = rows.q;
-  const float* const* xd = rows.d;
-  const int16_t* const* xs = rows.s;
+  // Row i's activation bytes of block b are at xq[i] + bo, its block scale
+  // and sum at xq[i] + dq and xq[i] + sq (bo = 32b, dq = d_off + 4b, sq =
+  // bsum_off + 2b, ActLayout): three offsets for all rows instead of a
+  // pointer a row for each. With a pointer a row for the bytes, the scales
+  // and the sums, the 8-row tile held 24 and kept moving them between
+  // registers and the stack.
+  const int8_t* xq[R];
+  PC_UNROLL for (int i = 0; i < R; ++i) xq[i] = a.xq(r + i);
+  int64_t bo = 0, dq = a.al.d_off, sq = a.al.bsum_off;
+  // The block's offset term, s - kOff · (activation sum), as one vpdpwssd of
+  // the pair of int16 sums ending at the block's (words 0 and -kOff).
+  const I neg_off = V::set1_i(int32_t(uint32_t(uint16_t(int16_t(-kOff))) << 16));
+  // The offsets step through an empty asm, which hides their progression
+  // from the compiler: otherwise it turns xq[i] + bo into a pointer a row
+  // again (held on the stack, advanced there each block).
+  auto next_block = [&]() __attribute__((always_inline)) {
+    bo += 32, dq += 4, sq += 2;
+    __asm__("" : "+r"(bo), "+r"(dq), "+r"(sq));
+  };
   I table = V::zero_i();
   if constexpr (T == GgmlType::IQ4_NL_X16) table = code_table<V>(kIq4nlValues);
   if constexpr (T == GgmlType::MXFP4_X16) table = code_table<V>(kMxfp4Values);
   F acc[G][R];
   PC_UNROLL for (int j = 0; j < G; ++j) PC_UNROLL for (int i = 0; i < R; ++i) acc[j][i] = V::zero_f();
   const bool pf = R > 1 && a.stream;  // (R == 1: see below)
-  // Block b of each group (at[j]: Q8_0_X16's block, else a pointer to it).
-  auto step = [&](int64_t b, const auto* at) __attribute__((always_inline)) {
+  // The current block of each group (at[j]: Q8_0_X16's block, else a
+  // pointer to it), at the activations' offsets bo, dq, sq.
+  auto step = [&](const auto* at) __attribute__((always_inline)) {
     PC_UNROLL for (int j = 0; j < G; ++j) {
       typename X::Ref blk = [&]() -> typename X::Ref {
         if constexpr (X::kQ8) return at[j];
@@ -705,23 +735,25 @@ void q32x_tile16(const MatmulArgs& a, int64_t r, int64_t g) {
       }
       I sums[R];
       if constexpr (((V::kFewRegs || R > 1) && X::kQ8) || ((V::kFewRegs || R == 1) && X::kLut)) {
-        q32x_sums_few_regs<V, R, T>(blk, table, xq, b, sums);
+        q32x_sums_few_regs<V, R, T>(blk, table, xq, bo, sums);
       } else {
         I q[8];
         q32x_codes<V, T>(blk, q, table);
-        PC_UNROLL for (int i = 0; i < R; ++i) sums[i] = q32x_sum<V, T>(q, xq[i] + 32 * b);
+        PC_UNROLL for (int i = 0; i < R; ++i) sums[i] = q32x_sum<V, T>(q, xq[i] + bo);
       }
       F d, mn = V::zero_f();
       if constexpr (T == GgmlType::MXFP4_X16) d = V::e8m0_half16(blk.e);
       else d = V::load_h16(blk.d);
       if constexpr (X::kMin) mn = V::load_h16(blk.m);
       PC_UNROLL for (int i = 0; i < R; ++i) {
+        const uint8_t* row = reinterpret_cast<const uint8_t*>(xq[i]);
+        const int16_t* xs = reinterpret_cast<const int16_t*>(row + sq);  // this block's sum at xs[0]
         I s = sums[i];
-        if constexpr (kOff != 0) s = V::sub32(s, V::set1_i(kOff * int32_t(xs[i][b])));
-        const F dx = V::set1_f(xd[i][b]);
+        if constexpr (kOff != 0) s = V::dpwssd_at(s, neg_off, xs - 1);
+        const F dx = V::set1_f(*reinterpret_cast<const float*>(row + dq));
         acc[j][i] = V::add(acc[j][i], V::mul(V::mul(d, dx), V::cvt(s)));
         if constexpr (X::kMin)
-          acc[j][i] = V::add(acc[j][i], V::mul(V::mul(mn, dx), V::set1_f(float(xs[i][b]))));
+          acc[j][i] = V::add(acc[j][i], V::mul(V::mul(mn, dx), V::set1_f(float(xs[0]))));
       }
     }
   };
@@ -744,7 +776,8 @@ void q32x_tile16(const MatmulArgs& a, int64_t r, int64_t g) {
     for (int64_t b = 0; b < nb; ++b) {
       Q8X16Block at[G];
       PC_UNROLL for (int j = 0; j < G; ++j) at[j] = {reinterpret_cast<const uint16_t*>(pd[j]), reinterpret_cast<const uint8_t (*)[64]>(pq[j])};
-      step(b, at);
+      step(at);
+      next_block();
       if (((b + 1) & (kQ8X16Run - 1)) != 0) {
         PC_UNROLL for (int j = 0; j < G; ++j) {
           pd[j] += 32;
@@ -762,7 +795,8 @@ void q32x_tile16(const MatmulArgs& a, int64_t r, int64_t g) {
     for (int64_t b = 0; b < nb; ++b) {
       const B* at[G];
       PC_UNROLL for (int j = 0; j < G; ++j) at[j] = reinterpret_cast<const B*>(w[j]) + b;
-      step(b, at);
+      step(at);
+      next_block();
     }
   }
   PC_UNROLL for (int j = 0; j < G; ++j)

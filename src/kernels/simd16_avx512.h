@@ -146,6 +146,20 @@ struct V512 {
     std::memcpy(&v, p, 4);
     return _mm512_set1_epi32(v);
   }
+  // acc + per lane the 4 products u8 · (the 4 int8 bytes at x), the bytes
+  // read as vpdpbusd's {1to16} broadcast memory operand: one instruction
+  // where GCC 12 makes dpbusd(acc, u8, bcast32_i(x)) two (it does not fold
+  // _mm512_set1_epi32 into vpdpbusd; it loads with a vpbroadcastd first).
+  // The prompt tiles issue one such pair per 64 products, and with their
+  // scale and pointer work they are bound by instructions, not by the
+  // multiply pipes. The same integer as dpbusd(acc, u8, bcast32_i(x)).
+  static I dpbusd_at(I acc, I u8, const int8_t* x) {
+    using Bytes4 = int32_t __attribute__((may_alias));
+    __asm__("vpdpbusd %[x]%{1to16%}, %[u], %[acc]"
+            : [acc] "+v"(acc)
+            : [u] "v"(u8), [x] "m"(*reinterpret_cast<const Bytes4*>(x)));
+    return acc;
+  }
   static I zx8_32(const void* p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128(static_cast<const __m128i*>(p))); }
   template <int S>
   static I srli32(I v) { return _mm512_srli_epi32(v, S); }
@@ -170,12 +184,22 @@ struct V512 {
   static I sx8_32(const void* p) { return _mm512_cvtepi8_epi32(_mm_loadu_si128(static_cast<const __m128i*>(p))); }
   static I mullo32(I a, I b) { return _mm512_mullo_epi32(a, b); }
   static I dpbusd_u7(I acc, I u7, I s8) { return _mm512_dpbusd_epi32(acc, u7, s8); }
+  static I dpbusd_u7_at(I acc, I u7, const int8_t* x) { return dpbusd_at(acc, u7, x); }
+  // acc + per lane a.w0 · x0 + a.w1 · x1, x0 and x1 the int16 pair at x
+  // (vpdpwssd with a {1to16} broadcast operand, as dpbusd_at).
+  static I dpwssd_at(I acc, I a, const int16_t* x) {
+    using Pair = int32_t __attribute__((may_alias));
+    __asm__("vpdpwssd %[x]%{1to16%}, %[a], %[acc]"
+            : [acc] "+v"(acc)
+            : [a] "v"(a), [x] "m"(*reinterpret_cast<const Pair*>(x)));
+    return acc;
+  }
   // Plain sums of N steps (Q4_0_X16 / Q5_0_X16 codes 0..kMax < 128): isum +
   // the 4 products q[tt] · x[4tt .. 4tt + 3] of each lane for each tt < N.
   template <int N, int kMax>
   static I steps_sum(I isum, const I* q, const int8_t* x) {
 #pragma GCC unroll 16
-    for (int tt = 0; tt < N; ++tt) isum = _mm512_dpbusd_epi32(isum, q[tt], bcast32_i(x + 4 * tt));
+    for (int tt = 0; tt < N; ++tt) isum = dpbusd_at(isum, q[tt], x + 4 * tt);
     return isum;
   }
   // Q8_0_X16's codes (value + 128, unsigned): q8x_prep once per weight
@@ -184,7 +208,7 @@ struct V512 {
   // 128 · (the 4 bytes' sum), which the kernel takes off per block.
   static constexpr bool kQ8xBiased = true;
   static I q8x_prep(I w) { return w; }
-  static I q8x_dot(I acc, I w, const int8_t* x) { return _mm512_dpbusd_epi32(acc, w, bcast32_i(x)); }
+  static I q8x_dot(I acc, I w, const int8_t* x) { return dpbusd_at(acc, w, x); }
   // The table codes (IQ4_NL_X16, MXFP4_X16, IQ4_XS_X16): 16 bytes in every
   // 128-bit lane; byte i of lut16 = table byte idx[i] (idx bytes 0..15, vpshufb).
   static I bcast128_i(const void* p) { return _mm512_broadcast_i32x4(_mm_loadu_si128(static_cast<const __m128i*>(p))); }

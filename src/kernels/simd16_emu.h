@@ -113,6 +113,8 @@ struct V512Emu {
     return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u7, s8), _mm256_set1_epi16(1)));
   }
   static I dpbusd_u7(I acc, I u7, I s8) { return {dpbusd_u7_8(acc.lo, u7.lo, s8.lo), dpbusd_u7_8(acc.hi, u7.hi, s8.hi)}; }
+  static I dpbusd_u7_at(I acc, I u7, const int8_t* x) { return dpbusd_u7(acc, u7, bcast32_i(x)); }
+  static I dpwssd_at(I acc, I a, const int16_t* x) { return dpwssd(acc, a, bcast32_i(x)); }
   static I mullo32(I a, I b) { return {_mm256_mullo_epi32(a.lo, b.lo), _mm256_mullo_epi32(a.hi, b.hi)}; }
 #if PC_SIMD16_VNNI == 0
   // Decode's one-row Q4_K_X16 and Q5_K_X16 tiles on AVX2 alone (k45x_tile16
@@ -494,6 +496,8 @@ struct V256Half {
   static I add32(I a, I b) { return _mm256_add_epi32(a, b); }
   static I mullo32(I a, I b) { return _mm256_mullo_epi32(a, b); }
   static I dpbusd_u7(I acc, I u7, I s8) { return V512Emu::dpbusd_u7_8(acc, u7, s8); }
+  static I dpbusd_u7_at(I acc, I u7, const int8_t* x) { return dpbusd_u7(acc, u7, bcast32_i(x)); }
+  static I dpwssd_at(I acc, I a, const int16_t* x) { return dpwssd(acc, a, bcast32_i(x)); }
   // IQ4_XS_X16's and the 32-value types' (q32x_tile16): the codes as
   // V512Emu reads them (biased by 128 with VNNI)
   static constexpr bool kQ8xBiased = V512Emu::kQ8xBiased;
