@@ -844,7 +844,9 @@ inline void iq4xs_sub(const BlockIQ4_XSX16& blk, const int8_t* const* x, const i
   const I sc = V::sub32(V::or_i(lsl, lsh), V::set1_i(32));
   PC_UNROLL for (int i = 0; i < R; ++i) {
     I s = V::add32(lo_s[i], hi_s[i]);
-    if constexpr (V::kQ8xBiased) s = V::sub32(s, V::set1_i(128 * (int32_t(xb[i][2 * S]) + xb[i][2 * S + 1])));
+    // s - 128 · (the sub-block's two sums of 16): one vpdpwssd of that pair
+    // against the words (-128, -128)
+    if constexpr (V::kQ8xBiased) s = V::dpwssd_at(s, V::set1_i(int32_t(0xFF80FF80u)), xb[i] + 2 * S);
     isum[i] = V::add32(isum[i], V::mullo32(s, sc));
   }
 }
@@ -856,10 +858,11 @@ void iq4xs_tile16(const MatmulArgs& a, int64_t r, int64_t g) {
   using F = typename V::F;
   const int64_t nb = a.k / 256;
   const auto* w = reinterpret_cast<const BlockIQ4_XSX16*>(a.w + g * kX16Rows * a.row_bytes);
-  const TileRows<R> rows(a, r);
-  const int8_t* const* xq = rows.q;
-  const float* const* xd = rows.d;
-  const int16_t* const* xbs = rows.s;
+  // Row i's activation bytes, scale and sums of 16 of block b at xq[i] +
+  // bo, + dq and + sq, as in q32x_tile16 (next_block there).
+  const int8_t* xq[R];
+  PC_UNROLL for (int i = 0; i < R; ++i) xq[i] = a.xq(r + i);
+  int64_t bo = 0, dq = a.al.d_off, sq = a.al.bsum_off;
   const I table = code_table<V>(kIq4nlValues);
   F acc[R];
   PC_UNROLL for (int i = 0; i < R; ++i) acc[i] = V::zero_f();
@@ -868,8 +871,8 @@ void iq4xs_tile16(const MatmulArgs& a, int64_t r, int64_t g) {
     const int8_t* x[R];
     const int16_t* xb[R];
     PC_UNROLL for (int i = 0; i < R; ++i) {
-      x[i] = xq[i] + 256 * b;
-      xb[i] = xbs[i] + 16 * b;
+      x[i] = xq[i] + bo;
+      xb[i] = reinterpret_cast<const int16_t*>(reinterpret_cast<const uint8_t*>(xq[i]) + sq);
     }
     const I sh = V::zx16_32(blk.sh);
     I isum[R];
@@ -883,8 +886,12 @@ void iq4xs_tile16(const MatmulArgs& a, int64_t r, int64_t g) {
     iq4xs_sub<V, R, 6>(blk, x, xb, sh, table, isum, pf);
     iq4xs_sub<V, R, 7>(blk, x, xb, sh, table, isum, pf);
     const F d = V::load_h16(blk.d);
-    PC_UNROLL for (int i = 0; i < R; ++i)
-      acc[i] = V::add(acc[i], V::mul(V::mul(d, V::set1_f(xd[i][b])), V::cvt(isum[i])));
+    PC_UNROLL for (int i = 0; i < R; ++i) {
+      const F dx = V::set1_f(*reinterpret_cast<const float*>(reinterpret_cast<const uint8_t*>(xq[i]) + dq));
+      acc[i] = V::add(acc[i], V::mul(V::mul(d, dx), V::cvt(isum[i])));
+    }
+    bo += 256, dq += 4, sq += 32;
+    __asm__("" : "+r"(bo), "+r"(dq), "+r"(sq));
   }
   PC_UNROLL for (int i = 0; i < R; ++i) V::storeu_f(a.y + (r + i) * a.ldy + g * kX16Rows, acc[i]);
 }
