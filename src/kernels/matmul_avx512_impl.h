@@ -39,8 +39,8 @@
 //   max_f(a, b), select_gt(a, b, x, y) (a > b ? x : y), fixed_exp(x) (fixed_exp.h's
 //                     operations), transpose8x2 (an 8×8 transpose a half): the
 //                     attention softmax's (paged_attention_avx512_impl.h)
-//   the X16 kernels' (commented in the backends): bcast32_i, dpbusd_u7_at
-//   (the 4 bytes at x broadcast), zx8_32, sx8_32,
+//   the X16 kernels' (commented in the backends): bcast32_i, dpbusd_u7_at /
+//   dpwssd_at (the 4 bytes at x broadcast), zx8_32, sx8_32,
 //   srli32<S>, slli32<S>, sub, mullo32, dpbusd_u7, scale_for / steps_scaled<N, kMax>,
 //   steps_sum<N, kMax>, kQ8xBiased / q8x_prep / q8x_dot (Q8_0_X16), bcast128_i /
 //   lut16 / zx16_32 / e8m0_half16 (the table types)
