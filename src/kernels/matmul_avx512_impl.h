@@ -183,6 +183,34 @@ void q32_tile16(const MatmulArgs& a, const Q32Panel& p, int64_t r, int64_t g, in
     }
 }
 
+// The quantized activation rows r .. r + R - 1 of a prompt tile (ActLayout),
+// block by block: row i's bytes of the current block at xq[i] + bo, its
+// block scale at xq[i] + dq and its sums at xq[i] + sq. Three offsets for all
+// rows instead of a pointer a row for each: with a pointer a row for the
+// bytes, the scales and the sums, the 8-row tiles held 24 and kept moving
+// them between registers and the stack. next() steps the offsets through an
+// empty asm, which hides their progression from the compiler: otherwise it
+// turns xq[i] + bo into a pointer a row again (held on the stack, advanced
+// there each block). kBytes and kSumBytes: a block's activation bytes and
+// sum bytes (the scale is one float a block).
+template <int R, int64_t kBytes, int64_t kSumBytes>
+struct ActRows {
+  const int8_t* xq[R];
+  int64_t bo = 0, dq, sq;
+  ActRows(const MatmulArgs& a, int64_t r, int64_t sums_off) : dq(a.al.d_off), sq(sums_off) {
+    PC_UNROLL for (int i = 0; i < R; ++i) xq[i] = a.xq(r + i);
+  }
+  const int8_t* bytes(int i) const { return xq[i] + bo; }
+  float scale(int i) const { return *reinterpret_cast<const float*>(reinterpret_cast<const uint8_t*>(xq[i]) + dq); }
+  const int16_t* sums(int i) const {
+    return reinterpret_cast<const int16_t*>(reinterpret_cast<const uint8_t*>(xq[i]) + sq);
+  }
+  __attribute__((always_inline)) void next() {
+    bo += kBytes, dq += 4, sq += kSumBytes;
+    __asm__("" : "+r"(bo), "+r"(dq), "+r"(sq));
+  }
+};
+
 // ---- Q4_K_X16 / Q5_K_X16: 16 interleaved rows a vector (weight_repack.h) ---
 // Lane c of every vector is column 16g + c of y (row c of weight group g), so
 // a column's sums never leave their lane. Per Q4_K_X16 block and row of x:
@@ -357,12 +385,7 @@ void k45x_tile16(const MatmulArgs& a, int64_t r, int64_t g) {
   const int64_t nb = a.k / 256;
   using B = std::conditional_t<kQ5, BlockQ5_KX16, BlockQ4_KX16>;
   const auto* w = reinterpret_cast<const B*>(a.w + g * kX16Rows * a.row_bytes);
-  // Row i's activation bytes of block b at xq[i] + bo, its scale and sums
-  // of 32 at xq[i] + dq and xq[i] + sq: three offsets for all rows, stepped
-  // as in q32x_tile16 (next_block there).
-  const int8_t* xq[R];
-  PC_UNROLL for (int i = 0; i < R; ++i) xq[i] = a.xq(r + i);
-  int64_t bo = 0, dq = a.al.d_off, sq = a.al.bsum32_off;
+  ActRows<R, 256, 16> xr(a, r, a.al.bsum32_off);  // the sums of 32
   const I m4 = V::set1_i(0x0F0F0F0F);
   // AVX2 decode: the block's isum and msum in one function (simd16_emu.h,
   // V512Emu::k45x_row_block)
@@ -374,8 +397,8 @@ void k45x_tile16(const MatmulArgs& a, int64_t r, int64_t g) {
     const int8_t* x[R];
     const int16_t* xs32[R];
     PC_UNROLL for (int i = 0; i < R; ++i) {
-      x[i] = xq[i] + bo;
-      xs32[i] = reinterpret_cast<const int16_t*>(reinterpret_cast<const uint8_t*>(xq[i]) + sq);
+      x[i] = xr.bytes(i);
+      xs32[i] = xr.sums(i);
     }
     I isum[R], msum[R];
     PC_UNROLL for (int i = 0; i < R; ++i) isum[i] = msum[i] = V::zero_i();
@@ -419,12 +442,11 @@ void k45x_tile16(const MatmulArgs& a, int64_t r, int64_t g) {
     }
     const F d = V::load_h16(blk.d), dmin = V::load_h16(blk.dmin);
     PC_UNROLL for (int i = 0; i < R; ++i) {
-      const F dx = V::set1_f(*reinterpret_cast<const float*>(reinterpret_cast<const uint8_t*>(xq[i]) + dq));
+      const F dx = V::set1_f(xr.scale(i));
       acc[i] = V::add(acc[i], V::mul(V::mul(d, dx), V::cvt(isum[i])));
       acc[i] = V::sub(acc[i], V::mul(V::mul(dmin, dx), V::cvt(msum[i])));
     }
-    bo += 256, dq += 4, sq += 16;
-    __asm__("" : "+r"(bo), "+r"(dq), "+r"(sq));
+    xr.next();
   }
   PC_UNROLL for (int i = 0; i < R; ++i) V::storeu_f(a.y + (r + i) * a.ldy + g * kX16Rows, acc[i]);
 }
@@ -478,17 +500,13 @@ void q6kx_tile16(const MatmulArgs& a, int64_t r, int64_t g) {
   using F = typename V::F;
   const int64_t nb = a.k / 256;
   const auto* w = reinterpret_cast<const BlockQ6_KX16*>(a.w + g * kX16Rows * a.row_bytes);
-  // Row i's activation bytes, scale and sums of 16 of block b at xq[i] +
-  // bo, + dq and + sq, as in k45x_tile16.
-  const int8_t* xq[R];
-  PC_UNROLL for (int i = 0; i < R; ++i) xq[i] = a.xq(r + i);
-  int64_t bo = 0, dq = a.al.d_off, sq = a.al.bsum_off;
+  ActRows<R, 256, 32> xr(a, r, a.al.bsum_off);  // the sums of 16
   F acc[R];
   PC_UNROLL for (int i = 0; i < R; ++i) acc[i] = V::zero_f();
   for (int64_t b = 0; b < nb; ++b) {
     const BlockQ6_KX16& blk = w[b];
     const int8_t* x[R];
-    PC_UNROLL for (int i = 0; i < R; ++i) x[i] = xq[i] + bo;
+    PC_UNROLL for (int i = 0; i < R; ++i) x[i] = xr.bytes(i);
     I isum[R];
     PC_UNROLL for (int i = 0; i < R; ++i) isum[i] = V::zero_i();
     q6kx_quarter<V, R, 0>(blk, x, isum, pf);
@@ -503,14 +521,13 @@ void q6kx_tile16(const MatmulArgs& a, int64_t r, int64_t g) {
     const F d = V::load_h16(blk.d);
     PC_UNROLL for (int i = 0; i < R; ++i) {
       I bsum = V::zero_i();
-      const int16_t* xb = reinterpret_cast<const int16_t*>(reinterpret_cast<const uint8_t*>(xq[i]) + sq);
+      const int16_t* xb = xr.sums(i);
       PC_UNROLL for (int p = 0; p < 8; ++p) bsum = V::dpwssd_at(bsum, scp[p], xb + 2 * p);
       const I tot = V::sub32(isum[i], V::slli32_5(bsum));
-      const F dx = V::set1_f(*reinterpret_cast<const float*>(reinterpret_cast<const uint8_t*>(xq[i]) + dq));
+      const F dx = V::set1_f(xr.scale(i));
       acc[i] = V::add(acc[i], V::mul(V::mul(d, dx), V::cvt(tot)));
     }
-    bo += 256, dq += 4, sq += 32;
-    __asm__("" : "+r"(bo), "+r"(dq), "+r"(sq));
+    xr.next();
   }
   PC_UNROLL for (int i = 0; i < R; ++i) V::storeu_f(a.y + (r + i) * a.ldy + g * kX16Rows, acc[i]);
 }
@@ -690,25 +707,10 @@ void q32x_tile16(const MatmulArgs& a, int64_t r, int64_t g) {
   const int64_t nb = a.k / 32, row_blocks = a.row_bytes / int64_t(sizeof(B) / kX16Rows);
   const uint8_t* w[G];
   PC_UNROLL for (int j = 0; j < G; ++j) w[j] = a.w + (g + j) * kX16Rows * a.row_bytes;
-  // Row i's activation bytes of block b are at xq[i] + bo, its block scale
-  // and sum at xq[i] + dq and xq[i] + sq (bo = 32b, dq = d_off + 4b, sq =
-  // bsum_off + 2b, ActLayout): three offsets for all rows instead of a
-  // pointer a row for each. With a pointer a row for the bytes, the scales
-  // and the sums, the 8-row tile held 24 and kept moving them between
-  // registers and the stack.
-  const int8_t* xq[R];
-  PC_UNROLL for (int i = 0; i < R; ++i) xq[i] = a.xq(r + i);
-  int64_t bo = 0, dq = a.al.d_off, sq = a.al.bsum_off;
+  ActRows<R, 32, 2> xr(a, r, a.al.bsum_off);  // one sum a block
   // The block's offset term, s - kOff · (activation sum), as one vpdpwssd of
   // the pair of int16 sums ending at the block's (words 0 and -kOff).
   const I neg_off = V::set1_i(int32_t(uint32_t(uint16_t(int16_t(-kOff))) << 16));
-  // The offsets step through an empty asm, which hides their progression
-  // from the compiler: otherwise it turns xq[i] + bo into a pointer a row
-  // again (held on the stack, advanced there each block).
-  auto next_block = [&]() __attribute__((always_inline)) {
-    bo += 32, dq += 4, sq += 2;
-    __asm__("" : "+r"(bo), "+r"(dq), "+r"(sq));
-  };
   I table = V::zero_i();
   if constexpr (T == GgmlType::IQ4_NL_X16) table = code_table<V>(kIq4nlValues);
   if constexpr (T == GgmlType::MXFP4_X16) table = code_table<V>(kMxfp4Values);
@@ -716,7 +718,7 @@ void q32x_tile16(const MatmulArgs& a, int64_t r, int64_t g) {
   PC_UNROLL for (int j = 0; j < G; ++j) PC_UNROLL for (int i = 0; i < R; ++i) acc[j][i] = V::zero_f();
   const bool pf = R > 1 && a.stream;  // (R == 1: see below)
   // The current block of each group (at[j]: Q8_0_X16's block, else a
-  // pointer to it), at the activations' offsets bo, dq, sq.
+  // pointer to it), at the activations' current block (xr).
   auto step = [&](const auto* at) __attribute__((always_inline)) {
     PC_UNROLL for (int j = 0; j < G; ++j) {
       typename X::Ref blk = [&]() -> typename X::Ref {
@@ -735,22 +737,21 @@ void q32x_tile16(const MatmulArgs& a, int64_t r, int64_t g) {
       }
       I sums[R];
       if constexpr (((V::kFewRegs || R > 1) && X::kQ8) || ((V::kFewRegs || R == 1) && X::kLut)) {
-        q32x_sums_few_regs<V, R, T>(blk, table, xq, bo, sums);
+        q32x_sums_few_regs<V, R, T>(blk, table, xr.xq, xr.bo, sums);
       } else {
         I q[8];
         q32x_codes<V, T>(blk, q, table);
-        PC_UNROLL for (int i = 0; i < R; ++i) sums[i] = q32x_sum<V, T>(q, xq[i] + bo);
+        PC_UNROLL for (int i = 0; i < R; ++i) sums[i] = q32x_sum<V, T>(q, xr.bytes(i));
       }
       F d, mn = V::zero_f();
       if constexpr (T == GgmlType::MXFP4_X16) d = V::e8m0_half16(blk.e);
       else d = V::load_h16(blk.d);
       if constexpr (X::kMin) mn = V::load_h16(blk.m);
       PC_UNROLL for (int i = 0; i < R; ++i) {
-        const uint8_t* row = reinterpret_cast<const uint8_t*>(xq[i]);
-        const int16_t* xs = reinterpret_cast<const int16_t*>(row + sq);  // this block's sum at xs[0]
+        const int16_t* xs = xr.sums(i);  // this block's sum at xs[0]
         I s = sums[i];
         if constexpr (kOff != 0) s = V::dpwssd_at(s, neg_off, xs - 1);
-        const F dx = V::set1_f(*reinterpret_cast<const float*>(row + dq));
+        const F dx = V::set1_f(xr.scale(i));
         acc[j][i] = V::add(acc[j][i], V::mul(V::mul(d, dx), V::cvt(s)));
         if constexpr (X::kMin)
           acc[j][i] = V::add(acc[j][i], V::mul(V::mul(mn, dx), V::set1_f(float(xs[0]))));
@@ -777,7 +778,7 @@ void q32x_tile16(const MatmulArgs& a, int64_t r, int64_t g) {
       Q8X16Block at[G];
       PC_UNROLL for (int j = 0; j < G; ++j) at[j] = {reinterpret_cast<const uint16_t*>(pd[j]), reinterpret_cast<const uint8_t (*)[64]>(pq[j])};
       step(at);
-      next_block();
+      xr.next();
       if (((b + 1) & (kQ8X16Run - 1)) != 0) {
         PC_UNROLL for (int j = 0; j < G; ++j) {
           pd[j] += 32;
@@ -796,7 +797,7 @@ void q32x_tile16(const MatmulArgs& a, int64_t r, int64_t g) {
       const B* at[G];
       PC_UNROLL for (int j = 0; j < G; ++j) at[j] = reinterpret_cast<const B*>(w[j]) + b;
       step(at);
-      next_block();
+      xr.next();
     }
   }
   PC_UNROLL for (int j = 0; j < G; ++j)
@@ -858,11 +859,7 @@ void iq4xs_tile16(const MatmulArgs& a, int64_t r, int64_t g) {
   using F = typename V::F;
   const int64_t nb = a.k / 256;
   const auto* w = reinterpret_cast<const BlockIQ4_XSX16*>(a.w + g * kX16Rows * a.row_bytes);
-  // Row i's activation bytes, scale and sums of 16 of block b at xq[i] +
-  // bo, + dq and + sq, as in q32x_tile16 (next_block there).
-  const int8_t* xq[R];
-  PC_UNROLL for (int i = 0; i < R; ++i) xq[i] = a.xq(r + i);
-  int64_t bo = 0, dq = a.al.d_off, sq = a.al.bsum_off;
+  ActRows<R, 256, 32> xr(a, r, a.al.bsum_off);  // the sums of 16
   const I table = code_table<V>(kIq4nlValues);
   F acc[R];
   PC_UNROLL for (int i = 0; i < R; ++i) acc[i] = V::zero_f();
@@ -871,8 +868,8 @@ void iq4xs_tile16(const MatmulArgs& a, int64_t r, int64_t g) {
     const int8_t* x[R];
     const int16_t* xb[R];
     PC_UNROLL for (int i = 0; i < R; ++i) {
-      x[i] = xq[i] + bo;
-      xb[i] = reinterpret_cast<const int16_t*>(reinterpret_cast<const uint8_t*>(xq[i]) + sq);
+      x[i] = xr.bytes(i);
+      xb[i] = xr.sums(i);
     }
     const I sh = V::zx16_32(blk.sh);
     I isum[R];
@@ -887,11 +884,10 @@ void iq4xs_tile16(const MatmulArgs& a, int64_t r, int64_t g) {
     iq4xs_sub<V, R, 7>(blk, x, xb, sh, table, isum, pf);
     const F d = V::load_h16(blk.d);
     PC_UNROLL for (int i = 0; i < R; ++i) {
-      const F dx = V::set1_f(*reinterpret_cast<const float*>(reinterpret_cast<const uint8_t*>(xq[i]) + dq));
+      const F dx = V::set1_f(xr.scale(i));
       acc[i] = V::add(acc[i], V::mul(V::mul(d, dx), V::cvt(isum[i])));
     }
-    bo += 256, dq += 4, sq += 32;
-    __asm__("" : "+r"(bo), "+r"(dq), "+r"(sq));
+    xr.next();
   }
   PC_UNROLL for (int i = 0; i < R; ++i) V::storeu_f(a.y + (r + i) * a.ldy + g * kX16Rows, acc[i]);
 }
