@@ -81,6 +81,11 @@ Engine::Engine(const Model& model, const EngineOptions& opt)
     tenant_hold_pages_ =
         std::max<int64_t>(1, int64_t(std::clamp(opt_.tenant_hold_share, 0.0, 1.0) * double(pages_->n_pages())));
   fwd_ = std::make_unique<Forward>(model, *kv_, *pool_);
+  // The batch buffers of a default step (up to 512 tokens, ~45 MB at the
+  // tinyllama shape, ~100 MB at 8B) at start rather than in the first
+  // request's time (Forward::reserve); a larger --batch-tokens grows them
+  // when a batch needs it, so a large setting costs no memory up front.
+  fwd_->reserve(std::min(opt.max_batch_tokens, 512), 1);
   approximate_ = std::make_unique<ApproximateReuse>(model, *pages_, *prefix_, *fwd_, opt.max_batch_tokens);
   if (opt.tiers.enabled() && opt.prefix_cache) {
     tiers_ = std::make_unique<KvTiers>(opt.tiers, *pages_, *prefix_);
