@@ -128,12 +128,11 @@ class GgufFile {
   // file again (kMap). No effect on files parsed from bytes.
   void release_tensor_bytes(const GgufTensorInfo& t);
 
-  // kMemory: makes the copy of the file writable until finish_rewrite() (a
-  // model rewriting tensors in place, in a layout of the same size) and
-  // returns its first byte; the tensors' data pointers stay valid. nullptr
-  // for a mapped file or one parsed from bytes, whose bytes stay read-only.
-  uint8_t* begin_rewrite();
-  void finish_rewrite();  // read-only again
+  // kMemory: the first byte of the copy of the file, writable (for a model
+  // rewriting tensors in place, in a layout of the same size); the tensors'
+  // data pointers stay valid. nullptr for a mapped file or one parsed from
+  // bytes, whose bytes are read-only.
+  uint8_t* rewritable_bytes();
 
  private:
   GgufFile() = default;

@@ -224,15 +224,9 @@ void Model::repack_weights(WeightLayout layout) {
   // bytes a row): no second region to fault in and zero, no tensor in two
   // layouts at once. A mapped file's pages are the page cache's, so its
   // tensors are copied to a region of their own.
-  struct Rewrite {
-    GgufFile& file;
-    uint8_t* bytes;
-    ~Rewrite() {
-      if (bytes) file.finish_rewrite();
-    }
-  } rewrite{*file_, same_size ? file_->begin_rewrite() : nullptr};
-  if (rewrite.bytes) {
-    for (RepackJob& j : jobs) j.dst = rewrite.bytes + (j.t->data - rewrite.bytes);
+  uint8_t* const in_place = same_size ? file_->rewritable_bytes() : nullptr;
+  if (in_place) {
+    for (RepackJob& j : jobs) j.dst = in_place + (j.t->data - in_place);
   } else {
     void* region = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (region == MAP_FAILED) throw Error(file_->path() + ": no memory for the repacked weights");
@@ -242,7 +236,7 @@ void Model::repack_weights(WeightLayout layout) {
     repacked_ = std::shared_ptr<uint8_t>(static_cast<uint8_t*>(region), [total](uint8_t* p) { ::munmap(p, total); });
     for (RepackJob& j : jobs) j.dst = repacked_.get() + j.offset;
   }
-  repack_jobs(*file_, rewrite.bytes != nullptr, jobs);
+  repack_jobs(*file_, in_place != nullptr, jobs);
   for (const RepackJob& j : jobs) {
     const GgufTensorInfo& t = *j.t;
     const int64_t in_rb = ggml_row_bytes(t.type, j.k), out_rb = ggml_row_bytes(j.to, j.k);

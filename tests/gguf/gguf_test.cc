@@ -363,22 +363,21 @@ TEST(Gguf, CopyOfSeveralChunksEqualsMapped) {
 }
 
 // Only a copy in memory can be rewritten in place (Model::repack_weights):
-// begin_rewrite() gives the copy's first byte, a write through it is what the
-// tensor then reads, and a mapped file is never offered for writing.
+// rewritable_bytes() gives the copy's first byte, a write through it is what
+// the tensor then reads, and a mapped file is never offered for writing.
 TEST(Gguf, OnlyACopyInMemoryIsRewritten) {
   const std::string path = test::shared_dir() + "/models/stories260K.gguf";
   auto mapped = GgufFile::open(path, Residency::kMap);
-  EXPECT_EQ(mapped->begin_rewrite(), nullptr);
+  EXPECT_EQ(mapped->rewritable_bytes(), nullptr);
   auto copied = GgufFile::open(path, Residency::kMemory);
   ASSERT_EQ(copied->residency(), Residency::kMemory);
-  uint8_t* bytes = copied->begin_rewrite();
+  uint8_t* bytes = copied->rewritable_bytes();
   ASSERT_NE(bytes, nullptr);
   const GgufTensorInfo& t = copied->tensors().back();
   ASSERT_GT(t.nbytes, 0u);
   uint8_t* p = bytes + (t.data - bytes);
   const uint8_t before = p[0];
   p[0] = static_cast<uint8_t>(before ^ 0xFF);
-  copied->finish_rewrite();
   EXPECT_EQ(t.data[0], static_cast<uint8_t>(before ^ 0xFF));
   EXPECT_EQ(mapped->tensors().back().data[0], before);
 }
