@@ -143,6 +143,7 @@ class GgufFile {
   const uint8_t* base_ = nullptr;
   uint64_t size_ = 0;
   void* map_ = nullptr;            // mmap region (nullptr for from_bytes)
+  uint64_t map_bytes_ = 0;         // its length (a copy: the file and the bytes before it)
   std::vector<uint8_t> owned_;     // from_bytes storage
   uint32_t version_ = 0;
   uint64_t alignment_ = 32;

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "gguf/quants.h"
 #include "test_util.h"
@@ -359,6 +360,42 @@ TEST(Gguf, CopyOfSeveralChunksEqualsMapped) {
   ASSERT_EQ(t.nbytes, data.size());
   EXPECT_EQ(std::memcmp(t.data, data.data(), data.size()), 0);
   EXPECT_EQ(std::memcmp(copied->tensors()[0].data, mapped->tensors()[0].data, data.size()), 0);
+  std::filesystem::remove(path);
+}
+
+// The copy in memory puts the data section on a cache line wherever the
+// header ends (GGUF aligns it to general.alignment, 32 by default, so a file's
+// tensors may sit half a line off, and every 64-byte load of their weights
+// would straddle two lines): files whose data sections start at each multiple
+// of 8 within a line all give tensors at 64-byte addresses, the bytes of the
+// mapped file, and rewritable_bytes() still the first byte of the file's image.
+TEST(Gguf, CopyPutsTheDataSectionOnACacheLine) {
+  const std::string path = test::temp_dir() + "/aligned.gguf";
+  std::vector<uint8_t> data(4096 * 3);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = uint8_t(i * 131 + 7);
+  std::set<uint64_t> starts;
+  for (int pad = 0; pad < 8; ++pad) {
+    {
+      GgufWriter w;
+      w.set_u32("general.alignment", 8);
+      w.set_string("general.name", std::string(size_t(8 * pad + 1), 'x'));
+      w.add_tensor("a.weight", GgmlType::F32, {1024}, std::vector<uint8_t>(data.begin(), data.begin() + 4096));
+      w.add_tensor("b.weight", GgmlType::F32, {2048}, std::vector<uint8_t>(data.begin() + 4096, data.end()));
+      w.write(path);
+    }
+    auto mapped = GgufFile::open(path, Residency::kMap);
+    auto copied = GgufFile::open(path, Residency::kMemory);
+    ASSERT_EQ(copied->residency(), Residency::kMemory);
+    starts.insert(copied->data_offset() % 64);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(copied->tensors()[0].data) % 64, 0u)
+        << "data section at file offset " << copied->data_offset();
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(copied->tensors()[1].data) % 64, 0u);
+    EXPECT_EQ(copied->tensors()[0].data, copied->rewritable_bytes() + copied->data_offset());
+    EXPECT_EQ(std::memcmp(copied->rewritable_bytes(), mapped->tensors()[0].data - mapped->data_offset(),
+                          copied->file_size()),
+              0);
+  }
+  EXPECT_EQ(starts.size(), 8u) << "the files' data sections start at every multiple of 8 within a line";
   std::filesystem::remove(path);
 }
 
