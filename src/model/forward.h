@@ -19,6 +19,8 @@
 #include <span>
 #include <vector>
 
+#include "common/line_vector.h"
+
 #include "kernels/elementwise.h"
 #include "kernels/paged_attention.h"
 #include "kv/kv_page_store.h"
@@ -131,25 +133,25 @@ class Forward {
   std::vector<int> layer_rope_;  // [n_layer] index into ropes_
   // Activations, grown on demand and reused (no allocation in steady state).
   int64_t cap_m_ = 0, cap_logits_ = 0;
-  std::vector<float> x_;      // [m][n_embd] residual stream
-  std::vector<float> xn_;     // [m][n_embd] normed input of a sub-block
-  std::vector<float> q_;      // [m][n_head*hd]
-  std::vector<float> k_, v_;  // [m][n_kv*hd]
-  std::vector<float> att_;    // [m][n_head*hd] attention output
-  std::vector<float> o_;      // [m][n_embd]
-  std::vector<float> gate_, up_;  // [m][n_ff]
-  std::vector<float> qg_;     // [m][2*n_head*hd] gated attention's projection: per head [q | gate]
-  std::vector<float> gatt_;   // [m][n_head*hd] its output gates
+  LineVector<float> x_;      // [m][n_embd] residual stream
+  LineVector<float> xn_;     // [m][n_embd] normed input of a sub-block
+  LineVector<float> q_;      // [m][n_head*hd]
+  LineVector<float> k_, v_;  // [m][n_kv*hd]
+  LineVector<float> att_;    // [m][n_head*hd] attention output
+  LineVector<float> o_;      // [m][n_embd]
+  LineVector<float> gate_, up_;  // [m][n_ff]
+  LineVector<float> qg_;     // [m][2*n_head*hd] gated attention's projection: per head [q | gate]
+  LineVector<float> gatt_;   // [m][n_head*hd] its output gates
   DeltaNet delta_net_;
   MoeFfn moe_;
   // Recurrent layers: per sequence, its batch rows in order and its state.
   std::vector<std::vector<int32_t>> seq_rows_;
   std::vector<RecurrentState*> seq_states_;
   std::vector<std::span<const StateCapture>> seq_captures_;
-  std::vector<float> cs_;     // [n_ropes][m][n_rot] rope cos/sin
+  LineVector<float> cs_;     // [n_ropes][m][n_rot] rope cos/sin
   std::vector<int> pos_;      // [m] position ids (the attention window's queries)
-  std::vector<float> logits_; // [n_logits][n_vocab]
-  std::vector<float> scratch_;  // per-thread attention scratch
+  LineVector<float> logits_; // [n_logits][n_vocab]
+  LineVector<float> scratch_;  // per-thread attention scratch
   std::vector<int32_t> blocks_;  // attention: first entry of each run of tokens, then m
   std::vector<int> n_ctx_;       // attention: visible slots per entry
   // Attention split by softmax segment (few runs, long contexts): the tasks
@@ -161,7 +163,7 @@ class Forward {
   std::vector<SplitTask> split_;
   std::vector<AttentionState> split_state_;
   std::vector<int64_t> split_first_;
-  std::vector<float> states_;
+  LineVector<float> states_;
   std::vector<std::vector<const uint16_t*>> kptr_, vptr_;  // per sequence: page block pointers
   std::vector<std::vector<const int32_t*>> ppos_;  // per sequence: page position ids (windowed layers)
   std::vector<std::vector<int32_t>> slot_page_, slot_off_;  // per sequence with fills: slot → page, offset
