@@ -23,6 +23,7 @@
 #include <span>
 #include <vector>
 
+#include "common/line_vector.h"
 #include "kernels/matmul.h"
 #include "model/config.h"
 
@@ -55,10 +56,10 @@ class DeltaNet {
            std::span<const std::span<const StateCapture>> captures, float* out, ThreadPool& pool);
 
  private:
-  std::vector<float> qkv_;   // [m][channels] projections, then the conv's output
-  std::vector<float> z_;     // [m][d_inner]
+  LineVector<float> qkv_;   // [m][channels] projections, then the conv's output
+  LineVector<float> z_;     // [m][d_inner]
   std::vector<float> b_, a_; // [m][n_v_head]
-  std::vector<float> o_;     // [m][d_inner]
+  LineVector<float> o_;     // [m][d_inner]
 };
 
 }  // namespace pc

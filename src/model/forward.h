@@ -20,7 +20,6 @@
 #include <vector>
 
 #include "common/line_vector.h"
-
 #include "kernels/elementwise.h"
 #include "kernels/paged_attention.h"
 #include "kv/kv_page_store.h"

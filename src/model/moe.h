@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/line_vector.h"
 #include "kernels/matmul.h"
 #include "model/config.h"
 
@@ -62,12 +63,12 @@ class MoeFfn {
   std::vector<int32_t> cursor_;   // [n_expert] fill position of each expert while grouping
   std::vector<int32_t> order_;    // [m * n_used] (token, rank) pairs i * n_used + k grouped by expert
   std::vector<int32_t> row_of_;   // [m * n_used] where pair i * n_used + k's output is in ye_
-  std::vector<float> xe_;         // [m * n_used][n_embd] the inputs, grouped by expert
-  std::vector<float> ge_, ue_;    // [m * n_used][n_ff]
-  std::vector<float> ye_;         // [m * n_used][n_embd] expert outputs
+  LineVector<float> xe_;         // [m * n_used][n_embd] the inputs, grouped by expert
+  LineVector<float> ge_, ue_;    // [m * n_used][n_ff]
+  LineVector<float> ye_;         // [m * n_used][n_embd] expert outputs
   std::vector<MatmulOut> gate_up_;  // decode: [n_used * 2] every selected expert's gate and up
   std::vector<MatmulIn> down_;      // decode: [n_used] every selected expert's down projection
-  std::vector<float> sg_, sh_g_, sh_u_, sh_y_;  // shared expert: gate logit [m], [m][n_ff_shared] x2, [m][n_embd]
+  LineVector<float> sg_, sh_g_, sh_u_, sh_y_;  // shared expert: gate logit [m], [m][n_ff_shared] x2, [m][n_embd]
 };
 
 }  // namespace pc
