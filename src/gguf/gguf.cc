@@ -356,14 +356,15 @@ uint64_t mem_available() {
 // Bytes a thread of copy_to_memory claims at a time: few claims, and the
 // threads still finish together (a 600 MB file is 10 chunks).
 constexpr uint64_t kCopyChunk = uint64_t(64) << 20;
-// Where the copy in memory puts the data section: on a cache line.
+// The line the copy in memory puts tensors on (line_shift).
 constexpr uint64_t kCopyLine = 64;
 
 // The offset in [0, kCopyLine) to copy a file at so that the most tensor
 // bytes start on a line (a tensor's file offset: data_offset + its offset).
 uint64_t line_shift(uint64_t data_offset, const std::vector<GgufTensorInfo>& tensors) {
   uint64_t bytes[kCopyLine] = {};
-  for (const GgufTensorInfo& t : tensors) bytes[(kCopyLine - (data_offset + t.offset) % kCopyLine) % kCopyLine] += t.nbytes;
+  for (const GgufTensorInfo& t : tensors)
+    bytes[(kCopyLine - (data_offset + t.offset) % kCopyLine) % kCopyLine] += t.nbytes;
   return uint64_t(std::max_element(bytes, bytes + kCopyLine) - bytes);
 }
 
