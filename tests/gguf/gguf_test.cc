@@ -404,6 +404,28 @@ TEST(Gguf, CopyPutsTheDataSectionOnACacheLine) {
   std::filesystem::remove(path);
 }
 
+// A file cut short in its header, or empty, is an error naming the file in
+// either residency (the header is parsed before any copy is made).
+TEST(Gguf, TruncatedOrEmptyFileIsAnErrorInEitherResidency) {
+  const std::string src = test::shared_dir() + "/models/stories260K.gguf";
+  std::ifstream in(src, std::ios::binary);
+  std::vector<char> head(200);
+  in.read(head.data(), std::streamsize(head.size()));
+  for (size_t bytes : {size_t(0), head.size()}) {
+    const std::string path = test::temp_dir() + "/cut.gguf";
+    std::ofstream(path, std::ios::binary).write(head.data(), std::streamsize(bytes));
+    for (Residency r : {Residency::kMap, Residency::kMemory}) {
+      try {
+        GgufFile::open(path, r);
+        ADD_FAILURE() << bytes << " bytes opened";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("cut.gguf"), std::string::npos) << e.what();
+      }
+    }
+    std::filesystem::remove(path);
+  }
+}
+
 // Only a copy in memory can be rewritten in place (Model::repack_weights):
 // rewritable_bytes() gives the copy's first byte, a write through it is what
 // the tensor then reads, and a mapped file is never offered for writing.
