@@ -385,10 +385,12 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
   // most qt, as even as they go (a group of 4 heads: 2 + 2, whose tiles
   // keep 8 accumulator chains each, not 3 + 1, whose one-query tile waits
   // on its 4 chains and converts every K and V vector again for one query).
-  auto tile_queries = [&](int left) {
-    const int n_tiles = (left + qt - 1) / qt;
+  auto tiles_of = [](int left, int most) {
+    const int n_tiles = (left + most - 1) / most;
     return (left + n_tiles - 1) / n_tiles;
   };
+  auto tile_queries = [&](int left) { return tiles_of(left, qt); };
+  const int uqt = tiles.uqt > 0 ? tiles.uqt : qt;  // an update tile's queries
   const int dv = tiles.dv > 0 ? tiles.dv : DV;
   const int nq = tk.n_tok * group;
   float* q16 = scratch;                          // [nq][hd] query rounded to F16 (F16 K), or
@@ -625,7 +627,7 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
     };
     // 4a. accumulators of the queries that see the whole chunk
     for (int l = 0, n_here; l < n_full; l += n_here) {
-      n_here = tile_queries(n_full - l);
+      n_here = tiles_of(n_full - l, uqt);
       float* ap[QT];
       const float* pp[QT];
       const float* cp[QT];
@@ -640,7 +642,7 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
     }
     // 4b. the others: the blocks they see whole in tiles, then each over
     // its visible slots
-    part_runs(qt, [&](int r0, int n, int k) {
+    part_runs(uqt, [&](int r0, int n, int k) {
       float* ap[QT];
       const float* pp[QT];
       const float* cp[QT];

@@ -478,10 +478,10 @@ const AttnTiles* attn_tiles16(int head_dim) {
         AttnTiles x = make_attn_tiles<kAttnMaxQT, kAttnMaxKB>(
             [](auto sh) { return score_tile16<V, NV, decltype(sh)::kQT, decltype(sh)::kKB, typename decltype(sh)::Elem>; },
             [](auto qt) {
-              using E = typename decltype(qt)::Elem;
-              return update_tile16<V, NV, decltype(qt)::kQT, std::is_same_v<E, uint16_t> ? DV16 : DV, E>;
+              return update_tile16<V, NV, decltype(qt)::kQT, DV16, typename decltype(qt)::Elem>;
             });
-        x.f16.dv = DV16;
+        x.f16.dv = x.f32.dv = DV16;
+        fill_attn_updates<kAttnMaxQT>(x.f32, [](auto qt) { return update_tile16<V, NV, decltype(qt)::kQT, DV16, float>; });
         fill_attn_qscore(x.f32, [](auto sh) { return qscore_tile16<V, NV, decltype(sh)::kQT, decltype(sh)::kKB>; });
         x.f32.prep_k = prepare_keys_q4;
         x.f32.byte_query = true;

@@ -374,6 +374,11 @@ struct AttnTileSet {
   // quantized sets), 8 with AVX-512 on F16 pages (a decode token's few
   // queries then have 12 FMA chains, 3 queries × 4 vectors).
   int kb = kAttnQuantKB;
+  // Queries an update tile takes (update[QT-1] filled for QT <= uqt; 0: qt).
+  // AVX-512's quantized sets take 6 there while their integer score tiles
+  // take 3: F32 rows of V (dequantized once a chunk) are what F16 pages'
+  // update tiles read, converted.
+  int uqt = 0;
   // Vectors of 8 dimensions an update tile covers from v0 (0:
   // attn_update_vectors(NV)).
   int dv = 0;
@@ -459,6 +464,15 @@ void fill_attn_tiles(AttnTileSet<E>& t, Score& score, Update& update) {
   }(std::make_integer_sequence<int, kQT>{});
   t.qt = kQT;
   t.kb = kKB;
+}
+// The update table alone for QT = 1..kQT (AttnTileSet::uqt).
+template <int kQT, class E, class Update>
+void fill_attn_updates(AttnTileSet<E>& t, Update&& update) {
+  static_assert(kQT >= 1 && kQT <= kAttnMaxQT);
+  [&]<int... I>(std::integer_sequence<int, I...>) {
+    ((t.update[I] = update(AttnUpdateShape<I + 1, E>{})), ...);
+  }(std::make_integer_sequence<int, kQT>{});
+  t.uqt = kQT;
 }
 // The vupdate table from vupdate(AttnUpdateShape<QT, uint8_t>{}, type).
 template <class VUpdate>
