@@ -464,10 +464,10 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
   const bool windowed = a.window > 0;
   // Quantized V read straight from the pages by the update tiles (vupdate):
   // one token without a window sees every slot of every chunk it is given,
-  // so every query takes step 4a, and with at most kAttnQuantQT queries one tile covers
+  // so every query takes step 4a, and with at most vqt queries one tile covers
   // them all.
   [[maybe_unused]] const AttnTileSet<float>::QUpdateFn vupd =
-      E_is_float<E> && tk.n_tok == 1 && !windowed && nq <= kAttnQuantQT && hd % 32 == 0
+      E_is_float<E> && tk.n_tok == 1 && !windowed && nq <= tiles.vqt && hd % 32 == 0
           ? tiles.vupdate[a.kv_type == KvType::kQ8_0 ? 0 : 1][nq - 1]
           : nullptr;
   [[maybe_unused]] const uint8_t* vrow[kChunkBlocks];
@@ -634,7 +634,7 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
       tile_rows(live + l, n_here, ap, pp, cp);
       if constexpr (E_is_float<E>) {
         if (vupd) {  // (n_here == nq)
-          for (int v0 = 0; v0 < NV; v0 += DV) vupd(ap, pp, cp, vrow, blk_len, n_blk, v0, &pf);
+          for (int v0 = 0; v0 < NV; v0 += tiles.vdv) vupd(ap, pp, cp, vrow, blk_len, n_blk, v0, &pf);
           continue;
         }
       }
@@ -793,7 +793,7 @@ const AttnTiles& avx2_tiles() {
     fill_attn_qscore(x.f32, [](auto sh) { return qscore_tile<NV, decltype(sh)::kQT, decltype(sh)::kKB>; });
     x.f32.prep_k = prepare_keys_q;
     if constexpr (NV % 4 == 0 && attn_update_vectors(NV) == 4)
-      fill_attn_vupdate(x.f32, [](auto qt, auto vt) {
+      fill_attn_vupdate<kAttnQuantQT>(x.f32, 4, [](auto qt, auto vt) {
         return update_tile<NV, decltype(qt)::kQT, 4, uint8_t, decltype(vt)::value>;
       });
     x.f32.dequant_v = dequant_v_avx2;

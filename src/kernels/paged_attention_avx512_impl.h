@@ -80,33 +80,38 @@ __attribute__((noinline)) void score_tile16(const float* const* qv, const E* con
 // from 8 v0 (load(w): dimensions 8 v0 + 16 w ..): F16 or F32 rows (VT = kF16),
 // or a quantized row straight from the page, dequantized as loaded (VT =
 // kQ8_0 / kQ4_0, E = uint8_t, vb the block's first row; v0 a multiple of 4:
-// quantization block v0 / 4), bitwise dequant_v16()'s values.
+// quantization blocks v0 / 4 and, for w = 2 and 3, the one after it, each
+// with its scale), bitwise dequant_v16()'s values.
 template <class V, int NV, class E, KvType VT>
 struct VSlot16 {
   static constexpr size_t kBlockBytes = VT == KvType::kQ8_0 ? 34 : 18;
   const E* p;
-  typename V::F d;
-  VSlot16(const E* vb, int u, int v0) {
+  typename V::F d[2];
+  VSlot16(const E* vb, int u, int v0, int nblk = 1) {
     if constexpr (VT == KvType::kF16) {
       p = vb + u * 8 * NV + 8 * v0;
-      d = V::zero_f();
     } else {
       p = vb + size_t(u) * (NV / 4) * kBlockBytes + size_t(v0 / 4) * kBlockBytes;
-      uint16_t h;
-      std::memcpy(&h, p, 2);
-      d = V::set1_f(_cvtsh_ss(h));
+      for (int k = 0; k < nblk; ++k) {
+        uint16_t h;
+        std::memcpy(&h, p + k * kBlockBytes, 2);
+        d[k] = V::set1_f(_cvtsh_ss(h));
+      }
     }
   }
   typename V::F load(int w) const {
     if constexpr (VT == KvType::kF16) {
       return load16<V>(p + 16 * w);
-    } else if constexpr (VT == KvType::kQ8_0) {
-      return V::mul(d, V::cvt_i8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2 + 16 * w))));
-    } else {  // q4_0: values 0-15 the low nibbles, 16-31 the high ones
-      const __m128i qs = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2));
-      const __m128i mask = _mm_set1_epi8(15);
-      const __m128i nib = w == 0 ? _mm_and_si128(qs, mask) : _mm_and_si128(_mm_srli_epi16(qs, 4), mask);
-      return V::mul(d, V::cvt_i8(_mm_sub_epi8(nib, _mm_set1_epi8(8))));
+    } else {
+      const E* b = p + (w / 2) * kBlockBytes;
+      if constexpr (VT == KvType::kQ8_0) {
+        return V::mul(d[w / 2], V::cvt_i8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2 + 16 * (w % 2)))));
+      } else {  // q4_0: values 0-15 the low nibbles, 16-31 the high ones
+        const __m128i qs = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2));
+        const __m128i mask = _mm_set1_epi8(15);
+        const __m128i nib = w % 2 == 0 ? _mm_and_si128(qs, mask) : _mm_and_si128(_mm_srli_epi16(qs, 4), mask);
+        return V::mul(d[w / 2], V::cvt_i8(_mm_sub_epi8(nib, _mm_set1_epi8(8))));
+      }
     }
   }
 };
@@ -135,7 +140,7 @@ __attribute__((noinline)) void update_tile16(float* const* acc, const float* con
     }
     auto slot = [&](int u) __attribute__((always_inline)) {
       const int t = 8 * b + u;
-      const VSlot16<V, NV, E, VT> vt(vb[b], u, v0);
+      const VSlot16<V, NV, E, VT> vt(vb[b], u, v0, DW > 2 ? 2 : 1);
       F vv[DW];
       PC_UNROLL for (int w = 0; w < DW; ++w) vv[w] = vt.load(w);
       PC_UNROLL for (int i = 0; i < QT; ++i) {
@@ -486,8 +491,8 @@ const AttnTiles* attn_tiles16(int head_dim) {
         x.f32.prep_k = prepare_keys_q4;
         x.f32.byte_query = true;
         if constexpr (NV % 4 == 0 && DV == 4)
-          fill_attn_vupdate(x.f32, [](auto qt, auto vt) {
-            return update_tile16<V, NV, decltype(qt)::kQT, 4, uint8_t, decltype(vt)::value>;
+          fill_attn_vupdate<kAttnMaxQT>(x.f32, DV16, [](auto qt, auto vt) {
+            return update_tile16<V, NV, decltype(qt)::kQT, DV16, uint8_t, decltype(vt)::value>;
           });
         x.f32.dequant_v = dequant_v16<V>;
         x.f16.softmax16 = x.f32.softmax16 = softmax16<V>;

@@ -423,11 +423,15 @@ struct AttnTileSet {
   // dequant_v's F32 copy, each value dequantized as loaded (the same values
   // and operations): vupdate[0] q8_0, [1] q4_0, by QT; vb[b] the block's
   // first row. Null for head sizes that are not multiples of 32. The kernel
-  // uses them when one tile covers all of a chunk's queries (decode), where
-  // each value is then converted once either way and the copy is saved.
+  // uses them when one tile covers all of a chunk's queries (decode: up to
+  // vqt of them), where each value is then converted once either way and the
+  // copy is saved; a tile covers vdv vectors of 8 dimensions from v0 (4: one
+  // quantization block of 32; 8: two, each with its scale).
   using QUpdateFn = void (*)(float* const* acc, const float* const* p, const float* const* c,
                              const uint8_t* const* vb, const int* blk_len, int n_blk, int v0, AttnPrefetch* pf);
-  QUpdateFn vupdate[2][kAttnQuantQT] = {};
+  QUpdateFn vupdate[2][kAttnMaxQT] = {};
+  int vqt = 0;
+  int vdv = 4;
 };
 struct AttnTiles {
   AttnTileSet<uint16_t> f16;
@@ -474,14 +478,18 @@ void fill_attn_updates(AttnTileSet<E>& t, Update&& update) {
   }(std::make_integer_sequence<int, kQT>{});
   t.uqt = kQT;
 }
-// The vupdate table from vupdate(AttnUpdateShape<QT, uint8_t>{}, type).
-template <class VUpdate>
-void fill_attn_vupdate(AttnTileSet<float>& t, VUpdate&& vupdate) {
+// The vupdate table from vupdate(AttnUpdateShape<QT, uint8_t>{}, type), for
+// QT = 1..kQT; the tiles cover dv vectors of 8 dimensions.
+template <int kQT, class VUpdate>
+void fill_attn_vupdate(AttnTileSet<float>& t, int dv, VUpdate&& vupdate) {
+  static_assert(kQT >= 1 && kQT <= kAttnMaxQT);
   [&]<int... I>(std::integer_sequence<int, I...>) {
     ((t.vupdate[0][I] = vupdate(AttnUpdateShape<I + 1, uint8_t>{}, std::integral_constant<KvType, KvType::kQ8_0>{}),
       t.vupdate[1][I] = vupdate(AttnUpdateShape<I + 1, uint8_t>{}, std::integral_constant<KvType, KvType::kQ4_0>{})),
      ...);
-  }(std::make_integer_sequence<int, kAttnQuantQT>{});
+  }(std::make_integer_sequence<int, kQT>{});
+  t.vqt = kQT;
+  t.vdv = dv;
 }
 // The qscore table from qscore(AttnTileShape<QT, KB, float>{}).
 template <class QScore>
