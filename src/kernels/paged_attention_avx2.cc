@@ -790,7 +790,7 @@ const AttnTiles& avx2_tiles() {
     AttnTiles x = make_attn_tiles<kAttnQuantQT, kAttnQuantKB>(
         [](auto sh) { return score_tile<NV, decltype(sh)::kQT, decltype(sh)::kKB, typename decltype(sh)::Elem>; },
         [](auto qt) { return update_tile<NV, decltype(qt)::kQT, attn_update_vectors(NV), typename decltype(qt)::Elem>; });
-    fill_attn_qscore(x.f32, [](auto sh) { return qscore_tile<NV, decltype(sh)::kQT, decltype(sh)::kKB>; });
+    fill_attn_qscore<kAttnQuantQT>(x.f32, [](auto sh) { return qscore_tile<NV, decltype(sh)::kQT, decltype(sh)::kKB>; });
     x.f32.prep_k = prepare_keys_q;
     if constexpr (NV % 4 == 0 && attn_update_vectors(NV) == 4)
       fill_attn_vupdate<kAttnQuantQT>(x.f32, 4, [](auto qt, auto vt) {

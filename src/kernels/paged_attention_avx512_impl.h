@@ -487,7 +487,7 @@ const AttnTiles* attn_tiles16(int head_dim) {
             });
         x.f16.dv = x.f32.dv = DV16;
         fill_attn_updates<kAttnMaxQT>(x.f32, [](auto qt) { return update_tile16<V, NV, decltype(qt)::kQT, DV16, float>; });
-        fill_attn_qscore(x.f32, [](auto sh) { return qscore_tile16<V, NV, decltype(sh)::kQT, decltype(sh)::kKB>; });
+        fill_attn_qscore<kAttnQuantMaxQT>(x.f32, [](auto sh) { return qscore_tile16<V, NV, decltype(sh)::kQT, decltype(sh)::kKB>; });
         x.f32.prep_k = prepare_keys_q4;
         x.f32.byte_query = true;
         if constexpr (NV % 4 == 0 && DV == 4)

@@ -339,10 +339,12 @@ struct AttnKeysQ {
 // (the scores' scratch holds kAttnChunkSlots a query).
 constexpr int kAttnChunkBlocks = 8;
 constexpr int kAttnChunkSlots = 8 * kAttnChunkBlocks;
-// Queries a register tile takes at most (AttnTileSet::qt), and at most in the
-// quantized tiles (qscore, vupdate).
+// Queries a register tile takes at most (AttnTileSet::qt); a quantized
+// set's integer score tiles (qscore) 3 (AVX2's 16 registers) or at most
+// kAttnQuantMaxQT (AVX-512's 32: 3 × 4 × 2 accumulators).
 constexpr int kAttnMaxQT = 6;
 constexpr int kAttnQuantQT = 3;
+constexpr int kAttnQuantMaxQT = 4;
 // Blocks of 8 slots a score tile takes at most (AttnTileSet::kb), and in the
 // quantized tiles.
 constexpr int kAttnMaxKB = 8;
@@ -367,8 +369,8 @@ struct AttnTileSet {
   UpdateFn update[kAttnMaxQT] = {};
   // Queries a score and update tile takes (score[QT-1], update[QT-1] filled
   // for QT <= qt): as many as the registers hold accumulators for (AVX2's 16:
-  // 3; AVX-512's 32: 6 on F16 pages). The quantized sets (E = float) take
-  // kAttnQuantQT.
+  // 3; AVX-512's 32: 6 on F16 pages). The quantized sets (E = float): their
+  // qscore tiles' count (fill_attn_qscore), their update tiles' uqt.
   int qt = kAttnQuantQT;
   // Blocks a score tile takes (score[][KB-1] filled for KB <= kb): 4 (AVX2;
   // quantized sets), 8 with AVX-512 on F16 pages (a decode token's few
@@ -409,7 +411,7 @@ struct AttnTileSet {
   // value bitwise kv_dequantize_row()'s.
   using QScoreFn = void (*)(const AttnQueryQ* qv, const AttnKeysQ* kb, float scale, float* const* sc,
                             AttnPrefetch* pf);
-  QScoreFn qscore[kAttnQuantQT][kAttnQuantKB] = {};
+  QScoreFn qscore[kAttnQuantMaxQT][kAttnQuantKB] = {};
   using DequantFn = void (*)(KvType t, const uint8_t* rows, size_t rb, int n, int hd, float* out);
   DequantFn dequant_v = nullptr;
   // A quantized block's n <= 8 K rows (rows rb bytes apart) into the
@@ -491,14 +493,17 @@ void fill_attn_vupdate(AttnTileSet<float>& t, int dv, VUpdate&& vupdate) {
   t.vqt = kQT;
   t.vdv = dv;
 }
-// The qscore table from qscore(AttnTileShape<QT, KB, float>{}).
-template <class QScore>
+// The qscore table from qscore(AttnTileShape<QT, KB, float>{}), for QT =
+// 1..kQT (the set's qt).
+template <int kQT, class QScore>
 void fill_attn_qscore(AttnTileSet<float>& t, QScore&& qscore) {
+  static_assert(kQT >= 1 && kQT <= kAttnQuantMaxQT);
   [&]<int... I>(std::integer_sequence<int, I...>) {
     ((t.qscore[I / kAttnQuantKB][I % kAttnQuantKB] =
           qscore(AttnTileShape<I / kAttnQuantKB + 1, I % kAttnQuantKB + 1, float>{})),
      ...);
-  }(std::make_integer_sequence<int, kAttnQuantKB * kAttnQuantQT>{});
+  }(std::make_integer_sequence<int, kAttnQuantKB * kQT>{});
+  t.qt = kQT;
 }
 // F16 pages' tiles for up to kF16QT queries × kF16KB blocks, the quantized
 // sets' for kAttnQuantQT × kAttnQuantKB.
