@@ -464,11 +464,11 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
   const bool windowed = a.window > 0;
   // Quantized V read straight from the pages by the update tiles (vupdate):
   // one token without a window sees every slot of every chunk it is given,
-  // so every query takes step 4a, and with at most vqt queries one tile covers
-  // them all.
-  [[maybe_unused]] const AttnTileSet<float>::QUpdateFn vupd =
-      E_is_float<E> && tk.n_tok == 1 && !windowed && nq <= tiles.vqt && hd % 32 == 0
-          ? tiles.vupdate[a.kv_type == KvType::kQ8_0 ? 0 : 1][nq - 1]
+  // so every query takes step 4a, in tiles of at most vqt queries; with at
+  // most vtiles of them (each converting the rows it reads) the copy is saved.
+  [[maybe_unused]] const AttnTileSet<float>::QUpdateFn* vupd =
+      E_is_float<E> && tk.n_tok == 1 && !windowed && nq <= tiles.vtiles * tiles.vqt && hd % 32 == 0
+          ? tiles.vupdate[a.kv_type == KvType::kQ8_0 ? 0 : 1]
           : nullptr;
   [[maybe_unused]] const uint8_t* vrow[kChunkBlocks];
   // Prefetching (AttnPrefetch) for a decode step's few tokens (a prompt's
@@ -627,14 +627,14 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
     };
     // 4a. accumulators of the queries that see the whole chunk
     for (int l = 0, n_here; l < n_full; l += n_here) {
-      n_here = tiles_of(n_full - l, uqt);
+      n_here = tiles_of(n_full - l, vupd ? tiles.vqt : uqt);
       float* ap[QT];
       const float* pp[QT];
       const float* cp[QT];
       tile_rows(live + l, n_here, ap, pp, cp);
       if constexpr (E_is_float<E>) {
-        if (vupd) {  // (n_here == nq)
-          for (int v0 = 0; v0 < NV; v0 += tiles.vdv) vupd(ap, pp, cp, vrow, blk_len, n_blk, v0, &pf);
+        if (vupd) {
+          for (int v0 = 0; v0 < NV; v0 += tiles.vdv) vupd[n_here - 1](ap, pp, cp, vrow, blk_len, n_blk, v0, &pf);
           continue;
         }
       }

@@ -425,15 +425,17 @@ struct AttnTileSet {
   // dequant_v's F32 copy, each value dequantized as loaded (the same values
   // and operations): vupdate[0] q8_0, [1] q4_0, by QT; vb[b] the block's
   // first row. Null for head sizes that are not multiples of 32. The kernel
-  // uses them when one tile covers all of a chunk's queries (decode: up to
-  // vqt of them), where each value is then converted once either way and the
-  // copy is saved; a tile covers vdv vectors of 8 dimensions from v0 (4: one
-  // quantization block of 32; 8: two, each with its scale).
+  // uses them when at most vtiles tiles of up to vqt queries cover all of a
+  // chunk's queries (decode): one tile converts each value once either way
+  // and saves the copy; AVX-512's two convert it twice and still beat the
+  // copy (its stores and loads). A tile covers vdv vectors of 8 dimensions
+  // from v0 (4: one quantization block of 32; 8: two, each with its scale).
   using QUpdateFn = void (*)(float* const* acc, const float* const* p, const float* const* c,
                              const uint8_t* const* vb, const int* blk_len, int n_blk, int v0, AttnPrefetch* pf);
   QUpdateFn vupdate[2][kAttnMaxQT] = {};
   int vqt = 0;
   int vdv = 4;
+  int vtiles = 1;
 };
 struct AttnTiles {
   AttnTileSet<uint16_t> f16;
