@@ -360,14 +360,16 @@ void dequant_v_avx2(KvType t, const uint8_t* rows, size_t rb, int n, int hd, flo
 //      [hd/2][8] and its scales (prepare_keys_q; lanes past the block zero);
 //   2. scores of every query that sees part of the chunk, in tiles of qt
 //      queries × kb blocks (register blocking: each K load serves qt queries;
-//      qt = 3 and kb = 4 on AVX2, 6 and 8 with AVX-512's 32 registers);
+//      qt = 3 and kb = 4 on AVX2, 6 and 8 with AVX-512's 32 registers on F16
+//      pages, 4 and 4 on quantized ones);
 //   3. per query and visible block, in order: the block maximum, the rescale
 //      factor c (1 when the maximum did not grow; multiplying by 1 is exact),
 //      the exps p (in place of the scores), S = S * c, S = S + p_t;
 //      With a soft-cap, the scores of those queries capped in place (8 lanes
 //      at a time, fixed_tanh8: the operations of fixed_tanh);
-//   4. the accumulators: queries that see the whole chunk in tiles of qt
-//      queries × DV vectors (each V load serves qt queries); the others (the
+//   4. the accumulators: queries that see the whole chunk in tiles of uqt
+//      queries × dv vectors (each V load serves uqt queries; a decode token on
+//      quantized pages: tiles of vqt that read the rows themselves); the others (the
 //      causal diagonal, the edge of a sliding window) one at a time over their
 //      visible slots (window_bits), skipping blocks they see none of.
 // A chunk never spans two softmax segments; at each segment's end every
