@@ -392,7 +392,7 @@ void tokens_kernel(const PagedAttentionArgs& a, int group, const PagedAttentionT
     return (left + n_tiles - 1) / n_tiles;
   };
   auto tile_queries = [&](int left) { return tiles_of(left, qt); };
-  const int uqt = tiles.uqt > 0 ? tiles.uqt : qt;  // an update tile's queries
+  const int uqt = tiles.uqt;  // an update tile's queries
   const int dv = tiles.dv > 0 ? tiles.dv : DV;
   const int nq = tk.n_tok * group;
   float* q16 = scratch;                          // [nq][hd] query rounded to F16 (F16 K), or
@@ -789,7 +789,7 @@ void merge_query(const AttentionState* parts, int n_seg, int64_t qi, float* out,
 template <int NV>
 const AttnTiles& avx2_tiles() {
   static const AttnTiles t = [] {
-    AttnTiles x = make_attn_tiles<kAttnQuantQT, kAttnQuantKB>(
+    AttnTiles x = make_attn_tiles<kAttnQuantQT, kAttnQuantKB, kAttnQuantQT>(
         [](auto sh) { return score_tile<NV, decltype(sh)::kQT, decltype(sh)::kKB, typename decltype(sh)::Elem>; },
         [](auto qt) { return update_tile<NV, decltype(qt)::kQT, attn_update_vectors(NV), typename decltype(qt)::Elem>; });
     fill_attn_qscore<kAttnQuantQT>(x.f32, [](auto sh) { return qscore_tile<NV, decltype(sh)::kQT, decltype(sh)::kKB>; });

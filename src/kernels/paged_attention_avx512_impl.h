@@ -480,13 +480,12 @@ const AttnTiles* attn_tiles16(int head_dim) {
     if constexpr (DV % 2 == 0) {
       constexpr int DV16 = NV % 8 == 0 ? 8 : DV;
       static const AttnTiles t = [] {
-        AttnTiles x = make_attn_tiles<kAttnMaxQT, kAttnMaxKB>(
+        AttnTiles x = make_attn_tiles<kAttnMaxQT, kAttnMaxKB, kAttnMaxQT>(
             [](auto sh) { return score_tile16<V, NV, decltype(sh)::kQT, decltype(sh)::kKB, typename decltype(sh)::Elem>; },
             [](auto qt) {
               return update_tile16<V, NV, decltype(qt)::kQT, DV16, typename decltype(qt)::Elem>;
             });
         x.f16.dv = x.f32.dv = DV16;
-        fill_attn_updates<kAttnMaxQT>(x.f32, [](auto qt) { return update_tile16<V, NV, decltype(qt)::kQT, DV16, float>; });
         fill_attn_qscore<kAttnQuantMaxQT>(x.f32, [](auto sh) { return qscore_tile16<V, NV, decltype(sh)::kQT, decltype(sh)::kKB>; });
         x.f32.prep_k = prepare_keys_q4;
         x.f32.byte_query = true;

@@ -376,9 +376,9 @@ struct AttnTileSet {
   // quantized sets), 8 with AVX-512 on F16 pages (a decode token's few
   // queries then have 12 FMA chains, 3 queries × 4 vectors).
   int kb = kAttnQuantKB;
-  // Queries an update tile takes (update[QT-1] filled for QT <= uqt; 0: qt).
+  // Queries an update tile takes (update[QT-1] filled for QT <= uqt).
   // AVX-512's quantized sets take 6 there while their integer score tiles
-  // take 3: F32 rows of V (dequantized once a chunk) are what F16 pages'
+  // take 4: F32 rows of V (dequantized once a chunk) are what F16 pages'
   // update tiles read, converted.
   int uqt = 0;
   // Vectors of 8 dimensions an update tile covers from v0 (0:
@@ -460,28 +460,22 @@ struct AttnUpdateShape {
 };
 // A tile table from generic callables: score(AttnTileShape<QT, KB, E>{}) and
 // update(AttnUpdateShape<QT, E>{}) return the tiles of that shape and element,
-// for QT = 1..kQT and KB = 1..kKB.
-template <int kQT, int kKB, class E, class Score, class Update>
+// for QT = 1..kQT and KB = 1..kKB, and the update tiles for QT = 1..kUQT
+// (AttnTileSet::uqt).
+template <int kQT, int kKB, int kUQT, class E, class Score, class Update>
 void fill_attn_tiles(AttnTileSet<E>& t, Score& score, Update& update) {
-  static_assert(kQT >= 1 && kQT <= kAttnMaxQT && kKB >= 1 && kKB <= kAttnMaxKB);
+  static_assert(kQT >= 1 && kQT <= kAttnMaxQT && kKB >= 1 && kKB <= kAttnMaxKB && kUQT >= 1 && kUQT <= kAttnMaxQT);
   [&]<int... I>(std::integer_sequence<int, I...>) {
     ((t.score[I / kKB][I % kKB] = score(AttnTileShape<I / kKB + 1, I % kKB + 1, E>{})), ...);
   }(std::make_integer_sequence<int, kKB * kQT>{});
   [&]<int... I>(std::integer_sequence<int, I...>) {
     ((t.update[I] = update(AttnUpdateShape<I + 1, E>{})), ...);
-  }(std::make_integer_sequence<int, kQT>{});
+  }(std::make_integer_sequence<int, kUQT>{});
   t.qt = kQT;
   t.kb = kKB;
+  t.uqt = kUQT;
 }
-// The update table alone for QT = 1..kQT (AttnTileSet::uqt).
-template <int kQT, class E, class Update>
-void fill_attn_updates(AttnTileSet<E>& t, Update&& update) {
-  static_assert(kQT >= 1 && kQT <= kAttnMaxQT);
-  [&]<int... I>(std::integer_sequence<int, I...>) {
-    ((t.update[I] = update(AttnUpdateShape<I + 1, E>{})), ...);
-  }(std::make_integer_sequence<int, kQT>{});
-  t.uqt = kQT;
-}
+
 // The vupdate table from vupdate(AttnUpdateShape<QT, uint8_t>{}, type), for
 // QT = 1..kQT; the tiles cover dv vectors of 8 dimensions.
 template <int kQT, class VUpdate>
@@ -508,12 +502,13 @@ void fill_attn_qscore(AttnTileSet<float>& t, QScore&& qscore) {
   t.qt = kQT;
 }
 // F16 pages' tiles for up to kF16QT queries × kF16KB blocks, the quantized
-// sets' for kAttnQuantQT × kAttnQuantKB.
-template <int kF16QT, int kF16KB, class Score, class Update>
+// sets' for kAttnQuantQT × kAttnQuantKB, their update tiles for up to
+// kQuantUQT queries.
+template <int kF16QT, int kF16KB, int kQuantUQT, class Score, class Update>
 AttnTiles make_attn_tiles(Score&& score, Update&& update) {
   AttnTiles t;
-  fill_attn_tiles<kF16QT, kF16KB>(t.f16, score, update);
-  fill_attn_tiles<kAttnQuantQT, kAttnQuantKB>(t.f32, score, update);
+  fill_attn_tiles<kF16QT, kF16KB, kF16QT>(t.f16, score, update);
+  fill_attn_tiles<kAttnQuantQT, kAttnQuantKB, kQuantUQT>(t.f32, score, update);
   return t;
 }
 
